@@ -1,0 +1,482 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Results of applied commands. ApplyBatch returns, per entry, one of these,
+// a business error (see errors.go), or nil for an entry that changes no
+// state: a configuration entry, or an entry skipped because the database
+// already holds it (replay after restart).
+
+// AppendResult is the result of an Append.
+type AppendResult struct {
+	Namespace           string
+	Stream              string
+	FirstPosition       int64
+	LastPosition        int64
+	FirstGlobalPosition int64
+	LastGlobalPosition  int64
+	Index               uint64 // Raft index of the entry
+}
+
+// ImportResult is the result of an Import chunk.
+type ImportResult struct {
+	Namespace          string
+	Imported           int
+	LastGlobalPosition int64 // of the chunk's last record; 0 when empty
+	Index              uint64
+}
+
+// CreateNamespaceResult is the result of a CreateNamespace.
+type CreateNamespaceResult struct {
+	Name      string
+	ID        uint64
+	CreatedAt int64
+	Index     uint64
+}
+
+// DeleteNamespaceResult is the result of a DeleteNamespace.
+type DeleteNamespaceResult struct {
+	Name            string
+	MessagesDeleted int64
+	DeletedAt       int64
+	Index           uint64
+}
+
+// SetNodeInfoResult is the result of a SetNodeInfo.
+type SetNodeInfoResult struct{ Index uint64 }
+
+// PositionExistsError is returned when an import record clashes with a
+// stored message (or an earlier record of the same chunk). It matches
+// ErrPositionExists with errors.Is.
+type PositionExistsError struct {
+	Record         int // index of the record in the chunk
+	Stream         string
+	Position       int64
+	GlobalPosition int64
+	Reason         string
+}
+
+func (e *PositionExistsError) Error() string {
+	return fmt.Sprintf("fsm: import record %d (stream %q position %d, global position %d): %s",
+		e.Record, e.Stream, e.Position, e.GlobalPosition, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrPositionExists) true.
+func (e *PositionExistsError) Is(target error) bool { return target == ErrPositionExists }
+
+// Apply implements raft.FSM.
+func (s *Store) Apply(l *raft.Log) any { return s.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM. All entries of the call become one
+// Pebble batch per touched namespace database (plus one for _metadata when
+// namespaces or nodes change), each ending with its A record. It panics on a
+// storage error: the node must stop rather than skip an entry.
+func (s *Store) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	a := &applier{s: s, batches: make(map[*namespace]*nsBatch)}
+	for i, l := range logs {
+		switch l.Type {
+		case raft.LogCommand:
+			out[i] = a.command(l)
+		case raft.LogConfiguration:
+			a.configuration(l)
+		}
+	}
+	a.commit()
+	last := logs[len(logs)-1]
+	s.applied.Store(last.Index)
+	s.appliedTerm.Store(last.Term)
+	return out
+}
+
+// applier holds the state of one ApplyBatch call.
+type applier struct {
+	s       *Store
+	batches map[*namespace]*nsBatch
+	order   []*nsBatch
+
+	// _metadata changes, committed after the namespace batches.
+	meta        *pebble.Batch
+	metaApplied appliedRecord
+	metaSync    bool // a namespace was deleted: make that durable before its directory goes
+	config      *configRecord
+	nodes       map[string]string
+
+	// Registry changes, published after commit.
+	created map[string]*namespace // name -> handle created in this call
+	deleted map[string]bool       // names deleted in this call (and not re-created since)
+	dropped []*namespace          // handles to close and remove
+}
+
+func (a *applier) fatal(format string, args ...any) {
+	panic(fmt.Errorf("fsm: storage failure, stopping: "+format, args...))
+}
+
+func (a *applier) command(l *raft.Log) any {
+	cmd := &fsmv1.Command{}
+	if err := proto.Unmarshal(l.Data, cmd); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	switch k := cmd.Kind.(type) {
+	case *fsmv1.Command_Append:
+		return a.append(l, k.Append)
+	case *fsmv1.Command_Import:
+		return a.importChunk(l, k.Import)
+	case *fsmv1.Command_CreateNamespace:
+		return a.createNamespace(l, k.CreateNamespace)
+	case *fsmv1.Command_DeleteNamespace:
+		return a.deleteNamespace(l, k.DeleteNamespace)
+	case *fsmv1.Command_SetNodeInfo:
+		return a.setNodeInfo(l, k.SetNodeInfo)
+	default:
+		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
+	}
+}
+
+// lookup resolves a namespace name as of the current entry.
+func (a *applier) lookup(name string) *namespace {
+	if ns, ok := a.created[name]; ok {
+		return ns
+	}
+	if a.deleted[name] {
+		return nil
+	}
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	return a.s.mu.namespaces[name]
+}
+
+// batch returns the open batch of ns, taking a reference (and opening the
+// database) on first use.
+func (a *applier) batch(ns *namespace) *nsBatch {
+	if nb, ok := a.batches[ns]; ok {
+		return nb
+	}
+	a.s.mu.Lock()
+	err := a.s.refLocked(ns)
+	a.s.mu.Unlock()
+	if err != nil {
+		a.fatal("%v", err)
+	}
+	nb := newNSBatch(ns)
+	a.batches[ns] = nb
+	a.order = append(a.order, nb)
+	return nb
+}
+
+// target returns the batch of the namespace entry l writes to. done is set,
+// with the entry's result, when the entry must not be applied: the
+// namespace does not exist, or it already holds the entry (see skip).
+func (a *applier) target(l *raft.Log, name string) (nb *nsBatch, result any, done bool) {
+	ns := a.lookup(name)
+	if ns == nil {
+		return nil, ErrNamespaceNotFound, true
+	}
+	nb = a.batch(ns)
+	if skip(ns, nb, l) {
+		return nil, nil, true
+	}
+	return nb, nil, false
+}
+
+// skip reports whether entry l is already held by ns: at or below its A
+// index, or older than this incarnation of the name (an entry for an
+// earlier namespace of the same name, replayed after the name was deleted
+// and created again).
+func skip(ns *namespace, nb *nsBatch, l *raft.Log) bool {
+	return l.Index <= nb.applied.index || l.Index <= ns.rec.Id
+}
+
+// touchMeta starts the _metadata batch, reporting false when the entry is
+// already held there.
+func (a *applier) touchMeta(l *raft.Log) bool {
+	if l.Index <= a.s.metaApplied.index {
+		return false
+	}
+	if a.meta == nil {
+		a.meta = a.s.meta.NewBatch()
+	}
+	a.metaApplied = appliedRecord{l.Index, l.Term}
+	return true
+}
+
+func (a *applier) configuration(l *raft.Log) {
+	if !a.touchMeta(l) {
+		return
+	}
+	a.config = &configRecord{index: l.Index, data: append([]byte(nil), l.Data...)}
+	v := appendUint64(make([]byte, 0, 8+len(l.Data)), l.Index)
+	if err := a.meta.Set(keyConfig, append(v, l.Data...), nil); err != nil {
+		a.fatal("stage configuration: %v", err)
+	}
+}
+
+func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
+	nb, skipped, done := a.target(l, c.Namespace)
+	if done {
+		return skipped
+	}
+	if err := validateAppend(c); err != nil {
+		return err
+	}
+	st := nb.stream(c.Stream)
+	version := st.meta.lastPos
+	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
+		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
+	}
+	res := &AppendResult{
+		Namespace:           c.Namespace,
+		Stream:              c.Stream,
+		FirstPosition:       version + 1,
+		FirstGlobalPosition: nb.nextGP,
+		Index:               l.Index,
+	}
+	ce := nb.catEntryFor(c.Stream)
+	sm := &nb.sm
+	for _, m := range c.Messages {
+		proto.Reset(sm)
+		sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, c.Stream, m.Type, st.meta.lastPos+1
+		sm.Data, sm.Metadata, sm.TimeUnixNano = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano
+		nb.writeMessage(ce, sm, nb.nextGP, st)
+		nb.nextGP++
+	}
+	res.LastPosition = st.meta.lastPos
+	res.LastGlobalPosition = nb.nextGP - 1
+	nb.done(l)
+	return res
+}
+
+func validateAppend(c *fsmv1.Append) error {
+	if err := ValidateStreamName("stream", c.Stream); err != nil {
+		return err
+	}
+	if n := len(c.Messages); n < 1 || n > MaxAppendMessages {
+		return invalid("messages", "must hold 1..%d messages, got %d", MaxAppendMessages, n)
+	}
+	if c.ExpectedVersion != nil && *c.ExpectedVersion < -1 {
+		return invalid("expected_version", "must be -1 or more, got %d", *c.ExpectedVersion)
+	}
+	for i, m := range c.Messages {
+		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *applier) importChunk(l *raft.Log, c *fsmv1.Import) any {
+	nb, skipped, done := a.target(l, c.Namespace)
+	if done {
+		return skipped
+	}
+	if err := validateImport(c); err != nil {
+		return err
+	}
+	// Clash checks read the database, so make it hold everything staged so
+	// far; imports are rare and large, an extra commit costs little.
+	a.flush(nb)
+	if c.Clear {
+		nb.clear()
+	}
+	if err := nb.checkImport(c); err != nil {
+		if c.Clear {
+			// The chunk is rejected as a whole, clear included.
+			nb.reset()
+		}
+		return err
+	}
+	res := &ImportResult{Namespace: c.Namespace, Imported: len(c.Messages), Index: l.Index}
+	for _, m := range c.Messages {
+		st := nb.stream(m.Stream)
+		nb.writeMessage(nb.catEntryFor(m.Stream), &fsmv1.StoredMessage{
+			Id:           m.Id,
+			Stream:       m.Stream,
+			Type:         m.Type,
+			Position:     m.Position,
+			Data:         m.Data,
+			Metadata:     NormalizeMetadata(m.Metadata),
+			TimeUnixNano: m.TimeUnixNano,
+		}, m.GlobalPosition, st)
+		nb.nextGP = max(nb.nextGP, m.GlobalPosition+1)
+		res.LastGlobalPosition = m.GlobalPosition
+	}
+	nb.done(l)
+	return res
+}
+
+func validateImport(c *fsmv1.Import) error {
+	if n := len(c.Messages); n > MaxImportMessages {
+		return invalid("messages", "must hold at most %d records, got %d", MaxImportMessages, n)
+	}
+	for i, m := range c.Messages {
+		if err := ValidateStreamName(fmt.Sprintf("messages[%d].stream", i), m.Stream); err != nil {
+			return err
+		}
+		if m.Position < 0 {
+			return invalid(fmt.Sprintf("messages[%d].position", i), "must be 0 or more, got %d", m.Position)
+		}
+		if m.GlobalPosition < 1 {
+			return invalid(fmt.Sprintf("messages[%d].global_position", i), "must be 1 or more, got %d", m.GlobalPosition)
+		}
+		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush commits what nb staged so far, so the database holds it.
+func (a *applier) flush(nb *nsBatch) {
+	if err := nb.commit(a.s.opts.SyncApply); err != nil {
+		a.fatal("namespace %q: %v", nb.ns.rec.Name, err)
+	}
+}
+
+func (a *applier) createNamespace(l *raft.Log, c *fsmv1.CreateNamespace) any {
+	if err := ValidateNamespaceName(c.Name); err != nil {
+		return err
+	}
+	if l.Index <= a.s.metaApplied.index {
+		return nil // _metadata already holds this entry
+	}
+	if a.lookup(c.Name) != nil {
+		return ErrNamespaceExists
+	}
+	a.touchMeta(l)
+	rec := &fsmv1.NamespaceRecord{
+		Name:            c.Name,
+		Id:              l.Index,
+		Description:     c.Description,
+		TokenHash:       c.TokenHash,
+		CreatedUnixNano: c.CreatedUnixNano,
+	}
+	v, err := proto.Marshal(rec)
+	if err != nil {
+		a.fatal("encode namespace record: %v", err)
+	}
+	if err := a.meta.Set(namespaceKey(c.Name), v, nil); err != nil {
+		a.fatal("stage namespace record: %v", err)
+	}
+	ns := a.s.newNamespace(rec)
+	nb := a.batch(ns) // opens (creates) its database
+	if nb.applied.index < l.Index {
+		nb.done(l)
+	}
+	if a.created == nil {
+		a.created = make(map[string]*namespace)
+	}
+	a.created[c.Name] = ns
+	return &CreateNamespaceResult{Name: c.Name, ID: l.Index, CreatedAt: c.CreatedUnixNano, Index: l.Index}
+}
+
+func (a *applier) deleteNamespace(l *raft.Log, c *fsmv1.DeleteNamespace) any {
+	if l.Index <= a.s.metaApplied.index {
+		return nil // _metadata already holds this entry
+	}
+	ns := a.lookup(c.Name)
+	if ns == nil {
+		return ErrNamespaceNotFound
+	}
+	a.touchMeta(l)
+	nb := a.batch(ns)
+	nb.dropped = true
+	res := &DeleteNamespaceResult{Name: c.Name, MessagesDeleted: nb.counts.messages, DeletedAt: c.DeletedUnixNano, Index: l.Index}
+	if err := a.meta.Delete(namespaceKey(c.Name), nil); err != nil {
+		a.fatal("stage namespace delete: %v", err)
+	}
+	a.metaSync = true
+	delete(a.created, c.Name)
+	if a.deleted == nil {
+		a.deleted = make(map[string]bool)
+	}
+	a.deleted[c.Name] = true
+	a.dropped = append(a.dropped, ns)
+	return res
+}
+
+func (a *applier) setNodeInfo(l *raft.Log, c *fsmv1.SetNodeInfo) any {
+	if c.NodeId == "" {
+		return invalid("node_id", "must not be empty")
+	}
+	if !a.touchMeta(l) {
+		return nil
+	}
+	var err error
+	if c.ApiAddress == "" {
+		err = a.meta.Delete(nodeKey(c.NodeId), nil)
+	} else {
+		err = a.meta.Set(nodeKey(c.NodeId), []byte(c.ApiAddress), nil)
+	}
+	if err != nil {
+		a.fatal("stage node info: %v", err)
+	}
+	if a.nodes == nil {
+		a.nodes = make(map[string]string)
+	}
+	a.nodes[c.NodeId] = c.ApiAddress
+	return &SetNodeInfoResult{Index: l.Index}
+}
+
+// commit makes the call's effects durable (as configured) and visible:
+// namespace batches first, then _metadata, then the in-memory registry.
+func (a *applier) commit() {
+	s := a.s
+	for _, nb := range a.order {
+		if !nb.dropped {
+			a.flush(nb)
+		}
+		nb.close()
+	}
+	if a.meta != nil {
+		if err := a.meta.Set(keyApplied, a.metaApplied.encode(), nil); err != nil {
+			a.fatal("stage _metadata applied: %v", err)
+		}
+		opts := pebble.NoSync
+		if a.metaSync || s.opts.SyncApply {
+			opts = pebble.Sync
+		}
+		if err := s.meta.Apply(a.meta, opts); err != nil {
+			a.fatal("commit _metadata: %v", err)
+		}
+		a.meta.Close()
+		s.metaApplied = a.metaApplied
+		if a.config != nil {
+			s.config = *a.config
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, ns := range a.created {
+		s.mu.namespaces[name] = ns
+	}
+	for _, ns := range a.dropped {
+		if cur, ok := s.mu.namespaces[ns.rec.Name]; ok && cur == ns {
+			delete(s.mu.namespaces, ns.rec.Name)
+		}
+		ns.deleted = true
+	}
+	for id, addr := range a.nodes {
+		if addr == "" {
+			delete(s.mu.nodes, id)
+		} else {
+			s.mu.nodes[id] = addr
+		}
+	}
+	for _, nb := range a.order {
+		s.releaseLocked(nb.ns)
+	}
+}

@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Benchmarks run on the real filesystem (b.TempDir), as production does.
+// Run them with: make bench (or go test -run '^$' -bench . ./fsm).
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	s, err := Open(Options{Dir: b.TempDir() + "/fsm"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// payload200 is a 200-byte JSON object.
+var payload200 = func() []byte {
+	const head, tail = `{"amount":1234,"currency":"EUR","note":"`, `"}`
+	return []byte(head + strings.Repeat("x", 200-len(head)-len(tail)) + tail)
+}()
+
+// BenchmarkApplyAppend applies single-message appends (200-byte data) to
+// 1000 streams of one namespace, in ApplyBatch calls of 64 entries, as
+// Raft delivers them under load.
+func BenchmarkApplyAppend(b *testing.B) {
+	s := benchStore(b)
+	f := newFeeder(b, s)
+	f.must(createNS("bench"))
+	const batch = 64
+	// Pre-encode a ring of entries; indexes are set per iteration.
+	ring := make([]*raft.Log, 64*batch)
+	for i := range ring {
+		data, err := EncodeCommand(appendCmd("bench", fmt.Sprintf("account-%d", i%1000), &fsmv1.NewMessage{
+			Id: fmt.Sprintf("0192f0c4-0000-7000-8000-%012d", i), Type: "Deposited", Data: payload200,
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ring[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data}
+	}
+	next := f.next
+	logs := make([]*raft.Log, batch)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range logs {
+			l := *ring[(i*batch+j)%len(ring)]
+			l.Index = next
+			next++
+			logs[j] = &l
+		}
+		for _, r := range s.ApplyBatch(logs) {
+			if _, ok := r.(*AppendResult); !ok {
+				b.Fatalf("apply: %v", r)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkReadStream100 reads a 100-message stream (one view per read,
+// as a request does).
+func BenchmarkReadStream100(b *testing.B) {
+	s := benchStore(b)
+	f := newFeeder(b, s)
+	f.must(createNS("bench"))
+	for i := 0; i < 50; i++ { // other streams around it
+		msgs := make([]*fsmv1.NewMessage, 100)
+		for j := range msgs {
+			msgs[j] = newMsg("Deposited", string(payload200))
+		}
+		f.must(appendCmd("bench", fmt.Sprintf("account-%d", i), msgs...))
+	}
+	benchViews(b, s, func(v *View) error {
+		msgs, err := v.ReadStream(StreamQuery{Stream: "account-25", Limit: 100})
+		if err == nil && len(msgs) != 100 {
+			err = fmt.Errorf("read %d messages", len(msgs))
+		}
+		return err
+	})
+}
+
+// BenchmarkReadCategory100ConsumerGroup reads 100 messages of member 0 of
+// a 4-member consumer group from a category of 1000 streams.
+func BenchmarkReadCategory100ConsumerGroup(b *testing.B) {
+	s := benchStore(b)
+	f := newFeeder(b, s)
+	f.must(createNS("bench"))
+	cmds := make([]*fsmv1.Command, 0, 64)
+	for i := 0; i < 10000; i++ {
+		cmds = append(cmds, appendCmd("bench", fmt.Sprintf("account-%d", i%1000), newMsg("Deposited", string(payload200))))
+		if len(cmds) == 64 {
+			f.apply(cmds...)
+			cmds = cmds[:0]
+		}
+	}
+	f.apply(cmds...)
+	benchViews(b, s, func(v *View) error {
+		msgs, err := v.ReadCategory(CategoryQuery{Category: "account", GlobalPosition: 2000, Limit: 100, Member: 0, Size: 4})
+		if err == nil && len(msgs) != 100 {
+			err = fmt.Errorf("read %d messages", len(msgs))
+		}
+		return err
+	})
+}
+
+// BenchmarkLastMessageByType finds the last message of a rare type in a
+// stream of 10,000 messages.
+func BenchmarkLastMessageByType(b *testing.B) {
+	s := benchStore(b)
+	f := newFeeder(b, s)
+	f.must(createNS("bench"))
+	for i := 0; i < 10; i++ {
+		msgs := make([]*fsmv1.NewMessage, 1000)
+		for j := range msgs {
+			typ := "Deposited"
+			if (i*1000+j)%997 == 0 {
+				typ = "Audited"
+			}
+			msgs[j] = newMsg(typ, string(payload200))
+		}
+		f.must(appendCmd("bench", "account-1", msgs...))
+	}
+	benchViews(b, s, func(v *View) error {
+		m, ok, err := v.LastMessage("account-1", "Audited")
+		if err == nil && (!ok || m.Position != 9970) {
+			err = fmt.Errorf("last message %+v, found %v", m, ok)
+		}
+		return err
+	})
+}
+
+// benchViews times read on a fresh view of namespace "bench" per
+// iteration, as one request would.
+func benchViews(b *testing.B, s *Store, read func(*View) error) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v, err := s.View("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = read(v)
+		v.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

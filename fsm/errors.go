@@ -1,0 +1,55 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Business errors. Apply returns them as per-entry results (never as a
+// storage failure); every replica reaches the same verdict for the same
+// entry.
+var (
+	// ErrNamespaceNotFound is returned when a command or read names a
+	// namespace that does not exist.
+	ErrNamespaceNotFound = errors.New("fsm: namespace not found")
+	// ErrNamespaceExists is returned when creating a namespace whose name is
+	// taken.
+	ErrNamespaceExists = errors.New("fsm: namespace already exists")
+	// ErrPositionExists is returned when an import chunk holds a global
+	// position or a stream position that is already stored (or twice).
+	ErrPositionExists = errors.New("fsm: position exists")
+	// ErrBadCommand is returned for a log entry that does not decode as a
+	// Command. It means a bug in the proposer; apply rejects it on every
+	// replica alike.
+	ErrBadCommand = errors.New("fsm: malformed command")
+	// ErrClosed is returned by reads on a closed store.
+	ErrClosed = errors.New("fsm: store closed")
+)
+
+// VersionConflictError is returned when an append's expected version does
+// not match the stream's version at apply time. Nothing was written.
+type VersionConflictError struct {
+	Stream   string
+	Expected int64
+	Actual   int64 // -1 when the stream has no message
+}
+
+func (e *VersionConflictError) Error() string {
+	return fmt.Sprintf("fsm: stream %q: expected version %d, stream is at version %d", e.Stream, e.Expected, e.Actual)
+}
+
+// ValidationError is returned when a command carries input that breaks a
+// rule (names, sizes, JSON shape). Field names the offending field with
+// proto-style paths ("messages[0].data").
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("fsm: invalid %s: %s", e.Field, e.Reason)
+}
+
+func invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,274 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+)
+
+// Key schema of a namespace database. Numbers are big-endian uint64 so that
+// byte order is numeric order; variable-length names are followed by a NUL
+// byte (names never contain NUL), so one name's keys never interleave with a
+// longer name's that shares its prefix.
+//
+//	M  gp                        -> StoredMessage (protobuf)
+//	SI stream 0x00 pos           -> gp
+//	CI category 0x00 gp          -> catEntry: flags, md5 hash of the cardinal id, stream, correlation category
+//	VI stream                    -> streamMeta: last pos, last gp, last write time (ns), message count
+//	TI stream 0x00 type 0x00 pos -> gp
+//	CC category                  -> catCounts: stream count, message count
+//	NI                           -> nsCounts: message count, stream count, last activity (ns)
+//	GP                           -> next global position
+//	A                            -> applied Raft index, term
+//
+// The _metadata database holds:
+//
+//	NS name    -> NamespaceRecord (protobuf)
+//	NO node id -> API address
+//	RC         -> latest Raft configuration: index, then raft.EncodeConfiguration bytes
+//	FL         -> durable floor: CheckpointMeta (protobuf)
+//	A          -> applied Raft index, term
+//
+// These keys are an on-disk format: add prefixes, never change old ones.
+var (
+	prefixMessage  = []byte("M")
+	prefixStream   = []byte("SI")
+	prefixCategory = []byte("CI")
+	prefixVersion  = []byte("VI")
+	prefixType     = []byte("TI")
+	prefixCatCount = []byte("CC")
+	keyNSCounts    = []byte("NI")
+	keyNextGP      = []byte("GP")
+	keyApplied     = []byte("A")
+
+	prefixNamespace = []byte("NS")
+	prefixNode      = []byte("NO")
+	keyConfig       = []byte("RC")
+	keyFloor        = []byte("FL")
+)
+
+// errCorruptValue is returned when a stored value cannot be decoded. It means
+// the database was damaged or written by an incompatible binary.
+var errCorruptValue = errors.New("fsm: corrupt stored value")
+
+func appendUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
+
+func messageKey(gp int64) []byte { return appendMessageKey(make([]byte, 0, 9), gp) }
+
+func appendMessageKey(dst []byte, gp int64) []byte {
+	return appendUint64(append(dst, prefixMessage...), uint64(gp))
+}
+
+// streamPrefix is SI stream 0x00: the common prefix of one stream's SI keys.
+func streamPrefix(stream string) []byte {
+	return appendStreamPrefix(make([]byte, 0, len(prefixStream)+len(stream)+1+8), stream)
+}
+
+func appendStreamPrefix(dst []byte, stream string) []byte {
+	dst = append(dst, prefixStream...)
+	dst = append(dst, stream...)
+	return append(dst, 0)
+}
+
+func streamKey(stream string, pos int64) []byte { return appendStreamKey(nil, stream, pos) }
+
+func appendStreamKey(dst []byte, stream string, pos int64) []byte {
+	return appendUint64(appendStreamPrefix(dst, stream), uint64(pos))
+}
+
+// categoryPrefix is CI category 0x00.
+func categoryPrefix(category string) []byte {
+	return appendCategoryPrefix(make([]byte, 0, len(prefixCategory)+len(category)+1+8), category)
+}
+
+func appendCategoryPrefix(dst []byte, category string) []byte {
+	dst = append(dst, prefixCategory...)
+	dst = append(dst, category...)
+	return append(dst, 0)
+}
+
+func categoryKey(category string, gp int64) []byte { return appendCategoryKey(nil, category, gp) }
+
+func appendCategoryKey(dst []byte, category string, gp int64) []byte {
+	return appendUint64(appendCategoryPrefix(dst, category), uint64(gp))
+}
+
+func versionKey(stream string) []byte {
+	return append(append(make([]byte, 0, len(prefixVersion)+len(stream)), prefixVersion...), stream...)
+}
+
+// typePrefix is TI stream 0x00 type 0x00.
+func typePrefix(stream, typ string) []byte {
+	return appendTypePrefix(make([]byte, 0, len(prefixType)+len(stream)+len(typ)+2+8), stream, typ)
+}
+
+func appendTypePrefix(dst []byte, stream, typ string) []byte {
+	dst = append(dst, prefixType...)
+	dst = append(dst, stream...)
+	dst = append(dst, 0)
+	dst = append(dst, typ...)
+	return append(dst, 0)
+}
+
+func typeKey(stream, typ string, pos int64) []byte { return appendTypeKey(nil, stream, typ, pos) }
+
+func appendTypeKey(dst []byte, stream, typ string, pos int64) []byte {
+	return appendUint64(appendTypePrefix(dst, stream, typ), uint64(pos))
+}
+
+func catCountKey(category string) []byte {
+	return append(append(make([]byte, 0, len(prefixCatCount)+len(category)), prefixCatCount...), category...)
+}
+
+func namespaceKey(name string) []byte {
+	return append(append(make([]byte, 0, len(prefixNamespace)+len(name)), prefixNamespace...), name...)
+}
+
+func nodeKey(id string) []byte {
+	return append(append(make([]byte, 0, len(prefixNode)+len(id)), prefixNode...), id...)
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}
+
+// keySuffixUint64 decodes the trailing big-endian number of a key.
+func keySuffixUint64(k []byte) int64 {
+	return int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+}
+
+func decodeUint64(v []byte) (int64, error) {
+	if len(v) != 8 {
+		return 0, errCorruptValue
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+func encodeUint64(v int64) []byte { return appendUint64(make([]byte, 0, 8), uint64(v)) }
+
+// appliedRecord is the value of the A key: the last Raft entry whose effects
+// this database holds.
+type appliedRecord struct{ index, term uint64 }
+
+func (a appliedRecord) encode() []byte {
+	return appendUint64(appendUint64(make([]byte, 0, 16), a.index), a.term)
+}
+
+func decodeApplied(v []byte) (appliedRecord, error) {
+	if len(v) != 16 {
+		return appliedRecord{}, errCorruptValue
+	}
+	return appliedRecord{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, nil
+}
+
+// streamMeta is the value of a VI key.
+type streamMeta struct {
+	lastPos  int64 // -1 when the stream has no message
+	lastGP   int64
+	lastTime int64 // unix ns of the last write
+	count    int64 // messages in the stream
+}
+
+func (m streamMeta) encode() []byte {
+	b := make([]byte, 0, 32)
+	b = appendUint64(b, uint64(m.lastPos))
+	b = appendUint64(b, uint64(m.lastGP))
+	b = appendUint64(b, uint64(m.lastTime))
+	return appendUint64(b, uint64(m.count))
+}
+
+func decodeStreamMeta(v []byte) (streamMeta, error) {
+	if len(v) != 32 {
+		return streamMeta{}, errCorruptValue
+	}
+	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
+	return streamMeta{lastPos: u(0), lastGP: u(1), lastTime: u(2), count: u(3)}, nil
+}
+
+// catCounts is the value of a CC key.
+type catCounts struct{ streams, messages int64 }
+
+func (c catCounts) encode() []byte {
+	return appendUint64(appendUint64(make([]byte, 0, 16), uint64(c.streams)), uint64(c.messages))
+}
+
+func decodeCatCounts(v []byte) (catCounts, error) {
+	if len(v) != 16 {
+		return catCounts{}, errCorruptValue
+	}
+	return catCounts{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))}, nil
+}
+
+// nsCounts is the value of the NI key.
+type nsCounts struct{ messages, streams, lastActivity int64 }
+
+func (c nsCounts) encode() []byte {
+	b := make([]byte, 0, 24)
+	b = appendUint64(b, uint64(c.messages))
+	b = appendUint64(b, uint64(c.streams))
+	return appendUint64(b, uint64(c.lastActivity))
+}
+
+func decodeNSCounts(v []byte) (nsCounts, error) {
+	if len(v) != 24 {
+		return nsCounts{}, errCorruptValue
+	}
+	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
+	return nsCounts{messages: u(0), streams: u(1), lastActivity: u(2)}, nil
+}
+
+// catEntry is the value of a CI key: what the consumer-group and correlation
+// filters need, so a category read touches M only for messages it returns.
+//
+//	flags byte (bit 0: the stream has a cardinal id)
+//	hash  8 bytes: first 8 bytes of md5(cardinal id), zero without one
+//	uvarint len, stream name
+//	uvarint len, correlation category ("" when metadata has none)
+type catEntry struct {
+	hasCardinal bool
+	hash        uint64
+	stream      string
+	correlation string
+}
+
+func (e catEntry) encode() []byte { return e.appendTo(nil) }
+
+func (e catEntry) appendTo(b []byte) []byte {
+	var flags byte
+	if e.hasCardinal {
+		flags = 1
+	}
+	b = append(b, flags)
+	b = appendUint64(b, e.hash)
+	b = binary.AppendUvarint(b, uint64(len(e.stream)))
+	b = append(b, e.stream...)
+	b = binary.AppendUvarint(b, uint64(len(e.correlation)))
+	return append(b, e.correlation...)
+}
+
+// decodeCatEntry decodes v without copying the strings' bytes when the
+// caller only compares them: stream and correlation alias v.
+func decodeCatEntry(v []byte) (flags byte, hash uint64, stream, correlation []byte, err error) {
+	if len(v) < 9 {
+		return 0, 0, nil, nil, errCorruptValue
+	}
+	flags, hash, v = v[0], binary.BigEndian.Uint64(v[1:9]), v[9:]
+	n, k := binary.Uvarint(v)
+	if k <= 0 || uint64(len(v)-k) < n {
+		return 0, 0, nil, nil, errCorruptValue
+	}
+	stream, v = v[k:k+int(n)], v[k+int(n):]
+	n, k = binary.Uvarint(v)
+	if k <= 0 || uint64(len(v)-k) != n {
+		return 0, 0, nil, nil, errCorruptValue
+	}
+	return flags, hash, stream, v[k:], nil
+}

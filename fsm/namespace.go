@@ -1,0 +1,260 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// namespace is one namespace's registry entry and, while open, its database.
+//
+// The fields under "guarded by Store.mu" change only with Store.mu held. A
+// handle with refs > 0 is never closed; a deleted namespace is closed and its
+// directory removed when its last reference is released.
+type namespace struct {
+	rec *fsmv1.NamespaceRecord // immutable
+	dir string                 // absolute directory
+
+	// guarded by Store.mu
+	db         *pebble.DB
+	refs       int
+	deleted    bool
+	prev, next *namespace // position in Store.mu.lru while open
+
+	// Apply state, loaded when the database opens and owned by the holder of
+	// Store.applyMu (which also holds a reference, so the database stays
+	// open while it is used).
+	applied appliedRecord
+	nextGP  int64
+	counts  nsCounts
+	// metaCache holds committed VI and CC values (absent streams as a
+	// zero count), so apply reads the database only for streams it has not
+	// seen lately. Filled only by commit: it never holds staged state.
+	metaCache metaCache
+}
+
+// maxCachedStreams bounds a namespace's metaCache.
+const maxCachedStreams = 1 << 14
+
+type metaCache struct {
+	streams map[string]streamMeta
+	cats    map[string]catCounts
+}
+
+func (c *metaCache) reset() { c.streams, c.cats = nil, nil }
+
+func (c *metaCache) putStream(name string, m streamMeta) {
+	if c.streams == nil {
+		c.streams = make(map[string]streamMeta)
+	}
+	if len(c.streams) >= maxCachedStreams {
+		// Drop about a quarter, chosen by map order (effectively random).
+		n := 0
+		for k := range c.streams {
+			delete(c.streams, k)
+			if n++; n >= maxCachedStreams/4 {
+				break
+			}
+		}
+	}
+	c.streams[name] = m
+}
+
+func (c *metaCache) putCat(name string, cc catCounts) {
+	if c.cats == nil {
+		c.cats = make(map[string]catCounts)
+	}
+	if len(c.cats) >= maxCachedStreams {
+		clear(c.cats)
+	}
+	c.cats[name] = cc
+}
+
+func (s *Store) newNamespace(rec *fsmv1.NamespaceRecord) *namespace {
+	return &namespace{rec: rec, dir: s.fs.PathJoin(s.opts.Dir, "ns", dirName(rec.Id))}
+}
+
+func (ns *namespace) dirName() string { return dirName(ns.rec.Id) }
+
+// acquire returns the open namespace name with a reference taken; release
+// it with Store.release.
+func (s *Store) acquire(name string) (*namespace, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.mu.restoring {
+		s.mu.cond.Wait()
+	}
+	if s.mu.closed {
+		return nil, ErrClosed
+	}
+	ns, ok := s.mu.namespaces[name]
+	if !ok {
+		return nil, ErrNamespaceNotFound
+	}
+	if err := s.refLocked(ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}
+
+// refLocked opens ns if needed and takes a reference.
+func (s *Store) refLocked(ns *namespace) error {
+	if ns.db == nil {
+		if err := s.openNamespaceLocked(ns); err != nil {
+			return err
+		}
+	}
+	ns.refs++
+	s.mu.lru.moveToFront(ns)
+	return nil
+}
+
+func (s *Store) release(ns *namespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked(ns)
+}
+
+func (s *Store) releaseLocked(ns *namespace) {
+	ns.refs--
+	if ns.refs > 0 {
+		return
+	}
+	s.mu.cond.Broadcast()
+	if ns.deleted {
+		s.dropLocked(ns)
+		return
+	}
+	s.evictLocked()
+}
+
+// dropLocked closes a deleted namespace and removes its directory.
+func (s *Store) dropLocked(ns *namespace) {
+	if err := s.closeNamespaceLocked(ns); err != nil {
+		s.log.Error("close deleted namespace", "namespace", ns.rec.Name, "err", err)
+	}
+	if err := s.fs.RemoveAll(ns.dir); err != nil {
+		// Open removes it as an orphan next time.
+		s.log.Error("remove deleted namespace directory", "namespace", ns.rec.Name, "dir", ns.dir, "err", err)
+	}
+}
+
+// evictLocked closes least recently used idle namespaces while more than
+// MaxOpenNamespaces are open.
+func (s *Store) evictLocked() {
+	for e := s.mu.lru.back; e != nil && s.mu.lru.len > s.opts.MaxOpenNamespaces; {
+		prev := e.prev
+		if e.refs == 0 {
+			if err := s.closeNamespaceLocked(e); err != nil {
+				s.log.Error("close idle namespace", "namespace", e.rec.Name, "err", err)
+			}
+		}
+		e = prev
+	}
+}
+
+// openNamespaceLocked opens the database of ns and loads its apply state.
+func (s *Store) openNamespaceLocked(ns *namespace) error {
+	if err := mkdirAllSync(s.fs, ns.dir); err != nil {
+		return fmt.Errorf("fsm: create namespace %q: %w", ns.rec.Name, err)
+	}
+	db, err := s.pc.open(ns.dir)
+	if err != nil {
+		return fmt.Errorf("fsm: open namespace %q: %w", ns.rec.Name, err)
+	}
+	applied, nextGP, counts, err := loadApplyState(db)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("fsm: load namespace %q: %w", ns.rec.Name, err)
+	}
+	ns.db, ns.applied, ns.nextGP, ns.counts = db, applied, nextGP, counts
+	s.mu.lru.pushFront(ns)
+	return nil
+}
+
+func loadApplyState(db *pebble.DB) (applied appliedRecord, nextGP int64, counts nsCounts, err error) {
+	nextGP = 1
+	if v, err := get(db, keyApplied); err != nil {
+		return applied, 0, counts, err
+	} else if v != nil {
+		if applied, err = decodeApplied(v); err != nil {
+			return applied, 0, counts, err
+		}
+	}
+	if v, err := get(db, keyNextGP); err != nil {
+		return applied, 0, counts, err
+	} else if v != nil {
+		if nextGP, err = decodeUint64(v); err != nil {
+			return applied, 0, counts, err
+		}
+	}
+	if v, err := get(db, keyNSCounts); err != nil {
+		return applied, 0, counts, err
+	} else if v != nil {
+		if counts, err = decodeNSCounts(v); err != nil {
+			return applied, 0, counts, err
+		}
+	}
+	return applied, nextGP, counts, nil
+}
+
+// closeNamespaceLocked makes the WAL of ns durable and closes it. A closed
+// namespace needs no further sync before a durable floor is recorded.
+func (s *Store) closeNamespaceLocked(ns *namespace) error {
+	if ns.db == nil {
+		return nil
+	}
+	s.mu.lru.remove(ns)
+	db := ns.db
+	ns.db = nil
+	syncErr := db.LogData(nil, pebble.Sync)
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("fsm: close namespace %q: %w", ns.rec.Name, err)
+	}
+	if syncErr != nil {
+		return fmt.Errorf("fsm: sync namespace %q: %w", ns.rec.Name, syncErr)
+	}
+	return nil
+}
+
+// lruList is an intrusive doubly linked list of open namespaces.
+type lruList struct {
+	front, back *namespace
+	len         int
+}
+
+func (l *lruList) pushFront(ns *namespace) {
+	ns.prev, ns.next = nil, l.front
+	if l.front != nil {
+		l.front.prev = ns
+	} else {
+		l.back = ns
+	}
+	l.front = ns
+	l.len++
+}
+
+func (l *lruList) remove(ns *namespace) {
+	if ns.prev != nil {
+		ns.prev.next = ns.next
+	} else {
+		l.front = ns.next
+	}
+	if ns.next != nil {
+		ns.next.prev = ns.prev
+	} else {
+		l.back = ns.prev
+	}
+	ns.prev, ns.next = nil, nil
+	l.len--
+}
+
+func (l *lruList) moveToFront(ns *namespace) {
+	if l.front == ns {
+		return
+	}
+	l.remove(ns)
+	l.pushFront(ns)
+}

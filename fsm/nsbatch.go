@@ -1,0 +1,289 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// nsBatch stages one ApplyBatch call's writes to one namespace database.
+//
+// Apply reads stream versions and counters through overlays: a value is
+// loaded from the database on first use and then changed only in memory,
+// so later entries of the same call see earlier entries' effects. commit
+// writes the changed VI and CC records, NI, GP and A into the batch and
+// applies it. INVARIANT: between commits, overlay = database + batch.
+type nsBatch struct {
+	ns      *namespace
+	b       *pebble.Batch
+	dirty   bool // something to commit
+	dropped bool // the namespace was deleted: commit nothing
+	cleared bool // the batch deletes every key: do not read the database
+
+	applied appliedRecord
+	nextGP  int64
+	counts  nsCounts
+	streams map[string]*streamState
+	cats    map[string]*catState
+
+	// Scratch space: Batch.Set copies keys and values, so one buffer each
+	// serves every write.
+	buf, key, val []byte
+	sm            fsmv1.StoredMessage
+	opts          proto.MarshalOptions
+}
+
+type streamState struct {
+	meta   streamMeta
+	exists bool
+	dirty  bool
+}
+
+type catState struct {
+	counts catCounts
+	dirty  bool
+}
+
+func newNSBatch(ns *namespace) *nsBatch {
+	nb := &nsBatch{ns: ns, b: ns.db.NewBatch(), opts: proto.MarshalOptions{Deterministic: true}}
+	nb.reload()
+	return nb
+}
+
+// reload resets the overlays to the committed state of the database.
+func (nb *nsBatch) reload() {
+	nb.applied, nb.nextGP, nb.counts = nb.ns.applied, nb.ns.nextGP, nb.ns.counts
+	nb.streams = make(map[string]*streamState)
+	nb.cats = make(map[string]*catState)
+	nb.cleared = false
+}
+
+func (nb *nsBatch) done(l *raft.Log) {
+	nb.applied = appliedRecord{l.Index, l.Term}
+	nb.dirty = true
+}
+
+func (nb *nsBatch) stream(name string) *streamState {
+	if st, ok := nb.streams[name]; ok {
+		return st
+	}
+	st := &streamState{meta: streamMeta{lastPos: -1}}
+	if m, ok := nb.ns.metaCache.streams[name]; ok && !nb.cleared {
+		st.meta, st.exists = m, m.count > 0
+	} else if !nb.cleared {
+		v, err := get(nb.ns.db, versionKey(name))
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: read version of %q: %w", name, err))
+		}
+		if v != nil {
+			if st.meta, err = decodeStreamMeta(v); err != nil {
+				panic(fmt.Errorf("fsm: storage failure, stopping: version of %q: %w", name, err))
+			}
+			st.exists = true
+		}
+	}
+	nb.streams[name] = st
+	return st
+}
+
+func (nb *nsBatch) category(name string) *catState {
+	if cs, ok := nb.cats[name]; ok {
+		return cs
+	}
+	cs := &catState{}
+	if c, ok := nb.ns.metaCache.cats[name]; ok && !nb.cleared {
+		cs.counts = c
+	} else if !nb.cleared {
+		v, err := get(nb.ns.db, catCountKey(name))
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: read counts of category %q: %w", name, err))
+		}
+		if v != nil {
+			if cs.counts, err = decodeCatCounts(v); err != nil {
+				panic(fmt.Errorf("fsm: storage failure, stopping: counts of category %q: %w", name, err))
+			}
+		}
+	}
+	nb.cats[name] = cs
+	return cs
+}
+
+// catEntryFor returns the CI value template of a stream (without the
+// correlation, which is per message).
+func (nb *nsBatch) catEntryFor(stream string) *catEntry {
+	ce := &catEntry{stream: stream}
+	if id := CardinalID(stream); id != "" {
+		ce.hasCardinal, ce.hash = true, cardinalHash(id)
+	}
+	return ce
+}
+
+// writeMessage stages one message at global position gp and updates the
+// overlays. m.Position must be set.
+func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, st *streamState) {
+	var err error
+	nb.buf, err = nb.opts.MarshalAppend(nb.buf[:0], m)
+	if err != nil {
+		panic(fmt.Errorf("fsm: encode message: %w", err))
+	}
+	cat := Category(m.Stream)
+	ce.correlation = correlationCategory(m.Metadata)
+	set := func(k, v []byte) {
+		if err == nil {
+			err = nb.b.Set(k, v, nil)
+		}
+	}
+	set(appendMessageKey(nb.key[:0], gp), nb.buf)
+	gpv := appendUint64(nb.val[:0], uint64(gp))
+	nb.key = appendStreamKey(nb.key[:0], m.Stream, m.Position)
+	set(nb.key, gpv)
+	nb.key = appendTypeKey(nb.key[:0], m.Stream, m.Type, m.Position)
+	set(nb.key, gpv)
+	nb.key = appendCategoryKey(nb.key[:0], cat, gp)
+	nb.val = ce.appendTo(nb.val[:0])
+	set(nb.key, nb.val)
+	if err != nil {
+		panic(fmt.Errorf("fsm: storage failure, stopping: stage message: %w", err))
+	}
+
+	cs := nb.category(cat)
+	if !st.exists {
+		st.exists = true
+		nb.counts.streams++
+		cs.counts.streams++
+	}
+	if m.Position > st.meta.lastPos {
+		st.meta.lastPos, st.meta.lastGP, st.meta.lastTime = m.Position, gp, m.TimeUnixNano
+	}
+	st.meta.count++
+	st.dirty = true
+	cs.counts.messages++
+	cs.dirty = true
+	nb.counts.messages++
+	nb.counts.lastActivity = max(nb.counts.lastActivity, m.TimeUnixNano)
+	nb.dirty = true
+}
+
+// clear stages the deletion of every key and resets the overlays to an
+// empty namespace. Call it right after a commit.
+func (nb *nsBatch) clear() {
+	if err := nb.b.DeleteRange([]byte{}, []byte{0xff}, nil); err != nil {
+		panic(fmt.Errorf("fsm: storage failure, stopping: stage clear: %w", err))
+	}
+	nb.streams = make(map[string]*streamState)
+	nb.cats = make(map[string]*catState)
+	nb.ns.metaCache.reset()
+	nb.nextGP, nb.counts, nb.cleared, nb.dirty = 1, nsCounts{}, true, true
+}
+
+// reset drops everything staged since the last commit.
+func (nb *nsBatch) reset() {
+	nb.b.Close()
+	nb.b = nb.ns.db.NewBatch()
+	nb.dirty = false
+	nb.reload()
+}
+
+// checkImport reports the first record of c that clashes with a stored
+// message or with an earlier record of c. The database must hold every
+// staged write (call after a commit).
+func (nb *nsBatch) checkImport(c *fsmv1.Import) error {
+	gps := make(map[int64]struct{}, len(c.Messages))
+	type streamPos struct {
+		stream string
+		pos    int64
+	}
+	positions := make(map[streamPos]struct{}, len(c.Messages))
+	for i, m := range c.Messages {
+		clash := func(reason string) error {
+			return &PositionExistsError{Record: i, Stream: m.Stream, Position: m.Position, GlobalPosition: m.GlobalPosition, Reason: reason}
+		}
+		if _, ok := gps[m.GlobalPosition]; ok {
+			return clash("global position appears twice in the chunk")
+		}
+		gps[m.GlobalPosition] = struct{}{}
+		sp := streamPos{m.Stream, m.Position}
+		if _, ok := positions[sp]; ok {
+			return clash("stream position appears twice in the chunk")
+		}
+		positions[sp] = struct{}{}
+		if nb.cleared {
+			continue
+		}
+		for _, k := range []struct {
+			key    []byte
+			reason string
+		}{
+			{messageKey(m.GlobalPosition), "global position already stored"},
+			{streamKey(m.Stream, m.Position), "stream position already stored"},
+		} {
+			v, err := get(nb.ns.db, k.key)
+			if err != nil {
+				panic(fmt.Errorf("fsm: storage failure, stopping: import check: %w", err))
+			}
+			if v != nil {
+				return clash(k.reason)
+			}
+		}
+	}
+	return nil
+}
+
+// commit writes the changed records and A, applies the batch, and makes the
+// namespace's apply state match. It keeps the overlays (they now equal the
+// database) and starts a new batch.
+func (nb *nsBatch) commit(sync bool) error {
+	if !nb.dirty {
+		return nil
+	}
+	b := nb.b
+	var err error
+	set := func(k, v []byte) {
+		if err == nil {
+			err = b.Set(k, v, nil)
+		}
+	}
+	for name, st := range nb.streams {
+		if st.dirty {
+			set(versionKey(name), st.meta.encode())
+		}
+	}
+	for name, cs := range nb.cats {
+		if cs.dirty {
+			set(catCountKey(name), cs.counts.encode())
+		}
+	}
+	set(keyNSCounts, nb.counts.encode())
+	set(keyNextGP, encodeUint64(nb.nextGP))
+	set(keyApplied, nb.applied.encode())
+	if err != nil {
+		return err
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	if err := nb.ns.db.Apply(b, opts); err != nil {
+		return err
+	}
+	b.Reset()
+	nb.ns.applied, nb.ns.nextGP, nb.ns.counts = nb.applied, nb.nextGP, nb.counts
+	// Every overlay value now equals the database.
+	for name, st := range nb.streams {
+		st.dirty = false
+		nb.ns.metaCache.putStream(name, st.meta)
+	}
+	for name, cs := range nb.cats {
+		cs.dirty = false
+		nb.ns.metaCache.putCat(name, cs.counts)
+	}
+	nb.dirty, nb.cleared = false, false
+	return nil
+}
+
+// close releases the batch; anything staged and not committed is dropped.
+func (nb *nsBatch) close() { nb.b.Close() }

@@ -1,0 +1,395 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Read limits (spec: batch default 1000, -1 unlimited, at most 10000; the
+// API edge rejects larger values, the store honours any).
+const (
+	DefaultLimit       = 1000
+	MaxLimit           = 10000
+	DefaultStreamsPage = 100
+	MaxStreamsPage     = 1000
+)
+
+// Message is a stored message as reads return it.
+type Message struct {
+	ID             string
+	Stream         string
+	Type           string
+	Position       int64
+	GlobalPosition int64
+	Data           []byte // JSON object
+	Metadata       []byte // JSON object, or nil for null
+	Time           int64  // unix ns, leader clock
+}
+
+// View is a consistent read-only view of one namespace: every read through
+// it sees the same committed state, whatever apply does meanwhile. A View is
+// not safe for concurrent use; Close it when done (it pins the database
+// open and its snapshot holds back compaction).
+type View struct {
+	s    *Store
+	ns   *namespace
+	snap *pebble.Snapshot
+	mit  *pebble.Iterator // lazily opened iterator over M
+}
+
+// View opens a consistent view of namespace name.
+func (s *Store) View(name string) (*View, error) {
+	ns, err := s.acquire(name)
+	if err != nil {
+		return nil, err
+	}
+	return &View{s: s, ns: ns, snap: ns.db.NewSnapshot()}, nil
+}
+
+// Namespace returns the registry entry of the viewed namespace.
+func (v *View) Namespace() NamespaceInfo { return infoOf(v.ns.rec) }
+
+// Close releases the view.
+func (v *View) Close() error {
+	var err error
+	if v.mit != nil {
+		err = v.mit.Close()
+	}
+	if cerr := v.snap.Close(); err == nil {
+		err = cerr
+	}
+	v.s.release(v.ns)
+	return err
+}
+
+func (v *View) iter(lower, upper []byte) (*pebble.Iterator, error) {
+	return v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+func normLimit(limit int) int {
+	switch {
+	case limit == 0:
+		return DefaultLimit
+	case limit < 0:
+		return -1
+	}
+	return limit
+}
+
+func full(out []Message, limit int) bool { return limit >= 0 && len(out) >= limit }
+
+// message reads the message at global position gp.
+func (v *View) message(gp int64) (Message, error) {
+	if v.mit == nil {
+		it, err := v.iter(prefixMessage, prefixEnd(prefixMessage))
+		if err != nil {
+			return Message{}, err
+		}
+		v.mit = it
+	}
+	key := messageKey(gp)
+	if !v.mit.SeekGE(key) || !bytes.Equal(v.mit.Key(), key) {
+		if err := v.mit.Error(); err != nil {
+			return Message{}, err
+		}
+		return Message{}, fmt.Errorf("fsm: namespace %q: message %d is indexed but missing: %w", v.ns.rec.Name, gp, errCorruptValue)
+	}
+	val, err := v.mit.ValueAndErr()
+	if err != nil {
+		return Message{}, err
+	}
+	return decodeMessage(gp, val)
+}
+
+func decodeMessage(gp int64, val []byte) (Message, error) {
+	var sm fsmv1.StoredMessage
+	if err := proto.Unmarshal(val, &sm); err != nil {
+		return Message{}, fmt.Errorf("fsm: message %d: %w", gp, err)
+	}
+	return Message{
+		ID: sm.Id, Stream: sm.Stream, Type: sm.Type, Position: sm.Position, GlobalPosition: gp,
+		Data: sm.Data, Metadata: sm.Metadata, Time: sm.TimeUnixNano,
+	}, nil
+}
+
+// StreamQuery selects messages of one stream.
+type StreamQuery struct {
+	Stream string
+	// Position is the first stream position returned (negative means 0).
+	Position int64
+	// GlobalPosition, when positive, also drops messages below this
+	// global position.
+	GlobalPosition int64
+	// Limit: 0 means DefaultLimit, negative means unlimited.
+	Limit int
+}
+
+// ReadStream returns the stream's messages in position order.
+func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
+	limit := normLimit(q.Limit)
+	it, err := v.iter(streamKey(q.Stream, max(q.Position, 0)), prefixEnd(streamPrefix(q.Stream)))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := []Message{}
+	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+		gp, err := decodeUint64(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		if gp < q.GlobalPosition {
+			continue
+		}
+		m, err := v.message(gp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, it.Error()
+}
+
+// CategoryQuery selects messages of one category in global order.
+type CategoryQuery struct {
+	// Category; "" means every message of the namespace (EventoDB's
+	// category.get "" used by export).
+	Category string
+	// GlobalPosition is the first global position returned (below 1 means 1).
+	GlobalPosition int64
+	// Limit: 0 means DefaultLimit, negative means unlimited.
+	Limit int
+	// Correlation, when set, keeps only messages whose
+	// metadata.correlationStreamName has the category of this value.
+	Correlation string
+	// Member and Size select a consumer group member; Size 0 means none.
+	Member, Size int64
+}
+
+// ReadCategory returns the category's messages in global-position order.
+// Filters combine; the page is filled with matching messages (it is short
+// only when no more match).
+func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
+	limit := normLimit(q.Limit)
+	from := max(q.GlobalPosition, 1)
+	var corr []byte
+	if q.Correlation != "" {
+		corr = []byte(Category(q.Correlation))
+	}
+	if q.Category == "" {
+		return v.readAll(from, limit, func(m *Message) bool {
+			if q.Size > 0 && ConsumerGroupMember(m.Stream, q.Size) != q.Member {
+				return false
+			}
+			return corr == nil || correlationCategory(m.Metadata) == string(corr)
+		})
+	}
+	it, err := v.iter(categoryKey(q.Category, from), prefixEnd(categoryPrefix(q.Category)))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := []Message{}
+	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+		flags, hash, _, corrCat, err := decodeCatEntry(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		if q.Size > 0 && (flags&1 == 0 || groupMember(hash, q.Size) != q.Member) {
+			continue
+		}
+		if corr != nil && !bytes.Equal(corrCat, corr) {
+			continue
+		}
+		m, err := v.message(keySuffixUint64(it.Key()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, it.Error()
+}
+
+// ReadAll returns every message of the namespace from global position from
+// (below 1 means 1) in global order.
+func (v *View) ReadAll(from int64, limit int) ([]Message, error) {
+	return v.readAll(max(from, 1), normLimit(limit), nil)
+}
+
+func (v *View) readAll(from int64, limit int, keep func(*Message) bool) ([]Message, error) {
+	it, err := v.iter(messageKey(from), prefixEnd(prefixMessage))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := []Message{}
+	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		m, err := decodeMessage(keySuffixUint64(it.Key()), val)
+		if err != nil {
+			return nil, err
+		}
+		if keep == nil || keep(&m) {
+			out = append(out, m)
+		}
+	}
+	return out, it.Error()
+}
+
+// LastMessage returns the stream's last message, or of the given type when
+// typ is set. ok is false when there is none.
+func (v *View) LastMessage(stream, typ string) (m Message, ok bool, err error) {
+	var gp int64
+	if typ == "" {
+		meta, found, err := v.streamMeta(stream)
+		if err != nil || !found {
+			return Message{}, false, err
+		}
+		gp = meta.lastGP
+	} else {
+		p := typePrefix(stream, typ)
+		it, err := v.iter(p, prefixEnd(p))
+		if err != nil {
+			return Message{}, false, err
+		}
+		found := it.Last()
+		if found {
+			gp, err = decodeUint64(it.Value())
+		}
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil || !found {
+			return Message{}, false, err
+		}
+	}
+	m, err = v.message(gp)
+	return m, err == nil, err
+}
+
+// StreamVersion returns the stream's last position, -1 when it has no
+// message.
+func (v *View) StreamVersion(stream string) (int64, error) {
+	meta, found, err := v.streamMeta(stream)
+	if err != nil || !found {
+		return -1, err
+	}
+	return meta.lastPos, nil
+}
+
+func (v *View) streamMeta(stream string) (streamMeta, bool, error) {
+	val, err := get(v.snap, versionKey(stream))
+	if err != nil || val == nil {
+		return streamMeta{}, false, err
+	}
+	meta, err := decodeStreamMeta(val)
+	return meta, err == nil, err
+}
+
+// StreamInfo describes one stream in a listing.
+type StreamInfo struct {
+	Stream       string
+	Version      int64
+	LastActivity int64 // unix ns of its last write
+}
+
+// StreamsQuery pages through stream names in byte order.
+type StreamsQuery struct {
+	Prefix string
+	Cursor string // return names strictly greater than this
+	Limit  int    // 0 means DefaultStreamsPage
+}
+
+// ListStreams returns up to Limit streams with at least one message, and
+// the cursor for the next page ("" when nothing follows).
+func (v *View) ListStreams(q StreamsQuery) (streams []StreamInfo, next string, err error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultStreamsPage
+	}
+	lower := versionKey(q.Prefix)
+	if q.Cursor != "" {
+		if after := append(versionKey(q.Cursor), 0); bytes.Compare(after, lower) > 0 {
+			lower = after
+		}
+	}
+	it, err := v.iter(lower, prefixEnd(versionKey(q.Prefix)))
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	streams = []StreamInfo{}
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(streams) == limit {
+			return streams, streams[limit-1].Stream, it.Error()
+		}
+		meta, err := decodeStreamMeta(it.Value())
+		if err != nil {
+			return nil, "", err
+		}
+		streams = append(streams, StreamInfo{
+			Stream:       string(it.Key()[len(prefixVersion):]),
+			Version:      meta.lastPos,
+			LastActivity: meta.lastTime,
+		})
+	}
+	return streams, "", it.Error()
+}
+
+// CategoryInfo describes one category in a listing.
+type CategoryInfo struct {
+	Category     string
+	StreamCount  int64
+	MessageCount int64
+}
+
+// ListCategories returns every category in byte order with its counts.
+func (v *View) ListCategories() ([]CategoryInfo, error) {
+	it, err := v.iter(prefixCatCount, prefixEnd(prefixCatCount))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := []CategoryInfo{}
+	for ok := it.First(); ok; ok = it.Next() {
+		c, err := decodeCatCounts(it.Value())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, CategoryInfo{
+			Category:     string(it.Key()[len(prefixCatCount):]),
+			StreamCount:  c.streams,
+			MessageCount: c.messages,
+		})
+	}
+	return out, it.Error()
+}
+
+// NamespaceStats are a namespace's counters.
+type NamespaceStats struct {
+	MessageCount int64
+	StreamCount  int64
+	LastActivity int64 // unix ns of the last write, 0 when none
+}
+
+// Stats returns the namespace's counters, kept by apply in the same batches
+// as the messages (no scan).
+func (v *View) Stats() (NamespaceStats, error) {
+	val, err := get(v.snap, keyNSCounts)
+	if err != nil || val == nil {
+		return NamespaceStats{}, err
+	}
+	c, err := decodeNSCounts(val)
+	if err != nil {
+		return NamespaceStats{}, err
+	}
+	return NamespaceStats{MessageCount: c.messages, StreamCount: c.streams, LastActivity: c.lastActivity}, nil
+}
