@@ -1,0 +1,32 @@
+# Skald build and test entry points. `make test` is what CI runs.
+GO  ?= go
+BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
+
+.PHONY: test vet lint generate check-generated bench
+
+## test: vet, then every test with the race detector (the README's test command)
+test: vet
+	$(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+## lint: gofmt, go vet, buf lint and buf format
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	cd rpc && $(BUF) lint && $(BUF) format --diff --exit-code
+
+## generate: format the .proto sources and regenerate rpc/gen
+generate:
+	cd rpc && $(BUF) format -w && $(BUF) generate
+
+## check-generated: fail when rpc/gen differs from what rpc/proto generates
+check-generated: lint
+	cd rpc && $(BUF) generate
+	@if [ -n "$$(git status --porcelain -- rpc/gen)" ]; then \
+		git status --porcelain -- rpc/gen; \
+		echo "rpc/gen is stale: run 'make generate' and commit"; exit 1; fi
+
+## bench: storage and apply benchmarks (not part of test)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./fsm
