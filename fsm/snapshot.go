@@ -45,8 +45,10 @@ func (s *Store) currentMeta() SnapshotMeta {
 // Floor returns the durable floor recorded by the last SyncFloor (or by a
 // restore): every entry at or below its Index survives a power loss. The
 // zero value means none was recorded.
-func (s *Store) Floor() (SnapshotMeta, error) {
-	v, err := get(s.metaDB(), keyFloor)
+func (s *Store) Floor() (SnapshotMeta, error) { return readFloor(s.metaDB()) }
+
+func readFloor(meta *pebble.DB) (SnapshotMeta, error) {
+	v, err := get(meta, keyFloor)
 	if err != nil || v == nil {
 		return SnapshotMeta{}, err
 	}
@@ -121,32 +123,39 @@ func writeFloor(meta *pebble.DB, m SnapshotMeta) error {
 
 // Snapshot implements raft.FSM. The store is its own snapshot: Snapshot
 // makes the applied state durable (SyncFloor) so Raft may compact its log,
-// and Persist writes only the floor's metadata. It is meant for a snapshot
-// store in the Vault style, whose Open streams a Checkpoint to followers
-// that need one; it is not usable with raft.FileSnapshotStore.
+// and Persist writes nothing. It is meant for a snapshot store in the Vault
+// style, whose sink records the position (RecordFloor) when nothing was
+// written and whose Open streams a Checkpoint to followers that need one;
+// it is not usable with raft.FileSnapshotStore.
 func (s *Store) Snapshot() (raft.FSMSnapshot, error) {
-	meta, err := s.SyncFloor()
-	if err != nil {
+	if _, err := s.SyncFloor(); err != nil {
 		return nil, err
 	}
-	return floorSnapshot{meta}, nil
+	return floorSnapshot{}, nil
 }
 
-type floorSnapshot struct{ meta SnapshotMeta }
+type floorSnapshot struct{}
 
-func (f floorSnapshot) Persist(sink raft.SnapshotSink) error {
-	v, err := proto.Marshal(f.meta.record())
-	if err == nil {
-		_, err = sink.Write(v)
-	}
+func (floorSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (floorSnapshot) Release()                             {}
+
+// RecordFloor raises the durable floor to m when m is above it. The caller
+// guarantees that every state change at or below m.Index is durable: Raft's
+// snapshot index after Snapshot returned (the entries between the last
+// applied command and that index are no-ops and barriers, which change no
+// state). A lower m is ignored.
+func (s *Store) RecordFloor(m SnapshotMeta) error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	cur, err := readFloor(s.meta)
 	if err != nil {
-		sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if m.Index <= cur.Index {
+		return nil
+	}
+	return writeFloor(s.meta, m)
 }
-
-func (floorSnapshot) Release() {}
 
 // Restore implements raft.FSM: it replaces the whole state with the
 // checkpoint set read from rc (the stream CheckpointSet.WriteTo produced).

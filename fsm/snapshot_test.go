@@ -221,19 +221,28 @@ func TestStageRejectsForeignEntries(t *testing.T) {
 	}
 }
 
-func TestSnapshotPersistsFloor(t *testing.T) {
+func TestSnapshotAndRecordFloor(t *testing.T) {
 	s, logs := populated(t, 21, 200)
 	snap, err := s.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil || !sink.closed {
-		t.Fatalf("persist: %v closed=%v", err, sink.closed)
+	if err := snap.Persist(sink); err != nil || !sink.closed || sink.Len() != 0 {
+		t.Fatalf("persist: %v closed=%v wrote %d bytes", err, sink.closed, sink.Len())
 	}
 	floor, err := s.Floor()
 	if err != nil || floor.Index != uint64(len(logs)) {
 		t.Fatalf("floor %+v %v", floor, err)
+	}
+	// Raft's snapshot index may be past the last applied command (no-ops).
+	for _, c := range []struct{ index, want uint64 }{{uint64(len(logs)) + 2, uint64(len(logs)) + 2}, {5, uint64(len(logs)) + 2}} {
+		if err := s.RecordFloor(SnapshotMeta{Index: c.index, Term: 9}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.Floor(); got.Index != c.want {
+			t.Fatalf("RecordFloor(%d): floor %d, want %d", c.index, got.Index, c.want)
+		}
 	}
 }
 

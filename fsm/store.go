@@ -214,6 +214,14 @@ func (s *Store) load() error {
 		return err
 	}
 	s.meta, s.metaApplied, s.config = meta, applied, config
+	// Every entry at or below the durable floor is held, even when the last
+	// entry to touch _metadata is older.
+	if floor, err := readFloor(meta); err != nil {
+		meta.Close()
+		return fmt.Errorf("fsm: load _metadata: %w", err)
+	} else if floor.Index > applied.index {
+		applied = appliedRecord{floor.Index, floor.Term}
+	}
 	s.applied.Store(applied.index)
 	s.appliedTerm.Store(applied.term)
 	s.mu.Lock()
@@ -286,8 +294,9 @@ func (s *Store) idleLocked() bool {
 	return true
 }
 
-// AppliedIndex returns the index of the last log entry ApplyBatch saw. It
-// is safe to call from any goroutine.
+// AppliedIndex returns the index of the last log entry ApplyBatch saw (at
+// least the durable floor after Open or Restore). It is safe to call from
+// any goroutine.
 func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
 
 // NamespaceInfo is a namespace's registry entry.
