@@ -1,0 +1,332 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// The in-process cluster: N real nodes on loopback, each with its own data
+// directory, HTTP server (peer service) and Raft transport. Other nodes
+// reach a node's Raft transport through a TCP proxy, so a test can cut a
+// node off (partition) and heal it. Every wait has a deadline.
+
+const waitTimeout = 20 * time.Second
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("SKALD_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+}
+
+// waitFor polls cond every 10 ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proxy forwards TCP connections to target until blocked.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	block  bool
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.block || p.closed {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		go p.pipe(c)
+	}
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	u, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		p.drop(c)
+		return
+	}
+	p.mu.Lock()
+	if p.block || p.closed {
+		p.mu.Unlock()
+		u.Close()
+		p.drop(c)
+		return
+	}
+	p.conns[u] = struct{}{}
+	p.mu.Unlock()
+	go func() { io.Copy(u, c); p.drop(u); p.drop(c) }()
+	io.Copy(c, u)
+	p.drop(u)
+	p.drop(c)
+}
+
+func (p *proxy) drop(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
+}
+
+// setBlocked cuts (or restores) every connection through the proxy.
+func (p *proxy) setBlocked(b bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.block = b
+	if b {
+		for c := range p.conns {
+			c.Close()
+			delete(p.conns, c)
+		}
+	}
+}
+
+func (p *proxy) blocked() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.block
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.ln.Close()
+}
+
+// tnode is one member of a test cluster.
+type tnode struct {
+	t        testing.TB
+	*Node           // nil while stopped
+	dir      string // data directory
+	raftAddr string // where the transport listens
+	proxy    *proxy // the Raft address other nodes dial
+	apiAddr  string // HTTP (peer service)
+	srv      *http.Server
+	mod      func(*Config)
+}
+
+func (tn *tnode) config(bootstrap bool) Config {
+	cfg := Config{
+		DataDir: tn.dir, RaftAddr: tn.raftAddr, RaftAdvertise: tn.proxy.addr(), APIAddr: tn.apiAddr,
+		ClusterSecret: "test-cluster-secret", Bootstrap: bootstrap, Timing: FastTiming,
+		LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second, Logger: testLogger(tn.t),
+	}
+	if tn.mod != nil {
+		tn.mod(&cfg)
+	}
+	return cfg
+}
+
+func (tn *tnode) start(bootstrap bool) {
+	tn.t.Helper()
+	n, err := Open(tn.config(bootstrap))
+	if err != nil {
+		tn.t.Fatalf("open node: %v", err)
+	}
+	tn.Node = n
+	ln, err := net.Listen("tcp", tn.apiAddr)
+	if err != nil {
+		tn.t.Fatalf("listen api: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(n.PeerHandler())
+	tn.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go tn.srv.Serve(ln)
+}
+
+// stop shuts the node down; graceful hands leadership away first, a kill
+// does not.
+func (tn *tnode) stop(graceful bool) {
+	if tn.Node == nil {
+		return
+	}
+	tn.srv.Close()
+	if err := tn.Node.shutdown(graceful); err != nil {
+		tn.t.Logf("stop node: %v", err)
+	}
+	tn.Node = nil
+}
+
+type cluster struct {
+	t     testing.TB
+	nodes []*tnode
+}
+
+// newCluster starts size nodes: the first bootstraps, the leader adds the
+// others as voters, and the call returns once every node has applied the
+// leader's latest entry.
+func newCluster(t testing.TB, size int, mod func(*Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t}
+	for i := 0; i < size; i++ {
+		raftAddr := freePort(t)
+		tn := &tnode{t: t, dir: t.TempDir(), raftAddr: raftAddr, proxy: newProxy(t, raftAddr), apiAddr: freePort(t), mod: mod}
+		c.nodes = append(c.nodes, tn)
+	}
+	t.Cleanup(func() {
+		for _, tn := range c.nodes {
+			tn.stop(false)
+		}
+	})
+	c.nodes[0].start(true)
+	waitFor(t, waitTimeout, "the bootstrap node to lead", c.nodes[0].IsLeader)
+	for _, tn := range c.nodes[1:] {
+		tn.start(false)
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		err := c.nodes[0].AddVoter(ctx, tn.ID(), tn.proxy.addr())
+		cancel()
+		if err != nil {
+			t.Fatalf("add voter: %v", err)
+		}
+	}
+	c.waitConverged()
+	return c
+}
+
+// leader returns the node every running node agrees leads.
+func (c *cluster) leader() *tnode {
+	c.t.Helper()
+	var l *tnode
+	waitFor(c.t, waitTimeout, "one agreed leader", func() bool {
+		l = nil
+		for _, tn := range c.nodes {
+			if tn.Node != nil && tn.IsLeader() {
+				l = tn
+			}
+		}
+		if l == nil {
+			return false
+		}
+		for _, tn := range c.nodes {
+			if tn.Node != nil && !tn.proxy.blocked() {
+				if id, _ := tn.Leader(); id != l.ID() {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return l
+}
+
+func (c *cluster) followers() []*tnode {
+	l := c.leader()
+	var out []*tnode
+	for _, tn := range c.nodes {
+		if tn != l && tn.Node != nil {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
+// waitConverged waits until every running node has applied the leader's
+// last index.
+func (c *cluster) waitConverged() {
+	c.t.Helper()
+	l := c.leader()
+	target := l.Raft().LastIndex()
+	for _, tn := range c.nodes {
+		if tn.Node == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		err := tn.waitApplied(ctx, target)
+		cancel()
+		if err != nil {
+			c.t.Fatalf("node %s did not apply index %d: %v", tn.ID(), target, err)
+		}
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func createNamespace(t testing.TB, n *Node, name string) {
+	t.Helper()
+	if _, err := n.CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: name}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+func appendOne(ctx context.Context, n *Node, ns, stream, id string) (*fsm.AppendResult, error) {
+	return n.Append(ctx, &fsmv1.Append{Namespace: ns, Stream: stream, Messages: []*fsmv1.NewMessage{{Id: id, Type: "T", Data: []byte(`{"k":1}`)}}})
+}
+
+// readAll reads every message of ns on n at the given consistency.
+func readAll(t testing.TB, n *Node, ns string, opts ReadOptions) []fsm.Message {
+	t.Helper()
+	var msgs []fsm.Message
+	_, err := n.Read(ctxT(t), ns, opts, func(v *fsm.View) (err error) {
+		msgs, err = v.ReadAll(1, -1)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read all on %s: %v", n.ID(), err)
+	}
+	return msgs
+}
+
+func isUnknownOrUnavailable(err error) bool {
+	return errors.Is(err, ErrUnknownOutcome) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrShutdown)
+}

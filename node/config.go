@@ -1,0 +1,148 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Node. Zero values mean the defaults stated per field.
+type Config struct {
+	// DataDir holds node-id, raft/ and fsm/. Required.
+	DataDir string
+
+	// RaftAddr is the address the Raft transport binds ("127.0.0.1:0" picks
+	// a port). RaftAdvertise, when set, is the address other nodes dial;
+	// the default is the bound address, which must then be specific (not
+	// 0.0.0.0).
+	RaftAddr      string
+	RaftAdvertise string
+
+	// APIAddr is the host:port where this node serves its HTTP API (and the
+	// peer service). Followers forward writes to the leader's APIAddr, so
+	// it must be reachable by the other nodes. Required.
+	APIAddr string
+
+	// ClusterSecret authenticates node-to-node calls. Every member must
+	// have the same value; with none, the peer service refuses every call
+	// (a single node needs none).
+	ClusterSecret string
+
+	// Bootstrap makes a node with no Raft state bootstrap a single-server
+	// cluster of itself. A node with state never bootstraps again.
+	Bootstrap bool
+
+	// Timing holds the Raft timeouts; the default is ProductionTiming.
+	Timing Timing
+
+	// SnapshotThreshold and SnapshotInterval decide when Raft takes a
+	// snapshot (with the Vault-style store this only syncs Pebble and
+	// records the durable floor). Defaults 16384 entries, 30 s.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+
+	// TrailingLogs is how many log entries stay after a snapshot, so a
+	// follower a little behind catches up from the log instead of a
+	// snapshot. Default 65536.
+	TrailingLogs uint64
+
+	// ApplyTimeout bounds one proposal on the leader. Default 10 s.
+	ApplyTimeout time.Duration
+
+	// LeaderWait is how long a write or a linearizable read waits for a
+	// leader (during an election) before failing with ErrNoLeader.
+	// Default 5 s.
+	LeaderWait time.Duration
+
+	// ReadWait bounds how long a SESSION read waits for its min index, and
+	// a follower for the leader's read index, when the caller's context
+	// has no earlier deadline. Default 5 s.
+	ReadWait time.Duration
+
+	// WatchdogTimeout: a leader whose oldest pending proposal is older
+	// than this hands leadership away (hashicorp/raft #503: a leader with a
+	// stalled disk keeps heartbeating). Default 30 s; negative disables.
+	WatchdogTimeout time.Duration
+
+	// MaxOpenNamespaces is passed to the state machine (fsm.Options).
+	MaxOpenNamespaces int
+
+	// Logger receives the node's, Raft's and Pebble's logs. Default: discard.
+	Logger *slog.Logger
+
+	// Registerer receives the node's metrics. Default: none registered.
+	Registerer prometheus.Registerer
+
+	// beforeApply, when set (tests only), runs before every state machine
+	// batch: a test stalls the state machine with it.
+	beforeApply func()
+}
+
+// Timing is the set of Raft timeouts.
+type Timing struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+}
+
+// ProductionTiming suits a LAN of 3-5 voters (raft defaults; Consul's
+// raft_multiplier 1).
+var ProductionTiming = Timing{
+	HeartbeatTimeout:   time.Second,
+	ElectionTimeout:    time.Second,
+	LeaderLeaseTimeout: 500 * time.Millisecond,
+	CommitTimeout:      50 * time.Millisecond,
+}
+
+// FastTiming suits in-process test clusters on loopback, with room for the
+// race detector on 2 cores.
+var FastTiming = Timing{
+	HeartbeatTimeout:   150 * time.Millisecond,
+	ElectionTimeout:    150 * time.Millisecond,
+	LeaderLeaseTimeout: 100 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	out := *c
+	if out.DataDir == "" {
+		return out, errors.New("node: Config.DataDir is required")
+	}
+	if out.APIAddr == "" {
+		return out, errors.New("node: Config.APIAddr is required")
+	}
+	if out.RaftAddr == "" {
+		out.RaftAddr = "127.0.0.1:8081"
+	}
+	if out.Timing == (Timing{}) {
+		out.Timing = ProductionTiming
+	}
+	if out.SnapshotThreshold == 0 {
+		out.SnapshotThreshold = 16384
+	}
+	if out.SnapshotInterval == 0 {
+		out.SnapshotInterval = 30 * time.Second
+	}
+	if out.TrailingLogs == 0 {
+		out.TrailingLogs = 65536
+	}
+	if out.ApplyTimeout == 0 {
+		out.ApplyTimeout = 10 * time.Second
+	}
+	if out.LeaderWait == 0 {
+		out.LeaderWait = 5 * time.Second
+	}
+	if out.ReadWait == 0 {
+		out.ReadWait = 5 * time.Second
+	}
+	if out.WatchdogTimeout == 0 {
+		out.WatchdogTimeout = 30 * time.Second
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out, nil
+}

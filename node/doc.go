@@ -1,0 +1,9 @@
+// Package node owns one cluster member: hashicorp/raft set up over
+// raft-boltdb and a TCP transport, the snapshot store over the state
+// machine, leader forwarding, read consistency levels, the change feed for
+// subscribers, and the node-to-node (peer) service.
+//
+// It must never talk to clients directly or parse their input: rpc/ does
+// that and calls Node. It must never touch Pebble keys: fsm/ does that.
+// DESIGN.md beside this file explains the mechanisms.
+package node

@@ -1,0 +1,104 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/skalddb/skald/fsm"
+)
+
+// Feed wakes local subscribers when a namespace changes. It carries no
+// data: a subscriber reads what it has not seen from the store, so it can
+// skip or repeat nothing, and waking it costs apply one channel close, so a
+// slow subscriber never slows apply.
+//
+// The pattern for a subscriber:
+//
+//	w := feed.Watch(ns)
+//	for {
+//		changed, ended := w.Changed() // take the channel before reading
+//		if ended { stop }
+//		read everything after the last position; if anything, send it and continue
+//		wait for changed (or the caller's context)
+//	}
+type Feed struct {
+	mu     sync.Mutex
+	topics map[string]*topic
+}
+
+type topic struct {
+	ch    chan struct{} // closed at the next change
+	ended bool          // namespace deleted, or state replaced by a restore
+}
+
+func newFeed() *Feed { return &Feed{topics: make(map[string]*topic)} }
+
+// Watch is one subscriber's view of a namespace's changes.
+type Watch struct {
+	f *Feed
+	t *topic
+}
+
+// Watch starts watching namespace ns.
+func (f *Feed) Watch(ns string) *Watch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.topics[ns]
+	if !ok {
+		t = &topic{ch: make(chan struct{})}
+		f.topics[ns] = t
+	}
+	return &Watch{f: f, t: t}
+}
+
+// Changed returns a channel closed at the next change of the namespace,
+// and whether the watch has ended: the namespace was deleted (or the whole
+// state was restored from a snapshot) since Watch.
+func (w *Watch) Changed() (<-chan struct{}, bool) {
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	return w.t.ch, w.t.ended
+}
+
+// publish wakes the watchers of every namespace a batch changed.
+func (f *Feed) publish(results []any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range results {
+		switch r := r.(type) {
+		case *fsm.AppendResult:
+			f.wakeLocked(r.Namespace)
+		case *fsm.ImportResult:
+			f.wakeLocked(r.Namespace)
+		case *fsm.DeleteNamespaceResult:
+			f.endLocked(r.Name)
+		}
+	}
+}
+
+func (f *Feed) wakeLocked(ns string) {
+	t, ok := f.topics[ns]
+	if !ok {
+		return // nobody watches
+	}
+	close(t.ch)
+	t.ch = make(chan struct{})
+}
+
+func (f *Feed) endLocked(ns string) {
+	t, ok := f.topics[ns]
+	if !ok {
+		return
+	}
+	t.ended = true
+	close(t.ch)
+	delete(f.topics, ns)
+}
+
+// endAll ends every watch: the state was replaced wholesale.
+func (f *Feed) endAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ns := range f.topics {
+		f.endLocked(ns)
+	}
+}

@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func TestTransferLeadership(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	old := c.leader()
+	target := c.followers()[1]
+	if err := old.TransferLeadership(ctxT(t), target.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if l := c.leader(); l != target {
+		t.Fatalf("leader is %s after transfer to %s", l.ID(), target.ID())
+	}
+	createNamespace(t, old.Node, "app") // forwarded to the new leader
+}
+
+func TestGracefulCloseHandsOverLeadership(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	// From now on an election would wait 30 s for a timeout: within the
+	// 10 s below, only a handover can produce a leader.
+	for _, tn := range c.nodes {
+		rc := tn.Raft().ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = 30*time.Second, 30*time.Second
+		if err := tn.Raft().ReloadConfig(rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := c.leader()
+	old.stop(true)
+	var l *tnode
+	waitFor(t, 10*time.Second, "a new leader by handover", func() bool {
+		for _, tn := range c.nodes {
+			if tn.Node != nil && tn.IsLeader() {
+				l = tn
+				return true
+			}
+		}
+		return false
+	})
+	if l == old {
+		t.Fatal("stopped node still leads")
+	}
+	createNamespace(t, c.followers()[0].Node, "app")
+}
+
+func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		stalled string // id of the node whose state machine stalls
+		release = make(chan struct{})
+	)
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.WatchdogTimeout = 300 * time.Millisecond
+		dir := cfg.DataDir
+		cfg.beforeApply = func() {
+			mu.Lock()
+			s := stalled
+			mu.Unlock()
+			if s != "" && s == dir {
+				<-release
+			}
+		}
+	})
+	defer close(release)
+	old := c.leader()
+	createNamespace(t, old.Node, "app")
+	mu.Lock()
+	stalled = old.dir
+	mu.Unlock()
+	go appendOne(context.Background(), old.Node, "app", "s-1", "") // hangs in the stalled state machine
+	waitFor(t, waitTimeout, "leadership to leave the stalled leader", func() bool {
+		for _, tn := range c.nodes {
+			if tn != old && tn.IsLeader() {
+				return true
+			}
+		}
+		return false
+	})
+	var l *tnode
+	for _, tn := range c.nodes {
+		if tn != old && tn.IsLeader() {
+			l = tn
+		}
+	}
+	if _, err := appendOne(ctxT(t), l.Node, "app", "s-1", ""); err != nil {
+		t.Fatalf("write on the new leader: %v", err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var once sync.Once
+	c := newCluster(t, 3, func(cfg *Config) {
+		once.Do(func() { cfg.Registerer = reg }) // the bootstrap node only
+	})
+	l := c.nodes[0]
+	if !l.IsLeader() {
+		t.Skip("bootstrap node lost leadership")
+	}
+	createNamespace(t, l.Node, "app")
+	if _, err := appendOne(ctxT(t), l.Node, "app", "s-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		got[f.GetName()] = f
+	}
+	if v := got["skald_raft_state"].GetMetric()[0].GetGauge().GetValue(); v != 2 {
+		t.Fatalf("skald_raft_state = %v on the leader, want 2", v)
+	}
+	if v := got["skald_raft_applied_index"].GetMetric()[0].GetGauge().GetValue(); v < 3 {
+		t.Fatalf("skald_raft_applied_index = %v", v)
+	}
+	if n := got["skald_node_apply_seconds"].GetMetric()[0].GetHistogram().GetSampleCount(); n < 2 {
+		t.Fatalf("skald_node_apply_seconds has %d samples, want >= 2", n)
+	}
+	if n := got["skald_node_apply_batch_entries"].GetMetric()[0].GetHistogram().GetSampleCount(); n == 0 {
+		t.Fatal("no apply batches observed")
+	}
+	for name := range got {
+		if !strings.HasPrefix(name, "skald_") {
+			t.Fatalf("metric %s outside the skald namespace", name)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Node is one cluster member: the state machine, Raft around it, and the
+// paths for writes and reads at every consistency level.
+type Node struct {
+	cfg   Config
+	id    string
+	log   *slog.Logger
+	store *fsm.Store
+	sm    *stateMachine
+	feed  *Feed
+	m     *metrics
+
+	raft   *raft.Raft
+	bolt   *raftboltdb.BoltStore
+	logs   raft.LogStore
+	trans  *raft.NetworkTransport
+	addrs  *addressBook
+	peers  *peerClients
+	notify chan bool
+
+	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
+	inflight    inflight      // leader proposals, for the watchdog
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	wg        sync.WaitGroup
+}
+
+// Open starts a node: it loads (or creates) the node id, opens the state
+// machine and the Raft log, refuses to start when the state machine data
+// is older than the log, bootstraps when asked and new, and starts Raft.
+func Open(cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
+		return nil, fmt.Errorf("node: create data directory: %w", err)
+	}
+	id, err := loadNodeID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
+		addrs: newAddressBook(), notify: make(chan bool, 16), closing: make(chan struct{}),
+	}
+	n.peers = newPeerClients(cfg.ClusterSecret)
+	if err := n.open(); err != nil {
+		n.closeResources()
+		return nil, err
+	}
+	if cfg.Registerer != nil {
+		if err := n.m.register(cfg.Registerer, n); err != nil {
+			n.shutdown(false)
+			return nil, fmt.Errorf("node: register metrics: %w", err)
+		}
+	}
+	n.wg.Add(2)
+	go n.leaderLoop()
+	go n.watchdog()
+	return n, nil
+}
+
+func (n *Node) open() error {
+	store, err := fsm.Open(fsm.Options{
+		Dir: filepath.Join(n.cfg.DataDir, "fsm"), MaxOpenNamespaces: n.cfg.MaxOpenNamespaces, Logger: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.store = store
+	floor, err := store.Floor()
+	if err != nil {
+		return err
+	}
+	n.sm = newStateMachine(store, n.feed, n.m, max(floor.Index, store.AppliedIndex()))
+	n.sm.before = n.cfg.beforeApply
+	raftDir := filepath.Join(n.cfg.DataDir, "raft")
+	if n.bolt, n.logs, err = openLogStore(raftDir); err != nil {
+		return err
+	}
+	if err := checkLogCoverage(store, n.logs, n.cfg.DataDir); err != nil {
+		return err
+	}
+	snaps, err := newSnapshotStore(store, filepath.Join(raftDir, "snapshots"), n.log)
+	if err != nil {
+		return err
+	}
+	if n.trans, err = openTransport(n.cfg, n.addrs); err != nil {
+		return err
+	}
+	conf := raftConfig(n.cfg, n.id, n.notify)
+	if err := bootstrapIfNew(n, conf, n.logs, n.bolt, snaps); err != nil {
+		return err
+	}
+	if n.raft, err = raft.NewRaft(conf, n.sm, n.logs, n.bolt, snaps, n.trans); err != nil {
+		return fmt.Errorf("node: start raft: %w", err)
+	}
+	n.log.Info("node started", "raft-addr", n.trans.LocalAddr(), "api-addr", n.cfg.APIAddr, "floor", floor.Index)
+	return nil
+}
+
+// ID returns the node's Raft server id.
+func (n *Node) ID() string { return n.id }
+
+// RaftAddr returns the address the Raft transport advertises.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// APIAddr returns the API address this node registers for forwarding.
+func (n *Node) APIAddr() string { return n.cfg.APIAddr }
+
+// Store returns the state machine, for reads that need no consistency
+// level (registry lookups). Writes must go through Apply.
+func (n *Node) Store() *fsm.Store { return n.store }
+
+// Feed returns the change feed for subscribers.
+func (n *Node) Feed() *Feed { return n.feed }
+
+// IsLeader reports whether this node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and Raft address ("" when none
+// is known).
+func (n *Node) Leader() (id, raftAddr string) {
+	addr, lid := n.raft.LeaderWithID()
+	return string(lid), string(addr)
+}
+
+// AppliedIndex returns the index of the last entry whose effects reads see.
+func (n *Node) AppliedIndex() uint64 { return n.sm.appliedIndex() }
+
+// Raft exposes the Raft instance to membership and status code.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// SetPeerAddress records the current Raft address of a server (from
+// membership); "" forgets it.
+func (n *Node) SetPeerAddress(id, raftAddr string) {
+	n.addrs.set(raft.ServerID(id), raft.ServerAddress(raftAddr))
+}
+
+// AddVoter adds (or updates) a voting server. Leader only.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
+	return n.configChange(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout))
+}
+
+// AddNonvoter adds a non-voting server (to be promoted once healthy).
+// Leader only.
+func (n *Node) AddNonvoter(ctx context.Context, id, raftAddr string) error {
+	return n.configChange(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout))
+}
+
+// RemoveServer removes a server from the configuration. Leader only.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	return n.configChange(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
+}
+
+func (n *Node) configChange(ctx context.Context, f raft.Future) error {
+	err := waitFuture(ctx, f)
+	if errors.Is(err, raft.ErrNotLeader) {
+		return errNotLeader
+	}
+	return err
+}
+
+// TransferLeadership hands leadership to another voter (to id when set)
+// and waits until it moved.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	var f raft.Future
+	if id == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		cfg := n.raft.GetConfiguration()
+		if err := cfg.Error(); err != nil {
+			return err
+		}
+		var addr raft.ServerAddress
+		for _, s := range cfg.Configuration().Servers {
+			if string(s.ID) == id {
+				addr = s.Address
+			}
+		}
+		if addr == "" {
+			return fmt.Errorf("node: server %s is not in the configuration", id)
+		}
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
+	}
+	return n.configChange(ctx, f)
+}
+
+// Servers returns the Raft configuration.
+func (n *Node) Servers() ([]raft.Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	return f.Configuration().Servers, nil
+}
+
+// PeerHandler returns the path and handler of the node-to-node service, to
+// mount on the API port.
+func (n *Node) PeerHandler() (string, http.Handler) { return newPeerHandler(n) }
+
+// leaderLoop reacts to leadership changes: a new leader commits a Barrier
+// (so the state machine holds every earlier entry before it serves
+// linearizable reads) and registers its API address for forwarding.
+func (n *Node) leaderLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case isLeader := <-n.notify:
+			if isLeader {
+				n.onLeader()
+			}
+		}
+	}
+}
+
+func (n *Node) onLeader() {
+	term := n.raft.CurrentTerm()
+	n.log.Info("became leader", "term", term)
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		n.log.Warn("leader barrier failed", "term", term, "err", err)
+		return
+	}
+	n.barrierTerm.Store(term)
+	if addr, ok := n.store.NodeAddr(n.id); ok && addr == n.cfg.APIAddr {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	defer cancel()
+	cmd := &fsmv1.Command{Kind: &fsmv1.Command_SetNodeInfo{SetNodeInfo: &fsmv1.SetNodeInfo{NodeId: n.id, ApiAddress: n.cfg.APIAddr}}}
+	if _, err := n.applyLocal(ctx, cmd); err != nil {
+		n.log.Warn("register API address", "err", err)
+	}
+}
+
+// Close shuts the node down gracefully: a leader first hands leadership to
+// another voter, then Raft stops, and the state machine flushes and closes.
+func (n *Node) Close() error { return n.shutdown(true) }
+
+func (n *Node) shutdown(transfer bool) error {
+	var err error
+	n.closeOnce.Do(func() {
+		if transfer && n.raft != nil && n.raft.State() == raft.Leader && n.voters() > 1 {
+			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
+				n.log.Warn("leadership transfer on shutdown", "err", terr)
+			}
+		}
+		close(n.closing)
+		if n.raft != nil {
+			err = n.raft.Shutdown().Error()
+		}
+		n.wg.Wait()
+		err = errors.Join(err, n.closeResources())
+		n.log.Info("node stopped")
+	})
+	return err
+}
+
+func (n *Node) voters() int {
+	servers, err := n.Servers()
+	if err != nil {
+		return 0
+	}
+	v := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			v++
+		}
+	}
+	return v
+}
+
+func (n *Node) closeResources() error {
+	var errs []error
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	}
+	if n.bolt != nil {
+		errs = append(errs, n.bolt.Close())
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	n.peers.close()
+	return errors.Join(errs...)
+}
+
+// sleepCtx waits d or until ctx ends or the node closes.
+func (n *Node) sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closing:
+		return ErrShutdown
+	}
+}

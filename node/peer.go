@@ -1,0 +1,261 @@
+package node
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
+	"github.com/skalddb/skald/rpc/gen/skald/peer/v1/peerv1connect"
+)
+
+// The peer service authenticates callers with the cluster secret in this
+// header (never the Authorization header, which carries namespace tokens).
+const secretHeader = "Skald-Cluster-Secret"
+
+// outcomeKey is the error metadata key by which a peer says a failed call
+// changed nothing ("not-applied"), so the caller may retry it elsewhere.
+const outcomeKey = "Skald-Outcome"
+
+// errNotSent is a forwarding failure that certainly did not reach the
+// leader (the connection was refused).
+var errNotSent = errors.New("node: forward not sent")
+
+type peerServer struct{ n *Node }
+
+func newPeerHandler(n *Node) (string, http.Handler) {
+	return peerv1connect.NewPeerServiceHandler(&peerServer{n}, connect.WithInterceptors(secretAuth(n.cfg.ClusterSecret)))
+}
+
+// secretAuth admits only calls carrying the cluster secret.
+func secretAuth(secret string) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if secret == "" {
+				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("peer service disabled: this node has no cluster secret"))
+			}
+			got := req.Header().Get(secretHeader)
+			if subtle.ConstantTimeCompare([]byte(got), []byte(secret)) != 1 {
+				return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong or missing cluster secret"))
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+func notApplied(code connect.Code, err error) *connect.Error {
+	ce := connect.NewError(code, err)
+	ce.Meta().Set(outcomeKey, "not-applied")
+	return ce
+}
+
+func (p *peerServer) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
+	if req.Msg.Command == nil {
+		return nil, notApplied(connect.CodeInvalidArgument, errors.New("command is required"))
+	}
+	// Only the local leader path: a peer never forwards again (no loops).
+	res, err := p.n.applyLocal(ctx, req.Msg.Command)
+	switch {
+	case errors.Is(err, errNotLeader):
+		return nil, notApplied(connect.CodeFailedPrecondition, err)
+	case errors.Is(err, ErrNoLeader):
+		return nil, notApplied(connect.CodeUnavailable, err)
+	case errors.Is(err, ErrUnknownOutcome):
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	resp, cerr := encodeResult(res, err)
+	if cerr != nil {
+		return nil, connect.NewError(connect.CodeInternal, cerr)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (p *peerServer) ReadIndex(ctx context.Context, _ *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error) {
+	idx, err := p.n.leaderReadIndex(ctx)
+	if errors.Is(err, errNotLeader) {
+		return nil, notApplied(connect.CodeFailedPrecondition, err)
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewResponse(&peerv1.ReadIndexResponse{Index: idx}), nil
+}
+
+// peerClients holds one Connect client per peer API address.
+type peerClients struct {
+	secret string
+	http   *http.Client
+	mu     sync.Mutex
+	byAddr map[string]peerv1connect.PeerServiceClient
+}
+
+func newPeerClients(secret string) *peerClients {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &peerClients{secret: secret, http: &http.Client{Transport: tr}, byAddr: make(map[string]peerv1connect.PeerServiceClient)}
+}
+
+func (c *peerClients) client(addr string) peerv1connect.PeerServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, ok := c.byAddr[addr]
+	if !ok {
+		cl = peerv1connect.NewPeerServiceClient(c.http, "http://"+addr)
+		c.byAddr[addr] = cl
+	}
+	return cl
+}
+
+func (c *peerClients) close() { c.http.CloseIdleConnections() }
+
+// apply forwards cmd to the peer at addr. errNotLeader and errNotSent mean
+// nothing was proposed.
+func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
+	req := connect.NewRequest(&peerv1.ApplyRequest{Command: cmd})
+	req.Header().Set(secretHeader, c.secret)
+	resp, err := c.client(addr).Apply(ctx, req)
+	if err != nil {
+		return nil, classify(err, "forward write")
+	}
+	return decodeResult(resp.Msg)
+}
+
+// readIndex asks the peer at addr (the leader) for its read index.
+func (c *peerClients) readIndex(ctx context.Context, addr string) (uint64, error) {
+	req := connect.NewRequest(&peerv1.ReadIndexRequest{})
+	req.Header().Set(secretHeader, c.secret)
+	resp, err := c.client(addr).ReadIndex(ctx, req)
+	if err != nil {
+		return 0, classify(err, "read index")
+	}
+	return resp.Msg.Index, nil
+}
+
+// classify maps a failed peer call to what the caller may do next.
+func classify(err error, what string) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Meta().Get(outcomeKey) == "not-applied" {
+		if ce.Code() == connect.CodeFailedPrecondition {
+			return errNotLeader
+		}
+		return fmt.Errorf("%w: %s: %v", ErrNoLeader, what, ce.Message())
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return fmt.Errorf("%w: %v", errNotSent, err)
+	}
+	// Anything else may have reached the leader: a timeout, a reset, a
+	// leader that lost leadership after proposing.
+	return fmt.Errorf("%w: %s: %v", ErrUnknownOutcome, what, err)
+}
+
+// encodeResult turns an applied command's result (or business rejection)
+// into the wire form.
+func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
+	if err != nil {
+		rej, ok := rejectionOf(err)
+		if !ok {
+			return nil, err
+		}
+		return &peerv1.ApplyResponse{Result: &peerv1.ApplyResponse_Rejection{Rejection: rej}}, nil
+	}
+	switch r := res.(type) {
+	case *fsm.AppendResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Append{Append: &peerv1.AppendResult{
+			Namespace: r.Namespace, Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition,
+		}}}, nil
+	case *fsm.ImportResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Import{Import: &peerv1.ImportResult{
+			Namespace: r.Namespace, Imported: int64(r.Imported), LastGlobalPosition: r.LastGlobalPosition,
+		}}}, nil
+	case *fsm.CreateNamespaceResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_CreateNamespace{CreateNamespace: &peerv1.CreateNamespaceResult{
+			Name: r.Name, Id: r.ID, CreatedUnixNano: r.CreatedAt,
+		}}}, nil
+	case *fsm.DeleteNamespaceResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_DeleteNamespace{DeleteNamespace: &peerv1.DeleteNamespaceResult{
+			Name: r.Name, MessagesDeleted: r.MessagesDeleted, DeletedUnixNano: r.DeletedAt,
+		}}}, nil
+	case *fsm.SetNodeInfoResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_SetNodeInfo{SetNodeInfo: true}}, nil
+	}
+	return nil, fmt.Errorf("node: cannot encode result %T", res)
+}
+
+func rejectionOf(err error) (*peerv1.Rejection, bool) {
+	var (
+		ve *fsm.ValidationError
+		vc *fsm.VersionConflictError
+		pe *fsm.PositionExistsError
+	)
+	switch {
+	case errors.As(err, &ve):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_INVALID, Field: ve.Field, Description: ve.Reason}, true
+	case errors.As(err, &vc):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_VERSION_CONFLICT, Stream: vc.Stream, ExpectedVersion: vc.Expected, ActualVersion: vc.Actual}, true
+	case errors.As(err, &pe):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_POSITION_EXISTS, Record: int64(pe.Record), Stream: pe.Stream,
+			Position: pe.Position, GlobalPosition: pe.GlobalPosition, Description: pe.Reason}, true
+	case errors.Is(err, fsm.ErrNamespaceNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NAMESPACE_NOT_FOUND}, true
+	case errors.Is(err, fsm.ErrNamespaceExists):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NAMESPACE_EXISTS}, true
+	case errors.Is(err, fsm.ErrBadCommand):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_BAD_COMMAND, Message: err.Error()}, true
+	}
+	return nil, false
+}
+
+// decodeResult is the inverse of encodeResult.
+func decodeResult(m *peerv1.ApplyResponse) (any, error) {
+	switch r := m.Result.(type) {
+	case *peerv1.ApplyResponse_Append:
+		a := r.Append
+		return &fsm.AppendResult{Namespace: a.Namespace, Stream: a.Stream, FirstPosition: a.FirstPosition, LastPosition: a.LastPosition,
+			FirstGlobalPosition: a.FirstGlobalPosition, LastGlobalPosition: a.LastGlobalPosition, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Import:
+		return &fsm.ImportResult{Namespace: r.Import.Namespace, Imported: int(r.Import.Imported), LastGlobalPosition: r.Import.LastGlobalPosition, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_CreateNamespace:
+		c := r.CreateNamespace
+		return &fsm.CreateNamespaceResult{Name: c.Name, ID: c.Id, CreatedAt: c.CreatedUnixNano, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_DeleteNamespace:
+		d := r.DeleteNamespace
+		return &fsm.DeleteNamespaceResult{Name: d.Name, MessagesDeleted: d.MessagesDeleted, DeletedAt: d.DeletedUnixNano, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_SetNodeInfo:
+		return &fsm.SetNodeInfoResult{Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Rejection:
+		return nil, errorOf(r.Rejection)
+	}
+	return nil, fmt.Errorf("%w: peer sent an empty result", ErrUnknownOutcome)
+}
+
+func errorOf(r *peerv1.Rejection) error {
+	switch r.Reason {
+	case peerv1.Reason_REASON_INVALID:
+		return &fsm.ValidationError{Field: r.Field, Reason: r.Description}
+	case peerv1.Reason_REASON_VERSION_CONFLICT:
+		return &fsm.VersionConflictError{Stream: r.Stream, Expected: r.ExpectedVersion, Actual: r.ActualVersion}
+	case peerv1.Reason_REASON_POSITION_EXISTS:
+		return &fsm.PositionExistsError{Record: int(r.Record), Stream: r.Stream, Position: r.Position, GlobalPosition: r.GlobalPosition, Reason: r.Description}
+	case peerv1.Reason_REASON_NAMESPACE_NOT_FOUND:
+		return fsm.ErrNamespaceNotFound
+	case peerv1.Reason_REASON_NAMESPACE_EXISTS:
+		return fsm.ErrNamespaceExists
+	case peerv1.Reason_REASON_BAD_COMMAND:
+		return fmt.Errorf("%w: %s", fsm.ErrBadCommand, r.Message)
+	}
+	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
+}

@@ -1,0 +1,116 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// raftConfig builds the Raft configuration from cfg (values and sources in
+// ../shared/notes/raft-stack.md §6).
+func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(id)
+	c.HeartbeatTimeout = cfg.Timing.HeartbeatTimeout
+	c.ElectionTimeout = cfg.Timing.ElectionTimeout
+	c.LeaderLeaseTimeout = cfg.Timing.LeaderLeaseTimeout
+	c.CommitTimeout = cfg.Timing.CommitTimeout
+	c.MaxAppendEntries = 64
+	c.BatchApplyCh = true
+	c.SnapshotThreshold = cfg.SnapshotThreshold
+	c.SnapshotInterval = cfg.SnapshotInterval
+	c.TrailingLogs = cfg.TrailingLogs
+	// The snapshot store lists the fsm durable floor, which Pebble already
+	// holds: nothing to restore at start, replay from the floor.
+	c.NoSnapshotRestoreOnStart = true
+	c.ShutdownOnRemove = false
+	c.NoLegacyTelemetry = true
+	c.NotifyCh = notify
+	c.Logger = hclogFor(cfg.Logger, "raft")
+	return c
+}
+
+// openLogStore opens raft-boltdb with fsync on, no freelist sync and the
+// map freelist (Vault's settings), behind a 512-entry cache.
+func openLogStore(dir string) (*raftboltdb.BoltStore, raft.LogStore, error) {
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{
+			Timeout:        time.Second,
+			NoFreelistSync: true,
+			FreelistType:   bbolt.FreelistMapType,
+		},
+		MsgpackUseNewTimeFormat: true,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: open raft log %s: %w", dir, err)
+	}
+	cache, err := raft.NewLogCache(512, bolt)
+	if err != nil {
+		bolt.Close()
+		return nil, nil, err
+	}
+	return bolt, cache, nil
+}
+
+// openTransport starts the Raft TCP transport.
+func openTransport(cfg Config, addrs *addressBook) (*raft.NetworkTransport, error) {
+	var advertise net.Addr
+	if cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("node: raft advertise address %q: %w", cfg.RaftAdvertise, err)
+		}
+		advertise = a
+	}
+	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+		ServerAddressProvider:   addrs,
+		Logger:                  hclogFor(cfg.Logger, "raft-net"),
+		MaxPool:                 3,
+		Timeout:                 10 * time.Second,
+		MsgpackUseNewTimeFormat: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	return t, nil
+}
+
+// addressBook maps server ids to their current Raft address (fed by
+// membership), so a server whose address changed stays reachable before
+// the configuration is rewritten. Unknown ids fall back to the address in
+// the configuration.
+type addressBook struct {
+	mu    sync.RWMutex
+	addrs map[raft.ServerID]raft.ServerAddress
+}
+
+func newAddressBook() *addressBook {
+	return &addressBook{addrs: make(map[raft.ServerID]raft.ServerAddress)}
+}
+
+// ServerAddr implements raft.ServerAddressProvider.
+func (b *addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if a, ok := b.addrs[id]; ok {
+		return a, nil
+	}
+	return "", fmt.Errorf("node: no known address for server %s", id)
+}
+
+func (b *addressBook) set(id raft.ServerID, addr raft.ServerAddress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if addr == "" {
+		delete(b.addrs, id)
+		return
+	}
+	b.addrs[id] = addr
+}

@@ -1,0 +1,220 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+)
+
+// Consistency is the guarantee a read asks for (DESIGN §6).
+type Consistency int
+
+const (
+	// Linearizable reads see every write acknowledged before the read
+	// began, on any node. The default.
+	Linearizable Consistency = iota
+	// Session reads see at least the writes up to ReadOptions.MinIndex
+	// (the index a write reply carried).
+	Session
+	// Local reads see whatever this node has applied; with MaxStaleness
+	// they fail when the leader has not been heard from for that long.
+	Local
+)
+
+// ReadOptions selects a read's consistency.
+type ReadOptions struct {
+	Consistency  Consistency
+	MinIndex     uint64        // Session
+	MaxStaleness time.Duration // Local; 0 means no bound
+}
+
+// Read waits until this node may serve a read at the requested
+// consistency, then calls fn with a consistent view of namespace ns. It
+// returns the applied index the view reflects at least.
+//
+// Errors: fsm.ErrNamespaceNotFound; ErrNoLeader (linearizable without a
+// leader); ErrNotCaughtUp (the required index was not reached within
+// Config.ReadWait or the context); ErrStale (local, past MaxStaleness).
+func (n *Node) Read(ctx context.Context, ns string, opts ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+	if err := n.ReadBarrier(ctx, opts); err != nil {
+		return 0, err
+	}
+	applied := n.sm.appliedIndex()
+	v, err := n.store.View(ns)
+	if err != nil {
+		return applied, err
+	}
+	defer v.Close()
+	return applied, fn(v)
+}
+
+// ReadBarrier waits until a read at opts may be served here: what Read
+// does before it opens its view.
+func (n *Node) ReadBarrier(ctx context.Context, opts ReadOptions) error {
+	start := time.Now()
+	defer func() { n.m.readWait.Observe(time.Since(start).Seconds()) }()
+	switch opts.Consistency {
+	case Linearizable:
+		_, err := n.LinearizableIndex(ctx)
+		return err
+	case Session:
+		ctx, cancel := n.readContext(ctx)
+		defer cancel()
+		if err := n.waitApplied(ctx, opts.MinIndex); err != nil {
+			return fmt.Errorf("%w: index %d not applied (at %d): %v", ErrNotCaughtUp, opts.MinIndex, n.sm.appliedIndex(), err)
+		}
+		return nil
+	case Local:
+		if opts.MaxStaleness <= 0 || n.raft.State() == raft.Leader {
+			return nil
+		}
+		last := n.raft.LastContact()
+		if last.IsZero() || time.Since(last) > opts.MaxStaleness {
+			return fmt.Errorf("%w: leader last heard %s ago, bound %s", ErrStale, sinceOrNever(last), opts.MaxStaleness)
+		}
+		return nil
+	}
+	return fmt.Errorf("node: unknown consistency %d", opts.Consistency)
+}
+
+func sinceOrNever(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Millisecond).String()
+}
+
+func (n *Node) readContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, n.cfg.ReadWait)
+}
+
+// LinearizableIndex waits until this node has applied every write
+// acknowledged before the call, and returns that index. On the leader it
+// is the read index (commit index after a Barrier in this term, confirmed
+// by VerifyLeader); a follower asks the leader for it.
+func (n *Node) LinearizableIndex(ctx context.Context) (uint64, error) {
+	ctx, cancel := n.readContext(ctx)
+	defer cancel()
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	for attempt := 0; ; attempt++ {
+		idx, err := n.leaderReadIndex(ctx)
+		if errors.Is(err, errNotLeader) {
+			idx, err = n.remoteReadIndex(ctx)
+		}
+		if err == nil {
+			if werr := n.waitApplied(ctx, idx); werr != nil {
+				return 0, fmt.Errorf("%w: read index %d not applied (at %d): %v", ErrNotCaughtUp, idx, n.sm.appliedIndex(), werr)
+			}
+			return idx, nil
+		}
+		if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) && !errors.Is(err, ErrNoLeader) {
+			return 0, err
+		}
+		if time.Now().After(deadline) {
+			return 0, ErrNoLeader
+		}
+		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
+		}
+	}
+}
+
+func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
+	lid, _ := n.Leader()
+	if lid == "" || lid == n.id {
+		return 0, ErrNoLeader
+	}
+	addr, ok := n.store.NodeAddr(lid)
+	if !ok {
+		return 0, ErrNoLeader
+	}
+	return n.peers.readIndex(ctx, addr)
+}
+
+// leaderReadIndex returns the read index if this node is the leader: a
+// Barrier once per term (so the state machine holds every entry of earlier
+// terms), then the commit index, then VerifyLeader (so no newer leader
+// exists that could have committed more).
+func (n *Node) leaderReadIndex(ctx context.Context) (uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return 0, errNotLeader
+	}
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		if err := waitFuture(ctx, n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
+			return 0, leadershipErr(err)
+		}
+		n.barrierTerm.Store(term)
+	}
+	idx := n.raft.CommitIndex()
+	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		return 0, leadershipErr(err)
+	}
+	return idx, nil
+}
+
+func leadershipErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return errNotLeader
+	}
+	return err
+}
+
+func waitFuture(ctx context.Context, f raft.Future) error {
+	errc := make(chan error, 1)
+	go func() { errc <- f.Error() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitApplied blocks until the state machine holds every state change at
+// or below index. The state machine sees only commands and configuration
+// entries, not Raft's no-ops and barriers, so when index is such an entry
+// the wait is for the last state-changing entry at or below it: once Raft
+// has handed everything up to index to the state machine, that entry is
+// found by walking the local log back from index.
+func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ch, applied := n.sm.wait()
+		if applied >= index {
+			return nil
+		}
+		if n.raft.AppliedIndex() >= index && n.lastStateIndex(index, applied) <= applied {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.closing:
+			return ErrShutdown
+		}
+	}
+}
+
+// lastStateIndex returns the index of the last command or configuration
+// entry at or below index, looking no lower than floor.
+func (n *Node) lastStateIndex(index, floor uint64) uint64 {
+	var l raft.Log
+	for i := index; i > floor; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return i // compacted or missing: be conservative
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return floor
+}

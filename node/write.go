@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Apply proposes cmd through Raft and returns the state machine's result:
+// *fsm.AppendResult, *fsm.ImportResult, *fsm.CreateNamespaceResult,
+// *fsm.DeleteNamespaceResult or *fsm.SetNodeInfoResult (each carries the
+// Raft index of the entry). A business rejection (fsm.VersionConflictError,
+// fsm.ValidationError, fsm.ErrNamespaceNotFound, ...) is returned as the
+// error, and nothing was written.
+//
+// On a follower the command is forwarded to the leader. Without a leader
+// the call waits up to Config.LeaderWait, then fails with ErrNoLeader
+// (nothing proposed). ErrUnknownOutcome means the write may have been
+// applied. A forwarded write is retried only when it certainly was not
+// proposed: the peer refused as not leader, or it could not be reached.
+func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	for attempt := 0; ; attempt++ {
+		res, err := n.applyLocal(ctx, cmd)
+		if !errors.Is(err, errNotLeader) {
+			return res, err
+		}
+		if lid, _ := n.Leader(); lid != "" && lid != n.id {
+			if addr, ok := n.store.NodeAddr(lid); ok {
+				start := time.Now()
+				res, err := n.peers.apply(ctx, addr, cmd)
+				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+					n.m.forwardLatency.Observe(time.Since(start).Seconds())
+					return res, err
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, ErrNoLeader
+		}
+		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
+			return nil, err // nothing was proposed
+		}
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	return min(time.Duration(attempt+1)*10*time.Millisecond, 200*time.Millisecond)
+}
+
+// applyLocal proposes cmd if this node is the leader; otherwise it returns
+// errNotLeader without proposing anything.
+func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, errNotLeader
+	}
+	stamp(cmd, time.Now())
+	data, err := fsm.EncodeCommand(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("node: encode command: %w", err)
+	}
+	start := time.Now()
+	done := n.inflight.add(start)
+	defer done()
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if err = waitFuture(ctx, f); ctx.Err() != nil && err == ctx.Err() {
+		// The entry may still commit.
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+	}
+	n.m.applyLatency.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+	case errors.Is(err, raft.ErrNotLeader):
+		// Refused before it reached the log.
+		return nil, errNotLeader
+	case errors.Is(err, raft.ErrEnqueueTimeout):
+		return nil, fmt.Errorf("%w: proposal queue full", ErrNoLeader)
+	default:
+		// ErrLeadershipLost, ErrRaftShutdown, ...: it is in the log and may
+		// still commit.
+		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+	}
+	switch r := f.Response().(type) {
+	case error:
+		return nil, r
+	case nil:
+		return nil, fmt.Errorf("node: entry %d was skipped by the state machine", f.Index())
+	default:
+		return r, nil
+	}
+}
+
+// stamp fills what the leader decides: message ids the client did not give
+// (UUIDv7) and the times, so apply is deterministic on every replica.
+func stamp(cmd *fsmv1.Command, now time.Time) {
+	ns := now.UnixNano()
+	switch k := cmd.Kind.(type) {
+	case *fsmv1.Command_Append:
+		if k.Append.TimeUnixNano == 0 {
+			k.Append.TimeUnixNano = ns
+		}
+		for _, m := range k.Append.Messages {
+			if m.Id == "" {
+				m.Id = newID()
+			}
+		}
+	case *fsmv1.Command_CreateNamespace:
+		if k.CreateNamespace.CreatedUnixNano == 0 {
+			k.CreateNamespace.CreatedUnixNano = ns
+		}
+	case *fsmv1.Command_DeleteNamespace:
+		if k.DeleteNamespace.DeletedUnixNano == 0 {
+			k.DeleteNamespace.DeletedUnixNano = ns
+		}
+	}
+}
+
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// Append is Apply for one append.
+func (n *Node) Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error) {
+	return applyAs[*fsm.AppendResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: a}})
+}
+
+// CreateNamespace is Apply for a namespace creation.
+func (n *Node) CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error) {
+	return applyAs[*fsm.CreateNamespaceResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: c}})
+}
+
+// DeleteNamespace is Apply for a namespace deletion.
+func (n *Node) DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error) {
+	return applyAs[*fsm.DeleteNamespaceResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteNamespace{DeleteNamespace: d}})
+}
+
+// Import is Apply for one import chunk.
+func (n *Node) Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error) {
+	return applyAs[*fsm.ImportResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Import{Import: i}})
+}
+
+func applyAs[T any](ctx context.Context, n *Node, cmd *fsmv1.Command) (T, error) {
+	var zero T
+	res, err := n.Apply(ctx, cmd)
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("node: unexpected result %T for %T", res, cmd.Kind)
+	}
+	return r, nil
+}
+
+// inflight tracks the start times of the leader's pending proposals.
+type inflight struct {
+	mu     sync.Mutex
+	seq    uint64
+	starts map[uint64]time.Time
+}
+
+func (f *inflight) add(t time.Time) (done func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.starts == nil {
+		f.starts = make(map[uint64]time.Time)
+	}
+	f.seq++
+	id := f.seq
+	f.starts[id] = t
+	return func() {
+		f.mu.Lock()
+		delete(f.starts, id)
+		f.mu.Unlock()
+	}
+}
+
+func (f *inflight) oldest() (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var oldest time.Time
+	for _, t := range f.starts {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return oldest, !oldest.IsZero()
+}
+
+// watchdog hands leadership away when this leader's oldest pending
+// proposal is older than Config.WatchdogTimeout: a leader whose disk
+// stalls keeps heartbeating and is never replaced otherwise
+// (hashicorp/raft #503).
+func (n *Node) watchdog() {
+	defer n.wg.Done()
+	if n.cfg.WatchdogTimeout < 0 {
+		return
+	}
+	tick := time.NewTicker(max(n.cfg.WatchdogTimeout/10, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		oldest, ok := n.inflight.oldest()
+		if !ok || time.Since(oldest) < n.cfg.WatchdogTimeout || n.raft.State() != raft.Leader {
+			continue
+		}
+		n.log.Error("leader's proposals are stalled: transferring leadership", "oldest-pending", time.Since(oldest).String())
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.WatchdogTimeout)
+		err := waitFuture(ctx, n.raft.LeadershipTransfer())
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Raft's own loop is stuck (a disk that does not return from
+			// a write): only a restart of the process frees the cluster.
+			n.log.Error("stalled leader cannot hand over leadership: restart this process", "waited", n.cfg.WatchdogTimeout.String())
+		} else if err != nil {
+			n.log.Error("watchdog leadership transfer failed", "err", err)
+		}
+	}
+}
