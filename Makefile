@@ -27,6 +27,7 @@ check-generated: lint
 		git status --porcelain -- rpc/gen; \
 		echo "rpc/gen is stale: run 'make generate' and commit"; exit 1; fi
 
-## bench: storage and apply benchmarks (not part of test)
+## bench: storage, apply and 3-node cluster benchmarks (not part of test)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./fsm
+	$(GO) test -run '^$$' -bench . -benchtime 4s ./node
