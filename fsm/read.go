@@ -393,3 +393,13 @@ func (v *View) Stats() (NamespaceStats, error) {
 	}
 	return NamespaceStats{MessageCount: c.messages, StreamCount: c.streams, LastActivity: c.lastActivity}, nil
 }
+
+// NextGlobalPosition returns the global position the next append will get
+// (1 in an empty namespace): every stored message is below it.
+func (v *View) NextGlobalPosition() (int64, error) {
+	val, err := get(v.snap, keyNextGP)
+	if err != nil || val == nil {
+		return 1, err
+	}
+	return decodeUint64(val)
+}

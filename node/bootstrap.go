@@ -99,7 +99,7 @@ func bootstrapIfNew(n *Node, conf *raft.Config, logs raft.LogStore, stable raft.
 	if has || !n.cfg.Bootstrap {
 		return nil
 	}
-	n.log.Info("bootstrapping a new cluster", "node-id", n.id, "raft-addr", n.trans.LocalAddr())
+	n.log.Info("bootstrapping a new cluster", "raft-addr", n.trans.LocalAddr())
 	return raft.BootstrapCluster(conf, logs, stable, snaps, n.trans, raft.Configuration{Servers: []raft.Server{{
 		Suffrage: raft.Voter, ID: conf.LocalID, Address: n.trans.LocalAddr(),
 	}}})

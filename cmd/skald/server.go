@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/rpc"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+type serverFlags struct {
+	nodeName, dataDir, httpAddr, raftAddr, advertiseHTTP, advertiseRaft string
+	adminToken, clusterSecret, logLevel, logFormat, cors               string
+	// Membership and TLS arrive with membership/; refused until then.
+	gossipAddr, join, gossipKey, tlsCert, tlsKey, tlsCA string
+	bootstrapExpect                                    int
+}
+
+func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
+	f := &serverFlags{}
+	fs := flag.NewFlagSet("skald server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host, _ := os.Hostname()
+	fs.StringVar(&f.nodeName, "node-name", host, "a human-readable name for this node (logs, status)")
+	fs.StringVar(&f.dataDir, "data-dir", "./skald-data", "directory for the node id, Raft log and Pebble data")
+	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "API address: Connect, gRPC, gRPC-Web, EventoDB HTTP, /metrics, /healthz")
+	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:8081", "Raft address")
+	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "API address other nodes use (default: --http-addr)")
+	fs.StringVar(&f.advertiseRaft, "advertise-raft", "", "Raft address other nodes use (default: --raft-addr)")
+	fs.StringVar(&f.adminToken, "admin-token", "", "admin token (the 'default' namespace's) used at first start; generated and printed when empty")
+	fs.StringVar(&f.clusterSecret, "cluster-secret", "", "secret shared by all nodes for node-to-node calls (random when empty: fine for one node)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated origins allowed to call from browsers ('*' for any)")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip address (not supported yet)")
+	fs.StringVar(&f.join, "join", "", "gossip addresses of members to join (not supported yet)")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "servers to wait for before bootstrapping (not supported yet)")
+	fs.StringVar(&f.gossipKey, "gossip-key", "", "gossip encryption key (not supported yet)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (not supported yet)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key (not supported yet)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "TLS CA for mutual TLS between nodes (not supported yet)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, &exitError{2, fmt.Errorf("unexpected arguments: %v", fs.Args())}
+	}
+	if err := envFallback(fs); err != nil {
+		return nil, &exitError{2, err}
+	}
+	for name, v := range map[string]string{"gossip-addr": f.gossipAddr, "join": f.join, "gossip-key": f.gossipKey, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "tls-ca": f.tlsCA} {
+		if v != "" {
+			return nil, &exitError{2, fmt.Errorf("--%s: clustering by gossip and TLS are not supported by this build yet", name)}
+		}
+	}
+	if f.bootstrapExpect != 0 {
+		return nil, &exitError{2, errors.New("--bootstrap-expect: not supported by this build yet")}
+	}
+	return f, nil
+}
+
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, &exitError{2, fmt.Errorf("--log-level %q: %w", level, err)}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, &exitError{2, fmt.Errorf("--log-format %q: want text or json", format)}
+}
+
+func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServerFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	log = log.With("node", f.nodeName)
+	if f.adminToken != "" {
+		if name, err := rpc.ParseToken(f.adminToken); err != nil || name != rpc.AdminNamespace {
+			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", rpc.AdminNamespace)}
+		}
+	}
+	secret := f.clusterSecret
+	if secret == "" {
+		b := make([]byte, 32)
+		rand.Read(b)
+		secret = hex.EncodeToString(b)
+	}
+
+	ln, err := net.Listen("tcp", f.httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen on --http-addr: %w", err)
+	}
+	defer ln.Close()
+	apiAddr := f.advertiseHTTP
+	if apiAddr == "" {
+		apiAddr = ln.Addr().String()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n, err := node.Open(node.Config{
+		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
+		ClusterSecret: secret, Bootstrap: true, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := n.Close(); err != nil {
+			log.Error("close node", "err", err)
+		}
+	}()
+
+	var origins []string
+	if f.cors != "" {
+		origins = strings.Split(f.cors, ",")
+	}
+	baseCtx, cancelStreams := context.WithCancel(context.Background())
+	defer cancelStreams()
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           rpc.NewHandler(n, rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CORSOrigins: origins}),
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", f.dataDir, "node-id", n.ID())
+
+	if err := ensureAdmin(ctx, n, f.adminToken, stdout, log); err != nil {
+		log.Error("admin namespace", "err", err)
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	cancelStreams() // end subscriptions so Shutdown can finish
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+// ensureAdmin creates the "default" namespace (whose token is the admin
+// token) on the first start of a cluster, with the given token or a
+// generated one, which it prints once. On later starts the stored token
+// stays; a different --admin-token is reported, not applied.
+func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writer, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := n.LinearizableIndex(ctx); err != nil {
+		return fmt.Errorf("wait for a leader: %w", err)
+	}
+	if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
+		if token != "" && string(info.TokenHash) != string(rpc.TokenHash(token)) {
+			log.Warn("--admin-token differs from the stored admin token; the stored one stays valid")
+		}
+		return nil
+	}
+	if !n.IsLeader() {
+		return nil // the leader creates it
+	}
+	generated := token == ""
+	if generated {
+		var err error
+		if token, err = rpc.NewToken(rpc.AdminNamespace); err != nil {
+			return err
+		}
+	}
+	_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: rpc.TokenHash(token)})
+	if err != nil {
+		return err
+	}
+	if generated {
+		fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
+	}
+	return nil
+}

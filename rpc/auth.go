@@ -1,0 +1,129 @@
+package rpc
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+)
+
+// AdminNamespace is the namespace whose token is the admin token.
+const AdminNamespace = "default"
+
+// caller is who a request acts for: the token's namespace, and whether the
+// token is the admin token.
+type caller struct {
+	namespace string
+	admin     bool
+}
+
+type callerKey struct{}
+
+func callerFrom(ctx context.Context) caller {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	return c
+}
+
+// tokenChecker resolves bearer tokens against the namespace registry.
+type tokenChecker interface {
+	Store() *fsm.Store
+	LinearizableIndex(ctx context.Context) (uint64, error)
+}
+
+type authenticator struct {
+	b   tokenChecker
+	log *slog.Logger
+}
+
+// bearer extracts the token of an Authorization header.
+func bearer(h http.Header) (string, error) {
+	v := h.Get("Authorization")
+	if v == "" {
+		return "", errors.New("missing Authorization: Bearer <token>")
+	}
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", errors.New("Authorization must be Bearer <token>")
+	}
+	return strings.TrimSpace(token), nil
+}
+
+// check returns the caller a token belongs to. A namespace this node does
+// not know yet (created through another node a moment ago), or whose token
+// does not match (re-created), is looked up again after catching up with
+// the leader: a namespace is usable on every node once its creation is
+// acknowledged.
+func (a authenticator) check(ctx context.Context, token string) (caller, error) {
+	name, err := ParseToken(token)
+	if err != nil {
+		return caller{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("malformed token: %w", err))
+	}
+	hash := TokenHash(token)
+	for attempt := 0; attempt < 2; attempt++ {
+		info, ok := a.b.Store().Namespace(name)
+		if ok && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
+			return caller{namespace: name, admin: name == AdminNamespace}, nil
+		}
+		if attempt == 0 {
+			if _, err := a.b.LinearizableIndex(ctx); err != nil {
+				return caller{}, toConnect(ctx, a.log, err)
+			}
+		}
+	}
+	return caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown namespace or wrong token"))
+}
+
+func (a authenticator) authenticate(ctx context.Context, h http.Header) (context.Context, error) {
+	token, err := bearer(h)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnauthenticated, err)
+	}
+	c, err := a.check(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// WrapUnary implements connect.Interceptor.
+func (a authenticator) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		ctx, err := a.authenticate(ctx, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor (servers only).
+func (a authenticator) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (a authenticator) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := a.authenticate(ctx, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// requireAdmin fails PermissionDenied unless the caller holds the admin
+// token.
+func requireAdmin(ctx context.Context) error {
+	if !callerFrom(ctx).admin {
+		return connect.NewError(connect.CodePermissionDenied, errors.New("this call needs the admin token"))
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+package rpc
+
+import "github.com/skalddb/skald/node"
+
+var _ Backend = (*node.Node)(nil)

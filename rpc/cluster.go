@@ -1,0 +1,110 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/skalddb/skald/fsm"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// members is what the Cluster handlers need from the node.
+type members interface {
+	ID() string
+	Leader() (id, raftAddr string)
+	Raft() *raft.Raft
+	Servers() ([]raft.Server, error)
+	AppliedIndex() uint64
+	Store() *fsm.Store
+	TransferLeadership(ctx context.Context, id string) error
+	RemoveServer(ctx context.Context, id string) error
+}
+
+type cluster struct {
+	b   members
+	log *slog.Logger
+}
+
+func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusRequest]) (*connect.Response[skaldv1.StatusResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	r := s.b.Raft()
+	leader, _ := s.b.Leader()
+	resp := &skaldv1.StatusResponse{
+		NodeId: s.b.ID(), LeaderId: leader, Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: s.b.AppliedIndex(),
+	}
+	servers, err := s.b.Servers()
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	apis := s.b.Store().Nodes()
+	for _, srv := range servers {
+		out := &skaldv1.Server{Id: string(srv.ID), RaftAddress: string(srv.Address), ApiAddress: apis[string(srv.ID)], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
+		if srv.Suffrage != raft.Voter {
+			out.Suffrage = skaldv1.Suffrage_SUFFRAGE_NONVOTER
+		}
+		// Health, last contact and applied index of other servers come
+		// from autopilot (membership); this node reports its own.
+		if string(srv.ID) == s.b.ID() {
+			out.AppliedIndex = s.b.AppliedIndex()
+			out.Healthy = leader != ""
+			if string(srv.ID) != leader {
+				if lc := r.LastContact(); !lc.IsZero() {
+					out.LastContact = durationpb.New(time.Since(lc))
+				}
+			} else {
+				out.LastContact = durationpb.New(0)
+			}
+		}
+		resp.Servers = append(resp.Servers, out)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// notLeader reports that a membership change must be made on the leader.
+func (s *cluster) notLeader() error {
+	leader, _ := s.b.Leader()
+	addr, _ := s.b.Store().NodeAddr(leader)
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this node is not the leader; call the leader at %q", addr))
+}
+
+func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[skaldv1.TransferLeadershipRequest]) (*connect.Response[skaldv1.TransferLeadershipResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if s.b.Raft().State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	leader, _ := s.b.Leader()
+	return connect.NewResponse(&skaldv1.TransferLeadershipResponse{LeaderId: leader}), nil
+}
+
+func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1.RemoveServerRequest]) (*connect.Response[skaldv1.RemoveServerResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if req.Msg.Id == "" {
+		return nil, invalidField("id", "must not be empty")
+	}
+	if s.b.Raft().State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	if err := s.b.RemoveServer(ctx, req.Msg.Id); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return nil, s.notLeader()
+		}
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.RemoveServerResponse{}), nil
+}

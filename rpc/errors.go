@@ -1,0 +1,67 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// toConnect maps an error from the node or the state machine to the
+// Connect code the API promises (../shared/spec/skald-api.md, Errors).
+// Unknown errors become Internal with a generic message; the real one is
+// logged, never sent.
+func toConnect(ctx context.Context, log *slog.Logger, err error) error {
+	var (
+		ce *connect.Error
+		ve *fsm.ValidationError
+		vc *fsm.VersionConflictError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return ce
+	case errors.As(err, &ve):
+		return invalidField(ve.Field, "%s", ve.Reason)
+	case errors.As(err, &vc):
+		e := connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is at version %d, expected %d", vc.Stream, vc.Actual, vc.Expected))
+		if d, derr := connect.NewErrorDetail(&skaldv1.VersionConflict{Stream: vc.Stream, ExpectedVersion: vc.Expected, ActualVersion: vc.Actual}); derr == nil {
+			e.AddDetail(d)
+		}
+		return e
+	case errors.Is(err, fsm.ErrNamespaceNotFound):
+		return connect.NewError(connect.CodeNotFound, errors.New("namespace not found"))
+	case errors.Is(err, fsm.ErrNamespaceExists):
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("namespace already exists"))
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, node.ErrUnknownOutcome):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the write may or may not have been applied: %w", err))
+	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrNotCaughtUp), errors.Is(err, node.ErrStale),
+		errors.Is(err, node.ErrShutdown), errors.Is(err, fsm.ErrClosed):
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+	log.Error("internal error", "err", err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+// invalidField is InvalidArgument with a google.rpc.BadRequest field
+// violation.
+func invalidField(field, format string, args ...any) *connect.Error {
+	desc := fmt.Sprintf(format, args...)
+	e := connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", field, desc))
+	if d, err := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}}); err == nil {
+		e.AddDetail(d)
+	}
+	return e
+}

@@ -1,0 +1,227 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// events is what the EventStore handlers need from the node.
+type events interface {
+	Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error)
+	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
+	AppliedIndex() uint64
+	Feed() *node.Feed
+	Store() *fsm.Store
+}
+
+// eventStore implements skald.v1.EventStore for the caller's namespace.
+type eventStore struct {
+	b   events
+	log *slog.Logger
+	sub subscribeConfig
+}
+
+func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {
+	m := req.Msg
+	if err := checkStream("stream", m.Stream); err != nil {
+		return nil, err
+	}
+	if m.ExpectedVersion != nil && *m.ExpectedVersion < -1 {
+		return nil, invalidField("expected_version", "must be -1 (no stream) or more, got %d", *m.ExpectedVersion)
+	}
+	msgs, err := newMessages(m.Messages)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.Append(ctx, &fsmv1.Append{
+		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion, Messages: msgs,
+	})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.AppendResponse{
+		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
+		FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition, Index: res.Index,
+	}), nil
+}
+
+// read runs fn on a view of the caller's namespace at the requested
+// consistency.
+func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+	opts, err := readOptions(o)
+	if err != nil {
+		return 0, err
+	}
+	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, fn)
+	return applied, toConnect(ctx, s.log, err)
+}
+
+func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv1.ReadStreamRequest]) (*connect.Response[skaldv1.ReadStreamResponse], error) {
+	m := req.Msg
+	if err := checkStream("stream", m.Stream); err != nil {
+		return nil, err
+	}
+	limit, err := readLimit(m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := nonNegative("position", m.Position); err != nil {
+		return nil, err
+	}
+	if err := nonNegative("global_position", m.GetGlobalPosition()); err != nil {
+		return nil, err
+	}
+	var out []fsm.Message
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		out, err = v.ReadStream(fsm.StreamQuery{Stream: m.Stream, Position: m.Position, GlobalPosition: m.GetGlobalPosition(), Limit: limit})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.ReadStreamResponse{Messages: messages(out), AppliedIndex: applied}), nil
+}
+
+func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skaldv1.ReadCategoryRequest]) (*connect.Response[skaldv1.ReadCategoryResponse], error) {
+	m := req.Msg
+	if err := checkCategory("category", m.Category); err != nil {
+		return nil, err
+	}
+	limit, err := readLimit(m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
+		return nil, err
+	}
+	if err := checkCorrelation(m.Correlation); err != nil {
+		return nil, err
+	}
+	member, size, err := consumerGroup(m.ConsumerGroup)
+	if err != nil {
+		return nil, err
+	}
+	var out []fsm.Message
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		out, err = v.ReadCategory(fsm.CategoryQuery{
+			Category: m.Category, GlobalPosition: m.GlobalPosition, Limit: limit,
+			Correlation: m.Correlation, Member: member, Size: size,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.ReadCategoryResponse{Messages: messages(out), AppliedIndex: applied}), nil
+}
+
+func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.ReadAllRequest]) (*connect.Response[skaldv1.ReadAllResponse], error) {
+	m := req.Msg
+	limit, err := readLimit(m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
+		return nil, err
+	}
+	var out []fsm.Message
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		out, err = v.ReadAll(m.GlobalPosition, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.ReadAllResponse{Messages: messages(out), AppliedIndex: applied}), nil
+}
+
+func (s *eventStore) LastMessage(ctx context.Context, req *connect.Request[skaldv1.LastMessageRequest]) (*connect.Response[skaldv1.LastMessageResponse], error) {
+	m := req.Msg
+	if err := checkStream("stream", m.Stream); err != nil {
+		return nil, err
+	}
+	if m.Type != "" {
+		if err := asInvalid(fsm.ValidateTypeName("type", m.Type)); err != nil {
+			return nil, err
+		}
+	}
+	var (
+		msg   fsm.Message
+		found bool
+	)
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		msg, found, err = v.LastMessage(m.Stream, m.Type)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &skaldv1.LastMessageResponse{AppliedIndex: applied}
+	if found {
+		resp.Message = message(&msg)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *eventStore) StreamVersion(ctx context.Context, req *connect.Request[skaldv1.StreamVersionRequest]) (*connect.Response[skaldv1.StreamVersionResponse], error) {
+	m := req.Msg
+	if err := checkStream("stream", m.Stream); err != nil {
+		return nil, err
+	}
+	var version int64
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		version, err = v.StreamVersion(m.Stream)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.StreamVersionResponse{Version: version, AppliedIndex: applied}), nil
+}
+
+func (s *eventStore) ListStreams(ctx context.Context, req *connect.Request[skaldv1.ListStreamsRequest]) (*connect.Response[skaldv1.ListStreamsResponse], error) {
+	m := req.Msg
+	if m.Limit < 0 || m.Limit > fsm.MaxStreamsPage {
+		return nil, invalidField("limit", "must be 0 (default %d) or 1..%d, got %d", fsm.DefaultStreamsPage, fsm.MaxStreamsPage, m.Limit)
+	}
+	var (
+		streams []fsm.StreamInfo
+		next    string
+	)
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		streams, next, err = v.ListStreams(fsm.StreamsQuery{Prefix: m.Prefix, Cursor: m.Cursor, Limit: int(m.Limit)})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &skaldv1.ListStreamsResponse{NextCursor: next, AppliedIndex: applied}
+	for _, st := range streams {
+		resp.Streams = append(resp.Streams, &skaldv1.StreamInfo{Stream: st.Stream, Version: st.Version, LastActivity: timestamp(st.LastActivity)})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *eventStore) ListCategories(ctx context.Context, req *connect.Request[skaldv1.ListCategoriesRequest]) (*connect.Response[skaldv1.ListCategoriesResponse], error) {
+	var cats []fsm.CategoryInfo
+	applied, err := s.read(ctx, req.Msg.Read, func(v *fsm.View) (err error) {
+		cats, err = v.ListCategories()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &skaldv1.ListCategoriesResponse{AppliedIndex: applied}
+	for _, c := range cats {
+		resp.Categories = append(resp.Categories, &skaldv1.CategoryInfo{Category: c.Category, StreamCount: c.StreamCount, MessageCount: c.MessageCount})
+	}
+	return connect.NewResponse(resp), nil
+}

@@ -1,0 +1,125 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// tenants is what the Namespaces handlers need from the node.
+type tenants interface {
+	CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error)
+	DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error)
+	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
+	Store() *fsm.Store
+}
+
+type namespaces struct {
+	b   tenants
+	log *slog.Logger
+}
+
+func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.CreateRequest]) (*connect.Response[skaldv1.CreateResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	if err := asInvalid(fsm.ValidateNamespaceName(m.Name)); err != nil {
+		return nil, err
+	}
+	token := m.Token
+	if token == "" {
+		var err error
+		if token, err = NewToken(m.Name); err != nil {
+			return nil, toConnect(ctx, s.log, err)
+		}
+	} else if name, err := ParseToken(token); err != nil {
+		return nil, invalidField("token", "%v", err)
+	} else if name != m.Name {
+		return nil, invalidField("token", "names namespace %q, not %q", name, m.Name)
+	}
+	res, err := s.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: m.Name, Description: m.Description, TokenHash: TokenHash(token)})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.CreateResponse{Name: res.Name, Token: token, CreatedAt: timestamp(res.CreatedAt), Index: res.Index}), nil
+}
+
+func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.DeleteRequest]) (*connect.Response[skaldv1.DeleteResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	name := req.Msg.Name
+	if name == AdminNamespace {
+		return nil, invalidField("name", "the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
+	}
+	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
+		return nil, err
+	}
+	res, err := s.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.Name, DeletedAt: timestamp(res.DeletedAt), MessagesDeleted: res.MessagesDeleted, Index: res.Index}), nil
+}
+
+// info reads a namespace's registry entry and counters on one view.
+func (s *namespaces) info(ctx context.Context, name string, opts node.ReadOptions) (*skaldv1.NamespaceInfo, error) {
+	var out *skaldv1.NamespaceInfo
+	_, err := s.b.Read(ctx, name, opts, func(v *fsm.View) error {
+		st, err := v.Stats()
+		if err != nil {
+			return err
+		}
+		ns := v.Namespace()
+		out = &skaldv1.NamespaceInfo{
+			Name: ns.Name, Description: ns.Description, CreatedAt: timestamp(ns.CreatedAt),
+			MessageCount: st.MessageCount, StreamCount: st.StreamCount, LastActivity: timestamp(st.LastActivity),
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *namespaces) List(ctx context.Context, _ *connect.Request[skaldv1.ListRequest]) (*connect.Response[skaldv1.ListResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.b.ReadBarrier(ctx, node.ReadOptions{Consistency: node.Linearizable}); err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	resp := &skaldv1.ListResponse{}
+	for _, ns := range s.b.Store().Namespaces() {
+		info, err := s.info(ctx, ns.Name, node.ReadOptions{Consistency: node.Local})
+		if errors.Is(err, fsm.ErrNamespaceNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, toConnect(ctx, s.log, err)
+		}
+		resp.Namespaces = append(resp.Namespaces, info)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRequest]) (*connect.Response[skaldv1.GetResponse], error) {
+	c := callerFrom(ctx)
+	name := req.Msg.Name
+	if !c.admin && name != c.namespace {
+		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only get its own namespace %q", c.namespace))
+	}
+	info, err := s.info(ctx, name, node.ReadOptions{Consistency: node.Linearizable})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.GetResponse{Namespace: info}), nil
+}

@@ -1,0 +1,192 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	connectcors "connectrpc.com/cors"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/cors"
+
+	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+)
+
+// Backend is everything the API needs from the node (*node.Node).
+type Backend interface {
+	events
+	tenants
+	members
+	LinearizableIndex(ctx context.Context) (uint64, error)
+	PeerHandler() (string, http.Handler)
+}
+
+// Options configures the API handler.
+type Options struct {
+	Logger *slog.Logger
+	// Gatherer serves /metrics and Registerer receives the RPC metrics.
+	// Both default to a registry of their own.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// CORSOrigins lists the origins browsers may call from; "*" allows
+	// any. Default: none (no CORS headers).
+	CORSOrigins []string
+	// Subscribe bounds subscriptions (heartbeat, max lag).
+	Subscribe subscribeConfig
+}
+
+// NewHandler returns the HTTP handler of the API port: the skald.v1
+// services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
+// the peer service, /healthz, /readyz, /metrics and (admin only)
+// /debug/pprof/.
+func NewHandler(b Backend, opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		opts.Registerer, opts.Gatherer = reg, reg
+	}
+	auth := authenticator{b: b, log: log}
+	handlerOpts := []connect.HandlerOption{
+		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth),
+		connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithCompressMinBytes(1024),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
+	mux.Handle(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
+	mux.Handle(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log}, handlerOpts...))
+	mux.Handle(b.PeerHandler())
+
+	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName}
+	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.Handle("GET /readyz", &readiness{b: b})
+	if opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/debug/pprof/", adminOnly(auth, http.HandlerFunc(pprof.Index)))
+	mux.Handle("/debug/pprof/profile", adminOnly(auth, http.HandlerFunc(pprof.Profile)))
+	mux.Handle("/debug/pprof/trace", adminOnly(auth, http.HandlerFunc(pprof.Trace)))
+
+	if len(opts.CORSOrigins) == 0 {
+		return mux
+	}
+	return cors.New(cors.Options{
+		AllowedOrigins: opts.CORSOrigins,
+		AllowedMethods: connectcors.AllowedMethods(),
+		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
+		ExposedHeaders: connectcors.ExposedHeaders(),
+		MaxAge:         7200,
+	}).Handler(mux)
+}
+
+// adminOnly serves h only to requests with the admin token.
+func adminOnly(auth authenticator, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, err := auth.authenticate(r.Context(), r.Header)
+		if err != nil || !callerFrom(ctx).admin {
+			http.Error(w, "admin token required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// readiness answers /readyz: 200 once the node has a leader and has
+// applied everything the leader had committed when it was first asked
+// (so a restarted node is not sent traffic while it replays); afterwards
+// 200 while a leader is known.
+type readiness struct {
+	b     Backend
+	ready atomic.Bool
+}
+
+func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if leader, _ := h.b.Leader(); leader == "" {
+		http.Error(w, "no leader", http.StatusServiceUnavailable)
+		return
+	}
+	if !h.ready.Load() {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := h.b.LinearizableIndex(ctx); err != nil {
+			http.Error(w, "catching up: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		h.ready.Store(true)
+	}
+	w.Write([]byte("ready\n"))
+}
+
+// rpcMetrics counts RPCs and their latency by procedure and code.
+type rpcMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newRPCMetrics(reg prometheus.Registerer) *rpcMetrics {
+	m := &rpcMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "rpc", Name: "requests_total", Help: "RPCs handled, by procedure and code.",
+		}, []string{"procedure", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "skald", Subsystem: "rpc", Name: "duration_seconds", Help: "RPC latency, by procedure and code.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"procedure", "code"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				panic(err)
+			}
+		}
+	}
+	return m
+}
+
+func (m *rpcMetrics) observe(procedure string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	m.requests.WithLabelValues(procedure, code).Inc()
+	m.latency.WithLabelValues(procedure, code).Observe(time.Since(start).Seconds())
+}
+
+func (m *rpcMetrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		resp, err := next(ctx, req)
+		m.observe(req.Spec().Procedure, start, err)
+		return resp, err
+	}
+}
+
+func (m *rpcMetrics) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (m *rpcMetrics) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		m.observe(conn.Spec().Procedure, start, err)
+		return err
+	}
+}

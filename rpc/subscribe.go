@@ -1,0 +1,199 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// subscribeConfig bounds subscriptions.
+type subscribeConfig struct {
+	// Heartbeat is the silence after which a heartbeat is sent. Default 15 s.
+	Heartbeat time.Duration
+	// MaxLag: a live subscriber further behind than this many messages is
+	// cut off with ResourceExhausted (it resumes from its last position).
+	// Default 10,000.
+	MaxLag int64
+	// Page is how many messages one store read fetches. Default 500.
+	Page int
+}
+
+func (c subscribeConfig) withDefaults() subscribeConfig {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.MaxLag <= 0 {
+		c.MaxLag = 10_000
+	}
+	if c.Page <= 0 {
+		c.Page = 500
+	}
+	return c
+}
+
+// subscription is one validated Subscribe request.
+type subscription struct {
+	stream, category string // one of them, or neither for all
+	next             int64  // next stream position (stream) or global position
+	member, size     int64
+	correlation      string
+}
+
+func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
+	sub := &subscription{}
+	if err := nonNegative("position", m.Position); err != nil {
+		return nil, err
+	}
+	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
+		return nil, err
+	}
+	if err := checkCorrelation(m.Correlation); err != nil {
+		return nil, err
+	}
+	member, size, err := consumerGroup(m.ConsumerGroup)
+	if err != nil {
+		return nil, err
+	}
+	switch t := m.Target.(type) {
+	case *skaldv1.SubscribeRequest_Stream:
+		if err := checkStream("stream", t.Stream); err != nil {
+			return nil, err
+		}
+		if size > 0 || m.Correlation != "" {
+			return nil, invalidField("consumer_group", "consumer groups and correlation need a category subscription")
+		}
+		sub.stream, sub.next = t.Stream, m.Position
+	case *skaldv1.SubscribeRequest_Category:
+		if err := checkCategory("category", t.Category); err != nil {
+			return nil, err
+		}
+		sub.category, sub.next = t.Category, max(m.GlobalPosition, 1)
+		sub.member, sub.size, sub.correlation = member, size, m.Correlation
+	case *skaldv1.SubscribeRequest_All:
+		if !t.All {
+			return nil, invalidField("all", "must be true when it is the target")
+		}
+		if size > 0 || m.Correlation != "" {
+			return nil, invalidField("consumer_group", "consumer groups and correlation need a category subscription")
+		}
+		sub.next = max(m.GlobalPosition, 1)
+	default:
+		return nil, invalidField("target", "one of stream, category or all is required")
+	}
+	return sub, nil
+}
+
+// page reads the next messages after sub.next and how far the head is
+// ahead of sub.next.
+func (sub *subscription) page(v *fsm.View, n int) (msgs []fsm.Message, behind int64, err error) {
+	switch {
+	case sub.stream != "":
+		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: sub.stream, Position: sub.next, Limit: n})
+		if err == nil {
+			var ver int64
+			ver, err = v.StreamVersion(sub.stream)
+			behind = ver + 1 - sub.next
+		}
+	default:
+		if sub.category != "" {
+			msgs, err = v.ReadCategory(fsm.CategoryQuery{Category: sub.category, GlobalPosition: sub.next, Limit: n,
+				Correlation: sub.correlation, Member: sub.member, Size: sub.size})
+		} else {
+			msgs, err = v.ReadAll(sub.next, n)
+		}
+		if err == nil {
+			// All of the namespace's messages count: an upper bound for a
+			// category subscriber.
+			var head int64
+			head, err = v.NextGlobalPosition()
+			behind = head - sub.next
+		}
+	}
+	return msgs, behind, err
+}
+
+func (sub *subscription) advance(m *fsm.Message) {
+	if sub.stream != "" {
+		sub.next = m.Position + 1
+	} else {
+		sub.next = m.GlobalPosition + 1
+	}
+}
+
+// Subscribe sends stored matches, then caught_up once, then live matches
+// as this node applies them. It never skips or repeats: the feed only
+// wakes it, and every message comes from a store read after its position.
+func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1.SubscribeRequest], stream *connect.ServerStream[skaldv1.SubscribeResponse]) error {
+	sub, err := newSubscription(req.Msg)
+	if err != nil {
+		return err
+	}
+	opts, err := readOptions(req.Msg.Read)
+	if err != nil {
+		return err
+	}
+	ns := callerFrom(ctx).namespace
+	w := s.b.Feed().Watch(ns) // before the first read, so no change is missed
+	if err := s.b.ReadBarrier(ctx, opts); err != nil {
+		return toConnect(ctx, s.log, err)
+	}
+	cfg := s.sub.withDefaults()
+	heartbeat := time.NewTimer(cfg.Heartbeat)
+	defer heartbeat.Stop()
+	caughtUp := false
+	for {
+		changed, ended := w.Changed()
+		if ended {
+			return connect.NewError(connect.CodeNotFound, errors.New("namespace deleted (or the node's state was replaced); resubscribe from your last position"))
+		}
+		var (
+			msgs   []fsm.Message
+			behind int64
+		)
+		_, err := s.b.Read(ctx, ns, node.ReadOptions{Consistency: node.Local}, func(v *fsm.View) (err error) {
+			msgs, behind, err = sub.page(v, cfg.Page)
+			return err
+		})
+		if err != nil {
+			return toConnect(ctx, s.log, err)
+		}
+		if caughtUp && behind > cfg.MaxLag {
+			return connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("subscriber is %d messages behind (limit %d); resubscribe from your last position", behind, cfg.MaxLag))
+		}
+		for i := range msgs {
+			if err := stream.Send(&skaldv1.SubscribeResponse{Event: &skaldv1.SubscribeResponse_Message{Message: message(&msgs[i])}}); err != nil {
+				return err
+			}
+			sub.advance(&msgs[i])
+		}
+		if len(msgs) > 0 {
+			heartbeat.Reset(cfg.Heartbeat)
+			continue
+		}
+		if !caughtUp {
+			caughtUp = true
+			if err := stream.Send(&skaldv1.SubscribeResponse{Event: &skaldv1.SubscribeResponse_CaughtUp{CaughtUp: &skaldv1.CaughtUp{AppliedIndex: s.b.AppliedIndex()}}}); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-changed:
+		case <-heartbeat.C:
+			if err := stream.Send(&skaldv1.SubscribeResponse{Event: &skaldv1.SubscribeResponse_Heartbeat{Heartbeat: &skaldv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
+				return err
+			}
+			heartbeat.Reset(cfg.Heartbeat)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package rpc
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Tokens have the EventoDB form ns_<base64url(namespace), no padding>_<64
+// hex>: the namespace is read from the token itself, and the server keeps
+// only SHA-256 of the whole token.
+
+// NewToken returns a random token for namespace name.
+func NewToken(name string) (string, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", fmt.Errorf("rpc: token secret: %w", err)
+	}
+	return "ns_" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "_" + hex.EncodeToString(secret), nil
+}
+
+// ParseToken returns the namespace a token names, or why it is malformed.
+func ParseToken(token string) (string, error) {
+	rest, ok := strings.CutPrefix(token, "ns_")
+	if !ok {
+		return "", errors.New(`token must start with "ns_"`)
+	}
+	parts := strings.Split(rest, "_")
+	if len(parts) != 2 {
+		return "", errors.New("token must be ns_<namespace>_<secret>")
+	}
+	if len(parts[1]) != 64 {
+		return "", fmt.Errorf("token secret must be 64 hex characters, got %d", len(parts[1]))
+	}
+	if _, err := hex.DecodeString(parts[1]); err != nil {
+		return "", errors.New("token secret must be hex")
+	}
+	name, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil || len(name) == 0 {
+		return "", errors.New("token namespace must be non-empty unpadded base64url")
+	}
+	return string(name), nil
+}
+
+// TokenHash is what the server stores for a token.
+func TokenHash(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}

@@ -1,0 +1,143 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// Limits at the edge.
+const (
+	maxMessageBytes = 1 << 20  // data + metadata of one message
+	maxRequestBytes = 16 << 20 // one request
+)
+
+// asInvalid turns an fsm validation error into InvalidArgument with a
+// field violation; other errors pass through.
+func asInvalid(err error) error {
+	var ve *fsm.ValidationError
+	if errors.As(err, &ve) {
+		return invalidField(ve.Field, "%s", ve.Reason)
+	}
+	return err
+}
+
+// newMessages validates the messages of an append and converts them. Ids,
+// when given, must be UUIDs and are stored in canonical lowercase form.
+func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
+	if n := len(in); n < 1 || n > fsm.MaxAppendMessages {
+		return nil, invalidField("messages", "must hold 1..%d messages, got %d", fsm.MaxAppendMessages, n)
+	}
+	out := make([]*fsmv1.NewMessage, len(in))
+	for i, m := range in {
+		field := func(f string) string { return fmt.Sprintf("messages[%d].%s", i, f) }
+		id := ""
+		if m.Id != "" {
+			u, err := uuid.Parse(m.Id)
+			if err != nil {
+				return nil, invalidField(field("id"), "must be a UUID")
+			}
+			id = u.String()
+		}
+		if err := fsm.ValidateTypeName(field("type"), m.Type); err != nil {
+			return nil, asInvalid(err)
+		}
+		if len(m.Data)+len(m.Metadata) > maxMessageBytes {
+			return nil, connect.NewError(connect.CodeResourceExhausted,
+				fmt.Errorf("%s: data and metadata are %d bytes, at most %d", field("data"), len(m.Data)+len(m.Metadata), maxMessageBytes))
+		}
+		if err := fsm.ValidateData(field("data"), m.Data); err != nil {
+			return nil, asInvalid(err)
+		}
+		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
+			return nil, asInvalid(err)
+		}
+		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata)}
+	}
+	return out, nil
+}
+
+func checkStream(field, stream string) error {
+	return asInvalid(fsm.ValidateStreamName(field, stream))
+}
+
+// readLimit checks a read limit: 0 means the default, -1 unlimited.
+func readLimit(limit int64) (int, error) {
+	if limit < -1 || limit > fsm.MaxLimit {
+		return 0, invalidField("limit", "must be -1 (unlimited), 0 (default) or 1..%d, got %d", fsm.MaxLimit, limit)
+	}
+	return int(limit), nil
+}
+
+func nonNegative(field string, v int64) error {
+	if v < 0 {
+		return invalidField(field, "must not be negative, got %d", v)
+	}
+	return nil
+}
+
+// checkCategory rejects empty names and names with '-' (use ReadAll / all).
+func checkCategory(field, category string) error {
+	switch {
+	case category == "":
+		return invalidField(field, "must not be empty (read the whole namespace with ReadAll)")
+	case strings.Contains(category, "-"):
+		return invalidField(field, "must not contain '-': %q names a stream, not a category", category)
+	}
+	return asInvalid(fsm.ValidateStreamName(field, category))
+}
+
+func checkCorrelation(correlation string) error {
+	if strings.Contains(correlation, "-") {
+		return invalidField("correlation", "must be a category (no '-'), got %q", correlation)
+	}
+	return nil
+}
+
+// consumerGroup validates a group; a nil group or size 0 with member 0
+// means no filter.
+func consumerGroup(g *skaldv1.ConsumerGroup) (member, size int64, err error) {
+	if g == nil || (g.Size == 0 && g.Member == 0) {
+		return 0, 0, nil
+	}
+	switch {
+	case g.Size < 1:
+		return 0, 0, invalidField("consumer_group.size", "must be at least 1, got %d", g.Size)
+	case g.Member < 0 || g.Member >= g.Size:
+		return 0, 0, invalidField("consumer_group.member", "must be 0..%d for size %d, got %d", g.Size-1, g.Size, g.Member)
+	}
+	return g.Member, g.Size, nil
+}
+
+// readOptions converts the API's read options.
+func readOptions(o *skaldv1.ReadOptions) (node.ReadOptions, error) {
+	if o == nil {
+		return node.ReadOptions{Consistency: node.Linearizable}, nil
+	}
+	var out node.ReadOptions
+	switch o.Consistency {
+	case skaldv1.Consistency_CONSISTENCY_UNSPECIFIED, skaldv1.Consistency_CONSISTENCY_LINEARIZABLE:
+		out.Consistency = node.Linearizable
+	case skaldv1.Consistency_CONSISTENCY_SESSION:
+		out.Consistency, out.MinIndex = node.Session, o.MinIndex
+	case skaldv1.Consistency_CONSISTENCY_LOCAL:
+		out.Consistency = node.Local
+		if o.MaxStaleness != nil {
+			if err := o.MaxStaleness.CheckValid(); err != nil || o.MaxStaleness.AsDuration() < 0 {
+				return out, invalidField("read.max_staleness", "must be a non-negative duration")
+			}
+			out.MaxStaleness = o.MaxStaleness.AsDuration()
+		}
+	default:
+		return out, invalidField("read.consistency", "unknown consistency %d", o.Consistency)
+	}
+	return out, nil
+}
