@@ -25,10 +25,10 @@ import (
 
 type serverFlags struct {
 	nodeName, dataDir, httpAddr, raftAddr, advertiseHTTP, advertiseRaft string
-	adminToken, clusterSecret, logLevel, logFormat, cors               string
+	adminToken, clusterSecret, logLevel, logFormat, cors                string
 	// Membership and TLS arrive with membership/; refused until then.
 	gossipAddr, join, gossipKey, tlsCert, tlsKey, tlsCA string
-	bootstrapExpect                                    int
+	bootstrapExpect                                     int
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
