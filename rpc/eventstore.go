@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"connectrpc.com/connect"
@@ -45,7 +46,7 @@ func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.Ap
 		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion, Messages: msgs,
 	})
 	if err != nil {
-		return nil, toConnect(ctx, s.log, err)
+		return nil, s.toConnect(ctx, err)
 	}
 	return connect.NewResponse(&skaldv1.AppendResponse{
 		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
@@ -61,7 +62,17 @@ func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*
 		return 0, err
 	}
 	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, fn)
-	return applied, toConnect(ctx, s.log, err)
+	return applied, s.toConnect(ctx, err)
+}
+
+// toConnect maps errors of calls on the caller's own namespace: that it
+// does not exist means the token's namespace was deleted (a node can pass
+// the token before it applied the delete), which is Unauthenticated.
+func (s *eventStore) toConnect(ctx context.Context, err error) error {
+	if errors.Is(err, fsm.ErrNamespaceNotFound) {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("the token's namespace no longer exists"))
+	}
+	return toConnect(ctx, s.log, err)
 }
 
 func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv1.ReadStreamRequest]) (*connect.Response[skaldv1.ReadStreamResponse], error) {

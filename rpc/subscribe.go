@@ -163,7 +163,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			return err
 		})
 		if err != nil {
-			return toConnect(ctx, s.log, err)
+			return s.toConnect(ctx, err)
 		}
 		if caughtUp && behind > cfg.MaxLag {
 			return connect.NewError(connect.CodeResourceExhausted,
