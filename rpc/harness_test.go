@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -30,6 +31,13 @@ type server struct {
 
 func startServer(t testing.TB, bootstrap bool) *server {
 	t.Helper()
+	return startServerWith(t, bootstrap, Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}})
+}
+
+func startServerWith(t testing.TB, bootstrap bool, opts Options) *server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	opts.Registerer, opts.Gatherer = reg, reg
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +45,7 @@ func startServer(t testing.TB, bootstrap bool) *server {
 	n, err := node.Open(node.Config{
 		DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "rpc-test-secret",
 		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second,
+		Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +53,7 @@ func startServer(t testing.TB, bootstrap bool) *server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: NewHandler(n, Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}}), Protocols: p, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: NewHandler(n, opts), Protocols: p, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()
@@ -76,7 +85,11 @@ func createAdmin(t testing.TB, n *node.Node) {
 
 // single starts one bootstrapped node with the admin namespace.
 func single(t testing.TB) *server {
-	s := startServer(t, true)
+	return singleWith(t, Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}})
+}
+
+func singleWith(t testing.TB, opts Options) *server {
+	s := startServerWith(t, true, opts)
 	waitFor(t, "leadership", s.n.IsLeader)
 	createAdmin(t, s.n)
 	return s

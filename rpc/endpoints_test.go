@@ -1,0 +1,226 @@
+package rpc
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/skalddb/skald/fsm"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+func appendTo(t *testing.T, c clients, stream string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := c.events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{Stream: stream, Messages: []*skaldv1.NewMessage{{Type: "T", Data: []byte(`{}`)}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// collect receives until caught_up and returns the messages before it.
+func collect(t *testing.T, st *connect.ServerStreamForClient[skaldv1.SubscribeResponse]) []*skaldv1.Message {
+	t.Helper()
+	var out []*skaldv1.Message
+	for st.Receive() {
+		switch ev := st.Msg().Event.(type) {
+		case *skaldv1.SubscribeResponse_Message:
+			out = append(out, ev.Message)
+		case *skaldv1.SubscribeResponse_CaughtUp:
+			return out
+		}
+	}
+	t.Fatalf("stream ended before caught_up: %v", st.Err())
+	return nil
+}
+
+func TestSubscribeConsumerGroupsSplitStreams(t *testing.T) {
+	s := single(t)
+	c := newClients(s, protocols[1], adminToken)
+	for i := 0; i < 12; i++ {
+		appendTo(t, c, fmt.Sprintf("order-%d", i), 2)
+	}
+	appendTo(t, c, "order", 1) // no id: no member
+	owner := map[string]int64{}
+	total := 0
+	for m := int64(0); m < 4; m++ {
+		st, err := c.events.Subscribe(ctxT(t), connect.NewRequest(&skaldv1.SubscribeRequest{
+			Target: &skaldv1.SubscribeRequest_Category{Category: "order"}, ConsumerGroup: &skaldv1.ConsumerGroup{Member: m, Size: 4},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range collect(t, st) {
+			if prev, ok := owner[msg.Stream]; ok && prev != m {
+				t.Fatalf("stream %s delivered to members %d and %d", msg.Stream, prev, m)
+			}
+			owner[msg.Stream] = m
+			total++
+		}
+		st.Close()
+	}
+	if len(owner) != 12 || total != 24 {
+		t.Fatalf("members covered %d streams with %d messages, want 12 and 24", len(owner), total)
+	}
+	if _, ok := owner["order"]; ok {
+		t.Fatal("stream without an id was delivered to a member")
+	}
+	for stream, m := range owner {
+		if want := fsm.ConsumerGroupMember(stream, 4); want != m {
+			t.Fatalf("stream %s went to member %d, the md5 rule says %d", stream, m, want)
+		}
+	}
+}
+
+func TestSubscribeHeartbeatAndDelete(t *testing.T) {
+	s := single(t)
+	admin := newClients(s, protocols[1], adminToken)
+	created, err := admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "gone"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClients(s, protocols[2], created.Msg.Token) // gRPC
+	st, err := c.events.Subscribe(ctxT(t), connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_All{All: true}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	collect(t, st)
+	// The harness sends heartbeats after 200 ms of silence.
+	if !st.Receive() || st.Msg().GetHeartbeat() == nil {
+		t.Fatalf("want a heartbeat after silence, got %v %v", st.Msg(), st.Err())
+	}
+	if _, err := admin.namespaces.Delete(ctxT(t), connect.NewRequest(&skaldv1.DeleteRequest{Name: "gone"})); err != nil {
+		t.Fatal(err)
+	}
+	for st.Receive() {
+		if st.Msg().GetHeartbeat() == nil {
+			t.Fatalf("unexpected event after delete: %v", st.Msg())
+		}
+	}
+	if code := connect.CodeOf(st.Err()); code != connect.CodeNotFound {
+		t.Fatalf("subscription to a deleted namespace ended with %v, want not_found", st.Err())
+	}
+}
+
+func TestSubscribeCutsOffSlowConsumer(t *testing.T) {
+	s := singleWith(t, Options{Subscribe: subscribeConfig{MaxLag: 50, Page: 10}})
+	c := newClients(s, protocols[1], adminToken)
+	st, err := c.events.Subscribe(ctxT(t), connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Stream{Stream: "fast-1"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	collect(t, st)
+	// The subscriber reads nothing while 200 messages arrive in 2 appends.
+	for i := 0; i < 2; i++ {
+		msgs := make([]*skaldv1.NewMessage, 100)
+		for j := range msgs {
+			msgs[j] = &skaldv1.NewMessage{Type: "T", Data: []byte(`{}`)}
+		}
+		if _, err := c.events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{Stream: "fast-1", Messages: msgs})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for st.Receive() {
+		if st.Msg().GetMessage() != nil {
+			got++
+		}
+	}
+	if code := connect.CodeOf(st.Err()); code != connect.CodeResourceExhausted || got >= 200 {
+		t.Fatalf("slow consumer got %d messages and ended with %v, want resource_exhausted before the end", got, st.Err())
+	}
+}
+
+func TestHTTPEndpoints(t *testing.T) {
+	s := single(t)
+	get := func(path, token string, header ...string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+s.addr+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	cases := []struct {
+		path, token string
+		code        int
+		contains    string
+	}{
+		{"/healthz", "", 200, "ok"},
+		{"/readyz", "", 200, "ready"},
+		{"/metrics", "", 200, "skald_raft_state"},
+		{"/debug/pprof/", "", 401, "admin token required"},
+		{"/debug/pprof/", adminToken, 200, "goroutine"},
+		{"/nope", "", 404, ""},
+	}
+	for _, c := range cases {
+		code, body := get(c.path, c.token)
+		if code != c.code || !strings.Contains(body, c.contains) {
+			t.Errorf("GET %s: %d %q, want %d containing %q", c.path, code, body[:min(len(body), 80)], c.code, c.contains)
+		}
+	}
+	// RPC metrics count calls by procedure and code.
+	newClients(s, protocols[1], "").events.StreamVersion(ctxT(t), connect.NewRequest(&skaldv1.StreamVersionRequest{Stream: "s"}))
+	if _, body := get("/metrics", ""); !strings.Contains(body, `skald_rpc_requests_total{code="unauthenticated",procedure="/skald.v1.EventStore/StreamVersion"} 1`) {
+		t.Error("rpc metrics missing the unauthenticated call")
+	}
+	// Reflection lists the services (what grpcurl and buf curl use).
+	rc := grpcreflect.NewClient(h2c(), "http://"+s.addr)
+	stream := rc.NewStream(ctxT(t))
+	defer stream.Close()
+	names, err := stream.ListServices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"skald.v1.EventStore": false, "skald.v1.Namespaces": false, "skald.v1.Cluster": false, "grpc.health.v1.Health": false}
+	for _, n := range names {
+		if _, ok := want[string(n)]; ok {
+			want[string(n)] = true
+		}
+	}
+	for n, ok := range want {
+		if !ok {
+			t.Errorf("reflection does not list %s (got %v)", n, names)
+		}
+	}
+}
+
+func TestCORS(t *testing.T) {
+	s := singleWith(t, Options{CORSOrigins: []string{"http://app.example"}})
+	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, "http://"+s.addr+"/skald.v1.EventStore/Append", nil)
+	req.Header.Set("Origin", "http://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "http://app.example" {
+		t.Fatalf("preflight Allow-Origin %q (status %d)", got, resp.StatusCode)
+	}
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Fatalf("preflight from an unlisted origin allowed: %q", got)
+	}
+}
