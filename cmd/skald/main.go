@@ -16,8 +16,18 @@ import (
 const usage = `skald — a highly available event store
 
 Usage:
-  skald server [flags]      run a node (with no flags: a single node in ./skald-data on 127.0.0.1:8080)
-  skald version             print the version
+  skald server [flags]          run a node (with no flags: a single node in ./skald-data on 127.0.0.1:8080)
+  skald ns create|list|info|delete
+                                manage namespaces (admin token)
+  skald append STREAM TYPE DATA-JSON [--expected-version N]
+  skald read STREAM             read a stream
+  skald category NAME           read a category [--member M --size S --correlation C]
+  skald tail [STREAM | --category C | --all]
+                                follow new messages until Ctrl-C
+  skald cluster status|transfer-leadership|remove
+  skald version                 print the version
+
+Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
 
 Run 'skald <command> --help' for a command's flags.
 `
@@ -61,6 +71,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "server":
 		return runServer(ctx, args[1:], stdout, stderr)
+	case "ns":
+		return runNS(ctx, args[1:], stdout, stderr)
+	case "append":
+		return runAppend(ctx, args[1:], stdout, stderr)
+	case "read":
+		return runRead(ctx, args[1:], stdout, stderr)
+	case "category":
+		return runCategory(ctx, args[1:], stdout, stderr)
+	case "tail":
+		return runTail(ctx, args[1:], stdout, stderr)
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests build the skald binary and run it as real processes: a
+// server on loopback ports, and the client commands against it.
+
+const testAdmin = "ns_ZGVmYXVsdA_0000000000000000000000000000000000000000000000000000000000000000"
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skald-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "skald")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build skald: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type serverProc struct {
+	cmd    *exec.Cmd
+	addr   string
+	stdout *bytes.Buffer
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startServer runs `skald server` with a fresh data directory (or dataDir)
+// and waits until it is ready and the admin namespace exists.
+func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	p := &serverProc{addr: freeAddr(t), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	args := append([]string{"server", "--data-dir", dataDir, "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn"}, extra...)
+	p.cmd = exec.Command(binary, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 && (len(extra) == 0 || p.admin(t)) {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready: %s", p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// admin reports whether the admin token works yet.
+func (p *serverProc) admin(t *testing.T) bool {
+	_, _, code := runCLI(t, []string{"SKALD_TOKEN=" + testAdmin}, "ns", "list", "--addr", p.addr)
+	return code == 0
+}
+
+func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestCLI(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	out, _, code := runCLI(t, admin, "ns", "create", "shop", "--description", "the shop", "-o", "json")
+	if code != 0 {
+		t.Fatalf("ns create exit %d", code)
+	}
+	var created struct{ Token string }
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.Token, "ns_c2hvcA_") {
+		t.Fatalf("ns create json %q: %v", out, err)
+	}
+	shop := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	cases := []struct {
+		name     string
+		env      []string
+		args     []string
+		code     int
+		stdout   string // regexp
+		stderrRe string
+	}{
+		{"append", shop, []string{"append", "account-1", "Opened", `{"owner":"ann"}`}, 0, `position 0 \(global position 1`, ""},
+		{"append with flag after arguments", shop, []string{"append", "account-1", "Deposited", `{"n":5}`, "--expected-version", "0"}, 0, `position 1 \(global position 2`, ""},
+		{"version conflict", shop, []string{"append", "account-1", "Deposited", `{}`, "--expected-version", "0"}, exitConflict, `^$`, `aborted: stream "account-1" is at version 1`},
+		{"bad data", shop, []string{"append", "account-1", "T", `[1]`}, exitUsage, `^$`, `messages\[0\]\.data: must be a JSON object`},
+		{"read table", shop, []string{"read", "account-1"}, 0, `(?s)STREAM\s+POS\s+GPOS.*account-1\s+0\s+1\s+Opened.*account-1\s+1\s+2\s+Deposited`, ""},
+		{"read json", shop, []string{"read", "account-1", "-o", "json"}, 0, `"data":\{"owner":"ann"\}`, ""},
+		{"category with group", shop, []string{"category", "account", "--member", "0", "--size", "1"}, 0, `account-1\s+1\s+2\s+Deposited`, ""},
+		{"ns info own", shop, []string{"ns", "info", "shop"}, 0, `shop\s+2\s+1`, ""},
+		{"ns list needs admin", shop, []string{"ns", "list"}, exitAuth, `^$`, `permission_denied`},
+		{"no token", []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, []string{"read", "s"}, exitAuth, `^$`, `unauthenticated`},
+		{"ns info missing", admin, []string{"ns", "info", "nope"}, exitNotFound, `^$`, `not_found`},
+		{"cluster status", admin, []string{"cluster", "status"}, 0, `(?s)leader .*ROLE.*leader\s+voter`, ""},
+		{"usage error", admin, []string{"read"}, exitUsage, `^$`, `wrong number of arguments`},
+		{"unknown command", admin, []string{"frobnicate"}, exitUsage, `^$`, `unknown command`},
+		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
+		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnavailable, `^$`, `unavailable`},
+		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, c.env, c.args...)
+			if code != c.code || !regexp.MustCompile(c.stdout).MatchString(out) || (c.stderrRe != "" && !regexp.MustCompile(c.stderrRe).MatchString(errOut)) {
+				t.Fatalf("skald %v: exit %d, stdout %q, stderr %q; want exit %d, stdout /%s/, stderr /%s/", c.args, code, out, errOut, c.code, c.stdout, c.stderrRe)
+			}
+		})
+	}
+}
+
+func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
+	dir := t.TempDir()
+	p := startServer(t, dir)
+	var token string
+	deadline := time.Now().Add(30 * time.Second)
+	for token == "" {
+		if m := regexp.MustCompile(`Admin token \(shown only now; keep it\): (ns_ZGVmYXVsdA_[0-9a-f]{64})`).FindStringSubmatch(p.stdout.String()); m != nil {
+			token = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no admin token printed: %q %s", p.stdout, p.stderr)
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + token}
+	if _, errOut, code := runCLI(t, env, "append", "s-1", "T", `{"k":1}`); code != 0 {
+		t.Fatalf("append: %d %s", code, errOut)
+	}
+	// SIGTERM: a clean, prompt exit.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("server exited with %v: %s", err, p.stderr)
+		}
+		p.done <- nil // for the cleanup
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop on SIGTERM")
+	}
+	// Restart on the same data: no new token, the old one and the data stay.
+	q := startServer(t, dir)
+	env[0] = "SKALD_ADDR=" + q.addr
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		out, _, code := runCLI(t, env, "read", "s-1", "-o", "json")
+		if code == 0 {
+			if !strings.Contains(out, `"data":{"k":1}`) {
+				t.Fatalf("after restart: %s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read after restart: exit %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(q.stdout.String(), "Admin token") {
+		t.Fatal("a restart printed a new admin token")
+	}
+}

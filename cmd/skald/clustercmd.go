@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> ...   (admin token)
+
+  skald cluster status
+  skald cluster transfer-leadership [--to SERVER-ID]   (call the leader)
+  skald cluster remove SERVER-ID                       (call the leader)
+`
+
+func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, clusterUsage, clientHelp)
+		return &exitError{exitUsage, fmt.Errorf("cluster: missing subcommand")}
+	}
+	switch args[0] {
+	case "status":
+		fs, cf := newClientFlagSet("cluster status", "skald cluster status", stderr)
+		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+			return err
+		}
+		resp, err := cf.clients().cluster.Status(ctx, connect.NewRequest(&skaldv1.StatusRequest{}))
+		if err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, resp.Msg)
+		}
+		m := resp.Msg
+		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", m.NodeId, m.LeaderId, m.Term, m.CommitIndex, m.AppliedIndex)
+		var rows [][]string
+		for _, s := range m.Servers {
+			role := "follower"
+			if s.Id == m.LeaderId {
+				role = "leader"
+			}
+			suffrage := "voter"
+			if s.Suffrage == skaldv1.Suffrage_SUFFRAGE_NONVOTER {
+				suffrage = "nonvoter"
+			}
+			rows = append(rows, []string{s.Id, role, suffrage, s.RaftAddress, s.ApiAddress, strconv.FormatUint(s.AppliedIndex, 10)})
+		}
+		return table(stdout, "ID\tROLE\tSUFFRAGE\tRAFT\tAPI\tAPPLIED", rows)
+	case "transfer-leadership":
+		fs, cf := newClientFlagSet("cluster transfer-leadership", "skald cluster transfer-leadership [--to SERVER-ID]", stderr)
+		to := fs.String("to", "", "server to hand leadership to (default: any voter)")
+		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+			return err
+		}
+		req := &skaldv1.TransferLeadershipRequest{}
+		if *to != "" {
+			req.ToId = to
+		}
+		resp, err := cf.clients().cluster.TransferLeadership(ctx, connect.NewRequest(req))
+		if err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, resp.Msg)
+		}
+		fmt.Fprintf(stdout, "Leader is now %s.\n", resp.Msg.LeaderId)
+		return nil
+	case "remove":
+		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID", stderr)
+		rest, err := cf.parse(fs, args[1:], 1, 1)
+		if err != nil {
+			return err
+		}
+		if _, err := cf.clients().cluster.RemoveServer(ctx, connect.NewRequest(&skaldv1.RemoveServerRequest{Id: rest[0]})); err != nil {
+			return apiError(err)
+		}
+		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
+		return nil
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, clusterUsage, clientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, clusterUsage)
+	return &exitError{exitUsage, fmt.Errorf("cluster: unknown subcommand %q", args[0])}
+}
