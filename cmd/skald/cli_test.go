@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,9 +52,27 @@ func freeAddr(t *testing.T) string {
 type serverProc struct {
 	cmd    *exec.Cmd
 	addr   string
-	stdout *bytes.Buffer
-	stderr *bytes.Buffer
+	stdout *syncBuffer
+	stderr *syncBuffer
 	done   chan error
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startServer runs `skald server` with a fresh data directory (or dataDir)
@@ -63,7 +82,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	p := &serverProc{addr: freeAddr(t), stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"server", "--data-dir", dataDir, "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn"}, extra...)
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
