@@ -1,11 +1,13 @@
 package rpc
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
@@ -223,4 +225,21 @@ func TestCORS(t *testing.T) {
 	if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "" {
 		t.Fatalf("preflight from an unlisted origin allowed: %q", got)
 	}
+}
+
+func TestSessionReadBeyondCommitted(t *testing.T) {
+	s := single(t)
+	c := newClients(s, protocols[1], adminToken)
+	req := func() *connect.Request[skaldv1.StreamVersionRequest] {
+		return connect.NewRequest(&skaldv1.StreamVersionRequest{Stream: "s",
+			Read: &skaldv1.ReadOptions{Consistency: skaldv1.Consistency_CONSISTENCY_SESSION, MinIndex: 1 << 40}})
+	}
+	// The node gives up after its read wait (2 s in the harness).
+	_, err := c.events.StreamVersion(ctxT(t), req())
+	wantCode(t, "min_index beyond anything committed", err, connect.CodeUnavailable)
+	// The client's own deadline runs out first.
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.events.StreamVersion(ctx, req())
+	wantCode(t, "client deadline first", err, connect.CodeDeadlineExceeded)
 }

@@ -44,7 +44,7 @@ func startServerWith(t testing.TB, bootstrap bool, opts Options) *server {
 	}
 	n, err := node.Open(node.Config{
 		DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "rpc-test-secret",
-		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second,
+		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 10 * time.Second, ReadWait: 2 * time.Second,
 		Registerer: reg,
 	})
 	if err != nil {
