@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench
+.PHONY: test vet lint generate check-generated bench fuzz
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -31,3 +31,8 @@ check-generated: lint
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./fsm
 	$(GO) test -run '^$$' -bench . -benchtime 4s ./node
+
+## fuzz: the EventoDB /rpc handler and the NDJSON import parser, 60 s each
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzEventoDBRPC -fuzztime 60s ./rpc
+	$(GO) test -run '^$$' -fuzz FuzzImportLine -fuzztime 60s ./rpc

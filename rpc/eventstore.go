@@ -16,6 +16,7 @@ import (
 // events is what the EventStore handlers need from the node.
 type events interface {
 	Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error)
+	Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error)
 	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
 	AppliedIndex() uint64

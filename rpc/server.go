@@ -45,8 +45,9 @@ type Options struct {
 
 // NewHandler returns the HTTP handler of the API port: the skald.v1
 // services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
-// the peer service, /healthz, /readyz, /metrics and (admin only)
-// /debug/pprof/.
+// the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
+// peer service, /healthz, /readyz, /metrics and (admin only)
+// /debug/pprof/. Unknown paths get EventoDB's JSON 404.
 func NewHandler(b Backend, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -73,6 +74,14 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe}
+	mux.HandleFunc("/rpc", evdb.rpc)
+	mux.HandleFunc("GET /subscribe", evdb.subscribe)
+	mux.HandleFunc("/import", evdb.importHandler)
+	mux.HandleFunc("GET /health", evdb.health)
+	mux.HandleFunc("GET /version", evdb.version)
+	mux.HandleFunc("/", notFound)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", &readiness{b: b})

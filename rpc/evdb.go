@@ -1,0 +1,273 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The EventoDB-compatible HTTP API (../shared/spec/eventodb-http-api.md):
+// POST /rpc, GET /subscribe, POST /import, GET /health, GET /version, and
+// JSON 404s for every other path. Files evdb_*.go hold the methods, SSE
+// and import.
+
+// evdbVersion is what sys.version and /version report: the EventoDB
+// protocol version this server implements (SDK tests expect semver).
+const evdbVersion = "0.7.0"
+
+// maxRPCBody bounds a /rpc request body.
+const maxRPCBody = 16 << 20
+
+// evError is an EventoDB error: an HTTP status, a code and a message,
+// with optional details.
+type evError struct {
+	status  int
+	code    string
+	message string
+	details map[string]any
+}
+
+func (e *evError) Error() string { return e.code + ": " + e.message }
+
+func evInvalid(format string, args ...any) *evError {
+	return &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: fmt.Sprintf(format, args...)}
+}
+
+// writeJSON writes v with EventoDB's encoding (HTML-escaped, newline).
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeEvError(w http.ResponseWriter, e *evError) {
+	body := map[string]any{"code": e.code, "message": e.message}
+	if e.details != nil {
+		body["details"] = e.details
+	}
+	writeJSON(w, e.status, map[string]any{"error": body})
+}
+
+// evdb serves the EventoDB API over a Backend.
+type evdb struct {
+	b   Backend
+	log *slog.Logger
+	sub subscribeConfig
+}
+
+// notFound answers unknown paths as EventoDB does.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeEvError(w, &evError{status: http.StatusNotFound, code: "NOT_FOUND", message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+}
+
+func (e *evdb) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (e *evdb) version(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": evdbVersion})
+}
+
+// evToken returns the request's token: the token query parameter if set,
+// else the Authorization bearer.
+func evToken(r *http.Request) (string, *evError) {
+	if t := r.URL.Query().Get("token"); t != "" {
+		return t, nil
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", &evError{status: http.StatusUnauthorized, code: "AUTH_REQUIRED", message: "a token is required (token parameter or Authorization: Bearer)"}
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", &evError{status: http.StatusUnauthorized, code: "AUTH_REQUIRED", message: "Authorization must be Bearer <token>"}
+	}
+	return strings.TrimSpace(token), nil
+}
+
+// authenticate resolves the request's caller, catching up with the leader
+// once when the namespace is unknown here or its token differs.
+func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evError) {
+	token, everr := evToken(r)
+	if everr != nil {
+		return caller{}, everr
+	}
+	name, err := ParseToken(token)
+	if err != nil {
+		return caller{}, &evError{status: http.StatusUnauthorized, code: "AUTH_INVALID_TOKEN", message: "malformed token", details: map[string]any{"error": err.Error()}}
+	}
+	hash := TokenHash(token)
+	for attempt := 0; attempt < 2; attempt++ {
+		if info, ok := e.b.Store().Namespace(name); ok && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
+			return caller{namespace: name, admin: name == AdminNamespace}, nil
+		}
+		if attempt == 0 {
+			if _, err := e.b.LinearizableIndex(ctx); err != nil {
+				return caller{}, e.backendError(ctx, err)
+			}
+		}
+	}
+	return caller{}, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "unknown namespace or wrong token", details: map[string]any{"namespace": name}}
+}
+
+// rpc serves POST /rpc: ["method", args...].
+func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
+		return
+	}
+	c, everr := e.authenticate(r.Context(), r)
+	if everr != nil {
+		writeEvError(w, everr)
+		return
+	}
+	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
+	if everr != nil {
+		writeEvError(w, everr)
+		return
+	}
+	h, ok := evMethods[method]
+	if !ok {
+		writeEvError(w, &evError{status: http.StatusNotFound, code: "METHOD_NOT_FOUND", message: fmt.Sprintf("unknown method %q", method)})
+		return
+	}
+	ctx := context.WithValue(r.Context(), callerKey{}, c)
+	res, everr := h(e, ctx, args)
+	if everr != nil {
+		writeEvError(w, everr)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// decodeRPC parses the request envelope: a JSON array whose first element
+// is the method name.
+func decodeRPC(body io.Reader) (string, evArgs, *evError) {
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return "", nil, evInvalid("request body is larger than %d bytes", mbe.Limit)
+		}
+		return "", nil, evInvalid("read request body: %v", err)
+	}
+	var arr []json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&arr); err != nil {
+		e := evInvalid("body must be a JSON array [\"method\", args...]")
+		e.details = map[string]any{"error": err.Error()}
+		return "", nil, e
+	}
+	if dec.More() {
+		return "", nil, evInvalid("body must hold one JSON array")
+	}
+	if len(arr) == 0 {
+		return "", nil, evInvalid("empty request array: the first element must be the method name")
+	}
+	var method string
+	if err := json.Unmarshal(arr[0], &method); err != nil {
+		return "", nil, evInvalid("the first element must be the method name (a string)")
+	}
+	return method, evArgs(arr[1:]), nil
+}
+
+// evArgs are the positional arguments of a call.
+type evArgs []json.RawMessage
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// str returns argument i as a string; required means present, a string and
+// non-empty.
+func (a evArgs) str(i int, name string) (string, *evError) {
+	if i >= len(a) {
+		return "", evInvalid("missing argument %d (%s)", i+1, name)
+	}
+	var s string
+	if err := json.Unmarshal(a[i], &s); err != nil {
+		return "", evInvalid("argument %d (%s) must be a string", i+1, name)
+	}
+	return s, nil
+}
+
+func (a evArgs) nonEmpty(i int, name string) (string, *evError) {
+	s, err := a.str(i, name)
+	if err == nil && s == "" {
+		err = evInvalid("argument %d (%s) must not be empty", i+1, name)
+	}
+	return s, err
+}
+
+// opts returns argument i as an options object: absent is empty, {} is
+// empty, anything else but an object (null included) is 400.
+func (a evArgs) opts(i int) (evOpts, *evError) {
+	if i >= len(a) {
+		return evOpts{}, nil
+	}
+	var m map[string]json.RawMessage
+	if isNull(a[i]) || json.Unmarshal(a[i], &m) != nil {
+		return nil, evInvalid("argument %d (options) must be an object", i+1)
+	}
+	return evOpts(m), nil
+}
+
+type evOpts map[string]json.RawMessage
+
+// num reads a numeric option: any JSON number, truncated toward zero.
+func (o evOpts) num(key string) (int64, bool, *evError) {
+	raw, ok := o[key]
+	if !ok {
+		return 0, false, nil
+	}
+	var f float64
+	if isNull(raw) || json.Unmarshal(raw, &f) != nil {
+		return 0, false, evInvalid("option %s must be a number", key)
+	}
+	if math.IsNaN(f) || math.Abs(f) > 1<<62 {
+		return 0, false, evInvalid("option %s is out of range", key)
+	}
+	return int64(f), true, nil
+}
+
+func (o evOpts) str(key string) (string, bool, *evError) {
+	raw, ok := o[key]
+	if !ok {
+		return "", false, nil
+	}
+	var s string
+	if isNull(raw) || json.Unmarshal(raw, &s) != nil {
+		return "", false, evInvalid("option %s must be a string", key)
+	}
+	return s, true, nil
+}
+
+// batchSize applies the spec's rule: default 1000, -1 unlimited, over
+// 10000 is 400, 0 and other negatives mean the default.
+func (o evOpts) batchSize() (int, *evError) {
+	n, ok, err := o.num("batchSize")
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok || n == 0 || n < -1:
+		return 1000, nil
+	case n == -1:
+		return -1, nil
+	case n > 10000:
+		return 0, evInvalid("batchSize must be at most 10000, got %d", n)
+	}
+	return int(n), nil
+}
+
+// rfc3339 renders a time as EventoDB does: UTC, up to 9 fractional digits
+// with trailing zeros dropped.
+func rfc3339(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+func rfc3339Seconds(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339) }

@@ -1,0 +1,174 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+const maxImportLine = 1 << 20
+
+// importRecord is one NDJSON line of an export.
+type importRecord struct {
+	ID     string          `json:"id"`
+	Stream string          `json:"stream"`
+	Type   string          `json:"type"`
+	Pos    *int64          `json:"pos"`
+	GPos   *int64          `json:"gpos"`
+	Data   json.RawMessage `json:"data"`
+	Meta   json.RawMessage `json:"meta"`
+	Time   string          `json:"time"`
+}
+
+// importError is an in-band /import failure: the last event.
+type importError struct {
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+}
+
+// parseImportLine decodes and checks one record; the error carries the
+// code INVALID_JSON or INVALID_RECORD.
+func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) {
+	var rec importRecord
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&rec); err != nil || dec.More() {
+		return nil, &importError{"INVALID_JSON", fmt.Sprintf("line is not one JSON object: %v", err), n}
+	}
+	bad := func(format string, args ...any) (*fsmv1.ImportedMessage, *importError) {
+		return nil, &importError{"INVALID_RECORD", fmt.Sprintf(format, args...), n}
+	}
+	t, err := time.Parse(time.RFC3339, rec.Time)
+	if err != nil {
+		return bad("time %q is not RFC 3339", rec.Time)
+	}
+	switch {
+	case rec.ID == "":
+		return bad("id is required")
+	case fsm.ValidateStreamName("stream", rec.Stream) != nil:
+		return bad("stream must be 1..512 bytes of UTF-8 without NUL")
+	case fsm.ValidateTypeName("type", rec.Type) != nil:
+		return bad("type must be 1..256 bytes of UTF-8 without NUL")
+	case rec.Pos == nil || *rec.Pos < 0:
+		return bad("pos must be 0 or more")
+	case rec.GPos == nil || *rec.GPos < 1:
+		return bad("gpos must be 1 or more")
+	case !isObject(rec.Data):
+		return bad("data must be an object")
+	case len(rec.Meta) > 0 && !isNull(rec.Meta) && !isObject(rec.Meta):
+		return bad("meta must be an object or null")
+	}
+	return &fsmv1.ImportedMessage{
+		Id: rec.ID, Stream: rec.Stream, Type: rec.Type, Position: *rec.Pos, GlobalPosition: *rec.GPos,
+		Data: compactJSON(rec.Data), Metadata: fsm.NormalizeMetadata(compactJSON(rec.Meta)), TimeUnixNano: t.UnixNano(),
+	}, nil
+}
+
+// importHandler serves POST /import: NDJSON records replicated in chunks
+// of at most 1000 (one Raft entry each), with SSE progress. A failing
+// chunk is not applied; chunks before it stay. force=true clears the
+// namespace first, in the same entry as the first chunk.
+func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
+		return
+	}
+	ctx := r.Context()
+	c, everr := e.authenticate(ctx, r)
+	if everr != nil {
+		writeEvError(w, everr)
+		return
+	}
+	force := r.URL.Query().Get("force") == "true"
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	event := func(v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	start := time.Now()
+	imported := 0
+	var (
+		chunk []*fsmv1.ImportedMessage
+		lines []int // line number of each record of the chunk
+		clear = force
+	)
+	flush := func() *importError {
+		if len(chunk) == 0 && !clear {
+			return nil
+		}
+		res, err := e.b.Import(ctx, &fsmv1.Import{Namespace: c.namespace, Messages: chunk, Clear: clear})
+		if err != nil {
+			var pe *fsm.PositionExistsError
+			var ve *fsm.ValidationError
+			switch {
+			case errors.As(err, &pe):
+				return &importError{"POSITION_EXISTS", pe.Error(), lines[pe.Record]}
+			case errors.As(err, &ve):
+				return &importError{"INVALID_RECORD", ve.Error(), lines[0]}
+			}
+			line := 0
+			if len(lines) > 0 {
+				line = lines[0]
+			}
+			return &importError{"IMPORT_FAILED", e.backendError(ctx, err).message, line}
+		}
+		clear = false
+		imported += res.Imported
+		if res.Imported > 0 {
+			event(map[string]any{"imported": imported, "gpos": res.LastGlobalPosition})
+		}
+		chunk, lines = chunk[:0], lines[:0]
+		return nil
+	}
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 64<<10), maxImportLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		rec, ierr := parseImportLine(line, n)
+		if ierr != nil {
+			event(ierr)
+			return
+		}
+		chunk, lines = append(chunk, rec), append(lines, n)
+		if len(chunk) == fsm.MaxImportMessages {
+			if ierr := flush(); ierr != nil {
+				event(ierr)
+				return
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		msg := err.Error()
+		if errors.Is(err, bufio.ErrTooLong) {
+			msg = fmt.Sprintf("line longer than %d bytes", maxImportLine)
+		} else if errors.Is(err, io.ErrUnexpectedEOF) {
+			msg = "request body ended early"
+		}
+		event(&importError{"READ_ERROR", msg, n + 1})
+		return
+	}
+	if ierr := flush(); ierr != nil {
+		event(ierr)
+		return
+	}
+	event(map[string]any{"done": true, "imported": imported, "elapsed": time.Since(start).Round(time.Millisecond).String()})
+}
