@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -230,5 +231,49 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 	}
 	if strings.Contains(q.stdout.String(), "Admin token") {
 		t.Fatal("a restart printed a new admin token")
+	}
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	tokens := map[string]string{}
+	for _, ns := range []string{"src", "dst"} {
+		out, errOut, code := runCLI(t, admin, "ns", "create", ns, "-o", "json")
+		var c struct{ Token string }
+		if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
+			t.Fatalf("ns create %s: %d %s", ns, code, errOut)
+		}
+		tokens[ns] = c.Token
+	}
+	src := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + tokens["src"]}
+	dst := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + tokens["dst"]}
+	for i := 0; i < 25; i++ {
+		args := []string{"append", fmt.Sprintf("order-%d", i%4), "Placed", fmt.Sprintf(`{"n":%d,"price":1.50,"name":"ünï"}`, i)}
+		if i%3 == 0 {
+			args = append(args, "--metadata", `{"correlationStreamName":"flow-1"}`)
+		}
+		if _, errOut, code := runCLI(t, src, args...); code != 0 {
+			t.Fatalf("append: %s", errOut)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "export.ndjson.gz")
+	if _, errOut, code := runCLI(t, src, "export", "--gzip", "--out", file); code != 0 || !strings.Contains(errOut, "exported 25 messages") {
+		t.Fatalf("export: %d %s", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, dst, "import", file); code != 0 || !strings.Contains(out, "Imported 25 messages") {
+		t.Fatalf("import: %d %s %s", code, out, errOut)
+	}
+	a, _, _ := runCLI(t, src, "category", "order", "-o", "json", "--limit", "-1")
+	b, _, _ := runCLI(t, dst, "category", "order", "-o", "json", "--limit", "-1")
+	if a != b || !strings.Contains(a, `"metadata":{"correlationStreamName":"flow-1"}`) || strings.Count(a, `"id"`) != 25 {
+		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	// Importing the same file again clashes.
+	if _, errOut, code := runCLI(t, dst, "import", file); code != exitConflict || !strings.Contains(errOut, "POSITION_EXISTS") {
+		t.Fatalf("second import: %d %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, src, "export", "--ns", "dst"); code != exitUsage || !strings.Contains(errOut, "use dst's token") {
+		t.Fatalf("export of another namespace: %d %s", code, errOut)
 	}
 }

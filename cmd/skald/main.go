@@ -25,6 +25,9 @@ Usage:
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
+  skald export [--category C] [--since TIME] [--gzip] > FILE
+                                export the token's namespace as NDJSON (EventoDB format)
+  skald import FILE [--force]   import an export into the token's namespace
   skald version                 print the version
 
 Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
@@ -83,6 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
+	case "export":
+		return runExport(ctx, args[1:], stdout, stderr)
+	case "import":
+		return runImport(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, version)
 		return nil

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/rpc"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// exportRecord is one NDJSON line, in the EventoDB import format; time
+// keeps every fractional digit so a round trip is exact.
+type exportRecord struct {
+	ID     string          `json:"id"`
+	Stream string          `json:"stream"`
+	Type   string          `json:"type"`
+	Pos    int64           `json:"pos"`
+	GPos   int64           `json:"gpos"`
+	Data   json.RawMessage `json:"data"`
+	Meta   json.RawMessage `json:"meta"`
+	Time   string          `json:"time"`
+}
+
+// tokenNamespace checks --ns against the token's namespace: data calls act
+// on the token's namespace only.
+func tokenNamespace(token, ns string) (string, error) {
+	name, err := rpc.ParseToken(token)
+	if err != nil {
+		return "", &exitError{exitUsage, fmt.Errorf("--token: %v", err)}
+	}
+	if ns != "" && ns != name {
+		return "", &exitError{exitUsage, fmt.Errorf("--ns %s: the token is %s's; use %s's token", ns, name, ns)}
+	}
+	return name, nil
+}
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr)
+	ns := fs.String("ns", "", "namespace to export (must be the token's)")
+	category := fs.String("category", "", "export only this category")
+	since := fs.String("since", "", "only messages written at or after this RFC 3339 time")
+	gz := fs.Bool("gzip", false, "gzip the output")
+	out := fs.String("out", "-", "output file (- for stdout)")
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	name, err := tokenNamespace(cf.token, *ns)
+	if err != nil {
+		return err
+	}
+	var sinceNS int64
+	if *since != "" {
+		t, err := time.Parse(time.RFC3339, *since)
+		if err != nil {
+			return &exitError{exitUsage, fmt.Errorf("--since %q: want RFC 3339: %v", *since, err)}
+		}
+		sinceNS = t.UnixNano()
+	}
+	var w io.Writer = stdout
+	if *out != "-" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	bw := bufio.NewWriter(w)
+	var zw *gzip.Writer
+	if *gz {
+		zw = gzip.NewWriter(bw)
+		w = zw
+	} else {
+		w = bw
+	}
+	c := cf.clients().events
+	enc := json.NewEncoder(w)
+	count, next := 0, int64(1)
+	lastReport := time.Now()
+	for {
+		var msgs []*skaldv1.Message
+		if *category != "" {
+			resp, err := c.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{Category: *category, GlobalPosition: next, Limit: 1000}))
+			if err != nil {
+				return apiError(err)
+			}
+			msgs = resp.Msg.Messages
+		} else {
+			resp, err := c.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: next, Limit: 1000}))
+			if err != nil {
+				return apiError(err)
+			}
+			msgs = resp.Msg.Messages
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			next = m.GlobalPosition + 1
+			if m.Time.AsTime().UnixNano() < sinceNS {
+				continue
+			}
+			meta := json.RawMessage("null")
+			if len(m.Metadata) > 0 {
+				meta = m.Metadata
+			}
+			if err := enc.Encode(exportRecord{ID: m.Id, Stream: m.Stream, Type: m.Type, Pos: m.Position, GPos: m.GlobalPosition,
+				Data: m.Data, Meta: meta, Time: m.Time.AsTime().UTC().Format(time.RFC3339Nano)}); err != nil {
+				return err
+			}
+			count++
+		}
+		if time.Since(lastReport) > time.Second {
+			fmt.Fprintf(stderr, "exported %d messages (global position %d)\n", count, next-1)
+			lastReport = time.Now()
+		}
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported %d messages of namespace %s\n", count, name)
+	return nil
+}
+
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("import", "skald import FILE.ndjson[.gz] [--force]", stderr)
+	force := fs.Bool("force", false, "delete every message of the namespace first")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := tokenNamespace(cf.token, ""); err != nil {
+		return err
+	}
+	f, err := os.Open(rest[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var body io.Reader = br
+	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return err
+		}
+		body = zr
+	}
+	url := cf.baseURL() + "/import"
+	if *force {
+		url += "?force=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+cf.token)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return &exitError{exitUnavailable, err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		code := exitFailure
+		if resp.StatusCode == 401 || resp.StatusCode == 403 {
+			code = exitAuth
+		}
+		return &exitError{code, fmt.Errorf("import: %s: %s", resp.Status, strings.TrimSpace(string(b)))}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Imported int64  `json:"imported"`
+			GPos     int64  `json:"gpos"`
+			Done     bool   `json:"done"`
+			Elapsed  string `json:"elapsed"`
+			Error    string `json:"error"`
+			Message  string `json:"message"`
+			Line     int    `json:"line"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			return fmt.Errorf("import: bad event %q", line)
+		}
+		switch {
+		case ev.Error != "":
+			code := exitFailure
+			if ev.Error == "POSITION_EXISTS" {
+				code = exitConflict
+			} else if ev.Error == "INVALID_JSON" || ev.Error == "INVALID_RECORD" {
+				code = exitUsage
+			}
+			return &exitError{code, fmt.Errorf("import stopped at line %d: %s: %s (chunks before it are imported)", ev.Line, ev.Error, ev.Message)}
+		case ev.Done:
+			fmt.Fprintf(stdout, "Imported %d messages in %s.\n", ev.Imported, ev.Elapsed)
+			return nil
+		default:
+			fmt.Fprintf(stderr, "imported %d messages (global position %d)\n", ev.Imported, ev.GPos)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return errors.New("import: the server closed the stream without a result")
+}
