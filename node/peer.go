@@ -259,3 +259,50 @@ func errorOf(r *peerv1.Rejection) error {
 	}
 	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }
+
+func (p *peerServer) Stats(context.Context, *connect.Request[peerv1.StatsRequest]) (*connect.Response[peerv1.StatsResponse], error) {
+	return connect.NewResponse(p.n.localStats()), nil
+}
+
+// localStats is this node's Raft progress as autopilot wants it.
+func (n *Node) localStats() *peerv1.StatsResponse {
+	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1}
+	if n.IsLeader() {
+		resp.LastContactNanos = 0
+	} else if lc := n.raft.LastContact(); !lc.IsZero() {
+		resp.LastContactNanos = int64(time.Since(lc))
+	}
+	return resp
+}
+
+// stats asks the peer at addr for its Raft progress.
+func (c *peerClients) stats(ctx context.Context, addr string) (*peerv1.StatsResponse, error) {
+	req := connect.NewRequest(&peerv1.StatsRequest{})
+	req.Header().Set(secretHeader, c.secret)
+	resp, err := c.client(addr).Stats(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (p *peerServer) RemoveServer(ctx context.Context, req *connect.Request[peerv1.RemoveServerRequest]) (*connect.Response[peerv1.RemoveServerResponse], error) {
+	err := p.n.removeServerLocal(ctx, req.Msg.Id)
+	if errors.Is(err, errNotLeader) {
+		return nil, notApplied(connect.CodeFailedPrecondition, err)
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewResponse(&peerv1.RemoveServerResponse{}), nil
+}
+
+// removeServer asks the peer at addr (the leader) to remove server id.
+func (c *peerClients) removeServer(ctx context.Context, addr, id string) error {
+	req := connect.NewRequest(&peerv1.RemoveServerRequest{Id: id})
+	req.Header().Set(secretHeader, c.secret)
+	if _, err := c.client(addr).RemoveServer(ctx, req); err != nil {
+		return classify(err, "remove server")
+	}
+	return nil
+}

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -97,13 +96,8 @@ func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1
 	if req.Msg.Id == "" {
 		return nil, invalidField("id", "must not be empty")
 	}
-	if s.b.Raft().State() != raft.Leader {
-		return nil, s.notLeader()
-	}
+	// The node forwards the change to the leader.
 	if err := s.b.RemoveServer(ctx, req.Msg.Id); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return nil, s.notLeader()
-		}
 		return nil, toConnect(ctx, s.log, err)
 	}
 	return connect.NewResponse(&skaldv1.RemoveServerResponse{}), nil

@@ -753,6 +753,184 @@ func (x *ReadIndexResponse) GetIndex() uint64 {
 	return 0
 }
 
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+type StatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Nanoseconds since the callee last heard from the leader; 0 on the
+	// leader, -1 when it never did.
+	LastContactNanos int64  `protobuf:"varint,1,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
+	LastTerm         uint64 `protobuf:"varint,2,opt,name=last_term,json=lastTerm,proto3" json:"last_term,omitempty"`
+	LastIndex        uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *StatsResponse) GetLastContactNanos() int64 {
+	if x != nil {
+		return x.LastContactNanos
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLastTerm() uint64 {
+	if x != nil {
+		return x.LastTerm
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+type RemoveServerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveServerRequest) Reset() {
+	*x = RemoveServerRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveServerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveServerRequest) ProtoMessage() {}
+
+func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
+func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RemoveServerRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveServerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveServerResponse) Reset() {
+	*x = RemoveServerResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveServerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveServerResponse) ProtoMessage() {}
+
+func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
+func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+}
+
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
@@ -802,7 +980,16 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	" \x01(\x03R\x0eglobalPosition\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index*\xc2\x01\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
+	"\fStatsRequest\"y\n" +
+	"\rStatsResponse\x12,\n" +
+	"\x12last_contact_nanos\x18\x01 \x01(\x03R\x10lastContactNanos\x12\x1b\n" +
+	"\tlast_term\x18\x02 \x01(\x04R\blastTerm\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\"%\n" +
+	"\x13RemoveServerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveServerResponse*\xc2\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -810,10 +997,12 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x062\xa1\x01\n" +
+	"\x12REASON_BAD_COMMAND\x10\x062\xc3\x02\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12N\n" +
-	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
+	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponse\x12G\n" +
+	"\x05Stats\x12\x1b.skald.peer.v1.StatsRequest\x1a\x1c.skald.peer.v1.StatsResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_skald_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -828,7 +1017,7 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(Reason)(0),                   // 0: skald.peer.v1.Reason
 	(*ApplyRequest)(nil),          // 1: skald.peer.v1.ApplyRequest
@@ -840,10 +1029,14 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*Rejection)(nil),             // 7: skald.peer.v1.Rejection
 	(*ReadIndexRequest)(nil),      // 8: skald.peer.v1.ReadIndexRequest
 	(*ReadIndexResponse)(nil),     // 9: skald.peer.v1.ReadIndexResponse
-	(*v1.Command)(nil),            // 10: skald.fsm.v1.Command
+	(*StatsRequest)(nil),          // 10: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),         // 11: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),   // 12: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),  // 13: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),            // 14: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	10, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	14, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
 	3,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
 	4,  // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
 	5,  // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
@@ -852,10 +1045,14 @@ var file_skald_peer_v1_peer_proto_depIdxs = []int32{
 	0,  // 6: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
 	1,  // 7: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
 	8,  // 8: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	2,  // 9: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	9,  // 10: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	9,  // [9:11] is the sub-list for method output_type
-	7,  // [7:9] is the sub-list for method input_type
+	10, // 9: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	12, // 10: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	2,  // 11: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	9,  // 12: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	11, // 13: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	13, // 14: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -880,7 +1077,7 @@ func file_skald_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

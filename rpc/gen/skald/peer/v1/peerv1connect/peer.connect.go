@@ -41,6 +41,11 @@ const (
 	PeerServiceApplyProcedure = "/skald.peer.v1.PeerService/Apply"
 	// PeerServiceReadIndexProcedure is the fully-qualified name of the PeerService's ReadIndex RPC.
 	PeerServiceReadIndexProcedure = "/skald.peer.v1.PeerService/ReadIndex"
+	// PeerServiceStatsProcedure is the fully-qualified name of the PeerService's Stats RPC.
+	PeerServiceStatsProcedure = "/skald.peer.v1.PeerService/Stats"
+	// PeerServiceRemoveServerProcedure is the fully-qualified name of the PeerService's RemoveServer
+	// RPC.
+	PeerServiceRemoveServerProcedure = "/skald.peer.v1.PeerService/RemoveServer"
 )
 
 // PeerServiceClient is a client for the skald.peer.v1.PeerService service.
@@ -52,6 +57,12 @@ type PeerServiceClient interface {
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	// Stats reports the callee's Raft progress, for autopilot's health
+	// checks on the leader.
+	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
+	// RemoveServer removes a server from the Raft configuration on the
+	// leader (a graceful leave asks for its own removal this way).
+	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the skald.peer.v1.PeerService service. By default,
@@ -77,13 +88,28 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("ReadIndex")),
 			connect.WithClientOptions(opts...),
 		),
+		stats: connect.NewClient[v1.StatsRequest, v1.StatsResponse](
+			httpClient,
+			baseURL+PeerServiceStatsProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("Stats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		removeServer: connect.NewClient[v1.RemoveServerRequest, v1.RemoveServerResponse](
+			httpClient,
+			baseURL+PeerServiceRemoveServerProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("RemoveServer")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
-	apply     *connect.Client[v1.ApplyRequest, v1.ApplyResponse]
-	readIndex *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
+	apply        *connect.Client[v1.ApplyRequest, v1.ApplyResponse]
+	readIndex    *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
+	stats        *connect.Client[v1.StatsRequest, v1.StatsResponse]
+	removeServer *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
 }
 
 // Apply calls skald.peer.v1.PeerService.Apply.
@@ -96,6 +122,16 @@ func (c *peerServiceClient) ReadIndex(ctx context.Context, req *connect.Request[
 	return c.readIndex.CallUnary(ctx, req)
 }
 
+// Stats calls skald.peer.v1.PeerService.Stats.
+func (c *peerServiceClient) Stats(ctx context.Context, req *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
+	return c.stats.CallUnary(ctx, req)
+}
+
+// RemoveServer calls skald.peer.v1.PeerService.RemoveServer.
+func (c *peerServiceClient) RemoveServer(ctx context.Context, req *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
+	return c.removeServer.CallUnary(ctx, req)
+}
+
 // PeerServiceHandler is an implementation of the skald.peer.v1.PeerService service.
 type PeerServiceHandler interface {
 	// Apply proposes a command on the leader. A node that is not the leader
@@ -105,6 +141,12 @@ type PeerServiceHandler interface {
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	// Stats reports the callee's Raft progress, for autopilot's health
+	// checks on the leader.
+	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
+	// RemoveServer removes a server from the Raft configuration on the
+	// leader (a graceful leave asks for its own removal this way).
+	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -126,12 +168,29 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(peerServiceMethods.ByName("ReadIndex")),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceStatsHandler := connect.NewUnaryHandler(
+		PeerServiceStatsProcedure,
+		svc.Stats,
+		connect.WithSchema(peerServiceMethods.ByName("Stats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	peerServiceRemoveServerHandler := connect.NewUnaryHandler(
+		PeerServiceRemoveServerProcedure,
+		svc.RemoveServer,
+		connect.WithSchema(peerServiceMethods.ByName("RemoveServer")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceApplyProcedure:
 			peerServiceApplyHandler.ServeHTTP(w, r)
 		case PeerServiceReadIndexProcedure:
 			peerServiceReadIndexHandler.ServeHTTP(w, r)
+		case PeerServiceStatsProcedure:
+			peerServiceStatsHandler.ServeHTTP(w, r)
+		case PeerServiceRemoveServerProcedure:
+			peerServiceRemoveServerHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -147,4 +206,12 @@ func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[v
 
 func (UnimplementedPeerServiceHandler) ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.ReadIndex is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.Stats is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.RemoveServer is not implemented"))
 }

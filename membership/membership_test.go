@@ -1,0 +1,288 @@
+package membership
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+var _ Node = (*node.Node)(nil)
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("SKALD_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+const waitTimeout = 30 * time.Second
+
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// member is one node with its API server and membership.
+type mnode struct {
+	t      *testing.T
+	dir    string
+	n      *node.Node
+	m      *Membership
+	srv    *http.Server
+	gossip string
+	mod    func(*Config)
+}
+
+func (mn *mnode) start(expect int, join []string) {
+	t := mn.t
+	t.Helper()
+	api := freeAddr(t)
+	mn.gossip = freeAddr(t)
+	n, err := node.Open(node.Config{DataDir: mn.dir, RaftAddr: freeAddr(t), APIAddr: api, ClusterSecret: "membership-test",
+		Timing: node.FastTiming, LeaderWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(n.PeerHandler())
+	mn.srv = &http.Server{Handler: mux}
+	go mn.srv.Serve(ln)
+	cfg := Config{GossipAddr: mn.gossip, Join: join, BootstrapExpect: expect, Key: testKey, RaftAddr: n.RaftAddr(), APIAddr: api,
+		Local: true, CleanupDeadServers: true, MinQuorum: 3, Logger: testLogger(mn.t)}
+	if mn.mod != nil {
+		mn.mod(&cfg)
+	}
+	m, err := Start(n, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mn.n, mn.m = n, m
+}
+
+// kill stops the node without leaving: the others see it fail.
+func (mn *mnode) kill() {
+	if mn.n == nil {
+		return
+	}
+	mn.m.Close()
+	mn.srv.Close()
+	mn.n.Close()
+	mn.n = nil
+}
+
+func newNode(t *testing.T) *mnode {
+	mn := &mnode{t: t, dir: t.TempDir()}
+	t.Cleanup(mn.kill)
+	return mn
+}
+
+// voters returns the ids of the voters in n's configuration.
+func voters(n *node.Node) map[string]bool {
+	servers, err := n.Servers()
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			out[string(s.ID)] = true
+		}
+	}
+	return out
+}
+
+func leaderOf(nodes []*mnode) *mnode {
+	for _, mn := range nodes {
+		if mn.n != nil && mn.n.IsLeader() {
+			return mn
+		}
+	}
+	return nil
+}
+
+// formCluster starts three nodes with bootstrap-expect 3 that join the
+// first, and waits for one leader with three voters.
+func formCluster(t *testing.T) []*mnode {
+	nodes := []*mnode{newNode(t), newNode(t), newNode(t)}
+	nodes[0].start(3, nil)
+	for _, mn := range nodes[1:] {
+		mn.start(3, []string{nodes[0].gossip})
+	}
+	waitFor(t, "one leader with three voters", func() bool {
+		l := leaderOf(nodes)
+		return l != nil && len(voters(l.n)) == 3
+	})
+	return nodes
+}
+
+func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
+	nodes := formCluster(t)
+	l := leaderOf(nodes)
+	for _, mn := range nodes {
+		if !voters(l.n)[mn.n.ID()] {
+			t.Fatalf("node %s is not a voter", mn.n.ID())
+		}
+		waitFor(t, "every node to know the leader", func() bool { id, _ := mn.n.Leader(); return id == l.n.ID() })
+	}
+	// Writes work through any node (forwarding uses the registered API addresses).
+	if _, err := nodes[2].n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "app"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fourth node joins, is added as a non-voter and promoted.
+	fourth := newNode(t)
+	fourth.start(3, []string{nodes[1].gossip})
+	waitFor(t, "the fourth node to be promoted to voter", func() bool {
+		l := leaderOf(nodes)
+		return l != nil && voters(l.n)[fourth.n.ID()]
+	})
+	if _, ok := fourth.n.Store().Namespace("app"); !ok {
+		waitFor(t, "the fourth node to replicate", func() bool { _, ok := fourth.n.Store().Namespace("app"); return ok })
+	}
+
+	// A graceful leave removes it.
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := fourth.m.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := leaderOf(nodes); voters(l.n)[fourth.n.ID()] {
+		t.Fatal("the node that left is still a voter")
+	}
+	fourth.kill()
+}
+
+func TestDeadServerCleanupKeepsQuorum(t *testing.T) {
+	nodes := formCluster(t)
+	fourth := newNode(t)
+	fourth.start(3, []string{nodes[0].gossip})
+	all := append(nodes, fourth)
+	waitFor(t, "four voters", func() bool { l := leaderOf(all); return l != nil && len(voters(l.n)) == 4 })
+
+	// Kill a follower: it is reported unhealthy and, 4 voters being above
+	// the minimum quorum of 3, removed.
+	var victim *mnode
+	for _, mn := range all {
+		if !mn.n.IsLeader() {
+			victim = mn
+			break
+		}
+	}
+	id := victim.n.ID()
+	victim.kill()
+	waitFor(t, "the killed server to be removed", func() bool {
+		l := leaderOf(all)
+		return l != nil && len(voters(l.n)) == 3 && !voters(l.n)[id]
+	})
+	// Kill another: at 3 voters it stays (reported unhealthy) so quorum
+	// (2 of 3) stays reachable.
+	var second *mnode
+	for _, mn := range all {
+		if mn.n != nil && !mn.n.IsLeader() {
+			second = mn
+			break
+		}
+	}
+	id2 := second.n.ID()
+	second.kill()
+	waitFor(t, "the second killed server to be reported unhealthy", func() bool {
+		l := leaderOf(all)
+		if l == nil {
+			return false
+		}
+		healthy, ok := l.m.Healthy(id2)
+		return ok && !healthy
+	})
+	l := leaderOf(all)
+	if !voters(l.n)[id2] || len(voters(l.n)) != 3 {
+		t.Fatalf("below the minimum quorum a dead server was removed: voters %v", voters(l.n))
+	}
+	// The two survivors still commit.
+	if _, err := l.n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "still-writable"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWrongGossipKeyCannotJoin(t *testing.T) {
+	nodes := formCluster(t)
+	outsider := newNode(t)
+	outsider.mod = func(c *Config) { c.Key = []byte("ffffffffffffffffffffffffffffffff") }
+	outsider.start(0, nil)
+	n, err := outsider.m.ml.Join([]string{nodes[0].gossip})
+	if err == nil || n != 0 {
+		t.Fatalf("join with the wrong key: contacted %d, err %v", n, err)
+	}
+	for _, mn := range nodes {
+		for _, mem := range mn.m.Members() {
+			if mem.ID == outsider.n.ID() {
+				t.Fatalf("node %s lists the outsider", mn.n.ID())
+			}
+		}
+	}
+}
+
+func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
+	nodes := formCluster(t)
+	var f *mnode
+	for _, mn := range nodes {
+		if !mn.n.IsLeader() {
+			f = mn
+			break
+		}
+	}
+	id, oldRaft := f.n.ID(), f.n.RaftAddr()
+	f.kill()
+	f.start(3, []string{leaderOf(nodes).gossip}) // same data, new ports
+	if f.n.ID() != id || f.n.RaftAddr() == oldRaft {
+		t.Fatalf("restart: id %s (was %s), raft %s (was %s)", f.n.ID(), id, f.n.RaftAddr(), oldRaft)
+	}
+	waitFor(t, "the configuration to carry the new address", func() bool {
+		l := leaderOf(nodes)
+		if l == nil {
+			return false
+		}
+		servers, _ := l.n.Servers()
+		for _, s := range servers {
+			if string(s.ID) == id {
+				return string(s.Address) == f.n.RaftAddr() && s.Suffrage == raft.Voter
+			}
+		}
+		return false
+	})
+	l := leaderOf(nodes)
+	if _, err := l.n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "after-move"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the moved node to replicate", func() bool { _, ok := f.n.Store().Namespace("after-move"); return ok })
+}

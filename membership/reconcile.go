@@ -1,0 +1,126 @@
+package membership
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+)
+
+// reconcileLoop keeps Raft in step with gossip. Every node feeds the
+// current Raft address of each member to the transport's address
+// provider and refreshes its own metadata when its state changes; the
+// leader also reconciles the Raft configuration.
+func (m *Membership) reconcileLoop(ctx context.Context) {
+	defer m.wg.Done()
+	tick := time.NewTicker(m.cfg.ReconcileInterval)
+	defer tick.Stop()
+	hadState := m.node.HasState()
+	piloting := false
+	defer func() {
+		if piloting {
+			<-m.ap.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-m.kick:
+		}
+		members := m.Members()
+		for _, mem := range members {
+			if mem.ID != m.node.ID() && (mem.state == memberlist.StateAlive || mem.state == memberlist.StateSuspect) {
+				m.node.SetPeerAddress(mem.ID, mem.RaftAddr)
+			}
+		}
+		if has := m.node.HasState(); has != hadState {
+			hadState = has
+			if err := m.ml.UpdateNode(time.Second); err != nil {
+				m.log.Warn("update gossip metadata", "err", err)
+			}
+		}
+		leader := m.node.Raft().State() == raft.Leader
+		switch {
+		case leader && !piloting:
+			m.ap.Start(ctx)
+			piloting = true
+		case !leader && piloting:
+			<-m.ap.Stop()
+			piloting = false
+		}
+		if leader {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			m.reconcileLeader(rctx, members)
+			cancel()
+		}
+	}
+}
+
+// reconcileLeader adds live members missing from the Raft configuration as
+// non-voters (autopilot promotes them once stable), first removing a stale
+// entry that holds the same address under another id; updates the address
+// of a member that came back elsewhere; and registers every member's API
+// address. Members that are gone (dead or left) are autopilot's: it
+// removes them only while quorum stays safe. A graceful leave removes
+// itself first (Membership.Leave).
+func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
+	servers, err := m.node.Servers()
+	if err != nil {
+		return
+	}
+	byID := make(map[string]raft.Server, len(servers))
+	byAddr := make(map[string]raft.Server, len(servers))
+	for _, s := range servers {
+		byID[string(s.ID)], byAddr[string(s.Address)] = s, s
+	}
+	self := m.node.ID()
+	for _, mem := range members {
+		switch mem.state {
+		case memberlist.StateAlive:
+			if mem.APIAddr != "" {
+				if err := m.node.RegisterAPIAddress(ctx, mem.ID, mem.APIAddr); err != nil {
+					m.log.Warn("register API address", "server", mem.ID, "err", err)
+				}
+			}
+			if mem.ID == self {
+				continue
+			}
+			if s, ok := byID[mem.ID]; ok {
+				if string(s.Address) == mem.RaftAddr {
+					continue
+				}
+				m.log.Info("server moved: updating its address", "server", mem.ID, "from", s.Address, "to", mem.RaftAddr)
+				if s.Suffrage == raft.Voter {
+					err = m.node.AddVoter(ctx, mem.ID, mem.RaftAddr)
+				} else {
+					err = m.node.AddNonvoter(ctx, mem.ID, mem.RaftAddr)
+				}
+				if err != nil {
+					m.log.Warn("update server address", "server", mem.ID, "err", err)
+				}
+				continue
+			}
+			if old, ok := byAddr[mem.RaftAddr]; ok && string(old.ID) != mem.ID {
+				m.log.Info("removing a stale server at the address of a joining one", "stale", old.ID, "address", mem.RaftAddr)
+				if err := m.node.RemoveServer(ctx, string(old.ID)); err != nil {
+					m.log.Warn("remove stale server", "server", old.ID, "err", err)
+					continue
+				}
+			}
+			m.log.Info("adding server as non-voter", "server", mem.ID, "name", mem.Name, "raft-addr", mem.RaftAddr)
+			if err := m.node.AddNonvoter(ctx, mem.ID, mem.RaftAddr); err != nil {
+				m.log.Warn("add server", "server", mem.ID, "err", err)
+			}
+		case memberlist.StateLeft:
+			if _, ok := byID[mem.ID]; ok && mem.ID != self {
+				m.log.Info("removing server that left", "server", mem.ID)
+				if err := m.node.RemoveServer(ctx, mem.ID); err != nil {
+					m.log.Warn("remove server that left", "server", mem.ID, "err", err)
+				}
+			}
+		}
+	}
+}
