@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench fuzz
+.PHONY: test vet lint generate check-generated bench fuzz run
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -36,3 +36,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzEventoDBRPC -fuzztime 60s ./rpc
 	$(GO) test -run '^$$' -fuzz FuzzImportLine -fuzztime 60s ./rpc
+
+## run: a local 3-node cluster of real processes (data in ./skald-dev); Ctrl-C stops it
+run:
+	$(GO) run ./cmd/skald dev --nodes 3

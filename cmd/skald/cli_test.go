@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -275,5 +276,86 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, src, "export", "--ns", "dst"); code != exitUsage || !strings.Contains(errOut, "use dst's token") {
 		t.Fatalf("export of another namespace: %d %s", code, errOut)
+	}
+}
+
+// freeBlock finds a base port with n*10 free ports above it.
+func freeBlock(t *testing.T, n int) int {
+	t.Helper()
+	for base := 20000 + os.Getpid()%20000; base < 60000; base += 97 {
+		ok := true
+		var ls []net.Listener
+		for p := base; p < base+10*n && ok; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			l.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port block")
+	return 0
+}
+
+func TestDevCluster(t *testing.T) {
+	base := freeBlock(t, 3)
+	out := &syncBuffer{}
+	cmd := exec.Command(binary, "dev", "--nodes", "3", "--dir", t.TempDir(), "--base-port", strconv.Itoa(base))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("dev exited with %v: %s", err, out)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Error("dev did not stop on interrupt")
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "cluster ready") {
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ready: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
+	node := func(i int) []string {
+		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
+	}
+	status, errOut, code := runCLI(t, node(1), "cluster", "status", "-o", "json")
+	var st struct {
+		LeaderID string `json:"leaderId"`
+		Servers  []struct {
+			Suffrage string `json:"suffrage"`
+		} `json:"servers"`
+	}
+	if code != 0 || json.Unmarshal([]byte(status), &st) != nil || st.LeaderID == "" || len(st.Servers) != 3 {
+		t.Fatalf("cluster status: %d %s %s", code, status, errOut)
+	}
+	for _, s := range st.Servers {
+		if s.Suffrage != "SUFFRAGE_VOTER" {
+			t.Fatalf("not all voters: %s", status)
+		}
+	}
+	if _, errOut, code := runCLI(t, node(2), "append", "a-1", "T", `{"x":1}`); code != 0 {
+		t.Fatalf("append on node2: %s", errOut)
+	}
+	if out, errOut, code := runCLI(t, node(0), "read", "a-1", "-o", "json"); code != 0 || !strings.Contains(out, `"data":{"x":1}`) {
+		t.Fatalf("read on node0: %d %s %s", code, out, errOut)
 	}
 }

@@ -17,6 +17,7 @@ const usage = `skald — a highly available event store
 
 Usage:
   skald server [flags]          run a node (with no flags: a single node in ./skald-data on 127.0.0.1:8080)
+  skald dev [--nodes 3]         run a local cluster of real server processes (data in ./skald-dev)
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
   skald append STREAM TYPE DATA-JSON [--expected-version N]
@@ -74,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "server":
 		return runServer(ctx, args[1:], stdout, stderr)
+	case "dev":
+		return runDev(ctx, args[1:], stdout, stderr)
 	case "ns":
 		return runNS(ctx, args[1:], stdout, stderr)
 	case "append":

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -26,9 +29,12 @@ import (
 type serverFlags struct {
 	nodeName, dataDir, httpAddr, raftAddr, advertiseHTTP, advertiseRaft string
 	adminToken, clusterSecret, logLevel, logFormat, cors                string
-	// Membership and TLS arrive with membership/; refused until then.
-	gossipAddr, join, gossipKey, tlsCert, tlsKey, tlsCA string
-	bootstrapExpect                                     int
+	gossipAddr, advertiseGossip, join, gossipKey                        string
+	bootstrapExpect                                                     int
+	cleanupDead                                                         bool
+	minQuorum                                                           uint
+	// TLS arrives later; refused until then.
+	tlsCert, tlsKey, tlsCA string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -47,10 +53,13 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated origins allowed to call from browsers ('*' for any)")
-	fs.StringVar(&f.gossipAddr, "gossip-addr", "", "gossip address (not supported yet)")
-	fs.StringVar(&f.join, "join", "", "gossip addresses of members to join (not supported yet)")
-	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "servers to wait for before bootstrapping (not supported yet)")
-	fs.StringVar(&f.gossipKey, "gossip-key", "", "gossip encryption key (not supported yet)")
+	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7946", "gossip address (used with --join or --bootstrap-expect)")
+	fs.StringVar(&f.advertiseGossip, "advertise-gossip", "", "gossip address other nodes use (default: --gossip-addr)")
+	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of members to join; retried until one answers")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "bootstrap a new cluster once this many servers see each other")
+	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes); also secures node-to-node calls")
+	fs.BoolVar(&f.cleanupDead, "cleanup-dead-servers", true, "remove failed servers from Raft while quorum stays safe")
+	fs.UintVar(&f.minQuorum, "min-quorum", 3, "never remove servers below this many voters")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (not supported yet)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key (not supported yet)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "TLS CA for mutual TLS between nodes (not supported yet)")
@@ -67,15 +76,44 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if err := envFallback(fs); err != nil {
 		return nil, &exitError{2, err}
 	}
-	for name, v := range map[string]string{"gossip-addr": f.gossipAddr, "join": f.join, "gossip-key": f.gossipKey, "tls-cert": f.tlsCert, "tls-key": f.tlsKey, "tls-ca": f.tlsCA} {
+	for name, v := range map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "tls-ca": f.tlsCA} {
 		if v != "" {
-			return nil, &exitError{2, fmt.Errorf("--%s: clustering by gossip and TLS are not supported by this build yet", name)}
+			return nil, &exitError{2, fmt.Errorf("--%s: TLS is not supported by this build yet", name)}
 		}
 	}
-	if f.bootstrapExpect != 0 {
-		return nil, &exitError{2, errors.New("--bootstrap-expect: not supported by this build yet")}
+	if f.bootstrapExpect < 0 {
+		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
 	}
 	return f, nil
+}
+
+// clustered reports whether the node forms a cluster by gossip.
+func (f *serverFlags) clustered() bool { return f.join != "" || f.bootstrapExpect > 0 }
+
+// secrets returns the gossip key and the secret for node-to-node calls:
+// --cluster-secret, else one derived from the gossip key, else (a single
+// node, which calls nobody) a random one.
+func (f *serverFlags) secrets() (key []byte, secret string, err error) {
+	if f.gossipKey != "" {
+		if key, err = base64.StdEncoding.DecodeString(f.gossipKey); err != nil {
+			return nil, "", &exitError{2, fmt.Errorf("--gossip-key: not base64: %v", err)}
+		}
+		if n := len(key); n != 16 && n != 24 && n != 32 {
+			return nil, "", &exitError{2, fmt.Errorf("--gossip-key: %d bytes, want 16, 24 or 32", n)}
+		}
+	}
+	switch {
+	case f.clusterSecret != "":
+		return key, f.clusterSecret, nil
+	case key != nil:
+		sum := sha256.Sum256(append([]byte("skald cluster secret\x00"), key...))
+		return key, hex.EncodeToString(sum[:]), nil
+	case f.clustered():
+		return nil, "", &exitError{2, errors.New("a cluster needs --gossip-key (or --cluster-secret): every node must share it")}
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	return nil, hex.EncodeToString(b), nil
 }
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
@@ -108,11 +146,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", rpc.AdminNamespace)}
 		}
 	}
-	secret := f.clusterSecret
-	if secret == "" {
-		b := make([]byte, 32)
-		rand.Read(b)
-		secret = hex.EncodeToString(b)
+	gossipKey, secret, err := f.secrets()
+	if err != nil {
+		return err
 	}
 
 	ln, err := net.Listen("tcp", f.httpAddr)
@@ -128,7 +164,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n, err := node.Open(node.Config{
 		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
-		ClusterSecret: secret, Bootstrap: true, Logger: log, Registerer: reg,
+		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg,
 	})
 	if err != nil {
 		return err
@@ -138,6 +174,21 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			log.Error("close node", "err", err)
 		}
 	}()
+	if f.clustered() {
+		var join []string
+		if f.join != "" {
+			join = strings.Split(f.join, ",")
+		}
+		m, err := membership.Start(n, membership.Config{
+			GossipAddr: f.gossipAddr, AdvertiseAddr: f.advertiseGossip, Join: join, BootstrapExpect: f.bootstrapExpect,
+			Key: gossipKey, Name: f.nodeName, RaftAddr: n.RaftAddr(), APIAddr: apiAddr,
+			CleanupDeadServers: f.cleanupDead, MinQuorum: f.minQuorum, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+	}
 
 	var origins []string
 	if f.cors != "" {
@@ -183,10 +234,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // generated one, which it prints once. On later starts the stored token
 // stays; a different --admin-token is reported, not applied.
 func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writer, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A cluster forming by bootstrap-expect may wait for its last member.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := n.LinearizableIndex(ctx); err != nil {
-		return fmt.Errorf("wait for a leader: %w", err)
+	for {
+		if _, err := n.LinearizableIndex(ctx); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("wait for a leader: %w", err)
+		}
 	}
 	if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
 		if token != "" && string(info.TokenHash) != string(rpc.TokenHash(token)) {
