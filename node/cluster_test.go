@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -188,6 +189,9 @@ func (tn *tnode) start(bootstrap bool) {
 	mux := http.NewServeMux()
 	mux.Handle(n.PeerHandler())
 	tn.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if n.cfg.TLS != nil {
+		ln = tls.NewListener(ln, n.cfg.TLS.ServerConfig(tls.VerifyClientCertIfGiven))
+	}
 	go tn.srv.Serve(ln)
 }
 

@@ -30,6 +30,11 @@ type Config struct {
 	// (a single node needs none).
 	ClusterSecret string
 
+	// TLS, when set, secures Raft with mutual TLS and makes node-to-node
+	// calls use HTTPS with this node's certificate (the API port must then
+	// serve TLS with the same certificates).
+	TLS *TLS
+
 	// Bootstrap makes a node with no Raft state bootstrap a single-server
 	// cluster of itself. A node with state never bootstraps again.
 	Bootstrap bool

@@ -93,18 +93,25 @@ func (p *peerServer) ReadIndex(ctx context.Context, _ *connect.Request[peerv1.Re
 // peerClients holds one Connect client per peer API address.
 type peerClients struct {
 	secret string
+	scheme string // http:// or https://
 	http   *http.Client
 	mu     sync.Mutex
 	byAddr map[string]peerv1connect.PeerServiceClient
 }
 
-func newPeerClients(secret string) *peerClients {
+func newPeerClients(secret string, t *TLS) *peerClients {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 128,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &peerClients{secret: secret, http: &http.Client{Transport: tr}, byAddr: make(map[string]peerv1connect.PeerServiceClient)}
+	scheme := "http://"
+	if t != nil {
+		tr.TLSClientConfig = t.ClientConfig()
+		tr.ForceAttemptHTTP2 = true
+		scheme = "https://"
+	}
+	return &peerClients{secret: secret, scheme: scheme, http: &http.Client{Transport: tr}, byAddr: make(map[string]peerv1connect.PeerServiceClient)}
 }
 
 func (c *peerClients) client(addr string) peerv1connect.PeerServiceClient {
@@ -112,7 +119,7 @@ func (c *peerClients) client(addr string) peerv1connect.PeerServiceClient {
 	defer c.mu.Unlock()
 	cl, ok := c.byAddr[addr]
 	if !ok {
-		cl = peerv1connect.NewPeerServiceClient(c.http, "http://"+addr)
+		cl = peerv1connect.NewPeerServiceClient(c.http, c.scheme+addr)
 		c.byAddr[addr] = cl
 	}
 	return cl

@@ -69,13 +69,22 @@ func openTransport(cfg Config, addrs *addressBook) (*raft.NetworkTransport, erro
 		}
 		advertise = a
 	}
-	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+	tc := &raft.NetworkTransportConfig{
 		ServerAddressProvider:   addrs,
 		Logger:                  hclogFor(cfg.Logger, "raft-net"),
 		MaxPool:                 3,
 		Timeout:                 10 * time.Second,
 		MsgpackUseNewTimeFormat: true,
-	})
+	}
+	if cfg.TLS != nil {
+		layer, err := newTLSStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		tc.Stream = layer
+		return raft.NewNetworkTransportWithConfig(tc), nil
+	}
+	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tc)
 	if err != nil {
 		return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
 	}

@@ -359,3 +359,40 @@ func TestDevCluster(t *testing.T) {
 		t.Fatalf("read on node0: %d %s %s", code, out, errOut)
 	}
 }
+
+func TestServerTLS(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
+		t.Fatalf("tls init: %s", errOut)
+	}
+	p := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(binary, "server", "--data-dir", t.TempDir(), "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn",
+		"--admin-token", testAdmin, "--tls-cert", filepath.Join(dir, "node0.pem"), "--tls-key", filepath.Join(dir, "node0-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem"))
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
+	env := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA=" + filepath.Join(dir, "ca.pem")}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, code := runCLI(t, env, "append", "a-1", "T", `{"x":1}`); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no TLS server: %s", p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, errOut, code := runCLI(t, env, "read", "a-1", "-o", "json"); code != 0 || !strings.Contains(out, `"data":{"x":1}`) {
+		t.Fatalf("read over TLS: %d %s %s", code, out, errOut)
+	}
+	noCA := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA="}
+	if _, errOut, code := runCLI(t, noCA, "read", "a-1"); code == 0 || !strings.Contains(errOut, "certificate") {
+		t.Fatalf("a client without the CA was served: %d %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, env[:2], "read", "a-1", "--addr", "http://"+p.addr); code == 0 {
+		t.Fatalf("plain HTTP was served on a TLS port: %s", errOut)
+	}
+}

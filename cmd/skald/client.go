@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -37,6 +39,7 @@ const clientHelp = `
 Connection flags (every client command):
   --addr    node address, host:port or URL (env SKALD_ADDR; default 127.0.0.1:8080)
   --token   bearer token (env SKALD_TOKEN)
+  --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (retry).
@@ -44,7 +47,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailab
 
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
-	addr, token, output string
+	addr, token, output, ca string
 }
 
 func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *clientFlags) {
@@ -54,6 +57,7 @@ func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *cli
 	fs.StringVar(&cf.addr, "addr", "127.0.0.1:8080", "node address")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
 	fs.StringVar(&cf.output, "o", "table", "output: table or json")
+	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", usage)
 		fs.PrintDefaults()
@@ -79,6 +83,9 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN"); ok && !given["token"] {
 		cf.token = v
+	}
+	if v, ok := os.LookupEnv("SKALD_CA"); ok && !given["ca"] {
+		cf.ca = v
 	}
 	if cf.output != "table" && cf.output != "json" {
 		return nil, &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", cf.output)}
@@ -130,8 +137,22 @@ type apiClients struct {
 	cluster    skaldv1connect.ClusterClient
 }
 
+// httpClient trusts --ca when given.
+func (cf *clientFlags) httpClient() *http.Client {
+	if cf.ca == "" {
+		return &http.Client{}
+	}
+	pem, err := os.ReadFile(cf.ca)
+	pool := x509.NewCertPool()
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		fmt.Fprintf(os.Stderr, "skald: --ca %s: no PEM certificate (%v); using the system's roots\n", cf.ca, err)
+		return &http.Client{}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}
+}
+
 func (cf *clientFlags) clients() apiClients {
-	hc := &http.Client{}
+	hc := cf.httpClient()
 	opts := connect.WithInterceptors(tokenInterceptor(cf.token))
 	url := cf.baseURL()
 	return apiClients{

@@ -173,7 +173,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	req.Header.Set("Authorization", "Bearer "+cf.token)
 	req.Header.Set("Content-Type", "application/x-ndjson")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cf.httpClient().Do(req)
 	if err != nil {
 		return &exitError{exitUnavailable, err}
 	}

@@ -29,6 +29,7 @@ Usage:
   skald export [--category C] [--since TIME] [--gzip] > FILE
                                 export the token's namespace as NDJSON (EventoDB format)
   skald import FILE [--force]   import an export into the token's namespace
+  skald tls init                make a CA and node certificates for trying TLS
   skald version                 print the version
 
 Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServer(ctx, args[1:], stdout, stderr)
 	case "dev":
 		return runDev(ctx, args[1:], stdout, stderr)
+	case "tls":
+		return runTLS(ctx, args[1:], stdout, stderr)
 	case "ns":
 		return runNS(ctx, args[1:], stdout, stderr)
 	case "append":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -33,8 +34,7 @@ type serverFlags struct {
 	bootstrapExpect                                                     int
 	cleanupDead                                                         bool
 	minQuorum                                                           uint
-	// TLS arrives later; refused until then.
-	tlsCert, tlsKey, tlsCA string
+	tlsCert, tlsKey, tlsCA                                              string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -60,9 +60,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes); also secures node-to-node calls")
 	fs.BoolVar(&f.cleanupDead, "cleanup-dead-servers", true, "remove failed servers from Raft while quorum stays safe")
 	fs.UintVar(&f.minQuorum, "min-quorum", 3, "never remove servers below this many voters")
-	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (not supported yet)")
-	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS key (not supported yet)")
-	fs.StringVar(&f.tlsCA, "tls-ca", "", "TLS CA for mutual TLS between nodes (not supported yet)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: turns on TLS for the API port and mutual TLS for Raft and node-to-node calls")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -76,10 +76,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if err := envFallback(fs); err != nil {
 		return nil, &exitError{2, err}
 	}
-	for name, v := range map[string]string{"tls-cert": f.tlsCert, "tls-key": f.tlsKey, "tls-ca": f.tlsCA} {
-		if v != "" {
-			return nil, &exitError{2, fmt.Errorf("--%s: TLS is not supported by this build yet", name)}
-		}
+	if set := f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != ""; set && (f.tlsCert == "" || f.tlsKey == "" || f.tlsCA == "") {
+		return nil, &exitError{2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")}
 	}
 	if f.bootstrapExpect < 0 {
 		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
@@ -160,11 +158,17 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
 	}
+	var tlsFiles *node.TLS
+	if f.tlsCert != "" {
+		if tlsFiles, err = node.NewTLS(node.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}); err != nil {
+			return err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n, err := node.Open(node.Config{
 		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
-		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg,
+		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 	})
 	if err != nil {
 		return err
@@ -207,7 +211,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	if tlsFiles != nil {
+		// Clients may present certificates; they authenticate with tokens,
+		// nodes with the cluster secret.
+		srv.TLSConfig = tlsFiles.ServerConfig(tls.VerifyClientCertIfGiven)
+		protocols.SetHTTP2(true)
+		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serveErr <- srv.Serve(ln) }()
+	}
 	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", f.dataDir, "node-id", n.ID())
 
 	if err := ensureAdmin(ctx, n, f.adminToken, stdout, log); err != nil {

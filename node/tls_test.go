@@ -1,0 +1,107 @@
+package node
+
+import (
+	"crypto/tls"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func loadTLS(t *testing.T, dir, name string) *TLS {
+	t.Helper()
+	tl, err := NewTLS(TLSFiles{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), CAFile: filepath.Join(dir, "ca.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+func TestTLSCluster(t *testing.T) {
+	dir := t.TempDir()
+	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3, func(cfg *Config) { cfg.TLS = loadTLS(t, dir, "node") })
+	f := c.followers()[0]
+	createNamespace(t, f.Node, "app") // forwarded to the leader over HTTPS
+	if _, err := appendOne(ctxT(t), f.Node, "app", "s-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged()
+	for _, tn := range c.nodes {
+		if msgs := readAll(t, tn.Node, "app", ReadOptions{}); len(msgs) != 1 {
+			t.Fatalf("node %s holds %d messages over TLS, want 1", tn.ID(), len(msgs))
+		}
+	}
+
+	// A node whose certificate another CA signed cannot talk Raft to the
+	// cluster, in either direction; one with the cluster's CA can.
+	other := t.TempDir()
+	if err := GenerateTLS(other, []string{"stranger"}, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := newTLSStreamLayer("127.0.0.1:0", "", loadTLS(t, other, "stranger"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	go func() { // the stranger's listener completes handshakes, which fail
+		for {
+			conn, err := stranger.Accept()
+			if err != nil {
+				return
+			}
+			conn.(*tls.Conn).Handshake()
+			conn.Close()
+		}
+	}()
+	l := c.leader()
+	if conn, err := stranger.Dial(raftAddrOf(l), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("a node with another CA completed a TLS handshake with the leader")
+	}
+	member, err := newTLSStreamLayer("127.0.0.1:0", "", loadTLS(t, dir, "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	conn, err := member.Dial(raftAddrOf(l), time.Second)
+	if err != nil {
+		t.Fatalf("a node with the cluster's CA cannot dial the leader: %v", err)
+	}
+	conn.Close()
+	if conn, err := member.Dial(raft.ServerAddress(stranger.Addr().String()), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("a member accepted the stranger's certificate")
+	}
+}
+
+// raftAddrOf is the Raft address other nodes dial for tn.
+func raftAddrOf(tn *tnode) raft.ServerAddress { return raft.ServerAddress(tn.proxy.addr()) }
+
+func TestTLSReloadsCertificates(t *testing.T) {
+	dir := t.TempDir()
+	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	tl := loadTLS(t, dir, "node")
+	first, _ := tl.current()
+	// Rotate: a new CA and certificate in place of the old files.
+	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(2 * time.Second)
+	for _, f := range []string{"node.pem", "node-key.pem", "ca.pem"} {
+		os.Chtimes(filepath.Join(dir, f), future, future)
+	}
+	tl.mu.Lock()
+	tl.checked = time.Time{} // skip the once-a-second throttle
+	tl.mu.Unlock()
+	second, _ := tl.current()
+	if string(first.Certificate[0]) == string(second.Certificate[0]) {
+		t.Fatal("certificate not reloaded after the files changed")
+	}
+}
