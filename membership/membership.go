@@ -244,15 +244,23 @@ func (m *Membership) observe(n *memberlist.Node, state memberlist.NodeStateType)
 // Healthy reports autopilot's verdict on a server (ok is false when
 // autopilot has none, e.g. on a follower).
 func (m *Membership) Healthy(id string) (healthy, ok bool) {
+	healthy, _, ok = m.ServerHealth(id)
+	return healthy, ok
+}
+
+// ServerHealth is autopilot's view of a server: healthy, and how long
+// since it heard from the leader. ok is false off the leader (autopilot
+// runs there only) or for an unknown server.
+func (m *Membership) ServerHealth(id string) (healthy bool, lastContact time.Duration, ok bool) {
 	s := m.ap.GetState()
 	if s == nil {
-		return false, false
+		return false, 0, false
 	}
 	srv, found := s.Servers[raft.ServerID(id)]
 	if !found {
-		return false, false
+		return false, 0, false
 	}
-	return srv.Health.Healthy, true
+	return srv.Health.Healthy, srv.Stats.LastContact, true
 }
 
 // joinLoop joins the seeds, retrying until one answers, then keeps

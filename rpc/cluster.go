@@ -27,8 +27,10 @@ type members interface {
 }
 
 type cluster struct {
-	b   members
-	log *slog.Logger
+	b      members
+	log    *slog.Logger
+	health func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	leave  func(ctx context.Context) error
 }
 
 func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusRequest]) (*connect.Response[skaldv1.StatusResponse], error) {
@@ -50,11 +52,18 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 		if srv.Suffrage != raft.Voter {
 			out.Suffrage = skaldv1.Suffrage_SUFFRAGE_NONVOTER
 		}
-		// Health, last contact and applied index of other servers come
-		// from autopilot (membership); this node reports its own.
+		// Autopilot (on the leader) judges every server; otherwise this
+		// node reports its own.
+		if s.health != nil {
+			if healthy, lc, ok := s.health(string(srv.ID)); ok {
+				out.Healthy, out.LastContact = healthy, durationpb.New(lc)
+			}
+		}
 		if string(srv.ID) == s.b.ID() {
 			out.AppliedIndex = s.b.AppliedIndex()
-			out.Healthy = leader != ""
+			if out.LastContact == nil {
+				out.Healthy = leader != ""
+			}
 			if string(srv.ID) != leader {
 				if lc := r.LastContact(); !lc.IsZero() {
 					out.LastContact = durationpb.New(time.Since(lc))
@@ -101,4 +110,17 @@ func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1
 		return nil, toConnect(ctx, s.log, err)
 	}
 	return connect.NewResponse(&skaldv1.RemoveServerResponse{}), nil
+}
+
+func (s *cluster) Leave(ctx context.Context, _ *connect.Request[skaldv1.LeaveRequest]) (*connect.Response[skaldv1.LeaveResponse], error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if s.leave == nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this node does not run gossip membership (no --join or --bootstrap-expect)"))
+	}
+	if err := s.leave(ctx); err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.LeaveResponse{NodeId: s.b.ID()}), nil
 }

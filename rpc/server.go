@@ -41,6 +41,12 @@ type Options struct {
 	CORSOrigins []string
 	// Subscribe bounds subscriptions (heartbeat, max lag).
 	Subscribe subscribeConfig
+	// Health, when set, reports a server's health and last contact as
+	// autopilot judges it (ok false when unknown here) for Cluster.Status.
+	Health func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	// Leave, when set, makes this node leave the cluster (Cluster.Leave);
+	// the server stops after answering.
+	Leave func(ctx context.Context) error
 }
 
 // NewHandler returns the HTTP handler of the API port: the skald.v1
@@ -66,7 +72,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
 	mux.Handle(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
-	mux.Handle(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log}, handlerOpts...))
+	mux.Handle(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
 	mux.Handle(b.PeerHandler())
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName}

@@ -358,6 +358,47 @@ func TestDevCluster(t *testing.T) {
 	if out, errOut, code := runCLI(t, node(0), "read", "a-1", "-o", "json"); code != 0 || !strings.Contains(out, `"data":{"x":1}`) {
 		t.Fatalf("read on node0: %d %s %s", code, out, errOut)
 	}
+	// The leader reports every server healthy, as autopilot judges it.
+	deadline = time.Now().Add(30 * time.Second)
+	for healthy := false; !healthy; {
+		for i := 0; i < 3 && !healthy; i++ {
+			out, _, _ := runCLI(t, node(i), "cluster", "status", "-o", "json")
+			var s struct {
+				NodeID   string `json:"nodeId"`
+				LeaderID string `json:"leaderId"`
+				Servers  []struct {
+					Healthy bool `json:"healthy"`
+				} `json:"servers"`
+			}
+			if json.Unmarshal([]byte(out), &s) == nil && s.NodeID == s.LeaderID && len(s.Servers) == 3 {
+				healthy = s.Servers[0].Healthy && s.Servers[1].Healthy && s.Servers[2].Healthy
+			}
+		}
+		if !healthy && time.Now().After(deadline) {
+			t.Fatal("the leader never reported all three servers healthy")
+		}
+		if !healthy {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// node2 leaves: it is removed from Raft and stops; the others go on.
+	if out, errOut, code := runCLI(t, node(2), "leave"); code != 0 || !strings.Contains(out, "left the cluster") {
+		t.Fatalf("leave: %d %s %s", code, out, errOut)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "node2 stopped") {
+		if time.Now().After(deadline) {
+			t.Fatalf("node2 did not stop after leaving: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status, errOut, code = runCLI(t, node(0), "cluster", "status", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(status), &st) != nil || len(st.Servers) != 2 {
+		t.Fatalf("status after leave: %d %s %s", code, status, errOut)
+	}
+	if _, errOut, code := runCLI(t, node(1), "append", "a-1", "T", `{"x":2}`); code != 0 {
+		t.Fatalf("append after leave: %s", errOut)
+	}
 }
 
 func TestServerTLS(t *testing.T) {

@@ -15,7 +15,8 @@ const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> .
 
   skald cluster status
   skald cluster transfer-leadership [--to SERVER-ID]   (call the leader)
-  skald cluster remove SERVER-ID                       (call the leader)
+  skald cluster remove SERVER-ID                       (from any node)
+  skald leave                                          (the --addr node leaves the cluster and stops)
 `
 
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -87,4 +88,17 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprint(stderr, clusterUsage)
 	return &exitError{exitUsage, fmt.Errorf("cluster: unknown subcommand %q", args[0])}
+}
+
+func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE   (admin token: the node leaves the cluster and stops)", stderr)
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	resp, err := cf.clients().cluster.Leave(ctx, connect.NewRequest(&skaldv1.LeaveRequest{}))
+	if err != nil {
+		return apiError(err)
+	}
+	fmt.Fprintf(stdout, "Node %s left the cluster and is stopping.\n", resp.Msg.NodeId)
+	return nil
 }

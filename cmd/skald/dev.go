@@ -150,7 +150,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "cluster ready (%d nodes); Ctrl-C stops it\n", *nodes)
 			ready = nil
 		case i := <-exited:
-			return fmt.Errorf("node%d exited; see %s", i, filepath.Join(*dir, fmt.Sprintf("node%d.log", i)))
+			if procs[i].ProcessState.Success() {
+				fmt.Fprintf(stdout, "node%d stopped\n", i) // it left the cluster
+				continue
+			}
+			return fmt.Errorf("node%d exited with %v; see %s", i, procs[i].ProcessState, filepath.Join(*dir, fmt.Sprintf("node%d.log", i)))
 		case <-ctx.Done():
 			fmt.Fprintln(stdout, "stopping")
 			return nil

@@ -26,6 +26,7 @@ Usage:
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
+  skald leave --addr NODE       make a node leave the cluster and stop
   skald export [--category C] [--since TIME] [--gzip] > FILE
                                 export the token's namespace as NDJSON (EventoDB format)
   skald import FILE [--force]   import an export into the token's namespace
@@ -92,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
+	case "leave":
+		return runLeave(ctx, args[1:], stdout, stderr)
 	case "export":
 		return runExport(ctx, args[1:], stdout, stderr)
 	case "import":

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,7 @@ type serverFlags struct {
 	adminToken, clusterSecret, logLevel, logFormat, cors                string
 	gossipAddr, advertiseGossip, join, gossipKey                        string
 	bootstrapExpect                                                     int
-	cleanupDead                                                         bool
+	cleanupDead, leaveOnTerm                                            bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 }
@@ -60,6 +61,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.gossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes); also secures node-to-node calls")
 	fs.BoolVar(&f.cleanupDead, "cleanup-dead-servers", true, "remove failed servers from Raft while quorum stays safe")
 	fs.UintVar(&f.minQuorum, "min-quorum", 3, "never remove servers below this many voters")
+	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGTERM, leave the cluster (be removed from Raft) instead of only handing over leadership")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: turns on TLS for the API port and mutual TLS for Raft and node-to-node calls")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
@@ -178,12 +180,17 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			log.Error("close node", "err", err)
 		}
 	}()
+	var (
+		m      *membership.Membership
+		left   = make(chan struct{})
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg}
+	)
 	if f.clustered() {
 		var join []string
 		if f.join != "" {
 			join = strings.Split(f.join, ",")
 		}
-		m, err := membership.Start(n, membership.Config{
+		m, err = membership.Start(n, membership.Config{
 			GossipAddr: f.gossipAddr, AdvertiseAddr: f.advertiseGossip, Join: join, BootstrapExpect: f.bootstrapExpect,
 			Key: gossipKey, Name: f.nodeName, RaftAddr: n.RaftAddr(), APIAddr: apiAddr,
 			CleanupDeadServers: f.cleanupDead, MinQuorum: f.minQuorum, Logger: log,
@@ -192,11 +199,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		defer m.Close()
+		var once sync.Once
+		apiOpt.Health = m.ServerHealth
+		apiOpt.Leave = func(ctx context.Context) error {
+			if err := m.Leave(ctx); err != nil {
+				return err
+			}
+			once.Do(func() { close(left) })
+			return nil
+		}
 	}
 
-	var origins []string
 	if f.cors != "" {
-		origins = strings.Split(f.cors, ",")
+		apiOpt.CORSOrigins = strings.Split(f.cors, ",")
 	}
 	baseCtx, cancelStreams := context.WithCancel(context.Background())
 	defer cancelStreams()
@@ -204,7 +219,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           rpc.NewHandler(n, rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CORSOrigins: origins}),
+		Handler:           rpc.NewHandler(n, apiOpt),
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    1 << 20,
@@ -229,6 +244,15 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
+		if m != nil && f.leaveOnTerm {
+			lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := m.Leave(lctx); err != nil {
+				log.Error("leave on terminate", "err", err)
+			}
+			cancel()
+		}
+	case <-left:
+		log.Info("left the cluster: shutting down")
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
 	}

@@ -460,6 +460,86 @@ func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
+type LeaveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveRequest) Reset() {
+	*x = LeaveRequest{}
+	mi := &file_skald_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveRequest) ProtoMessage() {}
+
+func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
+func (*LeaveRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+type LeaveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveResponse) Reset() {
+	*x = LeaveResponse{}
+	mi := &file_skald_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveResponse) ProtoMessage() {}
+
+func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
+func (*LeaveResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *LeaveResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 var File_skald_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_skald_v1_cluster_proto_rawDesc = "" +
@@ -490,15 +570,19 @@ const file_skald_v1_cluster_proto_rawDesc = "" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse*O\n" +
+	"\x14RemoveServerResponse\"\x0e\n" +
+	"\fLeaveRequest\"(\n" +
+	"\rLeaveResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId*O\n" +
 	"\bSuffrage\x12\x18\n" +
 	"\x14SUFFRAGE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSUFFRAGE_VOTER\x10\x01\x12\x15\n" +
-	"\x11SUFFRAGE_NONVOTER\x10\x022\xfb\x01\n" +
+	"\x11SUFFRAGE_NONVOTER\x10\x022\xb5\x02\n" +
 	"\aCluster\x12@\n" +
 	"\x06Status\x12\x17.skald.v1.StatusRequest\x1a\x18.skald.v1.StatusResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\x12TransferLeadership\x12#.skald.v1.TransferLeadershipRequest\x1a$.skald.v1.TransferLeadershipResponse\x12M\n" +
-	"\fRemoveServer\x12\x1d.skald.v1.RemoveServerRequest\x1a\x1e.skald.v1.RemoveServerResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\fRemoveServer\x12\x1d.skald.v1.RemoveServerRequest\x1a\x1e.skald.v1.RemoveServerResponse\x128\n" +
+	"\x05Leave\x12\x16.skald.v1.LeaveRequest\x1a\x17.skald.v1.LeaveResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_cluster_proto_rawDescOnce sync.Once
@@ -513,7 +597,7 @@ func file_skald_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_skald_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_skald_v1_cluster_proto_goTypes = []any{
 	(Suffrage)(0),                      // 0: skald.v1.Suffrage
 	(*StatusRequest)(nil),              // 1: skald.v1.StatusRequest
@@ -523,23 +607,27 @@ var file_skald_v1_cluster_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 5: skald.v1.TransferLeadershipResponse
 	(*RemoveServerRequest)(nil),        // 6: skald.v1.RemoveServerRequest
 	(*RemoveServerResponse)(nil),       // 7: skald.v1.RemoveServerResponse
-	(*durationpb.Duration)(nil),        // 8: google.protobuf.Duration
+	(*LeaveRequest)(nil),               // 8: skald.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 9: skald.v1.LeaveResponse
+	(*durationpb.Duration)(nil),        // 10: google.protobuf.Duration
 }
 var file_skald_v1_cluster_proto_depIdxs = []int32{
-	0, // 0: skald.v1.Server.suffrage:type_name -> skald.v1.Suffrage
-	8, // 1: skald.v1.Server.last_contact:type_name -> google.protobuf.Duration
-	2, // 2: skald.v1.StatusResponse.servers:type_name -> skald.v1.Server
-	1, // 3: skald.v1.Cluster.Status:input_type -> skald.v1.StatusRequest
-	4, // 4: skald.v1.Cluster.TransferLeadership:input_type -> skald.v1.TransferLeadershipRequest
-	6, // 5: skald.v1.Cluster.RemoveServer:input_type -> skald.v1.RemoveServerRequest
-	3, // 6: skald.v1.Cluster.Status:output_type -> skald.v1.StatusResponse
-	5, // 7: skald.v1.Cluster.TransferLeadership:output_type -> skald.v1.TransferLeadershipResponse
-	7, // 8: skald.v1.Cluster.RemoveServer:output_type -> skald.v1.RemoveServerResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: skald.v1.Server.suffrage:type_name -> skald.v1.Suffrage
+	10, // 1: skald.v1.Server.last_contact:type_name -> google.protobuf.Duration
+	2,  // 2: skald.v1.StatusResponse.servers:type_name -> skald.v1.Server
+	1,  // 3: skald.v1.Cluster.Status:input_type -> skald.v1.StatusRequest
+	4,  // 4: skald.v1.Cluster.TransferLeadership:input_type -> skald.v1.TransferLeadershipRequest
+	6,  // 5: skald.v1.Cluster.RemoveServer:input_type -> skald.v1.RemoveServerRequest
+	8,  // 6: skald.v1.Cluster.Leave:input_type -> skald.v1.LeaveRequest
+	3,  // 7: skald.v1.Cluster.Status:output_type -> skald.v1.StatusResponse
+	5,  // 8: skald.v1.Cluster.TransferLeadership:output_type -> skald.v1.TransferLeadershipResponse
+	7,  // 9: skald.v1.Cluster.RemoveServer:output_type -> skald.v1.RemoveServerResponse
+	9,  // 10: skald.v1.Cluster.Leave:output_type -> skald.v1.LeaveResponse
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_cluster_proto_init() }
@@ -554,7 +642,7 @@ func file_skald_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_cluster_proto_rawDesc), len(file_skald_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

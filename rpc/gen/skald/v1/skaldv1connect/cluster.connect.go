@@ -40,6 +40,8 @@ const (
 	ClusterTransferLeadershipProcedure = "/skald.v1.Cluster/TransferLeadership"
 	// ClusterRemoveServerProcedure is the fully-qualified name of the Cluster's RemoveServer RPC.
 	ClusterRemoveServerProcedure = "/skald.v1.Cluster/RemoveServer"
+	// ClusterLeaveProcedure is the fully-qualified name of the Cluster's Leave RPC.
+	ClusterLeaveProcedure = "/skald.v1.Cluster/Leave"
 )
 
 // ClusterClient is a client for the skald.v1.Cluster service.
@@ -47,6 +49,10 @@ type ClusterClient interface {
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
 	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
 	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	// Leave makes the serving node leave the cluster gracefully (hand over
+	// leadership, be removed from the Raft configuration, leave gossip)
+	// and then stop. An addition to the spec's service, for scale-down.
+	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 }
 
 // NewClusterClient constructs a client for the skald.v1.Cluster service. By default, it uses the
@@ -79,6 +85,12 @@ func NewClusterClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 			connect.WithSchema(clusterMethods.ByName("RemoveServer")),
 			connect.WithClientOptions(opts...),
 		),
+		leave: connect.NewClient[v1.LeaveRequest, v1.LeaveResponse](
+			httpClient,
+			baseURL+ClusterLeaveProcedure,
+			connect.WithSchema(clusterMethods.ByName("Leave")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -87,6 +99,7 @@ type clusterClient struct {
 	status             *connect.Client[v1.StatusRequest, v1.StatusResponse]
 	transferLeadership *connect.Client[v1.TransferLeadershipRequest, v1.TransferLeadershipResponse]
 	removeServer       *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
+	leave              *connect.Client[v1.LeaveRequest, v1.LeaveResponse]
 }
 
 // Status calls skald.v1.Cluster.Status.
@@ -104,11 +117,20 @@ func (c *clusterClient) RemoveServer(ctx context.Context, req *connect.Request[v
 	return c.removeServer.CallUnary(ctx, req)
 }
 
+// Leave calls skald.v1.Cluster.Leave.
+func (c *clusterClient) Leave(ctx context.Context, req *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error) {
+	return c.leave.CallUnary(ctx, req)
+}
+
 // ClusterHandler is an implementation of the skald.v1.Cluster service.
 type ClusterHandler interface {
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
 	TransferLeadership(context.Context, *connect.Request[v1.TransferLeadershipRequest]) (*connect.Response[v1.TransferLeadershipResponse], error)
 	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	// Leave makes the serving node leave the cluster gracefully (hand over
+	// leadership, be removed from the Raft configuration, leave gossip)
+	// and then stop. An addition to the spec's service, for scale-down.
+	Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error)
 }
 
 // NewClusterHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -137,6 +159,12 @@ func NewClusterHandler(svc ClusterHandler, opts ...connect.HandlerOption) (strin
 		connect.WithSchema(clusterMethods.ByName("RemoveServer")),
 		connect.WithHandlerOptions(opts...),
 	)
+	clusterLeaveHandler := connect.NewUnaryHandler(
+		ClusterLeaveProcedure,
+		svc.Leave,
+		connect.WithSchema(clusterMethods.ByName("Leave")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.v1.Cluster/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ClusterStatusProcedure:
@@ -145,6 +173,8 @@ func NewClusterHandler(svc ClusterHandler, opts ...connect.HandlerOption) (strin
 			clusterTransferLeadershipHandler.ServeHTTP(w, r)
 		case ClusterRemoveServerProcedure:
 			clusterRemoveServerHandler.ServeHTTP(w, r)
+		case ClusterLeaveProcedure:
+			clusterLeaveHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -164,4 +194,8 @@ func (UnimplementedClusterHandler) TransferLeadership(context.Context, *connect.
 
 func (UnimplementedClusterHandler) RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Cluster.RemoveServer is not implemented"))
+}
+
+func (UnimplementedClusterHandler) Leave(context.Context, *connect.Request[v1.LeaveRequest]) (*connect.Response[v1.LeaveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Cluster.Leave is not implemented"))
 }
