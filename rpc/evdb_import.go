@@ -16,6 +16,11 @@ import (
 
 const maxImportLine = 1 << 20
 
+// maxImportChunkBytes also bounds a chunk (one Raft entry) by size: 1000
+// records of up to 1 MiB each would make an entry too large to replicate
+// comfortably.
+const maxImportChunkBytes = 4 << 20
+
 // importRecord is one NDJSON line of an export.
 type importRecord struct {
 	ID     string          `json:"id"`
@@ -104,6 +109,7 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 	var (
 		chunk []*fsmv1.ImportedMessage
 		lines []int // line number of each record of the chunk
+		size  int   // bytes of the chunk's records
 		clear = force
 	)
 	flush := func() *importError {
@@ -131,7 +137,7 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		if res.Imported > 0 {
 			event(map[string]any{"imported": imported, "gpos": res.LastGlobalPosition})
 		}
-		chunk, lines = chunk[:0], lines[:0]
+		chunk, lines, size = chunk[:0], lines[:0], 0
 		return nil
 	}
 	sc := bufio.NewScanner(r.Body)
@@ -148,8 +154,8 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			event(ierr)
 			return
 		}
-		chunk, lines = append(chunk, rec), append(lines, n)
-		if len(chunk) == fsm.MaxImportMessages {
+		chunk, lines, size = append(chunk, rec), append(lines, n), size+len(line)
+		if len(chunk) == fsm.MaxImportMessages || size >= maxImportChunkBytes {
 			if ierr := flush(); ierr != nil {
 				event(ierr)
 				return
