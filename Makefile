@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench fuzz run
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -40,3 +40,12 @@ fuzz:
 ## run: a local 3-node cluster of real processes (data in ./skald-dev); Ctrl-C stops it
 run:
 	$(GO) run ./cmd/skald dev --nodes 3
+
+## bench-cluster: start a local 3-node cluster (ports 18080..18102), run skald bench's standard set, print the table
+bench-cluster:
+	@set -e; tmp=$$(mktemp -d); $(GO) build -o $$tmp/skald ./cmd/skald; \
+	$$tmp/skald dev --nodes 3 --dir $$tmp/dev --base-port 18080 > $$tmp/dev.out 2>&1 & dev=$$!; \
+	trap 'kill -INT '$$dev'; wait '$$dev' || true; rm -rf '$$tmp EXIT; \
+	for i in $$(seq 300); do grep -q "cluster ready" $$tmp/dev.out && break; sleep 0.2; done; \
+	SKALD_TOKEN=$$(sed -n 's/^Admin token: //p' $$tmp/dev.out) $$tmp/skald bench --standard --duration $${BENCH_DURATION:-10s} \
+		--addr 127.0.0.1:18080,127.0.0.1:18090,127.0.0.1:18100

@@ -243,3 +243,35 @@ func TestSessionReadBeyondCommitted(t *testing.T) {
 	_, err = c.events.StreamVersion(ctx, req())
 	wantCode(t, "client deadline first", err, connect.CodeDeadlineExceeded)
 }
+
+// A subscriber to a quiet category in a busy namespace is not behind.
+func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
+	s := singleWith(t, Options{Subscribe: subscribeConfig{MaxLag: 50, Page: 10}})
+	c := newClients(s, protocols[1], adminToken)
+	msgs := make([]*skaldv1.NewMessage, 200)
+	for i := range msgs {
+		msgs[i] = &skaldv1.NewMessage{Type: "T", Data: []byte(`{}`)}
+	}
+	if _, err := c.events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{Stream: "busy-1", Messages: msgs})); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.events.Subscribe(ctxT(t), connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Category{Category: "quiet"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := collect(t, st); len(got) != 0 {
+		t.Fatalf("catch-up of an empty category: %d messages", len(got))
+	}
+	appendTo(t, c, "busy-1", 100) // more traffic elsewhere
+	appendTo(t, c, "quiet-1", 1)
+	for st.Receive() {
+		if m := st.Msg().GetMessage(); m != nil {
+			if m.Stream != "quiet-1" {
+				t.Fatalf("got %s", m.Stream)
+			}
+			return
+		}
+	}
+	t.Fatalf("quiet-category subscriber cut off: %v", st.Err())
+}

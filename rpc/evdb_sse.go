@@ -138,6 +138,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			}
 			sub.advance(m)
 		}
+		sub.skip()
 		if flusher != nil {
 			flusher.Flush()
 		}

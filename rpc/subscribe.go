@@ -45,6 +45,7 @@ type subscription struct {
 	next             int64  // next stream position (stream) or global position
 	member, size     int64
 	correlation      string
+	skipTo           int64 // no match below this global position (set by page)
 }
 
 func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
@@ -92,7 +93,9 @@ func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
 }
 
 // page reads the next messages after sub.next and how far the head is
-// ahead of sub.next.
+// ahead of sub.next. A category or whole-namespace page shorter than n
+// has seen every match below the view's head, so the position moves up
+// to the head: a quiet category in a busy namespace is not "behind".
 func (sub *subscription) page(v *fsm.View, n int) (msgs []fsm.Message, behind int64, err error) {
 	switch {
 	case sub.stream != "":
@@ -114,7 +117,14 @@ func (sub *subscription) page(v *fsm.View, n int) (msgs []fsm.Message, behind in
 			// category subscriber.
 			var head int64
 			head, err = v.NextGlobalPosition()
-			behind = head - sub.next
+			next := sub.next
+			if len(msgs) > 0 {
+				next = msgs[len(msgs)-1].GlobalPosition + 1
+			}
+			behind = head - next
+			if err == nil && len(msgs) < n {
+				sub.skipTo = head
+			}
 		}
 	}
 	return msgs, behind, err
@@ -126,6 +136,15 @@ func (sub *subscription) advance(m *fsm.Message) {
 	} else {
 		sub.next = m.GlobalPosition + 1
 	}
+}
+
+// skip moves a category or namespace position past the stretch the last
+// page showed holds no match.
+func (sub *subscription) skip() {
+	if sub.stream == "" && sub.skipTo > sub.next {
+		sub.next = sub.skipTo
+	}
+	sub.skipTo = 0
 }
 
 // Subscribe sends stored matches, then caught_up once, then live matches
@@ -175,6 +194,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			}
 			sub.advance(&msgs[i])
 		}
+		sub.skip()
 		if len(msgs) > 0 {
 			heartbeat.Reset(cfg.Heartbeat)
 			continue

@@ -31,6 +31,7 @@ Usage:
                                 export the token's namespace as NDJSON (EventoDB format)
   skald import FILE [--force]   import an export into the token's namespace
   skald tls init                make a CA and node certificates for trying TLS
+  skald bench [--workload W]    measure a running cluster (see skald bench --help)
   skald version                 print the version
 
 Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
@@ -93,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
 	case "leave":
 		return runLeave(ctx, args[1:], stdout, stderr)
 	case "export":
