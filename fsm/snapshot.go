@@ -218,6 +218,26 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
+// SetFloorConfiguration replaces the Raft configuration recorded with the
+// durable floor. It is for seeding a new node from a backup (the backup's
+// configuration names the old cluster's servers); never on a live store.
+func SetFloorConfiguration(fs vfs.FS, dir string, configuration []byte) error {
+	pc := &pebbleConfig{fs: fs, memTableSize: 1 << 20, log: discardLogger()}
+	db, err := pc.open(fs.PathJoin(dir, "_metadata"))
+	if err != nil {
+		return fmt.Errorf("fsm: open _metadata: %w", err)
+	}
+	floor, err := readFloor(db)
+	if err == nil {
+		floor.Configuration = configuration
+		err = writeFloor(db, floor)
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // RestoreDir seeds the empty or absent state directory dir from the
 // checkpoint set read from r, atomically: after a crash dir holds either
 // nothing or the whole set. It returns the set's position.

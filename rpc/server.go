@@ -3,9 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/cors"
 
+	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
@@ -27,6 +30,7 @@ type Backend interface {
 	members
 	LinearizableIndex(ctx context.Context) (uint64, error)
 	PeerHandler() (string, http.Handler)
+	Backup(ctx context.Context, w io.Writer, start func(size int64, meta fsm.SnapshotMeta)) (fsm.SnapshotMeta, error)
 }
 
 // Options configures the API handler.
@@ -94,6 +98,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if opts.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
 	}
+	mux.Handle("GET /admin/backup", adminOnly(auth, backupHandler(b, log)))
 	mux.Handle("/debug/pprof/", adminOnly(auth, http.HandlerFunc(pprof.Index)))
 	mux.Handle("/debug/pprof/profile", adminOnly(auth, http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/trace", adminOnly(auth, http.HandlerFunc(pprof.Trace)))
@@ -108,6 +113,27 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		ExposedHeaders: connectcors.ExposedHeaders(),
 		MaxAge:         7200,
 	}).Handler(mux)
+}
+
+// backupHandler streams a consistent checkpoint of the whole state (a tar
+// of exact Content-Length) for skald backup.
+func backupHandler(b Backend, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started := false
+		_, err := b.Backup(r.Context(), w, func(size int64, meta fsm.SnapshotMeta) {
+			started = true
+			w.Header().Set("Content-Type", "application/x-tar")
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+			w.Header().Set("Skald-Backup-Index", strconv.FormatUint(meta.Index, 10))
+			w.WriteHeader(http.StatusOK)
+		})
+		if err != nil {
+			log.Error("backup", "err", err)
+			if !started {
+				http.Error(w, "backup failed: "+err.Error(), http.StatusServiceUnavailable)
+			}
+		}
+	})
 }
 
 // adminOnly serves h only to requests with the admin token.

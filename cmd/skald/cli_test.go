@@ -437,3 +437,51 @@ func TestServerTLS(t *testing.T) {
 		t.Fatalf("plain HTTP was served on a TLS port: %s", errOut)
 	}
 }
+
+func TestBackupRestoreCLI(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	for i := 0; i < 5; i++ {
+		if _, errOut, code := runCLI(t, env, "append", "acct-1", "T", fmt.Sprintf(`{"i":%d}`, i)); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "backup.tar")
+	if out, errOut, code := runCLI(t, env, "backup", "--out", file); code != 0 || !strings.Contains(out, "Backed up") {
+		t.Fatalf("backup: %d %s %s", code, out, errOut)
+	}
+	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, "backup", "--out", file+"2"); code != exitAuth {
+		t.Fatalf("backup without the admin token: %d %s", code, errOut)
+	}
+	dir := filepath.Join(t.TempDir(), "restored")
+	raftAddr := freeAddr(t)
+	if out, errOut, code := runCLI(t, nil, "restore", "--from", file, "--data-dir", dir, "--raft-addr", raftAddr); code != 0 || !strings.Contains(out, "Restored Raft index") {
+		t.Fatalf("restore: %d %s %s", code, out, errOut)
+	}
+	q := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	q.cmd = exec.Command(binary, "server", "--data-dir", dir, "--http-addr", q.addr, "--raft-addr", raftAddr, "--log-level", "warn")
+	q.cmd.Stdout, q.cmd.Stderr = q.stdout, q.stderr
+	if err := q.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { q.done <- q.cmd.Wait() }()
+	t.Cleanup(func() { q.cmd.Process.Kill(); <-q.done })
+	renv := []string{"SKALD_ADDR=" + q.addr, "SKALD_TOKEN=" + testAdmin}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _, code := runCLI(t, renv, "read", "acct-1", "-o", "json")
+		if code == 0 {
+			if strings.Count(out, `"type":"T"`) != 5 || !strings.Contains(out, `"data":{"i":4}`) {
+				t.Fatalf("restored node holds %s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restored node does not serve: %s", q.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(q.stdout.String(), "Admin token") {
+		t.Fatal("the restored node made a new admin token; the backup's should stay")
+	}
+}

@@ -27,6 +27,9 @@ Usage:
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
   skald leave --addr NODE       make a node leave the cluster and stop
+  skald backup --out FILE       a consistent snapshot of the whole cluster state (admin token)
+  skald restore --from FILE --data-dir DIR
+                                seed a new single-node cluster from a backup
   skald export [--category C] [--since TIME] [--gzip] > FILE
                                 export the token's namespace as NDJSON (EventoDB format)
   skald import FILE [--force]   import an export into the token's namespace
@@ -96,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCluster(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return runBackup(ctx, args[1:], stdout, stderr)
+	case "restore":
+		return runRestore(ctx, args[1:], stdout, stderr)
 	case "leave":
 		return runLeave(ctx, args[1:], stdout, stderr)
 	case "export":

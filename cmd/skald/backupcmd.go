@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/skalddb/skald/node"
+)
+
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("backup", "skald backup --out FILE   (admin token; a consistent snapshot of the whole cluster state)", stderr)
+	out := fs.String("out", "", "file to write")
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *out == "" {
+		return &exitError{exitUsage, fmt.Errorf("backup: --out is required")}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.baseURL()+"/admin/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+cf.token)
+	resp, err := cf.httpClient().Do(req)
+	if err != nil {
+		return &exitError{exitUnavailable, err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		code := exitFailure
+		if resp.StatusCode == http.StatusUnauthorized {
+			code = exitAuth
+		}
+		return &exitError{code, fmt.Errorf("backup: %s: %s", resp.Status, b)}
+	}
+	f, err := os.Create(*out + ".partial")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(*out + ".partial")
+	pw := &progressWriter{w: f, total: resp.ContentLength, stderr: stderr, last: time.Now()}
+	n, err := io.Copy(pw, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = fmt.Errorf("backup: got %d of %d bytes", n, resp.ContentLength)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(*out+".partial", *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Backed up %d bytes at Raft index %s to %s.\n", n, resp.Header.Get("Skald-Backup-Index"), *out)
+	return nil
+}
+
+type progressWriter struct {
+	w      io.Writer
+	total  int64
+	n      int64
+	stderr io.Writer
+	last   time.Time
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if time.Since(p.last) > time.Second {
+		fmt.Fprintf(p.stderr, "backup: %d / %d bytes\n", p.n, p.total)
+		p.last = time.Now()
+	}
+	return n, err
+}
+
+func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, _ := newClientFlagSet("restore", "skald restore --from FILE --data-dir DIR [--raft-addr HOST:PORT]", stderr)
+	from := fs.String("from", "", "backup file (skald backup)")
+	dataDir := fs.String("data-dir", "", "new, empty data directory")
+	raftAddr := fs.String("raft-addr", "127.0.0.1:8081", "the Raft address the restored node will advertise")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *dataDir == "" {
+		return &exitError{exitUsage, fmt.Errorf("restore: --from and --data-dir are required")}
+	}
+	f, err := os.Open(*from)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	id, meta, err := node.RestoreBackup(*dataDir, *raftAddr, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Restored Raft index %s into %s as a new single-node cluster (node %s).\nStart it with: skald server --data-dir %s --raft-addr %s\n",
+		strconv.FormatUint(meta.Index, 10), *dataDir, id, *dataDir, *raftAddr)
+	return nil
+}
