@@ -182,6 +182,14 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitHostPort(m.cfg.AdvertiseAddr); err != nil {
 			return nil, fmt.Errorf("membership: gossip advertise address %q: %w", m.cfg.AdvertiseAddr, err)
 		}
+		// memberlist wants an IP; containers advertise host names.
+		if net.ParseIP(mc.AdvertiseAddr) == nil {
+			ips, err := net.LookupIP(mc.AdvertiseAddr)
+			if err != nil || len(ips) == 0 {
+				return nil, fmt.Errorf("membership: resolve gossip advertise host %q: %v", mc.AdvertiseAddr, err)
+			}
+			mc.AdvertiseAddr = ips[0].String()
+		}
 	}
 	if len(m.cfg.Key) > 0 {
 		switch len(m.cfg.Key) {

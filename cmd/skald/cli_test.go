@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -173,6 +174,8 @@ func TestCLI(t *testing.T) {
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
 		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnavailable, `^$`, `unavailable`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
+		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
+		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -483,5 +486,33 @@ func TestBackupRestoreCLI(t *testing.T) {
 	}
 	if strings.Contains(q.stdout.String(), "Admin token") {
 		t.Fatal("the restored node made a new admin token; the backup's should stay")
+	}
+}
+
+// TestDashboardMetricsExist checks that every skald_* series the Grafana
+// dashboard queries is exported by a running server.
+func TestDashboardMetricsExist(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	runCLI(t, env, "append", "a-1", "T", `{}`) // so every histogram has a sample
+	runCLI(t, env, "read", "a-1")
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	dash, err := os.ReadFile("../../deploy/grafana/skald.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`skald_[a-z_]+`).FindAllString(string(dash), -1)
+	if len(names) < 10 {
+		t.Fatalf("dashboard queries only %d series", len(names))
+	}
+	for _, n := range names {
+		if !regexp.MustCompile(`(?m)^` + n + `[{ ]`).Match(body) {
+			t.Errorf("dashboard queries %s, which /metrics does not export", n)
+		}
 	}
 }

@@ -35,6 +35,7 @@ Usage:
   skald import FILE [--force]   import an export into the token's namespace
   skald tls init                make a CA and node certificates for trying TLS
   skald bench [--workload W]    measure a running cluster (see skald bench --help)
+  skald probe URL               exit 0 when GET URL answers 200 (container health checks)
   skald version                 print the version
 
 Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCluster(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "backup":
 		return runBackup(ctx, args[1:], stdout, stderr)
 	case "restore":
