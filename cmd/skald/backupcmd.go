@@ -6,20 +6,26 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node"
 )
 
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("backup", "skald backup --out FILE   (admin token; a consistent snapshot of the whole cluster state)", stderr)
+	fs, cf := newClientFlagSet("backup", "skald backup --out FILE [--data-dir DIR]   (admin token; a consistent snapshot of the whole cluster state)", stderr)
 	out := fs.String("out", "", "file to write")
+	dataDir := fs.String("data-dir", "", "back up a stopped node's data directory instead of calling a running node")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *out == "" {
 		return &exitError{exitUsage, fmt.Errorf("backup: --out is required")}
+	}
+	if *dataDir != "" {
+		return offlineBackup(*dataDir, *out, stdout)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.baseURL()+"/admin/backup", nil)
 	if err != nil {
@@ -105,5 +111,37 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "Restored Raft index %s into %s as a new single-node cluster (node %s).\nStart it with: skald server --data-dir %s --raft-addr %s\n",
 		strconv.FormatUint(meta.Index, 10), *dataDir, id, *dataDir, *raftAddr)
+	return nil
+}
+
+// offlineBackup checkpoints a stopped node's state machine directly: what
+// it had applied when it stopped (for recovering from a lost quorum).
+func offlineBackup(dataDir, out string, stdout io.Writer) error {
+	store, err := fsm.Open(fsm.Options{Dir: filepath.Join(dataDir, "fsm")})
+	if err != nil {
+		return fmt.Errorf("backup: open %s (is the node stopped?): %w", dataDir, err)
+	}
+	defer store.Close()
+	set, err := store.Checkpoint(filepath.Join(dataDir, "raft", fmt.Sprintf("offline-backup-%d", time.Now().UnixNano())))
+	if err != nil {
+		return err
+	}
+	defer set.Remove()
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := set.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Backed up %d bytes at Raft index %d from %s to %s.\n", set.Size, set.Meta.Index, dataDir, out)
 	return nil
 }

@@ -53,11 +53,12 @@ func freeAddr(t *testing.T) string {
 }
 
 type serverProc struct {
-	cmd    *exec.Cmd
-	addr   string
-	stdout *syncBuffer
-	stderr *syncBuffer
-	done   chan error
+	cmd     *exec.Cmd
+	addr    string
+	dataDir string
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	done    chan error
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes to it.
@@ -85,7 +86,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	p := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &serverProc{addr: freeAddr(t), dataDir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	args := append([]string{"server", "--data-dir", dataDir, "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn"}, extra...)
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
@@ -486,6 +487,19 @@ func TestBackupRestoreCLI(t *testing.T) {
 	}
 	if strings.Contains(q.stdout.String(), "Admin token") {
 		t.Fatal("the restored node made a new admin token; the backup's should stay")
+	}
+	// Offline: back up the stopped original's data directory.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-p.done; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	p.done <- nil
+	offline := filepath.Join(t.TempDir(), "offline.tar")
+	if out, errOut, code := runCLI(t, nil, "backup", "--data-dir", p.dataDir, "--out", offline); code != 0 || !strings.Contains(out, "Backed up") {
+		t.Fatalf("offline backup: %d %s %s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, nil, "restore", "--from", offline, "--data-dir", filepath.Join(t.TempDir(), "r2"), "--raft-addr", freeAddr(t)); code != 0 {
+		t.Fatalf("restore of the offline backup: %d %s %s", code, out, errOut)
 	}
 }
 
