@@ -302,20 +302,21 @@ func (m *Membership) joinLoop(ctx context.Context) {
 }
 
 // Leave leaves the cluster gracefully: a leader first hands leadership
-// away, then the node has the leader remove it from the Raft configuration
-// (returning once that is committed) and announces its departure by
-// gossip.
+// away; the node then announces its departure by gossip (so the leader,
+// which adds only live members, does not add it back) and has the leader
+// remove it from the Raft configuration, returning once that is
+// committed.
 func (m *Membership) Leave(ctx context.Context) error {
 	if m.node.Raft().State() == raft.Leader {
 		if err := m.node.TransferLeadership(ctx, ""); err != nil {
 			m.log.Warn("leave: leadership transfer", "err", err)
 		}
 	}
-	if err := m.node.RemoveServer(ctx, m.node.ID()); err != nil {
-		return fmt.Errorf("membership: leave: remove from the Raft configuration: %w", err)
-	}
 	if err := m.ml.Leave(5 * time.Second); err != nil {
 		return fmt.Errorf("membership: leave gossip: %w", err)
+	}
+	if err := m.node.RemoveServer(ctx, m.node.ID()); err != nil {
+		return fmt.Errorf("membership: leave: remove from the Raft configuration: %w", err)
 	}
 	m.log.Info("left the cluster")
 	return nil

@@ -396,9 +396,17 @@ func TestDevCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	status, errOut, code = runCLI(t, node(0), "cluster", "status", "-o", "json")
-	if code != 0 || json.Unmarshal([]byte(status), &st) != nil || len(st.Servers) != 2 {
-		t.Fatalf("status after leave: %d %s %s", code, status, errOut)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		status, errOut, code = runCLI(t, node(0), "cluster", "status", "-o", "json")
+		st.Servers = nil
+		if code == 0 && json.Unmarshal([]byte(status), &st) == nil && len(st.Servers) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after leave: %d %s %s", code, status, errOut)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if _, errOut, code := runCLI(t, node(1), "append", "a-1", "T", `{"x":2}`); code != 0 {
 		t.Fatalf("append after leave: %s", errOut)
