@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,32 +61,45 @@ type mnode struct {
 	mod    func(*Config)
 }
 
+// start opens the node on fresh ports (retrying when another test binary
+// took a port between picking and binding it) and starts membership.
 func (mn *mnode) start(expect int, join []string) {
 	t := mn.t
 	t.Helper()
-	api := freeAddr(t)
-	mn.gossip = freeAddr(t)
-	n, err := node.Open(node.Config{DataDir: mn.dir, RaftAddr: freeAddr(t), APIAddr: api, ClusterSecret: "membership-test",
-		Timing: node.FastTiming, LeaderWait: 10 * time.Second})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", api)
-	if err != nil {
-		t.Fatal(err)
+	api := ln.Addr().String()
+	var n *node.Node
+	for attempt := 0; ; attempt++ {
+		n, err = node.Open(node.Config{DataDir: mn.dir, RaftAddr: freeAddr(t), APIAddr: api, ClusterSecret: "membership-test",
+			Timing: node.FastTiming, LeaderWait: 10 * time.Second})
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt > 20 {
+			t.Fatal(err)
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle(n.PeerHandler())
 	mn.srv = &http.Server{Handler: mux}
 	go mn.srv.Serve(ln)
-	cfg := Config{GossipAddr: mn.gossip, Join: join, BootstrapExpect: expect, Key: testKey, RaftAddr: n.RaftAddr(), APIAddr: api,
-		Local: true, CleanupDeadServers: true, MinQuorum: 3, Logger: testLogger(mn.t)}
-	if mn.mod != nil {
-		mn.mod(&cfg)
-	}
-	m, err := Start(n, cfg)
-	if err != nil {
-		t.Fatal(err)
+	var m *Membership
+	for attempt := 0; ; attempt++ {
+		mn.gossip = freeAddr(t)
+		cfg := Config{GossipAddr: mn.gossip, Join: join, BootstrapExpect: expect, Key: testKey, RaftAddr: n.RaftAddr(), APIAddr: api,
+			Local: true, CleanupDeadServers: true, MinQuorum: 3, Logger: testLogger(mn.t)}
+		if mn.mod != nil {
+			mn.mod(&cfg)
+		}
+		if m, err = Start(n, cfg); err == nil {
+			break
+		}
+		if attempt > 20 {
+			t.Fatal(err)
+		}
 	}
 	mn.n, mn.m = n, m
 }

@@ -54,15 +54,21 @@ func TestBackupRestore(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	dir := t.TempDir()
-	raftAddr := freePort(t)
-	id, rmeta, err := RestoreBackup(dir, raftAddr, &buf)
-	if err != nil || rmeta.Index != meta.Index {
-		t.Fatalf("restore: %v (index %d, backup %d)", err, rmeta.Index, meta.Index)
-	}
-	n, err := Open(Config{DataDir: dir, RaftAddr: raftAddr, APIAddr: freePort(t), Timing: FastTiming, LeaderWait: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	var (
+		n  *Node
+		id string
+	)
+	for attempt := 0; n == nil; attempt++ { // retry if another test took the port
+		dir, raftAddr := t.TempDir(), freePort(t)
+		var rmeta fsm.SnapshotMeta
+		id, rmeta, err = RestoreBackup(dir, raftAddr, bytes.NewReader(buf.Bytes()))
+		if err != nil || rmeta.Index != meta.Index {
+			t.Fatalf("restore: %v (index %d, backup %d)", err, rmeta.Index, meta.Index)
+		}
+		n, err = Open(Config{DataDir: dir, RaftAddr: raftAddr, APIAddr: "127.0.0.1:1", Timing: FastTiming, LeaderWait: 10 * time.Second})
+		if err != nil && attempt > 10 {
+			t.Fatal(err)
+		}
 	}
 	defer n.Close()
 	if n.ID() != id {

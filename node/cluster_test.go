@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,8 +95,17 @@ func (p *proxy) serve() {
 	}
 }
 
+func (p *proxy) setTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 func (p *proxy) pipe(c net.Conn) {
-	u, err := net.DialTimeout("tcp", p.target, time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	u, err := net.DialTimeout("tcp", target, time.Second)
 	if err != nil {
 		p.drop(c)
 		return
@@ -175,17 +185,47 @@ func (tn *tnode) config(bootstrap bool) Config {
 	return cfg
 }
 
+// start opens the node and serves its API. On a first start (no data
+// yet) a port another process took since freePort picked it is replaced
+// by a fresh one: test binaries run in parallel and share the ports.
 func (tn *tnode) start(bootstrap bool) {
 	tn.t.Helper()
-	n, err := Open(tn.config(bootstrap))
-	if err != nil {
+	first := tn.Node == nil && tn.srv == nil
+	var ln net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if ln, err = net.Listen("tcp", tn.apiAddr); err == nil {
+			break
+		}
+		if first && attempt < 20 {
+			tn.apiAddr = freePort(tn.t)
+			continue
+		}
+		if attempt < 50 { // a restart reuses its port: wait for it
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		tn.t.Fatalf("listen api: %v", err)
+	}
+	var n *Node
+	for attempt := 0; ; attempt++ {
+		var err error
+		if n, err = Open(tn.config(bootstrap)); err == nil {
+			break
+		}
+		if strings.Contains(err.Error(), "address already in use") && attempt < 20 {
+			if first {
+				tn.raftAddr = freePort(tn.t)
+				tn.proxy.setTarget(tn.raftAddr)
+			} else {
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		ln.Close()
 		tn.t.Fatalf("open node: %v", err)
 	}
 	tn.Node = n
-	ln, err := net.Listen("tcp", tn.apiAddr)
-	if err != nil {
-		tn.t.Fatalf("listen api: %v", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle(n.PeerHandler())
 	tn.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -201,7 +241,9 @@ func (tn *tnode) stop(graceful bool) {
 	if tn.Node == nil {
 		return
 	}
-	tn.srv.Close()
+	if tn.srv != nil {
+		tn.srv.Close()
+	}
 	if err := tn.Node.shutdown(graceful); err != nil {
 		tn.t.Logf("stop node: %v", err)
 	}

@@ -79,39 +79,71 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// launch starts `skald server` with the arguments args builds for a fresh
+// HTTP and Raft address and waits until ready holds. A process that dies
+// because another test took one of its ports in between is started again
+// on new ports (test binaries run in parallel and share the ports).
+func launch(t *testing.T, dataDir string, args func(httpAddr, raftAddr string) []string, ready func(*serverProc) bool) *serverProc {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		p := &serverProc{addr: freeAddr(t), dataDir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+		p.cmd = exec.Command(binary, append([]string{"server", "--data-dir", dataDir}, args(p.addr, freeAddr(t))...)...)
+		p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.done <- p.cmd.Wait() }()
+		if waitReady(t, p, ready, attempt < 10) {
+			t.Cleanup(func() {
+				p.cmd.Process.Kill()
+				<-p.done
+			})
+			return p
+		}
+	}
+}
+
+// waitReady waits until ready(p) holds; it returns false (retry) when the
+// process died of a port clash and retrying is allowed.
+func waitReady(t *testing.T, p *serverProc, ready func(*serverProc) bool, mayRetry bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ready(p) {
+		select {
+		case err := <-p.done:
+			if mayRetry && strings.Contains(p.stderr.String(), "address already in use") {
+				return false
+			}
+			t.Fatalf("server exited (%v): %s", err, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.cmd.Process.Kill()
+			t.Fatalf("server not ready: %s", p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
 // startServer runs `skald server` with a fresh data directory (or dataDir)
-// and waits until it is ready and the admin namespace exists.
+// and waits until it is ready (and, with extra flags, until the admin
+// token works).
 func startServer(t *testing.T, dataDir string, extra ...string) *serverProc {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	p := &serverProc{addr: freeAddr(t), dataDir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	args := append([]string{"server", "--data-dir", dataDir, "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn"}, extra...)
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	return launch(t, dataDir, func(httpAddr, raftAddr string) []string {
+		return append([]string{"--http-addr", httpAddr, "--raft-addr", raftAddr, "--log-level", "warn"}, extra...)
+	}, func(p *serverProc) bool {
 		resp, err := http.Get("http://" + p.addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 && (len(extra) == 0 || p.admin(t)) {
-				return p
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready: %s", p.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200 && (len(extra) == 0 || p.admin(t))
+	})
 }
 
 // admin reports whether the admin token works yet.
@@ -418,26 +450,16 @@ func TestServerTLS(t *testing.T) {
 	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
 		t.Fatalf("tls init: %s", errOut)
 	}
-	p := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(binary, "server", "--data-dir", t.TempDir(), "--http-addr", p.addr, "--raft-addr", freeAddr(t), "--log-level", "warn",
-		"--admin-token", testAdmin, "--tls-cert", filepath.Join(dir, "node0.pem"), "--tls-key", filepath.Join(dir, "node0-key.pem"), "--tls-ca", filepath.Join(dir, "ca.pem"))
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
-	env := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA=" + filepath.Join(dir, "ca.pem")}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, _, code := runCLI(t, env, "append", "a-1", "T", `{"x":1}`); code == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no TLS server: %s", p.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ca := filepath.Join(dir, "ca.pem")
+	var env []string
+	p := launch(t, t.TempDir(), func(httpAddr, raftAddr string) []string {
+		return []string{"--http-addr", httpAddr, "--raft-addr", raftAddr, "--log-level", "warn", "--admin-token", testAdmin,
+			"--tls-cert", filepath.Join(dir, "node0.pem"), "--tls-key", filepath.Join(dir, "node0-key.pem"), "--tls-ca", ca}
+	}, func(p *serverProc) bool {
+		env = []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA=" + ca}
+		_, _, code := runCLI(t, env, "append", "a-1", "T", `{"x":1}`)
+		return code == 0
+	})
 	if out, errOut, code := runCLI(t, env, "read", "a-1", "-o", "json"); code != 0 || !strings.Contains(out, `"data":{"x":1}`) {
 		t.Fatalf("read over TLS: %d %s %s", code, out, errOut)
 	}
@@ -465,33 +487,36 @@ func TestBackupRestoreCLI(t *testing.T) {
 	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, "backup", "--out", file+"2"); code != exitAuth {
 		t.Fatalf("backup without the admin token: %d %s", code, errOut)
 	}
-	dir := filepath.Join(t.TempDir(), "restored")
-	raftAddr := freeAddr(t)
-	if out, errOut, code := runCLI(t, nil, "restore", "--from", file, "--data-dir", dir, "--raft-addr", raftAddr); code != 0 || !strings.Contains(out, "Restored Raft index") {
-		t.Fatalf("restore: %d %s %s", code, out, errOut)
-	}
-	q := &serverProc{addr: freeAddr(t), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	q.cmd = exec.Command(binary, "server", "--data-dir", dir, "--http-addr", q.addr, "--raft-addr", raftAddr, "--log-level", "warn")
-	q.cmd.Stdout, q.cmd.Stderr = q.stdout, q.stderr
-	if err := q.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { q.done <- q.cmd.Wait() }()
-	t.Cleanup(func() { q.cmd.Process.Kill(); <-q.done })
-	renv := []string{"SKALD_ADDR=" + q.addr, "SKALD_TOKEN=" + testAdmin}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, _, code := runCLI(t, renv, "read", "acct-1", "-o", "json")
-		if code == 0 {
+	// The restored node's Raft address is baked into the restore: restore
+	// again on new ports if another test took them.
+	var q *serverProc
+	for attempt := 0; q == nil; attempt++ {
+		dir := filepath.Join(t.TempDir(), "restored")
+		raftAddr := freeAddr(t)
+		if out, errOut, code := runCLI(t, nil, "restore", "--from", file, "--data-dir", dir, "--raft-addr", raftAddr); code != 0 || !strings.Contains(out, "Restored Raft index") {
+			t.Fatalf("restore: %d %s %s", code, out, errOut)
+		}
+		p := &serverProc{addr: freeAddr(t), dataDir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+		p.cmd = exec.Command(binary, "server", "--data-dir", dir, "--http-addr", p.addr, "--raft-addr", raftAddr, "--log-level", "warn")
+		p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.done <- p.cmd.Wait() }()
+		ok := waitReady(t, p, func(q *serverProc) bool {
+			out, _, code := runCLI(t, []string{"SKALD_ADDR=" + q.addr, "SKALD_TOKEN=" + testAdmin}, "read", "acct-1", "-o", "json")
+			if code != 0 {
+				return false
+			}
 			if strings.Count(out, `"type":"T"`) != 5 || !strings.Contains(out, `"data":{"i":4}`) {
 				t.Fatalf("restored node holds %s", out)
 			}
-			break
+			return true
+		}, attempt < 10)
+		if ok {
+			q = p
+			t.Cleanup(func() { p.cmd.Process.Kill(); <-p.done })
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restored node does not serve: %s", q.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if strings.Contains(q.stdout.String(), "Admin token") {
 		t.Fatal("the restored node made a new admin token; the backup's should stay")
