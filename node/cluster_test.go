@@ -275,12 +275,19 @@ func newCluster(t testing.TB, size int, mod func(*Config)) *cluster {
 	waitFor(t, waitTimeout, "the bootstrap node to lead", c.nodes[0].IsLeader)
 	for _, tn := range c.nodes[1:] {
 		tn.start(false)
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		err := c.nodes[0].AddVoter(ctx, tn.ID(), tn.proxy.addr())
-		cancel()
-		if err != nil {
-			t.Fatalf("add voter: %v", err)
-		}
+		// Whoever leads adds it: under load a young leader can step down
+		// while the cluster forms.
+		waitFor(t, waitTimeout, "adding a voter", func() bool {
+			for _, l := range c.nodes {
+				if l.Node != nil && l.IsLeader() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := l.AddVoter(ctx, tn.ID(), tn.proxy.addr())
+					cancel()
+					return err == nil
+				}
+			}
+			return false
+		})
 	}
 	c.waitConverged()
 	return c

@@ -103,11 +103,11 @@ var ProductionTiming = Timing{
 }
 
 // FastTiming suits in-process test clusters on loopback, with room for the
-// race detector on 2 cores.
+// race detector on 2 cores shared with other test binaries.
 var FastTiming = Timing{
-	HeartbeatTimeout:   150 * time.Millisecond,
-	ElectionTimeout:    150 * time.Millisecond,
-	LeaderLeaseTimeout: 100 * time.Millisecond,
+	HeartbeatTimeout:   300 * time.Millisecond,
+	ElectionTimeout:    300 * time.Millisecond,
+	LeaderLeaseTimeout: 250 * time.Millisecond,
 	CommitTimeout:      5 * time.Millisecond,
 }
 

@@ -98,19 +98,37 @@ func singleWith(t testing.TB, opts Options) *server {
 // followerOfThree starts a 3-node cluster and returns a follower.
 func followerOfThree(t testing.TB) *server {
 	servers := []*server{startServer(t, true), startServer(t, false), startServer(t, false)}
-	l := servers[0]
-	waitFor(t, "leadership", l.n.IsLeader)
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
+	waitFor(t, "leadership", servers[0].n.IsLeader)
+	leader := func() *server {
+		for _, s := range servers {
+			if s.n.IsLeader() {
+				return s
+			}
+		}
+		return nil
+	}
 	for _, s := range servers[1:] {
-		if err := l.n.AddVoter(ctx, s.n.ID(), s.n.RaftAddr()); err != nil {
-			t.Fatal(err)
+		// Whoever leads adds it: under load a young leader can step down.
+		waitFor(t, "adding a voter", func() bool {
+			l := leader()
+			if l == nil {
+				return false
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return l.n.AddVoter(ctx, s.n.ID(), s.n.RaftAddr()) == nil
+		})
+	}
+	var l *server
+	waitFor(t, "a leader", func() bool { l = leader(); return l != nil })
+	createAdmin(t, l.n)
+	for _, f := range servers {
+		if f != l {
+			waitFor(t, "the follower to know the leader", func() bool { id, _ := f.n.Leader(); return id == l.n.ID() })
+			return f
 		}
 	}
-	createAdmin(t, l.n)
-	f := servers[2]
-	waitFor(t, "the follower to know the leader", func() bool { id, _ := f.n.Leader(); return id == l.n.ID() })
-	return f
+	return nil
 }
 
 // protocol is one way of calling the API.
