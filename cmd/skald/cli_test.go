@@ -373,27 +373,51 @@ func TestDevCluster(t *testing.T) {
 	node := func(i int) []string {
 		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
 	}
-	status, errOut, code := runCLI(t, node(1), "cluster", "status", "-o", "json")
+	// eventually retries a check until it holds (formation may still be
+	// settling: an election, the admin namespace, API addresses).
+	eventually := func(what string, check func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ok, detail := check()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %s", what, detail)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	var st struct {
 		LeaderID string `json:"leaderId"`
 		Servers  []struct {
 			Suffrage string `json:"suffrage"`
 		} `json:"servers"`
 	}
-	if code != 0 || json.Unmarshal([]byte(status), &st) != nil || st.LeaderID == "" || len(st.Servers) != 3 {
-		t.Fatalf("cluster status: %d %s %s", code, status, errOut)
-	}
-	for _, s := range st.Servers {
-		if s.Suffrage != "SUFFRAGE_VOTER" {
-			t.Fatalf("not all voters: %s", status)
+	var status, errOut string
+	var code int
+	eventually("a leader and three voters", func() (bool, string) {
+		status, errOut, code = runCLI(t, node(1), "cluster", "status", "-o", "json")
+		st.Servers = nil
+		if code != 0 || json.Unmarshal([]byte(status), &st) != nil || st.LeaderID == "" || len(st.Servers) != 3 {
+			return false, status + errOut
 		}
-	}
-	if _, errOut, code := runCLI(t, node(2), "append", "a-1", "T", `{"x":1}`); code != 0 {
-		t.Fatalf("append on node2: %s", errOut)
-	}
-	if out, errOut, code := runCLI(t, node(0), "read", "a-1", "-o", "json"); code != 0 || !strings.Contains(out, `"data":{"x":1}`) {
-		t.Fatalf("read on node0: %d %s %s", code, out, errOut)
-	}
+		for _, s := range st.Servers {
+			if s.Suffrage != "SUFFRAGE_VOTER" {
+				return false, status
+			}
+		}
+		return true, ""
+	})
+	eventually("append on node2", func() (bool, string) {
+		_, errOut, code := runCLI(t, node(2), "append", "a-1", "T", `{"x":1}`, "--id", "0192f0c4-0000-7000-8000-0000000000aa")
+		return code == 0 || strings.Contains(errOut, "aborted"), errOut
+	})
+	eventually("read on node0", func() (bool, string) {
+		out, errOut, code := runCLI(t, node(0), "read", "a-1", "-o", "json")
+		return code == 0 && strings.Contains(out, `"data":{"x":1}`), out + errOut
+	})
 	// The leader reports every server healthy, as autopilot judges it.
 	deadline = time.Now().Add(30 * time.Second)
 	for healthy := false; !healthy; {
