@@ -65,19 +65,32 @@ func (a authenticator) check(ctx context.Context, token string) (caller, error) 
 	if err != nil {
 		return caller{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("malformed token: %w", err))
 	}
+	c, ok, err := lookupToken(ctx, a.b, name, token)
+	if err != nil {
+		return caller{}, toConnect(ctx, a.log, err)
+	}
+	if !ok {
+		return caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown namespace or wrong token"))
+	}
+	return c, nil
+}
+
+// lookupToken finds the caller of a well-formed token of namespace name.
+// ok is false for an unknown namespace or a wrong secret; err reports a
+// failed catch-up with the leader.
+func lookupToken(ctx context.Context, b tokenChecker, name, token string) (c caller, ok bool, err error) {
 	hash := TokenHash(token)
 	for attempt := 0; attempt < 2; attempt++ {
-		info, ok := a.b.Store().Namespace(name)
-		if ok && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
-			return caller{namespace: name, admin: name == AdminNamespace}, nil
+		if info, found := b.Store().Namespace(name); found && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
+			return caller{namespace: name, admin: name == AdminNamespace}, true, nil
 		}
 		if attempt == 0 {
-			if _, err := a.b.LinearizableIndex(ctx); err != nil {
-				return caller{}, toConnect(ctx, a.log, err)
+			if _, err := b.LinearizableIndex(ctx); err != nil {
+				return caller{}, false, err
 			}
 		}
 	}
-	return caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown namespace or wrong token"))
+	return caller{}, false, nil
 }
 
 func (a authenticator) authenticate(ctx context.Context, h http.Header) (context.Context, error) {

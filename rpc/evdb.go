@@ -3,7 +3,6 @@ package rpc
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,16 +104,12 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 	if err != nil {
 		return caller{}, &evError{status: http.StatusUnauthorized, code: "AUTH_INVALID_TOKEN", message: "malformed token", details: map[string]any{"error": err.Error()}}
 	}
-	hash := TokenHash(token)
-	for attempt := 0; attempt < 2; attempt++ {
-		if info, ok := e.b.Store().Namespace(name); ok && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
-			return caller{namespace: name, admin: name == AdminNamespace}, nil
-		}
-		if attempt == 0 {
-			if _, err := e.b.LinearizableIndex(ctx); err != nil {
-				return caller{}, e.backendError(ctx, err)
-			}
-		}
+	c, ok, err := lookupToken(ctx, e.b, name, token)
+	if err != nil {
+		return caller{}, e.backendError(ctx, err)
+	}
+	if ok {
+		return c, nil
 	}
 	return caller{}, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "unknown namespace or wrong token", details: map[string]any{"namespace": name}}
 }
