@@ -80,6 +80,10 @@ type Config struct {
 	// Registerer receives the node's metrics. Default: none registered.
 	Registerer prometheus.Registerer
 
+	// Mutant names a deliberate bug to switch on (mutant.go); only
+	// binaries built with -tags mutants accept one. Empty: none.
+	Mutant string
+
 	// beforeApply, when set (tests only), runs before every state machine
 	// batch: a test stalls the state machine with it.
 	beforeApply func()
@@ -118,6 +122,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.APIAddr == "" {
 		return out, errors.New("node: Config.APIAddr is required")
+	}
+	if err := checkMutant(out.Mutant); err != nil {
+		return out, err
 	}
 	if out.RaftAddr == "" {
 		out.RaftAddr = "127.0.0.1:8081"

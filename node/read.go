@@ -60,9 +60,15 @@ func (n *Node) ReadBarrier(ctx context.Context, opts ReadOptions) error {
 	defer func() { n.m.readWait.Observe(time.Since(start).Seconds()) }()
 	switch opts.Consistency {
 	case Linearizable:
+		if n.mutant(MutantStaleLinearizable) {
+			return nil
+		}
 		_, err := n.LinearizableIndex(ctx)
 		return err
 	case Session:
+		if n.mutant(MutantRYWNoWait) {
+			return nil
+		}
 		ctx, cancel := n.readContext(ctx)
 		defer cancel()
 		if err := n.waitApplied(ctx, opts.MinIndex); err != nil {

@@ -37,6 +37,9 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			if addr, ok := n.store.NodeAddr(lid); ok {
 				start := time.Now()
 				res, err := n.peers.apply(ctx, addr, cmd)
+				if n.mutant(MutantForwardRetry) && errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
+					err = errNotSent
+				}
 				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
 					n.m.forwardLatency.Observe(time.Since(start).Seconds())
 					return res, err
@@ -62,6 +65,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
+	if n.mutant(MutantCASOutsideFSM) {
+		if err := n.casOutsideFSM(cmd); err != nil {
+			return nil, err
+		}
+	}
 	stamp(cmd, time.Now())
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
@@ -71,6 +79,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	done := n.inflight.add(start)
 	defer done()
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if n.mutant(MutantAckBeforeCommit) {
+		if res, ok := n.ackBeforeCommit(cmd); ok {
+			return res, nil
+		}
+	}
 	if err = waitFuture(ctx, f); ctx.Err() != nil && err == ctx.Err() {
 		// The entry may still commit.
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)

@@ -65,3 +65,9 @@ func invalidField(field, format string, args ...any) *connect.Error {
 	}
 	return e
 }
+
+// ConnectError is the error the API returns for err from the node or the
+// state machine: what clients (the chaos harness among them) classify.
+func ConnectError(err error) error {
+	return toConnect(context.Background(), slog.New(slog.DiscardHandler), err)
+}

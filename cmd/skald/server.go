@@ -36,6 +36,8 @@ type serverFlags struct {
 	cleanupDead, leaveOnTerm                                            bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
+	snapshotThreshold, trailingLogs                                     uint64
+	mutant                                                              string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -64,6 +66,11 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.BoolVar(&f.leaveOnTerm, "leave-on-terminate", false, "on SIGTERM, leave the cluster (be removed from Raft) instead of only handing over leadership")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate: turns on TLS for the API port and mutual TLS for Raft and node-to-node calls")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 16384, "log entries between Raft snapshots (each syncs Pebble and lets the log be truncated)")
+	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 65536, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot transfer")
+	if node.MutantsBuilt {
+		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
+	}
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
@@ -171,6 +178,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	n, err := node.Open(node.Config{
 		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
+		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant,
 	})
 	if err != nil {
 		return err

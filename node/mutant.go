@@ -1,0 +1,100 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Mutants are deliberate bugs the chaos harness (jepsen/) must catch. They
+// exist only in binaries built with -tags mutants: elsewhere MutantsBuilt
+// is false, every n.mutant(...) check is constant false, and Config.Mutant
+// is refused by Open.
+const (
+	// MutantCASOutsideFSM checks an append's expected version on the
+	// leader before proposing, not at apply: two concurrent appends with
+	// the same expected version both succeed.
+	MutantCASOutsideFSM = "cas-outside-fsm"
+	// MutantAckBeforeCommit answers a write once it is handed to Raft,
+	// with positions guessed from the current state, before it commits.
+	MutantAckBeforeCommit = "ack-before-commit"
+	// MutantStaleLinearizable serves linearizable client reads from
+	// whatever this node has applied, without asking or verifying the
+	// leader.
+	MutantStaleLinearizable = "stale-linearizable"
+	// MutantRYWNoWait serves session reads without waiting for min_index.
+	MutantRYWNoWait = "ryw-no-wait"
+	// MutantForwardRetry retries a forwarded write whose outcome is
+	// unknown, which can apply it twice.
+	MutantForwardRetry = "forward-retry"
+)
+
+// Mutants lists every mutant name.
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry}
+
+func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
+
+func checkMutant(name string) error {
+	if name == "" {
+		return nil
+	}
+	if !MutantsBuilt {
+		return fmt.Errorf("node: mutant %q: this binary was built without -tags mutants", name)
+	}
+	for _, m := range Mutants {
+		if m == name {
+			return nil
+		}
+	}
+	return fmt.Errorf("node: unknown mutant %q (known: %v)", name, Mutants)
+}
+
+// casOutsideFSM is MutantCASOutsideFSM: it checks the expected version
+// against this node's state and strips it from the command.
+func (n *Node) casOutsideFSM(cmd *fsmv1.Command) error {
+	a := cmd.GetAppend()
+	if a == nil || a.ExpectedVersion == nil {
+		return nil
+	}
+	v, err := n.store.View(a.Namespace)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	cur, err := v.StreamVersion(a.Stream)
+	if err != nil {
+		return err
+	}
+	if cur != *a.ExpectedVersion {
+		return &fsm.VersionConflictError{Stream: a.Stream, Expected: *a.ExpectedVersion, Actual: cur}
+	}
+	a.ExpectedVersion = nil
+	return nil
+}
+
+// ackBeforeCommit is MutantAckBeforeCommit: the result an append would
+// have if nothing else were in flight, reported before it commits.
+func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (any, bool) {
+	a := cmd.GetAppend()
+	if a == nil {
+		return nil, false
+	}
+	v, err := n.store.View(a.Namespace)
+	if err != nil {
+		return nil, false
+	}
+	defer v.Close()
+	cur, err1 := v.StreamVersion(a.Stream)
+	gp, err2 := v.NextGlobalPosition()
+	if err1 != nil || err2 != nil {
+		return nil, false
+	}
+	k := int64(len(a.Messages))
+	return &fsm.AppendResult{
+		Namespace: a.Namespace, Stream: a.Stream,
+		FirstPosition: cur + 1, LastPosition: cur + k,
+		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
+		Index: n.raft.LastIndex(),
+	}, true
+}
