@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -49,3 +49,11 @@ bench-cluster:
 	for i in $$(seq 300); do grep -q "cluster ready" $$tmp/dev.out && break; sleep 0.2; done; \
 	SKALD_TOKEN=$$(sed -n 's/^Admin token: //p' $$tmp/dev.out) $$tmp/skald bench --standard --duration $${BENCH_DURATION:-10s} \
 		--addr 127.0.0.1:18080,127.0.0.1:18090,127.0.0.1:18100
+
+## jepsen-ci: the chaos smoke run and the mutants CI runs (JEPSEN=1; ~3 min; partitions need root)
+jepsen-ci:
+	JEPSEN=1 $(GO) test -count=1 -timeout 20m -run 'TestSmoke|TestMutants' ./jepsen
+
+## jepsen: the long chaos campaign: 10 runs x 5 min, 5 nodes, every fault (JEPSEN_ARGS adds flags)
+jepsen:
+	$(GO) run ./jepsen -workload mixed -nemesis all -nodes 5 -time 5m -count 10 $(JEPSEN_ARGS)

@@ -1,0 +1,212 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/skalddb/skald/jepsen/internal/history"
+)
+
+// hist builds hand-written histories: each call adds an invocation at
+// call and a completion at ret.
+type hist struct{ ops []history.Op }
+
+func (h *hist) op(proc int, f string, call, ret int64, t history.Type, v history.Value, r *history.Result) {
+	h.ops = append(h.ops, history.Op{Index: len(h.ops), Time: call, Process: proc, Type: history.Invoke, F: f, Node: "n1", Value: v})
+	h.ops = append(h.ops, history.Op{Index: len(h.ops), Time: ret, Process: proc, Type: t, F: f, Node: "n1", Value: v, Result: r})
+}
+
+func (h *hist) append(proc int, stream, id string, exp *int64, call, ret int64, t history.Type, pos, global int64, index uint64) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Pos: pos, Global: global, Index: index}
+	}
+	h.op(proc, history.FAppend, call, ret, t, history.Value{Stream: stream, IDs: []string{id}, Expected: exp}, r)
+}
+
+func (h *hist) conflict(proc int, stream, id string, exp, actual int64, call, ret int64) {
+	h.op(proc, history.FAppend, call, ret, history.Fail, history.Value{Stream: stream, IDs: []string{id}, Expected: &exp}, &history.Result{Actual: &actual})
+}
+
+func (h *hist) readStream(proc int, stream, consistency string, minIndex uint64, call, ret int64, evs ...history.Event) {
+	h.op(proc, history.FReadStream, call, ret, history.OK, history.Value{Stream: stream, Consistency: consistency, MinIndex: minIndex, Limit: 100}, &history.Result{Events: evs})
+}
+
+func (h *hist) readCategory(proc int, cat string, from int64, call, ret int64, evs ...history.Event) {
+	h.op(proc, history.FReadCategory, call, ret, history.OK, history.Value{Category: cat, From: from, Consistency: history.Linearizable, Limit: 100}, &history.Result{Events: evs})
+}
+
+func (h *hist) version(proc int, stream string, call, ret int64, v int64) {
+	h.op(proc, history.FVersion, call, ret, history.OK, history.Value{Stream: stream, Consistency: history.Linearizable}, &history.Result{Version: v})
+}
+
+func ev(id, stream string, pos, global int64) history.Event {
+	return history.Event{ID: id, Stream: stream, Pos: pos, Global: global}
+}
+
+func ptr(v int64) *int64 { return &v }
+
+var (
+	a0 = ev("a0", "acct-1", 0, 1)
+	a1 = ev("a1", "acct-1", 1, 2)
+	b0 = ev("b0", "acct-2", 0, 3)
+)
+
+// good is a valid history of ten appends and some reads; cases mutate it.
+func good() (*hist, []history.Event) {
+	h := &hist{}
+	h.append(1, "acct-1", "a0", ptr(-1), 10, 20, history.OK, 0, 1, 5)
+	h.append(2, "acct-1", "a1", nil, 30, 40, history.OK, 1, 2, 6)
+	h.append(1, "acct-2", "b0", nil, 50, 60, history.OK, 0, 3, 7)
+	final := []history.Event{a0, a1, b0}
+	for i := range 7 {
+		id := string(rune('c'+i)) + "0"
+		h.append(3, "other-"+id, id, nil, int64(100+20*i), int64(110+20*i), history.OK, 0, int64(4+i), uint64(8+i))
+		final = append(final, ev(id, "other-"+id, 0, int64(4+i)))
+	}
+	h.readStream(2, "acct-1", history.Linearizable, 0, 70, 80, a0, a1)
+	h.readCategory(4, "acct", 0, 75, 85, a0, a1, b0)
+	h.version(4, "acct-1", 90, 95, 1)
+	return h, final
+}
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(h *hist, final []history.Event) []history.Event
+		want    any    // Valid
+		anomaly string // expected anomaly kind when invalid
+	}{
+		{name: "good", want: true},
+		{name: "lost", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.OK, 0, 11, 20)
+			return f
+		}, want: false, anomaly: "lost"},
+		{name: "indeterminate absent is fine", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.Info, 0, 0, 0)
+			return f
+		}, want: true},
+		{name: "indeterminate present is fine", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.Info, 0, 0, 0)
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: true},
+		{name: "phantom", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.conflict(5, "acct-3", "x0", 4, -1, 300, 310)
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: false, anomaly: "phantom"},
+		{name: "unexpected", mutate: func(h *hist, f []history.Event) []history.Event {
+			return append(f, ev("zz", "acct-3", 0, 11))
+		}, want: false, anomaly: "unexpected"},
+		{name: "duplicate", mutate: func(h *hist, f []history.Event) []history.Event {
+			return append(f, ev("a0", "acct-1", 2, 11))
+		}, want: false, anomaly: "duplicate"},
+		{name: "ack mismatch", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.ops[3].Result = &history.Result{Pos: 1, Global: 7, Index: 6}
+			return f
+		}, want: false, anomaly: "ack-mismatch"},
+		{name: "stream gap", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.OK, 1, 11, 20)
+			return append(f, ev("x0", "acct-3", 1, 11))
+		}, want: false, anomaly: "stream-gap"},
+		{name: "global gap", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.OK, 0, 12, 20)
+			return append(f, ev("x0", "acct-3", 0, 12))
+		}, want: false, anomaly: "global-gap"},
+		{name: "stream read out of order", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-1", history.Local, 0, 300, 310, a1, a0)
+			return f
+		}, want: false, anomaly: "incompatible-order"},
+		{name: "category hole", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readCategory(6, "acct", 0, 300, 310, a0, b0)
+			return f
+		}, want: false, anomaly: "category-hole"},
+		{name: "category foreign", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readCategory(6, "other", 0, 300, 310, a0)
+			return f
+		}, want: false, anomaly: "category-foreign"},
+		{name: "stale category read", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readCategory(6, "acct", 0, 300, 310, a0, a1)
+			return f
+		}, want: false, anomaly: "stale-read"},
+		{name: "future read", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-3", history.Linearizable, 0, 300, 305, ev("x0", "acct-3", 0, 11))
+			h.append(5, "acct-3", "x0", nil, 306, 310, history.OK, 0, 11, 20)
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: false, anomaly: "future-read"},
+		{name: "stale stream read", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-1", history.Linearizable, 0, 300, 310, a0)
+			return f
+		}, want: false, anomaly: "stale-read"},
+		{name: "stale local read is allowed", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-1", history.Local, 0, 300, 310, a0)
+			return f
+		}, want: true},
+		{name: "stale version read", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.version(6, "acct-1", 300, 310, 0)
+			return f
+		}, want: false, anomaly: "linearizability"},
+		{name: "ryw violation", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-1", history.Session, 6, 300, 310, a0)
+			return f
+		}, want: false, anomaly: "ryw-violation"},
+		{name: "ryw below token", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.readStream(6, "acct-1", history.Session, 5, 300, 310, a0)
+			return f
+		}, want: true},
+		{name: "cas double success", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", ptr(-1), 300, 310, history.OK, 0, 11, 20)
+			h.append(6, "acct-3", "x1", ptr(-1), 300, 310, history.OK, 1, 12, 21)
+			return append(f, ev("x0", "acct-3", 0, 11), ev("x1", "acct-3", 1, 12))
+		}, want: false, anomaly: "cas-double-success"},
+		{name: "cas conflict consistent", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.conflict(5, "acct-1", "x0", -1, 1, 300, 310)
+			return f
+		}, want: true},
+		{name: "cas conflict wrong actual", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.conflict(5, "acct-1", "x0", 0, 0, 300, 310)
+			return f
+		}, want: false, anomaly: "linearizability"},
+		{name: "realtime order", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.OK, 0, 12, 20)
+			h.append(6, "acct-4", "x1", nil, 320, 330, history.OK, 0, 11, 21)
+			return append(f, ev("x1", "acct-4", 0, 11), ev("x0", "acct-3", 0, 12))
+		}, want: false, anomaly: "realtime-order"},
+		{name: "observed then lost", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 400, history.Info, 0, 0, 0)
+			h.readStream(6, "acct-3", history.Local, 0, 310, 320, ev("x0", "acct-3", 0, 11))
+			return f
+		}, want: false, anomaly: "observed-then-lost"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, final := good()
+			if tc.mutate != nil {
+				final = tc.mutate(h, final)
+			}
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": final, "n2": final}, Nodes: []string{"n1", "n2"}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
+			}
+		})
+	}
+}
+
+func TestCheckDivergenceAndUnknown(t *testing.T) {
+	h, final := good()
+	other := append([]history.Event(nil), final...)
+	other[3], other[4] = other[4], other[3]
+	res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": final, "n2": other}, Nodes: []string{"n1", "n2"}}, Options{})
+	if res.Valid != false || res.Anomalies["divergence"] == 0 {
+		t.Fatalf("diverged nodes: valid %v anomalies %v", res.Valid, res.Anomalies)
+	}
+	res = Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": final}, Nodes: []string{"n1", "n2"}}, Options{})
+	if res.Valid != "unknown" {
+		t.Fatalf("a node without a final log: valid %v, want unknown", res.Valid)
+	}
+	res = Check(Input{Ops: h.ops[:4], Final: map[string][]history.Event{"n1": final[:2]}, Nodes: []string{"n1"}}, Options{})
+	if res.Valid != "unknown" || len(res.Unknown) == 0 {
+		t.Fatalf("two appends: valid %v (%v), want unknown", res.Valid, res.Unknown)
+	}
+}

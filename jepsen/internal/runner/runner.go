@@ -1,0 +1,289 @@
+// Package runner owns one chaos run from start to verdict: the output
+// directory, the cluster, traffic and faults side by side, healing, the
+// final reads every node must agree on, checking and the report. It must
+// leave no process or namespace behind, whatever happens.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/skalddb/skald/jepsen/internal/checker"
+	"github.com/skalddb/skald/jepsen/internal/client"
+	"github.com/skalddb/skald/jepsen/internal/cluster"
+	"github.com/skalddb/skald/jepsen/internal/history"
+	"github.com/skalddb/skald/jepsen/internal/nemesis"
+	"github.com/skalddb/skald/jepsen/internal/report"
+	"github.com/skalddb/skald/jepsen/internal/workload"
+)
+
+// Options is one run's configuration (the CLI flags).
+type Options struct {
+	Workload      string        `json:"workload"`
+	Nemesis       string        `json:"nemesis"`
+	Nodes         int           `json:"nodes"`
+	Time          time.Duration `json:"time"`
+	Rate          float64       `json:"rate"`
+	Concurrency   int           `json:"concurrency"`
+	Seed          uint64        `json:"seed"`
+	Out           string        `json:"out"`
+	Bin           string        `json:"bin"`
+	Mutant        string        `json:"mutant,omitempty"`
+	Net           string        `json:"net"` // auto, netns, loopback
+	Interval      time.Duration `json:"nemesis_interval"`
+	Quiet         time.Duration `json:"quiet"`
+	ClientTimeout time.Duration `json:"client_timeout"`
+	Keep          bool          `json:"keep"`
+	Logf          func(format string, args ...any) `json:"-"`
+}
+
+// Exit codes.
+const (
+	ExitValid   = 0
+	ExitInvalid = 1
+	ExitUnknown = 2
+	ExitHarness = 3
+)
+
+// Outcome is what a run ended with.
+type Outcome struct {
+	Run    report.Run
+	Dir    string
+	Result checker.Result
+	Code   int
+}
+
+// Run performs one run. An error means the harness itself failed (exit 3).
+func Run(ctx context.Context, o Options) (Outcome, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	faults, err := nemesis.Parse(o.Nemesis)
+	if err != nil {
+		return Outcome{Code: ExitHarness}, err
+	}
+	dir := filepath.Join(o.Out, fmt.Sprintf("%s-%s-%s", o.Workload, sanitize(o.Nemesis), time.Now().UTC().Format("20060102T150405.000")))
+	if o.Mutant != "" {
+		dir += "-" + o.Mutant
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Outcome{Code: ExitHarness}, err
+	}
+	latest := filepath.Join(o.Out, "latest")
+	os.Remove(latest)
+	os.Symlink(filepath.Base(dir), latest)
+	out := Outcome{Dir: dir, Code: ExitHarness}
+	cfg, _ := json.MarshalIndent(o, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644); err != nil {
+		return out, err
+	}
+
+	net, err := newNetwork(o.Net, o.Nodes)
+	if err != nil {
+		return out, err
+	}
+	o.Logf("seed %d, output %s, network %s", o.Seed, dir, net.Name())
+	c, err := cluster.Start(ctx, cluster.Config{
+		Bin: o.Bin, Nodes: o.Nodes, Dir: filepath.Join(dir, "nodes"), Net: net, Mutant: o.Mutant, Logf: o.Logf,
+		// Small snapshots so lagging followers need InstallSnapshot.
+		Args: []string{"--raft-snapshot-threshold", "500", "--raft-trailing-logs", "200", "--log-level", "debug"},
+	})
+	if err != nil {
+		net.Close()
+		return out, fmt.Errorf("start cluster: %w", err)
+	}
+	defer c.Close()
+	o.Logf("cluster of %d up", o.Nodes)
+	token, err := c.CreateNamespace(ctx, "jepsen")
+	if err != nil {
+		return out, err
+	}
+
+	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return out, err
+	}
+	defer hf.Close()
+	rec := history.NewRecorder(hf)
+	cl := client.New(rec, c.URLs(), token, o.ClientTimeout)
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, n.Name)
+	}
+
+	rng := rand.New(rand.NewPCG(o.Seed, 0x6a6570))
+	nem := nemesis.New(c, rec, nemesis.Config{Faults: faults, Quiet: o.Quiet, Interval: o.Interval, Rng: rng, Logf: o.Logf})
+	run := report.Run{Dir: dir, Seed: o.Seed, Workload: o.Workload, Nemesis: o.Nemesis, Nodes: o.Nodes, Net: net.Name(), Mutant: o.Mutant, Skipped: nem.Skipped(net)}
+	for f, why := range run.Skipped {
+		o.Logf("skipping fault %s: %s", f, why)
+	}
+
+	tctx, cancel := context.WithTimeout(ctx, o.Time)
+	var wg sync.WaitGroup
+	var werr error
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		werr = workload.Run(tctx, cl, workload.Config{Name: o.Workload, Concurrency: o.Concurrency, Rate: o.Rate, Nodes: names, Seed: o.Seed})
+	}()
+	go func() {
+		defer wg.Done()
+		nem.Run(tctx, run.Skipped)
+	}()
+	progress := time.NewTicker(10 * time.Second)
+	go func() {
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-progress.C:
+				o.Logf("%d history lines", len(rec.Ops()))
+			}
+		}
+	}()
+	wg.Wait()
+	progress.Stop()
+	cancel()
+	if werr != nil {
+		return out, werr
+	}
+	o.Logf("traffic done; healing and reading the final logs")
+
+	if err := c.WaitHealthy(ctx, 60*time.Second); err != nil {
+		run.Errors = append(run.Errors, "after healing: "+err.Error())
+	}
+	final := finalReads(ctx, cl, rec, c, names, o, &run)
+	if err := rec.Flush(); err != nil {
+		return out, err
+	}
+	fdir := filepath.Join(dir, "final")
+	os.MkdirAll(fdir, 0o755)
+	for n, evs := range final {
+		b, _ := json.Marshal(evs)
+		os.WriteFile(filepath.Join(fdir, n+".json"), b, 0o644)
+	}
+
+	ops := rec.Ops()
+	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	out.Result, out.Run = res, run
+	if err := report.Write(dir, run, res, ops); err != nil {
+		return out, err
+	}
+	out.Code = code(res)
+	if out.Code == ExitValid && !o.Keep {
+		c.Close()
+		c.RemoveData()
+	}
+	return out, nil
+}
+
+func code(res checker.Result) int {
+	switch res.Valid {
+	case true:
+		return ExitValid
+	case false:
+		return ExitInvalid
+	}
+	return ExitUnknown
+}
+
+// finalReads appends a marker through any node (which must succeed: the
+// cluster recovered), then reads the whole log from every node once it has
+// applied the marker.
+func finalReads(ctx context.Context, cl *client.Client, rec *history.Recorder, c *cluster.Cluster, names []string, o Options, run *report.Run) map[string][]history.Event {
+	const finalProcess = 1 << 20
+	deadline := time.Now().Add(60 * time.Second)
+	var marker string
+	for attempt := 0; time.Now().Before(deadline); attempt++ {
+		id := cl.NewID(finalProcess + attempt)
+		op := cl.Append(ctx, finalProcess+attempt, names[attempt%len(names)], "final-0", []string{id}, nil)
+		if op.Type == history.OK {
+			marker = id
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if marker == "" {
+		run.Errors = append(run.Errors, "no-recovery: no write succeeded within 60s after healing")
+		return nil
+	}
+	final := map[string][]history.Event{}
+	for _, n := range names {
+		for time.Now().Before(deadline.Add(30 * time.Second)) {
+			evs, err := readAll(ctx, cl, n)
+			if err == nil && contains(evs, marker) {
+				final[n] = evs
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if _, ok := final[n]; !ok {
+			run.Errors = append(run.Errors, fmt.Sprintf("no-recovery: node %s never showed the final marker", n))
+		}
+	}
+	return final
+}
+
+func readAll(ctx context.Context, cl *client.Client, node string) ([]history.Event, error) {
+	var all []history.Event
+	from := int64(1)
+	for {
+		evs, _, err := cl.ReadAll(ctx, node, from, 1000, history.Local)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, evs...)
+		if len(evs) < 1000 {
+			return all, nil
+		}
+		from = evs[len(evs)-1].Global + 1
+	}
+}
+
+func contains(evs []history.Event, id string) bool {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func newNetwork(kind string, n int) (cluster.Network, error) {
+	switch kind {
+	case "netns":
+		return cluster.NewNetns(n)
+	case "loopback":
+		return cluster.NewLoopback(freeBase()), nil
+	case "", "auto":
+		nn, err := cluster.NewNetns(n)
+		if err == nil {
+			return nn, nil
+		}
+		if !errors.Is(err, cluster.ErrNoPartitions) {
+			return nil, err
+		}
+		return cluster.NewLoopback(freeBase()), nil
+	}
+	return nil, fmt.Errorf("unknown -net %q (auto, netns, loopback)", kind)
+}
+
+// freeBase picks a port range unlikely to be in use.
+func freeBase() int { return 20000 + rand.IntN(400)*100 }
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == ',' {
+			b[i] = '+'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,278 @@
+// Package workload owns what the chaos harness's clients do: which
+// operations, on which streams and nodes, at what rate. Every logical
+// process has at most one operation open, and a process whose operation
+// ended indeterminate is retired (its worker continues under a new id), so
+// per-process order stays meaningful. It must never retry a write.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/skalddb/skald/jepsen/internal/client"
+	"github.com/skalddb/skald/jepsen/internal/history"
+)
+
+// Names lists the workloads.
+var Names = []string{"append", "cas", "ryw", "mixed"}
+
+// Config is one workload run.
+type Config struct {
+	Name        string
+	Concurrency int
+	Rate        float64 // operations per second over all workers
+	Streams     int     // per category; categories are "acct" and "order"
+	Nodes       []string
+	Seed        uint64
+}
+
+// Run drives the workload until ctx ends.
+func Run(ctx context.Context, c *client.Client, cfg Config) error {
+	var mix []weighted
+	switch cfg.Name {
+	case "append":
+		mix = []weighted{{70, opAppend}, {20, opReadStream}, {10, opReadCategory}}
+	case "cas":
+		mix = []weighted{{20, opVersion}, {70, opCASAppend}, {10, opReadStream}}
+	case "ryw":
+		mix = []weighted{{40, opAppend}, {45, opSessionStream}, {15, opSessionCategory}}
+	case "mixed":
+		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
+			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
+	default:
+		return fmt.Errorf("unknown workload %q (known: %v)", cfg.Name, Names)
+	}
+	if cfg.Streams <= 0 {
+		cfg.Streams = 8
+		if cfg.Name == "cas" {
+			cfg.Streams = 1 // contention: several clients expect the same version
+		}
+	}
+	tokens := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Duration(float64(time.Second) / max(cfg.Rate, 1)))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				close(tokens)
+				return
+			case <-t.C:
+				select {
+				case tokens <- struct{}{}:
+				default: // every worker busy: the rate is not reached
+				}
+			}
+		}
+	}()
+	k := &known{version: map[string]int64{}}
+	var wg sync.WaitGroup
+	for i := range cfg.Concurrency {
+		w := &worker{
+			c: c, cfg: cfg, known: k, pid: i, mix: mix,
+			rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(i))),
+			version: map[string]int64{},
+		}
+		// Two workers in three stay on one node (follower forwarding and
+		// follower reads); the rest pick a node per operation (failover).
+		if i%3 != 2 {
+			w.pinned = cfg.Nodes[i%len(cfg.Nodes)]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range tokens {
+				w.step(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+type opKind int
+
+const (
+	opAppend opKind = iota
+	opCASAppend
+	opVersion
+	opReadStream
+	opReadCategory
+	opSessionStream
+	opSessionCategory
+	opLocalStream
+)
+
+type weighted struct {
+	w  int
+	op opKind
+}
+
+// known is what any worker has seen, to aim reads near the end of the log
+// (where staleness would show).
+type known struct {
+	mu      sync.Mutex
+	version map[string]int64
+	global  int64
+}
+
+func (k *known) see(op history.Op) {
+	if op.Type != history.OK || op.Result == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r := op.Result
+	if op.F == history.FAppend {
+		last := r.Pos + int64(len(op.Value.IDs)) - 1
+		k.version[op.Value.Stream] = max(k.version[op.Value.Stream], last)
+		k.global = max(k.global, r.Global+int64(len(op.Value.IDs))-1)
+	}
+	for _, e := range r.Events {
+		k.version[e.Stream] = max(k.version[e.Stream], e.Pos)
+		k.global = max(k.global, e.Global)
+	}
+}
+
+func (k *known) streamFrom(stream string) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return max(0, k.version[stream]-10)
+}
+
+func (k *known) globalFrom() int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return max(1, k.global-100)
+}
+
+type worker struct {
+	c      *client.Client
+	cfg    Config
+	known  *known
+	rng    *rand.Rand
+	mix    []weighted
+	pid    int
+	pinned string
+	// session is the highest Raft index this process has seen (writes and
+	// reads): session reads ask for it.
+	session uint64
+	// version is the last version this process saw per stream, for
+	// expected-version appends.
+	version  map[string]int64
+	lastWrit string
+}
+
+func (w *worker) node() string {
+	if w.pinned != "" {
+		return w.pinned
+	}
+	return w.cfg.Nodes[w.rng.IntN(len(w.cfg.Nodes))]
+}
+
+// otherNode is a node other than the one just written through, so a
+// session read crosses nodes.
+func (w *worker) otherNode(not string) string {
+	for {
+		n := w.cfg.Nodes[w.rng.IntN(len(w.cfg.Nodes))]
+		if n != not || len(w.cfg.Nodes) == 1 {
+			return n
+		}
+	}
+}
+
+func (w *worker) stream() string {
+	cat := "acct"
+	if w.rng.IntN(2) == 1 {
+		cat = "order"
+	}
+	return fmt.Sprintf("%s-%d", cat, w.rng.IntN(w.cfg.Streams))
+}
+
+func (w *worker) pick() opKind {
+	total := 0
+	for _, m := range w.mix {
+		total += m.w
+	}
+	r := w.rng.IntN(total)
+	for _, m := range w.mix {
+		if r < m.w {
+			return m.op
+		}
+		r -= m.w
+	}
+	return w.mix[0].op
+}
+
+func (w *worker) step(ctx context.Context) {
+	var op history.Op
+	switch w.pick() {
+	case opAppend:
+		st, n := w.stream(), 1+w.rng.IntN(2)
+		ids := make([]string, n)
+		for i := range ids {
+			ids[i] = w.c.NewID(w.pid)
+		}
+		node := w.node()
+		op = w.c.Append(ctx, w.pid, node, st, ids, nil)
+		w.lastWrit = node
+	case opCASAppend:
+		st := w.stream()
+		exp := int64(-1)
+		if v, ok := w.version[st]; ok {
+			exp = v
+		}
+		node := w.node()
+		op = w.c.Append(ctx, w.pid, node, st, []string{w.c.NewID(w.pid)}, &exp)
+		w.lastWrit = node
+	case opVersion:
+		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})
+	case opReadStream:
+		st := w.stream()
+		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.known.streamFrom(st), 100, client.ReadOptions{Consistency: history.Linearizable})
+	case opReadCategory:
+		op = w.c.ReadCategory(ctx, w.pid, w.node(), w.category(), w.known.globalFrom(), 200, client.ReadOptions{Consistency: history.Linearizable})
+	case opSessionStream:
+		st := w.stream()
+		op = w.c.ReadStream(ctx, w.pid, w.otherNode(w.lastWrit), st, w.known.streamFrom(st), 100, client.ReadOptions{Consistency: history.Session, MinIndex: w.session})
+	case opSessionCategory:
+		op = w.c.ReadCategory(ctx, w.pid, w.otherNode(w.lastWrit), w.category(), w.known.globalFrom(), 200, client.ReadOptions{Consistency: history.Session, MinIndex: w.session})
+	case opLocalStream:
+		st := w.stream()
+		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.known.streamFrom(st), 100, client.ReadOptions{Consistency: history.Local})
+	}
+	w.observe(op)
+}
+
+func (w *worker) category() string {
+	if w.rng.IntN(2) == 1 {
+		return "order"
+	}
+	return "acct"
+}
+
+func (w *worker) observe(op history.Op) {
+	w.known.see(op)
+	switch op.Type {
+	case history.Info:
+		// Retire the process: its write may still apply at any time.
+		w.pid += w.cfg.Concurrency
+		return
+	case history.Fail:
+		if op.Result != nil && op.Result.Actual != nil {
+			w.version[op.Value.Stream] = *op.Result.Actual
+		}
+		return
+	}
+	r := op.Result
+	w.session = max(w.session, r.Index)
+	switch op.F {
+	case history.FAppend:
+		w.version[op.Value.Stream] = r.Pos + int64(len(op.Value.IDs)) - 1
+	case history.FVersion:
+		w.version[op.Value.Stream] = r.Version
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skalddb/skald/jepsen/internal/history"
+	"github.com/skalddb/skald/jepsen/internal/runner"
+	"github.com/skalddb/skald/node"
+)
+
+// The chaos runs start real clusters and take minutes: they run only with
+// JEPSEN=1 (.ci/run sets it; `make jepsen-ci` too).
+func requireJepsen(t *testing.T) {
+	t.Helper()
+	if os.Getenv("JEPSEN") != "1" {
+		t.Skip("set JEPSEN=1 to run chaos tests")
+	}
+}
+
+var (
+	buildOnce sync.Once
+	bins      = map[bool]string{}
+	buildErr  error
+)
+
+// binaries builds skald with and without mutants once per test binary.
+func binaries(t *testing.T) (plain, mutants string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "jepsen-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		for _, m := range []bool{false, true} {
+			if bins[m], buildErr = buildSkald(context.Background(), dir, m, os.Stderr); buildErr != nil {
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build skald: %v", buildErr)
+	}
+	return bins[false], bins[true]
+}
+
+func options(t *testing.T, bin string) runner.Options {
+	return runner.Options{
+		Nodes: 3, Rate: 100, Concurrency: 10, Seed: uint64(time.Now().UnixNano()), Out: t.TempDir(), Bin: bin, Net: "auto",
+		Interval: 6 * time.Second, Quiet: 2 * time.Second, ClientTimeout: 2 * time.Second,
+		Logf: func(format string, args ...any) { t.Logf(format, args...) },
+	}
+}
+
+// logSummary logs a run's summary.
+func logSummary(t *testing.T, out runner.Outcome) {
+	t.Helper()
+	if b, err := os.ReadFile(filepath.Join(out.Dir, "summary.txt")); err == nil {
+		t.Logf("summary of %s:\n%s", out.Dir, b)
+	}
+}
+
+// TestSmoke: a 3-node cluster under the mixed workload with kills and
+// partitions must be valid, and the run must have checked something.
+func TestSmoke(t *testing.T) {
+	requireJepsen(t)
+	plain, _ := binaries(t)
+	o := options(t, plain)
+	o.Workload, o.Nemesis, o.Time = "mixed", "kill,partition", 45*time.Second
+	out, err := runner.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
+	}
+	logSummary(t, out)
+	res := out.Result
+	if res.Valid != true {
+		t.Fatalf("seed %d: valid = %v, want true; anomalies %v, unknown %v", o.Seed, res.Valid, res.Anomalies, res.Unknown)
+	}
+	if len(out.Run.Skipped) > 0 {
+		t.Fatalf("faults skipped, so the smoke run proves less than it claims: %v (partitions need root for network namespaces)", out.Run.Skipped)
+	}
+	// A smoke run that checked nothing must not pass.
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 200 {
+		t.Fatalf("only %d acknowledged appends", oks)
+	}
+	for _, f := range []string{history.FReadStream, history.FReadCategory, history.FVersion} {
+		if st.ByF[f][history.OK] < 20 {
+			t.Fatalf("only %d ok %s operations", st.ByF[f][history.OK], f)
+		}
+	}
+	if res.Linear.Result != "ok" || res.Linear.Ops < 200 {
+		t.Fatalf("linearizability %s over %d ops", res.Linear.Result, res.Linear.Ops)
+	}
+	for name, v := range res.Checkers {
+		if v != "valid" {
+			t.Fatalf("checker %s: %s", name, v)
+		}
+	}
+	if ws := history.Windows(mustLoad(t, out.Dir)); len(ws) < 2 {
+		t.Fatalf("only %d fault windows in 45 s", len(ws))
+	}
+}
+
+func mustLoad(t *testing.T, dir string) []history.Op {
+	ops, err := history.Load(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// mutantCases pair each deliberate bug with a scenario that must find it.
+var mutantCases = []struct {
+	mutant, workload, nemesis string
+	rate                      float64
+	concurrency               int
+	time                      time.Duration
+	anomalies                 []string // any of these
+}{
+	{node.MutantCASOutsideFSM, "cas", "none", 1000, 20, 15 * time.Second, []string{"cas-double-success"}},
+	{node.MutantAckBeforeCommit, "append", "leader-kill", 100, 10, 20 * time.Second, []string{"lost", "ack-mismatch"}},
+	{node.MutantStaleLinearizable, "mixed", "pause,partition", 100, 10, 20 * time.Second, []string{"stale-read", "linearizability"}},
+	{node.MutantRYWNoWait, "ryw", "pause", 100, 10, 20 * time.Second, []string{"ryw-violation"}},
+}
+
+// TestMutants: every mutant's scenario must end invalid with its anomaly.
+func TestMutants(t *testing.T) {
+	requireJepsen(t)
+	_, mut := binaries(t)
+	for _, mc := range mutantCases {
+		t.Run(mc.mutant, func(t *testing.T) {
+			o := options(t, mut)
+			o.Mutant, o.Workload, o.Nemesis, o.Rate, o.Concurrency, o.Time = mc.mutant, mc.workload, mc.nemesis, mc.rate, mc.concurrency, mc.time
+			out, err := runner.Run(context.Background(), o)
+			if err != nil {
+				t.Fatalf("harness error (seed %d): %v", o.Seed, err)
+			}
+			if out.Result.Valid != false {
+				logSummary(t, out)
+				t.Fatalf("mutant %s (seed %d): valid = %v, want false", mc.mutant, o.Seed, out.Result.Valid)
+			}
+			for _, a := range mc.anomalies {
+				if out.Result.Anomalies[a] > 0 {
+					t.Logf("mutant %s caught: %v", mc.mutant, out.Result.Anomalies)
+					return
+				}
+			}
+			logSummary(t, out)
+			t.Fatalf("mutant %s: anomalies %v, want one of %v", mc.mutant, out.Result.Anomalies, mc.anomalies)
+		})
+	}
+}
