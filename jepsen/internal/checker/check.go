@@ -49,13 +49,13 @@ type Anomaly struct {
 // Result is a run's verdict and what it rests on.
 type Result struct {
 	// Valid is true, false or "unknown".
-	Valid     any            `json:"valid"`
-	Anomalies map[string]int `json:"anomalies"`
-	Examples  []Anomaly      `json:"examples,omitempty"`
-	Unknown   []string       `json:"unknown,omitempty"`
+	Valid     any               `json:"valid"`
+	Anomalies map[string]int    `json:"anomalies"`
+	Examples  []Anomaly         `json:"examples,omitempty"`
+	Unknown   []string          `json:"unknown,omitempty"`
 	Checkers  map[string]string `json:"checkers"`
-	Linear    LinearResult   `json:"linear"`
-	Stats     Stats          `json:"stats"`
+	Linear    LinearResult      `json:"linear"`
+	Stats     Stats             `json:"stats"`
 }
 
 // Invalid reports whether the verdict is false.
@@ -63,22 +63,22 @@ func (r Result) Invalid() bool { return r.Valid == false }
 
 // Stats counts what the history holds.
 type Stats struct {
-	Ops          int            `json:"ops"`
-	ByF          map[string]map[history.Type]int `json:"by_f"`
-	FinalEvents  int            `json:"final_events"`
-	Streams      int            `json:"streams"`
-	Recovered    int            `json:"recovered"` // indeterminate appends found in the final log
-	LostUnacked  int            `json:"indeterminate_absent"`
-	DurationSec  float64        `json:"duration_sec"`
-	OKPerSec     float64        `json:"ok_ops_per_sec"`
-	FaultOKPerSec float64       `json:"ok_ops_per_sec_during_faults"`
+	Ops           int                             `json:"ops"`
+	ByF           map[string]map[history.Type]int `json:"by_f"`
+	FinalEvents   int                             `json:"final_events"`
+	Streams       int                             `json:"streams"`
+	Recovered     int                             `json:"recovered"` // indeterminate appends found in the final log
+	LostUnacked   int                             `json:"indeterminate_absent"`
+	DurationSec   float64                         `json:"duration_sec"`
+	OKPerSec      float64                         `json:"ok_ops_per_sec"`
+	FaultOKPerSec float64                         `json:"ok_ops_per_sec_during_faults"`
 }
 
 // state is what every rule reads: the history indexed.
 type state struct {
 	opts     Options
 	pairs    []history.Pair
-	ref      []history.Event          // the reference final log
+	ref      []history.Event // the reference final log
 	refNode  string
 	finalBy  map[string]history.Event // id → event in ref
 	count    map[string]int           // id → occurrences in ref

@@ -26,21 +26,21 @@ import (
 
 // Options is one run's configuration (the CLI flags).
 type Options struct {
-	Workload      string        `json:"workload"`
-	Nemesis       string        `json:"nemesis"`
-	Nodes         int           `json:"nodes"`
-	Time          time.Duration `json:"time"`
-	Rate          float64       `json:"rate"`
-	Concurrency   int           `json:"concurrency"`
-	Seed          uint64        `json:"seed"`
-	Out           string        `json:"out"`
-	Bin           string        `json:"bin"`
-	Mutant        string        `json:"mutant,omitempty"`
-	Net           string        `json:"net"` // auto, netns, loopback
-	Interval      time.Duration `json:"nemesis_interval"`
-	Quiet         time.Duration `json:"quiet"`
-	ClientTimeout time.Duration `json:"client_timeout"`
-	Keep          bool          `json:"keep"`
+	Workload      string                           `json:"workload"`
+	Nemesis       string                           `json:"nemesis"`
+	Nodes         int                              `json:"nodes"`
+	Time          time.Duration                    `json:"time"`
+	Rate          float64                          `json:"rate"`
+	Concurrency   int                              `json:"concurrency"`
+	Seed          uint64                           `json:"seed"`
+	Out           string                           `json:"out"`
+	Bin           string                           `json:"bin"`
+	Mutant        string                           `json:"mutant,omitempty"`
+	Net           string                           `json:"net"` // auto, netns, loopback
+	Interval      time.Duration                    `json:"nemesis_interval"`
+	Quiet         time.Duration                    `json:"quiet"`
+	ClientTimeout time.Duration                    `json:"client_timeout"`
+	Keep          bool                             `json:"keep"`
 	Logf          func(format string, args ...any) `json:"-"`
 }
 
