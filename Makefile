@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -57,3 +57,20 @@ jepsen-ci:
 ## jepsen: the long chaos campaign: 10 runs x 5 min, 5 nodes, every fault (JEPSEN_ARGS adds flags)
 jepsen:
 	$(GO) run ./jepsen -workload mixed -nemesis all -nodes 5 -time 5m -count 10 $(JEPSEN_ARGS)
+
+HELM_VERSION := v3.22.0
+HELM ?= $(shell command -v helm || echo $$($(GO) env GOPATH)/bin/helm)
+CHART := deploy/helm/skald
+CHECK := cd deploy/check && $(GO) run .
+
+## deploy-check: helm lint + every rendered variant strictly decoded as Kubernetes objects, compose and Dockerfile checks (offline)
+deploy-check:
+	@test -x "$(HELM)" || $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	$(HELM) lint --strict $(CHART)
+	$(HELM) template skald $(CHART) --namespace skald | ($(CHECK) k8s -)
+	$(HELM) template skald $(CHART) --set replicas=5,antiAffinity=hard,serviceMonitor.enabled=true,podDisruptionBudget.enabled=false | ($(CHECK) k8s -)
+	$(HELM) template skald $(CHART) --set tls.enabled=true,tls.secretName=skald-tls,auth.existingSecret=skald-existing | ($(CHECK) k8s -)
+	$(HELM) template skald $(CHART) --set tls.enabled=true,tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca,serviceMonitor.enabled=true | ($(CHECK) k8s -)
+	@if $(HELM) template skald $(CHART) --set tls.enabled=true >/dev/null 2>&1; then echo "tls without a certificate source must fail"; exit 1; fi
+	$(CHECK) compose ../compose.yaml
+	$(CHECK) dockerfile ../Dockerfile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"connectrpc.com/connect"
@@ -91,9 +92,29 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE   (admin token: the node leaves the cluster and stops)", stderr)
+	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr)
+	ifScaledDown := fs.Bool("if-scaled-down", false, "Kubernetes preStop hook: leave only when this pod's StatefulSet was scaled below it (not on restarts or rolling updates)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if *ifScaledDown {
+		pod := os.Getenv("POD_NAME")
+		if pod == "" {
+			pod, _ = os.Hostname()
+		}
+		api, err := inClusterAPI(serviceAccountDir)
+		if err != nil {
+			return &exitError{exitFailure, fmt.Errorf("--if-scaled-down: %w", err)}
+		}
+		down, why, err := api.scaledDown(ctx, pod)
+		if err != nil {
+			return &exitError{exitFailure, fmt.Errorf("--if-scaled-down: %w", err)}
+		}
+		if !down {
+			fmt.Fprintf(stdout, "Not leaving: %s (a restart, not a scale-down).\n", why)
+			return nil
+		}
+		fmt.Fprintf(stdout, "Leaving: %s.\n", why)
 	}
 	resp, err := cf.clients().cluster.Leave(ctx, connect.NewRequest(&skaldv1.LeaveRequest{}))
 	if err != nil {
