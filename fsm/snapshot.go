@@ -143,7 +143,9 @@ func (floorSnapshot) Release()                             {}
 // guarantees that every state change at or below m.Index is durable: Raft's
 // snapshot index after Snapshot returned (the entries between the last
 // applied command and that index are no-ops and barriers, which change no
-// state). A lower m is ignored.
+// state). A lower m is ignored; at the same index m replaces the floor,
+// since Raft's configuration is the authority (raft.RecoverCluster records
+// a rewritten one at the index the state machine already synced).
 func (s *Store) RecordFloor(m SnapshotMeta) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -151,7 +153,7 @@ func (s *Store) RecordFloor(m SnapshotMeta) error {
 	if err != nil {
 		return err
 	}
-	if m.Index <= cur.Index {
+	if m.Index < cur.Index {
 		return nil
 	}
 	return writeFloor(s.meta, m)

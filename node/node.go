@@ -111,6 +111,9 @@ func (n *Node) open() error {
 		return err
 	}
 	conf := raftConfig(n.cfg, n.id, n.notify)
+	if err := n.recoverFromPeersFile(conf, snaps); err != nil {
+		return err
+	}
 	if err := bootstrapIfNew(n, conf, n.logs, n.bolt, snaps); err != nil {
 		return err
 	}
