@@ -377,3 +377,33 @@ func (c *Cluster) RemoveData() error {
 
 // Net is the network the nodes run on.
 func (c *Cluster) Net() Network { return c.cfg.Net }
+
+// Leave asks n to leave the cluster (it is removed from the Raft
+// configuration and its process exits), waits for the exit and deletes
+// its data, so a later Restart joins as a new server.
+func (c *Cluster) Leave(ctx context.Context, n *Node) error {
+	n.mu.Lock()
+	exited := n.exited
+	running := n.cmd != nil
+	n.mu.Unlock()
+	if !running {
+		return fmt.Errorf("leave %s: not running", n.Name)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err := n.cluster.Leave(lctx, connect.NewRequest(&skaldv1.LeaveRequest{}))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("leave %s: %w", n.Name, err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		if err := c.Kill(n); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		return fmt.Errorf("leave %s: wipe data: %w", n.Name, err)
+	}
+	return nil
+}

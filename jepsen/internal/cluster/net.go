@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // ErrNoPartitions is returned by a network that cannot cut links.
@@ -146,13 +148,21 @@ func ip(args ...string) error {
 	return nil
 }
 
-// CleanNetns deletes every namespace and link a crashed run left behind
-// and returns their names.
+// CleanNetns kills the processes inside, then deletes, every namespace
+// and link a crashed run left behind, and returns what it removed.
 func CleanNetns() []string {
 	var removed []string
 	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
 		for _, line := range strings.Split(string(out), "\n") {
 			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], netnsPrefix) {
+				// Deleting a namespace kills nothing: stop its nodes first.
+				if pids, err := exec.Command("ip", "netns", "pids", f[0]).Output(); err == nil {
+					for _, p := range strings.Fields(string(pids)) {
+						if pid, err := strconv.Atoi(p); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+							removed = append(removed, "process "+p)
+						}
+					}
+				}
 				if ip("netns", "del", f[0]) == nil {
 					removed = append(removed, f[0])
 				}

@@ -6,7 +6,6 @@ package nemesis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -18,7 +17,7 @@ import (
 )
 
 // Faults is every fault name, in the order `-nemesis all` uses.
-var Faults = []string{"kill", "pause", "partition", "leader-kill", "transfer"}
+var Faults = []string{"kill", "pause", "partition", "leader-kill", "transfer", "membership"}
 
 // Parse turns "-nemesis" into fault names: none, all, or a comma list.
 func Parse(s string) ([]string, error) {
@@ -31,9 +30,6 @@ func Parse(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if f == "membership" {
-			return nil, errors.New("nemesis membership is not implemented yet (see jepsen/README.md)")
-		}
 		if !contains(Faults, f) {
 			return nil, fmt.Errorf("unknown nemesis %q (known: none, all, %s)", f, strings.Join(Faults, ", "))
 		}
@@ -177,6 +173,26 @@ func (n *Nemesis) start(ctx context.Context, f string) (string, error) {
 			return "", err
 		}
 		return what, nil
+	case "membership":
+		// A follower leaves for good and comes back as a new server with
+		// empty data (etcd's MemberReplace): the leader adds it, it gets a
+		// snapshot and is promoted.
+		l, _ := n.c.Leader(ctx)
+		var cands []*cluster.Node
+		for _, v := range nodes {
+			if v != l && v.Running() && !v.Paused() {
+				cands = append(cands, v)
+			}
+		}
+		if len(cands) == 0 {
+			return "", fmt.Errorf("no running follower to replace")
+		}
+		v := cands[n.cfg.Rng.IntN(len(cands))]
+		if err := n.c.Leave(ctx, v); err != nil {
+			return "", err
+		}
+		n.killed = append(n.killed, v)
+		return "replaced " + v.Name + " (left, data wiped; rejoins on heal)", nil
 	case "transfer":
 		from, to, err := n.c.TransferLeadership(ctx)
 		if err != nil {

@@ -154,6 +154,9 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	if werr != nil {
 		return out, werr
 	}
+	if err := ctx.Err(); err != nil {
+		return out, fmt.Errorf("interrupted: %w", err)
+	}
 	o.Logf("traffic done; healing and reading the final logs")
 
 	if err := c.WaitHealthy(ctx, 60*time.Second); err != nil {
@@ -201,7 +204,7 @@ func finalReads(ctx context.Context, cl *client.Client, rec *history.Recorder, c
 	const finalProcess = 1 << 20
 	deadline := time.Now().Add(60 * time.Second)
 	var marker string
-	for attempt := 0; time.Now().Before(deadline); attempt++ {
+	for attempt := 0; time.Now().Before(deadline) && ctx.Err() == nil; attempt++ {
 		id := cl.NewID(finalProcess + attempt)
 		op := cl.Append(ctx, finalProcess+attempt, names[attempt%len(names)], "final-0", []string{id}, nil)
 		if op.Type == history.OK {
@@ -216,7 +219,7 @@ func finalReads(ctx context.Context, cl *client.Client, rec *history.Recorder, c
 	}
 	final := map[string][]history.Event{}
 	for _, n := range names {
-		for time.Now().Before(deadline.Add(30 * time.Second)) {
+		for time.Now().Before(deadline.Add(30*time.Second)) && ctx.Err() == nil {
 			evs, err := readAll(ctx, cl, n)
 			if err == nil && contains(evs, marker) {
 				final[n] = evs
