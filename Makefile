@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -50,7 +50,11 @@ bench-cluster:
 	SKALD_TOKEN=$$(sed -n 's/^Admin token: //p' $$tmp/dev.out) $$tmp/skald bench --standard --duration $${BENCH_DURATION:-10s} \
 		--addr 127.0.0.1:18080,127.0.0.1:18090,127.0.0.1:18100
 
-## jepsen-ci: the chaos smoke run and the mutants CI runs (JEPSEN=1; ~3 min; partitions need root)
+## bench-compare: etcd (Debian etcd-server, installed if missing) vs Skald, 3 nodes each, same concurrency and value size
+bench-compare:
+	GO=$(GO) bash scripts/bench-compare.sh
+
+## jepsen-ci: the chaos smoke run and the mutants CI runs (JEPSEN=1; ~3 min; netns when root, else proxies)
 jepsen-ci:
 	JEPSEN=1 $(GO) test -count=1 -timeout 20m -run 'TestSmoke|TestMutants' ./jepsen
 

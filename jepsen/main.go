@@ -105,7 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (runner.Options, int, error) {
 	fs.StringVar(&o.Out, "out", "store", "directory for run outputs (a 'latest' link points at the last run)")
 	fs.StringVar(&o.Bin, "bin", "", "skald binary (default: built from this module, with -tags mutants when -mutant is set)")
 	fs.StringVar(&o.Mutant, "mutant", "", "run the nodes with a deliberate bug (README.md, Mutants)")
-	fs.StringVar(&o.Net, "net", "auto", "auto (netns when root), netns (per-node network namespaces) or loopback (no partitions)")
+	fs.StringVar(&o.Net, "net", "auto", "auto (netns when root, else proxy), netns (per-node network namespaces) or proxy (userspace proxy per link)")
 	fs.DurationVar(&o.Interval, "nemesis-interval", 8*time.Second, "how long each fault lasts (±25%); calm periods last half")
 	fs.DurationVar(&o.Quiet, "quiet", 3*time.Second, "fault-free time at the start")
 	fs.DurationVar(&o.ClientTimeout, "client-timeout", 2*time.Second, "per-operation timeout (a write past it is indeterminate)")

@@ -82,7 +82,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("seed %d: valid = %v, want true; anomalies %v, unknown %v", o.Seed, res.Valid, res.Anomalies, res.Unknown)
 	}
 	if len(out.Run.Skipped) > 0 {
-		t.Fatalf("faults skipped, so the smoke run proves less than it claims: %v (partitions need root for network namespaces)", out.Run.Skipped)
+		t.Fatalf("faults skipped, so the smoke run proves less than it claims: %v", out.Run.Skipped)
 	}
 	// A smoke run that checked nothing must not pass.
 	st := res.Stats

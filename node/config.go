@@ -80,6 +80,10 @@ type Config struct {
 	// Registerer receives the node's metrics. Default: none registered.
 	Registerer prometheus.Registerer
 
+	// DialMap redirects outgoing peer connections (testing: the chaos
+	// harness's per-link proxies). Not with TLS.
+	DialMap DialMap
+
 	// Mutant names a deliberate bug to switch on (mutant.go); only
 	// binaries built with -tags mutants accept one. Empty: none.
 	Mutant string
@@ -125,6 +129,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if err := checkMutant(out.Mutant); err != nil {
 		return out, err
+	}
+	if len(out.DialMap) > 0 && out.TLS != nil {
+		return out, errors.New("node: a dial map cannot be used with TLS")
 	}
 	if out.RaftAddr == "" {
 		out.RaftAddr = "127.0.0.1:8081"

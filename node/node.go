@@ -65,7 +65,7 @@ func Open(cfg Config) (*Node, error) {
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), closing: make(chan struct{}),
 	}
-	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS)
+	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
 	if err := n.open(); err != nil {
 		n.closeResources()
 		return nil, err

@@ -409,7 +409,7 @@ func TestPeerServiceNeedsSecret(t *testing.T) {
 	l := c.leader()
 	createNamespace(t, l.Node, "app")
 	for _, secret := range []string{"", "wrong"} {
-		pc := newPeerClients(secret, nil)
+		pc := newPeerClients(secret, nil, nil)
 		_, err := pc.apply(ctxT(t), l.APIAddr(), &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{
 			Namespace: "app", Stream: "s-1", Messages: []*fsmv1.NewMessage{{Type: "T", Data: []byte(`{}`)}},
 		}}})

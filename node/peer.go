@@ -99,9 +99,9 @@ type peerClients struct {
 	byAddr map[string]peerv1connect.PeerServiceClient
 }
 
-func newPeerClients(secret string, t *TLS) *peerClients {
+func newPeerClients(secret string, t *TLS, dials DialMap) *peerClients {
 	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		DialContext:         dials.dialContext(&net.Dialer{Timeout: 2 * time.Second}),
 		MaxIdleConnsPerHost: 128,
 		IdleConnTimeout:     90 * time.Second,
 	}

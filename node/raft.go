@@ -84,6 +84,14 @@ func openTransport(cfg Config, addrs *addressBook) (*raft.NetworkTransport, erro
 		tc.Stream = layer
 		return raft.NewNetworkTransportWithConfig(tc), nil
 	}
+	if len(cfg.DialMap) > 0 {
+		layer, err := newMappedStreamLayer(cfg.RaftAddr, advertise, cfg.DialMap)
+		if err != nil {
+			return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		tc.Stream = layer
+		return raft.NewNetworkTransportWithConfig(tc), nil
+	}
 	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tc)
 	if err != nil {
 		return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)

@@ -37,7 +37,7 @@ type serverFlags struct {
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
-	mutant                                                              string
+	mutant, dialMap                                                     string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -68,6 +68,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 16384, "log entries between Raft snapshots (each syncs Pebble and lets the log be truncated)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 65536, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot transfer")
+	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
 	if node.MutantsBuilt {
 		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
 	}
@@ -88,10 +89,29 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if set := f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != ""; set && (f.tlsCert == "" || f.tlsKey == "" || f.tlsCA == "") {
 		return nil, &exitError{2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")}
 	}
+	if _, err := parseDialMap(f.dialMap); err != nil {
+		return nil, &exitError{2, err}
+	}
 	if f.bootstrapExpect < 0 {
 		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
 	}
 	return f, nil
+}
+
+// parseDialMap parses --dial-map ("from=to,from=to").
+func parseDialMap(s string) (node.DialMap, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := node.DialMap{}
+	for _, pair := range strings.Split(s, ",") {
+		from, to, ok := strings.Cut(pair, "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("--dial-map: %q is not from=to", pair)
+		}
+		m[from] = to
+	}
+	return m, nil
 }
 
 // clustered reports whether the node forms a cluster by gossip.
@@ -173,12 +193,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
+	dials, _ := parseDialMap(f.dialMap)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n, err := node.Open(node.Config{
 		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
-		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant,
+		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 	})
 	if err != nil {
 		return err

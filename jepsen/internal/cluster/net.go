@@ -13,11 +13,11 @@ import (
 )
 
 // ErrNoPartitions is returned by a network that cannot cut links.
-var ErrNoPartitions = errors.New("this network backend cannot partition (netns needs root and iproute2)")
+var ErrNoPartitions = errors.New("netns needs root and iproute2")
 
 // Network places nodes on addresses and cuts links between them.
 type Network interface {
-	// Name is the backend's name (netns, loopback).
+	// Name is the backend's name (netns, proxy).
 	Name() string
 	// Host is the address node i (0-based) listens on.
 	Host(i int) string
@@ -185,18 +185,3 @@ func CleanNetns() []string {
 	}
 	return removed
 }
-
-// Loopback runs every node on 127.0.0.1 with its own ports. It cannot cut
-// links: partition nemeses are skipped with it.
-type Loopback struct{ base int }
-
-// NewLoopback places node i's services at base+10i+s.
-func NewLoopback(base int) *Loopback { return &Loopback{base: base} }
-
-func (l *Loopback) Name() string                          { return "loopback" }
-func (l *Loopback) Host(int) string                       { return "127.0.0.1" }
-func (l *Loopback) Port(i, s int) int                     { return l.base + 10*i + s }
-func (l *Loopback) Command(_ int, argv []string) []string { return argv }
-func (l *Loopback) Cut([][2]int) error                    { return ErrNoPartitions }
-func (l *Loopback) Heal() error                           { return nil }
-func (l *Loopback) Close() error                          { return nil }

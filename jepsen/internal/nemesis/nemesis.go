@@ -76,13 +76,10 @@ func New(c *cluster.Cluster, rec *history.Recorder, cfg Config) *Nemesis {
 	return &Nemesis{c: c, rec: rec, cfg: cfg}
 }
 
-// Skipped returns the chosen faults the network cannot inject, and why.
+// Skipped returns the chosen faults the network cannot inject, and why
+// (today every network can inject every fault).
 func (n *Nemesis) Skipped(net cluster.Network) map[string]string {
-	out := map[string]string{}
-	if contains(n.cfg.Faults, "partition") && net.Name() != "netns" {
-		out["partition"] = cluster.ErrNoPartitions.Error()
-	}
-	return out
+	return map[string]string{}
 }
 
 // Run injects faults until ctx ends, then heals everything.

@@ -36,7 +36,7 @@ type Options struct {
 	Out           string                           `json:"out"`
 	Bin           string                           `json:"bin"`
 	Mutant        string                           `json:"mutant,omitempty"`
-	Net           string                           `json:"net"` // auto, netns, loopback
+	Net           string                           `json:"net"` // auto, netns, proxy
 	Interval      time.Duration                    `json:"nemesis_interval"`
 	Quiet         time.Duration                    `json:"quiet"`
 	ClientTimeout time.Duration                    `json:"client_timeout"`
@@ -263,8 +263,8 @@ func newNetwork(kind string, n int) (cluster.Network, error) {
 	switch kind {
 	case "netns":
 		return cluster.NewNetns(n)
-	case "loopback":
-		return cluster.NewLoopback(freeBase()), nil
+	case "proxy":
+		return cluster.NewProxy(n, freeBase())
 	case "", "auto":
 		nn, err := cluster.NewNetns(n)
 		if err == nil {
@@ -273,9 +273,9 @@ func newNetwork(kind string, n int) (cluster.Network, error) {
 		if !errors.Is(err, cluster.ErrNoPartitions) {
 			return nil, err
 		}
-		return cluster.NewLoopback(freeBase()), nil
+		return cluster.NewProxy(n, freeBase())
 	}
-	return nil, fmt.Errorf("unknown -net %q (auto, netns, loopback)", kind)
+	return nil, fmt.Errorf("unknown -net %q (auto, netns, proxy)", kind)
 }
 
 // freeBase picks a port range unlikely to be in use.
