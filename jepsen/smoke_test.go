@@ -127,6 +127,7 @@ var mutantCases = []struct {
 	{node.MutantAckBeforeCommit, "append", "leader-kill", 100, 10, 20 * time.Second, []string{"lost", "ack-mismatch"}},
 	{node.MutantStaleLinearizable, "mixed", "pause,partition", 100, 10, 20 * time.Second, []string{"stale-read", "linearizability"}},
 	{node.MutantRYWNoWait, "ryw", "pause", 100, 10, 20 * time.Second, []string{"ryw-violation"}},
+	{node.MutantForwardRetry, "append", "none", 500, 20, 15 * time.Second, []string{"duplicate"}},
 }
 
 // TestMutants: every mutant's scenario must end invalid with its anomaly.

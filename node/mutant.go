@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -25,10 +26,13 @@ const (
 	MutantStaleLinearizable = "stale-linearizable"
 	// MutantRYWNoWait serves session reads without waiting for min_index.
 	MutantRYWNoWait = "ryw-no-wait"
-	// MutantForwardRetry retries a forwarded write whose outcome is
-	// unknown, which can apply it twice.
+	// MutantForwardRetry gives a forwarded write forwardRetryTimeout to
+	// answer and retries it when it does not (or its outcome is otherwise
+	// unknown): a slow leader applies it twice.
 	MutantForwardRetry = "forward-retry"
 )
+
+const forwardRetryTimeout = 20 * time.Millisecond
 
 // Mutants lists every mutant name.
 var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry}

@@ -36,7 +36,12 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 		if lid, _ := n.Leader(); lid != "" && lid != n.id {
 			if addr, ok := n.store.NodeAddr(lid); ok {
 				start := time.Now()
-				res, err := n.peers.apply(ctx, addr, cmd)
+				fctx, cancel := ctx, context.CancelFunc(func() {})
+				if n.mutant(MutantForwardRetry) {
+					fctx, cancel = context.WithTimeout(ctx, forwardRetryTimeout)
+				}
+				res, err := n.peers.apply(fctx, addr, cmd)
+				cancel()
 				if n.mutant(MutantForwardRetry) && errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
 					err = errNotSent
 				}
