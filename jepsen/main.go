@@ -67,6 +67,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	worst := runner.ExitValid
+	var lines []string
+	defer func() {
+		if len(lines) > 1 {
+			fmt.Fprintf(stdout, "\njepsen: %d runs\n%s\n", len(lines), strings.Join(lines, "\n"))
+		}
+	}()
 	for i := range count {
 		if i > 0 {
 			o.Seed++
@@ -81,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return runner.ExitHarness
 		}
 		fmt.Fprint(stdout, report.Summary(out.Run, out.Result))
+		st := out.Result.Stats
+		lines = append(lines, fmt.Sprintf("  seed %d: valid=%v  %.1f ok ops/s (%.1f during faults)  %d ops  %s", o.Seed, out.Result.Valid, st.OKPerSec, st.FaultOKPerSec, st.Ops, out.Dir))
 		if out.Code == runner.ExitInvalid || (out.Code == runner.ExitUnknown && worst == runner.ExitValid) {
 			worst = out.Code
 		}
