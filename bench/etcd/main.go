@@ -1,0 +1,164 @@
+// Command etcd is the etcd side of `make bench-compare`: it drives puts
+// against an etcd cluster the way `skald bench --workload append` drives
+// single-message appends (same concurrency, same value size, closed loop,
+// one request outstanding per caller) and prints the same JSON, so the
+// two can be compared line by line; `compare` prints both and the ratio.
+// It lives in its own module so the product does not depend on etcd.
+//
+//	go run . put --endpoints 127.0.0.1:2379,... --concurrency 64 --value-bytes 200 --duration 10s
+//	go run . compare etcd.json skald.json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// result has the fields of skald bench -o json that compare reads.
+type result struct {
+	Workload    string             `json:"workload"`
+	Concurrency int                `json:"concurrency"`
+	DurationS   float64            `json:"duration_s"`
+	Ops         int64              `json:"ops"`
+	Errors      int64              `json:"errors"`
+	OpsPerSec   float64            `json:"ops_per_sec"`
+	LatencyMS   map[string]float64 `json:"latency_ms"`
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: etcd put [flags] | etcd compare ETCD.json SKALD.json")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "put":
+		err = put(os.Args[2:])
+	case "compare":
+		err = compare(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcd bench:", err)
+		os.Exit(1)
+	}
+}
+
+func put(args []string) error {
+	fs := flag.NewFlagSet("put", flag.ContinueOnError)
+	endpoints := fs.String("endpoints", "127.0.0.1:2379", "comma-separated client URLs or host:port")
+	concurrency := fs.Int("concurrency", 64, "concurrent callers (each has one put outstanding)")
+	valueBytes := fs.Int("value-bytes", 200, "bytes per value")
+	keys := fs.Int("keys", 1000, "distinct keys the puts spread over")
+	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	value := strings.Repeat("x", *valueBytes)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err = cli.Put(ctx, "bench-warmup", value)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("first put: %w", err)
+	}
+
+	var (
+		ops, errs atomic.Int64
+		mu        sync.Mutex
+		lat       []time.Duration
+		wg        sync.WaitGroup
+	)
+	start := time.Now()
+	stop := start.Add(*duration)
+	for w := range *concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			var mine []time.Duration
+			for time.Now().Before(stop) {
+				t := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := cli.Put(ctx, fmt.Sprintf("bench/%d", rng.IntN(*keys)), value)
+				cancel()
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t))
+				ops.Add(1)
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	res := result{Workload: "etcd-put", Concurrency: *concurrency, DurationS: elapsed, Ops: ops.Load(), Errors: errs.Load(),
+		OpsPerSec: float64(ops.Load()) / elapsed, LatencyMS: quantiles(lat)}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+func quantiles(lat []time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	if len(lat) == 0 {
+		return out
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	at := func(q float64) float64 {
+		i := min(int(q*float64(len(lat))), len(lat)-1)
+		return float64(lat[i].Microseconds()) / 1000
+	}
+	out["p50"], out["p90"], out["p99"], out["p999"] = at(0.50), at(0.90), at(0.99), at(0.999)
+	out["max"] = float64(lat[len(lat)-1].Microseconds()) / 1000
+	return out
+}
+
+func compare(args []string) error {
+	if len(args) != 2 {
+		return errors.New("usage: compare ETCD.json SKALD.json")
+	}
+	var rs [2]result
+	for i, path := range args {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &rs[i]); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	e, s := rs[0], rs[1]
+	fmt.Printf("%-28s %12s %9s %9s %9s %9s %9s %7s\n", "3 nodes, same machine", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors")
+	for _, r := range []struct {
+		name string
+		r    result
+	}{{fmt.Sprintf("etcd put x%d", e.Concurrency), e}, {fmt.Sprintf("skald append x%d", s.Concurrency), s}} {
+		l := r.r.LatencyMS
+		fmt.Printf("%-28s %12.0f %9.2f %9.2f %9.2f %9.2f %9.2f %7d\n", r.name, r.r.OpsPerSec, l["p50"], l["p90"], l["p99"], l["p999"], l["max"], r.r.Errors)
+	}
+	if e.OpsPerSec > 0 && e.LatencyMS["p99"] > 0 {
+		fmt.Printf("skald/etcd: throughput %.2fx (target >= 2x), p99 %.2fx (target <= 1x)\n", s.OpsPerSec/e.OpsPerSec, s.LatencyMS["p99"]/e.LatencyMS["p99"])
+	}
+	return nil
+}
