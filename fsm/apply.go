@@ -237,6 +237,9 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
 	}
+	if honorProposedGlobal && c.ProposedGlobalPosition > 0 {
+		nb.nextGP = c.ProposedGlobalPosition // the mutant's bug: trust the leader's guess
+	}
 	res := &AppendResult{
 		Namespace:           c.Namespace,
 		Stream:              c.Stream,

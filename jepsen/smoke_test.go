@@ -128,6 +128,8 @@ var mutantCases = []struct {
 	{node.MutantStaleLinearizable, "mixed", "pause,partition", 100, 10, 20 * time.Second, []string{"stale-read", "linearizability"}},
 	{node.MutantRYWNoWait, "ryw", "pause", 100, 10, 20 * time.Second, []string{"ryw-violation"}},
 	{node.MutantForwardRetry, "append", "none", 500, 20, 15 * time.Second, []string{"duplicate"}},
+	{node.MutantGlobalPosAtPropose, "append", "leader-kill", 1000, 20, 20 * time.Second,
+		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch"}},
 }
 
 // TestMutants: every mutant's scenario must end invalid with its anomaly.
@@ -138,6 +140,7 @@ func TestMutants(t *testing.T) {
 		t.Run(mc.mutant, func(t *testing.T) {
 			o := options(t, mut)
 			o.Mutant, o.Workload, o.Nemesis, o.Rate, o.Concurrency, o.Time = mc.mutant, mc.workload, mc.nemesis, mc.rate, mc.concurrency, mc.time
+			o.Interval = 4 * time.Second
 			out, err := runner.Run(context.Background(), o)
 			if err != nil {
 				t.Fatalf("harness error (seed %d): %v", o.Seed, err)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/skalddb/skald/fsm"
@@ -30,12 +31,18 @@ const (
 	// answer and retries it when it does not (or its outcome is otherwise
 	// unknown): a slow leader applies it twice.
 	MutantForwardRetry = "forward-retry"
+	// MutantGlobalPosAtPropose has the leader pick global positions from
+	// an in-memory counter when it proposes, and the state machine use
+	// them: proposals that fail leave gaps, a new leader's counter
+	// restarts from what it applied, and log order and position order
+	// can differ.
+	MutantGlobalPosAtPropose = "global-pos-at-propose"
 )
 
 const forwardRetryTimeout = 20 * time.Millisecond
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose}
 
 func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
 
@@ -101,4 +108,32 @@ func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (any, bool) {
 		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
 		Index: n.raft.LastIndex(),
 	}, true
+}
+
+// proposedGlobal is MutantGlobalPosAtPropose's counter.
+type proposedGlobal struct {
+	mu   sync.Mutex
+	next map[string]int64 // namespace → next global position to hand out
+}
+
+// stamp sets cmd's proposed global position from the counter, raised to
+// this node's applied next position when that is ahead.
+func (p *proposedGlobal) stamp(n *Node, cmd *fsmv1.Command) {
+	a := cmd.GetAppend()
+	if a == nil {
+		return
+	}
+	applied := int64(1)
+	if v, err := n.store.View(a.Namespace); err == nil {
+		applied, _ = v.NextGlobalPosition()
+		v.Close()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next == nil {
+		p.next = map[string]int64{}
+	}
+	next := max(p.next[a.Namespace], applied)
+	a.ProposedGlobalPosition = next
+	p.next[a.Namespace] = next + int64(len(a.Messages))
 }

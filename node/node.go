@@ -41,6 +41,8 @@ type Node struct {
 	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
 	inflight    inflight      // leader proposals, for the watchdog
 
+	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
+
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup

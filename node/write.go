@@ -76,6 +76,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		}
 	}
 	stamp(cmd, time.Now())
+	if n.mutant(MutantGlobalPosAtPropose) {
+		n.proposedGlobal.stamp(n, cmd)
+	}
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("node: encode command: %w", err)

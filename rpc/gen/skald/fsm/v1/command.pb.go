@@ -293,9 +293,14 @@ type Append struct {
 	ExpectedVersion *int64        `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	Messages        []*NewMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano  int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// Set and read only by binaries built with -tags mutants (the
+	// global-pos-at-propose mutant of node/mutant.go): the global position
+	// the leader chose at request time. Everyone else leaves it 0 and
+	// ignores it; global positions are assigned at apply.
+	ProposedGlobalPosition int64 `protobuf:"varint,6,opt,name=proposed_global_position,json=proposedGlobalPosition,proto3" json:"proposed_global_position,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Append) Reset() {
@@ -359,6 +364,13 @@ func (x *Append) GetMessages() []*NewMessage {
 func (x *Append) GetTimeUnixNano() int64 {
 	if x != nil {
 		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *Append) GetProposedGlobalPosition() int64 {
+	if x != nil {
+		return x.ProposedGlobalPosition
 	}
 	return 0
 }
@@ -676,13 +688,14 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xdf\x01\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\x99\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNanoB\x13\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
+	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPositionB\x13\n" +
 	"\x11_expected_version\"`\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +

@@ -1,0 +1,8 @@
+//go:build !mutants
+
+package fsm
+
+// honorProposedGlobal is false in normal builds: global positions are
+// assigned at apply, in log order, and Append.proposed_global_position is
+// ignored.
+const honorProposedGlobal = false
