@@ -309,18 +309,24 @@ func (c *Cluster) healthy(ctx context.Context) error {
 	return nil
 }
 
-// CreateNamespace creates a namespace (retrying while the cluster settles)
-// and returns its token.
+// CreateNamespace creates a namespace with a token of the harness's
+// choosing and returns the token. It retries while the cluster settles; a
+// retry that finds the namespace already there found the earlier attempt's
+// (the cluster is new), so it succeeds with the same token.
 func (c *Cluster) CreateNamespace(ctx context.Context, name string) (string, error) {
+	token, err := rpc.NewToken(name)
+	if err != nil {
+		return "", err
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		for _, n := range c.Nodes {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			resp, err := c.admin[n.Name].Create(cctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name, Description: "jepsen"}))
+			_, err := c.admin[n.Name].Create(cctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name, Description: "jepsen", Token: token}))
 			cancel()
-			if err == nil {
-				return resp.Msg.Token, nil
+			if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
+				return token, nil
 			}
 			last = err
 		}
