@@ -126,8 +126,8 @@ var mutantCases = []struct {
 	{node.MutantCASOutsideFSM, "cas", "none", 1000, 20, 15 * time.Second, []string{"cas-double-success"}},
 	{node.MutantAckBeforeCommit, "append", "leader-kill", 100, 10, 20 * time.Second, []string{"lost", "ack-mismatch", "category-foreign"}},
 	{node.MutantStaleLinearizable, "mixed", "pause,partition", 100, 10, 20 * time.Second, []string{"stale-read", "linearizability"}},
-	{node.MutantRYWNoWait, "ryw", "pause", 100, 10, 20 * time.Second, []string{"ryw-violation"}},
-	{node.MutantForwardRetry, "append", "none", 500, 20, 15 * time.Second, []string{"duplicate"}},
+	{node.MutantRYWNoWait, "ryw", "pause", 200, 10, 20 * time.Second, []string{"ryw-violation"}},
+	{node.MutantForwardRetry, "append", "none", 1000, 20, 15 * time.Second, []string{"duplicate"}},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}},
 }

@@ -39,7 +39,7 @@ const (
 	MutantGlobalPosAtPropose = "global-pos-at-propose"
 )
 
-const forwardRetryTimeout = 20 * time.Millisecond
+const forwardRetryTimeout = 5 * time.Millisecond
 
 // Mutants lists every mutant name.
 var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose}
