@@ -219,11 +219,5 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return runner.ExitHarness
 	}
 	fmt.Fprint(stdout, report.Summary(run, res))
-	switch res.Valid {
-	case true:
-		return runner.ExitValid
-	case false:
-		return runner.ExitInvalid
-	}
-	return runner.ExitUnknown
+	return runner.ExitCode(res)
 }

@@ -6,9 +6,10 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/skalddb/skald/jepsen/internal/checker"
@@ -72,33 +73,18 @@ func Summary(run Run, res checker.Result) string {
 	st := res.Stats
 	fmt.Fprintf(&b, "ops: %d in %.1fs, %.1f ok/s (%.1f ok/s during faults); final log %d events in %d streams; indeterminate appends: %d applied, %d not\n",
 		st.Ops, st.DurationSec, st.OKPerSec, st.FaultOKPerSec, st.FinalEvents, st.Streams, st.Recovered, st.LostUnacked)
-	fs := make([]string, 0, len(st.ByF))
-	for f := range st.ByF {
-		fs = append(fs, f)
-	}
-	sort.Strings(fs)
-	for _, f := range fs {
+	for _, f := range slices.Sorted(maps.Keys(st.ByF)) {
 		c := st.ByF[f]
 		fmt.Fprintf(&b, "  %-14s ok %6d  fail %6d  info %6d\n", f, c[history.OK], c[history.Fail], c[history.Info])
 	}
 	fmt.Fprintf(&b, "linearizability: %s (%d ops in %d streams, %d patched, %d ms)\n", res.Linear.Result, res.Linear.Ops, res.Linear.Streams, res.Linear.Patched, res.Linear.DurationMS)
-	names := make([]string, 0, len(res.Checkers))
-	for n := range res.Checkers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(res.Checkers)) {
 		fmt.Fprintf(&b, "  checker %-16s %s\n", n, res.Checkers[n])
 	}
 	for _, u := range res.Unknown {
 		fmt.Fprintf(&b, "unknown: %s\n", u)
 	}
-	kinds := make([]string, 0, len(res.Anomalies))
-	for k := range res.Anomalies {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(res.Anomalies)) {
 		fmt.Fprintf(&b, "ANOMALY %s: %d\n", k, res.Anomalies[k])
 	}
 	for _, e := range res.Examples {

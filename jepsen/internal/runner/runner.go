@@ -179,7 +179,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	if err := report.Write(dir, run, res, ops); err != nil {
 		return out, err
 	}
-	out.Code = code(res)
+	out.Code = ExitCode(res)
 	if out.Code == ExitValid && !o.Keep {
 		c.Close()
 		c.RemoveData()
@@ -187,7 +187,8 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	return out, nil
 }
 
-func code(res checker.Result) int {
+// ExitCode is the exit code for a verdict.
+func ExitCode(res checker.Result) int {
 	switch res.Valid {
 	case true:
 		return ExitValid
