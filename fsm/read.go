@@ -5,9 +5,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"google.golang.org/protobuf/proto"
-
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 // Read limits (spec: batch default 1000, -1 unlimited, at most 10000; the
@@ -40,6 +37,7 @@ type View struct {
 	ns   *namespace
 	snap *pebble.Snapshot
 	mit  *pebble.Iterator // lazily opened iterator over M
+	mgp  int64            // global position mit is at; 0 when unpositioned
 }
 
 // View opens a consistent view of namespace name.
@@ -93,7 +91,16 @@ func (v *View) message(gp int64) (Message, error) {
 		v.mit = it
 	}
 	key := messageKey(gp)
-	if !v.mit.SeekGE(key) || !bytes.Equal(v.mit.Key(), key) {
+	// A stream's messages are mostly appended together, so the next one
+	// asked for is usually the next key: a Next is far cheaper than a seek.
+	var ok bool
+	if v.mgp > 0 && gp == v.mgp+1 {
+		ok = v.mit.Next()
+	} else {
+		ok = v.mit.SeekGE(key)
+	}
+	v.mgp = 0
+	if !ok || !bytes.Equal(v.mit.Key(), key) {
 		if err := v.mit.Error(); err != nil {
 			return Message{}, err
 		}
@@ -103,18 +110,8 @@ func (v *View) message(gp int64) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
+	v.mgp = gp
 	return decodeMessage(gp, val)
-}
-
-func decodeMessage(gp int64, val []byte) (Message, error) {
-	var sm fsmv1.StoredMessage
-	if err := proto.Unmarshal(val, &sm); err != nil {
-		return Message{}, fmt.Errorf("fsm: message %d: %w", gp, err)
-	}
-	return Message{
-		ID: sm.Id, Stream: sm.Stream, Type: sm.Type, Position: sm.Position, GlobalPosition: gp,
-		Data: sm.Data, Metadata: sm.Metadata, Time: sm.TimeUnixNano,
-	}, nil
 }
 
 // StreamQuery selects messages of one stream.
