@@ -102,12 +102,17 @@ type Timing struct {
 }
 
 // ProductionTiming suits a LAN of 3-5 voters (raft defaults; Consul's
-// raft_multiplier 1).
+// raft_multiplier 1), except CommitTimeout. A follower learns that an
+// entry committed only from the leader's next AppendEntries, which is the
+// next write or, when writes pause, CommitTimeout later: at raft's 50 ms a
+// subscriber on a follower saw a quiet stream's events 54 ms late (p50,
+// 20 appends/s); at 5 ms, 4 ms. The price is idle traffic: the 3-node
+// cluster used 170 ms of CPU per second idle, against 53 ms.
 var ProductionTiming = Timing{
 	HeartbeatTimeout:   time.Second,
 	ElectionTimeout:    time.Second,
 	LeaderLeaseTimeout: 500 * time.Millisecond,
-	CommitTimeout:      50 * time.Millisecond,
+	CommitTimeout:      5 * time.Millisecond,
 }
 
 // FastTiming suits in-process test clusters on loopback, with room for the

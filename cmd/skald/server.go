@@ -32,11 +32,12 @@ type serverFlags struct {
 	nodeName, dataDir, httpAddr, raftAddr, advertiseHTTP, advertiseRaft string
 	adminToken, clusterSecret, logLevel, logFormat, cors                string
 	gossipAddr, advertiseGossip, join, gossipKey                        string
-	bootstrapExpect                                                     int
+	bootstrapExpect, compressMinBytes                                   int
 	cleanupDead, leaveOnTerm                                            bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
+	commitTimeout                                                       time.Duration
 	mutant, dialMap                                                     string
 }
 
@@ -68,6 +69,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 16384, "log entries between Raft snapshots (each syncs Pebble and lets the log be truncated)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 65536, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot transfer")
+	fs.DurationVar(&f.commitTimeout, "raft-commit-timeout", node.ProductionTiming.CommitTimeout, "longest a follower waits to learn of a commit when writes pause (subscribers on followers see events this much later); lower costs idle traffic")
+	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
 	if node.MutantsBuilt {
 		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
@@ -94,6 +97,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.bootstrapExpect < 0 {
 		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
+	}
+	if f.commitTimeout < time.Millisecond || f.commitTimeout > node.ProductionTiming.HeartbeatTimeout {
+		return nil, &exitError{2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout)}
 	}
 	return f, nil
 }
@@ -196,8 +202,10 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dials, _ := parseDialMap(f.dialMap)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	timing := node.ProductionTiming
+	timing.CommitTimeout = f.commitTimeout
 	n, err := node.Open(node.Config{
-		DataDir: f.dataDir, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
+		DataDir: f.dataDir, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 	})
@@ -212,7 +220,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		m      *membership.Membership
 		left   = make(chan struct{})
-		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg}
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes)}
 	)
 	if f.clustered() {
 		var join []string
@@ -333,4 +341,13 @@ func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writ
 		fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
 	}
 	return nil
+}
+
+// compressOpt maps --compress-min-bytes to rpc.Options.CompressMinBytes,
+// where 0 means the default and a negative value compresses everything.
+func compressOpt(flag int) int {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }
