@@ -206,13 +206,14 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, std
 }
 
 // client returns an EventStore client of its own (its own connections)
-// for node i.
-func (c *benchConfig) client(cf *clientFlags, i int) skaldv1connect.EventStoreClient {
+// for node i, keeping up to idle connections open: as many as will be
+// used at once, or every call past them dials a new one.
+func (c *benchConfig) client(cf *clientFlags, i, idle int) skaldv1connect.EventStoreClient {
 	hc := cf.httpClient()
 	if tr, ok := hc.Transport.(*http.Transport); ok {
-		tr.MaxIdleConnsPerHost = 4
+		tr.MaxIdleConnsPerHost = idle
 	} else {
-		hc.Transport = &http.Transport{MaxIdleConnsPerHost: 4}
+		hc.Transport = &http.Transport{MaxIdleConnsPerHost: idle}
 	}
 	url := (&clientFlags{addr: c.addrs[i%len(c.addrs)]}).baseURL()
 	return skaldv1connect.NewEventStoreClient(hc, url, connect.WithInterceptors(tokenInterceptor(cf.token)))
@@ -256,13 +257,13 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 		return c.subscribe(ctx, cf, stderr)
 	}
 	if c.workload == "read-stream" || c.workload == "read-category" || c.workload == "mixed" {
-		if err := c.fill(ctx, c.client(cf, 0), stderr); err != nil {
+		if err := c.fill(ctx, c.client(cf, 0, 1), stderr); err != nil {
 			return nil, err
 		}
 	}
 	ops := make([]op, c.concurrency)
 	for w := range ops {
-		cl := c.client(cf, w)
+		cl := c.client(cf, w, 1)
 		w := w
 		appendN := func(n int) op {
 			return func(ctx context.Context, r *rand.Rand) (int, error) {
@@ -398,7 +399,7 @@ func (c *benchConfig) result(all []time.Duration, ops, msgs, errs int64, elapsed
 // subscribe measures delivery latency: appends at --rate on the first node
 // carry their send time; a subscriber on the last node measures arrival.
 func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.Writer) (*benchResult, error) {
-	writer, reader := c.client(cf, 0), c.client(cf, len(c.addrs)-1)
+	writer, reader := c.client(cf, 0, c.concurrency), c.client(cf, len(c.addrs)-1, 1)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := reader.Subscribe(sctx, connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Category{Category: c.run}}))
