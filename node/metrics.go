@@ -13,16 +13,19 @@ type metrics struct {
 	applyBatch     prometheus.Histogram
 	applyLatency   prometheus.Histogram
 	forwardLatency prometheus.Histogram
+	forwardBatch   prometheus.Histogram
 	readWait       prometheus.Histogram
+	readIndexBatch prometheus.Histogram
 }
 
 func newMetrics() *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s
+	sizes := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	return &metrics{
 		applyBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "skald", Subsystem: "node", Name: "apply_batch_entries",
 			Help:    "Log entries per state machine ApplyBatch call.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
+			Buckets: sizes,
 		}),
 		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "skald", Subsystem: "node", Name: "apply_seconds",
@@ -31,6 +34,14 @@ func newMetrics() *metrics {
 		forwardLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "skald", Subsystem: "node", Name: "forward_seconds",
 			Help: "Time of writes a follower forwarded to the leader.", Buckets: buckets,
+		}),
+		forwardBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "skald", Subsystem: "node", Name: "forward_batch_writes",
+			Help: "Writes per call a follower made to the leader (concurrent writes share calls).", Buckets: sizes,
+		}),
+		readIndexBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "skald", Subsystem: "node", Name: "read_index_batch_reads",
+			Help: "Linearizable reads served by one read-index confirmation.", Buckets: sizes,
 		}),
 		readWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "skald", Subsystem: "node", Name: "read_wait_seconds",
@@ -45,7 +56,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "skald", Subsystem: "raft", Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.applyBatch, m.applyLatency, m.forwardLatency, m.readWait,
+		m.applyBatch, m.applyLatency, m.forwardLatency, m.forwardBatch, m.readWait, m.readIndexBatch,
 		gauge("state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.", func() float64 { return float64(n.raft.State()) }),
 		gauge("term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),
 		gauge("commit_index", "Raft commit index.", func() float64 { return float64(n.raft.CommitIndex()) }),

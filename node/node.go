@@ -30,15 +30,18 @@ type Node struct {
 	feed  *Feed
 	m     *metrics
 
-	raft   *raft.Raft
-	bolt   *raftboltdb.BoltStore
-	logs   raft.LogStore
-	trans  *raft.NetworkTransport
-	addrs  *addressBook
-	peers  *peerClients
-	notify chan bool
+	raft    *raft.Raft
+	bolt    *raftboltdb.BoltStore
+	logs    raft.LogStore
+	trans   *raft.NetworkTransport
+	addrs   *addressBook
+	peers   *peerClients
+	forward *forwarder
+	notify  chan bool
 
 	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
+	leaderIndex *indexBatcher // leaderReadIndex, coalesced
+	remoteIndex *indexBatcher // remoteReadIndex, coalesced
 	inflight    inflight      // leader proposals, for the watchdog
 
 	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
@@ -68,6 +71,10 @@ func Open(cfg Config) (*Node, error) {
 		addrs: newAddressBook(), notify: make(chan bool, 16), closing: make(chan struct{}),
 	}
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
+	n.forward = newForwarder(n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
+	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
+	n.leaderIndex = newIndexBatcher(n.leaderReadIndex, cfg.ReadWait, n.closing, observeReads)
+	n.remoteIndex = newIndexBatcher(n.remoteReadIndex, cfg.ReadWait, n.closing, observeReads)
 	if err := n.open(); err != nil {
 		n.closeResources()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -294,6 +295,54 @@ func TestRefuseStartWhenStateOlderThanLog(t *testing.T) {
 	_, err := Open(f.config(false))
 	if err == nil || !strings.Contains(err.Error(), "older than the log") || !strings.Contains(err.Error(), "delete the whole data directory") {
 		t.Fatalf("open with lost state machine data: %v", err)
+	}
+}
+
+// Writes a follower forwards at the same time share calls to the leader,
+// and each still gets its own result: every position exactly once.
+func TestConcurrentForwardedWrites(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	createNamespace(t, c.leader().Node, "app")
+	f := c.followers()[0]
+	const writes = 120
+	positions := make(chan int64, writes)
+	var wg sync.WaitGroup
+	for i := 0; i < writes; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := appendOne(ctxT(t), f.Node, "app", "acct-1", "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			positions <- r.FirstPosition
+		}()
+	}
+	wg.Wait()
+	close(positions)
+	seen := make(map[int64]bool)
+	for p := range positions {
+		if seen[p] || p < 0 || p >= writes {
+			t.Fatalf("position %d given twice or out of range", p)
+		}
+		seen[p] = true
+	}
+	if len(seen) != writes {
+		t.Fatalf("%d writes acknowledged, want %d", len(seen), writes)
+	}
+	var m dto.Metric
+	if err := f.m.forwardBatch.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	calls, forwarded := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	if forwarded < writes || calls >= uint64(forwarded) {
+		t.Fatalf("%d calls carried %v writes: want %d writes in fewer calls", calls, forwarded, writes)
+	}
+	for i, tn := range c.nodes {
+		if msgs := readAll(t, tn.Node, "app", ReadOptions{}); len(msgs) != writes {
+			t.Fatalf("node %d holds %d messages, want %d", i, len(msgs), writes)
+		}
 	}
 }
 

@@ -81,8 +81,73 @@ func (p *peerServer) Apply(ctx context.Context, req *connect.Request[peerv1.Appl
 	return connect.NewResponse(resp), nil
 }
 
+// maxForwardBatch bounds the commands of one ApplyBatch call.
+const maxForwardBatch = 256
+
+func (p *peerServer) ApplyBatch(ctx context.Context, req *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error) {
+	cmds := req.Msg.Commands
+	if len(cmds) == 0 || len(cmds) > maxForwardBatch {
+		return nil, notApplied(connect.CodeInvalidArgument, fmt.Errorf("a batch holds 1 to %d commands, got %d", maxForwardBatch, len(cmds)))
+	}
+	for i, c := range cmds {
+		if c == nil || c.Kind == nil {
+			return nil, notApplied(connect.CodeInvalidArgument, fmt.Errorf("command %d is empty", i))
+		}
+	}
+	// Proposed concurrently, so Raft batches them into as few log writes
+	// as it can (BatchApplyCh); each is still its own entry.
+	out := make([]*peerv1.ApplyOutcome, len(cmds))
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = outcomeOf(p.n.applyLocal(ctx, c))
+		}()
+	}
+	wg.Wait()
+	return connect.NewResponse(&peerv1.ApplyBatchResponse{Outcomes: out}), nil
+}
+
+// outcomeOf is what Apply answers for one command, as a batch outcome.
+func outcomeOf(res any, err error) *peerv1.ApplyOutcome {
+	fail := func(kind peerv1.FailureKind, err error) *peerv1.ApplyOutcome {
+		return &peerv1.ApplyOutcome{Outcome: &peerv1.ApplyOutcome_Failure{Failure: &peerv1.ApplyFailure{Kind: kind, Message: err.Error()}}}
+	}
+	switch {
+	case errors.Is(err, errNotLeader):
+		return fail(peerv1.FailureKind_FAILURE_KIND_NOT_LEADER, err)
+	case errors.Is(err, ErrNoLeader):
+		return fail(peerv1.FailureKind_FAILURE_KIND_NO_LEADER, err)
+	case errors.Is(err, ErrUnknownOutcome):
+		return fail(peerv1.FailureKind_FAILURE_KIND_UNKNOWN, err)
+	}
+	resp, cerr := encodeResult(res, err)
+	if cerr != nil {
+		return fail(peerv1.FailureKind_FAILURE_KIND_UNKNOWN, cerr)
+	}
+	return &peerv1.ApplyOutcome{Outcome: &peerv1.ApplyOutcome_Response{Response: resp}}
+}
+
+// resultOf is the inverse of outcomeOf.
+func resultOf(o *peerv1.ApplyOutcome) (any, error) {
+	switch r := o.GetOutcome().(type) {
+	case *peerv1.ApplyOutcome_Response:
+		return decodeResult(r.Response)
+	case *peerv1.ApplyOutcome_Failure:
+		switch r.Failure.Kind {
+		case peerv1.FailureKind_FAILURE_KIND_NOT_LEADER:
+			return nil, errNotLeader
+		case peerv1.FailureKind_FAILURE_KIND_NO_LEADER:
+			return nil, fmt.Errorf("%w: forwarded write: %s", ErrNoLeader, r.Failure.Message)
+		}
+		return nil, fmt.Errorf("%w: forwarded write: %s", ErrUnknownOutcome, r.Failure.Message)
+	}
+	return nil, fmt.Errorf("%w: peer sent an empty outcome", ErrUnknownOutcome)
+}
+
 func (p *peerServer) ReadIndex(ctx context.Context, _ *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error) {
-	idx, err := p.n.leaderReadIndex(ctx)
+	idx, err := p.n.leaderIndex.get(ctx)
 	if errors.Is(err, errNotLeader) {
 		return nil, notApplied(connect.CodeFailedPrecondition, err)
 	}
@@ -139,6 +204,25 @@ func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command
 		return nil, classify(err, "forward write")
 	}
 	return decodeResult(resp.Msg)
+}
+
+// applyBatch forwards cmds to the peer at addr in one call and returns
+// one outcome per command (see resultOf). A failed call is classified as
+// apply's error is.
+func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1.Command) ([]*peerv1.ApplyOutcome, error) {
+	req := connect.NewRequest(&peerv1.ApplyBatchRequest{Commands: cmds})
+	req.Header().Set(secretHeader, c.secret)
+	resp, err := c.client(addr).ApplyBatch(ctx, req)
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			return nil, errBatchUnsupported
+		}
+		return nil, classify(err, "forward writes")
+	}
+	if len(resp.Msg.Outcomes) != len(cmds) {
+		return nil, fmt.Errorf("%w: forward writes: %d outcomes for %d commands", ErrUnknownOutcome, len(resp.Msg.Outcomes), len(cmds))
+	}
+	return resp.Msg.Outcomes, nil
 }
 
 // readIndex asks the peer at addr (the leader) for its read index.

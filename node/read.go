@@ -108,10 +108,7 @@ func (n *Node) LinearizableIndex(ctx context.Context) (uint64, error) {
 	defer cancel()
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	for attempt := 0; ; attempt++ {
-		idx, err := n.leaderReadIndex(ctx)
-		if errors.Is(err, errNotLeader) {
-			idx, err = n.remoteReadIndex(ctx)
-		}
+		idx, err := n.readIndex(ctx)
 		if err == nil {
 			if werr := n.waitApplied(ctx, idx); werr != nil {
 				return 0, fmt.Errorf("%w: read index %d not applied (at %d): %v", ErrNotCaughtUp, idx, n.sm.appliedIndex(), werr)
@@ -128,6 +125,18 @@ func (n *Node) LinearizableIndex(ctx context.Context) (uint64, error) {
 			return 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
 		}
 	}
+}
+
+// readIndex is the read index from this node if it leads, else from the
+// leader; concurrent calls share one confirmation (indexBatcher).
+func (n *Node) readIndex(ctx context.Context) (uint64, error) {
+	if n.raft.State() == raft.Leader {
+		idx, err := n.leaderIndex.get(ctx)
+		if !errors.Is(err, errNotLeader) {
+			return idx, err
+		}
+	}
+	return n.remoteIndex.get(ctx)
 }
 
 func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {

@@ -26,6 +26,7 @@ import (
 // (nothing proposed). ErrUnknownOutcome means the write may have been
 // applied. A forwarded write is retried only when it certainly was not
 // proposed: the peer refused as not leader, or it could not be reached.
+// Concurrent forwarded writes share calls to the leader (forwarder).
 func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	for attempt := 0; ; attempt++ {
@@ -36,14 +37,17 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 		if lid, _ := n.Leader(); lid != "" && lid != n.id {
 			if addr, ok := n.store.NodeAddr(lid); ok {
 				start := time.Now()
-				fctx, cancel := ctx, context.CancelFunc(func() {})
+				var res any
+				var err error
 				if n.mutant(MutantForwardRetry) {
-					fctx, cancel = context.WithTimeout(ctx, forwardRetryTimeout)
-				}
-				res, err := n.peers.apply(fctx, addr, cmd)
-				cancel()
-				if n.mutant(MutantForwardRetry) && errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
-					err = errNotSent
+					fctx, cancel := context.WithTimeout(ctx, forwardRetryTimeout)
+					res, err = n.peers.apply(fctx, addr, cmd)
+					cancel()
+					if errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
+						err = errNotSent
+					}
+				} else {
+					res, err = n.forward.apply(ctx, addr, cmd)
 				}
 				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
 					n.m.forwardLatency.Observe(time.Since(start).Seconds())

@@ -27,6 +27,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type FailureKind int32
+
+const (
+	FailureKind_FAILURE_KIND_UNSPECIFIED FailureKind = 0
+	FailureKind_FAILURE_KIND_NOT_LEADER  FailureKind = 1
+	FailureKind_FAILURE_KIND_NO_LEADER   FailureKind = 2
+	FailureKind_FAILURE_KIND_UNKNOWN     FailureKind = 3
+)
+
+// Enum value maps for FailureKind.
+var (
+	FailureKind_name = map[int32]string{
+		0: "FAILURE_KIND_UNSPECIFIED",
+		1: "FAILURE_KIND_NOT_LEADER",
+		2: "FAILURE_KIND_NO_LEADER",
+		3: "FAILURE_KIND_UNKNOWN",
+	}
+	FailureKind_value = map[string]int32{
+		"FAILURE_KIND_UNSPECIFIED": 0,
+		"FAILURE_KIND_NOT_LEADER":  1,
+		"FAILURE_KIND_NO_LEADER":   2,
+		"FAILURE_KIND_UNKNOWN":     3,
+	}
+)
+
+func (x FailureKind) Enum() *FailureKind {
+	p := new(FailureKind)
+	*p = x
+	return p
+}
+
+func (x FailureKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FailureKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_peer_v1_peer_proto_enumTypes[0].Descriptor()
+}
+
+func (FailureKind) Type() protoreflect.EnumType {
+	return &file_skald_peer_v1_peer_proto_enumTypes[0]
+}
+
+func (x FailureKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FailureKind.Descriptor instead.
+func (FailureKind) EnumDescriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
 type Reason int32
 
 const (
@@ -72,11 +124,11 @@ func (x Reason) String() string {
 }
 
 func (Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_skald_peer_v1_peer_proto_enumTypes[0].Descriptor()
+	return file_skald_peer_v1_peer_proto_enumTypes[1].Descriptor()
 }
 
 func (Reason) Type() protoreflect.EnumType {
-	return &file_skald_peer_v1_peer_proto_enumTypes[0]
+	return &file_skald_peer_v1_peer_proto_enumTypes[1]
 }
 
 func (x Reason) Number() protoreflect.EnumNumber {
@@ -85,7 +137,7 @@ func (x Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
 }
 
 type ApplyRequest struct {
@@ -289,6 +341,233 @@ func (*ApplyResponse_SetNodeInfo) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Rejection) isApplyResponse_Result() {}
 
+type ApplyBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commands      []*v1.Command          `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyBatchRequest) Reset() {
+	*x = ApplyBatchRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyBatchRequest) ProtoMessage() {}
+
+func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
+func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+type ApplyBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per command, in the request's order.
+	Outcomes      []*ApplyOutcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyBatchResponse) Reset() {
+	*x = ApplyBatchResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyBatchResponse) ProtoMessage() {}
+
+func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
+func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// ApplyOutcome is one command's answer in a batch: a result (which may be
+// a rejection), or a failure Apply would have returned as an error.
+type ApplyOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ApplyOutcome_Response
+	//	*ApplyOutcome_Failure
+	Outcome       isApplyOutcome_Outcome `protobuf_oneof:"outcome"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyOutcome) Reset() {
+	*x = ApplyOutcome{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyOutcome) ProtoMessage() {}
+
+func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
+func (*ApplyOutcome) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ApplyOutcome) GetResponse() *ApplyResponse {
+	if x != nil {
+		if x, ok := x.Outcome.(*ApplyOutcome_Response); ok {
+			return x.Response
+		}
+	}
+	return nil
+}
+
+func (x *ApplyOutcome) GetFailure() *ApplyFailure {
+	if x != nil {
+		if x, ok := x.Outcome.(*ApplyOutcome_Failure); ok {
+			return x.Failure
+		}
+	}
+	return nil
+}
+
+type isApplyOutcome_Outcome interface {
+	isApplyOutcome_Outcome()
+}
+
+type ApplyOutcome_Response struct {
+	Response *ApplyResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+}
+
+type ApplyOutcome_Failure struct {
+	Failure *ApplyFailure `protobuf:"bytes,2,opt,name=failure,proto3,oneof"`
+}
+
+func (*ApplyOutcome_Response) isApplyOutcome_Outcome() {}
+
+func (*ApplyOutcome_Failure) isApplyOutcome_Outcome() {}
+
+type ApplyFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NOT_LEADER and NO_LEADER mean nothing was proposed; UNKNOWN means the
+	// command may still be applied.
+	Kind          FailureKind `protobuf:"varint,1,opt,name=kind,proto3,enum=skald.peer.v1.FailureKind" json:"kind,omitempty"`
+	Message       string      `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyFailure) Reset() {
+	*x = ApplyFailure{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyFailure) ProtoMessage() {}
+
+func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
+func (*ApplyFailure) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ApplyFailure) GetKind() FailureKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FailureKind_FAILURE_KIND_UNSPECIFIED
+}
+
+func (x *ApplyFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type AppendResult struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -303,7 +582,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +594,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +607,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -384,7 +663,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +675,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +688,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -444,7 +723,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +735,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +748,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -504,7 +783,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +795,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +808,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -575,7 +854,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +866,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +879,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -681,7 +960,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +972,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +985,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 type ReadIndexResponse struct {
@@ -718,7 +997,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +1009,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +1022,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -761,7 +1040,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +1052,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +1065,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 type StatsResponse struct {
@@ -802,7 +1081,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +1093,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +1106,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -860,7 +1139,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1151,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1164,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -903,7 +1182,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1194,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1207,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -946,7 +1225,18 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10delete_namespace\x18\x05 \x01(\v2$.skald.peer.v1.DeleteNamespaceResultH\x00R\x0fdeleteNamespace\x12$\n" +
 	"\rset_node_info\x18\x06 \x01(\bH\x00R\vsetNodeInfo\x128\n" +
 	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejectionB\b\n" +
-	"\x06result\"\xf6\x01\n" +
+	"\x06result\"F\n" +
+	"\x11ApplyBatchRequest\x121\n" +
+	"\bcommands\x18\x01 \x03(\v2\x15.skald.fsm.v1.CommandR\bcommands\"M\n" +
+	"\x12ApplyBatchResponse\x127\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1b.skald.peer.v1.ApplyOutcomeR\boutcomes\"\x8e\x01\n" +
+	"\fApplyOutcome\x12:\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1c.skald.peer.v1.ApplyResponseH\x00R\bresponse\x127\n" +
+	"\afailure\x18\x02 \x01(\v2\x1b.skald.peer.v1.ApplyFailureH\x00R\afailureB\t\n" +
+	"\aoutcome\"X\n" +
+	"\fApplyFailure\x12.\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1a.skald.peer.v1.FailureKindR\x04kind\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xf6\x01\n" +
 	"\fAppendResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12%\n" +
@@ -989,7 +1279,12 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"last_index\x18\x03 \x01(\x04R\tlastIndex\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse*\xc2\x01\n" +
+	"\x14RemoveServerResponse*~\n" +
+	"\vFailureKind\x12\x1c\n" +
+	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
+	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
+	"\x14FAILURE_KIND_UNKNOWN\x10\x03*\xc2\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -997,9 +1292,11 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x062\xc3\x02\n" +
+	"\x12REASON_BAD_COMMAND\x10\x062\x96\x03\n" +
 	"\vPeerService\x12B\n" +
-	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12N\n" +
+	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
+	"\n" +
+	"ApplyBatch\x12 .skald.peer.v1.ApplyBatchRequest\x1a!.skald.peer.v1.ApplyBatchResponse\x12N\n" +
 	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponse\x12G\n" +
 	"\x05Stats\x12\x1b.skald.peer.v1.StatsRequest\x1a\x1c.skald.peer.v1.StatsResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
@@ -1016,46 +1313,58 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_skald_peer_v1_peer_proto_rawDescData
 }
 
-var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
-	(Reason)(0),                   // 0: skald.peer.v1.Reason
-	(*ApplyRequest)(nil),          // 1: skald.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),         // 2: skald.peer.v1.ApplyResponse
-	(*AppendResult)(nil),          // 3: skald.peer.v1.AppendResult
-	(*ImportResult)(nil),          // 4: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil), // 5: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil), // 6: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),             // 7: skald.peer.v1.Rejection
-	(*ReadIndexRequest)(nil),      // 8: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),     // 9: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),          // 10: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),         // 11: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),   // 12: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),  // 13: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),            // 14: skald.fsm.v1.Command
+	(FailureKind)(0),              // 0: skald.peer.v1.FailureKind
+	(Reason)(0),                   // 1: skald.peer.v1.Reason
+	(*ApplyRequest)(nil),          // 2: skald.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),         // 3: skald.peer.v1.ApplyResponse
+	(*ApplyBatchRequest)(nil),     // 4: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),    // 5: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),          // 6: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),          // 7: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),          // 8: skald.peer.v1.AppendResult
+	(*ImportResult)(nil),          // 9: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil), // 10: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil), // 11: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),             // 12: skald.peer.v1.Rejection
+	(*ReadIndexRequest)(nil),      // 13: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),     // 14: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),          // 15: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),         // 16: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),   // 17: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),  // 18: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),            // 19: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	14, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	3,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	4,  // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	5,  // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	6,  // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	7,  // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	0,  // 6: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	1,  // 7: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	8,  // 8: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	10, // 9: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	12, // 10: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	2,  // 11: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	9,  // 12: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	11, // 13: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	13, // 14: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	19, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	8,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	9,  // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	10, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	11, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	12, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	19, // 6: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	6,  // 7: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	3,  // 8: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	7,  // 9: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 10: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	1,  // 11: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	2,  // 12: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	4,  // 13: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	13, // 14: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	15, // 15: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	17, // 16: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 17: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	5,  // 18: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	14, // 19: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	16, // 20: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	18, // 21: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1071,13 +1380,17 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_SetNodeInfo)(nil),
 		(*ApplyResponse_Rejection)(nil),
 	}
+	file_skald_peer_v1_peer_proto_msgTypes[4].OneofWrappers = []any{
+		(*ApplyOutcome_Response)(nil),
+		(*ApplyOutcome_Failure)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   13,
+			NumEnums:      2,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

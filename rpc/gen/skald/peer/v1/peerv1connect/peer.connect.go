@@ -39,6 +39,8 @@ const (
 const (
 	// PeerServiceApplyProcedure is the fully-qualified name of the PeerService's Apply RPC.
 	PeerServiceApplyProcedure = "/skald.peer.v1.PeerService/Apply"
+	// PeerServiceApplyBatchProcedure is the fully-qualified name of the PeerService's ApplyBatch RPC.
+	PeerServiceApplyBatchProcedure = "/skald.peer.v1.PeerService/ApplyBatch"
 	// PeerServiceReadIndexProcedure is the fully-qualified name of the PeerService's ReadIndex RPC.
 	PeerServiceReadIndexProcedure = "/skald.peer.v1.PeerService/ReadIndex"
 	// PeerServiceStatsProcedure is the fully-qualified name of the PeerService's Stats RPC.
@@ -54,6 +56,11 @@ type PeerServiceClient interface {
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
 	Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error)
+	// ApplyBatch proposes several commands on the leader, each as its own
+	// log entry, and answers each one: a follower coalesces the writes its
+	// clients send at the same time into one call. A failure of the call
+	// itself may leave any of them applied.
+	ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error)
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
@@ -82,6 +89,12 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("Apply")),
 			connect.WithClientOptions(opts...),
 		),
+		applyBatch: connect.NewClient[v1.ApplyBatchRequest, v1.ApplyBatchResponse](
+			httpClient,
+			baseURL+PeerServiceApplyBatchProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("ApplyBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		readIndex: connect.NewClient[v1.ReadIndexRequest, v1.ReadIndexResponse](
 			httpClient,
 			baseURL+PeerServiceReadIndexProcedure,
@@ -107,6 +120,7 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
 	apply        *connect.Client[v1.ApplyRequest, v1.ApplyResponse]
+	applyBatch   *connect.Client[v1.ApplyBatchRequest, v1.ApplyBatchResponse]
 	readIndex    *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
 	stats        *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	removeServer *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
@@ -115,6 +129,11 @@ type peerServiceClient struct {
 // Apply calls skald.peer.v1.PeerService.Apply.
 func (c *peerServiceClient) Apply(ctx context.Context, req *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error) {
 	return c.apply.CallUnary(ctx, req)
+}
+
+// ApplyBatch calls skald.peer.v1.PeerService.ApplyBatch.
+func (c *peerServiceClient) ApplyBatch(ctx context.Context, req *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error) {
+	return c.applyBatch.CallUnary(ctx, req)
 }
 
 // ReadIndex calls skald.peer.v1.PeerService.ReadIndex.
@@ -138,6 +157,11 @@ type PeerServiceHandler interface {
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
 	Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error)
+	// ApplyBatch proposes several commands on the leader, each as its own
+	// log entry, and answers each one: a follower coalesces the writes its
+	// clients send at the same time into one call. A failure of the call
+	// itself may leave any of them applied.
+	ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error)
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
 	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
@@ -160,6 +184,12 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		PeerServiceApplyProcedure,
 		svc.Apply,
 		connect.WithSchema(peerServiceMethods.ByName("Apply")),
+		connect.WithHandlerOptions(opts...),
+	)
+	peerServiceApplyBatchHandler := connect.NewUnaryHandler(
+		PeerServiceApplyBatchProcedure,
+		svc.ApplyBatch,
+		connect.WithSchema(peerServiceMethods.ByName("ApplyBatch")),
 		connect.WithHandlerOptions(opts...),
 	)
 	peerServiceReadIndexHandler := connect.NewUnaryHandler(
@@ -185,6 +215,8 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		switch r.URL.Path {
 		case PeerServiceApplyProcedure:
 			peerServiceApplyHandler.ServeHTTP(w, r)
+		case PeerServiceApplyBatchProcedure:
+			peerServiceApplyBatchHandler.ServeHTTP(w, r)
 		case PeerServiceReadIndexProcedure:
 			peerServiceReadIndexHandler.ServeHTTP(w, r)
 		case PeerServiceStatsProcedure:
@@ -202,6 +234,10 @@ type UnimplementedPeerServiceHandler struct{}
 
 func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.Apply is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.ApplyBatch is not implemented"))
 }
 
 func (UnimplementedPeerServiceHandler) ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error) {

@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// maxForwardCalls bounds the ApplyBatch calls a follower has in flight to
+// one leader. A write that finds them all busy waits for the next one and
+// shares it with every write that arrived meanwhile: under load a handful
+// of calls carry hundreds of writes; when idle, each write goes at once.
+const maxForwardCalls = 2
+
+// errBatchUnsupported: the leader does not know ApplyBatch (an older
+// version during a rolling upgrade); nothing was proposed.
+var errBatchUnsupported = errors.New("node: leader does not support ApplyBatch")
+
+// forwarder coalesces the writes a follower forwards to the leader.
+//
+// Invariant: a write leaves its queue at most once, and only into a call
+// that is then sent; a write its caller gave up on before that never
+// reaches the leader.
+type forwarder struct {
+	peers   *peerClients
+	timeout time.Duration // bounds one call; it carries many writes, so no caller's context
+	onCall  func(writes int)
+
+	mu     sync.Mutex
+	queues map[string]*forwardQueue // by leader API address
+}
+
+type forwardQueue struct {
+	pending []*forwardCall
+	calls   int // ApplyBatch calls in flight
+}
+
+// forwardCall is one write waiting for its outcome.
+type forwardCall struct {
+	cmd   *fsmv1.Command
+	taken bool // in a call (under forwarder.mu)
+	done  chan struct{}
+	res   any
+	err   error
+}
+
+func newForwarder(peers *peerClients, timeout time.Duration, onCall func(writes int)) *forwarder {
+	return &forwarder{peers: peers, timeout: timeout, onCall: onCall, queues: make(map[string]*forwardQueue)}
+}
+
+// apply forwards cmd to the leader at addr with apply's contract:
+// errNotLeader and errNotSent mean nothing was proposed, and so does the
+// caller's context error returned unwrapped (the write never left).
+func (f *forwarder) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
+	c := &forwardCall{cmd: cmd, done: make(chan struct{})}
+	f.mu.Lock()
+	q := f.queues[addr]
+	if q == nil {
+		q = &forwardQueue{}
+		f.queues[addr] = q
+	}
+	q.pending = append(q.pending, c)
+	if q.calls < maxForwardCalls {
+		q.calls++
+		go f.send(addr, q)
+	}
+	f.mu.Unlock()
+
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	taken := c.taken
+	if !taken {
+		q.pending = slices.DeleteFunc(q.pending, func(p *forwardCall) bool { return p == c })
+	}
+	f.mu.Unlock()
+	if !taken {
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("%w: forwarded write: %v", ErrUnknownOutcome, ctx.Err())
+}
+
+// send makes calls for addr's queue until it is empty.
+func (f *forwarder) send(addr string, q *forwardQueue) {
+	for {
+		f.mu.Lock()
+		if len(q.pending) == 0 {
+			q.calls--
+			if q.calls == 0 {
+				delete(f.queues, addr)
+			}
+			f.mu.Unlock()
+			return
+		}
+		n := min(len(q.pending), maxForwardBatch)
+		batch := slices.Clone(q.pending[:n])
+		q.pending = slices.Delete(q.pending, 0, n)
+		for _, c := range batch {
+			c.taken = true
+		}
+		f.mu.Unlock()
+		f.onCall(len(batch))
+		f.call(addr, batch)
+	}
+}
+
+// call sends one batch and hands every write its outcome.
+func (f *forwarder) call(addr string, batch []*forwardCall) {
+	defer func() {
+		for _, c := range batch {
+			close(c.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	cmds := make([]*fsmv1.Command, len(batch))
+	for i, c := range batch {
+		cmds[i] = c.cmd
+	}
+	outcomes, err := f.peers.applyBatch(ctx, addr, cmds)
+	if errors.Is(err, errBatchUnsupported) {
+		var wg sync.WaitGroup
+		for _, c := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.res, c.err = f.peers.apply(ctx, addr, c.cmd)
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		c.res, c.err = resultOf(outcomes[i])
+	}
+}
