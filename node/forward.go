@@ -27,6 +27,7 @@ var errBatchUnsupported = errors.New("node: leader does not support ApplyBatch")
 // that is then sent; a write its caller gave up on before that never
 // reaches the leader.
 type forwarder struct {
+	life    context.Context // the node's: calls end when it closes
 	peers   *peerClients
 	timeout time.Duration // bounds one call; it carries many writes, so no caller's context
 	onCall  func(writes int)
@@ -49,8 +50,8 @@ type forwardCall struct {
 	err   error
 }
 
-func newForwarder(peers *peerClients, timeout time.Duration, onCall func(writes int)) *forwarder {
-	return &forwarder{peers: peers, timeout: timeout, onCall: onCall, queues: make(map[string]*forwardQueue)}
+func newForwarder(life context.Context, peers *peerClients, timeout time.Duration, onCall func(writes int)) *forwarder {
+	return &forwarder{life: life, peers: peers, timeout: timeout, onCall: onCall, queues: make(map[string]*forwardQueue)}
 }
 
 // apply forwards cmd to the leader at addr with apply's contract:
@@ -119,7 +120,7 @@ func (f *forwarder) call(addr string, batch []*forwardCall) {
 			close(c.done)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	ctx, cancel := context.WithTimeout(f.life, f.timeout)
 	defer cancel()
 	cmds := make([]*fsmv1.Command, len(batch))
 	for i, c := range batch {

@@ -80,7 +80,7 @@ func appendTo(stream string) *fsmv1.Command {
 }
 
 func newTestForwarder() *forwarder {
-	return newForwarder(newPeerClients("secret", nil, nil), 5*time.Second, func(int) {})
+	return newForwarder(context.Background(), newPeerClients("secret", nil, nil), 5*time.Second, func(int) {})
 }
 
 // Writes that arrive while every call is busy share the next call, and

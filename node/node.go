@@ -48,6 +48,8 @@ type Node struct {
 
 	closeOnce sync.Once
 	closing   chan struct{}
+	life      context.Context // ends with closing; bounds work no single caller owns
+	endLife   context.CancelFunc
 	wg        sync.WaitGroup
 }
 
@@ -70,11 +72,12 @@ func Open(cfg Config) (*Node, error) {
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), closing: make(chan struct{}),
 	}
+	n.life, n.endLife = context.WithCancel(context.Background())
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
-	n.forward = newForwarder(n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
+	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
-	n.leaderIndex = newIndexBatcher(n.leaderReadIndex, cfg.ReadWait, n.closing, observeReads)
-	n.remoteIndex = newIndexBatcher(n.remoteReadIndex, cfg.ReadWait, n.closing, observeReads)
+	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
+	n.remoteIndex = newIndexBatcher(n.life, n.remoteReadIndex, cfg.ReadWait, observeReads)
 	if err := n.open(); err != nil {
 		n.closeResources()
 		return nil, err
@@ -311,6 +314,7 @@ func (n *Node) shutdown(transfer bool) error {
 			}
 		}
 		close(n.closing)
+		n.endLife()
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}

@@ -16,9 +16,9 @@ import (
 // a private one: the index the fetch returns is at least the commit index
 // at the request's arrival.
 type indexBatcher struct {
+	life    context.Context // the node's: fetches end and callers stop waiting when it closes
 	fetch   func(context.Context) (uint64, error)
 	timeout time.Duration // bounds one fetch; it serves many callers, so no caller's context
-	closing <-chan struct{}
 	onFetch func(requests int)
 
 	mu      sync.Mutex
@@ -34,8 +34,8 @@ type indexRound struct {
 	err     error
 }
 
-func newIndexBatcher(fetch func(context.Context) (uint64, error), timeout time.Duration, closing <-chan struct{}, onFetch func(requests int)) *indexBatcher {
-	return &indexBatcher{fetch: fetch, timeout: timeout, closing: closing, onFetch: onFetch}
+func newIndexBatcher(life context.Context, fetch func(context.Context) (uint64, error), timeout time.Duration, onFetch func(requests int)) *indexBatcher {
+	return &indexBatcher{life: life, fetch: fetch, timeout: timeout, onFetch: onFetch}
 }
 
 // get returns the result of a fetch that started after the call.
@@ -54,10 +54,13 @@ func (b *indexBatcher) get(ctx context.Context) (uint64, error) {
 	b.mu.Unlock()
 	select {
 	case <-r.done:
+		if r.err != nil && b.life.Err() != nil {
+			return 0, ErrShutdown
+		}
 		return r.index, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case <-b.closing:
+	case <-b.life.Done():
 		return 0, ErrShutdown
 	}
 }
@@ -75,9 +78,7 @@ func (b *indexBatcher) run() {
 		}
 		b.mu.Unlock()
 		b.onFetch(r.waiters)
-		// Bounded by the timeout alone: at shutdown Raft's futures fail
-		// and the callers stop waiting on closing.
-		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		ctx, cancel := context.WithTimeout(b.life, b.timeout)
 		r.index, r.err = b.fetch(ctx)
 		cancel()
 		close(r.done)

@@ -13,11 +13,11 @@ import (
 // shared answer is never older than a private one would be.
 func TestIndexBatcherAnswersOnlyFromLaterFetches(t *testing.T) {
 	var started atomic.Uint64
-	b := newIndexBatcher(func(context.Context) (uint64, error) {
+	b := newIndexBatcher(context.Background(), func(context.Context) (uint64, error) {
 		seq := started.Add(1)
 		time.Sleep(200 * time.Microsecond) // let requests pile up behind it
 		return seq, nil
-	}, time.Second, make(chan struct{}), func(int) {})
+	}, time.Second, func(int) {})
 	var wg sync.WaitGroup
 	errs := make(chan error, 64*50)
 	for g := 0; g < 64; g++ {
@@ -52,11 +52,11 @@ func TestIndexBatcherAnswersOnlyFromLaterFetches(t *testing.T) {
 func TestIndexBatcherCoalescesWaiters(t *testing.T) {
 	release := make(chan struct{})
 	var fetches atomic.Int32
-	b := newIndexBatcher(func(context.Context) (uint64, error) {
+	b := newIndexBatcher(context.Background(), func(context.Context) (uint64, error) {
 		n := fetches.Add(1)
 		<-release
 		return uint64(n), nil
-	}, 5*time.Second, make(chan struct{}), func(int) {})
+	}, 5*time.Second, func(int) {})
 
 	first := make(chan uint64, 1)
 	go func() { idx, _ := b.get(context.Background()); first <- idx }()
@@ -105,10 +105,11 @@ func TestIndexBatcherErrorsAndCancellation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			closing := make(chan struct{})
-			b := newIndexBatcher(tc.fetch, 200*time.Millisecond, closing, func(int) {})
+			life, end := context.WithCancel(context.Background())
+			defer end()
+			b := newIndexBatcher(life, tc.fetch, 200*time.Millisecond, func(int) {})
 			if tc.closing {
-				close(closing)
+				end()
 			}
 			_, err := b.get(tc.ctx())
 			if !errors.Is(err, tc.want) {
