@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"sort"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +61,7 @@ type benchResult struct {
 	OpsPerSec      float64            `json:"ops_per_sec"`
 	MessagesPerSec float64            `json:"messages_per_sec"`
 	LatencyMS      map[string]float64 `json:"latency_ms"`
+	Timeline       []benchSecond      `json:"timeline"`
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -73,12 +76,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	readRatio := fs.Float64("read-ratio", 0.5, "share of reads (mixed)")
 	rate := fs.Int("rate", 1000, "appends per second (subscribe)")
 	target := fs.String("target", "all", "which of --addr to call: all, leader or followers (from Cluster.Status)")
+	plot := fs.String("plot", "", "also write throughput and latency per second to this HTML file")
 	standard := fs.Bool("standard", false, "run the standard set (append x64, append-batch 100 x16, follower reads, mixed, subscribe) and print one table")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *standard {
-		return runStandardBench(ctx, cf, *duration, stdout, stderr)
+		return runStandardBench(ctx, cf, *duration, *plot, stdout, stderr)
 	}
 	addrs, err := selectTargets(ctx, cf, strings.Split(cf.addr, ","), *target)
 	if err != nil {
@@ -106,10 +110,29 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if cf.output == "json" {
-		return json.NewEncoder(stdout).Encode(res)
+	return benchReport(stdout, stderr, cf.output, *plot, []*benchResult{res}, []string{*target})
+}
+
+// benchReport prints the results as a table or JSON (one object for one
+// result) and writes the plot when asked.
+func benchReport(stdout, stderr io.Writer, output, plot string, results []*benchResult, targets []string) error {
+	if plot != "" {
+		var page bytes.Buffer
+		if err := writePlot(&page, results, targets); err != nil {
+			return err
+		}
+		if err := os.WriteFile(plot, page.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+		fmt.Fprintf(stderr, "plot written to %s\n", plot)
 	}
-	return benchTable(stdout, []*benchResult{res}, []string{*target})
+	if output == "json" {
+		if len(results) == 1 {
+			return json.NewEncoder(stdout).Encode(results[0])
+		}
+		return json.NewEncoder(stdout).Encode(results)
+	}
+	return benchTable(stdout, results, targets)
 }
 
 func benchTable(w io.Writer, results []*benchResult, targets []string) error {
@@ -159,7 +182,7 @@ func selectTargets(ctx context.Context, cf *clientFlags, addrs []string, target 
 }
 
 // runStandardBench runs the set the targets are stated for.
-func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, stdout, stderr io.Writer) error {
+func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plot string, stdout, stderr io.Writer) error {
 	all := strings.Split(cf.addr, ",")
 	set := []struct {
 		target string
@@ -199,10 +222,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, std
 		}
 		results, targets = append(results, res), append(targets, b.target)
 	}
-	if cf.output == "json" {
-		return json.NewEncoder(stdout).Encode(results)
-	}
-	return benchTable(stdout, results, targets)
+	return benchReport(stdout, stderr, cf.output, plot, results, targets)
 }
 
 // client returns an EventStore client of its own (its own connections)
@@ -328,7 +348,8 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 	var (
 		nops, nmsgs, nerr atomic.Int64
 		wg                sync.WaitGroup
-		lat               = make([][]time.Duration, len(ops))
+		lat               = make([][]sample, len(ops))
+		errAt             = make([][]time.Duration, len(ops))
 		firstErr          atomic.Value
 	)
 	start := time.Now()
@@ -343,9 +364,10 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 				if err != nil {
 					nerr.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
+					errAt[w] = append(errAt[w], time.Since(start))
 					continue
 				}
-				lat[w] = append(lat[w], time.Since(t))
+				lat[w] = append(lat[w], sample{at: time.Since(start), d: time.Since(t)})
 				nops.Add(1)
 				nmsgs.Add(int64(n))
 			}
@@ -373,26 +395,22 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 	if e := firstErr.Load(); e != nil {
 		fmt.Fprintf(stderr, "first error: %s\n", e)
 	}
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	return c.result(all, nops.Load(), nmsgs.Load(), nerr.Load(), time.Since(start)), nil
+	return c.result(slices.Concat(lat...), slices.Concat(errAt...), nops.Load(), nmsgs.Load(), nerr.Load(), time.Since(start)), nil
 }
 
-func (c *benchConfig) result(all []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *benchResult {
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	pct := func(p float64) float64 {
-		if len(all) == 0 {
-			return 0
-		}
-		return float64(all[min(len(all)-1, int(p*float64(len(all))))]) / 1e6
+func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *benchResult {
+	all := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		all[i] = s.d
 	}
+	slices.Sort(all)
+	pct := func(p float64) float64 { return percentileMS(all, p) }
 	s := elapsed.Seconds()
 	return &benchResult{
 		Workload: c.workload, Concurrency: c.concurrency, DurationS: s, Ops: ops, Messages: msgs, Errors: errs,
 		OpsPerSec: float64(ops) / s, MessagesPerSec: float64(msgs) / s,
 		LatencyMS: map[string]float64{"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999), "max": pct(1)},
+		Timeline:  timeline(samples, errAt),
 	}
 }
 
@@ -412,8 +430,9 @@ func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.
 	}
 	var (
 		mu  sync.Mutex
-		lat []time.Duration
+		lat []sample
 	)
+	start := time.Now()
 	recvDone := make(chan struct{})
 	go func() {
 		defer close(recvDone)
@@ -422,13 +441,12 @@ func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.
 				var p struct{ T int64 }
 				if json.Unmarshal(m.Data, &p) == nil {
 					mu.Lock()
-					lat = append(lat, time.Since(time.Unix(0, p.T)))
+					lat = append(lat, sample{at: time.Since(start), d: time.Since(time.Unix(0, p.T))})
 					mu.Unlock()
 				}
 			}
 		}
 	}()
-	start := time.Now()
 	interval := time.Second / time.Duration(max(c.rate, 1))
 	sent, errs := int64(0), int64(0)
 	wctx, wcancel := context.WithTimeout(ctx, c.duration)
@@ -464,5 +482,5 @@ func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Fprintf(stderr, "sent %d appends at %d/s, %d delivered on %s\n", sent, c.rate, len(lat), c.addrs[len(c.addrs)-1])
-	return c.result(lat, int64(len(lat)), int64(len(lat)), errs, time.Since(start)), nil
+	return c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, time.Since(start)), nil
 }

@@ -589,3 +589,51 @@ func TestDashboardMetricsExist(t *testing.T) {
 		}
 	}
 }
+
+// skald bench against a real server: the JSON it prints adds up, and the
+// plot is written.
+func TestBenchCLI(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	plot := filepath.Join(t.TempDir(), "bench.html")
+	cases := []struct {
+		name     string
+		args     []string
+		perOpMsg int64
+	}{
+		{"append", []string{"--workload", "append", "--concurrency", "2", "--duration", "2s", "--plot", plot}, 1},
+		{"append-batch", []string{"--workload", "append-batch", "--batch", "10", "--concurrency", "2", "--duration", "1s"}, 10},
+		{"read-stream", []string{"--workload", "read-stream", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, env, append([]string{"bench", "-o", "json"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var res benchResult
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatalf("%v: %q", err, out)
+			}
+			l := res.LatencyMS
+			if res.Ops == 0 || res.Errors != 0 || res.Messages != res.Ops*tc.perOpMsg || res.OpsPerSec <= 0 ||
+				!(l["p50"] > 0 && l["p50"] <= l["p99"] && l["p99"] <= l["max"]) {
+				t.Fatalf("result %+v", res)
+			}
+			var timed int64
+			for _, s := range res.Timeline {
+				timed += int64(s.Ops)
+			}
+			if timed != res.Ops || len(res.Timeline) == 0 {
+				t.Fatalf("timeline holds %d ops in %d seconds, result %d", timed, len(res.Timeline), res.Ops)
+			}
+		})
+	}
+	page, err := os.ReadFile(plot)
+	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 3 {
+		t.Fatalf("plot %s: %v\n%s", plot, err, page)
+	}
+	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch 1..1000") {
+		t.Fatalf("bad --batch: exit %d, %q", code, errOut)
+	}
+}
