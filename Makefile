@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -53,6 +53,10 @@ bench-cluster:
 ## bench-compare: etcd (Debian etcd-server, installed if missing) vs Skald, 3 nodes each, same concurrency and value size
 bench-compare:
 	GO=$(GO) bash scripts/bench-compare.sh
+
+## bench-ab: A=<rev> [B=HEAD] [ROUNDS=3] [ARGS="skald bench flags"]: both revisions on fresh 3-node clusters, interleaved, medians
+bench-ab:
+	GO=$(GO) A=$(A) B=$(or $(B),HEAD) ROUNDS=$(or $(ROUNDS),3) ARGS="$(or $(ARGS),--workload append --concurrency 64 --duration 8s)" bash scripts/bench-ab.sh
 
 ## jepsen-ci: the chaos smoke run and the mutants CI runs (JEPSEN=1; ~3 min; netns when root, else proxies)
 jepsen-ci:
