@@ -81,6 +81,18 @@ func normLimit(limit int) int {
 
 func full(out []Message, limit int) bool { return limit >= 0 && len(out) >= limit }
 
+// newPage returns an empty page. A small explicit limit (a client paging
+// by 100) gets its room up front: growing the slice one doubling at a time
+// copied every message about twice over (BenchmarkReadStream100 -13 %). A
+// large or default limit starts small, as a subscriber woken for one new
+// message must not allocate a page of hundreds.
+func newPage(limit int) []Message {
+	if limit > 0 && limit <= 128 {
+		return make([]Message, 0, limit)
+	}
+	return []Message{}
+}
+
 // message reads the message at global position gp.
 func (v *View) message(gp int64) (Message, error) {
 	if v.mit == nil {
@@ -134,7 +146,7 @@ func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 		return nil, err
 	}
 	defer it.Close()
-	out := []Message{}
+	out := newPage(limit)
 	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
 		gp, err := decodeUint64(it.Value())
 		if err != nil {
@@ -191,7 +203,7 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		return nil, err
 	}
 	defer it.Close()
-	out := []Message{}
+	out := newPage(limit)
 	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
 		flags, hash, _, corrCat, err := decodeCatEntry(it.Value())
 		if err != nil {
@@ -224,7 +236,7 @@ func (v *View) readAll(from int64, limit int, keep func(*Message) bool) ([]Messa
 		return nil, err
 	}
 	defer it.Close()
-	out := []Message{}
+	out := newPage(limit)
 	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
 		val, err := it.ValueAndErr()
 		if err != nil {
