@@ -208,6 +208,7 @@ func TestCLI(t *testing.T) {
 		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnavailable, `^$`, `unavailable`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
+		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},
 		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
 		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},

@@ -98,6 +98,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if f.bootstrapExpect < 0 {
 		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
 	}
+	if f.compressMinBytes < 0 {
+		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
+	}
 	if f.commitTimeout < time.Millisecond || f.commitTimeout > node.ProductionTiming.HeartbeatTimeout {
 		return nil, &exitError{2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout)}
 	}
@@ -343,10 +346,11 @@ func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writ
 	return nil
 }
 
-// compressOpt maps --compress-min-bytes to rpc.Options.CompressMinBytes,
-// where 0 means the default and a negative value compresses everything.
+// compressOpt maps --compress-min-bytes (0: compress every reply) to
+// rpc.Options.CompressMinBytes, where 0 means the default and a negative
+// value compresses everything.
 func compressOpt(flag int) int {
-	if flag <= 0 {
+	if flag == 0 {
 		return -1
 	}
 	return flag
