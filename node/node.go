@@ -47,9 +47,9 @@ type Node struct {
 	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
 
 	closeOnce sync.Once
-	closing   chan struct{}
-	life      context.Context // ends with closing; bounds work no single caller owns
-	endLife   context.CancelFunc
+	life      context.Context    // ends at shutdown; bounds work no single caller owns
+	endLife   context.CancelFunc // ends life
+	closing   <-chan struct{}    // life.Done()
 	wg        sync.WaitGroup
 }
 
@@ -70,9 +70,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
-		addrs: newAddressBook(), notify: make(chan bool, 16), closing: make(chan struct{}),
+		addrs: newAddressBook(), notify: make(chan bool, 16),
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
+	n.closing = n.life.Done()
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
@@ -313,7 +314,6 @@ func (n *Node) shutdown(transfer bool) error {
 				n.log.Warn("leadership transfer on shutdown", "err", terr)
 			}
 		}
-		close(n.closing)
 		n.endLife()
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
