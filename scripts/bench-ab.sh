@@ -4,9 +4,10 @@
 # Builds both revisions, then for ROUNDS rounds starts a fresh local 3-node
 # cluster of each in turn (the order alternates between rounds) and drives
 # it with the same skald bench client (B's) and ARGS. Prints every run, the
-# CPU steal the host took during it, and the medians. On a shared VM a single
-# run says little: throughput swings by a third within the hour, and only
-# pairs run back to back are comparable.
+# CPU the three servers spent per operation, the CPU steal the host took
+# during it, and the medians. On a shared VM a single run says little:
+# throughput swings by a third within the hour, and only pairs run back to
+# back are comparable; CPU per operation moves far less.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=${A:?set A to a git revision (the baseline)}
@@ -55,8 +56,9 @@ run() { # side
 	read -r t1 s1 < <(cpu)
 	stop_cluster
 	steal=$(( 100 * (s1 - s0) / (t1 - t0 + 1) ))
+	srvcpu=$(echo "$out" | sed -n 's/.*"server_cpu_us_per_op":\([0-9.e+]*\).*/\1/p')
 	echo "$out" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*"messages_per_sec":\([0-9.]*\).*"p50":\([0-9.]*\).*"p99":\([0-9.]*\).*/\1 \2 \3 \4/p' |
-		awk -v side="$1" -v steal="$steal" '{printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  steal %d%%\n", side, $1, $2, $3, $4, steal}' |
+		awk -v side="$1" -v steal="$steal" -v cpu="${srvcpu:-0}" '{printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  cpu %7.0f µs/op  steal %d%%\n", side, $1, $2, $3, $4, cpu, steal}' |
 		tee -a "$tmp/runs"
 }
 
@@ -68,9 +70,10 @@ done
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 echo "--- medians"
 for side in a b; do
-	printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms\n" "$side" \
+	printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  cpu %7.0f µs/op\n" "$side" \
 		"$(awk -v s="$side" '$1==s {print $2}' "$tmp/runs" | median)" \
 		"$(awk -v s="$side" '$1==s {print $4}' "$tmp/runs" | median)" \
 		"$(awk -v s="$side" '$1==s {print $7}' "$tmp/runs" | median)" \
-		"$(awk -v s="$side" '$1==s {print $10}' "$tmp/runs" | median)"
+		"$(awk -v s="$side" '$1==s {print $10}' "$tmp/runs" | median)" \
+		"$(awk -v s="$side" '$1==s {print $13}' "$tmp/runs" | median)"
 done

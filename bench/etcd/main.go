@@ -10,14 +10,18 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +40,10 @@ type result struct {
 	Errors      int64              `json:"errors"`
 	OpsPerSec   float64            `json:"ops_per_sec"`
 	LatencyMS   map[string]float64 `json:"latency_ms"`
+	// CPU the servers used per operation, summed over the cluster, from
+	// process_cpu_seconds_total on each member's /metrics: unlike ops/s it
+	// barely moves when the machine's CPUs are stolen by neighbours.
+	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 }
 
 func main() {
@@ -87,6 +95,7 @@ func put(args []string) error {
 		lat       []time.Duration
 		wg        sync.WaitGroup
 	)
+	cpu0, cpuErr := clusterCPU(strings.Split(*endpoints, ","))
 	start := time.Now()
 	stop := start.Add(*duration)
 	for w := range *concurrency {
@@ -116,6 +125,11 @@ func put(args []string) error {
 	elapsed := time.Since(start).Seconds()
 	res := result{Workload: "etcd-put", Concurrency: *concurrency, DurationS: elapsed, Ops: ops.Load(), Errors: errs.Load(),
 		OpsPerSec: float64(ops.Load()) / elapsed, LatencyMS: quantiles(lat)}
+	if cpu1, err := clusterCPU(strings.Split(*endpoints, ",")); err == nil && cpuErr == nil && res.Ops > 0 {
+		res.ServerCPUUsPerOp = (cpu1 - cpu0) * 1e6 / float64(res.Ops)
+	} else {
+		fmt.Fprintln(os.Stderr, "etcd bench: server CPU not measured:", errors.Join(cpuErr, err))
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -149,16 +163,55 @@ func compare(args []string) error {
 		}
 	}
 	e, s := rs[0], rs[1]
-	fmt.Printf("%-28s %12s %9s %9s %9s %9s %9s %7s\n", "3 nodes, same machine", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors")
+	fmt.Printf("%-28s %12s %9s %9s %9s %9s %9s %7s %11s\n", "3 nodes, same machine", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "cpu µs/op")
 	for _, r := range []struct {
 		name string
 		r    result
 	}{{fmt.Sprintf("etcd put x%d", e.Concurrency), e}, {fmt.Sprintf("skald append x%d", s.Concurrency), s}} {
 		l := r.r.LatencyMS
-		fmt.Printf("%-28s %12.0f %9.2f %9.2f %9.2f %9.2f %9.2f %7d\n", r.name, r.r.OpsPerSec, l["p50"], l["p90"], l["p99"], l["p999"], l["max"], r.r.Errors)
+		fmt.Printf("%-28s %12.0f %9.2f %9.2f %9.2f %9.2f %9.2f %7d %11.0f\n", r.name, r.r.OpsPerSec, l["p50"], l["p90"], l["p99"], l["p999"], l["max"], r.r.Errors, r.r.ServerCPUUsPerOp)
+	}
+	if e.ServerCPUUsPerOp > 0 && s.ServerCPUUsPerOp > 0 {
+		fmt.Printf("server CPU per operation, all 3 nodes: skald %.0f µs, etcd %.0f µs (%.2fx)\n", s.ServerCPUUsPerOp, e.ServerCPUUsPerOp, s.ServerCPUUsPerOp/e.ServerCPUUsPerOp)
 	}
 	if e.OpsPerSec > 0 && e.LatencyMS["p99"] > 0 {
 		fmt.Printf("skald/etcd: throughput %.2fx (target >= 2x), p99 %.2fx (target <= 1x)\n", s.OpsPerSec/e.OpsPerSec, s.LatencyMS["p99"]/e.LatencyMS["p99"])
 	}
 	return nil
+}
+
+// clusterCPU sums process_cpu_seconds_total over the members' /metrics.
+func clusterCPU(endpoints []string) (float64, error) {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var sum float64
+	for _, ep := range endpoints {
+		url := ep
+		if !strings.Contains(url, "://") {
+			url = "http://" + url
+		}
+		resp, err := hc.Get(url + "/metrics")
+		if err != nil {
+			return 0, err
+		}
+		v, err := cpuSeconds(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return 0, fmt.Errorf("%s/metrics: %w", url, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
+func cpuSeconds(r io.Reader) (float64, error) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no process_cpu_seconds_total")
 }

@@ -47,7 +47,8 @@ type benchConfig struct {
 	consistency skaldv1.Consistency
 	readRatio   float64
 	rate        int
-	run         string // prefix that keeps runs apart
+	run         string    // prefix that keeps runs apart
+	cpu         *cpuMeter // every --addr node, not only the targets; nil: not measured
 }
 
 // benchResult is what -o json prints.
@@ -62,6 +63,23 @@ type benchResult struct {
 	MessagesPerSec float64            `json:"messages_per_sec"`
 	LatencyMS      map[string]float64 `json:"latency_ms"`
 	Timeline       []benchSecond      `json:"timeline"`
+	// Server CPU over the measured window, summed over every --addr node;
+	// absent when /metrics could not be read. See cpuMeter.
+	ServerCPUSeconds  float64 `json:"server_cpu_s,omitempty"`
+	ServerCPUUsPerOp  float64 `json:"server_cpu_us_per_op,omitempty"`
+	ServerCPUUsPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
+}
+
+// setCPU records the servers' CPU seconds over the run, when measured.
+func (r *benchResult) setCPU(seconds float64, ok bool) {
+	if !ok || r.Ops == 0 {
+		return
+	}
+	r.ServerCPUSeconds = seconds
+	r.ServerCPUUsPerOp = seconds * 1e6 / float64(r.Ops)
+	if r.Messages > 0 {
+		r.ServerCPUUsPerMsg = seconds * 1e6 / float64(r.Messages)
+	}
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -92,6 +110,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		addrs: addrs, workload: *workload, concurrency: *concurrency, duration: *duration,
 		batch: *batch, payload: *payload, streams: *streams, readRatio: *readRatio, rate: *rate,
 		run: "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
+		cpu: newCPUMeter(cf, strings.Split(cf.addr, ",")),
 	}
 	switch *consistency {
 	case "linearizable":
@@ -138,13 +157,17 @@ func benchReport(stdout, stderr io.Writer, output, plot string, results []*bench
 func benchTable(w io.Writer, results []*benchResult, targets []string) error {
 	var rows [][]string
 	for i, res := range results {
+		cpu := "-"
+		if res.ServerCPUSeconds > 0 {
+			cpu = fmt.Sprintf("%.0f", res.ServerCPUUsPerOp)
+		}
 		rows = append(rows, []string{
 			res.Workload, targets[i], strconv.Itoa(res.Concurrency), fmt.Sprintf("%.0f", res.OpsPerSec), fmt.Sprintf("%.0f", res.MessagesPerSec),
 			fmt.Sprintf("%.2f", res.LatencyMS["p50"]), fmt.Sprintf("%.2f", res.LatencyMS["p90"]), fmt.Sprintf("%.2f", res.LatencyMS["p99"]),
-			fmt.Sprintf("%.2f", res.LatencyMS["p999"]), fmt.Sprintf("%.2f", res.LatencyMS["max"]), strconv.FormatInt(res.Errors, 10),
+			fmt.Sprintf("%.2f", res.LatencyMS["p999"]), fmt.Sprintf("%.2f", res.LatencyMS["max"]), strconv.FormatInt(res.Errors, 10), cpu,
 		})
 	}
-	return table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS", rows)
+	return table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS\tCPU µS/OP", rows)
 }
 
 // selectTargets keeps the leader or the followers among addrs, by the
@@ -209,6 +232,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plo
 		cfg.addrs, cfg.duration, cfg.payload, cfg.streams = addrs, d, 200, 1000
 		cfg.consistency = skaldv1.Consistency_CONSISTENCY_LINEARIZABLE
 		cfg.run = "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+		cfg.cpu = newCPUMeter(cf, all)
 		if cfg.batch == 0 {
 			cfg.batch = 1
 		}
@@ -352,6 +376,7 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 		errAt             = make([][]time.Duration, len(ops))
 		firstErr          atomic.Value
 	)
+	stopCPU := c.cpu.start(ctx)
 	start := time.Now()
 	for w, o := range ops {
 		wg.Add(1)
@@ -390,12 +415,16 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 		}
 	}()
 	wg.Wait()
+	elapsed := time.Since(start)
+	cpuS, cpuOK := stopCPU()
 	close(done)
 	fmt.Fprintln(stderr)
 	if e := firstErr.Load(); e != nil {
 		fmt.Fprintf(stderr, "first error: %s\n", e)
 	}
-	return c.result(slices.Concat(lat...), slices.Concat(errAt...), nops.Load(), nmsgs.Load(), nerr.Load(), time.Since(start)), nil
+	res := c.result(slices.Concat(lat...), slices.Concat(errAt...), nops.Load(), nmsgs.Load(), nerr.Load(), elapsed)
+	res.setCPU(cpuS, cpuOK)
+	return res, nil
 }
 
 func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *benchResult {
@@ -447,6 +476,7 @@ func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.
 			}
 		}
 	}()
+	stopCPU := c.cpu.start(ctx)
 	interval := time.Second / time.Duration(max(c.rate, 1))
 	sent, errs := int64(0), int64(0)
 	wctx, wcancel := context.WithTimeout(ctx, c.duration)
@@ -477,10 +507,13 @@ func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	cpuS, cpuOK := stopCPU()
 	cancel()
 	<-recvDone
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Fprintf(stderr, "sent %d appends at %d/s, %d delivered on %s\n", sent, c.rate, len(lat), c.addrs[len(c.addrs)-1])
-	return c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, time.Since(start)), nil
+	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, time.Since(start))
+	res.setCPU(cpuS, cpuOK)
+	return res, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -627,6 +628,12 @@ func TestBenchCLI(t *testing.T) {
 			}
 			if timed != res.Ops || len(res.Timeline) == 0 {
 				t.Fatalf("timeline holds %d ops in %d seconds, result %d", timed, len(res.Timeline), res.Ops)
+			}
+			// The server spent CPU on the run (fsyncs, applies): the admin
+			// token reads /metrics.
+			if perOp := res.ServerCPUSeconds * 1e6 / float64(res.Ops); res.ServerCPUSeconds <= 0 ||
+				math.Abs(res.ServerCPUUsPerOp-perOp) > 1e-6*perOp || math.Abs(res.ServerCPUUsPerMsg*float64(tc.perOpMsg)-perOp) > 1e-6*perOp {
+				t.Fatalf("server CPU: %v s, %v µs/op, %v µs/msg over %d ops", res.ServerCPUSeconds, res.ServerCPUUsPerOp, res.ServerCPUUsPerMsg, res.Ops)
 			}
 		})
 	}
