@@ -71,8 +71,11 @@ type Config struct {
 	// stalled disk keeps heartbeating). Default 30 s; negative disables.
 	WatchdogTimeout time.Duration
 
-	// MaxOpenNamespaces is passed to the state machine (fsm.Options).
+	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
+	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
+	MemTableSize      uint64
+	CacheSize         int64
 
 	// Logger receives the node's, Raft's and Pebble's logs. Default: discard.
 	Logger *slog.Logger

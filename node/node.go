@@ -97,7 +97,8 @@ func Open(cfg Config) (*Node, error) {
 
 func (n *Node) open() error {
 	store, err := fsm.Open(fsm.Options{
-		Dir: filepath.Join(n.cfg.DataDir, "fsm"), MaxOpenNamespaces: n.cfg.MaxOpenNamespaces, Logger: n.log,
+		Dir: filepath.Join(n.cfg.DataDir, "fsm"), MaxOpenNamespaces: n.cfg.MaxOpenNamespaces,
+		MemTableSize: n.cfg.MemTableSize, CacheSize: n.cfg.CacheSize, Logger: n.log,
 	})
 	if err != nil {
 		return err

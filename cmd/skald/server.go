@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
@@ -38,6 +39,8 @@ type serverFlags struct {
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
 	commitTimeout                                                       time.Duration
+	memTableBytes, cacheBytes                                           uint64
+	maxOpenNamespaces                                                   int
 	mutant, dialMap                                                     string
 }
 
@@ -70,6 +73,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 16384, "log entries between Raft snapshots (each syncs Pebble and lets the log be truncated)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 65536, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot transfer")
 	fs.DurationVar(&f.commitTimeout, "raft-commit-timeout", node.ProductionTiming.CommitTimeout, "longest a follower waits to learn of a commit when writes pause (subscribers on followers see events this much later); lower costs idle traffic")
+	fs.Uint64Var(&f.memTableBytes, "memtable-bytes", fsm.DefaultMemTableSize, "largest Pebble memtable of one namespace; a busy namespace holds up to two (one flushing); larger means less compaction CPU per write")
+	fs.Uint64Var(&f.cacheBytes, "cache-bytes", fsm.DefaultCacheSize, "Pebble block cache shared by all namespaces")
+	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
 	if node.MutantsBuilt {
@@ -100,6 +106,15 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.compressMinBytes < 0 {
 		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
+	}
+	if f.memTableBytes < 1<<20 || f.memTableBytes > 1<<30 {
+		return nil, &exitError{2, fmt.Errorf("--memtable-bytes must be between 1 MiB and 1 GiB, got %d", f.memTableBytes)}
+	}
+	if f.cacheBytes < 1<<20 || f.cacheBytes > 1<<40 {
+		return nil, &exitError{2, fmt.Errorf("--cache-bytes must be between 1 MiB and 1 TiB, got %d", f.cacheBytes)}
+	}
+	if f.maxOpenNamespaces < 1 {
+		return nil, &exitError{2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces)}
 	}
 	if f.commitTimeout < time.Millisecond || f.commitTimeout > node.ProductionTiming.HeartbeatTimeout {
 		return nil, &exitError{2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout)}
@@ -211,6 +226,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		DataDir: f.dataDir, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
+		MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces,
 	})
 	if err != nil {
 		return err
