@@ -42,9 +42,10 @@ func (n *Node) Backup(ctx context.Context, w io.Writer, start func(size int64, m
 // RestoreBackup seeds the empty data directory dataDir from a backup
 // stream, as a new single-server cluster: the node gets a new id, and the
 // Raft configuration stored with the data names only it (at raftAddr), so
-// it elects itself on start and then grows by joins. It returns the new
-// node's id and the backup's position.
-func RestoreBackup(dataDir, raftAddr string, r io.Reader) (string, fsm.SnapshotMeta, error) {
+// it elects itself on start and then grows by joins. logStoreKind picks
+// the Raft log store (Config.LogStore). It returns the new node's id and
+// the backup's position.
+func RestoreBackup(dataDir, raftAddr, logStoreKind string, r io.Reader) (string, fsm.SnapshotMeta, error) {
 	if entries, err := os.ReadDir(dataDir); err == nil && len(entries) > 0 {
 		return "", fsm.SnapshotMeta{}, fmt.Errorf("node: restore into %s: the directory is not empty", dataDir)
 	}
@@ -71,12 +72,12 @@ func RestoreBackup(dataDir, raftAddr string, r io.Reader) (string, fsm.SnapshotM
 	if err := os.MkdirAll(filepath.Join(dataDir, "raft"), 0o755); err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}
-	bolt, _, err := openLogStore(filepath.Join(dataDir, "raft"))
+	stable, _, _, err := openLogStore(filepath.Join(dataDir, "raft"), logStoreKind, nil)
 	if err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}
-	err = bolt.SetUint64([]byte("CurrentTerm"), meta.Term)
-	if cerr := bolt.Close(); err == nil {
+	err = stable.SetUint64([]byte("CurrentTerm"), meta.Term)
+	if cerr := stable.Close(); err == nil {
 		err = cerr
 	}
 	return id, meta, err

@@ -61,7 +61,7 @@ func TestBackupRestore(t *testing.T) {
 	for attempt := 0; n == nil; attempt++ { // retry if another test took the port
 		dir, raftAddr := t.TempDir(), freePort(t)
 		var rmeta fsm.SnapshotMeta
-		id, rmeta, err = RestoreBackup(dir, raftAddr, bytes.NewReader(buf.Bytes()))
+		id, rmeta, err = RestoreBackup(dir, raftAddr, "", bytes.NewReader(buf.Bytes()))
 		if err != nil || rmeta.Index != meta.Index {
 			t.Fatalf("restore: %v (index %d, backup %d)", err, rmeta.Index, meta.Index)
 		}

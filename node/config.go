@@ -71,6 +71,11 @@ type Config struct {
 	// stalled disk keeps heartbeating). Default 30 s; negative disables.
 	WatchdogTimeout time.Duration
 
+	// LogStore picks the Raft log store of a new data directory:
+	// LogStoreBolt (also when empty) or LogStoreWAL. An existing directory
+	// keeps the store it has; asking for the other one is an error.
+	LogStore string
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int

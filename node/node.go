@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -31,7 +30,7 @@ type Node struct {
 	m     *metrics
 
 	raft    *raft.Raft
-	bolt    *raftboltdb.BoltStore
+	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
 	trans   *raft.NetworkTransport
 	addrs   *addressBook
@@ -111,9 +110,11 @@ func (n *Node) open() error {
 	n.sm = newStateMachine(store, n.feed, n.m, max(floor.Index, store.AppliedIndex()))
 	n.sm.before = n.cfg.beforeApply
 	raftDir := filepath.Join(n.cfg.DataDir, "raft")
-	if n.bolt, n.logs, err = openLogStore(raftDir); err != nil {
+	var kind string
+	if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log); err != nil {
 		return err
 	}
+	n.log.Info("raft log store opened", "store", kind, "dir", raftDir)
 	if err := checkLogCoverage(store, n.logs, n.cfg.DataDir); err != nil {
 		return err
 	}
@@ -128,10 +129,10 @@ func (n *Node) open() error {
 	if err := n.recoverFromPeersFile(conf, snaps); err != nil {
 		return err
 	}
-	if err := bootstrapIfNew(n, conf, n.logs, n.bolt, snaps); err != nil {
+	if err := bootstrapIfNew(n, conf, n.logs, n.stable, snaps); err != nil {
 		return err
 	}
-	if n.raft, err = raft.NewRaft(conf, n.sm, n.logs, n.bolt, snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(conf, n.sm, n.logs, n.stable, snaps, n.trans); err != nil {
 		return fmt.Errorf("node: start raft: %w", err)
 	}
 	n.log.Info("node started", "raft-addr", n.trans.LocalAddr(), "api-addr", n.cfg.APIAddr, "floor", floor.Index)
@@ -345,8 +346,8 @@ func (n *Node) closeResources() error {
 	if n.trans != nil {
 		errs = append(errs, n.trans.Close())
 	}
-	if n.bolt != nil {
-		errs = append(errs, n.bolt.Close())
+	if n.stable != nil {
+		errs = append(errs, n.stable.Close())
 	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

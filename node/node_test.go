@@ -216,8 +216,29 @@ func checkHistory(t *testing.T, msgs []fsm.Message, want int) {
 	}
 }
 
-func TestRestartSkipsApplied(t *testing.T) {
-	c := newCluster(t, 3, smallSnapshots)
+// eachLogStore runs test once per Raft log store.
+func eachLogStore(t *testing.T, test func(t *testing.T, mod func(*Config))) {
+	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
+		t.Run(kind, func(t *testing.T) {
+			test(t, func(cfg *Config) {
+				smallSnapshots(cfg)
+				cfg.LogStore = kind
+			})
+		})
+	}
+}
+
+func TestRestartSkipsApplied(t *testing.T) { eachLogStore(t, testRestartSkipsApplied) }
+
+func testRestartSkipsApplied(t *testing.T, mod func(*Config)) {
+	c := newCluster(t, 3, mod)
+	var cfg Config
+	mod(&cfg)
+	for _, tn := range c.nodes {
+		if kind, err := existingLogStore(filepath.Join(tn.dir, "raft")); err != nil || kind != cfg.LogStore {
+			t.Fatalf("node %s keeps its log in %q (%v), want %q", tn.dir, kind, err, cfg.LogStore)
+		}
+	}
 	l := c.leader()
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 300)
@@ -245,7 +266,11 @@ func TestRestartSkipsApplied(t *testing.T) {
 }
 
 func TestSnapshotInstallOnWipedFollower(t *testing.T) {
-	c := newCluster(t, 3, smallSnapshots)
+	eachLogStore(t, testSnapshotInstallOnWipedFollower)
+}
+
+func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
+	c := newCluster(t, 3, mod)
 	createNamespace(t, c.leader().Node, "app")
 	writeN(t, c.leader().Node, "app", 200)
 	c.waitConverged()

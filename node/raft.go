@@ -3,13 +3,10 @@ package node
 import (
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // raftConfig builds the Raft configuration from cfg (values and sources in
@@ -34,29 +31,6 @@ func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 	c.NotifyCh = notify
 	c.Logger = hclogFor(cfg.Logger, "raft")
 	return c
-}
-
-// openLogStore opens raft-boltdb with fsync on, no freelist sync and the
-// map freelist (Vault's settings), behind a 512-entry cache.
-func openLogStore(dir string) (*raftboltdb.BoltStore, raft.LogStore, error) {
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{
-			Timeout:        time.Second,
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		},
-		MsgpackUseNewTimeFormat: true,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("node: open raft log %s: %w", dir, err)
-	}
-	cache, err := raft.NewLogCache(512, bolt)
-	if err != nil {
-		bolt.Close()
-		return nil, nil, err
-	}
-	return bolt, cache, nil
 }
 
 // openTransport starts the Raft TCP transport.

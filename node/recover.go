@@ -45,7 +45,7 @@ func (n *Node) recoverFromPeersFile(conf *raft.Config, snaps raft.SnapshotStore)
 		return fmt.Errorf("node: recovery file %s does not list this node (id %s) as a voter", path, n.id)
 	}
 	n.log.Warn("recovering the cluster from a peers file: rewriting the Raft configuration", "file", path, "servers", len(configuration.Servers))
-	if err := raft.RecoverCluster(conf, n.sm, n.logs, n.bolt, snaps, n.trans, configuration); err != nil {
+	if err := raft.RecoverCluster(conf, n.sm, n.logs, n.stable, snaps, n.trans, configuration); err != nil {
 		return fmt.Errorf("node: recover cluster from %s: %w", path, err)
 	}
 	if err := os.Rename(path, path+".applied"); err != nil {

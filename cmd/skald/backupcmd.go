@@ -94,8 +94,12 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	from := fs.String("from", "", "backup file (skald backup)")
 	dataDir := fs.String("data-dir", "", "new, empty data directory")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:8081", "the Raft address the restored node will advertise")
+	logStore := fs.String("raft-log-store", node.LogStoreBolt, "Raft log store of the new data directory: bolt or wal (the server must be started with the same)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *logStore != node.LogStoreBolt && *logStore != node.LogStoreWAL {
+		return &exitError{exitUsage, fmt.Errorf("restore: --raft-log-store %q: want bolt or wal", *logStore)}
 	}
 	if *from == "" || *dataDir == "" {
 		return &exitError{exitUsage, fmt.Errorf("restore: --from and --data-dir are required")}
@@ -105,7 +109,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer f.Close()
-	id, meta, err := node.RestoreBackup(*dataDir, *raftAddr, f)
+	id, meta, err := node.RestoreBackup(*dataDir, *raftAddr, *logStore, f)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
+	"go.etcd.io/bbolt"
+)
+
+// Raft log stores a node can keep its log and stable state in.
+const (
+	// LogStoreBolt is raft-boltdb: a copy-on-write B+tree in one file,
+	// several page writes and two fdatasyncs per append batch.
+	LogStoreBolt = "bolt"
+	// LogStoreWAL is hashicorp/raft-wal: append-only segment files, one
+	// write and one fdatasync per append batch. Its README still calls it
+	// experimental; recent Consul releases use it by default.
+	LogStoreWAL = "wal"
+)
+
+// logStore is what Raft needs from the store behind its log: entries,
+// the stable keys (term, vote), and a way to close it.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	io.Closer
+}
+
+// Where each kind lives under <data>/raft.
+const (
+	boltFile = "raft.db"
+	walDir   = "wal"
+)
+
+// existingLogStore reports which store dir already holds, or "" for none.
+// Both at once means someone mixed data directories: refuse.
+func existingLogStore(dir string) (string, error) {
+	_, berr := os.Stat(filepath.Join(dir, boltFile))
+	_, werr := os.Stat(filepath.Join(dir, walDir))
+	for _, err := range []error{berr, werr} {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("node: look for a raft log in %s: %w", dir, err)
+		}
+	}
+	switch {
+	case berr == nil && werr == nil:
+		return "", fmt.Errorf("node: %s holds both a bolt (%s) and a wal (%s/) raft log; keep one", dir, boltFile, walDir)
+	case berr == nil:
+		return LogStoreBolt, nil
+	case werr == nil:
+		return LogStoreWAL, nil
+	}
+	return "", nil
+}
+
+// chooseLogStore decides the store of dir: the one it already holds, else
+// want, else bolt. A want that differs from what dir holds is an error:
+// switching stores would drop the log (there is no migration).
+func chooseLogStore(dir, want string) (string, error) {
+	if want != "" && want != LogStoreBolt && want != LogStoreWAL {
+		return "", fmt.Errorf("node: raft log store %q: want %q or %q", want, LogStoreBolt, LogStoreWAL)
+	}
+	have, err := existingLogStore(dir)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case have != "" && want != "" && have != want:
+		return "", fmt.Errorf("node: %s holds a %s raft log, but the %s store was asked for; a store is chosen when a data directory is created and kept", dir, have, want)
+	case have != "":
+		return have, nil
+	case want != "":
+		return want, nil
+	}
+	return LogStoreBolt, nil
+}
+
+// openLogStore opens the raft log store of dir (see chooseLogStore) and
+// puts a 512-entry cache in front of its log. bolt runs with fsync on, no
+// freelist sync and the map freelist (Vault's settings).
+func openLogStore(dir, want string, log *slog.Logger) (logStore, raft.LogStore, string, error) {
+	kind, err := chooseLogStore(dir, want)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	var store logStore
+	switch kind {
+	case LogStoreWAL:
+		store, err = openWAL(filepath.Join(dir, walDir), log)
+	default:
+		store, err = raftboltdb.New(raftboltdb.Options{
+			Path: filepath.Join(dir, boltFile),
+			BoltOptions: &bbolt.Options{
+				Timeout:        time.Second,
+				NoFreelistSync: true,
+				FreelistType:   bbolt.FreelistMapType,
+			},
+			MsgpackUseNewTimeFormat: true,
+		})
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("node: open %s raft log in %s: %w", kind, dir, err)
+	}
+	cache, err := raft.NewLogCache(512, store)
+	if err != nil {
+		store.Close()
+		return nil, nil, "", err
+	}
+	return store, cache, kind, nil
+}
+
+// openWAL opens raft-wal in dir, creating dir first and syncing its
+// parent so that the directory itself survives a power loss.
+func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
+	}
+	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")))
+}
