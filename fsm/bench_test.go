@@ -55,19 +55,27 @@ func BenchmarkApplyAppend(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for j := range logs {
-			l := *ring[(i*batch+j)%len(ring)]
-			l.Index = next
-			next++
-			logs[j] = &l
-		}
-		for _, r := range s.ApplyBatch(logs) {
-			if _, ok := r.(*AppendResult); !ok {
-				b.Fatalf("apply: %v", r)
-			}
-		}
+		next = applyRing(b, s, ring, i*batch, logs, next)
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// applyRing fills logs with copies of ring's entries from position from
+// on (wrapping), numbered from next, applies them as one call, checks each
+// is an append, and returns the index after the last.
+func applyRing(b *testing.B, s *Store, ring []*raft.Log, from int, logs []*raft.Log, next uint64) uint64 {
+	for j := range logs {
+		l := *ring[(from+j)%len(ring)]
+		l.Index = next
+		next++
+		logs[j] = &l
+	}
+	for _, r := range s.ApplyBatch(logs) {
+		if _, ok := r.(*AppendResult); !ok {
+			b.Fatalf("apply: %v", r)
+		}
+	}
+	return next
 }
 
 // BenchmarkReadStream100 reads a 100-message stream (one view per read,
@@ -198,17 +206,7 @@ func BenchmarkApplyAppendBatchSustained(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i += len(logs) {
 		logs = logs[:min(len(logs), b.N-i)]
-		for j := range logs {
-			l := *ring[(i+j)%len(ring)]
-			l.Index = next
-			next++
-			logs[j] = &l
-		}
-		for _, r := range s.ApplyBatch(logs) {
-			if _, ok := r.(*AppendResult); !ok {
-				b.Fatalf("apply: %v", r)
-			}
-		}
+		next = applyRing(b, s, ring, i, logs, next)
 	}
 	b.StopTimer()
 	msgs := float64(b.N * batch)
