@@ -22,9 +22,18 @@ const (
 	LogStoreBolt = "bolt"
 	// LogStoreWAL is hashicorp/raft-wal: append-only segment files, one
 	// write and one fdatasync per append batch. Its README still calls it
-	// experimental; recent Consul releases use it by default.
+	// experimental; Consul and Vault offer it as an option.
 	LogStoreWAL = "wal"
 )
+
+// CheckLogStore reports whether kind names a log store ("" means the
+// default).
+func CheckLogStore(kind string) error {
+	if kind != "" && kind != LogStoreBolt && kind != LogStoreWAL {
+		return fmt.Errorf("raft log store %q: want %q or %q", kind, LogStoreBolt, LogStoreWAL)
+	}
+	return nil
+}
 
 // logStore is what Raft needs from the store behind its log: entries,
 // the stable keys (term, vote), and a way to close it.
@@ -65,8 +74,8 @@ func existingLogStore(dir string) (string, error) {
 // want, else bolt. A want that differs from what dir holds is an error:
 // switching stores would drop the log (there is no migration).
 func chooseLogStore(dir, want string) (string, error) {
-	if want != "" && want != LogStoreBolt && want != LogStoreWAL {
-		return "", fmt.Errorf("node: raft log store %q: want %q or %q", want, LogStoreBolt, LogStoreWAL)
+	if err := CheckLogStore(want); err != nil {
+		return "", fmt.Errorf("node: %w", err)
 	}
 	have, err := existingLogStore(dir)
 	if err != nil {

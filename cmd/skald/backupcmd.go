@@ -98,7 +98,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *logStore != node.LogStoreBolt && *logStore != node.LogStoreWAL {
+	if node.CheckLogStore(*logStore) != nil {
 		return &exitError{exitUsage, fmt.Errorf("restore: --raft-log-store %q: want bolt or wal", *logStore)}
 	}
 	if *from == "" || *dataDir == "" {

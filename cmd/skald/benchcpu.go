@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,13 +61,14 @@ func (m *cpuMeter) scrape(ctx context.Context, url string) (float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("server CPU: GET %s: %s", url, resp.Status)
 	}
-	return parseCPUSeconds(bufio.NewScanner(resp.Body), url)
+	return parseCPUSeconds(resp.Body, url)
 }
 
 // parseCPUSeconds finds process_cpu_seconds_total in a Prometheus text
 // exposition.
-func parseCPUSeconds(sc *bufio.Scanner, url string) (float64, error) {
+func parseCPUSeconds(r io.Reader, url string) (float64, error) {
 	const name = "process_cpu_seconds_total "
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), name); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"strings"
 	"testing"
 )
@@ -20,7 +19,7 @@ func TestParseCPUSeconds(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseCPUSeconds(bufio.NewScanner(strings.NewReader(tc.text)), "http://n1/metrics")
+			got, err := parseCPUSeconds(strings.NewReader(tc.text), "http://n1/metrics")
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, %v; want error containing %q", got, err, tc.err)

@@ -108,7 +108,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if f.compressMinBytes < 0 {
 		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
 	}
-	if f.logStore != "" && f.logStore != node.LogStoreBolt && f.logStore != node.LogStoreWAL {
+	if node.CheckLogStore(f.logStore) != nil {
 		return nil, &exitError{2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore)}
 	}
 	if f.memTableBytes < 1<<20 || f.memTableBytes > 1<<30 {
