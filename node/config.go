@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -99,6 +100,9 @@ type Config struct {
 	// beforeApply, when set (tests only), runs before every state machine
 	// batch: a test stalls the state machine with it.
 	beforeApply func()
+	// leaderBarrier, when set (tests only), replaces the Barrier future a
+	// new leader waits on.
+	leaderBarrier func(raft.Future) raft.Future
 }
 
 // Timing is the set of Raft timeouts.

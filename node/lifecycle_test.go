@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -135,5 +137,52 @@ func TestMetrics(t *testing.T) {
 		if !strings.HasPrefix(name, "skald_") {
 			t.Fatalf("metric %s outside the skald namespace", name)
 		}
+	}
+}
+
+// droppedFuture is a Raft future that is never answered, as Raft leaves
+// the futures still queued when it shuts down.
+type droppedFuture struct{ never chan struct{} }
+
+func (f droppedFuture) Error() error { <-f.never; return nil }
+
+// TestCloseWithDroppedBarrier: a new leader's barrier that Raft never
+// answers must not keep Close from returning (CI once hung 10 minutes in
+// Close's wait for the leader loop).
+func TestCloseWithDroppedBarrier(t *testing.T) {
+	var (
+		armed   atomic.Bool
+		waiting = make(chan struct{}, 1)
+		never   = make(chan struct{})
+	)
+	t.Cleanup(func() { close(never) })
+	c := newCluster(t, 1, func(cfg *Config) {
+		cfg.leaderBarrier = func(f raft.Future) raft.Future {
+			if !armed.Load() {
+				return f
+			}
+			waiting <- struct{}{}
+			return droppedFuture{never}
+		}
+	})
+	tn := c.nodes[0]
+	armed.Store(true)
+	tn.notify <- true // as Raft does on winning an election
+	select {
+	case <-waiting:
+	case <-time.After(waitTimeout):
+		t.Fatal("the leader loop never asked for a barrier")
+	}
+	n := tn.Node
+	tn.Node = nil // closed here; a Close that hangs must not hang cleanup too
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("Close still blocked after %s on a barrier Raft never answers", waitTimeout)
 	}
 }

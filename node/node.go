@@ -288,7 +288,14 @@ func (n *Node) leaderLoop() {
 func (n *Node) onLeader() {
 	term := n.raft.CurrentTerm()
 	n.log.Info("became leader", "term", term)
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+	// Raft drops futures still queued when it shuts down, so waiting on
+	// one without the node's life could block leaderLoop, and with it
+	// Close's wg.Wait, forever.
+	barrier := n.raft.Barrier(n.cfg.ApplyTimeout)
+	if n.cfg.leaderBarrier != nil {
+		barrier = n.cfg.leaderBarrier(barrier)
+	}
+	if err := waitFuture(n.life, barrier); err != nil {
 		n.log.Warn("leader barrier failed", "term", term, "err", err)
 		return
 	}
@@ -296,7 +303,7 @@ func (n *Node) onLeader() {
 	if addr, ok := n.store.NodeAddr(n.id); ok && addr == n.cfg.APIAddr {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
 	defer cancel()
 	cmd := &fsmv1.Command{Kind: &fsmv1.Command_SetNodeInfo{SetNodeInfo: &fsmv1.SetNodeInfo{NodeId: n.id, ApiAddress: n.cfg.APIAddr}}}
 	if _, err := n.applyLocal(ctx, cmd); err != nil {
@@ -312,7 +319,10 @@ func (n *Node) shutdown(transfer bool) error {
 	var err error
 	n.closeOnce.Do(func() {
 		if transfer && n.raft != nil && n.raft.State() == raft.Leader && n.voters() > 1 {
-			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+			terr := waitFuture(ctx, n.raft.LeadershipTransfer())
+			cancel()
+			if terr != nil {
 				n.log.Warn("leadership transfer on shutdown", "err", terr)
 			}
 		}
