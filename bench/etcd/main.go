@@ -1,12 +1,18 @@
-// Command etcd is the etcd side of `make bench-compare`: it drives puts
-// against an etcd cluster the way `skald bench --workload append` drives
-// single-message appends (same concurrency, same value size, closed loop,
-// one request outstanding per caller) and prints the same JSON, so the
-// two can be compared line by line; `compare` prints both and the ratio.
-// It lives in its own module so the product does not depend on etcd.
+// Command etcd holds the other systems' sides of `make bench-compare`. `put`
+// drives puts against an etcd cluster and `nats` synchronous publishes
+// against a NATS JetStream cluster the way `skald bench --workload append`
+// drives single-message appends (same concurrency, same value size, same
+// number of keys/subjects/streams, closed loop, one request outstanding per
+// caller) and print the same JSON, so the three compare line by line.
+// `measure` wraps any of the three drivers and adds the CPU the server
+// processes spent, read from /proc the same way for all; `compare` prints
+// the three and Skald's ratios. It lives in its own module so the product
+// depends on neither etcd's nor NATS's client.
 //
 //	go run . put --endpoints 127.0.0.1:2379,... --concurrency 64 --value-bytes 200 --duration 10s
-//	go run . compare etcd.json skald.json
+//	go run . nats --servers nats://127.0.0.1:4221,... --concurrency 64 --value-bytes 200 --duration 10s
+//	go run . measure --pids 11,12,13 --clk-tck 100 -- ./driver ...
+//	go run . compare etcd.json nats.json skald.json
 package main
 
 import (
@@ -44,24 +50,31 @@ type result struct {
 	// process_cpu_seconds_total on each member's /metrics: unlike ops/s it
 	// barely moves when the machine's CPUs are stolen by neighbours.
 	ServerCPUUsPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// The same from /proc/<pid>/stat of the server processes, added by
+	// `measure`: one method for every system, NATS included.
+	ServerCPUProcUsPerOp float64 `json:"server_cpu_proc_us_per_op,omitempty"`
 }
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: etcd put [flags] | etcd compare ETCD.json SKALD.json")
+		fmt.Fprintln(os.Stderr, "usage: etcd put [flags] | nats [flags] | measure --pids P,... -- COMMAND... | compare ETCD.json NATS.json SKALD.json")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "put":
 		err = put(os.Args[2:])
+	case "nats":
+		err = publish(os.Args[2:])
+	case "measure":
+		err = measure(os.Args[2:])
 	case "compare":
 		err = compare(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd bench:", err)
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
@@ -146,38 +159,6 @@ func quantiles(lat []time.Duration) map[string]float64 {
 	out["p50"], out["p90"], out["p99"], out["p999"] = at(0.50), at(0.90), at(0.99), at(0.999)
 	out["max"] = float64(lat[len(lat)-1].Microseconds()) / 1000
 	return out
-}
-
-func compare(args []string) error {
-	if len(args) != 2 {
-		return errors.New("usage: compare ETCD.json SKALD.json")
-	}
-	var rs [2]result
-	for i, path := range args {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, &rs[i]); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-	}
-	e, s := rs[0], rs[1]
-	fmt.Printf("%-28s %12s %9s %9s %9s %9s %9s %7s %11s\n", "3 nodes, same machine", "ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "cpu µs/op")
-	for _, r := range []struct {
-		name string
-		r    result
-	}{{fmt.Sprintf("etcd put x%d", e.Concurrency), e}, {fmt.Sprintf("skald append x%d", s.Concurrency), s}} {
-		l := r.r.LatencyMS
-		fmt.Printf("%-28s %12.0f %9.2f %9.2f %9.2f %9.2f %9.2f %7d %11.0f\n", r.name, r.r.OpsPerSec, l["p50"], l["p90"], l["p99"], l["p999"], l["max"], r.r.Errors, r.r.ServerCPUUsPerOp)
-	}
-	if e.ServerCPUUsPerOp > 0 && s.ServerCPUUsPerOp > 0 {
-		fmt.Printf("server CPU per operation, all 3 nodes: skald %.0f µs, etcd %.0f µs (%.2fx)\n", s.ServerCPUUsPerOp, e.ServerCPUUsPerOp, s.ServerCPUUsPerOp/e.ServerCPUUsPerOp)
-	}
-	if e.OpsPerSec > 0 && e.LatencyMS["p99"] > 0 {
-		fmt.Printf("skald/etcd: throughput %.2fx (target >= 2x), p99 %.2fx (target <= 1x)\n", s.OpsPerSec/e.OpsPerSec, s.LatencyMS["p99"]/e.LatencyMS["p99"])
-	}
-	return nil
 }
 
 // clusterCPU sums process_cpu_seconds_total over the members' /metrics.

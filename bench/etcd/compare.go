@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// side is one system's row in the comparison.
+type side struct {
+	name string // "etcd", "NATS", "Skald"
+	op   string // what one operation is, e.g. "put"
+	r    result
+}
+
+// target is a goal from issue 15 for one Skald/other ratio; 0 means none.
+type target struct{ throughputMin, cpuMax, p99Max float64 }
+
+func compare(args []string) error {
+	if len(args) != 3 {
+		return errors.New("usage: compare ETCD.json NATS.json SKALD.json")
+	}
+	var rs [3]result
+	for i, path := range args {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &rs[i]); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	printComparison(os.Stdout,
+		side{"etcd", "put", rs[0]}, side{"NATS", "JetStream publish", rs[1]}, side{"Skald", "append", rs[2]},
+		map[string]target{"etcd": {throughputMin: 2, cpuMax: 0.5, p99Max: 1}, "NATS": {cpuMax: 1}})
+	return nil
+}
+
+// printComparison prints one row per side, how CPU was measured, and the
+// last side (Skald) against each other one, each ratio saying which side
+// it favours.
+func printComparison(w io.Writer, etcd, nats, skald side, targets map[string]target) {
+	fmt.Fprintf(w, "%-32s %9s %8s %8s %8s %9s %8s %6s %10s %12s\n", "3 nodes each, same machine",
+		"ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "cpu µs/op", "(/metrics)")
+	for _, s := range []side{etcd, nats, skald} {
+		l := s.r.LatencyMS
+		fmt.Fprintf(w, "%-32s %9.0f %8.2f %8.2f %8.2f %9.2f %8.2f %6d %10s %12s\n",
+			fmt.Sprintf("%s %s x%d", s.name, s.op, s.r.Concurrency), s.r.OpsPerSec,
+			l["p50"], l["p90"], l["p99"], l["p999"], l["max"], s.r.Errors,
+			orNA(s.r.ServerCPUProcUsPerOp), orNA(s.r.ServerCPUUsPerOp))
+	}
+	fmt.Fprintf(w, "cpu µs/op: server CPU per operation over all 3 nodes: %s.\n", procCPUMethod)
+	fmt.Fprintln(w, "(/metrics): the same from the servers' own process_cpu_seconds_total, as a cross-check (NATS has none).")
+	for _, o := range []side{etcd, nats} {
+		fmt.Fprintf(w, "Skald vs %s: %s; %s; %s\n", o.name,
+			ratio("throughput", skald.r.OpsPerSec, o.r.OpsPerSec, true, o.name, targets[o.name].throughputMin),
+			ratio("CPU per op", skald.r.ServerCPUProcUsPerOp, o.r.ServerCPUProcUsPerOp, false, o.name, targets[o.name].cpuMax),
+			ratio("p99", skald.r.LatencyMS["p99"], o.r.LatencyMS["p99"], false, o.name, targets[o.name].p99Max))
+	}
+}
+
+// ratio says "CPU per op 1.32x etcd's (etcd better; target <= 0.5x)": Skald's
+// figure over the other side's, and which side that favours. higherBetter is
+// true for throughput, false for CPU and latency. goal 0 means no target.
+func ratio(what string, skald, other float64, higherBetter bool, name string, goal float64) string {
+	if skald <= 0 || other <= 0 {
+		return what + " n/a"
+	}
+	r := math.Round(skald/other*100) / 100 // judged as printed: 1.00x is even, and meets <= 1x
+	winner := "even"
+	if r != 1 {
+		if (r > 1) == higherBetter {
+			winner = "Skald better"
+		} else {
+			winner = name + " better"
+		}
+	}
+	s := fmt.Sprintf("%s %.2fx %s's (%s", what, r, name, winner)
+	if goal > 0 {
+		cmp, met := "<=", r <= goal
+		if higherBetter {
+			cmp, met = ">=", r >= goal
+		}
+		verdict := "missed"
+		if met {
+			verdict = "met"
+		}
+		s += fmt.Sprintf("; target %s %gx %s", cmp, goal, verdict)
+	}
+	return s + ")"
+}
+
+func orNA(v float64) string {
+	if v <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
