@@ -50,7 +50,7 @@ bench-cluster:
 	SKALD_TOKEN=$$(sed -n 's/^Admin token: //p' $$tmp/dev.out) $$tmp/skald bench --standard --duration $${BENCH_DURATION:-10s} \
 		--addr 127.0.0.1:18080,127.0.0.1:18090,127.0.0.1:18100
 
-## bench-compare: etcd (Debian etcd-server) and NATS JetStream (nats-server, go install, pinned), installed if missing, vs Skald: 3 nodes each, same concurrency, value size and stream count, server CPU per op from /proc
+## bench-compare: etcd (apt) and NATS JetStream (go install, pinned), installed if missing, vs Skald: 3 nodes each, same load, server CPU per op from /proc
 bench-compare:
 	GO=$(GO) bash scripts/bench-compare.sh
 
