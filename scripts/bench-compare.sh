@@ -48,7 +48,7 @@ stop() {
 	for p in "$@"; do kill "$p" 2>/dev/null || true; done
 	for p in "$@"; do
 		while alive "$p" && ((SECONDS < end)); do sleep 0.1; done
-		kill -9 "$p" 2>/dev/null || true
+		! alive "$p" || kill -9 "$p" 2>/dev/null || true
 		wait "$p" 2>/dev/null || true # reap our own children; others are not ours to wait for
 	done
 }
