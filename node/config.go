@@ -73,7 +73,7 @@ type Config struct {
 	WatchdogTimeout time.Duration
 
 	// LogStore picks the Raft log store of a new data directory:
-	// LogStoreBolt (also when empty) or LogStoreWAL. An existing directory
+	// LogStoreWAL or LogStoreBolt; empty means LogStoreDefault. An existing directory
 	// keeps the store it has; asking for the other one is an error.
 	LogStore string
 

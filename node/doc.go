@@ -1,5 +1,5 @@
 // Package node owns one cluster member: hashicorp/raft set up over
-// raft-boltdb and a TCP transport, the snapshot store over the state
+// raft-wal (or raft-boltdb) and a TCP transport, the snapshot store over the state
 // machine, leader forwarding, read consistency levels, the change feed for
 // subscribers, and the node-to-node (peer) service.
 //

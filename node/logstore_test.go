@@ -16,7 +16,7 @@ func TestChooseLogStore(t *testing.T) {
 		want, got string
 		err       string
 	}{
-		{"new dir, default", nil, "", LogStoreBolt, ""},
+		{"new dir, default", nil, "", LogStoreWAL, ""},
 		{"new dir, bolt", nil, LogStoreBolt, LogStoreBolt, ""},
 		{"new dir, wal", nil, LogStoreWAL, LogStoreWAL, ""},
 		{"bolt dir, default", []string{boltFile}, "", LogStoreBolt, ""},

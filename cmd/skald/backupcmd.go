@@ -94,7 +94,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	from := fs.String("from", "", "backup file (skald backup)")
 	dataDir := fs.String("data-dir", "", "new, empty data directory")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:8081", "the Raft address the restored node will advertise")
-	logStore := fs.String("raft-log-store", node.LogStoreBolt, "Raft log store of the new data directory: bolt or wal (the server must be started with the same)")
+	logStore := fs.String("raft-log-store", node.LogStoreDefault, "Raft log store of the new data directory: wal or bolt (the server keeps the one the directory holds)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
