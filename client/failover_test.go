@@ -1,0 +1,158 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/skalddb/skald/client/internal/testcluster"
+)
+
+// TestWritesSurviveLeaderKill kills the leader under writes. A writer that
+// has no write in flight at the kill (it holds mu around each write) must
+// see no error at all: its next write fails over to the new leader. Two
+// free writers may be cut off mid-write; those writes must report
+// ErrUnknownOutcome and nothing else, and are not retried. In the final
+// log every acknowledged write is present once and nothing is duplicated.
+func TestWritesSurviveLeaderKill(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	c := newTestClient(t, cl.Endpoints(), "")
+	ctx := ctxT(t)
+	leader := cl.Leader()
+	if got, want := c.leaderURL(), "http://"+leader.Addr; got != want {
+		t.Fatalf("the client routes writes to %q, want the leader %q", got, want)
+	}
+
+	var (
+		mu       sync.Mutex // the guarded writer's write in flight
+		progress atomic.Int64
+		stop     atomic.Bool
+		guarded  []string
+		done     = make(chan error, 3)
+	)
+	go func() {
+		for i := range 60 {
+			mu.Lock()
+			res, err := c.Append(ctx, "orders-1", []NewMessage{event(i)})
+			mu.Unlock()
+			if err != nil {
+				done <- fmt.Errorf("guarded write %d: %w", i, err)
+				return
+			}
+			guarded = append(guarded, res.IDs[0])
+			progress.Add(1)
+		}
+		done <- nil
+	}()
+	type freeLog struct{ acked, unknown []string }
+	free := make([]freeLog, 2)
+	for w := range free {
+		go func() {
+			for i := 0; !stop.Load(); i++ {
+				m := event(i)
+				m.ID = fmt.Sprintf("00000000-0000-4000-8000-%012d", w*1_000_000+i)
+				_, err := c.Append(ctx, fmt.Sprintf("orders-%d", w+2), []NewMessage{m})
+				switch {
+				case err == nil:
+					free[w].acked = append(free[w].acked, m.ID)
+				case errors.Is(err, ErrUnknownOutcome):
+					t.Logf("free writer %d: %v", w, err)
+					free[w].unknown = append(free[w].unknown, m.ID)
+				default:
+					done <- fmt.Errorf("free write %d/%d: %w", w, i, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+
+	testcluster.WaitFor(t, "20 guarded writes", func() bool { return progress.Load() >= 20 })
+	mu.Lock()
+	cl.Kill(leader)
+	mu.Unlock()
+	testcluster.WaitFor(t, "60 guarded writes", func() bool { return progress.Load() == 60 || len(done) > 0 })
+	stop.Store(true)
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkLog(t, c, "orders-1", guarded)
+
+	// Free writers: acknowledged ids exactly once, unknown ones at most
+	// once, nothing else.
+	for w, f := range free {
+		got, err := c.ReadStream(ctx, StreamQuery{Stream: fmt.Sprintf("orders-%d", w+2), Limit: -1}, WithLinearizable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for _, m := range got {
+			seen[m.ID]++
+		}
+		for _, id := range f.acked {
+			if seen[id] != 1 {
+				t.Errorf("free writer %d: acknowledged %s is in the log %d times", w, id, seen[id])
+			}
+			delete(seen, id)
+		}
+		for _, id := range f.unknown {
+			delete(seen, id)
+		}
+		for id, n := range seen {
+			t.Errorf("free writer %d: %s is in the log %d times but was neither acknowledged nor unknown", w, id, n)
+		}
+		if len(f.acked) == 0 {
+			t.Errorf("free writer %d: no write acknowledged", w)
+		}
+	}
+
+	// The client follows the new leader.
+	newLeader := cl.Leader()
+	testcluster.WaitFor(t, "the client to route writes to the new leader", func() bool { return c.leaderURL() == "http://"+newLeader.Addr })
+}
+
+// TestWritesSurviveLeadershipTransfer hands leadership over three times
+// while one writer appends without pause: no write may fail, and the log
+// holds every acknowledged write once, in order.
+func TestWritesSurviveLeadershipTransfer(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	c := newTestClient(t, cl.Endpoints(), "")
+	ctx := ctxT(t)
+
+	var (
+		progress atomic.Int64
+		acked    []string
+		done     = make(chan error, 1)
+	)
+	const total = 150
+	go func() {
+		for i := range total {
+			res, err := c.Append(ctx, "orders-1", []NewMessage{event(i)})
+			if err != nil {
+				done <- fmt.Errorf("write %d: %w", i, err)
+				return
+			}
+			acked = append(acked, res.IDs[0])
+			progress.Add(1)
+		}
+		done <- nil
+	}()
+	for k := range 3 {
+		testcluster.WaitFor(t, "writes before a transfer", func() bool { return progress.Load() >= int64(k+1)*30 || len(done) > 0 })
+		old := cl.Leader()
+		if _, err := c.TransferLeadership(ctx, ""); err != nil {
+			t.Fatalf("transfer %d: %v", k, err)
+		}
+		testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != old })
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, c, "orders-1", acked)
+	l := cl.Leader()
+	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return c.leaderURL() == "http://"+l.Addr })
+}

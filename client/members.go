@@ -1,0 +1,280 @@
+package client
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+)
+
+// member is one node's API, with the generated clients that call it.
+type member struct {
+	url        string // scheme://host:port
+	events     skaldv1connect.EventStoreClient
+	namespaces skaldv1connect.NamespacesClient
+	cluster    skaldv1connect.ClusterClient
+}
+
+// view is what the client knows of the cluster: the members to call, the
+// leader when known, and which members failed lately.
+//
+// Writes go to the leader; without one known (a namespace token cannot
+// ask Cluster.Status), to the member the last write succeeded on, and that
+// member forwards them. Reads go round robin over the members that have
+// not failed within Config.DownFor.
+type view struct {
+	newMember func(url string) *member
+	downFor   time.Duration
+
+	mu struct {
+		sync.Mutex
+		seeds   []*member // the configured endpoints
+		members []*member // discovered, or the seeds
+		known   map[string]*member
+		leader  *member // nil when unknown
+		writer  *member // where the last write succeeded
+		failed  map[*member]time.Time
+		next    int // round robin
+	}
+}
+
+func newView(seeds []string, newMember func(string) *member, downFor time.Duration) *view {
+	v := &view{newMember: newMember, downFor: downFor}
+	v.mu.known = make(map[string]*member)
+	v.mu.failed = make(map[*member]time.Time)
+	for _, s := range seeds {
+		v.mu.seeds = append(v.mu.seeds, v.memberLocked(s))
+	}
+	v.mu.members = v.mu.seeds
+	return v
+}
+
+func (v *view) memberLocked(url string) *member {
+	m := v.mu.known[url]
+	if m == nil {
+		m = v.newMember(url)
+		v.mu.known[url] = m
+	}
+	return m
+}
+
+// pick returns the member for the next attempt, skipping those in tried.
+// It returns nil when every member has been tried.
+func (v *view) pick(write bool, tried map[*member]bool) *member {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if write {
+		for _, m := range []*member{v.mu.leader, v.mu.writer} {
+			if m != nil && !tried[m] && !v.downLocked(m) {
+				return m
+			}
+		}
+	}
+	// Members that have not failed lately first, then the others.
+	for _, wantDown := range []bool{false, true} {
+		n := len(v.mu.members)
+		for i := range n {
+			m := v.mu.members[(v.mu.next+i)%n]
+			if tried[m] || v.downLocked(m) != wantDown {
+				continue
+			}
+			v.mu.next = (v.mu.next + i + 1) % n
+			return m
+		}
+	}
+	return nil
+}
+
+func (v *view) downLocked(m *member) bool {
+	t, ok := v.mu.failed[m]
+	return ok && time.Since(t) < v.downFor
+}
+
+// failed records that m did not answer; a failed leader is forgotten.
+func (v *view) failed(m *member) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.failed[m] = time.Now()
+	if v.mu.leader == m {
+		v.mu.leader = nil
+	}
+	if v.mu.writer == m {
+		v.mu.writer = nil
+	}
+}
+
+// refusedWrite records that m refused a write for want of leadership: it
+// is not the leader, whatever the client thought.
+func (v *view) refusedWrite(m *member) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.mu.leader == m {
+		v.mu.leader = nil
+	}
+	if v.mu.writer == m {
+		v.mu.writer = nil
+	}
+}
+
+// answered records that m answered; after a write, m keeps the writes.
+func (v *view) answered(m *member, write bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.mu.failed, m)
+	if write {
+		v.mu.writer = m
+	}
+}
+
+// size is the number of members.
+func (v *view) size() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.mu.members)
+}
+
+// update replaces the members and the leader with a Cluster.Status reply.
+func (v *view) update(st *skaldv1.StatusResponse, scheme string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var members []*member
+	var leader *member
+	for _, s := range st.Servers {
+		if s.ApiAddress == "" {
+			continue
+		}
+		m := v.memberLocked(scheme + "://" + s.ApiAddress)
+		members = append(members, m)
+		if s.Id == st.LeaderId {
+			leader = m
+		}
+	}
+	if len(members) == 0 {
+		return
+	}
+	v.mu.members, v.mu.leader = members, leader
+	if v.mu.writer != nil && leader != nil {
+		v.mu.writer = nil
+	}
+}
+
+// statusTargets are the members to ask for Cluster.Status, the likely
+// live ones first.
+func (v *view) statusTargets() []*member {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var up, down []*member
+	seen := map[*member]bool{}
+	for _, m := range append(append([]*member{v.mu.leader}, v.mu.members...), v.mu.seeds...) {
+		if m == nil || seen[m] {
+			continue
+		}
+		seen[m] = true
+		if v.downLocked(m) {
+			down = append(down, m)
+		} else {
+			up = append(up, m)
+		}
+	}
+	return append(up, down...)
+}
+
+// discoverer keeps the view current from Cluster.Status when the token
+// allows it (the admin token).
+type discoverer struct {
+	view    *view
+	scheme  string
+	timeout time.Duration
+	kick    chan struct{}
+
+	mu       sync.Mutex
+	disabled bool // the token may not call Cluster.Status
+}
+
+// refresh asks the members for Cluster.Status until one answers. It
+// returns a definite refusal (an auth error) and nil otherwise; when
+// Status is not allowed for the token it disables discovery.
+func (d *discoverer) refresh(ctx context.Context) error {
+	if !d.enabled() {
+		return nil
+	}
+	for _, m := range d.view.statusTargets() {
+		cctx, cancel := context.WithTimeout(ctx, d.timeout)
+		resp, err := m.cluster.Status(cctx, connect.NewRequest(&skaldv1.StatusRequest{}))
+		cancel()
+		if err == nil {
+			d.view.answered(m, false)
+			d.view.update(resp.Msg, d.scheme)
+			return nil
+		}
+		switch connect.CodeOf(err) {
+		case connect.CodePermissionDenied:
+			d.mu.Lock()
+			d.disabled = true
+			d.mu.Unlock()
+			return nil
+		case connect.CodeUnauthenticated:
+			return serverError(m.url, asConnect(err))
+		}
+		if isDialError(err) {
+			d.view.failed(m)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (d *discoverer) enabled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.disabled
+}
+
+// soon asks the loop for a refresh without waiting for it.
+func (d *discoverer) soon() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop refreshes every interval and on request until ctx ends.
+func (d *discoverer) loop(ctx context.Context, interval time.Duration) {
+	var tick <-chan time.Time
+	if interval > 0 {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		case <-d.kick:
+		}
+		if !d.enabled() {
+			return
+		}
+		d.refresh(ctx)
+	}
+}
+
+func asConnect(err error) *connect.Error {
+	if ce, ok := err.(*connect.Error); ok {
+		return ce
+	}
+	return connect.NewError(connect.CodeOf(err), err)
+}
+
+func schemeOf(url string) string {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme
+}
