@@ -54,11 +54,6 @@ type Cluster struct {
 func Start(t T, size int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
-	t.Cleanup(func() {
-		for _, n := range c.Nodes {
-			c.Kill(n)
-		}
-	})
 	for i := range size {
 		c.Nodes = append(c.Nodes, c.start(i == 0))
 	}
@@ -112,7 +107,11 @@ func (c *Cluster) start(bootstrap bool) *Node {
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: rpc.NewHandler(n, rpc.Options{Registerer: reg, Gatherer: reg}), Protocols: p, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
-	return &Node{Node: n, Addr: ln.Addr().String(), srv: srv}
+	tn := &Node{Node: n, Addr: ln.Addr().String(), srv: srv}
+	// Registered after TempDir's own cleanup, so it runs before the
+	// directory is removed.
+	c.t.Cleanup(func() { c.Kill(tn) })
+	return tn
 }
 
 // Endpoints are the API addresses of every node, killed ones included.
