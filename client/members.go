@@ -131,11 +131,10 @@ func (v *view) answered(m *member, write bool) {
 	}
 }
 
-// size is the number of members.
-func (v *view) size() int {
+func (v *view) hasLeader() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return len(v.mu.members)
+	return v.mu.leader != nil
 }
 
 // update replaces the members and the leader with a Cluster.Status reply.
@@ -156,6 +155,10 @@ func (v *view) update(st *skaldv1.StatusResponse, scheme string) {
 	}
 	if len(members) == 0 {
 		return
+	}
+	if leader != nil && v.downLocked(leader) {
+		// The member answering has not noticed yet that its leader died.
+		leader = nil
 	}
 	v.mu.members, v.mu.leader = members, leader
 	if v.mu.writer != nil && leader != nil {
@@ -245,25 +248,34 @@ func (d *discoverer) soon() {
 	}
 }
 
-// loop refreshes every interval and on request until ctx ends.
+// loop refreshes every interval and on request until ctx ends. While the
+// members know no leader (an election, a transfer) it asks again soon,
+// from 50 ms doubling to 1 s, so writes go straight to the new leader
+// once there is one.
 func (d *discoverer) loop(ctx context.Context, interval time.Duration) {
-	var tick <-chan time.Time
-	if interval > 0 {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
+	timer := time.NewTimer(0)
+	timer.Stop()
+	defer timer.Stop()
+	retry := time.Duration(0)
+	for d.enabled() {
+		switch {
+		case retry > 0:
+			timer.Reset(retry)
+		case interval > 0:
+			timer.Reset(interval)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick:
+		case <-timer.C:
 		case <-d.kick:
 		}
-		if !d.enabled() {
-			return
-		}
 		d.refresh(ctx)
+		if d.view.hasLeader() {
+			retry = 0
+		} else {
+			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
+		}
 	}
 }
 
