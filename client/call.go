@@ -40,8 +40,8 @@ func (c *Client) write(ctx context.Context, try attempt) error {
 		tried[m] = true
 		err := try(ctx, m)
 		v := classify(err)
-		if err != nil && ctx.Err() != nil && v != notSent && v != final {
-			// Cut off by the caller's deadline, maybe after it was sent.
+		if v == unknown && ctx.Err() != nil {
+			// Cut off by the caller's context, maybe after it was sent.
 			return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
 		}
 		switch v {

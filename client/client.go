@@ -34,9 +34,10 @@ type Client struct {
 	// and of every subscription that delivered.
 	served func(url string)
 
-	stop   context.CancelFunc
-	closed atomic.Bool
-	wg     sync.WaitGroup
+	stop      context.CancelFunc
+	closeIdle func() // of the client's own HTTP client
+	closed    atomic.Bool
+	wg        sync.WaitGroup
 }
 
 // New returns a client of the cluster at cfg.Endpoints. With the admin
@@ -50,7 +51,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	hc := cfg.HTTPClient
-	if hc == nil {
+	own := hc == nil
+	if own {
 		hc = newHTTPClient(cfg)
 	}
 	scheme := "http"
@@ -65,7 +67,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		seeds = append(seeds, e)
 	}
-	opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token))}
+	hints := &leaderHints{}
+	opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token), hints)}
 	newMember := func(url string) *member {
 		return &member{
 			url:        url,
@@ -75,6 +78,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 	}
 	c := &Client{cfg: cfg, view: newView(seeds, newMember, cfg.DownFor), retryUnknown: idempotentWrites}
+	hints.view = c.view
+	if own {
+		c.closeIdle = hc.CloseIdleConnections
+	}
 	c.disc = &discoverer{view: c.view, scheme: schemeOf(seeds[0]), timeout: cfg.DialTimeout + time.Second, kick: make(chan struct{}, 1)}
 	if err := c.disc.refresh(ctx); err != nil {
 		return nil, err
@@ -93,6 +100,9 @@ func (c *Client) Close() error {
 	}
 	c.stop()
 	c.wg.Wait()
+	if c.closeIdle != nil {
+		c.closeIdle()
+	}
 	return nil
 }
 

@@ -55,6 +55,10 @@ var (
 	// the stream to find out.
 	ErrUnknownOutcome = errors.New("skald: write outcome unknown")
 
+	// ErrInternal is returned when a server failed in a way the API does
+	// not name (Connect Internal, Unknown, Unimplemented, DataLoss).
+	ErrInternal = errors.New("skald: internal server error")
+
 	// ErrClosed is returned by calls on a closed Client.
 	ErrClosed = errors.New("skald: client closed")
 )
@@ -110,9 +114,9 @@ func (e *WrongExpectedVersionError) Is(target error) bool { return target == Err
 
 func (e *WrongExpectedVersionError) Unwrap() error { return e.err }
 
-// kindOf maps a Connect code the server sent to the sentinel the API
-// promises for it (spec: Errors). Codes the API does not use become
-// ErrUnavailable: the caller may retry, as for an overloaded proxy.
+// kindOf maps a Connect code to the sentinel the API promises for it
+// (spec: Errors). Unavailable, DeadlineExceeded and Canceled become
+// ErrUnavailable: the caller may retry.
 func kindOf(code connect.Code) error {
 	switch code {
 	case connect.CodeAborted:
@@ -129,6 +133,8 @@ func kindOf(code connect.Code) error {
 		return ErrPermissionDenied
 	case connect.CodeResourceExhausted:
 		return ErrResourceExhausted
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeUnimplemented, connect.CodeDataLoss:
+		return ErrInternal
 	}
 	return ErrUnavailable
 }

@@ -21,7 +21,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 	c := newTestClient(t, cl.Endpoints(), "")
 	ctx := ctxT(t)
 	leader := cl.Leader()
-	if got, want := c.leaderURL(), "http://"+leader.Addr; got != want {
+	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
 		t.Fatalf("the client routes writes to %q, want the leader %q", got, want)
 	}
 
@@ -112,7 +112,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 
 	// The client follows the new leader.
 	newLeader := cl.Leader()
-	testcluster.WaitFor(t, "the client to route writes to the new leader", func() bool { return c.leaderURL() == "http://"+newLeader.Addr })
+	testcluster.WaitFor(t, "the client to route writes to the new leader", func() bool { return c.writeTarget() == "http://"+newLeader.Addr })
 }
 
 // TestWritesSurviveLeadershipTransfer hands leadership over three times
@@ -154,5 +154,57 @@ func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 	}
 	checkLog(t, c, "orders-1", acked)
 	l := cl.Leader()
-	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return c.leaderURL() == "http://"+l.Addr })
+	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return c.writeTarget() == "http://"+l.Addr })
+}
+
+// TestNamespaceTokenFollowsLeaderHints: a namespace token cannot ask
+// Cluster.Status, so the client learns the leader from the hint on a
+// forwarded write's reply, and follows it through a transfer and a kill.
+func TestNamespaceTokenFollowsLeaderHints(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	admin := newTestClient(t, cl.Endpoints(), "")
+	leader := cl.Leader()
+	var endpoints []string // followers first: the first write is forwarded
+	for _, n := range cl.Nodes {
+		if n != leader {
+			endpoints = append(endpoints, n.Addr)
+		}
+	}
+	c := namespaceClient(t, admin, append(endpoints, leader.Addr), "hints")
+	ctx := ctxT(t)
+	var acked []string
+	write := func() {
+		t.Helper()
+		res, err := c.Append(ctx, "orders-1", []NewMessage{event(len(acked))})
+		if err != nil {
+			t.Fatalf("write %d: %v", len(acked), err)
+		}
+		acked = append(acked, res.IDs[0])
+	}
+	if got := c.writeTarget(); got == "http://"+leader.Addr {
+		t.Fatalf("the client would write to the leader %q before it could know it", got)
+	}
+	write()
+	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+		t.Fatalf("after a forwarded write the client routes to %q, want the leader %q", got, want)
+	}
+
+	if _, err := admin.TransferLeadership(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != leader })
+	leader = cl.Leader()
+	write()
+	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+		t.Fatalf("after a transfer the client routes to %q, want the new leader %q", got, want)
+	}
+
+	cl.Kill(leader)
+	write()
+	leader = cl.Leader()
+	testcluster.WaitFor(t, "the client to follow the leader after a kill", func() bool {
+		write()
+		return c.writeTarget() == "http://"+leader.Addr
+	})
+	checkLog(t, c, "orders-1", acked)
 }

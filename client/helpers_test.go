@@ -44,14 +44,12 @@ func event(i int) NewMessage {
 	return NewMessage{Type: "Placed", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
 }
 
-// leaderURL is the leader the client routes writes to ("" when unknown).
-func (c *Client) leaderURL() string {
-	c.view.mu.Lock()
-	defer c.view.mu.Unlock()
-	if c.view.mu.leader == nil {
-		return ""
+// writeTarget is the member the client would send a write to now.
+func (c *Client) writeTarget() string {
+	if m := c.view.pick(true, map[*member]bool{}); m != nil {
+		return m.url
 	}
-	return c.view.mu.leader.url
+	return ""
 }
 
 // checkLog fails unless stream holds exactly the ids of want, in order,

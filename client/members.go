@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -128,6 +129,20 @@ func (v *view) answered(m *member, write bool) {
 	delete(v.mu.failed, m)
 	if write {
 		v.mu.writer = m
+	}
+}
+
+// hint takes addr (host:port) as the leader if it is one of the members
+// and has not failed lately: a server's hint never adds a member, so a
+// client behind a load balancer does not chase internal addresses.
+func (v *view) hint(addr string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, m := range v.mu.members {
+		if strings.HasSuffix(m.url, "://"+addr) && !v.downLocked(m) {
+			v.mu.leader = m
+			return
+		}
 	}
 }
 
@@ -277,6 +292,39 @@ func (d *discoverer) loop(ctx context.Context, interval time.Duration) {
 			retry = min(max(2*retry, 50*time.Millisecond), time.Second)
 		}
 	}
+}
+
+// leaderHeader is rpc.LeaderHeader: the leader's API address on the reply
+// to a write a follower forwarded.
+const leaderHeader = "Skald-Leader"
+
+// leaderHints passes the leader hints of replies to the view.
+type leaderHints struct{ view *view }
+
+func (h *leaderHints) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		var addr string
+		var ce *connect.Error
+		switch {
+		case err == nil:
+			addr = resp.Header().Get(leaderHeader)
+		case errors.As(err, &ce):
+			addr = ce.Meta().Get(leaderHeader)
+		}
+		if addr != "" {
+			h.view.hint(addr)
+		}
+		return resp, err
+	}
+}
+
+func (h *leaderHints) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (h *leaderHints) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 func asConnect(err error) *connect.Error {
