@@ -5,14 +5,14 @@
 //
 // # What it owns
 //
-//   - Routing. With the admin token, New and a background loop learn the
-//     members and the leader from Cluster.Status; with a namespace token
-//     the client uses Config.Endpoints as given (Cluster.Status is admin
-//     only and the server sends no leader hint to namespace tokens), and
-//     a write to a follower is forwarded by the server. Writes go to the
-//     leader, reads round robin over the members. A member that cannot be
-//     reached is skipped for Config.DownFor; the client moves on within
-//     the caller's context, never past it.
+//   - Routing. Writes go to the leader, reads round robin over the
+//     members. With the admin token, New and a background loop learn the
+//     members and the leader from Cluster.Status. With a namespace token
+//     (Cluster.Status is admin only) the members are Config.Endpoints, and
+//     the leader is the one a follower names when it forwards a write
+//     (the Skald-Leader reply header), taken only if it is one of them.
+//     A member that cannot be reached is skipped for Config.DownFor; the
+//     client moves on within the caller's context, never past it.
 //   - Retries. Every message gets its id (a UUIDv7) before the first try.
 //     A write is retried when it certainly was not applied: the member
 //     could not be dialled, or a server refused before proposing (no

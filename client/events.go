@@ -11,12 +11,16 @@ import (
 )
 
 // AppendOption changes one append.
-type AppendOption func(*skaldv1.AppendRequest)
+type AppendOption func(*appendSettings)
+
+type appendSettings struct {
+	expectedVersion *int64
+}
 
 // ExpectVersion makes an append fail with ErrWrongExpectedVersion unless
 // the stream is at version v (its last position; -1: no message yet).
 func ExpectVersion(v int64) AppendOption {
-	return func(r *skaldv1.AppendRequest) { r.ExpectedVersion = &v }
+	return func(s *appendSettings) { s.expectedVersion = &v }
 }
 
 // Append writes msgs (1..1000) to stream, all or nothing, on the leader.
@@ -42,9 +46,11 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 		ids[i] = m.ID
 		req.Messages[i] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
 	}
+	var set appendSettings
 	for _, o := range opts {
-		o(req)
+		o(&set)
 	}
+	req.ExpectedVersion = set.expectedVersion
 	var resp *skaldv1.AppendResponse
 	err := c.write(ctx, func(ctx context.Context, m *member) error {
 		r, err := m.events.Append(ctx, connect.NewRequest(req))
