@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func newClient(t *testing.T, token string) *client.Client {
 func TestErrors(t *testing.T) {
 	ctx := ctxT(t)
 	admin := newClient(t, adminToken)
-	ns, err := admin.CreateNamespace(ctx, "errors-test", "", "")
+	ns, err := admin.CreateNamespace(ctx, fmt.Sprintf("errors-test-%d", runs.Add(1)), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestErrors(t *testing.T) {
 		}
 	})
 	t.Run("already_exists", func(t *testing.T) {
-		if _, err := admin.CreateNamespace(ctx, "errors-test", "", ""); !errors.Is(err, client.ErrAlreadyExists) {
+		if _, err := admin.CreateNamespace(ctx, ns.Name, "", ""); !errors.Is(err, client.ErrAlreadyExists) {
 			t.Fatalf("got %v, want ErrAlreadyExists", err)
 		}
 	})
@@ -114,11 +115,12 @@ func TestErrors(t *testing.T) {
 func TestNamespaceAndClusterCalls(t *testing.T) {
 	ctx := ctxT(t)
 	admin := newClient(t, adminToken)
-	if _, err := admin.CreateNamespace(ctx, "calls-test", "desc", ""); err != nil {
+	name := fmt.Sprintf("calls-test-%d", runs.Add(1))
+	if _, err := admin.CreateNamespace(ctx, name, "desc", ""); err != nil {
 		t.Fatal(err)
 	}
-	got, err := admin.GetNamespace(ctx, "calls-test")
-	if err != nil || got.Name != "calls-test" || got.Description != "desc" {
+	got, err := admin.GetNamespace(ctx, name)
+	if err != nil || got.Name != name || got.Description != "desc" {
 		t.Fatalf("GetNamespace = %+v, %v", got, err)
 	}
 	list, err := admin.ListNamespaces(ctx)
@@ -129,10 +131,10 @@ func TestNamespaceAndClusterCalls(t *testing.T) {
 	for _, n := range list {
 		names[n.Name] = true
 	}
-	if !names["default"] || !names["calls-test"] {
-		t.Fatalf("ListNamespaces = %v, want default and calls-test", names)
+	if !names["default"] || !names[name] {
+		t.Fatalf("ListNamespaces = %v, want default and %s", names, name)
 	}
-	if n, err := admin.DeleteNamespace(ctx, "calls-test"); err != nil || n != 0 {
+	if n, err := admin.DeleteNamespace(ctx, name); err != nil || n != 0 {
 		t.Fatalf("DeleteNamespace = %d, %v", n, err)
 	}
 	st, err := admin.Status(ctx)
@@ -153,7 +155,7 @@ func TestNamespaceAndClusterCalls(t *testing.T) {
 func TestReads(t *testing.T) {
 	ctx := ctxT(t)
 	admin := newClient(t, adminToken)
-	ns, err := admin.CreateNamespace(ctx, "reads-test", "", "")
+	ns, err := admin.CreateNamespace(ctx, fmt.Sprintf("reads-test-%d", runs.Add(1)), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer admin.DeleteNamespace(ctx, ns.Name)
 
 	// An application uses its namespace's token.
 	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: ns.Token})
@@ -52,28 +53,36 @@ func Example() {
 	for _, m := range msgs {
 		fmt.Println(m.Position, m.Type, string(m.Data))
 	}
+
+	// A linearizable read also sees every write acknowledged to anyone
+	// else before it began.
+	v, err := c.StreamVersion(ctx, "account-123", client.WithLinearizable())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("version", v)
 	// Output:
 	// appended at positions 0 to 1
 	// 0 Opened {"owner":"ada"}
 	// 1 Deposited {"amount":100}
+	// version 1
 }
 
 // Optimistic concurrency: an append that expects a version the stream is
-// no longer at fails, and says which version it is at.
+// no longer at fails, and says which version it is at. (exampleNamespace
+// creates a namespace and returns a client with its token, as Example
+// does.)
 func ExampleClient_Append_expectedVersion() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: adminToken})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := exampleNamespace(ctx, "example-wallets")
 	defer c.Close()
 
 	deposit := []client.NewMessage{{Type: "Deposited", Data: json.RawMessage(`{"amount":5}`)}}
 	if _, err := c.Append(ctx, "wallet-7", deposit, client.ExpectVersion(-1)); err != nil {
 		log.Fatal(err)
 	}
-	_, err = c.Append(ctx, "wallet-7", deposit, client.ExpectVersion(-1))
+	_, err := c.Append(ctx, "wallet-7", deposit, client.ExpectVersion(-1))
 	var wrong *client.WrongExpectedVersionError
 	if errors.As(err, &wrong) {
 		fmt.Println(errors.Is(err, client.ErrWrongExpectedVersion), "the stream is at version", wrong.Actual)
@@ -87,10 +96,7 @@ func ExampleClient_Append_expectedVersion() {
 func ExampleClient_Subscribe() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: adminToken})
-	if err != nil {
-		log.Fatal(err)
-	}
+	c := exampleNamespace(ctx, "example-invoices")
 	defer c.Close()
 	for i := range 3 {
 		data := json.RawMessage(fmt.Sprintf(`{"line":%d}`, i))
@@ -113,24 +119,4 @@ func ExampleClient_Subscribe() {
 	// invoice-0 Issued {"line":0}
 	// invoice-1 Issued {"line":1}
 	// invoice-2 Issued {"line":2}
-}
-
-// Reads are session-consistent unless asked otherwise per call.
-func ExampleWithLinearizable() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: adminToken})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-
-	// Sees every write acknowledged to anyone before it began.
-	v, err := c.StreamVersion(ctx, "never-written", client.WithLinearizable())
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("version", v)
-	// Output:
-	// version -1
 }
