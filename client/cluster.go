@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -86,6 +87,37 @@ func (c *Client) RemoveServer(ctx context.Context, id string) error {
 	})
 	c.disc.soon()
 	return err
+}
+
+// Leave makes the member at endpoint (host:port or URL, as in
+// Config.Endpoints) leave the cluster gracefully and stop: it hands over
+// leadership, leaves the Raft configuration and gossip (admin token). It
+// returns the member's id. The call is made to that member only, never
+// retried elsewhere.
+func (c *Client) Leave(ctx context.Context, endpoint string) (string, error) {
+	if c.closed.Load() {
+		return "", ErrClosed
+	}
+	url := strings.TrimSuffix(endpoint, "/")
+	if !strings.Contains(url, "://") {
+		url = c.disc.scheme + "://" + url
+	}
+	c.view.mu.Lock()
+	m := c.view.memberLocked(url)
+	c.view.mu.Unlock()
+	r, err := m.cluster.Leave(ctx, connect.NewRequest(&skaldv1.LeaveRequest{}))
+	c.disc.soon()
+	if err != nil {
+		if classify(err) == final {
+			return "", serverError(url, asConnect(err))
+		}
+		kind := ErrUnavailable
+		if classify(err) == unknown {
+			kind = ErrUnknownOutcome
+		}
+		return "", &Error{Kind: kind, Endpoint: url, Err: err}
+	}
+	return r.Msg.NodeId, nil
 }
 
 // onLeader runs a call that only the leader serves (FailedPrecondition

@@ -149,6 +149,13 @@ func TestNamespaceAndClusterCalls(t *testing.T) {
 			t.Fatalf("server %+v: want an API address and a vote", s)
 		}
 	}
+	if err := admin.RemoveServer(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("RemoveServer without an id: %v, want ErrInvalidArgument", err)
+	}
+	// The test cluster runs no gossip, so its members refuse to leave.
+	if _, err := admin.Leave(ctx, endpoints[0]); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Fatalf("Leave without gossip: %v, want ErrInvalidArgument (FailedPrecondition)", err)
+	}
 }
 
 // TestReads runs each read once and checks what it returns.

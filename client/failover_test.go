@@ -82,6 +82,15 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 	}
 	checkLog(t, c, "orders-1", guarded)
 
+	// Session reads spread over the members skip the dead one and see
+	// the last write.
+	for i := range 6 {
+		m, found, err := c.LastMessage(ctx, "orders-1", "")
+		if err != nil || !found || m.ID != guarded[len(guarded)-1] {
+			t.Fatalf("read %d after the kill: %v, found %v, id %s, want %s", i, err, found, m.ID, guarded[len(guarded)-1])
+		}
+	}
+
 	// Free writers: acknowledged ids exactly once, unknown ones at most
 	// once, nothing else.
 	for w, f := range free {
