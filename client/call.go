@@ -95,7 +95,7 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 			continue
 		}
 		tried[m] = true
-		actx, cancel := context.WithTimeout(ctx, c.cfg.ReadAttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(ctx))
 		err := try(actx, m)
 		cancel()
 		if err != nil && ctx.Err() != nil {
@@ -122,6 +122,17 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 		}
 		last, lastM = err, m
 	}
+}
+
+// attemptTimeout bounds one read attempt: Config.ReadAttemptTimeout, and
+// under a caller's deadline at most half of the time left (but 100 ms at
+// least), so a member that hangs leaves time to ask another.
+func (c *Client) attemptTimeout(ctx context.Context) time.Duration {
+	d := c.cfg.ReadAttemptTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(deadline)/2, 100*time.Millisecond))
+	}
+	return d
 }
 
 // gaveUp is the error of a call whose context ended between attempts.

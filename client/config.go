@@ -45,12 +45,14 @@ type Config struct {
 	DialTimeout time.Duration
 
 	// ReadAttemptTimeout bounds one read attempt on one member, so a hung
-	// member is left for another within the caller's deadline. Writes have
-	// no such bound: a write cut short has an unknown outcome. Default 5 s.
+	// member is left for another; under a caller's deadline an attempt
+	// also gets at most half of the time left. Writes have no such bound:
+	// a write cut short has an unknown outcome. Default 5 s.
 	ReadAttemptTimeout time.Duration
 
 	// DownFor is how long a member that failed to answer is tried only
-	// after the others. Default 1 s.
+	// after the others; it doubles with each further failure, up to 32
+	// times, until the member answers again. Default 1 s.
 	DownFor time.Duration
 }
 

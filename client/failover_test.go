@@ -1,11 +1,14 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/skalddb/skald/client/internal/testcluster"
 )
@@ -216,4 +219,39 @@ func TestNamespaceTokenFollowsLeaderHints(t *testing.T) {
 		return c.writeTarget() == "http://"+leader.Addr
 	})
 	checkLog(t, c, "orders-1", acked)
+}
+
+// TestReadsLeaveAHungMember adds a member that accepts connections and
+// never answers: reads go round robin, so one lands on it, and every read
+// must still succeed within its own 3 s deadline on a live member.
+func TestReadsLeaveAHungMember(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	hung, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel completes the handshake
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hung.Close()
+	admin := newTestClient(t, cl.Endpoints(), "")
+	c := namespaceClient(t, admin, append(cl.Endpoints(), hung.Addr().String()), "hung")
+	var mu sync.Mutex
+	served := map[string]int{}
+	c.served = func(url string) {
+		mu.Lock()
+		served[url]++
+		mu.Unlock()
+	}
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		v, err := c.StreamVersion(ctx, "orders-1")
+		cancel()
+		if err != nil || v != -1 {
+			t.Fatalf("read %d with a hung member: version %d, %v after %v", i, v, err, time.Since(start))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if served["http://"+hung.Addr().String()] != 0 || len(served) != 3 {
+		t.Fatalf("reads served by %v, want the three live members only", served)
+	}
 }

@@ -39,7 +39,7 @@ type view struct {
 		known   map[string]*member
 		leader  *member // nil when unknown
 		writer  *member // where the last write succeeded
-		failed  map[*member]time.Time
+		failed  map[*member]failure
 		next    int // round robin
 	}
 }
@@ -47,7 +47,7 @@ type view struct {
 func newView(seeds []string, newMember func(string) *member, downFor time.Duration) *view {
 	v := &view{newMember: newMember, downFor: downFor}
 	v.mu.known = make(map[string]*member)
-	v.mu.failed = make(map[*member]time.Time)
+	v.mu.failed = make(map[*member]failure)
 	for _, s := range seeds {
 		v.mu.seeds = append(v.mu.seeds, v.memberLocked(s))
 	}
@@ -91,16 +91,26 @@ func (v *view) pick(write bool, tried map[*member]bool) *member {
 	return nil
 }
 
+// failure is a member's run of failures since it last answered.
+type failure struct {
+	last  time.Time
+	count int
+}
+
+// downLocked reports whether m failed lately: within DownFor after its
+// first failure, doubling with each further one up to 32 times DownFor,
+// so a dead member costs a probe now and then, not every second.
 func (v *view) downLocked(m *member) bool {
-	t, ok := v.mu.failed[m]
-	return ok && time.Since(t) < v.downFor
+	f, ok := v.mu.failed[m]
+	return ok && time.Since(f.last) < v.downFor<<min(f.count-1, 5)
 }
 
 // failed records that m did not answer; a failed leader is forgotten.
 func (v *view) failed(m *member) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.mu.failed[m] = time.Now()
+	f := v.mu.failed[m]
+	v.mu.failed[m] = failure{last: time.Now(), count: f.count + 1}
 	if v.mu.leader == m {
 		v.mu.leader = nil
 	}
@@ -239,8 +249,8 @@ func (d *discoverer) refresh(ctx context.Context) error {
 		case connect.CodeUnauthenticated:
 			return serverError(m.url, asConnect(err))
 		}
-		if isDialError(err) {
-			d.view.failed(m)
+		if !connect.IsWireError(err) && ctx.Err() == nil {
+			d.view.failed(m) // unreachable or hung
 		}
 		if ctx.Err() != nil {
 			return nil
