@@ -57,7 +57,7 @@ func (c *Client) write(ctx context.Context, try attempt) error {
 		case refused:
 			c.view.refusedWrite(m)
 			c.disc.soon()
-			if err := pause(ctx, 0); err != nil {
+			if pause(ctx, 0) != nil {
 				return c.gaveUp(ctx, m, err, maybeApplied)
 			}
 		case unknown:

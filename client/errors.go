@@ -84,12 +84,14 @@ type FieldViolation struct {
 	Field, Description string
 }
 
+// Error reads "skald: not found (http://10.0.0.1:8080): not_found:
+// namespace not found". The server's message already names the fields of
+// an ErrInvalidArgument.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("%v (%s): %v", e.Kind, e.Endpoint, e.Err)
-	for _, f := range e.Fields {
-		msg += fmt.Sprintf("; %s: %s", f.Field, f.Description)
+	if e.Endpoint == "" {
+		return fmt.Sprintf("%v: %v", e.Kind, e.Err)
 	}
-	return msg
+	return fmt.Sprintf("%v (%s): %v", e.Kind, e.Endpoint, e.Err)
 }
 
 func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
