@@ -255,3 +255,54 @@ func TestReadsLeaveAHungMember(t *testing.T) {
 		t.Fatalf("reads served by %v, want the three live members only", served)
 	}
 }
+
+// TestDiscoveryFromOneEndpoint gives an admin client one member's address:
+// it must learn the others from Cluster.Status, spread reads over all
+// three, write to the leader, and keep working when that one member dies.
+func TestDiscoveryFromOneEndpoint(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	leader := cl.Leader()
+	var seed *testcluster.Node
+	for _, n := range cl.Nodes {
+		if n != leader {
+			seed = n
+			break
+		}
+	}
+	c := newTestClient(t, []string{seed.Addr}, "")
+	var mu sync.Mutex
+	served := map[string]int{}
+	c.served = func(url string) {
+		mu.Lock()
+		served[url]++
+		mu.Unlock()
+	}
+	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+		t.Fatalf("New routes writes to %q, want the leader %q", got, want)
+	}
+	ctx := ctxT(t)
+	var acked []string
+	readAndWrite := func(reads int) {
+		t.Helper()
+		for range reads {
+			res, err := c.Append(ctx, "orders-1", []NewMessage{event(len(acked))})
+			if err != nil {
+				t.Fatalf("write %d: %v", len(acked), err)
+			}
+			acked = append(acked, res.IDs[0])
+			if m, found, err := c.LastMessage(ctx, "orders-1", ""); err != nil || !found || m.ID != res.IDs[0] {
+				t.Fatalf("read after write %d: %v, found %v, id %s", len(acked)-1, err, found, m.ID)
+			}
+		}
+	}
+	readAndWrite(6)
+	mu.Lock()
+	if len(served) != 3 {
+		t.Fatalf("reads served by %v, want all three members", served)
+	}
+	mu.Unlock()
+
+	cl.Kill(seed)
+	readAndWrite(6)
+	checkLog(t, c, "orders-1", acked)
+}
