@@ -6,10 +6,12 @@ package testcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +48,9 @@ type T interface {
 type Cluster struct {
 	t     T
 	Nodes []*Node
+	// CAFile is the CA of a TLS cluster (StartTLS), "" otherwise.
+	CAFile string
+	tlsDir string
 }
 
 // Start starts size nodes (the first bootstraps, the leader adds the others
@@ -53,7 +58,27 @@ type Cluster struct {
 // knows the leader.
 func Start(t T, size int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
+	return start(t, &Cluster{t: t}, size)
+}
+
+// StartTLS is Start with TLS on the API port (HTTPS, HTTP/2 by ALPN) and
+// mutual TLS between the nodes, certificates from node.GenerateTLS for
+// 127.0.0.1 signed by CAFile.
+func StartTLS(t T, size int) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	var names []string
+	for i := range size {
+		names = append(names, fmt.Sprintf("n%d", i))
+	}
+	if err := node.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
+		t.Fatalf("generate TLS: %v", err)
+	}
+	return start(t, &Cluster{t: t, CAFile: filepath.Join(dir, "ca.pem"), tlsDir: dir}, size)
+}
+
+func start(t T, c *Cluster, size int) *Cluster {
+	t.Helper()
 	for i := range size {
 		c.Nodes = append(c.Nodes, c.start(i == 0))
 	}
@@ -94,9 +119,18 @@ func (c *Cluster) start(bootstrap bool) *Node {
 		c.t.Fatalf("listen: %v", err)
 	}
 	reg := prometheus.NewRegistry()
+	var certs *node.TLS
+	if c.tlsDir != "" {
+		name := filepath.Join(c.tlsDir, fmt.Sprintf("n%d", len(c.Nodes)))
+		if certs, err = node.NewTLS(node.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: c.CAFile}); err != nil {
+			c.t.Fatalf("load TLS: %v", err)
+		}
+		ln = tls.NewListener(ln, certs.ServerConfig(tls.VerifyClientCertIfGiven))
+	}
 	n, err := node.Open(node.Config{
 		DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "client-test-secret",
 		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 5 * time.Second, ReadWait: 5 * time.Second, Registerer: reg,
+		TLS: certs,
 	})
 	if err != nil {
 		ln.Close()
