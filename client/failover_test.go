@@ -128,43 +128,54 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 }
 
 // TestWritesSurviveLeadershipTransfer hands leadership over three times
-// while one writer appends without pause: no write may fail, and the log
-// holds every acknowledged write once, in order.
+// while four writers append without pause: no write may fail, and each
+// stream holds every acknowledged write once, in order.
 func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	c := newTestClient(t, cl.Endpoints(), "")
 	ctx := ctxT(t)
 
+	const writers = 4
 	var (
 		progress atomic.Int64
-		acked    []string
-		done     = make(chan error, 1)
+		stop     atomic.Bool
+		acked    [writers][]string
+		done     = make(chan error, writers)
 	)
-	const total = 150
-	go func() {
-		for i := range total {
-			res, err := c.Append(ctx, "orders-1", []NewMessage{event(i)})
-			if err != nil {
-				done <- fmt.Errorf("write %d: %w", i, err)
-				return
+	for w := range writers {
+		go func() {
+			for i := 0; !stop.Load(); i++ {
+				res, err := c.Append(ctx, fmt.Sprintf("orders-%d", w), []NewMessage{event(i)})
+				if err != nil {
+					done <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
+					return
+				}
+				acked[w] = append(acked[w], res.IDs[0])
+				progress.Add(1)
 			}
-			acked = append(acked, res.IDs[0])
-			progress.Add(1)
-		}
-		done <- nil
-	}()
+			done <- nil
+		}()
+	}
 	for k := range 3 {
-		testcluster.WaitFor(t, "writes before a transfer", func() bool { return progress.Load() >= int64(k+1)*30 || len(done) > 0 })
+		base := progress.Load()
+		testcluster.WaitFor(t, "writes before a transfer", func() bool { return progress.Load() >= base+60 || len(done) > 0 })
 		old := cl.Leader()
 		if _, err := c.TransferLeadership(ctx, ""); err != nil {
 			t.Fatalf("transfer %d: %v", k, err)
 		}
 		testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != old })
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	base := progress.Load()
+	testcluster.WaitFor(t, "writes after the last transfer", func() bool { return progress.Load() >= base+60 || len(done) > 0 })
+	stop.Store(true)
+	for range writers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
-	checkLog(t, c, "orders-1", acked)
+	for w := range writers {
+		checkLog(t, c, fmt.Sprintf("orders-%d", w), acked[w])
+	}
 	l := cl.Leader()
 	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return c.writeTarget() == "http://"+l.Addr })
 }
