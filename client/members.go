@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +36,7 @@ type view struct {
 	mu struct {
 		sync.Mutex
 		seeds   []*member // the configured endpoints
-		members []*member // discovered, or the seeds
+		members []*member // the discovered ones and the seeds
 		known   map[string]*member
 		leader  *member // nil when unknown
 		writer  *member // where the last write succeeded
@@ -180,6 +181,14 @@ func (v *view) update(st *skaldv1.StatusResponse, scheme string) {
 	}
 	if len(members) == 0 {
 		return
+	}
+	// The configured endpoints stay members: a client outside the
+	// cluster's network may reach the nodes only through them (a load
+	// balancer), not at the addresses the nodes advertise.
+	for _, m := range v.mu.seeds {
+		if !slices.Contains(members, m) {
+			members = append(members, m)
+		}
 	}
 	if leader != nil && v.downLocked(leader) {
 		// The member answering has not noticed yet that its leader died.
