@@ -86,7 +86,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		compressMin = 0
 	}
 	handlerOpts := []connect.HandlerOption{
-		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth),
+		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth, leaderHint{b}),
 		connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMin),
 	}

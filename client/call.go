@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// attempt is one try of a call on one member.
+type attempt func(ctx context.Context, m *member) error
+
+// write runs a call with side effects: on the leader when known, moving
+// on when a member cannot be reached or refuses before proposing, until
+// one answers for good or ctx ends. A write that may have been applied is
+// not retried unless retryUnknown (see idempotentWrites): it returns
+// ErrUnknownOutcome.
+func (c *Client) write(ctx context.Context, try attempt) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var (
+		tried        = map[*member]bool{}
+		last         error
+		lastM        *member
+		maybeApplied bool // an earlier attempt may have been applied
+	)
+	for round := 0; ; {
+		m := c.view.pick(true, tried)
+		if m == nil {
+			if err := pause(ctx, round); err != nil {
+				return c.gaveUp(ctx, lastM, last, maybeApplied)
+			}
+			round++
+			clear(tried)
+			continue
+		}
+		tried[m] = true
+		err := try(ctx, m)
+		v := classify(err)
+		if v == unknown && ctx.Err() != nil {
+			// Cut off by the caller's context, maybe after it was sent.
+			return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
+		}
+		switch v {
+		case final:
+			if err == nil {
+				c.view.answered(m, true)
+				return nil
+			}
+			return serverError(m.url, asConnect(err))
+		case notSent:
+			c.view.failed(m)
+			c.disc.soon()
+		case refused:
+			c.view.refusedWrite(m)
+			c.disc.soon()
+			if pause(ctx, 0) != nil {
+				return c.gaveUp(ctx, m, err, maybeApplied)
+			}
+		case unknown:
+			if !c.retryUnknown {
+				return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
+			}
+			maybeApplied = true
+			c.view.failed(m)
+			c.disc.soon()
+		}
+		last, lastM = err, m
+	}
+}
+
+// read runs a call without side effects on the members in turn, each
+// attempt bounded by Config.ReadAttemptTimeout, until one answers for good
+// or ctx ends.
+func (c *Client) read(ctx context.Context, try attempt) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var (
+		tried = map[*member]bool{}
+		last  error
+		lastM *member
+	)
+	for round := 0; ; {
+		m := c.view.pick(false, tried)
+		if m == nil {
+			if err := pause(ctx, round); err != nil {
+				return c.gaveUp(ctx, lastM, last, false)
+			}
+			round++
+			clear(tried)
+			continue
+		}
+		tried[m] = true
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(ctx))
+		err := try(actx, m)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return c.gaveUp(ctx, m, err, false)
+		}
+		switch readVerdict(err) {
+		case final:
+			if err == nil {
+				c.view.answered(m, false)
+				if c.served != nil {
+					c.served(m.url)
+				}
+				return nil
+			}
+			return serverError(m.url, asConnect(err))
+		case notSent:
+			c.view.failed(m)
+			c.disc.soon()
+		default:
+			if !connect.IsWireError(err) {
+				c.view.failed(m) // lost on the way or hung: not answering
+				c.disc.soon()
+			}
+		}
+		last, lastM = err, m
+	}
+}
+
+// attemptTimeout bounds one read attempt: Config.ReadAttemptTimeout, and
+// under a caller's deadline at most half of the time left (but 100 ms at
+// least), so a member that hangs leaves time to ask another.
+func (c *Client) attemptTimeout(ctx context.Context) time.Duration {
+	d := c.cfg.ReadAttemptTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(deadline)/2, 100*time.Millisecond))
+	}
+	return d
+}
+
+// gaveUp is the error of a call whose context ended between attempts.
+func (c *Client) gaveUp(ctx context.Context, m *member, last error, maybeApplied bool) error {
+	url := ""
+	if m != nil {
+		url = m.url
+	}
+	kind := ErrUnavailable
+	if maybeApplied {
+		kind = ErrUnknownOutcome
+	}
+	err := ctx.Err()
+	if last != nil {
+		err = fmt.Errorf("%w; last attempt: %w", err, last)
+	}
+	return &Error{Kind: kind, Endpoint: url, Err: err}
+}
+
+// pause waits before the next round of attempts: 20 ms doubling to
+// 640 ms, with jitter so that clients do not move in step.
+func pause(ctx context.Context, round int) error {
+	d := 20 * time.Millisecond << min(round, 5)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Config configures a Client. Zero values mean the defaults stated per
+// field.
+type Config struct {
+	// Endpoints are API addresses of some members, as host:port or
+	// http(s):// URLs. Required. With the admin token the client learns
+	// the rest from Cluster.Status; with a namespace token it uses only
+	// these (list every member, or one load balancer).
+	Endpoints []string
+
+	// Token is the bearer token: a namespace's token, or the admin token
+	// (the "default" namespace's), which also allows Namespaces and
+	// Cluster calls and lets the client discover the members.
+	Token string
+
+	// TLS, when set, makes host:port endpoints (and the discovered ones)
+	// https with this configuration. Without it they are plaintext HTTP/2
+	// (h2c); https:// URLs then use the system's roots.
+	TLS *tls.Config
+
+	// HTTPClient replaces the client's own HTTP client (then TLS,
+	// DialTimeout and KeepAlive are not used). Subscriptions need one
+	// without an overall Timeout.
+	HTTPClient *http.Client
+
+	// Consistency is the default of every read; per call, WithLinearizable,
+	// WithLocal and WithSession override it. Default Session.
+	Consistency Consistency
+
+	// DiscoveryInterval is how often the member list and the leader are
+	// refreshed from Cluster.Status (admin token only; failures refresh at
+	// once). Default 10 s; negative: only on failures.
+	DiscoveryInterval time.Duration
+
+	// DialTimeout bounds connecting to one member; a member that does not
+	// accept in time is skipped for the next. Default 2 s.
+	DialTimeout time.Duration
+
+	// ReadAttemptTimeout bounds one read attempt on one member, so a hung
+	// member is left for another; under a caller's deadline an attempt
+	// also gets at most half of the time left. Writes have no such bound:
+	// a write cut short has an unknown outcome. Default 5 s.
+	ReadAttemptTimeout time.Duration
+
+	// DownFor is how long a member that failed to answer is tried only
+	// after the others; it doubles with each further failure, up to 32
+	// times, until the member answers again. Default 1 s.
+	DownFor time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Endpoints) == 0 {
+		return c, errors.New("skald: Config.Endpoints is empty")
+	}
+	if c.DiscoveryInterval == 0 {
+		c.DiscoveryInterval = 10 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.ReadAttemptTimeout <= 0 {
+		c.ReadAttemptTimeout = 5 * time.Second
+	}
+	if c.DownFor <= 0 {
+		c.DownFor = time.Second
+	}
+	return c, nil
+}

@@ -1,0 +1,246 @@
+package client
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// AppendOption changes one append.
+type AppendOption func(*appendSettings)
+
+type appendSettings struct {
+	expectedVersion *int64
+}
+
+// ExpectVersion makes an append fail with ErrWrongExpectedVersion unless
+// the stream is at version v (its last position; -1: no message yet).
+func ExpectVersion(v int64) AppendOption {
+	return func(s *appendSettings) { s.expectedVersion = &v }
+}
+
+// Append writes msgs (1..1000) to stream, all or nothing, on the leader.
+// Messages without an ID get one (a UUIDv7) before the first try. The
+// write's index joins the client's session, so its session reads see it
+// on every member.
+//
+// Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
+// ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated: nothing
+// was written. ErrUnavailable: no member took the write within ctx;
+// nothing was written. ErrUnknownOutcome: it may have been written.
+func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, opts ...AppendOption) (AppendResult, error) {
+	req := &skaldv1.AppendRequest{Stream: stream, Messages: make([]*skaldv1.NewMessage, len(msgs))}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		if m.ID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return AppendResult{}, err
+			}
+			m.ID = id.String()
+		}
+		ids[i] = m.ID
+		req.Messages[i] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
+	}
+	var set appendSettings
+	for _, o := range opts {
+		o(&set)
+	}
+	req.ExpectedVersion = set.expectedVersion
+	var resp *skaldv1.AppendResponse
+	err := c.write(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.Append(ctx, connect.NewRequest(req))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return AppendResult{}, err
+	}
+	c.observe(resp.Index)
+	return AppendResult{
+		FirstPosition: resp.FirstPosition, LastPosition: resp.LastPosition,
+		FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,
+		Index: resp.Index, IDs: ids,
+	}, nil
+}
+
+func (c *Client) settings(opts []ReadOption) readSettings {
+	s := readSettings{consistency: c.cfg.Consistency}
+	for _, o := range opts {
+		o(&s)
+	}
+	return s
+}
+
+// StreamQuery selects messages of one stream.
+type StreamQuery struct {
+	Stream string
+	// Position is the first stream position to return.
+	Position int64
+	// MinGlobalPosition, when above 0, also skips messages below this
+	// global position.
+	MinGlobalPosition int64
+	// Limit: 0 means 1000, -1 no limit, at most 10000.
+	Limit int64
+}
+
+// ReadStream returns the messages of q.Stream from q.Position on.
+func (c *Client) ReadStream(ctx context.Context, q StreamQuery, opts ...ReadOption) ([]Message, error) {
+	s := c.settings(opts)
+	var out []Message
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: q.Limit, Read: s.wire(c.session.Load())}
+		if q.MinGlobalPosition > 0 {
+			req.GlobalPosition = &q.MinGlobalPosition
+		}
+		r, err := m.events.ReadStream(ctx, connect.NewRequest(req))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			out = fromWireAll(r.Msg.Messages)
+		}
+		return err
+	})
+	return out, err
+}
+
+// CategoryQuery selects messages of one category.
+type CategoryQuery struct {
+	Category string
+	// GlobalPosition is the first global position to return (0 means 1).
+	GlobalPosition int64
+	// Limit: 0 means 1000, -1 no limit, at most 10000.
+	Limit int64
+	// Correlation, when set, keeps messages whose
+	// metadata.correlationStreamName is of this category.
+	Correlation string
+	// Group, when set, keeps the streams of one consumer group member.
+	Group ConsumerGroup
+}
+
+// ReadCategory returns the messages of q.Category in global order.
+func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...ReadOption) ([]Message, error) {
+	s := c.settings(opts)
+	var out []Message
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
+			Category: q.Category, GlobalPosition: q.GlobalPosition, Limit: q.Limit, Correlation: q.Correlation,
+			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()),
+		}))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			out = fromWireAll(r.Msg.Messages)
+		}
+		return err
+	})
+	return out, err
+}
+
+// ReadAll returns the namespace's messages from globalPosition (0 means 1)
+// in global order; limit 0 means 1000, -1 no limit, at most 10000.
+func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
+	s := c.settings(opts)
+	var out []Message
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: globalPosition, Limit: limit, Read: s.wire(c.session.Load())}))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			out = fromWireAll(r.Msg.Messages)
+		}
+		return err
+	})
+	return out, err
+}
+
+// LastMessage returns the last message of stream (of type msgType when
+// not empty); found is false when there is none.
+func (c *Client) LastMessage(ctx context.Context, stream, msgType string, opts ...ReadOption) (msg Message, found bool, err error) {
+	s := c.settings(opts)
+	err = c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.LastMessage(ctx, connect.NewRequest(&skaldv1.LastMessageRequest{Stream: stream, Type: msgType, Read: s.wire(c.session.Load())}))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			if found = r.Msg.Message != nil; found {
+				msg = fromWire(r.Msg.Message)
+			}
+		}
+		return err
+	})
+	return msg, found, err
+}
+
+// StreamVersion returns the stream's last position, -1 when it has no
+// message.
+func (c *Client) StreamVersion(ctx context.Context, stream string, opts ...ReadOption) (int64, error) {
+	s := c.settings(opts)
+	var version int64
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.StreamVersion(ctx, connect.NewRequest(&skaldv1.StreamVersionRequest{Stream: stream, Read: s.wire(c.session.Load())}))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			version = r.Msg.Version
+		}
+		return err
+	})
+	return version, err
+}
+
+// StreamInfo describes one stream.
+type StreamInfo struct {
+	Stream       string
+	Version      int64
+	LastActivity time.Time
+}
+
+// ListStreams returns one page of the streams whose names start with
+// prefix and sort after cursor (exclusive; "" from the start); limit 0
+// means 100, at most 1000. next is the cursor of the following page, ""
+// after the last.
+func (c *Client) ListStreams(ctx context.Context, prefix, cursor string, limit int32, opts ...ReadOption) (streams []StreamInfo, next string, err error) {
+	s := c.settings(opts)
+	err = c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.ListStreams(ctx, connect.NewRequest(&skaldv1.ListStreamsRequest{Prefix: prefix, Cursor: cursor, Limit: limit, Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		streams = make([]StreamInfo, len(r.Msg.Streams))
+		for i, st := range r.Msg.Streams {
+			streams[i] = StreamInfo{Stream: st.Stream, Version: st.Version, LastActivity: st.LastActivity.AsTime()}
+		}
+		next = r.Msg.NextCursor
+		return nil
+	})
+	return streams, next, err
+}
+
+// CategoryInfo describes one category.
+type CategoryInfo struct {
+	Category     string
+	StreamCount  int64
+	MessageCount int64
+}
+
+// ListCategories returns every category of the namespace in byte order.
+func (c *Client) ListCategories(ctx context.Context, opts ...ReadOption) ([]CategoryInfo, error) {
+	s := c.settings(opts)
+	var out []CategoryInfo
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.ListCategories(ctx, connect.NewRequest(&skaldv1.ListCategoriesRequest{Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		out = make([]CategoryInfo, len(r.Msg.Categories))
+		for i, ci := range r.Msg.Categories {
+			out[i] = CategoryInfo{Category: ci.Category, StreamCount: ci.StreamCount, MessageCount: ci.MessageCount}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,119 @@
+package client
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"syscall"
+
+	"connectrpc.com/connect"
+)
+
+// idempotentWrites is the one switch for retrying writes whose outcome is
+// unknown. Skald servers do not deduplicate message ids yet (issue #18),
+// so a write that may have been applied is never retried: the caller gets
+// ErrUnknownOutcome. When servers deduplicate (a write of ids already in
+// the stream returns the original positions), set this from the server's
+// capability and every such write is retried with the same ids.
+const idempotentWrites = false
+
+// verdict is what one attempt's error means for the call.
+type verdict int
+
+const (
+	// final: success, or a definite answer from a server (nothing was
+	// written on a refusal); return it.
+	final verdict = iota
+	// notSent: the request never reached a server (it could not be
+	// dialled). Try another member at once; this one is down.
+	notSent
+	// refused: a server refused before proposing anything (no leader yet,
+	// leadership transfer in progress, shutting down, a read not caught
+	// up). Retry after a pause, on another member for a read.
+	refused
+	// unknown: the request reached a server and the answer was lost or
+	// says the write may have been applied. A read retries; a write
+	// retries only with idempotentWrites.
+	unknown
+)
+
+// notProposed are the server messages of an Unavailable write that
+// certainly proposed nothing: node.ErrNoLeader, node.ErrShutdown (the
+// write path's wait for a leader ended) and hashicorp/raft's refusal
+// during a leadership transfer, which the server (until the issue #16 fix)
+// wraps as an unknown outcome although raft refused it before the log.
+// Every other Unavailable of a write counts as unknown: a whitelist, so a
+// new server message errs on the safe side.
+var notProposed = []string{"node: no leader", "node: shut down", "leadership transfer in progress"}
+
+// refusal marks an attempt's error as a definite refusal the client
+// recognised itself (a Cluster call on a member that is not the leader).
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// classify judges the error of one attempt.
+func classify(err error) verdict {
+	if err == nil {
+		return final
+	}
+	if _, ok := err.(*refusal); ok {
+		return refused
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return unknown
+	}
+	if !connect.IsWireError(err) {
+		if isDialError(err) {
+			return notSent
+		}
+		switch ce.Code() {
+		case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeInternal:
+			return unknown
+		}
+		return final // the client refused to send it (bad input, too large)
+	}
+	switch ce.Code() {
+	case connect.CodeUnavailable:
+		msg := ce.Message()
+		for _, s := range notProposed {
+			if strings.Contains(msg, s) {
+				return refused
+			}
+		}
+		return unknown
+	case connect.CodeDeadlineExceeded, connect.CodeInternal, connect.CodeUnknown, connect.CodeCanceled:
+		return unknown
+	}
+	return final
+}
+
+// readVerdict is classify for calls without side effects: a read lost on
+// the way is simply asked again, and any Unavailable (not caught up to
+// min_index, too stale, no leader) is worth another member. An Internal
+// or Unknown answer from a server is final.
+func readVerdict(err error) verdict {
+	v := classify(err)
+	if v != unknown {
+		return v
+	}
+	if connect.IsWireError(err) {
+		switch connect.CodeOf(err) {
+		case connect.CodeInternal, connect.CodeUnknown:
+			return final
+		}
+	}
+	return refused
+}
+
+// isDialError reports a connection that could not be made: nothing was
+// sent on it.
+func isDialError(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
