@@ -89,7 +89,7 @@ func isNullJSON(b []byte) bool {
 
 func isJSONObject(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && t[0] == '{' && json.Valid(t)
+	return len(t) > 0 && t[0] == '{' && validJSON(t)
 }
 
 // correlationKey is the metadata field naming a correlated stream.
