@@ -39,8 +39,8 @@ type serverFlags struct {
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
 	commitTimeout                                                       time.Duration
-	memTableBytes, cacheBytes                                           uint64
-	maxOpenNamespaces                                                   int
+	memTableBytes, cacheBytes, memoryLimit                              uint64
+	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
 }
 
@@ -76,6 +76,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.logStore, "raft-log-store", "", "Raft log store of a new data directory: wal (default: hashicorp/raft-wal, append-only segments, one fsync per batch) or bolt (raft-boltdb, two fsyncs per batch, about a third more CPU per write); an existing directory keeps its own")
 	fs.Uint64Var(&f.memTableBytes, "memtable-bytes", fsm.DefaultMemTableSize, "largest Pebble memtable of one namespace; a busy namespace holds up to two (one flushing); larger means less compaction CPU per write")
 	fs.Uint64Var(&f.cacheBytes, "cache-bytes", fsm.DefaultCacheSize, "Pebble block cache shared by all namespaces")
+	fs.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "Go GC percent (GOGC): the heap grows this much over live data between collections; higher spends less CPU per request and more memory (GOGC in the environment wins)")
+	fs.Uint64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap (GOMEMLIMIT); near it the GC runs as often as needed whatever --gc-percent says; 0: 75% of the container's or machine's memory (GOMEMLIMIT in the environment wins)")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
@@ -110,6 +112,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if node.CheckLogStore(f.logStore) != nil {
 		return nil, &exitError{2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore)}
+	}
+	if f.gcPercent < 10 || f.gcPercent > 10000 {
+		return nil, &exitError{2, fmt.Errorf("--gc-percent must be between 10 and 10000, got %d", f.gcPercent)}
 	}
 	if f.memTableBytes < 1<<20 || f.memTableBytes > 1<<30 {
 		return nil, &exitError{2, fmt.Errorf("--memtable-bytes must be between 1 MiB and 1 GiB, got %d", f.memTableBytes)}
@@ -196,6 +201,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log = log.With("node", f.nodeName)
+	gc := applyGCSettings(f.gcPercent, f.memoryLimit, os.Getenv, totalMemory)
+	log.Info("go runtime", gc.logAttrs()...)
 	if f.adminToken != "" {
 		if name, err := rpc.ParseToken(f.adminToken); err != nil || name != rpc.AdminNamespace {
 			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", rpc.AdminNamespace)}
