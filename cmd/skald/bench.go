@@ -28,6 +28,7 @@ const benchUsage = `skald bench [flags]
 Measures a running cluster (any nodes; the token's namespace, the admin token works).
 Workloads:
   append         one message per call
+  evdb-append    one message per call as EventoDB's SDKs send it: POST /rpc stream.write (JSON, HTTP/1.1)
   append-batch   --batch messages per call
   read-stream    read 100 messages of a stream (streams are filled first)
   read-category  read 100 messages of the category as a consumer-group member
@@ -84,7 +85,7 @@ func (r *benchResult) setCPU(seconds float64, ok bool) {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := newClientFlagSet("bench", benchUsage, stderr)
-	workload := fs.String("workload", "append", "append, append-batch, read-stream, read-category, mixed or subscribe")
+	workload := fs.String("workload", "append", "append, evdb-append, append-batch, read-stream, read-category, mixed or subscribe")
 	concurrency := fs.Int("concurrency", 16, "concurrent callers")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
 	batch := fs.Int("batch", 100, "messages per call (append-batch)")
@@ -253,14 +254,24 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plo
 // for node i, keeping up to idle connections open: as many as will be
 // used at once, or every call past them dials a new one.
 func (c *benchConfig) client(cf *clientFlags, i, idle int) skaldv1connect.EventStoreClient {
+	return skaldv1connect.NewEventStoreClient(benchHTTPClient(cf, idle), c.url(i), connect.WithInterceptors(tokenInterceptor(cf.token)))
+}
+
+// url is the base URL of the node caller i calls.
+func (c *benchConfig) url(i int) string {
+	return (&clientFlags{addr: c.addrs[i%len(c.addrs)]}).baseURL()
+}
+
+// benchHTTPClient is an HTTP client of its own (its own connections)
+// keeping up to idle connections open.
+func benchHTTPClient(cf *clientFlags, idle int) *http.Client {
 	hc := cf.httpClient()
 	if tr, ok := hc.Transport.(*http.Transport); ok {
 		tr.MaxIdleConnsPerHost = idle
 	} else {
 		hc.Transport = &http.Transport{MaxIdleConnsPerHost: idle}
 	}
-	url := (&clientFlags{addr: c.addrs[i%len(c.addrs)]}).baseURL()
-	return skaldv1connect.NewEventStoreClient(hc, url, connect.WithInterceptors(tokenInterceptor(cf.token)))
+	return hc
 }
 
 func (c *benchConfig) payloadJSON(r *rand.Rand) []byte {
@@ -330,6 +341,8 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 		switch c.workload {
 		case "append":
 			ops[w] = appendN(1)
+		case "evdb-append":
+			ops[w] = c.evdbAppend(cf, w)
 		case "append-batch":
 			ops[w] = appendN(c.batch)
 		case "read-stream":

@@ -610,6 +610,7 @@ func TestBenchCLI(t *testing.T) {
 		perOpMsg int64
 	}{
 		{"append", []string{"--workload", "append", "--concurrency", "2", "--duration", "2s", "--plot", plot}, 1},
+		{"evdb-append", []string{"--workload", "evdb-append", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"append-batch", []string{"--workload", "append-batch", "--batch", "10", "--concurrency", "2", "--duration", "1s"}, 10},
 		{"read-stream", []string{"--workload", "read-stream", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, 100},
 	}
