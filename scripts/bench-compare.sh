@@ -149,11 +149,15 @@ wait_until 60 "skald dev" "$tmp/dev.out" grep -q "cluster ready" "$tmp/dev.out"
 mapfile -t side < <(pgrep -P "$dev")
 [ "${#side[@]}" = 3 ] || { echo "bench-compare: want 3 skald server processes under skald dev, found ${#side[@]}" >&2; exit 1; }
 pids+=("${side[@]}")
-SKALD_TOKEN=$(sed -n 's/^Admin token: //p' "$tmp/dev.out") measure "$(IFS=,; echo "${side[*]}")" "$tmp/skald" bench --workload append \
-	--concurrency "$CONC" --payload-bytes "$BYTES" --streams "$STREAMS" --duration "$DUR" --target all -o json \
-	--addr "127.0.0.1:$PORT,127.0.0.1:$((PORT + 10)),127.0.0.1:$((PORT + 20))" > "$tmp/skald.json"
+# The same single appends through both APIs: Connect (what skald's clients
+# send) and EventoDB's POST /rpc stream.write (what EventoDB's SDKs send).
+for wl in append evdb-append; do
+	SKALD_TOKEN=$(sed -n 's/^Admin token: //p' "$tmp/dev.out") measure "$(IFS=,; echo "${side[*]}")" "$tmp/skald" bench --workload "$wl" \
+		--concurrency "$CONC" --payload-bytes "$BYTES" --streams "$STREAMS" --duration "$DUR" --target all -o json \
+		--addr "127.0.0.1:$PORT,127.0.0.1:$((PORT + 10)),127.0.0.1:$((PORT + 20))" > "$tmp/skald-$wl.json"
+done
 stop "${pids[@]}"
 pids=()
 
 echo
-"$tmp/bench" compare "$tmp/etcd.json" "$tmp/nats.json" "$tmp/skald.json"
+"$tmp/bench" compare "$tmp/etcd.json" "$tmp/nats.json" "$tmp/skald-append.json" "$tmp/skald-evdb-append.json"

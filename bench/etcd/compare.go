@@ -19,11 +19,13 @@ type side struct {
 // target is a goal from issue 15 for one Skald/other ratio; 0 means none.
 type target struct{ throughputMin, cpuMax, p99Max float64 }
 
+// compare prints etcd, NATS and one or two Skald runs: the Connect
+// append, then optionally the EventoDB /rpc stream.write.
 func compare(args []string) error {
-	if len(args) != 3 {
-		return errors.New("usage: compare ETCD.json NATS.json SKALD.json")
+	if len(args) != 3 && len(args) != 4 {
+		return errors.New("usage: compare ETCD.json NATS.json SKALD.json [SKALD-EVENTODB.json]")
 	}
-	var rs [3]result
+	rs := make([]result, len(args))
 	for i, path := range args {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -33,19 +35,22 @@ func compare(args []string) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	printComparison(os.Stdout,
-		side{"etcd", "put", rs[0]}, side{"NATS", "JetStream publish", rs[1]}, side{"Skald", "append", rs[2]},
+	skalds := []side{{"Skald", "Connect append", rs[2]}}
+	if len(rs) == 4 {
+		skalds = append(skalds, side{"Skald", "EventoDB stream.write", rs[3]})
+	}
+	printComparison(os.Stdout, side{"etcd", "put", rs[0]}, side{"NATS", "JetStream publish", rs[1]}, skalds,
 		map[string]target{"etcd": {throughputMin: 2, cpuMax: 0.5, p99Max: 1}, "NATS": {cpuMax: 1}})
 	return nil
 }
 
-// printComparison prints one row per side, how CPU was measured, and the
-// last side (Skald) against each other one, each ratio saying which side
-// it favours.
-func printComparison(w io.Writer, etcd, nats, skald side, targets map[string]target) {
+// printComparison prints one row per side, how CPU was measured, and
+// each Skald side against each other one, each ratio saying which side it
+// favours.
+func printComparison(w io.Writer, etcd, nats side, skalds []side, targets map[string]target) {
 	fmt.Fprintf(w, "%-32s %9s %8s %8s %8s %9s %8s %6s %10s %12s\n", "3 nodes each, same machine",
 		"ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "cpu µs/op", "(/metrics)")
-	for _, s := range []side{etcd, nats, skald} {
+	for _, s := range append([]side{etcd, nats}, skalds...) {
 		l := s.r.LatencyMS
 		fmt.Fprintf(w, "%-32s %9.0f %8.2f %8.2f %8.2f %9.2f %8.2f %6d %10s %12s\n",
 			fmt.Sprintf("%s %s x%d", s.name, s.op, s.r.Concurrency), s.r.OpsPerSec,
@@ -54,11 +59,13 @@ func printComparison(w io.Writer, etcd, nats, skald side, targets map[string]tar
 	}
 	fmt.Fprintf(w, "cpu µs/op: server CPU per operation over all 3 nodes: %s.\n", procCPUMethod)
 	fmt.Fprintln(w, "(/metrics): the same from the servers' own process_cpu_seconds_total, as a cross-check (NATS has none).")
-	for _, o := range []side{etcd, nats} {
-		fmt.Fprintf(w, "Skald vs %s: %s; %s; %s\n", o.name,
-			ratio("throughput", skald.r.OpsPerSec, o.r.OpsPerSec, true, o.name, targets[o.name].throughputMin),
-			ratio("CPU per op", skald.r.ServerCPUProcUsPerOp, o.r.ServerCPUProcUsPerOp, false, o.name, targets[o.name].cpuMax),
-			ratio("p99", skald.r.LatencyMS["p99"], o.r.LatencyMS["p99"], false, o.name, targets[o.name].p99Max))
+	for _, skald := range skalds {
+		for _, o := range []side{etcd, nats} {
+			fmt.Fprintf(w, "Skald %s vs %s: %s; %s; %s\n", skald.op, o.name,
+				ratio("throughput", skald.r.OpsPerSec, o.r.OpsPerSec, true, o.name, targets[o.name].throughputMin),
+				ratio("CPU per op", skald.r.ServerCPUProcUsPerOp, o.r.ServerCPUProcUsPerOp, false, o.name, targets[o.name].cpuMax),
+				ratio("p99", skald.r.LatencyMS["p99"], o.r.LatencyMS["p99"], false, o.name, targets[o.name].p99Max))
+		}
 	}
 }
 
