@@ -93,6 +93,12 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.URL.Query().Get("force") == "true"
+	// Progress events go out while the body is still read. On HTTP/1.1,
+	// net/http otherwise discards up to 256 KiB of the unread body at the
+	// first flush (a chunked body, or one with less than that left), and
+	// the import ends mid-line. HTTP/2 is full duplex already and says
+	// so with an error this ignores.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
