@@ -275,3 +275,27 @@ func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
 	}
 	t.Fatalf("quiet-category subscriber cut off: %v", st.Err())
 }
+
+// TestReadyNeedsAdminNamespace: a node with a leader and caught up is not
+// ready until it holds the admin namespace, so the admin token works the
+// moment /readyz first says yes.
+func TestReadyNeedsAdminNamespace(t *testing.T) {
+	s := startServer(t, true)
+	waitFor(t, "leadership", s.n.IsLeader)
+	ready := func() (int, string) {
+		resp, err := http.Get("http://" + s.addr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, "admin namespace") {
+		t.Fatalf("/readyz without the admin namespace: %d %q", code, body)
+	}
+	createAdmin(t, s.n)
+	if code, body := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz with the admin namespace: %d %q", code, body)
+	}
+}

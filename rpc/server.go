@@ -165,10 +165,13 @@ func adminOnly(auth authenticator, h http.Handler) http.Handler {
 	})
 }
 
-// readiness answers /readyz: 200 once the node has a leader and has
-// applied everything the leader had committed when it was first asked
-// (so a restarted node is not sent traffic while it replays); afterwards
-// 200 while a leader is known.
+// readiness answers /readyz: 200 once the node has a leader, has applied
+// everything the leader had committed when it was asked (so a restarted
+// node is not sent traffic while it replays) and holds the admin
+// namespace (so the admin token works here: on a new cluster the server
+// creates it just after the first leader is elected); afterwards 200
+// while a leader is known. The admin namespace cannot be deleted, so once
+// seen it stays.
 type readiness struct {
 	b     Backend
 	ready atomic.Bool
@@ -184,6 +187,10 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		if _, err := h.b.LinearizableIndex(ctx); err != nil {
 			http.Error(w, "catching up: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if _, ok := h.b.Store().Namespace(AdminNamespace); !ok {
+			http.Error(w, "the admin namespace is not created yet", http.StatusServiceUnavailable)
 			return
 		}
 		h.ready.Store(true)

@@ -297,9 +297,17 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", f.dataDir, "node-id", n.ID())
 
-	if err := ensureAdmin(ctx, n, f.adminToken, stdout, log); err != nil {
-		log.Error("admin namespace", "err", err)
-	}
+	// Until the admin namespace exists /readyz says no; it is created in
+	// the background so that a stop or a leave is still noticed meanwhile.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	adminDone := make(chan struct{})
+	go func() {
+		defer close(adminDone)
+		if err := ensureAdmin(adminCtx, n, f.adminToken, stdout, log); err != nil && adminCtx.Err() == nil {
+			log.Error("admin namespace", "err", err)
+		}
+	}()
+	defer func() { stopAdmin(); <-adminDone }() // before n.Close
 
 	select {
 	case <-ctx.Done():
@@ -325,45 +333,55 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// ensureAdmin creates the "default" namespace (whose token is the admin
-// token) on the first start of a cluster, with the given token or a
-// generated one, which it prints once. On later starts the stored token
-// stays; a different --admin-token is reported, not applied.
+// ensureAdmin makes sure the "default" namespace (whose token is the
+// admin token) exists, creating it on the first start of a cluster with
+// the given token or a generated one, which it prints once. Every node
+// runs it until it sees the namespace in its own state: whichever node
+// leads creates it, so a leader change during the first start does not
+// leave the cluster without one. Only the node whose proposal was stored
+// prints a generated token (the stored hash is its token's). On later
+// starts the stored token stays; a different --admin-token is reported,
+// not applied. It returns when ctx ends, with ctx's error.
 func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writer, log *slog.Logger) error {
-	// A cluster forming by bootstrap-expect may wait for its last member.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		if _, err := n.LinearizableIndex(ctx); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			return fmt.Errorf("wait for a leader: %w", err)
-		}
-	}
-	if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
-		if token != "" && string(info.TokenHash) != string(rpc.TokenHash(token)) {
-			log.Warn("--admin-token differs from the stored admin token; the stored one stays valid")
-		}
-		return nil
-	}
-	if !n.IsLeader() {
-		return nil // the leader creates it
-	}
 	generated := token == ""
 	if generated {
 		var err error
 		if token, err = rpc.NewToken(rpc.AdminNamespace); err != nil {
-			return err
+			return fmt.Errorf("generate the admin token: %w", err)
 		}
 	}
-	_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: rpc.TokenHash(token)})
-	if err != nil {
-		return err
+	hash := rpc.TokenHash(token)
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		// A cluster forming by bootstrap-expect may wait for its last
+		// member; a follower waits for the leader's creation to arrive.
+		if _, err := n.LinearizableIndex(ctx); err != nil {
+			lastErr = fmt.Errorf("wait for a leader: %w", err)
+		} else if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
+			same := string(info.TokenHash) == string(hash)
+			switch {
+			case generated && same:
+				fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
+			case !generated && !same:
+				log.Warn("--admin-token differs from the stored admin token; the stored one stays valid")
+			}
+			return nil
+		} else if n.IsLeader() {
+			_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: hash})
+			if err == nil || errors.Is(err, fsm.ErrNamespaceExists) {
+				continue // read it back
+			}
+			lastErr = fmt.Errorf("create the admin namespace: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr == nil {
+				lastErr = ctx.Err()
+			}
+			return lastErr
+		case <-time.After(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second)):
+		}
 	}
-	if generated {
-		fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
-	}
-	return nil
 }
 
 // compressOpt maps --compress-min-bytes (0: compress every reply) to
