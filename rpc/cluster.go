@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -94,8 +95,35 @@ func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[s
 	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	leader, _ := s.b.Leader()
+	leader, err := s.newLeader(ctx)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
 	return connect.NewResponse(&skaldv1.TransferLeadershipResponse{LeaderId: leader}), nil
+}
+
+// newLeaderWait bounds the wait for a successor when the caller set no
+// deadline.
+const newLeaderWait = 10 * time.Second
+
+// newLeader waits until this former leader has heard from its successor
+// (right after a handover it knows no leader) and returns the successor's
+// id.
+func (s *cluster) newLeader(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, newLeaderWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, _ := s.b.Leader(); id != "" && id != s.b.ID() {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: leadership was handed over, but no new leader is known yet: %w", node.ErrNoLeader, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1.RemoveServerRequest]) (*connect.Response[skaldv1.RemoveServerResponse], error) {
