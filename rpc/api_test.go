@@ -141,7 +141,7 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 			t.Fatalf("list categories: %v %v", lc, err)
 		}
 		info, err := c.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: ns}))
-		if err != nil || info.Msg.Namespace.MessageCount != 3 || info.Msg.Namespace.StreamCount != 2 || info.Msg.Namespace.Description != "d" {
+		if err != nil || info.Msg.MessageCount != 3 || info.Msg.StreamCount != 2 || info.Msg.Description != "d" || info.Msg.Name != ns {
 			t.Fatalf("get own namespace: %v %v", info, err)
 		}
 	})

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -297,5 +298,30 @@ func TestReadyNeedsAdminNamespace(t *testing.T) {
 	createAdmin(t, s.n)
 	if code, body := ready(); code != http.StatusOK {
 		t.Fatalf("/readyz with the admin namespace: %d %q", code, body)
+	}
+}
+
+// TestNamespacesGetReplyIsTheResource: over Connect JSON, Get answers the
+// NamespaceInfo fields at the top level (the spec's shape), not wrapped
+// in {"namespace": ...}.
+func TestNamespacesGetReplyIsTheResource(t *testing.T) {
+	s := single(t)
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+s.addr+"/skald.v1.Namespaces/Get", strings.NewReader(`{"name":"default"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("Get: %d %v", resp.StatusCode, err)
+	}
+	if got["name"] != "default" || got["createdAt"] == nil || got["namespace"] != nil {
+		t.Fatalf("Get reply %v, want the namespace's fields at the top level", got)
 	}
 }
