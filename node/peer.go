@@ -357,9 +357,10 @@ func (p *peerServer) Stats(context.Context, *connect.Request[peerv1.StatsRequest
 	return connect.NewResponse(p.n.localStats()), nil
 }
 
-// localStats is this node's Raft progress as autopilot wants it.
+// localStats is this node's Raft progress as autopilot wants it, and its
+// applied index for Cluster.Status.
 func (n *Node) localStats() *peerv1.StatsResponse {
-	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1}
+	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1, AppliedIndex: n.AppliedIndex()}
 	if n.IsLeader() {
 		resp.LastContactNanos = 0
 	} else if lc := n.raft.LastContact(); !lc.IsZero() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,6 +23,7 @@ type members interface {
 	Raft() *raft.Raft
 	Servers() ([]raft.Server, error)
 	AppliedIndex() uint64
+	ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error)
 	Store() *fsm.Store
 	TransferLeadership(ctx context.Context, id string) error
 	RemoveServer(ctx context.Context, id string) error
@@ -75,7 +77,36 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 		}
 		resp.Servers = append(resp.Servers, out)
 	}
+	s.askAppliedIndexes(ctx, resp.Servers)
 	return connect.NewResponse(resp), nil
+}
+
+// statusAskTimeout bounds asking one server for its applied index.
+const statusAskTimeout = time.Second
+
+// askAppliedIndexes fills the applied index of every other server with a
+// known API address by asking it, all at once; a server that does not
+// answer in time keeps 0 (unknown) and is logged.
+func (s *cluster) askAppliedIndexes(ctx context.Context, servers []*skaldv1.Server) {
+	ctx, cancel := context.WithTimeout(ctx, statusAskTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		if srv.Id == s.b.ID() || srv.ApiAddress == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx, err := s.b.ServerAppliedIndex(ctx, srv.Id, srv.ApiAddress)
+			if err != nil {
+				s.log.Debug("cluster status: applied index unknown", "server", srv.Id, "err", err)
+				return
+			}
+			srv.AppliedIndex = idx
+		}()
+	}
+	wg.Wait()
 }
 
 // notLeader reports that a membership change must be made on the leader.

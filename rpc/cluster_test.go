@@ -45,3 +45,48 @@ func TestTransferLeadershipNamesNewLeader(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterStatusReportsEveryAppliedIndex: Status, asked on a follower,
+// reports each server's own applied index (followers used to show 0).
+func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
+	servers, l := clusterOfThree(t)
+	var f *server
+	for _, s := range servers {
+		if s != l {
+			f = s
+		}
+		// Membership registers each node's API address; this harness has
+		// none.
+		if err := l.n.RegisterAPIAddress(ctxT(t), s.n.ID(), s.addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := map[string]uint64{}
+	for _, s := range servers {
+		waitFor(t, "a state change applied", func() bool { return s.n.AppliedIndex() > 0 })
+		before[s.n.ID()] = s.n.AppliedIndex()
+	}
+	st, err := newClients(f, protocols[0], adminToken).cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Msg.Servers) != len(servers) {
+		t.Fatalf("status lists %d servers, want %d", len(st.Msg.Servers), len(servers))
+	}
+	for _, srv := range st.Msg.Servers {
+		var s *server
+		for _, c := range servers {
+			if c.n.ID() == srv.Id {
+				s = c
+			}
+		}
+		if s == nil {
+			t.Fatalf("status lists unknown server %s", srv.Id)
+		}
+		// A node's applied index only grows: what Status saw lies between
+		// the values read before and after it.
+		if after := s.n.AppliedIndex(); srv.AppliedIndex < before[srv.Id] || srv.AppliedIndex > after {
+			t.Fatalf("server %s: status says applied index %d, the node was at %d before and %d after", srv.Id, srv.AppliedIndex, before[srv.Id], after)
+		}
+	}
+}

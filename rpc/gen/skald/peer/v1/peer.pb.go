@@ -1075,8 +1075,11 @@ type StatsResponse struct {
 	LastContactNanos int64  `protobuf:"varint,1,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
 	LastTerm         uint64 `protobuf:"varint,2,opt,name=last_term,json=lastTerm,proto3" json:"last_term,omitempty"`
 	LastIndex        uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The last entry whose effects the callee's reads see (for
+	// Cluster.Status); 0 from a callee too old to say.
+	AppliedIndex  uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -1126,6 +1129,13 @@ func (x *StatsResponse) GetLastTerm() uint64 {
 func (x *StatsResponse) GetLastIndex() uint64 {
 	if x != nil {
 		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
 	}
 	return 0
 }
@@ -1271,12 +1281,13 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
-	"\fStatsRequest\"y\n" +
+	"\fStatsRequest\"\x9e\x01\n" +
 	"\rStatsResponse\x12,\n" +
 	"\x12last_contact_nanos\x18\x01 \x01(\x03R\x10lastContactNanos\x12\x1b\n" +
 	"\tlast_term\x18\x02 \x01(\x04R\blastTerm\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x03 \x01(\x04R\tlastIndex\"%\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveServerResponse*~\n" +
