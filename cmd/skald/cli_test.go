@@ -206,7 +206,7 @@ func TestCLI(t *testing.T) {
 		{"usage error", admin, []string{"read"}, exitUsage, `^$`, `wrong number of arguments`},
 		{"unknown command", admin, []string{"frobnicate"}, exitUsage, `^$`, `unknown command`},
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
-		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnavailable, `^$`, `unavailable`},
+		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
 		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
@@ -380,6 +380,10 @@ func TestDevCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
+	// The hint works as printed on any --base-port: it names the address.
+	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
+		t.Fatalf("dev output lacks %q: %s", try, out)
+	}
 	node := func(i int) []string {
 		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -33,6 +34,7 @@ const (
 	exitNotFound    = 4
 	exitConflict    = 5 // version conflict, already exists
 	exitUnavailable = 6 // no leader, not caught up: retry
+	exitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
 )
 
 const clientHelp = `
@@ -42,7 +44,8 @@ Connection flags (every client command):
   --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (retry).
+Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (no leader
+yet: retry), 7 unreachable (no answer from the node at --addr).
 `
 
 // clientFlags are the connection flags every client command takes.
@@ -188,7 +191,13 @@ func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 }
 
 // apiError turns an RPC failure into a message and an exit code.
+//
+// A call that could not connect is exitUnreachable, naming the address
+// tried: a node that does not answer is not a cluster without a leader.
 func apiError(err error) error {
+	if ue := unreachable(err); ue != nil {
+		return ue
+	}
 	code := exitFailure
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
@@ -220,6 +229,21 @@ func apiError(err error) error {
 		}
 	}
 	return &exitError{code, errors.New(msg)}
+}
+
+// unreachable returns the exitUnreachable error for a call that could not
+// connect (refused, no route, unknown host), naming the address tried; nil
+// for any other error.
+func unreachable(err error) error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return nil
+	}
+	addr := "the node"
+	if op.Addr != nil {
+		addr = op.Addr.String()
+	}
+	return &exitError{exitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err)}
 }
 
 // printJSON writes one protobuf message as a JSON object.

@@ -126,7 +126,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "node%d  api http://%s  raft %s  gossip %s  log %s\n", i, addr(i, 0), addr(i, 1), addr(i, 2), logFile.Name())
 	}
 	fmt.Fprintf(stdout, "\nAdmin token: %s\n", st.AdminToken)
-	fmt.Fprintf(stdout, "Try: SKALD_TOKEN=%s skald cluster status\n\n", st.AdminToken)
+	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s skald cluster status\n\n", addr(0, 0), st.AdminToken)
 
 	ready := make(chan struct{})
 	go func() {
