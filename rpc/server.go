@@ -55,6 +55,10 @@ type Options struct {
 	// compress when a client accepts gzip; 0 means DefaultCompressMinBytes,
 	// negative compresses every reply.
 	CompressMinBytes int
+	// Version is Skald's version, which GET /version reports (beside the
+	// EventoDB protocol version sys.version keeps for the SDKs). Default
+	// "unknown".
+	Version string
 }
 
 // DefaultCompressMinBytes keeps gzip off for all but very large replies:
@@ -102,12 +106,15 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version}
+	if evdb.version == "" {
+		evdb.version = "unknown"
+	}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
 	mux.HandleFunc("GET /health", evdb.health)
-	mux.HandleFunc("GET /version", evdb.version)
+	mux.HandleFunc("GET /version", evdb.serveVersion)
 	mux.HandleFunc("/", notFound)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
