@@ -51,13 +51,21 @@ yet: retry), 7 unreachable (no answer from the node at --addr).
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
 	addr, token, output, ca string
+	usage                   string // the command's one-line synopsis
 }
+
+// defaultAddr is the node a client command calls without --addr.
+const defaultAddr = "127.0.0.1:8080"
 
 func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *clientFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cf := &clientFlags{}
-	fs.StringVar(&cf.addr, "addr", "127.0.0.1:8080", "node address")
+	cf := &clientFlags{usage: usage}
+	addr := defaultAddr
+	if v, ok := os.LookupEnv("SKALD_ADDR"); ok && v != "" {
+		addr = v // so --help shows the default in effect
+	}
+	fs.StringVar(&cf.addr, "addr", addr, "node address, host:port or URL (env SKALD_ADDR)")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
 	fs.StringVar(&cf.output, "o", "table", "output: table or json")
 	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
@@ -71,13 +79,22 @@ func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *cli
 
 // parse parses args, applies the SKALD_ADDR / SKALD_TOKEN fallbacks and
 // checks the positional argument count.
+//
+// A usage error is one line with a hint (the full usage only for --help):
+// the flag package's own report and usage dump are silenced.
 func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	out, full := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	rest, err := parseInterspersed(fs, args)
+	fs.SetOutput(out)
+	fs.Usage = full
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return nil, err
 		}
-		return nil, &exitError{exitUsage, err}
+		return nil, cf.usageError(fs, err.Error())
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -94,10 +111,15 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 		return nil, &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", cf.output)}
 	}
 	if len(rest) < minArgs || len(rest) > maxArgs {
-		fs.Usage()
-		return nil, &exitError{exitUsage, fmt.Errorf("%s: wrong number of arguments", fs.Name())}
+		return nil, cf.usageError(fs, "wrong number of arguments")
 	}
 	return rest, nil
+}
+
+// usageError is a usage mistake in one line: what, the synopsis and where
+// the full help is.
+func (cf *clientFlags) usageError(fs *flag.FlagSet, what string) error {
+	return &exitError{exitUsage, fmt.Errorf("%s: %s (usage: %s; see 'skald %s --help')", fs.Name(), what, cf.usage, fs.Name())}
 }
 
 // parseInterspersed parses flags placed before, between or after the
@@ -223,7 +245,9 @@ func apiError(err error) error {
 			switch v := v.(type) {
 			case *errdetails.BadRequest:
 				for _, fv := range v.FieldViolations {
-					msg += fmt.Sprintf("\n  %s: %s", fv.Field, fv.Description)
+					if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
+						msg += "\n  " + line
+					}
 				}
 			}
 		}
