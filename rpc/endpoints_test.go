@@ -325,3 +325,24 @@ func TestNamespacesGetReplyIsTheResource(t *testing.T) {
 		t.Fatalf("Get reply %v, want the namespace's fields at the top level", got)
 	}
 }
+
+// TestOversizedMessageIsInvalidOnBothAPIs: one limit, one error. A
+// message over 1 MiB is invalid input (400 / InvalidArgument, stating the
+// limit) on the EventoDB API and on Connect, never a retryable
+// ResourceExhausted.
+func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
+	s := single(t)
+	big := map[string]any{"x": strings.Repeat("a", 1<<20)}
+	status, body := evClient{t, s.addr, adminToken}.call("stream.write", "big-1", map[string]any{"type": "T", "data": big})
+	checkEvError(t, "stream.write over 1 MiB", status, body, http.StatusBadRequest, "INVALID_REQUEST")
+	if !strings.Contains(string(body), "at most 1048576 (1 MiB) per message") {
+		t.Fatalf("EventoDB error %s does not state the limit", body)
+	}
+	data, _ := json.Marshal(big)
+	_, err := newClients(s, protocols[0], adminToken).events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{
+		Stream: "big-1", Messages: []*skaldv1.NewMessage{{Type: "T", Data: data}},
+	}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "at most 1048576 (1 MiB) per message") {
+		t.Fatalf("Connect append over 1 MiB: %v, want invalid_argument stating the limit", err)
+	}
+}

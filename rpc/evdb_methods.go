@@ -125,7 +125,7 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		metadata = raw
 	}
 	if len(data)+len(metadata) > maxMessageBytes {
-		return nil, evInvalid("message data and metadata are %d bytes, at most %d", len(data)+len(metadata), maxMessageBytes)
+		return nil, evInvalid("message %s", tooLarge(len(data)+len(metadata)))
 	}
 	opts, everr := args.opts(2)
 	if everr != nil {
