@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -71,7 +72,8 @@ const DefaultCompressMinBytes = 1 << 20
 // services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
 // the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
 // peer service, /healthz, /readyz, /metrics and (admin only)
-// /debug/pprof/. Unknown paths get EventoDB's JSON 404.
+// /debug/pprof/. Unknown paths get EventoDB's JSON 404, and calls of
+// unknown procedures UNIMPLEMENTED in the caller's RPC protocol.
 func NewHandler(b Backend, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -95,10 +97,14 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		connect.WithCompressMinBytes(compressMin),
 	}
 	mux := http.NewServeMux()
-	mux.Handle(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
-	mux.Handle(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
-	mux.Handle(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
-	mux.Handle(b.PeerHandler())
+	unknown := newUnknownProcedures()
+	handleService := func(path string, h http.Handler) {
+		mux.Handle(path, withUnknownMethods(strings.Trim(path, "/"), h, unknown))
+	}
+	handleService(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
+	handleService(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
+	handleService(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleService(b.PeerHandler())
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
@@ -115,7 +121,13 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.HandleFunc("/import", evdb.importHandler)
 	mux.HandleFunc("GET /health", evdb.health)
 	mux.HandleFunc("GET /version", evdb.serveVersion)
-	mux.HandleFunc("/", notFound)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if isRPC(r) {
+			unknown.ServeHTTP(w, r) // an RPC client reads its own error format
+			return
+		}
+		notFound(w, r)
+	})
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", &readiness{b: b})
