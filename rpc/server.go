@@ -91,11 +91,11 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	case compressMin < 0:
 		compressMin = 0
 	}
-	handlerOpts := []connect.HandlerOption{
+	handlerOpts := append([]connect.HandlerOption{
 		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth),
 		connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMin),
-	}
+	}, jsonCodecs()...)
 	mux := http.NewServeMux()
 	unknown := newUnknownProcedures()
 	handleService := func(path string, h http.Handler) {
