@@ -11,8 +11,14 @@ import (
 
 // Config configures a Node. Zero values mean the defaults stated per field.
 type Config struct {
-	// DataDir holds node-id, raft/ and fsm/. Required.
+	// DataDir holds node-id, raft/ and fsm/. Required unless InMemory.
 	DataDir string
+
+	// InMemory keeps everything (the state machine's Pebble stores, the
+	// Raft log and stable state, snapshots) in memory and nothing on disk,
+	// for tests and demos: NOTHING SURVIVES A RESTART, and a restarted
+	// node is a new server with a new id. DataDir and LogStore are unused.
+	InMemory bool
 
 	// RaftAddr is the address the Raft transport binds ("127.0.0.1:0" picks
 	// a port). RaftAdvertise, when set, is the address other nodes dial;
@@ -138,8 +144,11 @@ var FastTiming = Timing{
 
 func (c *Config) withDefaults() (Config, error) {
 	out := *c
-	if out.DataDir == "" {
+	if out.DataDir == "" && !out.InMemory {
 		return out, errors.New("node: Config.DataDir is required")
+	}
+	if out.InMemory && out.LogStore != "" {
+		return out, errors.New("node: Config.LogStore does not apply to an in-memory node")
 	}
 	if out.APIAddr == "" {
 		return out, errors.New("node: Config.APIAddr is required")
