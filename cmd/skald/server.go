@@ -34,7 +34,7 @@ type serverFlags struct {
 	adminToken, clusterSecret, logLevel, logFormat, cors                string
 	gossipAddr, advertiseGossip, join, gossipKey                        string
 	bootstrapExpect, compressMinBytes                                   int
-	cleanupDead, leaveOnTerm                                            bool
+	cleanupDead, leaveOnTerm, inMemory                                  bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
@@ -51,6 +51,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	host, _ := os.Hostname()
 	fs.StringVar(&f.nodeName, "node-name", host, "a human-readable name for this node (logs, status)")
 	fs.StringVar(&f.dataDir, "data-dir", "./skald-data", "directory for the node id, Raft log and Pebble data")
+	fs.BoolVar(&f.inMemory, "in-memory", false, "keep the data, the Raft log and snapshots in memory, for tests and demos: NOTHING SURVIVES A RESTART (--data-dir is not used)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "API address: Connect, gRPC, gRPC-Web, EventoDB HTTP, /metrics, /healthz")
 	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:8081", "Raft address")
 	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "API address other nodes use (default: --http-addr)")
@@ -107,6 +108,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.compressMinBytes < 0 {
 		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
+	}
+	if f.inMemory && f.logStore != "" {
+		return nil, &exitError{2, errors.New("--raft-log-store does not apply with --in-memory")}
 	}
 	if node.CheckLogStore(f.logStore) != nil {
 		return nil, &exitError{2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore)}
@@ -226,8 +230,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	timing := node.ProductionTiming
 	timing.CommitTimeout = f.commitTimeout
+	dataDir := f.dataDir
+	if f.inMemory {
+		dataDir = ""
+		fmt.Fprintln(stderr, "WARNING: --in-memory: data, Raft log and snapshots live in this process's memory only; everything is lost when it stops")
+	}
 	n, err := node.Open(node.Config{
-		DataDir: f.dataDir, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
+		DataDir: dataDir, InMemory: f.inMemory, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
@@ -295,7 +304,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
-	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", f.dataDir, "node-id", n.ID())
+	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", dataDir, "in-memory", f.inMemory, "node-id", n.ID())
 
 	// Until the admin namespace exists /readyz says no; it is created in
 	// the background so that a stop or a leave is still noticed meanwhile.
