@@ -83,6 +83,15 @@ type Config struct {
 	// keeps the store it has; asking for the other one is an error.
 	LogStore string
 
+	// MinFreeDisk: while any voter has fewer free bytes for its data, the
+	// leader refuses writes (ErrStorageFull) instead of proposing entries
+	// that could fill a disk and stop a node. 0 turns the check off.
+	MinFreeDisk uint64
+
+	// DiskCheckInterval is how often the leader asks the voters for their
+	// free space (when MinFreeDisk is set). Default 1 s.
+	DiskCheckInterval time.Duration
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
@@ -176,6 +185,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.ApplyTimeout == 0 {
 		out.ApplyTimeout = 10 * time.Second
+	}
+	if out.DiskCheckInterval == 0 {
+		out.DiskCheckInterval = time.Second
 	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second

@@ -48,6 +48,7 @@ type Node struct {
 	leaderIndex *indexBatcher // leaderReadIndex, coalesced
 	remoteIndex *indexBatcher // remoteReadIndex, coalesced
 	inflight    inflight      // leader proposals, for the watchdog
+	alarm       diskAlarm     // the leader's disk-space refusal
 
 	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
 
@@ -101,9 +102,10 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.leaderLoop()
 	go n.watchdog()
+	go n.diskWatch()
 	return n, nil
 }
 
@@ -122,6 +124,8 @@ func (n *Node) open() error {
 	}
 	n.sm = newStateMachine(store, n.feed, n.m, max(floor.Index, store.AppliedIndex()))
 	n.sm.before = n.cfg.beforeApply
+	storageDir := n.cfg.DataDir
+	n.sm.onFailure = func(r any) { n.log.Error("STORAGE FAILURE, stopping: " + storageFailure(r, storageDir)) }
 	raftDir := n.fs.PathJoin(n.dataDir, "raft")
 	if n.cfg.InMemory {
 		mem := inmemLogStore{raft.NewInmemStore()}

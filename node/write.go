@@ -76,6 +76,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
+	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
+		return nil, err // nothing proposed
+	}
 	if n.mutant(MutantCASOutsideFSM) {
 		if err := n.casOutsideFSM(cmd); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -344,5 +346,19 @@ func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
 	}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "at most 1048576 (1 MiB) per message") {
 		t.Fatalf("Connect append over 1 MiB: %v, want invalid_argument stating the limit", err)
+	}
+}
+
+// TestStorageFullErrors: the leader's disk-space refusal is
+// ResourceExhausted on Connect and 503 STORAGE_FULL on the EventoDB API,
+// with the node's explanation (which server, what to free).
+func TestStorageFullErrors(t *testing.T) {
+	err := fmt.Errorf("%w: server n1 has 10.0 MiB free for its data, under the 64.0 MiB minimum", node.ErrStorageFull)
+	if ce := ConnectError(err); connect.CodeOf(ce) != connect.CodeResourceExhausted || !strings.Contains(ce.Error(), "server n1 has 10.0 MiB free") {
+		t.Fatalf("Connect: %v", ce)
+	}
+	e := (&evdb{log: slog.New(slog.DiscardHandler)}).backendError(context.Background(), err)
+	if e.status != http.StatusServiceUnavailable || e.code != "STORAGE_FULL" || !strings.Contains(e.message, "server n1 has 10.0 MiB free") {
+		t.Fatalf("EventoDB: %+v", e)
 	}
 }
