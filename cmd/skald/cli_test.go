@@ -216,6 +216,7 @@ func TestCLI(t *testing.T) {
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
 		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},
+		{"server disk alarm flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-min-free-disk uint\n\s+the leader refuses writes`},
 		{"server unknown log store", nil, []string{"server", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
 		{"restore unknown log store", nil, []string{"restore", "--from", "x", "--data-dir", "y", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
 		{"server memtable too small", nil, []string{"server", "--memtable-bytes", "1000"}, exitUsage, `^$`, `--memtable-bytes must be between 1 MiB and 1 GiB, got 1000`},

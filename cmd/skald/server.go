@@ -39,7 +39,7 @@ type serverFlags struct {
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
 	commitTimeout                                                       time.Duration
-	memTableBytes, cacheBytes                                           uint64
+	memTableBytes, cacheBytes, minFreeDisk                              uint64
 	maxOpenNamespaces                                                   int
 	mutant, dialMap, logStore                                           string
 }
@@ -77,6 +77,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.logStore, "raft-log-store", "", "Raft log store of a new data directory: bolt (default) or wal (append-only segments, one fsync per batch instead of two; less CPU per write); an existing directory keeps its own")
 	fs.Uint64Var(&f.memTableBytes, "memtable-bytes", fsm.DefaultMemTableSize, "largest Pebble memtable of one namespace; a busy namespace holds up to two (one flushing); larger means less compaction CPU per write")
 	fs.Uint64Var(&f.cacheBytes, "cache-bytes", fsm.DefaultCacheSize, "Pebble block cache shared by all namespaces")
+	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
@@ -239,7 +240,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		DataDir: dataDir, InMemory: f.inMemory, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
-		MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
+		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
 	})
 	if err != nil {
 		return err
