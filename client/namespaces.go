@@ -89,7 +89,7 @@ func (c *Client) GetNamespace(ctx context.Context, name string) (Namespace, erro
 	err := c.read(ctx, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Get(ctx, connect.NewRequest(&skaldv1.GetRequest{Name: name}))
 		if err == nil {
-			out = namespaceFromWire(r.Msg.Namespace)
+			out = namespaceFromWire(r.Msg)
 		}
 		return err
 	})

@@ -22,11 +22,17 @@ func (n *Node) Backup(ctx context.Context, w io.Writer, start func(size int64, m
 	if _, err := n.LinearizableIndex(ctx); err != nil {
 		return fsm.SnapshotMeta{}, err
 	}
-	dir, err := os.MkdirTemp(filepath.Join(n.cfg.DataDir, "raft"), "backup-")
-	if err != nil {
-		return fsm.SnapshotMeta{}, err
+	var dir string
+	if n.cfg.InMemory {
+		dir = n.fs.PathJoin(n.dataDir, "raft", fmt.Sprintf("backup-%d", n.backups.Add(1)))
+	} else {
+		d, err := os.MkdirTemp(filepath.Join(n.cfg.DataDir, "raft"), "backup-")
+		if err != nil {
+			return fsm.SnapshotMeta{}, err
+		}
+		os.Remove(d) // Checkpoint wants to create it
+		dir = d
 	}
-	os.Remove(dir) // Checkpoint wants to create it
 	set, err := n.store.Checkpoint(dir)
 	if err != nil {
 		return fsm.SnapshotMeta{}, err

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -65,4 +66,18 @@ func (n *Node) ServerStats(ctx context.Context, id, apiAddr string) (lastContact
 		lc = time.Duration(1<<62 - 1) // never: as stale as can be
 	}
 	return lc, s.GetLastTerm(), s.GetLastIndex(), nil
+}
+
+// ServerAppliedIndex returns the applied index (see AppliedIndex) of the
+// server whose API address is apiAddr, this node's own when id is this
+// node; 0 from a server too old to report it.
+func (n *Node) ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error) {
+	if id == n.id {
+		return n.AppliedIndex(), nil
+	}
+	resp, err := n.peers.stats(ctx, apiAddr)
+	if err != nil {
+		return 0, fmt.Errorf("node: ask %s at %s for its applied index: %w", id, apiAddr, err)
+	}
+	return resp.GetAppliedIndex(), nil
 }

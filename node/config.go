@@ -11,8 +11,14 @@ import (
 
 // Config configures a Node. Zero values mean the defaults stated per field.
 type Config struct {
-	// DataDir holds node-id, raft/ and fsm/. Required.
+	// DataDir holds node-id, raft/ and fsm/. Required unless InMemory.
 	DataDir string
+
+	// InMemory keeps everything (the state machine's Pebble stores, the
+	// Raft log and stable state, snapshots) in memory and nothing on disk,
+	// for tests and demos: NOTHING SURVIVES A RESTART, and a restarted
+	// node is a new server with a new id. DataDir and LogStore are unused.
+	InMemory bool
 
 	// RaftAddr is the address the Raft transport binds ("127.0.0.1:0" picks
 	// a port). RaftAdvertise, when set, is the address other nodes dial;
@@ -77,6 +83,15 @@ type Config struct {
 	// keeps the store it has; asking for the other one is an error.
 	LogStore string
 
+	// MinFreeDisk: while any voter has fewer free bytes for its data, the
+	// leader refuses writes (ErrStorageFull) instead of proposing entries
+	// that could fill a disk and stop a node. 0 turns the check off.
+	MinFreeDisk uint64
+
+	// DiskCheckInterval is how often the leader asks the voters for their
+	// free space (when MinFreeDisk is set). Default 1 s.
+	DiskCheckInterval time.Duration
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
@@ -138,8 +153,11 @@ var FastTiming = Timing{
 
 func (c *Config) withDefaults() (Config, error) {
 	out := *c
-	if out.DataDir == "" {
+	if out.DataDir == "" && !out.InMemory {
 		return out, errors.New("node: Config.DataDir is required")
+	}
+	if out.InMemory && out.LogStore != "" {
+		return out, errors.New("node: Config.LogStore does not apply to an in-memory node")
 	}
 	if out.APIAddr == "" {
 		return out, errors.New("node: Config.APIAddr is required")
@@ -167,6 +185,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.ApplyTimeout == 0 {
 		out.ApplyTimeout = 10 * time.Second
+	}
+	if out.DiskCheckInterval == 0 {
+		out.DiskCheckInterval = time.Second
 	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second

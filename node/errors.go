@@ -21,6 +21,11 @@ var (
 	// passed since the last contact with the leader.
 	ErrStale = errors.New("node: too stale")
 
+	// ErrStorageFull is returned (wrapped, naming the server and what to
+	// free) when the leader refuses a write because a voter has less free
+	// disk space than Config.MinFreeDisk. Nothing was proposed.
+	ErrStorageFull = errors.New("node: storage full")
+
 	// ErrShutdown is returned by calls on a closed node.
 	ErrShutdown = errors.New("node: shut down")
 

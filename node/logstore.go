@@ -48,6 +48,12 @@ type logStore interface {
 	io.Closer
 }
 
+// inmemLogStore is Raft's in-memory log and stable store, for
+// Config.InMemory.
+type inmemLogStore struct{ *raft.InmemStore }
+
+func (inmemLogStore) Close() error { return nil }
+
 // Where each kind lives under <data>/raft.
 const (
 	boltFile = "raft.db"

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
@@ -29,6 +31,10 @@ type Node struct {
 	feed  *Feed
 	m     *metrics
 
+	fs      vfs.FS        // the disk, or memory (Config.InMemory)
+	dataDir string        // Config.DataDir on fs ("/" in memory)
+	backups atomic.Uint64 // names in-memory backup checkpoints
+
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
@@ -42,6 +48,7 @@ type Node struct {
 	leaderIndex *indexBatcher // leaderReadIndex, coalesced
 	remoteIndex *indexBatcher // remoteReadIndex, coalesced
 	inflight    inflight      // leader proposals, for the watchdog
+	alarm       diskAlarm     // the leader's disk-space refusal
 
 	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
 
@@ -60,16 +67,23 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
-		return nil, fmt.Errorf("node: create data directory: %w", err)
-	}
-	id, err := loadNodeID(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	fs, dataDir, id := vfs.Default, cfg.DataDir, ""
+	if cfg.InMemory {
+		fs, dataDir, id = vfs.NewMem(), "/", uuid.NewString()
+	} else {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
+			return nil, fmt.Errorf("node: create data directory: %w", err)
+		}
+		if id, err = loadNodeID(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
-		addrs: newAddressBook(), notify: make(chan bool, 16),
+		addrs: newAddressBook(), notify: make(chan bool, 16), fs: fs, dataDir: dataDir,
+	}
+	if cfg.InMemory {
+		n.log.Warn("IN-MEMORY NODE: the data, the Raft log and snapshots are kept in memory only; nothing survives a restart")
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -88,15 +102,16 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.leaderLoop()
 	go n.watchdog()
+	go n.diskWatch()
 	return n, nil
 }
 
 func (n *Node) open() error {
 	store, err := fsm.Open(fsm.Options{
-		Dir: filepath.Join(n.cfg.DataDir, "fsm"), MaxOpenNamespaces: n.cfg.MaxOpenNamespaces,
+		Dir: n.fs.PathJoin(n.dataDir, "fsm"), FS: n.fs, MaxOpenNamespaces: n.cfg.MaxOpenNamespaces,
 		MemTableSize: n.cfg.MemTableSize, CacheSize: n.cfg.CacheSize, Logger: n.log,
 	})
 	if err != nil {
@@ -109,16 +124,23 @@ func (n *Node) open() error {
 	}
 	n.sm = newStateMachine(store, n.feed, n.m, max(floor.Index, store.AppliedIndex()))
 	n.sm.before = n.cfg.beforeApply
-	raftDir := filepath.Join(n.cfg.DataDir, "raft")
-	var kind string
-	if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log); err != nil {
-		return err
+	storageDir := n.cfg.DataDir
+	n.sm.onFailure = func(r any) { n.log.Error("STORAGE FAILURE, stopping: " + storageFailure(r, storageDir)) }
+	raftDir := n.fs.PathJoin(n.dataDir, "raft")
+	if n.cfg.InMemory {
+		mem := inmemLogStore{raft.NewInmemStore()}
+		n.stable, n.logs = mem, mem
+	} else {
+		var kind string
+		if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log); err != nil {
+			return err
+		}
+		n.log.Info("raft log store opened", "store", kind, "dir", raftDir)
+		if err := checkLogCoverage(store, n.logs, n.cfg.DataDir); err != nil {
+			return err
+		}
 	}
-	n.log.Info("raft log store opened", "store", kind, "dir", raftDir)
-	if err := checkLogCoverage(store, n.logs, n.cfg.DataDir); err != nil {
-		return err
-	}
-	snaps, err := newSnapshotStore(store, filepath.Join(raftDir, "snapshots"), n.log)
+	snaps, err := newSnapshotStore(store, n.fs, n.fs.PathJoin(raftDir, "snapshots"), n.log)
 	if err != nil {
 		return err
 	}

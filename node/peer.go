@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +72,8 @@ func (p *peerServer) Apply(ctx context.Context, req *connect.Request[peerv1.Appl
 		return nil, notApplied(connect.CodeFailedPrecondition, err)
 	case errors.Is(err, ErrNoLeader):
 		return nil, notApplied(connect.CodeUnavailable, err)
+	case errors.Is(err, ErrStorageFull):
+		return nil, notApplied(connect.CodeResourceExhausted, err)
 	case errors.Is(err, ErrUnknownOutcome):
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
@@ -119,6 +122,8 @@ func outcomeOf(res any, err error) *peerv1.ApplyOutcome {
 		return fail(peerv1.FailureKind_FAILURE_KIND_NOT_LEADER, err)
 	case errors.Is(err, ErrNoLeader):
 		return fail(peerv1.FailureKind_FAILURE_KIND_NO_LEADER, err)
+	case errors.Is(err, ErrStorageFull):
+		return fail(peerv1.FailureKind_FAILURE_KIND_STORAGE_FULL, err)
 	case errors.Is(err, ErrUnknownOutcome):
 		return fail(peerv1.FailureKind_FAILURE_KIND_UNKNOWN, err)
 	}
@@ -127,6 +132,11 @@ func outcomeOf(res any, err error) *peerv1.ApplyOutcome {
 		return fail(peerv1.FailureKind_FAILURE_KIND_UNKNOWN, cerr)
 	}
 	return &peerv1.ApplyOutcome{Outcome: &peerv1.ApplyOutcome_Response{Response: resp}}
+}
+
+// storageFull rebuilds the leader's ErrStorageFull from its message.
+func storageFull(msg string) error {
+	return fmt.Errorf("%w: %s", ErrStorageFull, strings.TrimPrefix(msg, ErrStorageFull.Error()+": "))
 }
 
 // resultOf is the inverse of outcomeOf.
@@ -140,6 +150,8 @@ func resultOf(o *peerv1.ApplyOutcome) (any, error) {
 			return nil, errNotLeader
 		case peerv1.FailureKind_FAILURE_KIND_NO_LEADER:
 			return nil, fmt.Errorf("%w: forwarded write: %s", ErrNoLeader, r.Failure.Message)
+		case peerv1.FailureKind_FAILURE_KIND_STORAGE_FULL:
+			return nil, storageFull(r.Failure.Message)
 		}
 		return nil, fmt.Errorf("%w: forwarded write: %s", ErrUnknownOutcome, r.Failure.Message)
 	}
@@ -240,8 +252,11 @@ func (c *peerClients) readIndex(ctx context.Context, addr string) (uint64, error
 func classify(err error, what string) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) && ce.Meta().Get(outcomeKey) == "not-applied" {
-		if ce.Code() == connect.CodeFailedPrecondition {
+		switch ce.Code() {
+		case connect.CodeFailedPrecondition:
 			return errNotLeader
+		case connect.CodeResourceExhausted:
+			return storageFull(ce.Message())
 		}
 		return fmt.Errorf("%w: %s: %v", ErrNoLeader, what, ce.Message())
 	}
@@ -357,9 +372,13 @@ func (p *peerServer) Stats(context.Context, *connect.Request[peerv1.StatsRequest
 	return connect.NewResponse(p.n.localStats()), nil
 }
 
-// localStats is this node's Raft progress as autopilot wants it.
+// localStats is this node's Raft progress as autopilot wants it, and its
+// applied index for Cluster.Status.
 func (n *Node) localStats() *peerv1.StatsResponse {
-	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1}
+	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1, AppliedIndex: n.AppliedIndex()}
+	if free, ok := n.localFreeDisk(); ok {
+		resp.FreeDiskBytes = &free
+	}
 	if n.IsLeader() {
 		resp.LastContactNanos = 0
 	} else if lc := n.raft.LastContact(); !lc.IsZero() {

@@ -25,6 +25,9 @@ const PeersFile = "peers.json"
 
 // recoverFromPeersFile applies <data-dir>/raft/peers.json when present.
 func (n *Node) recoverFromPeersFile(conf *raft.Config, snaps raft.SnapshotStore) error {
+	if n.cfg.InMemory {
+		return nil // nothing to recover: it starts empty
+	}
 	path := filepath.Join(n.cfg.DataDir, "raft", PeersFile)
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil

@@ -31,6 +31,7 @@ import (
 //     swaps it in without another copy.
 type snapshotStore struct {
 	store *fsm.Store
+	fs    vfs.FS // the state machine's
 	dir   string // <data>/raft/snapshots: checkpoints in and out
 	log   *slog.Logger
 
@@ -41,22 +42,24 @@ type snapshotStore struct {
 
 const floorSnapshotID = "fsm-floor"
 
-func newSnapshotStore(store *fsm.Store, dir string, log *slog.Logger) (*snapshotStore, error) {
+// newSnapshotStore keeps snapshot transfers under dir on fs, the state
+// machine's filesystem (checkpoints are taken and restored on it).
+func newSnapshotStore(store *fsm.Store, fs vfs.FS, dir string, log *slog.Logger) (*snapshotStore, error) {
 	// Leftovers of a crash mid-transfer are worthless.
-	if err := vfs.Default.RemoveAll(dir); err != nil {
+	if err := fs.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("node: clear %s: %w", dir, err)
 	}
-	if err := vfs.Default.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: create %s: %w", dir, err)
 	}
-	return &snapshotStore{store: store, dir: dir, log: log, staged: make(map[string]*fsm.StagedCheckpoint)}, nil
+	return &snapshotStore{store: store, fs: fs, dir: dir, log: log, staged: make(map[string]*fsm.StagedCheckpoint)}, nil
 }
 
 func (s *snapshotStore) nextPath(kind string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	return filepath.Join(s.dir, fmt.Sprintf("%s-%d", kind, s.seq))
+	return s.fs.PathJoin(s.dir, fmt.Sprintf("%s-%d", kind, s.seq))
 }
 
 // List implements raft.SnapshotStore.
@@ -178,7 +181,7 @@ func (k *snapshotSink) Write(p []byte) (int, error) {
 		pr, pw := io.Pipe()
 		k.pw, k.done, k.dir = pw, make(chan stageResult, 1), k.st.nextPath("in")
 		go func() {
-			staged, err := fsm.StageCheckpoint(vfs.Default, k.dir, pr)
+			staged, err := fsm.StageCheckpoint(k.st.fs, k.dir, pr)
 			pr.CloseWithError(err) // unblock the writer if staging failed early
 			k.done <- stageResult{staged, err}
 		}()
@@ -198,7 +201,7 @@ func (k *snapshotSink) Close() error {
 		return fmt.Errorf("node: stage incoming snapshot: %w", r.err)
 	}
 	if r.staged.Meta.Index != k.meta.Index {
-		vfs.Default.RemoveAll(k.dir)
+		k.st.fs.RemoveAll(k.dir)
 		return fmt.Errorf("node: incoming snapshot holds index %d, announced %d", r.staged.Meta.Index, k.meta.Index)
 	}
 	k.st.mu.Lock()
@@ -215,5 +218,5 @@ func (k *snapshotSink) Cancel() error {
 	}
 	k.pw.CloseWithError(errSnapshotCancelled)
 	<-k.done
-	return vfs.Default.RemoveAll(k.dir)
+	return k.st.fs.RemoveAll(k.dir)
 }

@@ -18,10 +18,11 @@ import (
 // INVARIANT: applied only grows, except on Restore, which sets it to the
 // restored snapshot's index.
 type stateMachine struct {
-	before  func() // test hook, nil in production
-	store   *fsm.Store
-	feed    *Feed
-	metrics *metrics
+	before    func()    // test hook, nil in production
+	onFailure func(any) // logs a storage failure inside apply
+	store     *fsm.Store
+	feed      *Feed
+	metrics   *metrics
 
 	applied atomic.Uint64
 	mu      sync.Mutex
@@ -35,7 +36,19 @@ func newStateMachine(store *fsm.Store, feed *Feed, m *metrics, start uint64) *st
 }
 
 // ApplyBatch implements raft.BatchingFSM.
+//
+// The state machine panics on a storage error rather than skip an entry;
+// onFailure logs what happened and what to do before the panic goes on
+// and stops the process.
 func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
+	if sm.onFailure != nil {
+		defer func() {
+			if r := recover(); r != nil {
+				sm.onFailure(r)
+				panic(r)
+			}
+		}()
+	}
 	if sm.before != nil {
 		sm.before()
 	}

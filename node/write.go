@@ -23,7 +23,9 @@ import (
 //
 // On a follower the command is forwarded to the leader. Without a leader
 // the call waits up to Config.LeaderWait, then fails with ErrNoLeader
-// (nothing proposed). ErrUnknownOutcome means the write may have been
+// (nothing proposed). A proposal Raft refuses before it reaches the log
+// (see refusedBeforeLog: a leadership transfer in progress among others)
+// is retried the same way. ErrUnknownOutcome means the write may have been
 // applied. A forwarded write is retried only when it certainly was not
 // proposed: the peer refused as not leader, or it could not be reached.
 // Concurrent forwarded writes share calls to the leader (forwarder).
@@ -74,6 +76,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
+	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
+		return nil, err // nothing proposed
+	}
 	if n.mutant(MutantCASOutsideFSM) {
 		if err := n.casOutsideFSM(cmd); err != nil {
 			return nil, err
@@ -103,14 +108,15 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	n.m.applyLatency.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
-	case errors.Is(err, raft.ErrNotLeader):
-		// Refused before it reached the log.
+	case refusedBeforeLog(f, err):
+		// Certainly not applied: Apply retries like not-leader, the peer
+		// service tells the follower to.
 		return nil, errNotLeader
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return nil, fmt.Errorf("%w: proposal queue full", ErrNoLeader)
 	default:
-		// ErrLeadershipLost, ErrRaftShutdown, ...: it is in the log and may
-		// still commit.
+		// ErrLeadershipLost, ErrRaftShutdown after dispatch, a log store
+		// error, ...: it may be in the log and may still commit.
 		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 	}
 	switch r := f.Response().(type) {
@@ -121,6 +127,24 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	default:
 		return r, nil
 	}
+}
+
+// refusedBeforeLog reports whether Raft answered f with err before the
+// entry got an index, so it is certainly not in any log and never
+// commits: the node was not the leader, was handing leadership over
+// (ErrLeadershipTransferInProgress, every graceful handover and rolling
+// restart), or was shut down before the proposal was queued (an error
+// future, whose Index is 0; an entry Raft dispatched has an index >= 1
+// and is answered ErrRaftShutdown only after it committed). f.Index is
+// read only after f answered, so it does not race Raft's dispatch.
+func refusedBeforeLog(f raft.ApplyFuture, err error) bool {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return true
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return f.Index() == 0
+	}
+	return false
 }
 
 // stamp fills what the leader decides: message ids the client did not give

@@ -141,7 +141,7 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 			t.Fatalf("list categories: %v %v", lc, err)
 		}
 		info, err := c.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: ns}))
-		if err != nil || info.Msg.Namespace.MessageCount != 3 || info.Msg.Namespace.StreamCount != 2 || info.Msg.Namespace.Description != "d" {
+		if err != nil || info.Msg.MessageCount != 3 || info.Msg.StreamCount != 2 || info.Msg.Description != "d" || info.Msg.Name != ns {
 			t.Fatalf("get own namespace: %v %v", info, err)
 		}
 	})
@@ -166,7 +166,10 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 		wantField(t, "no messages", err, "messages")
 		big := []byte(`{"x":"` + strings.Repeat("a", 1<<20) + `"}`)
 		_, err = c.events.Append(ctxT(t), one(&skaldv1.NewMessage{Type: "T", Data: big}))
-		wantCode(t, "message over 1 MiB", err, connect.CodeResourceExhausted)
+		wantField(t, "message over 1 MiB", err, "messages[0].data") // one limit, one error: not retryable
+		if !strings.Contains(err.Error(), "at most 1048576 (1 MiB) per message") {
+			t.Fatalf("message over 1 MiB: %v does not state the limit", err)
+		}
 		exp := int64(5)
 		_, err = c.events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{Stream: "account-1", ExpectedVersion: &exp, Messages: []*skaldv1.NewMessage{{Type: "T", Data: []byte(`{}`)}}}))
 		ce := wantCode(t, "version conflict", err, connect.CodeAborted)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -21,6 +23,7 @@ type members interface {
 	Raft() *raft.Raft
 	Servers() ([]raft.Server, error)
 	AppliedIndex() uint64
+	ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error)
 	Store() *fsm.Store
 	TransferLeadership(ctx context.Context, id string) error
 	RemoveServer(ctx context.Context, id string) error
@@ -74,7 +77,36 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 		}
 		resp.Servers = append(resp.Servers, out)
 	}
+	s.askAppliedIndexes(ctx, resp.Servers)
 	return connect.NewResponse(resp), nil
+}
+
+// statusAskTimeout bounds asking one server for its applied index.
+const statusAskTimeout = time.Second
+
+// askAppliedIndexes fills the applied index of every other server with a
+// known API address by asking it, all at once; a server that does not
+// answer in time keeps 0 (unknown) and is logged.
+func (s *cluster) askAppliedIndexes(ctx context.Context, servers []*skaldv1.Server) {
+	ctx, cancel := context.WithTimeout(ctx, statusAskTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		if srv.Id == s.b.ID() || srv.ApiAddress == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			idx, err := s.b.ServerAppliedIndex(ctx, srv.Id, srv.ApiAddress)
+			if err != nil {
+				s.log.Debug("cluster status: applied index unknown", "server", srv.Id, "err", err)
+				return
+			}
+			srv.AppliedIndex = idx
+		}()
+	}
+	wg.Wait()
 }
 
 // notLeader reports that a membership change must be made on the leader.
@@ -94,8 +126,35 @@ func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[s
 	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	leader, _ := s.b.Leader()
+	leader, err := s.newLeader(ctx)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
 	return connect.NewResponse(&skaldv1.TransferLeadershipResponse{LeaderId: leader}), nil
+}
+
+// newLeaderWait bounds the wait for a successor when the caller set no
+// deadline.
+const newLeaderWait = 10 * time.Second
+
+// newLeader waits until this former leader has heard from its successor
+// (right after a handover it knows no leader) and returns the successor's
+// id.
+func (s *cluster) newLeader(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, newLeaderWait)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if id, _ := s.b.Leader(); id != "" && id != s.b.ID() {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: leadership was handed over, but no new leader is known yet: %w", node.ErrNoLeader, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1.RemoveServerRequest]) (*connect.Response[skaldv1.RemoveServerResponse], error) {

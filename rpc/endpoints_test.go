@@ -2,8 +2,10 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -274,4 +277,88 @@ func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
 		}
 	}
 	t.Fatalf("quiet-category subscriber cut off: %v", st.Err())
+}
+
+// TestReadyNeedsAdminNamespace: a node with a leader and caught up is not
+// ready until it holds the admin namespace, so the admin token works the
+// moment /readyz first says yes.
+func TestReadyNeedsAdminNamespace(t *testing.T) {
+	s := startServer(t, true)
+	waitFor(t, "leadership", s.n.IsLeader)
+	ready := func() (int, string) {
+		resp, err := http.Get("http://" + s.addr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, "admin namespace") {
+		t.Fatalf("/readyz without the admin namespace: %d %q", code, body)
+	}
+	createAdmin(t, s.n)
+	if code, body := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz with the admin namespace: %d %q", code, body)
+	}
+}
+
+// TestNamespacesGetReplyIsTheResource: over Connect JSON, Get answers the
+// NamespaceInfo fields at the top level (the spec's shape), not wrapped
+// in {"namespace": ...}.
+func TestNamespacesGetReplyIsTheResource(t *testing.T) {
+	s := single(t)
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+s.addr+"/skald.v1.Namespaces/Get", strings.NewReader(`{"name":"default"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("Get: %d %v", resp.StatusCode, err)
+	}
+	if got["name"] != "default" || got["createdAt"] == nil || got["namespace"] != nil {
+		t.Fatalf("Get reply %v, want the namespace's fields at the top level", got)
+	}
+}
+
+// TestOversizedMessageIsInvalidOnBothAPIs: one limit, one error. A
+// message over 1 MiB is invalid input (400 / InvalidArgument, stating the
+// limit) on the EventoDB API and on Connect, never a retryable
+// ResourceExhausted.
+func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
+	s := single(t)
+	big := map[string]any{"x": strings.Repeat("a", 1<<20)}
+	status, body := evClient{t, s.addr, adminToken}.call("stream.write", "big-1", map[string]any{"type": "T", "data": big})
+	checkEvError(t, "stream.write over 1 MiB", status, body, http.StatusBadRequest, "INVALID_REQUEST")
+	if !strings.Contains(string(body), "at most 1048576 (1 MiB) per message") {
+		t.Fatalf("EventoDB error %s does not state the limit", body)
+	}
+	data, _ := json.Marshal(big)
+	_, err := newClients(s, protocols[0], adminToken).events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{
+		Stream: "big-1", Messages: []*skaldv1.NewMessage{{Type: "T", Data: data}},
+	}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "at most 1048576 (1 MiB) per message") {
+		t.Fatalf("Connect append over 1 MiB: %v, want invalid_argument stating the limit", err)
+	}
+}
+
+// TestStorageFullErrors: the leader's disk-space refusal is
+// ResourceExhausted on Connect and 503 STORAGE_FULL on the EventoDB API,
+// with the node's explanation (which server, what to free).
+func TestStorageFullErrors(t *testing.T) {
+	err := fmt.Errorf("%w: server n1 has 10.0 MiB free for its data, under the 64.0 MiB minimum", node.ErrStorageFull)
+	if ce := ConnectError(err); connect.CodeOf(ce) != connect.CodeResourceExhausted || !strings.Contains(ce.Error(), "server n1 has 10.0 MiB free") {
+		t.Fatalf("Connect: %v", ce)
+	}
+	e := (&evdb{log: slog.New(slog.DiscardHandler)}).backendError(context.Background(), err)
+	if e.status != http.StatusServiceUnavailable || e.code != "STORAGE_FULL" || !strings.Contains(e.message, "server n1 has 10.0 MiB free") {
+		t.Fatalf("EventoDB: %+v", e)
+	}
 }

@@ -45,6 +45,8 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, context.Canceled):
 		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, node.ErrStorageFull):
+		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, node.ErrUnknownOutcome):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the write may or may not have been applied: %w", err))
 	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrNotCaughtUp), errors.Is(err, node.ErrStale),

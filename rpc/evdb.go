@@ -19,8 +19,9 @@ import (
 // JSON 404s for every other path. Files evdb_*.go hold the methods, SSE
 // and import.
 
-// evdbVersion is what sys.version and /version report: the EventoDB
-// protocol version this server implements (SDK tests expect semver).
+// evdbVersion is what sys.version reports (and /version beside Skald's
+// own): the EventoDB protocol version this server implements. SDKs read
+// it through sys.version and their tests expect semver.
 const evdbVersion = "0.7.0"
 
 // maxRPCBody bounds a /rpc request body.
@@ -58,9 +59,10 @@ func writeEvError(w http.ResponseWriter, e *evError) {
 
 // evdb serves the EventoDB API over a Backend.
 type evdb struct {
-	b   Backend
-	log *slog.Logger
-	sub subscribeConfig
+	b       Backend
+	log     *slog.Logger
+	sub     subscribeConfig
+	version string // Skald's, for GET /version
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -72,8 +74,10 @@ func (e *evdb) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (e *evdb) version(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": evdbVersion})
+// serveVersion answers GET /version with Skald's version and the EventoDB
+// protocol version it implements (what sys.version answers).
+func (e *evdb) serveVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": e.version, "eventodb": evdbVersion})
 }
 
 // evToken returns the request's token: the token query parameter if set,

@@ -93,6 +93,17 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	force := r.URL.Query().Get("force") == "true"
+	// Progress events go out while the body is still read. On HTTP/1.1,
+	// net/http otherwise discards up to 256 KiB of the unread body at the
+	// first flush (a chunked body, or one with less than that left), and
+	// the import ends mid-line. HTTP/2 is full duplex already and says
+	// so with an error this ignores.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	// A full-duplex handler that returns before the body's end (an
+	// import error) must close the body itself, or net/http may read the
+	// next request while a body read is pending and panic
+	// (golang/go#68560); the connection is then closed after the reply.
+	defer r.Body.Close()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)

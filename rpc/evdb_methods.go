@@ -59,6 +59,8 @@ func (e *evdb) backendError(ctx context.Context, err error) *evError {
 			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
 	case errors.Is(err, fsm.ErrNamespaceExists):
 		return &evError{status: http.StatusConflict, code: "NAMESPACE_EXISTS", message: "namespace already exists"}
+	case errors.Is(err, node.ErrStorageFull):
+		return &evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: err.Error()}
 	case errors.Is(err, node.ErrUnknownOutcome):
 		return &evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + err.Error()}
 	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrNotCaughtUp), errors.Is(err, node.ErrShutdown),
@@ -125,7 +127,7 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		metadata = raw
 	}
 	if len(data)+len(metadata) > maxMessageBytes {
-		return nil, evInvalid("message data and metadata are %d bytes, at most %d", len(data)+len(metadata), maxMessageBytes)
+		return nil, evInvalid("message %s", tooLarge(len(data)+len(metadata)))
 	}
 	opts, everr := args.opts(2)
 	if everr != nil {

@@ -97,6 +97,18 @@ func singleWith(t testing.TB, opts Options) *server {
 
 // followerOfThree starts a 3-node cluster and returns a follower.
 func followerOfThree(t testing.TB) *server {
+	servers, l := clusterOfThree(t)
+	for _, f := range servers {
+		if f != l {
+			return f
+		}
+	}
+	return nil
+}
+
+// clusterOfThree starts a 3-node cluster with the admin namespace and
+// returns its servers and the leader; every follower knows the leader.
+func clusterOfThree(t testing.TB) ([]*server, *server) {
 	servers := []*server{startServer(t, true), startServer(t, false), startServer(t, false)}
 	waitFor(t, "leadership", servers[0].n.IsLeader)
 	leader := func() *server {
@@ -125,10 +137,9 @@ func followerOfThree(t testing.TB) *server {
 	for _, f := range servers {
 		if f != l {
 			waitFor(t, "the follower to know the leader", func() bool { id, _ := f.n.Leader(); return id == l.n.ID() })
-			return f
 		}
 	}
-	return nil
+	return servers, l
 }
 
 // protocol is one way of calling the API.

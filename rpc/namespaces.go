@@ -111,7 +111,8 @@ func (s *namespaces) List(ctx context.Context, _ *connect.Request[skaldv1.ListRe
 	return connect.NewResponse(resp), nil
 }
 
-func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRequest]) (*connect.Response[skaldv1.GetResponse], error) {
+// Get returns the namespace itself (the resource, not a wrapper).
+func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRequest]) (*connect.Response[skaldv1.NamespaceInfo], error) {
 	c := callerFrom(ctx)
 	name := req.Msg.Name
 	if !c.admin && name != c.namespace {
@@ -121,5 +122,5 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	return connect.NewResponse(&skaldv1.GetResponse{Namespace: info}), nil
+	return connect.NewResponse(info), nil
 }

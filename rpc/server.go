@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,10 @@ type Options struct {
 	// compress when a client accepts gzip; 0 means DefaultCompressMinBytes,
 	// negative compresses every reply.
 	CompressMinBytes int
+	// Version is Skald's version, which GET /version reports (beside the
+	// EventoDB protocol version sys.version keeps for the SDKs). Default
+	// "unknown".
+	Version string
 }
 
 // DefaultCompressMinBytes keeps gzip off for all but very large replies:
@@ -67,7 +72,8 @@ const DefaultCompressMinBytes = 1 << 20
 // services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
 // the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
 // peer service, /healthz, /readyz, /metrics and (admin only)
-// /debug/pprof/. Unknown paths get EventoDB's JSON 404.
+// /debug/pprof/. Unknown paths get EventoDB's JSON 404, and calls of
+// unknown procedures UNIMPLEMENTED in the caller's RPC protocol.
 func NewHandler(b Backend, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -85,16 +91,20 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	case compressMin < 0:
 		compressMin = 0
 	}
-	handlerOpts := []connect.HandlerOption{
+	handlerOpts := append([]connect.HandlerOption{
 		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth, leaderHint{b}),
 		connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMin),
-	}
+	}, jsonCodecs()...)
 	mux := http.NewServeMux()
-	mux.Handle(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
-	mux.Handle(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
-	mux.Handle(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
-	mux.Handle(b.PeerHandler())
+	unknown := newUnknownProcedures()
+	handleService := func(path string, h http.Handler) {
+		mux.Handle(path, withUnknownMethods(strings.Trim(path, "/"), h, unknown))
+	}
+	handleService(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
+	handleService(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
+	handleService(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleService(b.PeerHandler())
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
@@ -102,13 +112,22 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version}
+	if evdb.version == "" {
+		evdb.version = "unknown"
+	}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
 	mux.HandleFunc("GET /health", evdb.health)
-	mux.HandleFunc("GET /version", evdb.version)
-	mux.HandleFunc("/", notFound)
+	mux.HandleFunc("GET /version", evdb.serveVersion)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if isRPC(r) {
+			unknown.ServeHTTP(w, r) // an RPC client reads its own error format
+			return
+		}
+		notFound(w, r)
+	})
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", &readiness{b: b})
@@ -165,10 +184,13 @@ func adminOnly(auth authenticator, h http.Handler) http.Handler {
 	})
 }
 
-// readiness answers /readyz: 200 once the node has a leader and has
-// applied everything the leader had committed when it was first asked
-// (so a restarted node is not sent traffic while it replays); afterwards
-// 200 while a leader is known.
+// readiness answers /readyz: 200 once the node has a leader, has applied
+// everything the leader had committed when it was asked (so a restarted
+// node is not sent traffic while it replays) and holds the admin
+// namespace (so the admin token works here: on a new cluster the server
+// creates it just after the first leader is elected); afterwards 200
+// while a leader is known. The admin namespace cannot be deleted, so once
+// seen it stays.
 type readiness struct {
 	b     Backend
 	ready atomic.Bool
@@ -184,6 +206,10 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		if _, err := h.b.LinearizableIndex(ctx); err != nil {
 			http.Error(w, "catching up: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if _, ok := h.b.Store().Namespace(AdminNamespace); !ok {
+			http.Error(w, "the admin namespace is not created yet", http.StatusServiceUnavailable)
 			return
 		}
 		h.ready.Store(true)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
 	"github.com/skalddb/skald/fsm"
@@ -19,6 +18,12 @@ const (
 	maxMessageBytes = 1 << 20  // data + metadata of one message
 	maxRequestBytes = 16 << 20 // one request
 )
+
+// tooLarge says how an oversized message misses the limit, in the same
+// words on both APIs.
+func tooLarge(n int) string {
+	return fmt.Sprintf("data and metadata are %d bytes, at most %d (1 MiB) per message", n, maxMessageBytes)
+}
 
 // asInvalid turns an fsm validation error into InvalidArgument with a
 // field violation; other errors pass through.
@@ -50,9 +55,9 @@ func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
 		if err := fsm.ValidateTypeName(field("type"), m.Type); err != nil {
 			return nil, asInvalid(err)
 		}
-		if len(m.Data)+len(m.Metadata) > maxMessageBytes {
-			return nil, connect.NewError(connect.CodeResourceExhausted,
-				fmt.Errorf("%s: data and metadata are %d bytes, at most %d", field("data"), len(m.Data)+len(m.Metadata), maxMessageBytes))
+		// Invalid, not ResourceExhausted: retrying cannot help.
+		if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
+			return nil, invalidField(field("data"), "%s", tooLarge(n))
 		}
 		if err := fsm.ValidateData(field("data"), m.Data); err != nil {
 			return nil, asInvalid(err)

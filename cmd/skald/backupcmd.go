@@ -33,7 +33,9 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	req.Header.Set("Authorization", "Bearer "+cf.token)
 	resp, err := cf.httpClient().Do(req)
-	if err != nil {
+	if ue := unreachable(err); ue != nil {
+		return ue
+	} else if err != nil {
 		return &exitError{exitUnavailable, err}
 	}
 	defer resp.Body.Close()

@@ -194,7 +194,12 @@ func TestCLI(t *testing.T) {
 		{"append", shop, []string{"append", "account-1", "Opened", `{"owner":"ann"}`}, 0, `position 0 \(global position 1`, ""},
 		{"append with flag after arguments", shop, []string{"append", "account-1", "Deposited", `{"n":5}`, "--expected-version", "0"}, 0, `position 1 \(global position 2`, ""},
 		{"version conflict", shop, []string{"append", "account-1", "Deposited", `{}`, "--expected-version", "0"}, exitConflict, `^$`, `aborted: stream "account-1" is at version 1`},
-		{"bad data", shop, []string{"append", "account-1", "T", `[1]`}, exitUsage, `^$`, `messages\[0\]\.data: must be a JSON object`},
+		{"bad data", shop, []string{"append", "account-1", "T", `[1]`}, exitUsage, `^$`, `^skald: invalid_argument: messages\[0\]\.data: must be a JSON object\n$`},
+		{"malformed data", shop, []string{"append", "account-1", "T", `{bad`}, exitUsage, `^$`, `^skald: data: invalid JSON: invalid character 'b' looking for beginning of object key string\n$`},
+		{"malformed metadata", shop, []string{"append", "account-1", "T", `{}`, "--metadata", `{"a":}`}, exitUsage, `^$`, `^skald: --metadata: invalid JSON: invalid character '}'`},
+		{"data file missing", shop, []string{"append", "account-1", "T", "@/nonexistent/x.json"}, exitUsage, `^$`, `^skald: data: open /nonexistent/x.json: no such file or directory\n$`},
+		{"unknown flag", shop, []string{"append", "account-1", "T", `{}`, "--nope"}, exitUsage, `^$`, `^skald: append: flag provided but not defined: -nope \(usage: skald append STREAM .*; see 'skald append --help'\)\n$`},
+		{"help shows the effective address", []string{"SKALD_ADDR=10.9.9.9:1"}, []string{"append", "--help"}, 0, `^$`, `(?s)-addr string\n\s+node address.*\(default "10\.9\.9\.9:1"\).*-expected-version N\n\s+append only if the stream is at version N \(-1: the stream has no message; default: any version\)\n`},
 		{"read table", shop, []string{"read", "account-1"}, 0, `(?s)STREAM\s+POS\s+GPOS.*account-1\s+0\s+1\s+Opened.*account-1\s+1\s+2\s+Deposited`, ""},
 		{"read json", shop, []string{"read", "account-1", "-o", "json"}, 0, `"data":\{"owner":"ann"\}`, ""},
 		{"category with group", shop, []string{"category", "account", "--member", "0", "--size", "1"}, 0, `account-1\s+1\s+2\s+Deposited`, ""},
@@ -203,14 +208,15 @@ func TestCLI(t *testing.T) {
 		{"no token", []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, []string{"read", "s"}, exitAuth, `^$`, `unauthenticated`},
 		{"ns info missing", admin, []string{"ns", "info", "nope"}, exitNotFound, `^$`, `not_found`},
 		{"cluster status", admin, []string{"cluster", "status"}, 0, `(?s)leader .*ROLE.*leader\s+voter`, ""},
-		{"usage error", admin, []string{"read"}, exitUsage, `^$`, `wrong number of arguments`},
+		{"usage error", admin, []string{"read"}, exitUsage, `^$`, `^skald: read: wrong number of arguments \(usage: skald read STREAM .*; see 'skald read --help'\)\n$`},
 		{"unknown command", admin, []string{"frobnicate"}, exitUsage, `^$`, `unknown command`},
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
-		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnavailable, `^$`, `unavailable`},
+		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
 		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},
+		{"server disk alarm flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-min-free-disk uint\n\s+the leader refuses writes`},
 		{"server unknown log store", nil, []string{"server", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
 		{"restore unknown log store", nil, []string{"restore", "--from", "x", "--data-dir", "y", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
 		{"server memtable too small", nil, []string{"server", "--memtable-bytes", "1000"}, exitUsage, `^$`, `--memtable-bytes must be between 1 MiB and 1 GiB, got 1000`},
@@ -219,6 +225,24 @@ func TestCLI(t *testing.T) {
 		{"server storage flags in help", nil, []string{"server", "--help"}, 0, `^$`, `-memtable-bytes uint\s+largest Pebble memtable of one namespace.*\(default 67108864\)`},
 		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
 		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},
+	}
+	// Payloads over the argument size limit (128 KiB) come from a file
+	// or standard input.
+	big := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
+	file := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(file, []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, admin, "append", "big-1", "T", "@"+file); code != 0 {
+		t.Fatalf("append @file: exit %d: %s", code, errOut)
+	}
+	stdin := exec.Command(binary, "append", "big-1", "T", "-", "--expected-version", "0")
+	stdin.Env, stdin.Stdin = append(os.Environ(), admin...), strings.NewReader(big)
+	if out, err := stdin.CombinedOutput(); err != nil {
+		t.Fatalf("append from stdin: %v: %s", err, out)
+	}
+	if out, errOut, code := runCLI(t, admin, "read", "big-1", "-o", "json"); code != 0 || strings.Count(out, strings.Repeat("x", 200<<10)) != 2 {
+		t.Fatalf("read big-1: exit %d, %d bytes, %s", code, len(out), errOut)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -380,6 +404,10 @@ func TestDevCluster(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
+	// The hint works as printed on any --base-port: it names the address.
+	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
+		t.Fatalf("dev output lacks %q: %s", try, out)
+	}
 	node := func(i int) []string {
 		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
 	}

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -33,6 +34,7 @@ const (
 	exitNotFound    = 4
 	exitConflict    = 5 // version conflict, already exists
 	exitUnavailable = 6 // no leader, not caught up: retry
+	exitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
 )
 
 const clientHelp = `
@@ -42,19 +44,28 @@ Connection flags (every client command):
   --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (retry).
+Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (no leader
+yet: retry), 7 unreachable (no answer from the node at --addr).
 `
 
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
 	addr, token, output, ca string
+	usage                   string // the command's one-line synopsis
 }
+
+// defaultAddr is the node a client command calls without --addr.
+const defaultAddr = "127.0.0.1:8080"
 
 func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *clientFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cf := &clientFlags{}
-	fs.StringVar(&cf.addr, "addr", "127.0.0.1:8080", "node address")
+	cf := &clientFlags{usage: usage}
+	addr := defaultAddr
+	if v, ok := os.LookupEnv("SKALD_ADDR"); ok && v != "" {
+		addr = v // so --help shows the default in effect
+	}
+	fs.StringVar(&cf.addr, "addr", addr, "node address, host:port or URL (env SKALD_ADDR)")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
 	fs.StringVar(&cf.output, "o", "table", "output: table or json")
 	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
@@ -68,13 +79,22 @@ func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *cli
 
 // parse parses args, applies the SKALD_ADDR / SKALD_TOKEN fallbacks and
 // checks the positional argument count.
+//
+// A usage error is one line with a hint (the full usage only for --help):
+// the flag package's own report and usage dump are silenced.
 func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+	out, full := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	rest, err := parseInterspersed(fs, args)
+	fs.SetOutput(out)
+	fs.Usage = full
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
 			return nil, err
 		}
-		return nil, &exitError{exitUsage, err}
+		return nil, cf.usageError(fs, err.Error())
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -91,10 +111,15 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 		return nil, &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", cf.output)}
 	}
 	if len(rest) < minArgs || len(rest) > maxArgs {
-		fs.Usage()
-		return nil, &exitError{exitUsage, fmt.Errorf("%s: wrong number of arguments", fs.Name())}
+		return nil, cf.usageError(fs, "wrong number of arguments")
 	}
 	return rest, nil
+}
+
+// usageError is a usage mistake in one line: what, the synopsis and where
+// the full help is.
+func (cf *clientFlags) usageError(fs *flag.FlagSet, what string) error {
+	return &exitError{exitUsage, fmt.Errorf("%s: %s (usage: %s; see 'skald %s --help')", fs.Name(), what, cf.usage, fs.Name())}
 }
 
 // parseInterspersed parses flags placed before, between or after the
@@ -188,7 +213,13 @@ func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 }
 
 // apiError turns an RPC failure into a message and an exit code.
+//
+// A call that could not connect is exitUnreachable, naming the address
+// tried: a node that does not answer is not a cluster without a leader.
 func apiError(err error) error {
+	if ue := unreachable(err); ue != nil {
+		return ue
+	}
 	code := exitFailure
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
@@ -214,12 +245,29 @@ func apiError(err error) error {
 			switch v := v.(type) {
 			case *errdetails.BadRequest:
 				for _, fv := range v.FieldViolations {
-					msg += fmt.Sprintf("\n  %s: %s", fv.Field, fv.Description)
+					if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
+						msg += "\n  " + line
+					}
 				}
 			}
 		}
 	}
 	return &exitError{code, errors.New(msg)}
+}
+
+// unreachable returns the exitUnreachable error for a call that could not
+// connect (refused, no route, unknown host), naming the address tried; nil
+// for any other error.
+func unreachable(err error) error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return nil
+	}
+	addr := "the node"
+	if op.Addr != nil {
+		addr = op.Addr.String()
+	}
+	return &exitError{exitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err)}
 }
 
 // printJSON writes one protobuf message as a JSON object.

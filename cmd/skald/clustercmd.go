@@ -50,7 +50,11 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if s.Suffrage == skaldv1.Suffrage_SUFFRAGE_NONVOTER {
 				suffrage = "nonvoter"
 			}
-			rows = append(rows, []string{s.Id, role, suffrage, s.RaftAddress, s.ApiAddress, strconv.FormatUint(s.AppliedIndex, 10)})
+			applied := "-" // the node did not answer
+			if s.AppliedIndex > 0 {
+				applied = strconv.FormatUint(s.AppliedIndex, 10)
+			}
+			rows = append(rows, []string{s.Id, role, suffrage, s.RaftAddress, s.ApiAddress, applied})
 		}
 		return table(stdout, "ID\tROLE\tSUFFRAGE\tRAFT\tAPI\tAPPLIED", rows)
 	case "transfer-leadership":

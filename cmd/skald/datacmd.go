@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -13,17 +16,28 @@ import (
 )
 
 func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("append", "skald append STREAM TYPE DATA-JSON [--expected-version N] [--metadata JSON] [--id UUID]", stderr)
-	expected := fs.Int64("expected-version", -2, "append only if the stream is at this version (-1: the stream has no message)")
-	metadata := fs.String("metadata", "", "metadata JSON object")
+	fs, cf := newClientFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID]", stderr)
+	var expected optionalInt64
+	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
+	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
 	id := fs.String("id", "", "message id (UUID); generated when empty")
 	rest, err := cf.parse(fs, args, 3, 3)
 	if err != nil {
 		return err
 	}
-	req := &skaldv1.AppendRequest{Stream: rest[0], Messages: []*skaldv1.NewMessage{{Id: *id, Type: rest[1], Data: []byte(rest[2]), Metadata: []byte(*metadata)}}}
-	if *expected != -2 {
-		req.ExpectedVersion = expected
+	data, err := jsonArg("data", rest[2], os.Stdin)
+	if err != nil {
+		return err
+	}
+	var meta []byte
+	if *metadata != "" {
+		if meta, err = jsonArg("--metadata", *metadata, os.Stdin); err != nil {
+			return err
+		}
+	}
+	req := &skaldv1.AppendRequest{Stream: rest[0], Messages: []*skaldv1.NewMessage{{Id: *id, Type: rest[1], Data: data, Metadata: meta}}}
+	if expected.set {
+		req.ExpectedVersion = &expected.v
 	}
 	resp, err := cf.clients().events.Append(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -33,6 +47,54 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printJSON(stdout, resp.Msg)
 	}
 	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], resp.Msg.FirstPosition, resp.Msg.FirstGlobalPosition, resp.Msg.Index)
+	return nil
+}
+
+// jsonArg reads a JSON argument: the text itself, @FILE for a file's
+// content, or - for standard input (payloads beyond the argument size
+// limit). Text that does not parse is a usage error naming the parser's
+// complaint; the server still checks what the value must be.
+func jsonArg(what, arg string, stdin io.Reader) ([]byte, error) {
+	var b []byte
+	var err error
+	switch {
+	case arg == "-":
+		b, err = io.ReadAll(stdin)
+	case strings.HasPrefix(arg, "@"):
+		b, err = os.ReadFile(arg[1:])
+	default:
+		b = []byte(arg)
+	}
+	if err != nil {
+		return nil, &exitError{exitUsage, fmt.Errorf("%s: %w", what, err)}
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, &exitError{exitUsage, fmt.Errorf("%s: invalid JSON: %v", what, err)}
+	}
+	return b, nil
+}
+
+// optionalInt64 is an int64 flag that knows whether it was given (its
+// help shows no made-up default).
+type optionalInt64 struct {
+	v   int64
+	set bool
+}
+
+func (o *optionalInt64) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.FormatInt(o.v, 10)
+}
+
+func (o *optionalInt64) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	o.v, o.set = v, true
 	return nil
 }
 
@@ -96,8 +158,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case len(rest) == 0 && *category == "" && *all:
 		req.Target, req.GlobalPosition = &skaldv1.SubscribeRequest_All{All: true}, *position
 	default:
-		fs.Usage()
-		return &exitError{exitUsage, errors.New("tail: give exactly one of STREAM, --category or --all")}
+		return cf.usageError(fs, "give exactly one of STREAM, --category or --all")
 	}
 	st, err := cf.clients().events.Subscribe(ctx, connect.NewRequest(req))
 	if err != nil {

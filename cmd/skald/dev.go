@@ -62,8 +62,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	nodes := fs.Int("nodes", 3, "number of nodes")
 	dir := fs.String("dir", "./skald-dev", "folder for every node's data and log")
 	base := fs.Int("base-port", 8080, "node i uses base+10i (API), base+10i+1 (Raft), base+10i+2 (gossip)")
+	inMemory := fs.Bool("in-memory", false, "nodes keep their data in memory: NOTHING SURVIVES stopping the cluster (--dir still holds logs and the admin token)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080]\n\nStarts a local cluster of real server processes; Ctrl-C stops them all.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080] [--in-memory]\n\nStarts a local cluster of real server processes; Ctrl-C stops them all.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +112,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			"--http-addr", addr(i, 0), "--raft-addr", addr(i, 1), "--gossip-addr", addr(i, 2),
 			"--bootstrap-expect", strconv.Itoa(*nodes), "--join", addr(0, 2),
 			"--gossip-key", st.GossipKey, "--admin-token", st.AdminToken)
+		if *inMemory {
+			cmd.Args = append(cmd.Args, "--in-memory")
+		}
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches dev, which stops them in order
 		if err := cmd.Start(); err != nil {
@@ -125,8 +129,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}(i)
 		fmt.Fprintf(stdout, "node%d  api http://%s  raft %s  gossip %s  log %s\n", i, addr(i, 0), addr(i, 1), addr(i, 2), logFile.Name())
 	}
+	if *inMemory {
+		fmt.Fprintln(stdout, "\nIN MEMORY: the nodes write no data to disk; everything is lost when the cluster stops.")
+	}
 	fmt.Fprintf(stdout, "\nAdmin token: %s\n", st.AdminToken)
-	fmt.Fprintf(stdout, "Try: SKALD_TOKEN=%s skald cluster status\n\n", st.AdminToken)
+	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s skald cluster status\n\n", addr(0, 0), st.AdminToken)
 
 	ready := make(chan struct{})
 	go func() {

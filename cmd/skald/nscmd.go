@@ -74,7 +74,7 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cf.output == "json" {
 			return printJSON(stdout, resp.Msg)
 		}
-		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(resp.Msg.Namespace)})
+		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(resp.Msg)})
 	case "delete":
 		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME", stderr)
 		rest, err := cf.parse(fs, args[1:], 1, 1)

@@ -34,12 +34,12 @@ type serverFlags struct {
 	adminToken, clusterSecret, logLevel, logFormat, cors                string
 	gossipAddr, advertiseGossip, join, gossipKey                        string
 	bootstrapExpect, compressMinBytes                                   int
-	cleanupDead, leaveOnTerm                                            bool
+	cleanupDead, leaveOnTerm, inMemory                                  bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
 	commitTimeout                                                       time.Duration
-	memTableBytes, cacheBytes, memoryLimit                              uint64
+	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
 }
@@ -51,6 +51,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	host, _ := os.Hostname()
 	fs.StringVar(&f.nodeName, "node-name", host, "a human-readable name for this node (logs, status)")
 	fs.StringVar(&f.dataDir, "data-dir", "./skald-data", "directory for the node id, Raft log and Pebble data")
+	fs.BoolVar(&f.inMemory, "in-memory", false, "keep the data, the Raft log and snapshots in memory, for tests and demos: NOTHING SURVIVES A RESTART (--data-dir is not used)")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8080", "API address: Connect, gRPC, gRPC-Web, EventoDB HTTP, /metrics, /healthz")
 	fs.StringVar(&f.raftAddr, "raft-addr", "127.0.0.1:8081", "Raft address")
 	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "API address other nodes use (default: --http-addr)")
@@ -78,6 +79,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.cacheBytes, "cache-bytes", fsm.DefaultCacheSize, "Pebble block cache shared by all namespaces")
 	fs.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "Go GC percent (GOGC): the heap grows this much over live data between collections; higher spends less CPU per request and more memory (GOGC in the environment wins)")
 	fs.Uint64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap (GOMEMLIMIT); near it the GC runs as often as needed whatever --gc-percent says; 0: 75% of the container's or machine's memory (GOMEMLIMIT in the environment wins)")
+	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
@@ -109,6 +111,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.compressMinBytes < 0 {
 		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
+	}
+	if f.inMemory && f.logStore != "" {
+		return nil, &exitError{2, errors.New("--raft-log-store does not apply with --in-memory")}
 	}
 	if node.CheckLogStore(f.logStore) != nil {
 		return nil, &exitError{2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore)}
@@ -233,11 +238,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	timing := node.ProductionTiming
 	timing.CommitTimeout = f.commitTimeout
+	dataDir := f.dataDir
+	if f.inMemory {
+		dataDir = ""
+		fmt.Fprintln(stderr, "WARNING: --in-memory: data, Raft log and snapshots live in this process's memory only; everything is lost when it stops")
+	}
 	n, err := node.Open(node.Config{
-		DataDir: f.dataDir, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
+		DataDir: dataDir, InMemory: f.inMemory, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
-		MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
+		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
 	})
 	if err != nil {
 		return err
@@ -250,7 +260,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		m      *membership.Membership
 		left   = make(chan struct{})
-		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes)}
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes), Version: skaldVersion()}
 	)
 	if f.clustered() {
 		var join []string
@@ -302,11 +312,19 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
-	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", f.dataDir, "node-id", n.ID())
+	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", dataDir, "in-memory", f.inMemory, "node-id", n.ID())
 
-	if err := ensureAdmin(ctx, n, f.adminToken, stdout, log); err != nil {
-		log.Error("admin namespace", "err", err)
-	}
+	// Until the admin namespace exists /readyz says no; it is created in
+	// the background so that a stop or a leave is still noticed meanwhile.
+	adminCtx, stopAdmin := context.WithCancel(ctx)
+	adminDone := make(chan struct{})
+	go func() {
+		defer close(adminDone)
+		if err := ensureAdmin(adminCtx, n, f.adminToken, stdout, log); err != nil && adminCtx.Err() == nil {
+			log.Error("admin namespace", "err", err)
+		}
+	}()
+	defer func() { stopAdmin(); <-adminDone }() // before n.Close
 
 	select {
 	case <-ctx.Done():
@@ -332,45 +350,55 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// ensureAdmin creates the "default" namespace (whose token is the admin
-// token) on the first start of a cluster, with the given token or a
-// generated one, which it prints once. On later starts the stored token
-// stays; a different --admin-token is reported, not applied.
+// ensureAdmin makes sure the "default" namespace (whose token is the
+// admin token) exists, creating it on the first start of a cluster with
+// the given token or a generated one, which it prints once. Every node
+// runs it until it sees the namespace in its own state: whichever node
+// leads creates it, so a leader change during the first start does not
+// leave the cluster without one. Only the node whose proposal was stored
+// prints a generated token (the stored hash is its token's). On later
+// starts the stored token stays; a different --admin-token is reported,
+// not applied. It returns when ctx ends, with ctx's error.
 func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writer, log *slog.Logger) error {
-	// A cluster forming by bootstrap-expect may wait for its last member.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		if _, err := n.LinearizableIndex(ctx); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			return fmt.Errorf("wait for a leader: %w", err)
-		}
-	}
-	if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
-		if token != "" && string(info.TokenHash) != string(rpc.TokenHash(token)) {
-			log.Warn("--admin-token differs from the stored admin token; the stored one stays valid")
-		}
-		return nil
-	}
-	if !n.IsLeader() {
-		return nil // the leader creates it
-	}
 	generated := token == ""
 	if generated {
 		var err error
 		if token, err = rpc.NewToken(rpc.AdminNamespace); err != nil {
-			return err
+			return fmt.Errorf("generate the admin token: %w", err)
 		}
 	}
-	_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: rpc.TokenHash(token)})
-	if err != nil {
-		return err
+	hash := rpc.TokenHash(token)
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		// A cluster forming by bootstrap-expect may wait for its last
+		// member; a follower waits for the leader's creation to arrive.
+		if _, err := n.LinearizableIndex(ctx); err != nil {
+			lastErr = fmt.Errorf("wait for a leader: %w", err)
+		} else if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
+			same := string(info.TokenHash) == string(hash)
+			switch {
+			case generated && same:
+				fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
+			case !generated && !same:
+				log.Warn("--admin-token differs from the stored admin token; the stored one stays valid")
+			}
+			return nil
+		} else if n.IsLeader() {
+			_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: hash})
+			if err == nil || errors.Is(err, fsm.ErrNamespaceExists) {
+				continue // read it back
+			}
+			lastErr = fmt.Errorf("create the admin namespace: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			if lastErr == nil {
+				lastErr = ctx.Err()
+			}
+			return lastErr
+		case <-time.After(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second)):
+		}
 	}
-	if generated {
-		fmt.Fprintf(stdout, "Admin token (shown only now; keep it): %s\n", token)
-	}
-	return nil
 }
 
 // compressOpt maps --compress-min-bytes (0: compress every reply) to

@@ -116,8 +116,10 @@ type Server struct {
 	Suffrage    Suffrage               `protobuf:"varint,5,opt,name=suffrage,proto3,enum=skald.v1.Suffrage" json:"suffrage,omitempty"`
 	Healthy     bool                   `protobuf:"varint,6,opt,name=healthy,proto3" json:"healthy,omitempty"`
 	// Since the server last heard from the leader (0 for the leader).
-	LastContact   *durationpb.Duration `protobuf:"bytes,7,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
-	AppliedIndex  uint64               `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastContact *durationpb.Duration `protobuf:"bytes,7,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
+	// The last entry whose effects the server's reads see, as the server
+	// itself reports it; 0 when it could not be asked.
+	AppliedIndex  uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -472,50 +472,6 @@ func (x *GetRequest) GetName() string {
 	return ""
 }
 
-type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     *NamespaceInfo         `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GetResponse) Reset() {
-	*x = GetResponse{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GetResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GetResponse) ProtoMessage() {}
-
-func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
-func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *GetResponse) GetNamespace() *NamespaceInfo {
-	if x != nil {
-		return x.Namespace
-	}
-	return nil
-}
-
 var File_skald_v1_namespaces_proto protoreflect.FileDescriptor
 
 const file_skald_v1_namespaces_proto_rawDesc = "" +
@@ -554,15 +510,13 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"namespaces\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"D\n" +
-	"\vGetResponse\x125\n" +
-	"\tnamespace\x18\x01 \x01(\v2\x17.skald.v1.NamespaceInfoR\tnamespace2\xfb\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name2\xfd\x01\n" +
 	"\n" +
 	"Namespaces\x12;\n" +
 	"\x06Create\x12\x17.skald.v1.CreateRequest\x1a\x18.skald.v1.CreateResponse\x12;\n" +
 	"\x06Delete\x12\x17.skald.v1.DeleteRequest\x1a\x18.skald.v1.DeleteResponse\x12:\n" +
-	"\x04List\x12\x15.skald.v1.ListRequest\x1a\x16.skald.v1.ListResponse\"\x03\x90\x02\x01\x127\n" +
-	"\x03Get\x12\x14.skald.v1.GetRequest\x1a\x15.skald.v1.GetResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x04List\x12\x15.skald.v1.ListRequest\x1a\x16.skald.v1.ListResponse\"\x03\x90\x02\x01\x129\n" +
+	"\x03Get\x12\x14.skald.v1.GetRequest\x1a\x17.skald.v1.NamespaceInfo\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_namespaces_proto_rawDescOnce sync.Once
@@ -576,7 +530,7 @@ func file_skald_v1_namespaces_proto_rawDescGZIP() []byte {
 	return file_skald_v1_namespaces_proto_rawDescData
 }
 
-var file_skald_v1_namespaces_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_skald_v1_namespaces_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_skald_v1_namespaces_proto_goTypes = []any{
 	(*CreateRequest)(nil),         // 0: skald.v1.CreateRequest
 	(*CreateResponse)(nil),        // 1: skald.v1.CreateResponse
@@ -586,29 +540,27 @@ var file_skald_v1_namespaces_proto_goTypes = []any{
 	(*NamespaceInfo)(nil),         // 5: skald.v1.NamespaceInfo
 	(*ListResponse)(nil),          // 6: skald.v1.ListResponse
 	(*GetRequest)(nil),            // 7: skald.v1.GetRequest
-	(*GetResponse)(nil),           // 8: skald.v1.GetResponse
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_skald_v1_namespaces_proto_depIdxs = []int32{
-	9,  // 0: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 3: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
-	5,  // 4: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
-	5,  // 5: skald.v1.GetResponse.namespace:type_name -> skald.v1.NamespaceInfo
-	0,  // 6: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
-	2,  // 7: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
-	4,  // 8: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
-	7,  // 9: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
-	1,  // 10: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
-	3,  // 11: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
-	6,  // 12: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
-	8,  // 13: skald.v1.Namespaces.Get:output_type -> skald.v1.GetResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	8, // 0: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
+	8, // 1: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
+	8, // 2: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
+	8, // 3: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
+	5, // 4: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
+	0, // 5: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
+	2, // 6: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
+	4, // 7: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
+	7, // 8: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
+	1, // 9: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
+	3, // 10: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
+	6, // 11: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
+	5, // 12: skald.v1.Namespaces.Get:output_type -> skald.v1.NamespaceInfo
+	9, // [9:13] is the sub-list for method output_type
+	5, // [5:9] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_namespaces_proto_init() }
@@ -622,7 +574,7 @@ func file_skald_v1_namespaces_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_namespaces_proto_rawDesc), len(file_skald_v1_namespaces_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

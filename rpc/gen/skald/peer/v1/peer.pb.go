@@ -34,6 +34,9 @@ const (
 	FailureKind_FAILURE_KIND_NOT_LEADER  FailureKind = 1
 	FailureKind_FAILURE_KIND_NO_LEADER   FailureKind = 2
 	FailureKind_FAILURE_KIND_UNKNOWN     FailureKind = 3
+	// The leader refused to propose: a voter's disk is nearly full
+	// (nothing was proposed). The message says which and what to free.
+	FailureKind_FAILURE_KIND_STORAGE_FULL FailureKind = 4
 )
 
 // Enum value maps for FailureKind.
@@ -43,12 +46,14 @@ var (
 		1: "FAILURE_KIND_NOT_LEADER",
 		2: "FAILURE_KIND_NO_LEADER",
 		3: "FAILURE_KIND_UNKNOWN",
+		4: "FAILURE_KIND_STORAGE_FULL",
 	}
 	FailureKind_value = map[string]int32{
-		"FAILURE_KIND_UNSPECIFIED": 0,
-		"FAILURE_KIND_NOT_LEADER":  1,
-		"FAILURE_KIND_NO_LEADER":   2,
-		"FAILURE_KIND_UNKNOWN":     3,
+		"FAILURE_KIND_UNSPECIFIED":  0,
+		"FAILURE_KIND_NOT_LEADER":   1,
+		"FAILURE_KIND_NO_LEADER":    2,
+		"FAILURE_KIND_UNKNOWN":      3,
+		"FAILURE_KIND_STORAGE_FULL": 4,
 	}
 )
 
@@ -1075,8 +1080,14 @@ type StatsResponse struct {
 	LastContactNanos int64  `protobuf:"varint,1,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
 	LastTerm         uint64 `protobuf:"varint,2,opt,name=last_term,json=lastTerm,proto3" json:"last_term,omitempty"`
 	LastIndex        uint64 `protobuf:"varint,3,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The last entry whose effects the callee's reads see (for
+	// Cluster.Status); 0 from a callee too old to say.
+	AppliedIndex uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Bytes free for the callee's data directory; unset when it cannot tell
+	// (in memory, or an older version).
+	FreeDiskBytes *uint64 `protobuf:"varint,5,opt,name=free_disk_bytes,json=freeDiskBytes,proto3,oneof" json:"free_disk_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -1126,6 +1137,20 @@ func (x *StatsResponse) GetLastTerm() uint64 {
 func (x *StatsResponse) GetLastIndex() uint64 {
 	if x != nil {
 		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetFreeDiskBytes() uint64 {
+	if x != nil && x.FreeDiskBytes != nil {
+		return *x.FreeDiskBytes
 	}
 	return 0
 }
@@ -1271,20 +1296,24 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
-	"\fStatsRequest\"y\n" +
+	"\fStatsRequest\"\xdf\x01\n" +
 	"\rStatsResponse\x12,\n" +
 	"\x12last_contact_nanos\x18\x01 \x01(\x03R\x10lastContactNanos\x12\x1b\n" +
 	"\tlast_term\x18\x02 \x01(\x04R\blastTerm\x12\x1d\n" +
 	"\n" +
-	"last_index\x18\x03 \x01(\x04R\tlastIndex\"%\n" +
+	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12+\n" +
+	"\x0ffree_disk_bytes\x18\x05 \x01(\x04H\x00R\rfreeDiskBytes\x88\x01\x01B\x12\n" +
+	"\x10_free_disk_bytes\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveServerResponse*~\n" +
+	"\x14RemoveServerResponse*\x9d\x01\n" +
 	"\vFailureKind\x12\x1c\n" +
 	"\x18FAILURE_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
-	"\x14FAILURE_KIND_UNKNOWN\x10\x03*\xc2\x01\n" +
+	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xc2\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1384,6 +1413,7 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
+	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -48,7 +48,9 @@ type NamespacesClient interface {
 	Create(context.Context, *connect.Request[v1.CreateRequest]) (*connect.Response[v1.CreateResponse], error)
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
-	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
+	// Get returns the namespace itself, as Google's API guide has Get
+	// return the resource (AIP-131).
+	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error)
 }
 
 // NewNamespacesClient constructs a client for the skald.v1.Namespaces service. By default, it uses
@@ -81,7 +83,7 @@ func NewNamespacesClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
+		get: connect.NewClient[v1.GetRequest, v1.NamespaceInfo](
 			httpClient,
 			baseURL+NamespacesGetProcedure,
 			connect.WithSchema(namespacesMethods.ByName("Get")),
@@ -96,7 +98,7 @@ type namespacesClient struct {
 	create *connect.Client[v1.CreateRequest, v1.CreateResponse]
 	delete *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
 	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	get    *connect.Client[v1.GetRequest, v1.GetResponse]
+	get    *connect.Client[v1.GetRequest, v1.NamespaceInfo]
 }
 
 // Create calls skald.v1.Namespaces.Create.
@@ -115,7 +117,7 @@ func (c *namespacesClient) List(ctx context.Context, req *connect.Request[v1.Lis
 }
 
 // Get calls skald.v1.Namespaces.Get.
-func (c *namespacesClient) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+func (c *namespacesClient) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error) {
 	return c.get.CallUnary(ctx, req)
 }
 
@@ -124,7 +126,9 @@ type NamespacesHandler interface {
 	Create(context.Context, *connect.Request[v1.CreateRequest]) (*connect.Response[v1.CreateResponse], error)
 	Delete(context.Context, *connect.Request[v1.DeleteRequest]) (*connect.Response[v1.DeleteResponse], error)
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
-	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
+	// Get returns the namespace itself, as Google's API guide has Get
+	// return the resource (AIP-131).
+	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error)
 }
 
 // NewNamespacesHandler builds an HTTP handler from the service implementation. It returns the path
@@ -191,6 +195,6 @@ func (UnimplementedNamespacesHandler) List(context.Context, *connect.Request[v1.
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Namespaces.List is not implemented"))
 }
 
-func (UnimplementedNamespacesHandler) Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+func (UnimplementedNamespacesHandler) Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Namespaces.Get is not implemented"))
 }

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// The disk-space alarm, like etcd's NOSPACE: a voter whose disk fills up
+// can no longer apply entries, and a state machine that cannot write
+// stops the node (replicas must not diverge). So the leader refuses new
+// writes before proposing them while any voter reports less free space
+// than Config.MinFreeDisk; reads keep working, and the alarm clears by
+// itself once every voter is above the minimum again.
+
+// freeDiskBytes returns the bytes unprivileged writers may still use on
+// the filesystem holding dir.
+func freeDiskBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("node: free space of %s: %w", dir, err)
+	}
+	return uint64(st.Bavail) * uint64(st.Bsize), nil
+}
+
+// localFreeDisk is this node's free space, ok false when it has no disk
+// (Config.InMemory) or cannot tell.
+func (n *Node) localFreeDisk() (free uint64, ok bool) {
+	if n.cfg.InMemory {
+		return 0, false
+	}
+	free, err := freeDiskBytes(n.cfg.DataDir)
+	if err != nil {
+		n.log.Warn("cannot read free disk space", "err", err)
+		return 0, false
+	}
+	return free, true
+}
+
+// diskAlarm holds the leader's current refusal, nil while writes may go.
+type diskAlarm struct {
+	mu     sync.Mutex
+	reason error
+}
+
+func (a *diskAlarm) set(reason error) (changed bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	changed = (a.reason == nil) != (reason == nil)
+	a.reason = reason
+	return changed
+}
+
+func (a *diskAlarm) err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reason
+}
+
+// refusedWhenFull reports whether cmd adds data: deleting a namespace
+// frees space and node info is membership's, so those still go.
+func refusedWhenFull(cmd *fsmv1.Command) bool {
+	switch cmd.Kind.(type) {
+	case *fsmv1.Command_DeleteNamespace, *fsmv1.Command_SetNodeInfo:
+		return false
+	}
+	return true
+}
+
+// diskWatch re-evaluates the alarm every Config.DiskCheckInterval while
+// this node leads (a follower clears its own: only the leader proposes).
+func (n *Node) diskWatch() {
+	defer n.wg.Done()
+	if n.cfg.MinFreeDisk == 0 {
+		return
+	}
+	tick := time.NewTicker(n.cfg.DiskCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		var reason error
+		if n.IsLeader() {
+			ctx, cancel := context.WithTimeout(n.life, n.cfg.DiskCheckInterval)
+			reason = n.checkVoterDisks(ctx)
+			cancel()
+		}
+		if n.alarm.set(reason) {
+			if reason != nil {
+				n.log.Error("refusing writes: a voter is low on disk space", "err", reason)
+			} else {
+				n.log.Info("disk space alarm cleared: writes accepted again")
+			}
+		}
+	}
+}
+
+// checkVoterDisks asks every voter (itself included) for its free space
+// and returns the alarm for the first one under the minimum, or nil. A
+// voter that does not answer is not counted: it is not applying either.
+func (n *Node) checkVoterDisks(ctx context.Context) error {
+	servers, err := n.Servers()
+	if err != nil {
+		return nil
+	}
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		id := string(s.ID)
+		var free uint64
+		var ok bool
+		if id == n.id {
+			free, ok = n.localFreeDisk()
+		} else if addr, known := n.store.NodeAddr(id); known {
+			if resp, err := n.peers.stats(ctx, addr); err == nil && resp.FreeDiskBytes != nil {
+				free, ok = resp.GetFreeDiskBytes(), true
+			}
+		}
+		if ok && free < n.cfg.MinFreeDisk {
+			return fmt.Errorf("%w: server %s has %s free for its data, under the %s minimum (--min-free-disk); "+
+				"free space on its data volume (delete namespaces or other files, or grow the volume) or lower the minimum; "+
+				"writes resume by themselves and reads keep working",
+				ErrStorageFull, id, mib(free), mib(n.cfg.MinFreeDisk))
+		}
+	}
+	return nil
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// storageFailure explains a storage error raised inside apply (the state
+// machine stops the node rather than skip an entry): what happened and
+// what the operator should do.
+func storageFailure(recovered any, dataDir string) string {
+	err, _ := recovered.(error)
+	what := fmt.Sprint(recovered)
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Sprintf("the state machine could not write an entry because the disk is full (%s); "+
+			"the node stops so that replicas do not diverge: free space on the volume of %s and restart it; "+
+			"it replays the Raft log from its last durable state, nothing acknowledged is lost", what, dataDir)
+	}
+	return fmt.Sprintf("the state machine could not write an entry (%s); "+
+		"the node stops so that replicas do not diverge: check the disk of %s (space, permissions, errors in the system log) and restart it; "+
+		"it replays the Raft log from its last durable state, nothing acknowledged is lost", what, dataDir)
+}

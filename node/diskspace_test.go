@@ -1,0 +1,126 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// TestDiskFullAlarm fills a follower's disk (each node's data directory
+// is its own small tmpfs): the leader refuses writes through every node
+// with ErrStorageFull, never an unknown outcome, while reads and a
+// namespace deletion still work; once space is freed, writes go again.
+func TestDiskFullAlarm(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs per node")
+	}
+	const size, minFree = 256 << 20, 64 << 20
+	var mu sync.Mutex
+	mounted := map[string]bool{}
+	c := newCluster(t, 3, func(cfg *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !mounted[cfg.DataDir] {
+			if err := syscall.Mount("tmpfs", cfg.DataDir, "tmpfs", 0, "size=256m"); err != nil {
+				t.Skipf("cannot mount a tmpfs: %v", err)
+			}
+			dir := cfg.DataDir
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			mounted[dir] = true
+		}
+		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, 20*time.Millisecond
+		cfg.MemTableSize = 4 << 20
+	})
+	for _, tn := range c.nodes { // membership's job in production
+		if err := c.leader().RegisterAPIAddress(ctxT(t), tn.ID(), tn.apiAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createNamespace(t, c.leader().Node, "app")
+	createNamespace(t, c.leader().Node, "scratch")
+	writeN(t, c.leader().Node, "app", 20)
+
+	full := c.followers()[0]
+	free, err := freeDiskBytes(full.dir)
+	if err != nil || free > size {
+		t.Fatalf("free space of the tmpfs: %d %v", free, err)
+	}
+	filler := filepath.Join(full.dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-minFree/2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var refused error
+	waitFor(t, waitTimeout, "the leader to refuse writes", func() bool {
+		_, refused = appendOne(ctxT(t), c.leader().Node, "app", "s-1", "")
+		return refused != nil
+	})
+	if !errors.Is(refused, ErrStorageFull) || !strings.Contains(refused.Error(), "server "+full.ID()+" has") {
+		t.Fatalf("write on a full cluster: %v, want ErrStorageFull naming %s", refused, full.ID())
+	}
+	t.Logf("refused: %v", refused)
+	for _, tn := range c.nodes {
+		_, err := appendOne(ctxT(t), tn.Node, "app", "s-1", "")
+		if !errors.Is(err, ErrStorageFull) || errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("write through %s while full: %v, want ErrStorageFull", tn.ID(), err)
+		}
+		if got := len(readAll(t, tn.Node, "app", ReadOptions{Consistency: Linearizable})); got < 20 {
+			t.Fatalf("read through %s while full: %d messages", tn.ID(), got)
+		}
+	}
+	if _, err := c.followers()[1].DeleteNamespace(ctxT(t), &fsmv1.DeleteNamespace{Name: "scratch"}); err != nil {
+		t.Fatalf("deleting a namespace (frees space) while full: %v", err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, waitTimeout, "writes to resume", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := appendOne(ctx, full.Node, "app", "s-1", "")
+		return err == nil
+	})
+}
+
+// TestApplyStorageFailureSaysWhatToDo: a storage error inside apply still
+// stops the node (the panic goes on), after logging what happened and
+// what the operator should do.
+func TestApplyStorageFailureSaysWhatToDo(t *testing.T) {
+	store, err := fsm.Open(fsm.Options{Dir: "/fsm", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sm := newStateMachine(store, newFeed(), newMetrics(), 0)
+	var logged string
+	sm.onFailure = func(r any) { logged = storageFailure(r, "/data/skald") }
+	sm.before = func() { // as the state machine fails on a full disk
+		panic(fmt.Errorf("fsm: storage failure, stopping: stage message: %w", syscall.ENOSPC))
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("a storage failure in apply did not stop the node")
+			}
+		}()
+		sm.ApplyBatch([]*raft.Log{{Index: 1 << 40, Type: raft.LogCommand}})
+	}()
+	for _, want := range []string{"disk is full", "no space left on device", "free space on the volume of /data/skald and restart"} {
+		if !strings.Contains(logged, want) {
+			t.Fatalf("storage failure log %q lacks %q", logged, want)
+		}
+	}
+}

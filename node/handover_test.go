@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+)
+
+// TestWritesAcrossLeadershipTransfers moves leadership again and again
+// while writers hit every node (the leader's local path and the followers'
+// forwarding). A graceful handover refuses proposals before they reach the
+// log (raft.ErrLeadershipTransferInProgress), so every write must succeed
+// after a retry: no unknown outcome, no error at all, and every
+// acknowledged write stored exactly once where it was acknowledged.
+func TestWritesAcrossLeadershipTransfers(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	createNamespace(t, c.leader().Node, "app")
+
+	type ack struct {
+		id, stream string
+		res        *fsm.AppendResult
+	}
+	var (
+		mu     sync.Mutex
+		acked  []ack
+		failed []error
+		stop   = make(chan struct{})
+		wg     sync.WaitGroup
+	)
+	nodes := []*Node{c.nodes[0].Node, c.nodes[1].Node, c.nodes[2].Node}
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(w)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := nodes[w%len(nodes)]
+				id, stream := uuid.NewString(), fmt.Sprintf("acct-%d", rng.Intn(4))
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				res, err := appendOne(ctx, n, "app", stream, id)
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, fmt.Errorf("writer %d via %s: %w", w, n.ID(), err))
+				} else {
+					acked = append(acked, ack{id, stream, res})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+
+	const transfers = 15
+	for i := range transfers {
+		before := countAcked()
+		waitFor(t, waitTimeout, "writes between transfers", func() bool { return countAcked() >= before+20 })
+		old := c.leader()
+		if err := old.TransferLeadership(ctxT(t), ""); err != nil {
+			t.Fatalf("transfer %d from %s: %v", i, old.ID(), err)
+		}
+		waitFor(t, waitTimeout, "a new leader", func() bool { return c.leader() != old })
+	}
+	before := countAcked()
+	waitFor(t, waitTimeout, "writes after the last transfer", func() bool { return countAcked() >= before+20 })
+	close(stop)
+	wg.Wait()
+
+	if len(failed) > 0 {
+		for _, err := range failed[:min(len(failed), 10)] {
+			t.Errorf("write failed: %v", err)
+		}
+		t.Fatalf("%d of %d writes failed across %d leadership transfers", len(failed), len(failed)+len(acked), transfers)
+	}
+	c.waitConverged()
+	stored := readAll(t, c.leader().Node, "app", ReadOptions{})
+	count := map[string]int{}
+	for _, m := range stored {
+		count[m.ID]++
+	}
+	for _, a := range acked {
+		if count[a.id] != 1 {
+			t.Fatalf("acknowledged write %s stored %d times", a.id, count[a.id])
+		}
+		m := stored[a.res.FirstGlobalPosition-1]
+		if m.ID != a.id || m.Stream != a.stream || m.Position != a.res.FirstPosition {
+			t.Fatalf("acknowledged write %s: stored %+v, acknowledged %+v", a.id, m, a.res)
+		}
+	}
+	if len(stored) != len(acked) {
+		t.Fatalf("%d messages stored, %d acknowledged", len(stored), len(acked))
+	}
+	t.Logf("%d writes acknowledged across %d transfers", len(acked), transfers)
+}
+
+// TestRefusedBeforeLog pins which Raft answers prove a proposal never
+// reached the log.
+func TestRefusedBeforeLog(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	r := c.nodes[0].Raft()
+	if err := r.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	// Raft's Apply picks at random between its shutdown channel and its
+	// buffered apply queue, and a future queued after shutdown is never
+	// answered: try until Raft refuses at once.
+	var (
+		f   raft.ApplyFuture
+		err error
+	)
+	for range 50 {
+		f = r.Apply([]byte("x"), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err = waitFuture(ctx, f)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+	}
+	if !errors.Is(err, raft.ErrRaftShutdown) || !refusedBeforeLog(f, err) {
+		t.Fatalf("apply on a shut-down Raft: %v, refused before log %v", err, refusedBeforeLog(f, err))
+	}
+	for _, err := range []error{raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress} {
+		if !refusedBeforeLog(f, err) {
+			t.Errorf("%v: not seen as refused before the log", err)
+		}
+	}
+	for _, err := range []error{raft.ErrLeadershipLost, raft.ErrEnqueueTimeout, errors.New("log store: disk error")} {
+		if refusedBeforeLog(f, err) {
+			t.Errorf("%v: seen as refused before the log", err)
+		}
+	}
+}
