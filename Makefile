@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab
+.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -57,6 +57,10 @@ bench-compare:
 ## bench-ab: A=<rev> [B=HEAD] [ROUNDS=3] [ARGS="skald bench flags"]: both revisions on fresh 3-node clusters, interleaved, medians
 bench-ab:
 	GO=$(GO) A=$(A) B=$(or $(B),HEAD) ROUNDS=$(or $(ROUNDS),3) ARGS="$(or $(ARGS),--workload append --concurrency 64 --duration 8s)" bash scripts/bench-ab.sh
+
+## bench-profile: [ARGS="skald bench flags"] [DURATION=16s] [OUT=dir]: CPU profiles of a 3-node run, broken down per node role (bench/README.md)
+bench-profile:
+	GO=$(GO) ARGS="$(or $(ARGS),--workload append --concurrency 64)" DURATION=$(or $(DURATION),16s) OUT=$(OUT) bash scripts/bench-profile.sh
 
 ## jepsen-ci: the chaos smoke run and the mutants CI runs (JEPSEN=1; ~3 min; netns when root, else proxies)
 jepsen-ci:

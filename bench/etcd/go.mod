@@ -3,6 +3,7 @@ module github.com/skalddb/skald/bench/etcd
 go 1.26.0
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/etcd/client/v3 v3.5.35
 	go.uber.org/zap v1.28.0

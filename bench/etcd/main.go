@@ -57,7 +57,7 @@ type result struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: etcd put [flags] | nats [flags] | measure --pids P,... -- COMMAND... | compare ETCD.json NATS.json SKALD.json")
+		fmt.Fprintln(os.Stderr, "usage: etcd put [flags] | nats [flags] | measure --pids P,... -- COMMAND... | compare ETCD.json NATS.json SKALD.json [SKALD-EVENTODB.json] | breakdown --per-op US --leader L.pprof F.pprof...")
 		os.Exit(2)
 	}
 	var err error
@@ -70,6 +70,8 @@ func main() {
 		err = measure(os.Args[2:])
 	case "compare":
 		err = compare(os.Args[2:])
+	case "breakdown":
+		err = breakdown(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
