@@ -29,8 +29,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -104,42 +102,16 @@ func put(args []string) error {
 		return fmt.Errorf("first put: %w", err)
 	}
 
-	var (
-		ops, errs atomic.Int64
-		mu        sync.Mutex
-		lat       []time.Duration
-		wg        sync.WaitGroup
-	)
 	cpu0, cpuErr := clusterCPU(strings.Split(*endpoints, ","))
-	start := time.Now()
-	stop := start.Add(*duration)
-	for w := range *concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			var mine []time.Duration
-			for time.Now().Before(stop) {
-				t := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := cli.Put(ctx, fmt.Sprintf("bench/%d", rng.IntN(*keys)), value)
-				cancel()
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				mine = append(mine, time.Since(t))
-				ops.Add(1)
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	res := result{Workload: "etcd-put", Concurrency: *concurrency, DurationS: elapsed, Ops: ops.Load(), Errors: errs.Load(),
-		OpsPerSec: float64(ops.Load()) / elapsed, LatencyMS: quantiles(lat)}
+	run := closedLoop(*concurrency, *duration, func(int) (func(context.Context, *rand.Rand) error, error) {
+		return func(ctx context.Context, rng *rand.Rand) error {
+			_, err := cli.Put(ctx, fmt.Sprintf("bench/%d", rng.IntN(*keys)), value)
+			return err
+		}, nil
+	})
+	elapsed := run.elapsed.Seconds()
+	res := result{Workload: "etcd-put", Concurrency: *concurrency, DurationS: elapsed, Ops: run.ops, Errors: run.errs,
+		OpsPerSec: float64(run.ops) / elapsed, LatencyMS: quantiles(run.lat)}
 	if cpu1, err := clusterCPU(strings.Split(*endpoints, ",")); err == nil && cpuErr == nil && res.Ops > 0 {
 		res.ServerCPUUsPerOp = (cpu1 - cpu0) * 1e6 / float64(res.Ops)
 	} else {

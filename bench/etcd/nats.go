@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -116,51 +114,21 @@ func publish(args []string) error {
 		subj[i] = fmt.Sprintf("bench.%d", i)
 	}
 
-	var (
-		ops, errs atomic.Int64
-		mu        sync.Mutex
-		lat       []time.Duration
-		wg        sync.WaitGroup
-		firstErr  atomic.Value
-	)
-	start := time.Now()
-	stop := start.Add(*duration)
-	for w, nc := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-				return
-			}
-			rng := rand.New(rand.NewPCG(uint64(w), 2))
-			var mine []time.Duration
-			for time.Now().Before(stop) {
-				t := time.Now()
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_, err := js.Publish(ctx, subj[rng.IntN(len(subj))], value)
-				cancel()
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				mine = append(mine, time.Since(t))
-				ops.Add(1)
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
+	run := closedLoop(len(conns), *duration, func(w int) (func(context.Context, *rand.Rand) error, error) {
+		js, err := jetstream.New(conns[w])
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, rng *rand.Rand) error {
+			_, err := js.Publish(ctx, subj[rng.IntN(len(subj))], value)
+			return err
+		}, nil
+	})
+	if run.firstErr != "" {
+		fmt.Fprintf(os.Stderr, "nats bench: %d errors, first: %s\n", run.errs, run.firstErr)
 	}
-	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	if e := firstErr.Load(); e != nil {
-		fmt.Fprintf(os.Stderr, "nats bench: %d errors, first: %s\n", errs.Load(), e)
-	}
-	res := result{Workload: "nats-publish", Concurrency: *concurrency, DurationS: elapsed, Ops: ops.Load(), Errors: errs.Load(),
-		OpsPerSec: float64(ops.Load()) / elapsed, LatencyMS: quantiles(lat)}
+	elapsed := run.elapsed.Seconds()
+	res := result{Workload: "nats-publish", Concurrency: *concurrency, DurationS: elapsed, Ops: run.ops, Errors: run.errs,
+		OpsPerSec: float64(run.ops) / elapsed, LatencyMS: quantiles(run.lat)}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
