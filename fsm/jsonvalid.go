@@ -43,9 +43,9 @@ func (v *jsonValidator) value(depth int) bool {
 	}
 	switch c := v.b[v.i]; {
 	case c == '{':
-		return v.object(depth + 1)
+		return v.container(depth+1, '}')
 	case c == '[':
-		return v.array(depth + 1)
+		return v.container(depth+1, ']')
 	case c == '"':
 		return v.str()
 	case c == '-' || '0' <= c && c <= '9':
@@ -68,26 +68,22 @@ func (v *jsonValidator) literal(lit string) bool {
 	return true
 }
 
-func (v *jsonValidator) object(depth int) bool {
+// container scans an object (close '}') or an array (close ']') starting
+// at its opening bracket; depth counts it.
+func (v *jsonValidator) container(depth int, close byte) bool {
 	if depth > maxJSONDepth {
 		return false
 	}
-	v.i++ // {
+	v.i++ // { or [
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == '}' {
+	if v.i < len(v.b) && v.b[v.i] == close {
 		v.i++
 		return true
 	}
 	for {
-		if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
+		if close == '}' && !v.key() {
 			return false
 		}
-		v.space()
-		if v.i >= len(v.b) || v.b[v.i] != ':' {
-			return false
-		}
-		v.i++
-		v.space()
 		if !v.value(depth) {
 			return false
 		}
@@ -99,7 +95,7 @@ func (v *jsonValidator) object(depth int) bool {
 		case ',':
 			v.i++
 			v.space()
-		case '}':
+		case close:
 			v.i++
 			return true
 		default:
@@ -108,35 +104,18 @@ func (v *jsonValidator) object(depth int) bool {
 	}
 }
 
-func (v *jsonValidator) array(depth int) bool {
-	if depth > maxJSONDepth {
+// key scans an object member's name, its colon and the space after.
+func (v *jsonValidator) key() bool {
+	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
 		return false
 	}
-	v.i++ // [
 	v.space()
-	if v.i < len(v.b) && v.b[v.i] == ']' {
-		v.i++
-		return true
+	if v.i >= len(v.b) || v.b[v.i] != ':' {
+		return false
 	}
-	for {
-		if !v.value(depth) {
-			return false
-		}
-		v.space()
-		if v.i >= len(v.b) {
-			return false
-		}
-		switch v.b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
-			return true
-		default:
-			return false
-		}
-	}
+	v.i++
+	v.space()
+	return true
 }
 
 // str scans a string starting at its opening quote.
