@@ -374,17 +374,20 @@ func freeBlock(t *testing.T, n int) int {
 	return 0
 }
 
-func TestDevCluster(t *testing.T) {
-	base := freeBlock(t, 3)
+// startDev runs skald dev with --base-port base and args, waits for
+// "cluster ready", and stops it on interrupt when the test ends (it must
+// exit cleanly within 30 s).
+func startDev(t *testing.T, base int, args ...string) *syncBuffer {
+	t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command(binary, "dev", "--nodes", "3", "--dir", t.TempDir(), "--base-port", strconv.Itoa(base))
+	cmd := exec.Command(binary, append([]string{"dev", "--base-port", strconv.Itoa(base)}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	defer func() {
+	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
 		select {
 		case err := <-done:
@@ -395,7 +398,7 @@ func TestDevCluster(t *testing.T) {
 			cmd.Process.Kill()
 			t.Error("dev did not stop on interrupt")
 		}
-	}()
+	})
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(out.String(), "cluster ready") {
 		if time.Now().After(deadline) {
@@ -403,6 +406,12 @@ func TestDevCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return out
+}
+
+func TestDevCluster(t *testing.T) {
+	base := freeBlock(t, 3)
+	out := startDev(t, base, "--nodes", "3", "--dir", t.TempDir())
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
 	// The hint works as printed on any --base-port: it names the address.
 	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
@@ -457,7 +466,7 @@ func TestDevCluster(t *testing.T) {
 		return code == 0 && strings.Contains(out, `"data":{"x":1}`), out + errOut
 	})
 	// The leader reports every server healthy, as autopilot judges it.
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for healthy := false; !healthy; {
 		for i := 0; i < 3 && !healthy; i++ {
 			out, _, _ := runCLI(t, node(i), "cluster", "status", "-o", "json")

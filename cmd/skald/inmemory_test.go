@@ -3,12 +3,9 @@ package main
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestInMemoryServer: skald server --in-memory serves reads and writes,
@@ -41,30 +38,7 @@ func TestInMemoryServer(t *testing.T) {
 func TestDevInMemory(t *testing.T) {
 	base := freeBlock(t, 1)
 	dir := t.TempDir()
-	out := &syncBuffer{}
-	cmd := exec.Command(binary, "dev", "--nodes", "1", "--in-memory", "--dir", dir, "--base-port", strconv.Itoa(base))
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Error("dev did not stop on interrupt")
-		}
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "cluster ready") {
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ready: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	out := startDev(t, base, "--nodes", "1", "--in-memory", "--dir", dir)
 	if !strings.Contains(out.String(), "IN MEMORY: the nodes write no data to disk") {
 		t.Fatalf("dev does not say the cluster is in memory: %s", out)
 	}
