@@ -33,6 +33,9 @@ type namespace struct {
 	// zero count), so apply reads the database only for streams it has not
 	// seen lately. Filled only by commit: it never holds staged state.
 	metaCache metaCache
+	// sets is the staging space of the namespace's batches, kept between
+	// ApplyBatch calls so its buffers are allocated once.
+	sets sortedSets
 }
 
 // maxCachedStreams bounds a namespace's metaCache.

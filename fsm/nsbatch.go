@@ -20,9 +20,10 @@ import (
 type nsBatch struct {
 	ns      *namespace
 	b       *pebble.Batch
-	dirty   bool // something to commit
-	dropped bool // the namespace was deleted: commit nothing
-	cleared bool // the batch deletes every key: do not read the database
+	sets    *sortedSets // point writes, handed to b in key order at commit (ns.sets)
+	dirty   bool        // something to commit
+	dropped bool        // the namespace was deleted: commit nothing
+	cleared bool        // the batch deletes every key: do not read the database
 
 	applied appliedRecord
 	nextGP  int64
@@ -49,7 +50,8 @@ type catState struct {
 }
 
 func newNSBatch(ns *namespace) *nsBatch {
-	nb := &nsBatch{ns: ns, b: ns.db.NewBatch(), opts: proto.MarshalOptions{Deterministic: true}}
+	nb := &nsBatch{ns: ns, b: ns.db.NewBatch(), sets: &ns.sets, opts: proto.MarshalOptions{Deterministic: true}}
+	nb.sets.reset()
 	nb.reload()
 	return nb
 }
@@ -132,23 +134,15 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	}
 	cat := Category(m.Stream)
 	ce.correlation = correlationCategory(m.Metadata)
-	set := func(k, v []byte) {
-		if err == nil {
-			err = nb.b.Set(k, v, nil)
-		}
-	}
-	set(appendMessageKey(nb.key[:0], gp), nb.buf)
+	nb.sets.set(appendMessageKey(nb.key[:0], gp), nb.buf)
 	gpv := appendUint64(nb.val[:0], uint64(gp))
 	nb.key = appendStreamKey(nb.key[:0], m.Stream, m.Position)
-	set(nb.key, gpv)
+	nb.sets.set(nb.key, gpv)
 	nb.key = appendTypeKey(nb.key[:0], m.Stream, m.Type, m.Position)
-	set(nb.key, gpv)
+	nb.sets.set(nb.key, gpv)
 	nb.key = appendCategoryKey(nb.key[:0], cat, gp)
 	nb.val = ce.appendTo(nb.val[:0])
-	set(nb.key, nb.val)
-	if err != nil {
-		panic(fmt.Errorf("fsm: storage failure, stopping: stage message: %w", err))
-	}
+	nb.sets.set(nb.key, nb.val)
 
 	cs := nb.category(cat)
 	if !st.exists {
@@ -171,6 +165,9 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 // clear stages the deletion of every key and resets the overlays to an
 // empty namespace. Call it right after a commit.
 func (nb *nsBatch) clear() {
+	if len(nb.sets.kvs) > 0 {
+		panic("fsm: clear with staged writes: they would land after the range deletion")
+	}
 	if err := nb.b.DeleteRange([]byte{}, []byte{0xff}, nil); err != nil {
 		panic(fmt.Errorf("fsm: storage failure, stopping: stage clear: %w", err))
 	}
@@ -184,6 +181,7 @@ func (nb *nsBatch) clear() {
 func (nb *nsBatch) reset() {
 	nb.b.Close()
 	nb.b = nb.ns.db.NewBatch()
+	nb.sets.reset()
 	nb.dirty = false
 	nb.reload()
 }
@@ -241,26 +239,20 @@ func (nb *nsBatch) commit(sync bool) error {
 		return nil
 	}
 	b := nb.b
-	var err error
-	set := func(k, v []byte) {
-		if err == nil {
-			err = b.Set(k, v, nil)
-		}
-	}
 	for name, st := range nb.streams {
 		if st.dirty {
-			set(versionKey(name), st.meta.encode())
+			nb.sets.set(versionKey(name), st.meta.encode())
 		}
 	}
 	for name, cs := range nb.cats {
 		if cs.dirty {
-			set(catCountKey(name), cs.counts.encode())
+			nb.sets.set(catCountKey(name), cs.counts.encode())
 		}
 	}
-	set(keyNSCounts, nb.counts.encode())
-	set(keyNextGP, encodeUint64(nb.nextGP))
-	set(keyApplied, nb.applied.encode())
-	if err != nil {
+	nb.sets.set(keyNSCounts, nb.counts.encode())
+	nb.sets.set(keyNextGP, encodeUint64(nb.nextGP))
+	nb.sets.set(keyApplied, nb.applied.encode())
+	if err := nb.sets.flush(b); err != nil {
 		return err
 	}
 	opts := pebble.NoSync
@@ -286,4 +278,7 @@ func (nb *nsBatch) commit(sync bool) error {
 }
 
 // close releases the batch; anything staged and not committed is dropped.
-func (nb *nsBatch) close() { nb.b.Close() }
+func (nb *nsBatch) close() {
+	nb.b.Close()
+	nb.sets.reset()
+}
