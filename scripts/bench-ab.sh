@@ -26,7 +26,7 @@ cleanup() {
 }
 stop_cluster() {
 	if [ -n "$dev" ]; then
-		kill -INT "$dev" 2>/dev/null || true
+		kill -TERM "$dev" 2>/dev/null || true
 		wait "$dev" 2>/dev/null || true
 		dev=
 	fi
