@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// raftConfig builds the Raft configuration from cfg (values and sources in
-// ../shared/notes/raft-stack.md §6).
+// raftConfig builds the Raft configuration from cfg: Consul's and Vault's
+// production values for a LAN, except where node/DESIGN.md says why not.
 func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(id)

@@ -15,7 +15,7 @@ import (
 )
 
 // toConnect maps an error from the node or the state machine to the
-// Connect code the API promises (../shared/spec/skald-api.md, Errors).
+// Connect code the API promises (docs/api.md, Errors).
 // Unknown errors become Internal with a generic message; the real one is
 // logged, never sent.
 func toConnect(ctx context.Context, log *slog.Logger, err error) error {

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The EventoDB-compatible HTTP API (../shared/spec/eventodb-http-api.md):
+// The EventoDB-compatible HTTP API (docs/eventodb-api.md):
 // POST /rpc, GET /subscribe, POST /import, GET /health, GET /version, and
 // JSON 404s for every other path. Files evdb_*.go hold the methods, SSE
 // and import.

@@ -15,7 +15,7 @@ import (
 )
 
 // The EventoDB API suite, written case by case from
-// ../shared/spec/eventodb-http-api.md, against a single node and against
+// docs/eventodb-api.md, against a single node and against
 // a follower of a 3-node cluster.
 
 type evClient struct {

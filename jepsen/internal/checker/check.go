@@ -1,5 +1,5 @@
 // Package checker owns the rules a chaos run's history must satisfy
-// (../../README.md, anomaly glossary; ../../../../shared/notes/chaos.md §3)
+// (jepsen/README.md, anomaly glossary)
 // and the verdict: valid, invalid (an anomaly was found) or unknown (the
 // run cannot support a verdict). It reads a history and the final logs;
 // it must never talk to a cluster.
