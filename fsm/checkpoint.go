@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/skalddb/skald/internal/durable"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -90,7 +91,7 @@ func (s *Store) checkpointLocked(dir string) (*CheckpointSet, error) {
 			return nil, fmt.Errorf("fsm: checkpoint namespace %q: %w", name, err)
 		}
 	}
-	if err := writeFileSync(s.fs, s.fs.PathJoin(dir, checkpointFile), mustMarshal(meta.record())); err != nil {
+	if err := durable.WriteFile(s.fs, s.fs.PathJoin(dir, checkpointFile), mustMarshal(meta.record())); err != nil {
 		return nil, err
 	}
 	return openCheckpointSet(s.fs, dir, meta)
@@ -220,7 +221,7 @@ func stageCheckpoint(fs vfs.FS, dir string, r io.Reader) (SnapshotMeta, error) {
 	if err := fs.RemoveAll(dir); err != nil {
 		return SnapshotMeta{}, err
 	}
-	if err := mkdirAllSync(fs, fs.PathJoin(dir, "ns")); err != nil {
+	if err := durable.MkdirAll(fs, fs.PathJoin(dir, "ns")); err != nil {
 		return SnapshotMeta{}, err
 	}
 	fail := func(err error) (SnapshotMeta, error) {
@@ -241,7 +242,7 @@ func stageCheckpoint(fs vfs.FS, dir string, r io.Reader) (SnapshotMeta, error) {
 			return fail(fmt.Errorf("unexpected entry %q", hdr.Name))
 		}
 		path := fs.PathJoin(dir, hdr.Name)
-		if err := mkdirAllSync(fs, fs.PathDir(path)); err != nil {
+		if err := durable.MkdirAll(fs, fs.PathDir(path)); err != nil {
 			return fail(err)
 		}
 		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
@@ -254,7 +255,7 @@ func stageCheckpoint(fs vfs.FS, dir string, r io.Reader) (SnapshotMeta, error) {
 				return fail(fmt.Errorf("%s: %w", checkpointFile, err))
 			}
 		}
-		if err := writeFileSync(fs, path, data); err != nil {
+		if err := durable.WriteFile(fs, path, data); err != nil {
 			return fail(err)
 		}
 	}
@@ -299,7 +300,7 @@ func validCheckpointName(name string) bool {
 }
 
 func markComplete(fs vfs.FS, staging string) error {
-	return writeFileSync(fs, fs.PathJoin(staging, completeFile), nil)
+	return durable.WriteFile(fs, fs.PathJoin(staging, completeFile), nil)
 }
 
 func stagingDir(dir string) string { return dir + ".restore" }
@@ -321,7 +322,7 @@ func swapIn(fs vfs.FS, dir string) error {
 	if err := fs.Rename(stagingDir(dir), dir); err != nil {
 		return fmt.Errorf("fsm: restore: move staged set into %s: %w", dir, err)
 	}
-	if err := syncDir(fs, fs.PathDir(dir)); err != nil {
+	if err := durable.SyncDir(fs, fs.PathDir(dir)); err != nil {
 		return err
 	}
 	return fs.RemoveAll(old)
@@ -329,7 +330,7 @@ func swapIn(fs vfs.FS, dir string) error {
 
 // finishRestore completes or rolls back a restore a crash interrupted.
 func finishRestore(fs vfs.FS, dir string) error {
-	if err := mkdirAllSync(fs, fs.PathDir(dir)); err != nil {
+	if err := durable.MkdirAll(fs, fs.PathDir(dir)); err != nil {
 		return fmt.Errorf("fsm: create parent of %s: %w", dir, err)
 	}
 	staging, old := stagingDir(dir), oldDir(dir)
@@ -353,56 +354,7 @@ func finishRestore(fs vfs.FS, dir string) error {
 	if err := fs.RemoveAll(old); err != nil {
 		return err
 	}
-	return syncDir(fs, fs.PathDir(dir))
-}
-
-func writeFileSync(fs vfs.FS, path string, data []byte) error {
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return syncDir(fs, fs.PathDir(path))
-}
-
-// mkdirAllSync creates dir and any missing parents, syncing each parent
-// whose entries changed, so the new directories survive a power loss.
-func mkdirAllSync(fs vfs.FS, dir string) error {
-	if _, err := fs.Stat(dir); err == nil {
-		return nil
-	}
-	parent := fs.PathDir(dir)
-	if parent != dir {
-		if err := mkdirAllSync(fs, parent); err != nil {
-			return err
-		}
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return syncDir(fs, parent)
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(fs, fs.PathDir(dir))
 }
 
 func mustMarshal(m proto.Message) []byte {

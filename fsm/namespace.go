@@ -5,6 +5,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/skalddb/skald/internal/durable"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -160,7 +161,7 @@ func (s *Store) evictLocked() {
 
 // openNamespaceLocked opens the database of ns and loads its apply state.
 func (s *Store) openNamespaceLocked(ns *namespace) error {
-	if err := mkdirAllSync(s.fs, ns.dir); err != nil {
+	if err := durable.MkdirAll(s.fs, ns.dir); err != nil {
 		return fmt.Errorf("fsm: create namespace %q: %w", ns.rec.Name, err)
 	}
 	db, err := s.pc.open(ns.dir)

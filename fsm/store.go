@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/skalddb/skald/internal/durable"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -169,7 +170,7 @@ func Open(opts Options) (*Store, error) {
 // load opens _metadata and reads the registry into memory.
 func (s *Store) load() error {
 	for _, dir := range []string{s.fs.PathJoin(s.opts.Dir, "ns"), s.fs.PathJoin(s.opts.Dir, "_metadata")} {
-		if err := mkdirAllSync(s.fs, dir); err != nil {
+		if err := durable.MkdirAll(s.fs, dir); err != nil {
 			return fmt.Errorf("fsm: create %s: %w", dir, err)
 		}
 	}

@@ -3,14 +3,17 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/durable"
 )
 
 // loadNodeID returns the node's Raft server id from <data>/node-id,
@@ -30,42 +33,13 @@ func loadNodeID(dataDir string) (string, error) {
 		return "", fmt.Errorf("node: read %s: %w", path, err)
 	}
 	id := uuid.NewString()
-	tmp := path + ".tmp"
-	if err := writeSynced(tmp, []byte(id+"\n")); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := durable.ReplaceFile(vfs.Default, path, func(w io.Writer) error {
+		_, err := io.WriteString(w, id+"\n")
+		return err
+	}); err != nil {
 		return "", fmt.Errorf("node: create %s: %w", path, err)
 	}
-	return id, syncDir(dataDir)
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return id, nil
 }
 
 // checkLogCoverage refuses to start when the state machine's durable data

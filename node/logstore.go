@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"go.etcd.io/bbolt"
+
+	"github.com/skalddb/skald/internal/durable"
 )
 
 // Raft log stores a node can keep its log and stable state in.
@@ -144,7 +147,7 @@ func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, err
 		}
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := durable.SyncDir(vfs.Default, filepath.Dir(dir)); err != nil {
 			return nil, err
 		}
 	}

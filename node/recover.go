@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/internal/durable"
 )
 
 // PeersFile is the name, inside <data-dir>/raft, of the file an operator
@@ -54,5 +57,5 @@ func (n *Node) recoverFromPeersFile(conf *raft.Config, snaps raft.SnapshotStore)
 	if err := os.Rename(path, path+".applied"); err != nil {
 		return fmt.Errorf("node: recovery applied, but renaming %s failed (remove it before the next start): %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.SyncDir(vfs.Default, filepath.Dir(path))
 }

@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/durable"
 	"github.com/skalddb/skald/node"
 )
 
@@ -47,26 +50,16 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return &exitError{code, fmt.Errorf("backup: %s: %s", resp.Status, b)}
 	}
-	f, err := os.Create(*out + ".partial")
-	if err != nil {
+	var n int64
+	if err := durable.ReplaceFile(vfs.Default, *out, func(w io.Writer) error {
+		pw := &progressWriter{w: w, total: resp.ContentLength, stderr: stderr, last: time.Now()}
+		var err error
+		n, err = io.Copy(pw, resp.Body)
+		if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+			err = fmt.Errorf("backup: got %d of %d bytes", n, resp.ContentLength)
+		}
 		return err
-	}
-	defer os.Remove(*out + ".partial")
-	pw := &progressWriter{w: f, total: resp.ContentLength, stderr: stderr, last: time.Now()}
-	n, err := io.Copy(pw, resp.Body)
-	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
-		err = fmt.Errorf("backup: got %d of %d bytes", n, resp.ContentLength)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(*out+".partial", *out); err != nil {
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Backed up %d bytes at Raft index %s to %s.\n", n, resp.Header.Get("Skald-Backup-Index"), *out)
@@ -133,19 +126,10 @@ func offlineBackup(dataDir, out string, stdout io.Writer) error {
 		return err
 	}
 	defer set.Remove()
-	f, err := os.Create(out)
-	if err != nil {
+	if err := durable.ReplaceFile(vfs.Default, out, func(w io.Writer) error {
+		_, err := set.WriteTo(w)
 		return err
-	}
-	if _, err := set.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Backed up %d bytes at Raft index %d from %s to %s.\n", set.Size, set.Meta.Index, dataDir, out)
