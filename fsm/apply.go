@@ -141,6 +141,10 @@ func (a *applier) command(l *raft.Log) any {
 		return a.deleteNamespace(l, k.DeleteNamespace)
 	case *fsmv1.Command_SetNodeInfo:
 		return a.setNodeInfo(l, k.SetNodeInfo)
+	case *fsmv1.Command_TruncateStream:
+		return a.truncateStream(l, k.TruncateStream)
+	case *fsmv1.Command_DeleteStream:
+		return a.deleteStream(l, k.DeleteStream)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
@@ -233,6 +237,9 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 		return err
 	}
 	st := nb.stream(c.Stream)
+	if st.meta.flags&streamHardDeleted != 0 {
+		return fmt.Errorf("%w: %q", ErrStreamDeleted, c.Stream)
+	}
 	version := st.meta.lastPos
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}

@@ -22,6 +22,12 @@ var (
 	// Command. It means a bug in the proposer; apply rejects it on every
 	// replica alike.
 	ErrBadCommand = errors.New("fsm: malformed command")
+	// ErrStreamNotFound is returned when deleting or truncating a stream
+	// that never had a message.
+	ErrStreamNotFound = errors.New("fsm: stream not found")
+	// ErrStreamDeleted is returned for a write or truncate of a stream that
+	// was hard-deleted (a tombstone).
+	ErrStreamDeleted = errors.New("fsm: stream was hard-deleted")
 	// ErrClosed is returned by reads on a closed store.
 	ErrClosed = errors.New("fsm: store closed")
 )

@@ -113,6 +113,14 @@ func appendExpect(ns, stream string, expected int64, msgs ...*fsmv1.NewMessage) 
 	return c
 }
 
+func truncateCmd(ns, stream string, before int64) *fsmv1.Command {
+	return &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: &fsmv1.TruncateStream{Namespace: ns, Stream: stream, Before: before}}}
+}
+
+func deleteStreamCmd(ns, stream string, hard bool) *fsmv1.Command {
+	return &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: &fsmv1.DeleteStream{Namespace: ns, Stream: stream, Hard: hard}}}
+}
+
 func nodeInfo(id, addr string) *fsmv1.Command {
 	return &fsmv1.Command{Kind: &fsmv1.Command_SetNodeInfo{SetNodeInfo: &fsmv1.SetNodeInfo{NodeId: id, ApiAddress: addr}}}
 }

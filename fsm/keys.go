@@ -14,7 +14,7 @@ import (
 //	M  gp                        -> StoredMessage (protobuf)
 //	SI stream 0x00 pos           -> gp
 //	CI category 0x00 gp          -> catEntry: flags, md5 hash of the cardinal id, stream, correlation category
-//	VI stream                    -> streamMeta: last pos, last gp, last write time (ns), message count
+//	VI stream                    -> streamMeta: last pos, last gp, last write time (ns), message count[, flags]
 //	TI stream 0x00 type 0x00 pos -> gp
 //	CC category                  -> catCounts: stream count, message count
 //	NI                           -> nsCounts: message count, stream count, last activity (ns)
@@ -169,28 +169,51 @@ func decodeApplied(v []byte) (appliedRecord, error) {
 	return appliedRecord{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, nil
 }
 
-// streamMeta is the value of a VI key.
+// streamMeta is the value of a VI key: 32 bytes, or 40 with flags.
+//
+// A stream exists once it had a message (lastPos >= 0); deletion and
+// truncation remove messages (count falls, to 0 for a deleted stream) but
+// keep lastPos, so positions are never reused.
 type streamMeta struct {
-	lastPos  int64 // -1 when the stream has no message
+	lastPos  int64 // -1 when the stream never had a message
 	lastGP   int64
 	lastTime int64 // unix ns of the last write
 	count    int64 // messages in the stream
+	flags    uint64
 }
 
+const (
+	// streamHardDeleted marks a tombstone: the stream refuses writes.
+	streamHardDeleted uint64 = 1 << iota
+	// streamTruncated: messages were removed, so positions up to lastPos
+	// may be missing and must not be written again (by an import).
+	streamTruncated
+)
+
 func (m streamMeta) encode() []byte {
-	b := make([]byte, 0, 32)
+	b := make([]byte, 0, 40)
 	b = appendUint64(b, uint64(m.lastPos))
 	b = appendUint64(b, uint64(m.lastGP))
 	b = appendUint64(b, uint64(m.lastTime))
-	return appendUint64(b, uint64(m.count))
+	b = appendUint64(b, uint64(m.count))
+	if m.flags != 0 {
+		// Only streams deleted or truncated by a binary that knows flags
+		// carry them: older values stay 32 bytes.
+		b = appendUint64(b, m.flags)
+	}
+	return b
 }
 
 func decodeStreamMeta(v []byte) (streamMeta, error) {
-	if len(v) != 32 {
+	if len(v) != 32 && len(v) != 40 {
 		return streamMeta{}, errCorruptValue
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
-	return streamMeta{lastPos: u(0), lastGP: u(1), lastTime: u(2), count: u(3)}, nil
+	m := streamMeta{lastPos: u(0), lastGP: u(1), lastTime: u(2), count: u(3)}
+	if len(v) == 40 {
+		m.flags = uint64(u(4))
+	}
+	return m, nil
 }
 
 // catCounts is the value of a CC key.

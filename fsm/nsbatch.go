@@ -39,7 +39,10 @@ type nsBatch struct {
 }
 
 type streamState struct {
-	meta   streamMeta
+	meta streamMeta
+	// exists: the stream holds a message, so it is counted in the stream
+	// counts of its namespace and category. A deleted stream keeps its
+	// VI record (its version) but does not exist until written again.
 	exists bool
 	dirty  bool
 }
@@ -85,7 +88,7 @@ func (nb *nsBatch) stream(name string) *streamState {
 			if st.meta, err = decodeStreamMeta(v); err != nil {
 				panic(fmt.Errorf("fsm: storage failure, stopping: version of %q: %w", name, err))
 			}
-			st.exists = true
+			st.exists = st.meta.count > 0
 		}
 	}
 	nb.streams[name] = st
@@ -211,6 +214,11 @@ func (nb *nsBatch) checkImport(c *fsmv1.Import) error {
 		positions[sp] = struct{}{}
 		if nb.cleared {
 			continue
+		}
+		if st := nb.stream(m.Stream); st.meta.flags&streamHardDeleted != 0 {
+			return clash("the stream was hard-deleted")
+		} else if st.meta.flags&streamTruncated != 0 && m.Position <= st.meta.lastPos {
+			return clash("the stream's messages up to its version were deleted; positions are not reused")
 		}
 		for _, k := range []struct {
 			key    []byte

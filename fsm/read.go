@@ -259,7 +259,8 @@ func (v *View) LastMessage(stream, typ string) (m Message, ok bool, err error) {
 	var gp int64
 	if typ == "" {
 		meta, found, err := v.streamMeta(stream)
-		if err != nil || !found {
+		if err != nil || !found || meta.count == 0 {
+			// count 0: every message was deleted (the version stays).
 			return Message{}, false, err
 		}
 		gp = meta.lastGP
@@ -343,6 +344,9 @@ func (v *View) ListStreams(q StreamsQuery) (streams []StreamInfo, next string, e
 		meta, err := decodeStreamMeta(it.Value())
 		if err != nil {
 			return nil, "", err
+		}
+		if meta.count == 0 {
+			continue // deleted: its messages are gone, its version stays for writers
 		}
 		streams = append(streams, StreamInfo{
 			Stream:       string(it.Key()[len(prefixVersion):]),

@@ -47,6 +47,10 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 			add(nodeInfo(fmt.Sprintf("node-%d", rng.Intn(3)), fmt.Sprintf("127.0.0.1:%d", 8000+rng.Intn(100))))
 		case churn && r < 9:
 			logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Term: 1, Type: raft.LogConfiguration, Data: []byte(fmt.Sprintf("cfg-%d", len(logs)))})
+		case churn && r < 11:
+			add(truncateCmd(ns, stream, int64(rng.Intn(4))))
+		case churn && r < 12:
+			add(deleteStreamCmd(ns, stream, rng.Intn(4) == 0))
 		default:
 			msgs := make([]*fsmv1.NewMessage, 1+rng.Intn(3))
 			for i := range msgs {

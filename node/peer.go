@@ -299,6 +299,10 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		}}}, nil
 	case *fsm.SetNodeInfoResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_SetNodeInfo{SetNodeInfo: true}}, nil
+	case *fsm.StreamDeletionResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_StreamDeletion{StreamDeletion: &peerv1.StreamDeletionResult{
+			Namespace: r.Namespace, Stream: r.Stream, MessagesDeleted: r.MessagesDeleted, Version: r.Version,
+		}}}, nil
 	}
 	return nil, fmt.Errorf("node: cannot encode result %T", res)
 }
@@ -323,6 +327,10 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NAMESPACE_EXISTS}, true
 	case errors.Is(err, fsm.ErrBadCommand):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_BAD_COMMAND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrStreamNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrStreamDeleted):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_DELETED, Message: err.Error()}, true
 	}
 	return nil, false
 }
@@ -344,6 +352,9 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 		return &fsm.DeleteNamespaceResult{Name: d.Name, MessagesDeleted: d.MessagesDeleted, DeletedAt: d.DeletedUnixNano, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_SetNodeInfo:
 		return &fsm.SetNodeInfoResult{Index: m.Index}, nil
+	case *peerv1.ApplyResponse_StreamDeletion:
+		d := r.StreamDeletion
+		return &fsm.StreamDeletionResult{Namespace: d.Namespace, Stream: d.Stream, MessagesDeleted: d.MessagesDeleted, Version: d.Version, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
@@ -364,6 +375,10 @@ func errorOf(r *peerv1.Rejection) error {
 		return fsm.ErrNamespaceExists
 	case peerv1.Reason_REASON_BAD_COMMAND:
 		return fmt.Errorf("%w: %s", fsm.ErrBadCommand, r.Message)
+	case peerv1.Reason_REASON_STREAM_NOT_FOUND:
+		return fmt.Errorf("%w: %s", fsm.ErrStreamNotFound, strings.TrimPrefix(r.Message, fsm.ErrStreamNotFound.Error()+": "))
+	case peerv1.Reason_REASON_STREAM_DELETED:
+		return fmt.Errorf("%w: %s", fsm.ErrStreamDeleted, strings.TrimPrefix(r.Message, fsm.ErrStreamDeleted.Error()+": "))
 	}
 	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }

@@ -196,6 +196,16 @@ func (n *Node) DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*
 }
 
 // Import is Apply for one import chunk.
+// TruncateStream removes a stream's messages below a position.
+func (n *Node) TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error) {
+	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: c}})
+}
+
+// DeleteStream removes a stream's messages, leaving a tombstone when hard.
+func (n *Node) DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error) {
+	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: c}})
+}
+
 func (n *Node) Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error) {
 	return applyAs[*fsm.ImportResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Import{Import: i}})
 }

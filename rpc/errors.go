@@ -41,6 +41,10 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeNotFound, errors.New("namespace not found"))
 	case errors.Is(err, fsm.ErrNamespaceExists):
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("namespace already exists"))
+	case errors.Is(err, fsm.ErrStreamNotFound):
+		return connect.NewError(connect.CodeNotFound, errors.New("stream not found: it never had a message"))
+	case errors.Is(err, fsm.ErrStreamDeleted):
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New("the stream was hard-deleted: it accepts no more writes"))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	case errors.Is(err, context.Canceled):

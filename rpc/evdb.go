@@ -236,6 +236,18 @@ func (o evOpts) num(key string) (int64, bool, *evError) {
 	return int64(f), true, nil
 }
 
+func (o evOpts) boolean(key string) (bool, *evError) {
+	raw, ok := o[key]
+	if !ok {
+		return false, nil
+	}
+	var b bool
+	if isNull(raw) || json.Unmarshal(raw, &b) != nil {
+		return false, evInvalid("option %s must be true or false", key)
+	}
+	return b, nil
+}
+
 func (o evOpts) str(key string) (string, bool, *evError) {
 	raw, ok := o[key]
 	if !ok {

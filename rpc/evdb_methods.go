@@ -25,14 +25,17 @@ var evMethods = map[string]evMethod{
 	"stream.get":     (*evdb).streamGet,
 	"stream.last":    (*evdb).streamLast,
 	"stream.version": (*evdb).streamVersion,
-	"category.get":   (*evdb).categoryGet,
-	"ns.create":      (*evdb).nsCreate,
-	"ns.delete":      (*evdb).nsDelete,
-	"ns.list":        (*evdb).nsList,
-	"ns.info":        (*evdb).nsInfo,
-	"ns.streams":     (*evdb).nsStreams,
-	"ns.categories":  (*evdb).nsCategories,
-	"sys.version":    func(*evdb, context.Context, evArgs) (any, *evError) { return evdbVersion, nil },
+	// Skald's extensions (EventoDB's SDKs never send them).
+	"stream.delete":   (*evdb).streamDelete,
+	"stream.truncate": (*evdb).streamTruncate,
+	"category.get":    (*evdb).categoryGet,
+	"ns.create":       (*evdb).nsCreate,
+	"ns.delete":       (*evdb).nsDelete,
+	"ns.list":         (*evdb).nsList,
+	"ns.info":         (*evdb).nsInfo,
+	"ns.streams":      (*evdb).nsStreams,
+	"ns.categories":   (*evdb).nsCategories,
+	"sys.version":     func(*evdb, context.Context, evArgs) (any, *evError) { return evdbVersion, nil },
 	"sys.health": func(*evdb, context.Context, evArgs) (any, *evError) {
 		return map[string]any{"status": "ok", "backend": "pebble", "connections": 0}, nil
 	},
@@ -59,6 +62,10 @@ func (e *evdb) backendError(ctx context.Context, err error) *evError {
 			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
 	case errors.Is(err, fsm.ErrNamespaceExists):
 		return &evError{status: http.StatusConflict, code: "NAMESPACE_EXISTS", message: "namespace already exists"}
+	case errors.Is(err, fsm.ErrStreamNotFound):
+		return &evError{status: http.StatusNotFound, code: "STREAM_NOT_FOUND", message: "stream not found: it never had a message"}
+	case errors.Is(err, fsm.ErrStreamDeleted):
+		return &evError{status: http.StatusGone, code: "STREAM_DELETED", message: "the stream was hard-deleted: it accepts no more writes"}
 	case errors.Is(err, node.ErrStorageFull):
 		return &evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: err.Error()}
 	case errors.Is(err, node.ErrUnknownOutcome):

@@ -1434,6 +1434,244 @@ func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+type DeleteStreamRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// A tombstone: later appends fail.
+	Hard bool `protobuf:"varint,2,opt,name=hard,proto3" json:"hard,omitempty"`
+	// Delete only if the stream's version is this (else Aborted).
+	ExpectedVersion *int64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteStreamRequest) Reset() {
+	*x = DeleteStreamRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStreamRequest) ProtoMessage() {}
+
+func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStreamRequest.ProtoReflect.Descriptor instead.
+func (*DeleteStreamRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteStreamRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *DeleteStreamRequest) GetHard() bool {
+	if x != nil {
+		return x.Hard
+	}
+	return false
+}
+
+func (x *DeleteStreamRequest) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+type DeleteStreamResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MessagesDeleted int64                  `protobuf:"varint,1,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	// The stream's version (its last position), which it keeps.
+	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Raft index of the delete: pass it as read.min_index.
+	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteStreamResponse) Reset() {
+	*x = DeleteStreamResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStreamResponse) ProtoMessage() {}
+
+func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStreamResponse.ProtoReflect.Descriptor instead.
+func (*DeleteStreamResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteStreamResponse) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *DeleteStreamResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *DeleteStreamResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type TruncateStreamRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// Remove the messages whose position is below this; at most the
+	// stream's version + 1 (which removes them all).
+	Before        int64 `protobuf:"varint,2,opt,name=before,proto3" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TruncateStreamRequest) Reset() {
+	*x = TruncateStreamRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateStreamRequest) ProtoMessage() {}
+
+func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateStreamRequest.ProtoReflect.Descriptor instead.
+func (*TruncateStreamRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TruncateStreamRequest) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TruncateStreamRequest) GetBefore() int64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+type TruncateStreamResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MessagesDeleted int64                  `protobuf:"varint,1,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	Version         int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Index           uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TruncateStreamResponse) Reset() {
+	*x = TruncateStreamResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateStreamResponse) ProtoMessage() {}
+
+func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateStreamResponse.ProtoReflect.Descriptor instead.
+func (*TruncateStreamResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TruncateStreamResponse) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *TruncateStreamResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TruncateStreamResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_skald_v1_event_store_proto protoreflect.FileDescriptor
 
 const file_skald_v1_event_store_proto_rawDesc = "" +
@@ -1536,7 +1774,23 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\bCaughtUp\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\";\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xcb\x05\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x86\x01\n" +
+	"\x13DeleteStreamRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04hard\x18\x02 \x01(\bR\x04hard\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x11_expected_version\"q\n" +
+	"\x14DeleteStreamResponse\x12)\n" +
+	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"G\n" +
+	"\x15TruncateStreamRequest\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\x03R\x06before\"s\n" +
+	"\x16TruncateStreamResponse\x12)\n" +
+	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index2\xef\x06\n" +
 	"\n" +
 	"EventStore\x12;\n" +
 	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12L\n" +
@@ -1548,7 +1802,9 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\rStreamVersion\x12\x1e.skald.v1.StreamVersionRequest\x1a\x1f.skald.v1.StreamVersionResponse\"\x03\x90\x02\x01\x12O\n" +
 	"\vListStreams\x12\x1c.skald.v1.ListStreamsRequest\x1a\x1d.skald.v1.ListStreamsResponse\"\x03\x90\x02\x01\x12X\n" +
 	"\x0eListCategories\x12\x1f.skald.v1.ListCategoriesRequest\x1a .skald.v1.ListCategoriesResponse\"\x03\x90\x02\x01\x12F\n" +
-	"\tSubscribe\x12\x1a.skald.v1.SubscribeRequest\x1a\x1b.skald.v1.SubscribeResponse0\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\tSubscribe\x12\x1a.skald.v1.SubscribeRequest\x1a\x1b.skald.v1.SubscribeResponse0\x01\x12M\n" +
+	"\fDeleteStream\x12\x1d.skald.v1.DeleteStreamRequest\x1a\x1e.skald.v1.DeleteStreamResponse\x12S\n" +
+	"\x0eTruncateStream\x12\x1f.skald.v1.TruncateStreamRequest\x1a .skald.v1.TruncateStreamResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_event_store_proto_rawDescOnce sync.Once
@@ -1562,7 +1818,7 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),          // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),         // 1: skald.v1.AppendResponse
@@ -1586,35 +1842,39 @@ var file_skald_v1_event_store_proto_goTypes = []any{
 	(*SubscribeResponse)(nil),      // 19: skald.v1.SubscribeResponse
 	(*CaughtUp)(nil),               // 20: skald.v1.CaughtUp
 	(*Heartbeat)(nil),              // 21: skald.v1.Heartbeat
-	(*NewMessage)(nil),             // 22: skald.v1.NewMessage
-	(*ReadOptions)(nil),            // 23: skald.v1.ReadOptions
-	(*Message)(nil),                // 24: skald.v1.Message
-	(*ConsumerGroup)(nil),          // 25: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(*DeleteStreamRequest)(nil),    // 22: skald.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),   // 23: skald.v1.DeleteStreamResponse
+	(*TruncateStreamRequest)(nil),  // 24: skald.v1.TruncateStreamRequest
+	(*TruncateStreamResponse)(nil), // 25: skald.v1.TruncateStreamResponse
+	(*NewMessage)(nil),             // 26: skald.v1.NewMessage
+	(*ReadOptions)(nil),            // 27: skald.v1.ReadOptions
+	(*Message)(nil),                // 28: skald.v1.Message
+	(*ConsumerGroup)(nil),          // 29: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	22, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	23, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	25, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	23, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	23, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	23, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	23, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	23, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	26, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	26, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	27, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	29, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	27, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	27, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	27, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	27, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	27, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	30, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
 	13, // 13: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	23, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	27, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
 	16, // 15: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	25, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	23, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	29, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	27, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
 	20, // 19: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
 	21, // 20: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	26, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	30, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
 	0,  // 22: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
 	2,  // 23: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
 	4,  // 24: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
@@ -1624,17 +1884,21 @@ var file_skald_v1_event_store_proto_depIdxs = []int32{
 	12, // 28: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
 	15, // 29: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
 	18, // 30: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	1,  // 31: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	3,  // 32: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	5,  // 33: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	7,  // 34: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	9,  // 35: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	11, // 36: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	14, // 37: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	17, // 38: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	19, // 39: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
+	22, // 31: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	24, // 32: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	1,  // 33: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	3,  // 34: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	5,  // 35: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	7,  // 36: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	9,  // 37: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	11, // 38: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	14, // 39: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	17, // 40: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	19, // 41: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	23, // 42: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	25, // 43: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	33, // [33:44] is the sub-list for method output_type
+	22, // [22:33] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -1659,13 +1923,14 @@ func file_skald_v1_event_store_proto_init() {
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
 	}
+	file_skald_v1_event_store_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,8 @@ type Command struct {
 	//	*Command_Append
 	//	*Command_Import
 	//	*Command_SetNodeInfo
+	//	*Command_TruncateStream
+	//	*Command_DeleteStream
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -125,6 +127,24 @@ func (x *Command) GetSetNodeInfo() *SetNodeInfo {
 	return nil
 }
 
+func (x *Command) GetTruncateStream() *TruncateStream {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_TruncateStream); ok {
+			return x.TruncateStream
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteStream() *DeleteStream {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteStream); ok {
+			return x.DeleteStream
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -149,6 +169,14 @@ type Command_SetNodeInfo struct {
 	SetNodeInfo *SetNodeInfo `protobuf:"bytes,5,opt,name=set_node_info,json=setNodeInfo,proto3,oneof"`
 }
 
+type Command_TruncateStream struct {
+	TruncateStream *TruncateStream `protobuf:"bytes,6,opt,name=truncate_stream,json=truncateStream,proto3,oneof"`
+}
+
+type Command_DeleteStream struct {
+	DeleteStream *DeleteStream `protobuf:"bytes,7,opt,name=delete_stream,json=deleteStream,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -158,6 +186,10 @@ func (*Command_Append) isCommand_Kind() {}
 func (*Command_Import) isCommand_Kind() {}
 
 func (*Command_SetNodeInfo) isCommand_Kind() {}
+
+func (*Command_TruncateStream) isCommand_Kind() {}
+
+func (*Command_DeleteStream) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -447,6 +479,142 @@ func (x *NewMessage) GetMetadata() []byte {
 	return nil
 }
 
+// TruncateStream removes the messages of a stream whose position is below
+// before. The stream keeps its version: its next message takes the next
+// position, and positions and global positions are never reused.
+type TruncateStream struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Stream        string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Before        int64                  `protobuf:"varint,3,opt,name=before,proto3" json:"before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TruncateStream) Reset() {
+	*x = TruncateStream{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TruncateStream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TruncateStream) ProtoMessage() {}
+
+func (x *TruncateStream) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TruncateStream.ProtoReflect.Descriptor instead.
+func (*TruncateStream) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TruncateStream) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *TruncateStream) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TruncateStream) GetBefore() int64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+// DeleteStream removes every message of a stream. Soft (hard false): the
+// stream keeps its version and a later write continues at the next
+// position, as KurrentDB does. Hard: the stream is also marked deleted, and
+// every later write or truncate of it is refused.
+type DeleteStream struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Stream    string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Hard      bool                   `protobuf:"varint,3,opt,name=hard,proto3" json:"hard,omitempty"`
+	// When set, the delete applies only if the stream's version is this.
+	ExpectedVersion *int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeleteStream) Reset() {
+	*x = DeleteStream{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteStream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteStream) ProtoMessage() {}
+
+func (x *DeleteStream) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteStream.ProtoReflect.Descriptor instead.
+func (*DeleteStream) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteStream) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteStream) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *DeleteStream) GetHard() bool {
+	if x != nil {
+		return x.Hard
+	}
+	return false
+}
+
+func (x *DeleteStream) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
 // Import stores messages with the positions, global positions and times they
 // already had (the EventoDB /import). One entry is one chunk of at most 1000
 // records; a clash with an existing global position or stream position
@@ -464,7 +632,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +644,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +657,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Import) GetNamespace() string {
@@ -530,7 +698,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +710,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +723,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -626,7 +794,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +806,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +819,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -672,13 +840,15 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xca\x02\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xd6\x03\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
 	"\x06append\x18\x03 \x01(\v2\x14.skald.fsm.v1.AppendH\x00R\x06append\x12.\n" +
 	"\x06import\x18\x04 \x01(\v2\x14.skald.fsm.v1.ImportH\x00R\x06import\x12?\n" +
-	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfoB\x06\n" +
+	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfo\x12G\n" +
+	"\x0ftruncate_stream\x18\x06 \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
+	"\rdelete_stream\x18\a \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStreamB\x06\n" +
 	"\x04kind\"\x92\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -702,7 +872,17 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"w\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"^\n" +
+	"\x0eTruncateStream\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
+	"\x06before\x18\x03 \x01(\x03R\x06before\"\x9d\x01\n" +
+	"\fDeleteStream\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04hard\x18\x03 \x01(\bR\x04hard\x12.\n" +
+	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x11_expected_version\"w\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1d.skald.fsm.v1.ImportedMessageR\bmessages\x12\x14\n" +
@@ -733,30 +913,34 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),         // 0: skald.fsm.v1.Command
 	(*CreateNamespace)(nil), // 1: skald.fsm.v1.CreateNamespace
 	(*DeleteNamespace)(nil), // 2: skald.fsm.v1.DeleteNamespace
 	(*Append)(nil),          // 3: skald.fsm.v1.Append
 	(*NewMessage)(nil),      // 4: skald.fsm.v1.NewMessage
-	(*Import)(nil),          // 5: skald.fsm.v1.Import
-	(*ImportedMessage)(nil), // 6: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),     // 7: skald.fsm.v1.SetNodeInfo
+	(*TruncateStream)(nil),  // 5: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),    // 6: skald.fsm.v1.DeleteStream
+	(*Import)(nil),          // 7: skald.fsm.v1.Import
+	(*ImportedMessage)(nil), // 8: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),     // 9: skald.fsm.v1.SetNodeInfo
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	1, // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	2, // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	3, // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	5, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	7, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
-	4, // 5: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	6, // 6: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	9, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	5, // 5: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	6, // 6: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	4, // 7: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8, // 8: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -770,15 +954,18 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_Append)(nil),
 		(*Command_Import)(nil),
 		(*Command_SetNodeInfo)(nil),
+		(*Command_TruncateStream)(nil),
+		(*Command_DeleteStream)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -94,6 +94,8 @@ const (
 	Reason_REASON_VERSION_CONFLICT    Reason = 4
 	Reason_REASON_POSITION_EXISTS     Reason = 5
 	Reason_REASON_BAD_COMMAND         Reason = 6
+	Reason_REASON_STREAM_NOT_FOUND    Reason = 8
+	Reason_REASON_STREAM_DELETED      Reason = 9
 )
 
 // Enum value maps for Reason.
@@ -106,6 +108,8 @@ var (
 		4: "REASON_VERSION_CONFLICT",
 		5: "REASON_POSITION_EXISTS",
 		6: "REASON_BAD_COMMAND",
+		8: "REASON_STREAM_NOT_FOUND",
+		9: "REASON_STREAM_DELETED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -115,6 +119,8 @@ var (
 		"REASON_VERSION_CONFLICT":    4,
 		"REASON_POSITION_EXISTS":     5,
 		"REASON_BAD_COMMAND":         6,
+		"REASON_STREAM_NOT_FOUND":    8,
+		"REASON_STREAM_DELETED":      9,
 	}
 )
 
@@ -201,6 +207,7 @@ type ApplyResponse struct {
 	//	*ApplyResponse_DeleteNamespace
 	//	*ApplyResponse_SetNodeInfo
 	//	*ApplyResponse_Rejection
+	//	*ApplyResponse_StreamDeletion
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -304,6 +311,15 @@ func (x *ApplyResponse) GetRejection() *Rejection {
 	return nil
 }
 
+func (x *ApplyResponse) GetStreamDeletion() *StreamDeletionResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_StreamDeletion); ok {
+			return x.StreamDeletion
+		}
+	}
+	return nil
+}
+
 type isApplyResponse_Result interface {
 	isApplyResponse_Result()
 }
@@ -334,6 +350,10 @@ type ApplyResponse_Rejection struct {
 	Rejection *Rejection `protobuf:"bytes,7,opt,name=rejection,proto3,oneof"`
 }
 
+type ApplyResponse_StreamDeletion struct {
+	StreamDeletion *StreamDeletionResult `protobuf:"bytes,8,opt,name=stream_deletion,json=streamDeletion,proto3,oneof"`
+}
+
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Import) isApplyResponse_Result() {}
@@ -346,6 +366,77 @@ func (*ApplyResponse_SetNodeInfo) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Rejection) isApplyResponse_Result() {}
 
+func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
+
+// StreamDeletionResult answers a TruncateStream or a DeleteStream.
+type StreamDeletionResult struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Stream          string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	MessagesDeleted int64                  `protobuf:"varint,3,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	Version         int64                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamDeletionResult) Reset() {
+	*x = StreamDeletionResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamDeletionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamDeletionResult) ProtoMessage() {}
+
+func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
+func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StreamDeletionResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *StreamDeletionResult) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamDeletionResult) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *StreamDeletionResult) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type ApplyBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Commands      []*v1.Command          `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
@@ -355,7 +446,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +458,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +471,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -400,7 +491,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +503,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +516,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -450,7 +541,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +553,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +566,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -531,7 +622,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +634,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +647,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -587,7 +678,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +690,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +703,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -668,7 +759,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +771,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +784,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -728,7 +819,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +831,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +844,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -788,7 +879,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +891,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +904,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -859,7 +950,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +962,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +975,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -965,7 +1056,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1068,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1081,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 type ReadIndexResponse struct {
@@ -1002,7 +1093,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1105,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1118,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1045,7 +1136,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1148,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1161,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 type StatsResponse struct {
@@ -1092,7 +1183,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1195,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1208,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1164,7 +1255,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1267,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1280,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1207,7 +1298,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1310,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1323,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -1241,7 +1332,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xa3\x03\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xf3\x03\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1249,8 +1340,14 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10create_namespace\x18\x04 \x01(\v2$.skald.peer.v1.CreateNamespaceResultH\x00R\x0fcreateNamespace\x12Q\n" +
 	"\x10delete_namespace\x18\x05 \x01(\v2$.skald.peer.v1.DeleteNamespaceResultH\x00R\x0fdeleteNamespace\x12$\n" +
 	"\rset_node_info\x18\x06 \x01(\bH\x00R\vsetNodeInfo\x128\n" +
-	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejectionB\b\n" +
-	"\x06result\"F\n" +
+	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejection\x12N\n" +
+	"\x0fstream_deletion\x18\b \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletionB\b\n" +
+	"\x06result\"\x91\x01\n" +
+	"\x14StreamDeletionResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12)\n" +
+	"\x10messages_deleted\x18\x03 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\"F\n" +
 	"\x11ApplyBatchRequest\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.skald.fsm.v1.CommandR\bcommands\"M\n" +
 	"\x12ApplyBatchResponse\x127\n" +
@@ -1313,7 +1410,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xc2\x01\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xfa\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1321,7 +1418,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x062\x96\x03\n" +
+	"\x12REASON_BAD_COMMAND\x10\x06\x12\x1b\n" +
+	"\x17REASON_STREAM_NOT_FOUND\x10\b\x12\x19\n" +
+	"\x15REASON_STREAM_DELETED\x10\t2\x96\x03\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
@@ -1343,57 +1442,59 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),              // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                   // 1: skald.peer.v1.Reason
 	(*ApplyRequest)(nil),          // 2: skald.peer.v1.ApplyRequest
 	(*ApplyResponse)(nil),         // 3: skald.peer.v1.ApplyResponse
-	(*ApplyBatchRequest)(nil),     // 4: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),    // 5: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),          // 6: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),          // 7: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),          // 8: skald.peer.v1.AppendResult
-	(*ImportResult)(nil),          // 9: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil), // 10: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil), // 11: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),             // 12: skald.peer.v1.Rejection
-	(*ReadIndexRequest)(nil),      // 13: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),     // 14: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),          // 15: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),         // 16: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),   // 17: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),  // 18: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),            // 19: skald.fsm.v1.Command
+	(*StreamDeletionResult)(nil),  // 4: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),     // 5: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),    // 6: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),          // 7: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),          // 8: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),          // 9: skald.peer.v1.AppendResult
+	(*ImportResult)(nil),          // 10: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil), // 11: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil), // 12: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),             // 13: skald.peer.v1.Rejection
+	(*ReadIndexRequest)(nil),      // 14: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),     // 15: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),          // 16: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),         // 17: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),   // 18: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),  // 19: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),            // 20: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	19, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	8,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	9,  // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	10, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	11, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	12, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	19, // 6: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	6,  // 7: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 8: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	7,  // 9: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 10: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	1,  // 11: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	2,  // 12: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	4,  // 13: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	13, // 14: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	15, // 15: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	17, // 16: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 17: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	5,  // 18: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	14, // 19: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	16, // 20: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	18, // 21: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	9,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	10, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	11, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	12, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	13, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	4,  // 6: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	20, // 7: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	7,  // 8: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	3,  // 9: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	8,  // 10: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 11: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	1,  // 12: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	2,  // 13: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	5,  // 14: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	14, // 15: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	16, // 16: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	18, // 17: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 18: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	6,  // 19: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	15, // 20: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	17, // 21: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	19, // 22: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1408,19 +1509,20 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_DeleteNamespace)(nil),
 		(*ApplyResponse_SetNodeInfo)(nil),
 		(*ApplyResponse_Rejection)(nil),
+		(*ApplyResponse_StreamDeletion)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[4].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[5].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

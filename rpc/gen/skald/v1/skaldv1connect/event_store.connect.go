@@ -53,6 +53,11 @@ const (
 	EventStoreListCategoriesProcedure = "/skald.v1.EventStore/ListCategories"
 	// EventStoreSubscribeProcedure is the fully-qualified name of the EventStore's Subscribe RPC.
 	EventStoreSubscribeProcedure = "/skald.v1.EventStore/Subscribe"
+	// EventStoreDeleteStreamProcedure is the fully-qualified name of the EventStore's DeleteStream RPC.
+	EventStoreDeleteStreamProcedure = "/skald.v1.EventStore/DeleteStream"
+	// EventStoreTruncateStreamProcedure is the fully-qualified name of the EventStore's TruncateStream
+	// RPC.
+	EventStoreTruncateStreamProcedure = "/skald.v1.EventStore/TruncateStream"
 )
 
 // EventStoreClient is a client for the skald.v1.EventStore service.
@@ -69,6 +74,15 @@ type EventStoreClient interface {
 	// Subscribe sends every stored match from the start point, then
 	// caught_up once, then each new match as the serving node applies it.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.SubscribeResponse], error)
+	// DeleteStream removes every message of a stream. Soft (the default): the
+	// stream keeps its version, and a later append continues at the next
+	// position. Hard: a tombstone; every later append or truncate of the
+	// stream fails with FailedPrecondition. Positions and global positions
+	// are never reused. A stream that never had a message: NotFound.
+	DeleteStream(context.Context, *connect.Request[v1.DeleteStreamRequest]) (*connect.Response[v1.DeleteStreamResponse], error)
+	// TruncateStream removes the messages of a stream below a position; the
+	// stream keeps its version.
+	TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error)
 }
 
 // NewEventStoreClient constructs a client for the skald.v1.EventStore service. By default, it uses
@@ -143,6 +157,18 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(eventStoreMethods.ByName("Subscribe")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteStream: connect.NewClient[v1.DeleteStreamRequest, v1.DeleteStreamResponse](
+			httpClient,
+			baseURL+EventStoreDeleteStreamProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("DeleteStream")),
+			connect.WithClientOptions(opts...),
+		),
+		truncateStream: connect.NewClient[v1.TruncateStreamRequest, v1.TruncateStreamResponse](
+			httpClient,
+			baseURL+EventStoreTruncateStreamProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("TruncateStream")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -157,6 +183,8 @@ type eventStoreClient struct {
 	listStreams    *connect.Client[v1.ListStreamsRequest, v1.ListStreamsResponse]
 	listCategories *connect.Client[v1.ListCategoriesRequest, v1.ListCategoriesResponse]
 	subscribe      *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	deleteStream   *connect.Client[v1.DeleteStreamRequest, v1.DeleteStreamResponse]
+	truncateStream *connect.Client[v1.TruncateStreamRequest, v1.TruncateStreamResponse]
 }
 
 // Append calls skald.v1.EventStore.Append.
@@ -204,6 +232,16 @@ func (c *eventStoreClient) Subscribe(ctx context.Context, req *connect.Request[v
 	return c.subscribe.CallServerStream(ctx, req)
 }
 
+// DeleteStream calls skald.v1.EventStore.DeleteStream.
+func (c *eventStoreClient) DeleteStream(ctx context.Context, req *connect.Request[v1.DeleteStreamRequest]) (*connect.Response[v1.DeleteStreamResponse], error) {
+	return c.deleteStream.CallUnary(ctx, req)
+}
+
+// TruncateStream calls skald.v1.EventStore.TruncateStream.
+func (c *eventStoreClient) TruncateStream(ctx context.Context, req *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error) {
+	return c.truncateStream.CallUnary(ctx, req)
+}
+
 // EventStoreHandler is an implementation of the skald.v1.EventStore service.
 type EventStoreHandler interface {
 	// Append writes 1..1000 messages to one stream, all or nothing.
@@ -218,6 +256,15 @@ type EventStoreHandler interface {
 	// Subscribe sends every stored match from the start point, then
 	// caught_up once, then each new match as the serving node applies it.
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error
+	// DeleteStream removes every message of a stream. Soft (the default): the
+	// stream keeps its version, and a later append continues at the next
+	// position. Hard: a tombstone; every later append or truncate of the
+	// stream fails with FailedPrecondition. Positions and global positions
+	// are never reused. A stream that never had a message: NotFound.
+	DeleteStream(context.Context, *connect.Request[v1.DeleteStreamRequest]) (*connect.Response[v1.DeleteStreamResponse], error)
+	// TruncateStream removes the messages of a stream below a position; the
+	// stream keeps its version.
+	TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error)
 }
 
 // NewEventStoreHandler builds an HTTP handler from the service implementation. It returns the path
@@ -288,6 +335,18 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(eventStoreMethods.ByName("Subscribe")),
 		connect.WithHandlerOptions(opts...),
 	)
+	eventStoreDeleteStreamHandler := connect.NewUnaryHandler(
+		EventStoreDeleteStreamProcedure,
+		svc.DeleteStream,
+		connect.WithSchema(eventStoreMethods.ByName("DeleteStream")),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventStoreTruncateStreamHandler := connect.NewUnaryHandler(
+		EventStoreTruncateStreamProcedure,
+		svc.TruncateStream,
+		connect.WithSchema(eventStoreMethods.ByName("TruncateStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.v1.EventStore/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case EventStoreAppendProcedure:
@@ -308,6 +367,10 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 			eventStoreListCategoriesHandler.ServeHTTP(w, r)
 		case EventStoreSubscribeProcedure:
 			eventStoreSubscribeHandler.ServeHTTP(w, r)
+		case EventStoreDeleteStreamProcedure:
+			eventStoreDeleteStreamHandler.ServeHTTP(w, r)
+		case EventStoreTruncateStreamProcedure:
+			eventStoreTruncateStreamHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -351,4 +414,12 @@ func (UnimplementedEventStoreHandler) ListCategories(context.Context, *connect.R
 
 func (UnimplementedEventStoreHandler) Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.Subscribe is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) DeleteStream(context.Context, *connect.Request[v1.DeleteStreamRequest]) (*connect.Response[v1.DeleteStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.DeleteStream is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.TruncateStream is not implemented"))
 }

@@ -1,0 +1,66 @@
+package rpc
+
+import (
+	"context"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// streamDelete is ["stream.delete", stream, {hard, expectedVersion}] →
+// {"messagesDeleted": n, "version": v}: Skald's extension of the EventoDB
+// API, Connect's EventStore.DeleteStream.
+func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	hard, everr := opts.boolean("hard")
+	if everr != nil {
+		return nil, everr
+	}
+	c := &fsmv1.DeleteStream{Namespace: callerFrom(ctx).namespace, Stream: stream, Hard: hard}
+	ev, hasEV, everr := opts.num("expectedVersion")
+	if everr != nil {
+		return nil, everr
+	}
+	if hasEV {
+		if ev < -1 {
+			return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
+		}
+		c.ExpectedVersion = &ev
+	}
+	res, err := e.b.DeleteStream(ctx, c)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]any{"messagesDeleted": res.MessagesDeleted, "version": res.Version}, nil
+}
+
+// streamTruncate is ["stream.truncate", stream, {before}] →
+// {"messagesDeleted": n, "version": v}.
+func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	before, ok, everr := opts.num("before")
+	if everr != nil {
+		return nil, everr
+	}
+	if !ok || before < 0 {
+		return nil, evInvalid("option before is required: the first position to keep, 0 or more")
+	}
+	res, err := e.b.TruncateStream(ctx, &fsmv1.TruncateStream{Namespace: callerFrom(ctx).namespace, Stream: stream, Before: before})
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]any{"messagesDeleted": res.MessagesDeleted, "version": res.Version}, nil
+}
