@@ -13,6 +13,13 @@ const W = 460;
 const H = 150;
 const PAD = { l: 48, r: 8, t: 8, b: 18 };
 
+/** niceMax rounds the top of the scale up to 1, 2 or 5 times a power of ten. */
+function niceMax(v: number): number {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  return ([1, 2, 5, 10].find((m) => m * p >= v) ?? 10) * p;
+}
+
 function fmt(v: number): string {
   if (v === 0) return "0";
   if (Math.abs(v) >= 1e6) return `${(v / 1e6).toFixed(1)}M`;
@@ -23,7 +30,7 @@ function fmt(v: number): string {
 
 export function lineChart(title: string, unit: string, series: Series[], seconds: number): HTMLElement {
   const n = Math.max(2, ...series.map((s) => s.points.length));
-  const max = Math.max(1e-9, ...series.flatMap((s) => s.points.filter((p): p is number => p !== undefined && isFinite(p))));
+  const max = niceMax(Math.max(0, ...series.flatMap((s) => s.points.filter((p): p is number => p !== undefined && isFinite(p)))));
   const x = (i: number) => PAD.l + ((W - PAD.l - PAD.r) * i) / (n - 1);
   const y = (v: number) => H - PAD.b - ((H - PAD.t - PAD.b) * v) / max;
   const grid = [0, 0.5, 1].map((f) => [

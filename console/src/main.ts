@@ -74,14 +74,14 @@ function showNodes() {
     nodeInfo,
     "via ",
     h("code", { id: "node-current" }, session.base.replace(/^https?:\/\//, "")),
-    down ? h("span", { class: "bad", id: "nodes-down" }, ` · ${down} node${down > 1 ? "s" : ""} not answering`) : null,
+    down ? h("span", { class: "bad", id: "nodes-down" }, ` · ${down} down`) : null,
   );
 }
 session.onNodesChange = showNodes;
 
 function actingSelect(): HTMLElement | null {
   const names = [session.namespace, ...Object.keys(session.nsTokens).filter((n) => n !== session.namespace)];
-  if (names.length < 2) return h("span", { class: "muted" }, "namespace ", h("code", { id: "acting" }, session.acting));
+  if (names.length < 2) return h("span", { class: "muted", title: "the namespace the data pages act on" }, "ns ", h("code", { id: "acting" }, session.acting));
   const sel = h(
     "select",
     {
@@ -93,7 +93,7 @@ function actingSelect(): HTMLElement | null {
     },
     names.map((n) => h("option", { value: n, selected: n === session.acting }, n)),
   );
-  return h("label", { class: "muted" }, "namespace ", sel);
+  return h("label", { class: "muted", title: "the namespace the data pages act on" }, "ns ", sel);
 }
 
 function render() {

@@ -19,6 +19,18 @@ function ms(d: Duration | undefined): string {
 /** label names a server: its name, else the start of its id (Status may leave name empty). */
 const label = (s: Server | undefined, id = "") => (s ? s.name || s.id.slice(0, 8) : id.slice(0, 8) || "none");
 
+/**
+ * health is "down" when the server did not answer the console, else the
+ * serving node's verdict (autopilot's, on the leader); a follower judges
+ * only itself, so another answering server is just "up" there.
+ */
+function health(s: Server, v: View | undefined): HTMLElement {
+  if (!v?.ok) return h("span", { class: "bad", title: v && !v.ok ? v.err : "" }, "down");
+  if (s.healthy) return h("span", { class: "good" }, "healthy");
+  if (!s.lastContact) return h("span", { class: "good", title: "reachable; the serving node does not judge its health" }, "up");
+  return h("span", { class: "bad" }, "unhealthy");
+}
+
 type View = { ok: true; st: StatusResponse } | { ok: false; err: string };
 
 export function clusterPage(root: HTMLElement): () => void {
@@ -94,11 +106,11 @@ export function clusterPage(root: HTMLElement): () => void {
       const role = s.id === st.leaderId ? "leader" : s.suffrage === Suffrage.NONVOTER ? "non-voter" : "follower";
       return h(
         "tr",
-        { class: up ? (s.healthy ? "" : "warn") : "down", "data-id": s.id, "data-role": role },
+        { class: !up ? "down" : !s.healthy && s.lastContact ? "warn" : "", "data-id": s.id, "data-role": role },
         h("td", null, h("strong", null, label(s)), h("div", { class: "muted small" }, s.id)),
         h("td", null, h("code", null, s.apiAddress || "—")),
         h("td", { class: "role" }, role),
-        h("td", { class: "health" }, !up ? h("span", { class: "bad", title: v && !v.ok ? v.err : "" }, "down") : s.healthy ? h("span", { class: "good" }, "healthy") : h("span", { class: "bad" }, "unhealthy")),
+        h("td", { class: "health" }, health(s, v)),
         h("td", { class: "num" }, ms(s.lastContact)),
         h("td", { class: "num" }, own ? own.term : "—"),
         h("td", { class: "num" }, own ? own.commitIndex : "—"),

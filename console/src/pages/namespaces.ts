@@ -65,7 +65,7 @@ export function namespacesPage(root: HTMLElement): () => void {
     void load();
   };
 
-  const name = h("input", { id: "ns-name", required: true, pattern: "[A-Za-z0-9._-]{1,128}", placeholder: "orders-prod" });
+  const name = h("input", { id: "ns-name", required: true, pattern: "[A-Za-z0-9._\\-]{1,128}", placeholder: "orders-prod" });
   const desc = h("input", { id: "ns-description", placeholder: "optional" });
   const create = async (ev: Event) => {
     ev.preventDefault();
