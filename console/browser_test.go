@@ -21,7 +21,8 @@ import (
 
 // The browser tests drive a real headless Chromium through the console
 // served by a real in-process 3-node cluster. They skip when no Chromium
-// is installed (CI installs Debian's chromium). With
+// is installed, unless SKALD_CONSOLE_BROWSER=required (CI sets it and
+// installs Debian's chromium). With
 // SKALD_CONSOLE_SCREENSHOTS=1 they also write the README's screenshots to
 // console/screenshots/.
 
@@ -50,6 +51,9 @@ type browser struct {
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	exe := chromium()
+	if exe == "" && os.Getenv("SKALD_CONSOLE_BROWSER") == "required" {
+		t.Fatal("no Chromium found, and SKALD_CONSOLE_BROWSER=required (CI installs Debian's chromium)")
+	}
 	if exe == "" {
 		t.Skip("no Chromium found (install Debian's chromium, or set SKALD_CHROMIUM): skipping the console's browser tests")
 	}
