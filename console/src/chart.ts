@@ -28,8 +28,9 @@ function fmt(v: number): string {
   return v.toPrecision(2);
 }
 
-export function lineChart(title: string, unit: string, series: Series[], seconds: number): HTMLElement {
-  const n = Math.max(2, ...series.map((s) => s.points.length));
+/** lineChart draws the series right-aligned in capacity slots (the newest point at the right edge). */
+export function lineChart(title: string, unit: string, series: Series[], capacity: number, seconds: number): HTMLElement {
+  const n = Math.max(2, capacity, ...series.map((s) => s.points.length));
   const max = niceMax(Math.max(0, ...series.flatMap((s) => s.points.filter((p): p is number => p !== undefined && isFinite(p)))));
   const x = (i: number) => PAD.l + ((W - PAD.l - PAD.r) * i) / (n - 1);
   const y = (v: number) => H - PAD.b - ((H - PAD.t - PAD.b) * v) / max;

@@ -139,6 +139,21 @@ function render() {
   showNodes();
   document.title = `${route.title} · Skald`;
   stop = route.page(main, args);
+  learnMembers();
+}
+
+// learnMembers asks once per load for the members' API addresses (admin
+// only), so any page can move to another node when its own goes away.
+let learned = false;
+function learnMembers() {
+  if (learned || !session.admin) return;
+  learned = true;
+  session.call((c) => c.cluster.status({}, { timeoutMs: CALL_TIMEOUT })).then(
+    (st) => session.setMembers(st.servers.map((s) => s.apiAddress)),
+    () => {
+      learned = false; // try again on the next page
+    },
+  );
 }
 
 window.addEventListener("hashchange", render);

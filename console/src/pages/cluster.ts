@@ -99,7 +99,8 @@ export function clusterPage(root: HTMLElement): () => void {
       h("span", null, "Applied index ", h("strong", null, st.appliedIndex)),
       h("span", { class: "muted" }, `as seen by ${label(self, st.nodeId)}`),
     );
-    const rows = st.servers.map((s) => {
+    const servers = [...st.servers].sort((a, b) => a.apiAddress.localeCompare(b.apiAddress) || a.id.localeCompare(b.id));
+    const rows = servers.map((s) => {
       const v = views.get(s.id);
       const up = v?.ok === true;
       const own = v?.ok ? v.st : undefined;

@@ -62,9 +62,9 @@ export function metricsPage(root: HTMLElement): () => void {
         const secs = (POINTS * EVERY_MS) / 1000;
         replace(
           charts,
-          lineChart("RPC throughput", "calls/s", [{ name: "all", color: "#2a6fdb", points: series.rps }, { name: "writes", color: "#d9534f", points: series.writes }], secs),
-          lineChart("RPC latency", "ms", [{ name: "mean", color: "#2a6fdb", points: series.mean }, { name: "p99", color: "#d9534f", points: series.p99 }], secs),
-          lineChart("Raft", "entries/s, entries", [{ name: "committed/s", color: "#2a6fdb", points: series.commits }, { name: "apply lag", color: "#5cb85c", points: series.lag }], secs),
+          lineChart("RPC throughput", "calls/s", [{ name: "all", color: "#2a6fdb", points: series.rps }, { name: "writes", color: "#d9534f", points: series.writes }], POINTS, secs),
+          lineChart("RPC latency", "ms", [{ name: "mean", color: "#2a6fdb", points: series.mean }, { name: "p99", color: "#d9534f", points: series.p99 }], POINTS, secs),
+          lineChart("Raft", "entries/s, entries", [{ name: "committed/s", color: "#2a6fdb", points: series.commits }, { name: "apply lag", color: "#5cb85c", points: series.lag }], POINTS, secs),
         );
       }
       prev = { at, m };
