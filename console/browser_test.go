@@ -220,8 +220,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the new token %q is not shop's", shopToken)
 	}
 	b.wait("shop listed", `document.querySelector('#ns-table tr[data-ns="shop"]') !== null`)
-	b.do("work in shop", chromedp.Click(chromedp.ID("ns-use")))
-	b.wait("acting in shop", `document.querySelector("#acting-select")?.value === "shop"`)
+	// Delete, after confirming.
+	b.do("create a second namespace", chromedp.SetValue(chromedp.ID("ns-name"), "scratch"), chromedp.Click(chromedp.ID("ns-create-button")))
+	b.wait("scratch listed", `document.querySelector('#ns-table button.delete[data-ns="scratch"]') !== null && document.querySelector("#ns-token")?.textContent.startsWith("ns_c2NyYXRjaA_")`)
+	b.js("ask to delete scratch", `document.querySelector('#ns-table button.delete[data-ns="scratch"]').click()`)
+	b.do("confirm", chromedp.WaitVisible(chromedp.ID("confirm-ok")), chromedp.Click(chromedp.ID("confirm-ok")))
+	b.wait("scratch deleted", `document.querySelector("#ns-message").textContent.startsWith("Deleted scratch") && document.querySelector('#ns-table tr[data-ns="scratch"]') === null && document.querySelector('#ns-table tr[data-ns="shop"]') !== null`)
+	b.hash("#/streams")
+	b.do("work in shop", chromedp.WaitVisible(chromedp.ID("acting-select")), chromedp.SetValue(chromedp.ID("acting-select"), "shop"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector("#acting-select").dispatchEvent(new Event("change"))`))
+	b.wait("acting in shop", `document.querySelector("#acting-select")?.value === "shop" && document.querySelector("h2 code")?.textContent === "shop"`)
 
 	// Append with an expected version, then a conflict shown as the API says it.
 	b.hash("#/append/order-1")
@@ -255,6 +263,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("resume", chromedp.Click(chromedp.ID("tail-pause")))
 	b.wait("the held message shown", `document.querySelectorAll('#tail-messages article').length === 3`)
 
+	b.hash("#/streams")
+	b.wait("the category listed", `document.querySelector("#categories-table tbody tr")?.textContent === "order23"`)
+	b.do("search streams", chromedp.SendKeys(chromedp.ID("stream-search"), "order-2"))
+	b.wait("the search result", `document.querySelectorAll("#streams-table tbody tr").length === 1 && document.querySelector("#streams-table tbody tr td").textContent === "order-2"`)
 	b.hash("#/streams/category/order")
 	b.wait("the category view", `document.querySelectorAll('#messages article.msg').length === 3`)
 	b.screenshot("stream")
@@ -281,6 +293,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.wait("the node down and another in use", fmt.Sprintf(`document.querySelector('#cluster-table tr[data-id=%q]')?.classList.contains("down") && document.querySelector("#node-current").textContent !== %q`, n0ID, n0.Addr))
 	b.hash("#/streams/stream/order-1")
 	b.wait("the stream read through another node", `document.querySelectorAll('#messages article.msg').length === 2`)
+
+	// Remove the dead node from the cluster.
+	b.hash("#/cluster")
+	b.wait("the cluster page", fmt.Sprintf(`document.querySelector('#cluster-table tr[data-id=%q] button.remove') !== null`, n0ID))
+	b.js("ask to remove the dead node", fmt.Sprintf(`document.querySelector('#cluster-table tr[data-id=%q] button.remove').click()`, n0ID))
+	b.do("confirm", chromedp.WaitVisible(chromedp.ID("confirm-ok")), chromedp.Click(chromedp.ID("confirm-ok")))
+	b.wait("the node removed", `document.querySelectorAll("#cluster-table tbody tr").length === 2 && document.querySelector("#cluster-message").textContent.startsWith("Removed")`)
 
 	// A namespace token sees its namespace only.
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")))
