@@ -25,7 +25,6 @@ export function tailPage(root: HTMLElement, args: string[]): () => void {
   let abort: AbortController | null = null;
   let paused = false;
   let held: Message[] = [];
-  let count = 0;
 
   const show = (m: Message) => {
     list.prepend(messageView(m, kind.value !== "stream"));
@@ -57,7 +56,6 @@ export function tailPage(root: HTMLElement, args: string[]): () => void {
     abort = ctl;
     replace(list);
     held = [];
-    count = 0;
     paused = false;
     pauseBtn.textContent = "Pause";
     startBtn.textContent = "Stop";
@@ -73,7 +71,6 @@ export function tailPage(root: HTMLElement, args: string[]): () => void {
               case "message": {
                 const m = r.event.value;
                 next = (k === "stream" ? m.position : m.globalPosition) + 1n;
-                count++;
                 if (paused) held.push(m);
                 else show(m);
                 break;
