@@ -98,7 +98,7 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 func (b *browser) wait(what, predicate string) {
 	b.t.Helper()
 	b.do("waiting for "+what, chromedp.Steps(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(50*time.Millisecond))(ctx, t)
+		_, err := chromedp.Poll[bool]("!!("+predicate+")", chromedp.WithPollingTimeout(stepTimeout), chromedp.WithPollingInterval(50*time.Millisecond))(ctx, t)
 		return err
 	})))
 }
@@ -166,13 +166,18 @@ func (b *browser) signIn(token string) {
 	b.do("sign in", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SetValue(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("signin-button")))
 }
 
-// appendAs appends one message through the API, as a program would.
-func appendAs(t *testing.T, addr, token, stream, typ, data string) {
+// appendAs appends messages through the API, as a program would: one
+// by default, or count of them in one call.
+func appendAs(t *testing.T, addr, token, stream, typ, data string, count ...int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	c := skaldv1connect.NewEventStoreClient(http.DefaultClient, "http://"+addr)
-	req := connect.NewRequest(&skaldv1.AppendRequest{Stream: stream, Messages: []*skaldv1.NewMessage{{Type: typ, Data: []byte(data)}}})
+	msgs := []*skaldv1.NewMessage{{Type: typ, Data: []byte(data)}}
+	for len(count) > 0 && len(msgs) < count[0] {
+		msgs = append(msgs, &skaldv1.NewMessage{Type: typ, Data: []byte(data)})
+	}
+	req := connect.NewRequest(&skaldv1.AppendRequest{Stream: stream, Messages: msgs})
 	req.Header().Set("Authorization", "Bearer "+token)
 	if _, err := c.Append(ctx, req); err != nil {
 		t.Fatalf("append %s to %s: %v", typ, stream, err)
@@ -182,9 +187,10 @@ func appendAs(t *testing.T, addr, token, stream, typ, data string) {
 func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	c := testcluster.Start(t, 3)
-	n0 := c.Nodes[0]
-	if c.Leader() != n0 {
-		t.Fatal("the bootstrap node does not lead")
+	n0 := c.Nodes[0] // the console's own node
+	ids := map[string]bool{}
+	for _, n := range c.Nodes {
+		ids[n.ID()] = true
 	}
 	origin := "http://" + n0.Addr
 
@@ -203,7 +209,10 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The admin signs in and sees the cluster: three nodes, the leader.
 	b.signIn(testcluster.AdminToken)
-	b.wait("the cluster page", fmt.Sprintf(`document.querySelectorAll("#cluster-table tbody tr").length === 3 && document.querySelector("#cluster-leader")?.dataset.id === %q`, n0.ID()))
+	b.wait("the cluster page", `document.querySelectorAll("#cluster-table tbody tr").length === 3 && document.querySelector("#cluster-leader")?.dataset.id`)
+	if leader := eval[string](b, `document.querySelector("#cluster-leader").dataset.id`); !ids[leader] {
+		t.Fatalf("the page shows leader %q, not a member", leader)
+	}
 	// First render of the cluster page on a load with the token in session.
 	b.do("reload", chromedp.Reload())
 	b.wait("the cluster page after a reload", `document.body.dataset.clusterRendered !== undefined`)
@@ -271,23 +280,31 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.wait("the category view", `document.querySelectorAll('#messages article.msg').length === 3`)
 	b.screenshot("stream")
 
+	// Paging through a long stream.
+	appendAs(t, c.Nodes[1].Addr, shopToken, "bulk-1", "Counted", `{"n": 1}`, 25)
+	b.hash("#/streams/stream/bulk-1")
+	b.wait("the first page", `document.querySelectorAll('#messages article.msg').length === 20 && document.querySelector("#page-next") !== null`)
+	b.do("next page", chromedp.Click(chromedp.ID("page-next")))
+	b.wait("the second page", `document.querySelectorAll('#messages article.msg').length === 5 && document.querySelector('#messages article.msg .pos').textContent === "#20" && document.querySelector("#page-next") === null`)
+
 	// Metrics from the node's /metrics.
 	b.hash("#/metrics")
-	b.wait("the metrics charts", `document.querySelectorAll("#metrics-charts svg").length === 3 && document.querySelector("#metrics-state")?.textContent === "leader"`)
+	b.wait("the metrics charts", `document.querySelectorAll("#metrics-charts svg").length === 3 && ["leader", "follower"].includes(document.querySelector("#metrics-state")?.textContent)`)
 
 	// Transfer leadership from the cluster page; the page follows.
 	b.hash("#/cluster")
 	b.wait("the cluster page", `document.querySelector('#cluster-table tr[data-role="leader"] button.transfer') !== null`)
+	oldLeader := eval[string](b, `document.querySelector("#cluster-leader").dataset.id`)
 	b.js("ask to transfer leadership", `document.querySelector('#cluster-table tr[data-role="leader"] button.transfer').click()`)
 	b.do("confirm", chromedp.WaitVisible(chromedp.ID("confirm-ok")), chromedp.Click(chromedp.ID("confirm-ok")))
-	b.wait("the new leader on the page", fmt.Sprintf(`document.querySelector("#cluster-message")?.textContent.startsWith("Leadership transferred") && document.querySelector("#cluster-leader").dataset.id !== %q && document.querySelector('#cluster-table tr[data-role="leader"]')?.dataset.id === document.querySelector("#cluster-leader").dataset.id`, n0.ID()))
+	b.wait("the new leader on the page", fmt.Sprintf(`document.querySelector("#cluster-message")?.textContent.startsWith("Leadership transferred") && document.querySelector("#cluster-leader").dataset.id !== %q && document.querySelector('#cluster-table tr[data-role="leader"]')?.dataset.id === document.querySelector("#cluster-leader").dataset.id`, oldLeader))
 	newLeader := eval[string](b, `document.querySelector("#cluster-leader").dataset.id`)
 	if l := c.Leader(); l.ID() != newLeader {
 		t.Fatalf("the page shows leader %s, the cluster has %s", newLeader, l.ID())
 	}
 
-	// The node the console came from goes away: it shows as down, and the
-	// console keeps working through another.
+	// The node the console came from goes away (the leader or not): it
+	// shows as down, and the console keeps working through another.
 	n0ID := n0.ID()
 	c.Kill(n0)
 	b.wait("the node down and another in use", fmt.Sprintf(`document.querySelector('#cluster-table tr[data-id=%q]')?.classList.contains("down") && document.querySelector("#node-current").textContent !== %q`, n0ID, n0.Addr))
@@ -305,4 +322,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")))
 	b.signIn(shopToken)
 	b.wait("signed in to shop", `document.querySelector("#nav-streams") !== null && document.querySelector("#nav-cluster") === null && document.querySelector("#acting")?.textContent === "shop"`)
+	b.hash("#/tail/all")
+	b.wait("the namespace's tail", `document.querySelector("#tail-caught-up") !== null && document.querySelectorAll('#tail-messages article').length === 28`)
 }
