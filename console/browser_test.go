@@ -324,4 +324,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.wait("signed in to shop", `document.querySelector("#nav-streams") !== null && document.querySelector("#nav-cluster") === null && document.querySelector("#acting")?.textContent === "shop"`)
 	b.hash("#/tail/all")
 	b.wait("the namespace's tail", `document.querySelector("#tail-caught-up") !== null && document.querySelectorAll('#tail-messages article').length === 28`)
+
+	// The admin, in a new session, works in shop with its token pasted: a
+	// token of another namespace is refused first.
+	b.do("sign out", chromedp.Click(chromedp.ID("signout")))
+	b.signIn(testcluster.AdminToken)
+	b.wait("signed in as the admin", `document.querySelector("#nav-cluster") !== null && location.hash === "#/cluster"`)
+	b.hash("#/namespaces")
+	b.wait("the namespaces page", `document.querySelector('#ns-table button.work[data-ns="shop"]') !== null`)
+	b.js("work in shop", `document.querySelector('#ns-table button.work[data-ns="shop"]').click()`)
+	b.do("paste a wrong token", chromedp.WaitVisible(chromedp.ID("prompt-input")), chromedp.SetValue(chromedp.ID("prompt-input"), testcluster.AdminToken), chromedp.Click(chromedp.ID("prompt-ok")))
+	b.wait("the wrong token refused", `document.querySelector("#ns-message").textContent === "That is not a token of shop."`)
+	b.js("work in shop", `document.querySelector('#ns-table button.work[data-ns="shop"]').click()`)
+	b.do("paste shop's token", chromedp.WaitVisible(chromedp.ID("prompt-input")), chromedp.SetValue(chromedp.ID("prompt-input"), shopToken), chromedp.Click(chromedp.ID("prompt-ok")))
+	b.wait("shop's streams", `document.querySelector("#acting-select")?.value === "shop" && document.querySelectorAll("#categories-table tbody tr").length === 2`)
 }

@@ -131,10 +131,13 @@ class Session {
     return this.nodes[this.current] ?? location.origin;
   }
 
-  /** clientsFor returns clients for one node, with the given token. */
-  clientsFor(base: string, token?: () => string): Clients {
+  /**
+   * clientsFor returns clients for one node: with the sign-in token, or
+   * the given one (cached as the data token unless once is set).
+   */
+  clientsFor(base: string, token?: () => string, once = false): Clients {
     const key = token ? base + "\u0000data" : base;
-    let c = this.clients.get(key);
+    let c = once ? undefined : this.clients.get(key);
     if (!c) {
       const auth: Interceptor = (next) => (req) => {
         req.header.set("Authorization", `Bearer ${token ? token() : (this.token ?? "")}`);
@@ -147,7 +150,7 @@ class Session {
         events: createClient(EventStore, transport),
         namespaces: createClient(Namespaces, transport),
       };
-      this.clients.set(key, c);
+      if (!once) this.clients.set(key, c);
     }
     return c;
   }
@@ -165,14 +168,15 @@ class Session {
    * in turn and keeps using the first that answers. Writes are sent once:
    * a write whose node went away may have been applied.
    */
-  async call<T>(f: (c: Clients) => Promise<T>, opts: { data?: boolean; write?: boolean } = {}): Promise<T> {
-    const token = opts.data ? () => this.dataToken : undefined;
+  async call<T>(f: (c: Clients) => Promise<T>, opts: { data?: boolean; write?: boolean; token?: string } = {}): Promise<T> {
+    const once = opts.token;
+    const token = once ? () => once : opts.data ? () => this.dataToken : undefined;
     const order = this.nodes.map((_, i) => (this.current + i) % this.nodes.length);
     let last: unknown;
     for (const i of order) {
       const base = this.nodes[i];
       try {
-        const r = await f(this.clientsFor(base, token));
+        const r = await f(this.clientsFor(base, token, once !== undefined));
         this.mark(base, true);
         if (i !== this.current) {
           this.current = i;

@@ -56,6 +56,23 @@ export function confirmDialog(question: string, confirmLabel: string): Promise<b
   });
 }
 
+/** promptDialog asks for a secret in a modal dialog; resolves null on cancel. */
+export function promptDialog(question: string, placeholder: string, okLabel: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const input = h("input", { id: "prompt-input", type: "password", autocomplete: "off", placeholder, size: 50 });
+    const ok = h("button", { id: "prompt-ok", value: "ok" }, okLabel);
+    const cancel = h("button", { id: "prompt-cancel", value: "cancel", formnovalidate: true }, "Cancel");
+    const dlg = h("dialog", { id: "prompt" }, h("form", { method: "dialog" }, h("p", null, question), input, h("menu", null, cancel, ok)));
+    dlg.addEventListener("close", () => {
+      dlg.remove();
+      resolve(dlg.returnValue === "ok" ? input.value.trim() : null);
+    });
+    document.body.appendChild(dlg);
+    dlg.showModal();
+    input.focus();
+  });
+}
+
 /** time formats a date in ISO form with milliseconds, in UTC. */
 export function fmtTime(d: Date | undefined): string {
   return d ? d.toISOString().replace("T", " ").replace("Z", " UTC") : "—";

@@ -3,9 +3,9 @@
 // namespace token sees its own namespace only.
 
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { CALL_TIMEOUT, describeError, session } from "../api";
+import { CALL_TIMEOUT, describeError, namespaceOf, session } from "../api";
 import type { NamespaceInfo } from "../gen/skald/v1/namespaces_pb";
-import { ago, confirmDialog, fmtTime, h, replace } from "../ui";
+import { ago, confirmDialog, fmtTime, h, promptDialog, replace } from "../ui";
 
 export function namespacesPage(root: HTMLElement): () => void {
   const list = h("div", { id: "ns-list" }, "Loading…");
@@ -42,7 +42,12 @@ export function namespacesPage(root: HTMLElement): () => void {
                 h("td", { class: "num" }, n.messageCount),
                 h("td", { class: "num" }, n.streamCount),
                 h("td", { title: fmtTime(n.lastActivity && timestampDate(n.lastActivity)) }, ago(n.lastActivity && timestampDate(n.lastActivity))),
-                h("td", { class: "actions" }, session.admin && n.name !== "default" ? h("button", { class: "delete danger", "data-ns": n.name, onclick: () => del(n.name) }, "Delete") : null),
+                h(
+                  "td",
+                  { class: "actions" },
+                  n.name !== session.acting ? h("button", { class: "work", "data-ns": n.name, onclick: () => workIn(n.name) }, "Work in") : null,
+                  session.admin && n.name !== "default" ? h("button", { class: "delete danger", "data-ns": n.name, onclick: () => del(n.name) }, "Delete") : null,
+                ),
               ),
             ),
           ),
@@ -51,6 +56,29 @@ export function namespacesPage(root: HTMLElement): () => void {
     } catch (e) {
       if (!stopped) replace(list, h("pre", { class: "error" }, describeError(e)));
     }
+  };
+
+  // workIn makes the data pages act on a namespace: the admin's own, one
+  // created in this tab, or another whose token the admin pastes (checked
+  // with Namespaces.Get before it is kept).
+  const workIn = async (name: string) => {
+    if (name !== session.namespace && !session.nsTokens[name]) {
+      const token = await promptDialog(`The token of ${name} (the server keeps only its hash, so only you can supply it):`, "ns_…", "Work in " + name);
+      if (!token) return;
+      if (namespaceOf(token) !== name) {
+        say(h("pre", { class: "error" }, `That is not a token of ${name}.`));
+        return;
+      }
+      try {
+        await session.call((c) => c.namespaces.get({ name }, { timeoutMs: CALL_TIMEOUT }), { token });
+      } catch (e) {
+        say(h("pre", { class: "error" }, describeError(e)));
+        return;
+      }
+      session.rememberNamespace(name, token);
+    }
+    session.acting = name;
+    location.hash = "#/streams";
   };
 
   const del = async (name: string) => {
