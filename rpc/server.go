@@ -144,13 +144,26 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle("/debug/pprof/profile", adminOnly(auth, http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/trace", adminOnly(auth, http.HandlerFunc(pprof.Trace)))
 
-	return cors.New(cors.Options{
+	withCORS := cors.New(cors.Options{
 		AllowOriginFunc: allowOrigin(b, opts.CORSOrigins),
 		AllowedMethods:  connectcors.AllowedMethods(),
 		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization"),
 		ExposedHeaders:  connectcors.ExposedHeaders(),
 		MaxAge:          7200,
 	}).Handler(mux)
+	if len(opts.CORSOrigins) > 0 {
+		return withCORS
+	}
+	// Only members' consoles: requests from no browser (no Origin) skip
+	// CORS entirely, as they did before the console, and their replies
+	// carry no Vary header.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") == "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		withCORS.ServeHTTP(w, r)
+	})
 }
 
 // allowOrigin allows browsers on the configured origins ("*": any) and on
