@@ -74,8 +74,9 @@ const DefaultCompressMinBytes = 1 << 20
 // the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
 // web console (/ui/), the peer service, /healthz, /readyz, /metrics and
 // (admin only) /debug/pprof/. Browsers may call from the configured CORS
-// origins and from any member's console. Unknown paths get EventoDB's JSON 404, and calls of
-// unknown procedures UNIMPLEMENTED in the caller's RPC protocol.
+// origins and from any member's console. Unknown paths get EventoDB's JSON
+// 404, and calls of unknown procedures UNIMPLEMENTED in the caller's RPC
+// protocol.
 func NewHandler(b Backend, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
