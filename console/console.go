@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -41,10 +42,9 @@ type asset struct {
 	etag        string
 }
 
-// Handler serves the console under Prefix: GET and HEAD only, gzip when
-// the client accepts it, an ETag from the content (the assets change
-// only with the binary) and, for paths that name no file, index.html.
-func Handler() http.Handler {
+// loadAssets reads and compresses dist once per process (every node of
+// an in-process test cluster shares them).
+var loadAssets = sync.OnceValue(func() map[string]*asset {
 	assets := map[string]*asset{}
 	err := fs.WalkDir(dist, "dist", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -72,6 +72,14 @@ func Handler() http.Handler {
 	if err != nil {
 		panic("console: embedded assets: " + err.Error()) // cannot happen: embed checked them at build
 	}
+	return assets
+})
+
+// Handler serves the console under Prefix: GET and HEAD only, gzip when
+// the client accepts it, an ETag from the content (the assets change
+// only with the binary) and, for paths that name no file, index.html.
+func Handler() http.Handler {
+	assets := loadAssets()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -92,7 +100,6 @@ func Handler() http.Handler {
 		}
 		h := w.Header()
 		h.Set("Content-Type", a.contentType)
-		h.Set("ETag", a.etag)
 		h.Set("Cache-Control", "no-cache") // revalidate: the ETag makes that cheap
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Vary", "Accept-Encoding")
@@ -100,11 +107,12 @@ func Handler() http.Handler {
 			h.Set("Content-Security-Policy", "default-src 'self'; connect-src *; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 			h.Set("Referrer-Policy", "no-referrer")
 		}
-		body := a.body
+		body, etag := a.body, a.etag
 		if a.gz != nil && acceptsGzip(r) {
 			h.Set("Content-Encoding", "gzip")
-			body = a.gz
+			body, etag = a.gz, a.etag[:len(a.etag)-1]+`-gzip"` // another representation, another tag
 		}
+		h.Set("ETag", etag)
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	})
 }

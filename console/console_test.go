@@ -60,8 +60,14 @@ func TestHandler(t *testing.T) {
 	if w := do("GET", "/ui/app.js", "Accept-Encoding", "gzip;q=0"); w.Header().Get("Content-Encoding") != "" {
 		t.Error("gzip sent to a client that refuses it")
 	}
-	etag := plain.Header().Get("ETag")
-	if w := do("GET", "/ui/app.js", "If-None-Match", etag); etag == "" || w.Code != http.StatusNotModified {
+	etag, gzTag := plain.Header().Get("ETag"), gz.Header().Get("ETag")
+	if etag == "" || gzTag == "" || etag == gzTag {
+		t.Errorf("ETags %q (identity) and %q (gzip): want two different tags", etag, gzTag)
+	}
+	if w := do("GET", "/ui/app.js", "If-None-Match", etag); w.Code != http.StatusNotModified {
 		t.Errorf("revalidation with ETag %q: %d", etag, w.Code)
+	}
+	if w := do("GET", "/ui/app.js", "If-None-Match", gzTag, "Accept-Encoding", "gzip"); w.Code != http.StatusNotModified {
+		t.Errorf("revalidation with ETag %q: %d", gzTag, w.Code)
 	}
 }
