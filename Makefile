@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
+.PHONY: test vet lint generate check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
 
 ## test: vet, then every test with the race detector (the README's test command)
 test: vet
@@ -26,6 +26,16 @@ check-generated: lint
 	@if [ -n "$$(git status --porcelain -- rpc/gen)" ]; then \
 		git status --porcelain -- rpc/gen; \
 		echo "rpc/gen is stale: run 'make generate' and commit"; exit 1; fi
+
+## console: regenerate the console's TypeScript clients from rpc/proto and rebuild console/dist (npm ci, buf, tsc, esbuild; all pinned)
+console:
+	GO=$(GO) sh console/build.sh
+
+## check-console: fail when console/src/gen or console/dist differ from what `make console` builds
+check-console: console
+	@if [ -n "$$(git status --porcelain -- console/src/gen console/dist)" ]; then \
+		git status --porcelain -- console/src/gen console/dist; \
+		echo "the console is stale: run 'make console' and commit"; exit 1; fi
 
 ## bench: storage, apply and 3-node cluster benchmarks (not part of test)
 bench:

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skalddb/skald/client/internal/testcluster"
+	"github.com/skalddb/skald/internal/testcluster"
 )
 
 // TestWritesSurviveLeaderKill kills the leader under writes. A writer that

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/skalddb/skald/client/internal/testcluster"
+	"github.com/skalddb/skald/internal/testcluster"
 )
 
 func ctxT(t *testing.T) context.Context {

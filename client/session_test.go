@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/skalddb/skald/client/internal/testcluster"
+	"github.com/skalddb/skald/internal/testcluster"
 )
 
 // TestSessionReadsSeeOwnWritesOnEveryMember writes and at once reads the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skalddb/skald/client/internal/testcluster"
+	"github.com/skalddb/skald/internal/testcluster"
 )
 
 // TestSubscriptionSurvivesNodeKill kills the member a category

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/skalddb/skald/client/internal/testcluster"
+	"github.com/skalddb/skald/internal/testcluster"
 )
 
 // TestTLS: with Config.TLS, host:port endpoints and the members

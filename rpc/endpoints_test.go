@@ -362,3 +362,59 @@ func TestStorageFullErrors(t *testing.T) {
 		t.Fatalf("EventoDB: %+v", e)
 	}
 }
+
+// TestCORSMembers: with no origins configured, a browser may still call
+// from a member's own console (how the console moves to another node),
+// and from nowhere else.
+func TestCORSMembers(t *testing.T) {
+	s := single(t)
+	waitFor(t, "the node's API address", func() bool { _, ok := s.n.Store().NodeAddr(s.n.ID()); return ok })
+	preflight := func(origin string) string {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, "http://"+s.addr+"/skald.v1.Cluster/Status", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Access-Control-Allow-Origin")
+	}
+	addr, _ := s.n.Store().NodeAddr(s.n.ID())
+	for _, o := range []string{"http://" + addr, "https://" + addr} {
+		if got := preflight(o); got != o {
+			t.Errorf("preflight from member origin %s: Allow-Origin %q", o, got)
+		}
+	}
+	for _, o := range []string{"http://evil.example", "http://" + addr + ".evil.example", "ftp://" + addr} {
+		if got := preflight(o); got != "" {
+			t.Errorf("preflight from %s allowed: %q", o, got)
+		}
+	}
+}
+
+// TestConsoleServed: every node serves the console at /ui/, without a
+// token; /ui redirects there.
+func TestConsoleServed(t *testing.T) {
+	s := single(t)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) *http.Response {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+s.addr+path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if r := get("/ui"); r.StatusCode != http.StatusMovedPermanently || r.Header.Get("Location") != "/ui/" {
+		t.Fatalf("/ui: %d, Location %q", r.StatusCode, r.Header.Get("Location"))
+	}
+	for path, want := range map[string]string{"/ui/": "text/html; charset=utf-8", "/ui/app.js": "text/javascript; charset=utf-8", "/ui/app.css": "text/css; charset=utf-8"} {
+		if r := get(path); r.StatusCode != http.StatusOK || r.Header.Get("Content-Type") != want {
+			t.Errorf("%s: %d %q, want 200 %q", path, r.StatusCode, r.Header.Get("Content-Type"), want)
+		}
+	}
+}

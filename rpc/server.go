@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/cors"
 
+	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
@@ -42,7 +43,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	// CORSOrigins lists the origins browsers may call from; "*" allows
-	// any. Default: none (no CORS headers).
+	// any. Default: none but the members' own consoles (allowOrigin).
 	CORSOrigins []string
 	// Subscribe bounds subscriptions (heartbeat, max lag).
 	Subscribe subscribeConfig
@@ -71,9 +72,11 @@ const DefaultCompressMinBytes = 1 << 20
 // NewHandler returns the HTTP handler of the API port: the skald.v1
 // services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
 // the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
-// peer service, /healthz, /readyz, /metrics and (admin only)
-// /debug/pprof/. Unknown paths get EventoDB's JSON 404, and calls of
-// unknown procedures UNIMPLEMENTED in the caller's RPC protocol.
+// web console (/ui/), the peer service, /healthz, /readyz, /metrics and
+// (admin only) /debug/pprof/. Browsers may call from the configured CORS
+// origins and from any member's console. Unknown paths get EventoDB's JSON
+// 404, and calls of unknown procedures UNIMPLEMENTED in the caller's RPC
+// protocol.
 func NewHandler(b Backend, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -129,6 +132,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		notFound(w, r)
 	})
 
+	ui := console.Handler()
+	mux.Handle("GET /ui/", ui) // GET patterns match HEAD too
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", &readiness{b: b})
 	if opts.Gatherer != nil {
@@ -139,16 +145,52 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle("/debug/pprof/profile", adminOnly(auth, http.HandlerFunc(pprof.Profile)))
 	mux.Handle("/debug/pprof/trace", adminOnly(auth, http.HandlerFunc(pprof.Trace)))
 
-	if len(opts.CORSOrigins) == 0 {
-		return mux
-	}
-	return cors.New(cors.Options{
-		AllowedOrigins: opts.CORSOrigins,
-		AllowedMethods: connectcors.AllowedMethods(),
-		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
-		ExposedHeaders: connectcors.ExposedHeaders(),
-		MaxAge:         7200,
+	withCORS := cors.New(cors.Options{
+		AllowOriginFunc: allowOrigin(b, opts.CORSOrigins),
+		AllowedMethods:  connectcors.AllowedMethods(),
+		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization"),
+		ExposedHeaders:  connectcors.ExposedHeaders(),
+		MaxAge:          7200,
 	}).Handler(mux)
+	if len(opts.CORSOrigins) > 0 {
+		return withCORS
+	}
+	// Only members' consoles: requests from no browser (no Origin) skip
+	// CORS entirely, as they did before the console, and their replies
+	// carry no Vary header.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") == "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		withCORS.ServeHTTP(w, r)
+	})
+}
+
+// allowOrigin allows browsers on the configured origins ("*": any) and on
+// the console of every member, http or https on a registered API address:
+// the console served by one node keeps working through another when its
+// own goes away.
+func allowOrigin(b Backend, configured []string) func(origin string) bool {
+	return func(origin string) bool {
+		for _, o := range configured {
+			if o == "*" || o == origin {
+				return true
+			}
+		}
+		host, ok := strings.CutPrefix(origin, "http://")
+		if !ok {
+			if host, ok = strings.CutPrefix(origin, "https://"); !ok {
+				return false
+			}
+		}
+		for _, addr := range b.Store().Nodes() {
+			if addr == host {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // backupHandler streams a consistent checkpoint of the whole state (a tar

@@ -417,6 +417,16 @@ func TestDevCluster(t *testing.T) {
 	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
 		t.Fatalf("dev output lacks %q: %s", try, out)
 	}
+	// So does the console's: the binary serves it.
+	console := fmt.Sprintf("http://127.0.0.1:%d/ui/", base)
+	if !strings.Contains(out.String(), "Console: "+console) {
+		t.Fatalf("dev output lacks the console's address %s: %s", console, out)
+	}
+	if resp, err := http.Get(console); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+		t.Fatalf("GET %s: %d %q", console, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	node := func(i int) []string {
 		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
 	}

@@ -133,6 +133,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stdout, "\nIN MEMORY: the nodes write no data to disk; everything is lost when the cluster stops.")
 	}
 	fmt.Fprintf(stdout, "\nAdmin token: %s\n", st.AdminToken)
+	fmt.Fprintf(stdout, "Console: http://%s/ui/ (sign in with the admin token)\n", addr(0, 0))
 	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s skald cluster status\n\n", addr(0, 0), st.AdminToken)
 
 	ready := make(chan struct{})

@@ -60,7 +60,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.clusterSecret, "cluster-secret", "", "secret shared by all nodes for node-to-node calls (random when empty: fine for one node)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated origins allowed to call from browsers ('*' for any)")
+	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated origins allowed to call from browsers ('*' for any); members' own consoles are always allowed")
 	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7946", "gossip address (used with --join or --bootstrap-expect)")
 	fs.StringVar(&f.advertiseGossip, "advertise-gossip", "", "gossip address other nodes use (default: --gossip-addr)")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of members to join; retried until one answers")

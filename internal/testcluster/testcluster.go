@@ -1,6 +1,7 @@
 // Package testcluster runs a real Skald cluster inside a test process for
-// the client's tests: N nodes on 127.0.0.1 with real Raft over TCP, Pebble
-// on disk and the full API handler (rpc.NewHandler) behind an h2c server.
+// the client's and the console's tests: N nodes on 127.0.0.1 with real
+// Raft over TCP, Pebble on disk and the full API handler (rpc.NewHandler)
+// behind an h2c server.
 // A test kills nodes and transfers leadership; every wait has a deadline.
 package testcluster
 
@@ -128,7 +129,7 @@ func (c *Cluster) start(bootstrap bool) *Node {
 		ln = tls.NewListener(ln, certs.ServerConfig(tls.VerifyClientCertIfGiven))
 	}
 	n, err := node.Open(node.Config{
-		DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "client-test-secret",
+		DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "test-cluster-secret",
 		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 5 * time.Second, ReadWait: 5 * time.Second, Registerer: reg,
 		TLS: certs,
 	})
@@ -229,7 +230,7 @@ func (m *Main) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, ar
 func (m *Main) Logf(format string, args ...any) {}
 
 func (m *Main) TempDir() string {
-	dir, err := os.MkdirTemp("", "skald-client-test-")
+	dir, err := os.MkdirTemp("", "skald-test-cluster-")
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,167 @@
+// Cluster: every member as the serving node reports it (suffrage, health,
+// last contact) beside each member's own view, asked of that member
+// directly (term, commit and applied index), refreshed every second. A
+// member that does not answer shows as down. Admin only.
+
+import type { Duration } from "@bufbuild/protobuf/wkt";
+import { CALL_TIMEOUT, describeError, session } from "../api";
+import { Suffrage, type Server, type StatusResponse } from "../gen/skald/v1/cluster_pb";
+import { confirmDialog, h, replace } from "../ui";
+
+const REFRESH_MS = 1000;
+
+function ms(d: Duration | undefined): string {
+  if (!d) return "—";
+  const v = Number(d.seconds) * 1000 + d.nanos / 1e6;
+  return v === 0 ? "0" : v < 10 ? `${v.toFixed(1)} ms` : `${Math.round(v)} ms`;
+}
+
+/** label names a server: its name, else the start of its id (Status may leave name empty). */
+const label = (s: Server | undefined, id = "") => (s ? s.name || s.id.slice(0, 8) : id.slice(0, 8) || "none");
+
+/**
+ * health is "down" when the server did not answer the console, else the
+ * serving node's verdict (autopilot's, on the leader); a follower judges
+ * only itself, so another answering server is just "up" there.
+ */
+function health(s: Server, v: View | undefined): HTMLElement {
+  if (!v?.ok) return h("span", { class: "bad", title: v && !v.ok ? v.err : "" }, "down");
+  if (s.healthy) return h("span", { class: "good" }, "healthy");
+  if (!s.lastContact) return h("span", { class: "good", title: "reachable; the serving node does not judge its health" }, "up");
+  return h("span", { class: "bad" }, "unhealthy");
+}
+
+type View = { ok: true; st: StatusResponse } | { ok: false; err: string };
+
+export function clusterPage(root: HTMLElement): () => void {
+  const summary = h("div", { id: "cluster-summary", class: "summary" }, "Loading…");
+  const table = h("div", { id: "cluster-nodes" });
+  const msg = h("pre", { id: "cluster-message", class: "message", hidden: true });
+  replace(root, h("h2", null, "Cluster"), summary, table, msg);
+  let stopped = false;
+  let timer = 0;
+  let first = true;
+
+  const say = (text: string, error = false) => {
+    msg.textContent = text;
+    msg.className = error ? "message error" : "message";
+    msg.hidden = false;
+  };
+
+  const base = (addr: string) => `${location.protocol}//${addr}`;
+
+  const act = async (what: string, f: () => Promise<string>) => {
+    try {
+      say(`${what}…`);
+      say(await f());
+    } catch (e) {
+      say(`${what} failed: ${describeError(e)}`, true);
+    }
+    void refresh();
+  };
+
+  const actions = (s: Server, st: StatusResponse, leader: Server | undefined) => {
+    const isLeader = s.id === st.leaderId;
+    const transfer = () =>
+      act("Transferring leadership", async () => {
+        if (!leader) throw new Error("no leader is known");
+        const to = isLeader ? undefined : s.id;
+        const r = await session.clientsFor(base(leader.apiAddress)).cluster.transferLeadership({ toId: to }, { timeoutMs: 15000 });
+        return `Leadership transferred to ${label(st.servers.find((x) => x.id === r.leaderId), r.leaderId)}.`;
+      });
+    const remove = async () => {
+      if (!(await confirmDialog(`Remove ${label(s)} (${s.apiAddress}) from the cluster? It stops being a Raft member.`, "Remove server"))) return;
+      void act(`Removing ${label(s)}`, async () => {
+        await session.call((c) => c.cluster.removeServer({ id: s.id }, { timeoutMs: 15000 }), { write: true });
+        return `Removed ${label(s)}.`;
+      });
+    };
+    const doTransfer = async () => {
+      const q = isLeader ? `Hand leadership from ${label(s)} to another voter?` : `Make ${label(s)} the leader?`;
+      if (await confirmDialog(q, "Transfer leadership")) void transfer();
+    };
+    return h(
+      "td",
+      { class: "actions" },
+      h("button", { class: "transfer", "data-id": s.id, onclick: doTransfer }, isLeader ? "Transfer leadership" : "Make leader"),
+      h("button", { class: "remove danger", "data-id": s.id, onclick: remove }, "Remove"),
+    );
+  };
+
+  const draw = (st: StatusResponse, views: Map<string, View>) => {
+    const leader = st.servers.find((s) => s.id === st.leaderId);
+    const self = st.servers.find((s) => s.id === st.nodeId);
+    replace(
+      summary,
+      h("span", null, "Leader ", h("strong", { id: "cluster-leader", "data-id": st.leaderId }, label(leader, st.leaderId))),
+      h("span", null, "Term ", h("strong", { id: "cluster-term" }, st.term)),
+      h("span", null, "Commit index ", h("strong", null, st.commitIndex)),
+      h("span", null, "Applied index ", h("strong", null, st.appliedIndex)),
+      h("span", { class: "muted" }, `as seen by ${label(self, st.nodeId)}`),
+    );
+    const servers = [...st.servers].sort((a, b) => a.apiAddress.localeCompare(b.apiAddress) || a.id.localeCompare(b.id));
+    const rows = servers.map((s) => {
+      const v = views.get(s.id);
+      const up = v?.ok === true;
+      const own = v?.ok ? v.st : undefined;
+      const role = s.id === st.leaderId ? "leader" : s.suffrage === Suffrage.NONVOTER ? "non-voter" : "follower";
+      return h(
+        "tr",
+        { class: !up ? "down" : !s.healthy && s.lastContact ? "warn" : "", "data-id": s.id, "data-role": role },
+        h("td", null, h("strong", null, label(s)), h("div", { class: "muted small" }, s.id)),
+        h("td", null, h("code", null, s.apiAddress || "—")),
+        h("td", { class: "role" }, role),
+        h("td", { class: "health" }, health(s, v)),
+        h("td", { class: "num" }, ms(s.lastContact)),
+        h("td", { class: "num" }, own ? own.term : "—"),
+        h("td", { class: "num" }, own ? own.commitIndex : "—"),
+        h("td", { class: "num" }, own ? own.appliedIndex : s.appliedIndex || "—"),
+        actions(s, st, leader),
+      );
+    });
+    replace(
+      table,
+      h(
+        "table",
+        { id: "cluster-table" },
+        h("thead", null, h("tr", null, ["Node", "API address", "Role", "Health", "Last contact", "Term", "Commit index", "Applied index", ""].map((t) => h("th", null, t)))),
+        h("tbody", null, rows),
+      ),
+    );
+    if (first) {
+      first = false;
+      document.body.dataset.clusterRendered = String(performance.now());
+    }
+  };
+
+  const refresh = async () => {
+    window.clearTimeout(timer);
+    try {
+      const st = await session.call((c) => c.cluster.status({}, { timeoutMs: CALL_TIMEOUT }));
+      session.setMembers(st.servers.map((s) => s.apiAddress));
+      const views = new Map<string, View>();
+      await Promise.all(
+        st.servers.map(async (s) => {
+          if (!s.apiAddress) return;
+          try {
+            const own = await session.clientsFor(base(s.apiAddress)).cluster.status({}, { timeoutMs: REFRESH_MS * 1.5 });
+            views.set(s.id, { ok: true, st: own });
+          } catch (e) {
+            views.set(s.id, { ok: false, err: describeError(e) });
+          }
+        }),
+      );
+      if (stopped) return;
+      draw(st, views);
+    } catch (e) {
+      if (stopped) return;
+      replace(summary, h("pre", { class: "error" }, describeError(e)));
+    }
+    if (!stopped) timer = window.setTimeout(refresh, REFRESH_MS);
+  };
+  void refresh();
+  return () => {
+    stopped = true;
+    window.clearTimeout(timer);
+  };
+}
