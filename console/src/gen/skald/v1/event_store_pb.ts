@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/event_store.proto.
  */
 export const file_skald_v1_event_store: GenFile = /*@__PURE__*/
-  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiewoNQXBwZW5kUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKLAQoOQXBwZW5kUmVzcG9uc2USFgoOZmlyc3RfcG9zaXRpb24YASABKAMSFQoNbGFzdF9wb3NpdGlvbhgCIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSDQoFaW5kZXgYBSABKAQimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAyywUKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlEkwKClJlYWRTdHJlYW0SGy5za2FsZC52MS5SZWFkU3RyZWFtUmVxdWVzdBocLnNrYWxkLnYxLlJlYWRTdHJlYW1SZXNwb25zZSIDkAIBElIKDFJlYWRDYXRlZ29yeRIdLnNrYWxkLnYxLlJlYWRDYXRlZ29yeVJlcXVlc3QaHi5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXNwb25zZSIDkAIBEkMKB1JlYWRBbGwSGC5za2FsZC52MS5SZWFkQWxsUmVxdWVzdBoZLnNrYWxkLnYxLlJlYWRBbGxSZXNwb25zZSIDkAIBEk8KC0xhc3RNZXNzYWdlEhwuc2thbGQudjEuTGFzdE1lc3NhZ2VSZXF1ZXN0Gh0uc2thbGQudjEuTGFzdE1lc3NhZ2VSZXNwb25zZSIDkAIBElUKDVN0cmVhbVZlcnNpb24SHi5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVxdWVzdBofLnNrYWxkLnYxLlN0cmVhbVZlcnNpb25SZXNwb25zZSIDkAIBEk8KC0xpc3RTdHJlYW1zEhwuc2thbGQudjEuTGlzdFN0cmVhbXNSZXF1ZXN0Gh0uc2thbGQudjEuTGlzdFN0cmVhbXNSZXNwb25zZSIDkAIBElgKDkxpc3RDYXRlZ29yaWVzEh8uc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXF1ZXN0GiAuc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXNwb25zZSIDkAIBEkYKCVN1YnNjcmliZRIaLnNrYWxkLnYxLlN1YnNjcmliZVJlcXVlc3QaGy5za2FsZC52MS5TdWJzY3JpYmVSZXNwb25zZTABQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiewoNQXBwZW5kUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKLAQoOQXBwZW5kUmVzcG9uc2USFgoOZmlyc3RfcG9zaXRpb24YASABKAMSFQoNbGFzdF9wb3NpdGlvbhgCIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSDQoFaW5kZXgYBSABKAQimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEMu8GCgpFdmVudFN0b3JlEjsKBkFwcGVuZBIXLnNrYWxkLnYxLkFwcGVuZFJlcXVlc3QaGC5za2FsZC52MS5BcHBlbmRSZXNwb25zZRJMCgpSZWFkU3RyZWFtEhsuc2thbGQudjEuUmVhZFN0cmVhbVJlcXVlc3QaHC5za2FsZC52MS5SZWFkU3RyZWFtUmVzcG9uc2UiA5ACARJSCgxSZWFkQ2F0ZWdvcnkSHS5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXF1ZXN0Gh4uc2thbGQudjEuUmVhZENhdGVnb3J5UmVzcG9uc2UiA5ACARJDCgdSZWFkQWxsEhguc2thbGQudjEuUmVhZEFsbFJlcXVlc3QaGS5za2FsZC52MS5SZWFkQWxsUmVzcG9uc2UiA5ACARJPCgtMYXN0TWVzc2FnZRIcLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVxdWVzdBodLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVzcG9uc2UiA5ACARJVCg1TdHJlYW1WZXJzaW9uEh4uc2thbGQudjEuU3RyZWFtVmVyc2lvblJlcXVlc3QaHy5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVzcG9uc2UiA5ACARJPCgtMaXN0U3RyZWFtcxIcLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVxdWVzdBodLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVzcG9uc2UiA5ACARJYCg5MaXN0Q2F0ZWdvcmllcxIfLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVxdWVzdBogLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVzcG9uc2UiA5ACARJGCglTdWJzY3JpYmUSGi5za2FsZC52MS5TdWJzY3JpYmVSZXF1ZXN0Ghsuc2thbGQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJNCgxEZWxldGVTdHJlYW0SHS5za2FsZC52MS5EZWxldGVTdHJlYW1SZXF1ZXN0Gh4uc2thbGQudjEuRGVsZXRlU3RyZWFtUmVzcG9uc2USUwoOVHJ1bmNhdGVTdHJlYW0SHy5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlcXVlc3QaIC5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.AppendRequest
@@ -657,6 +657,120 @@ export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
   messageDesc(file_skald_v1_event_store, 21);
 
 /**
+ * @generated from message skald.v1.DeleteStreamRequest
+ */
+export type DeleteStreamRequest = Message<"skald.v1.DeleteStreamRequest"> & {
+  /**
+   * @generated from field: string stream = 1;
+   */
+  stream: string;
+
+  /**
+   * A tombstone: later appends fail.
+   *
+   * @generated from field: bool hard = 2;
+   */
+  hard: boolean;
+
+  /**
+   * Delete only if the stream's version is this (else Aborted).
+   *
+   * @generated from field: optional int64 expected_version = 3;
+   */
+  expectedVersion?: bigint | undefined;
+};
+
+/**
+ * Describes the message skald.v1.DeleteStreamRequest.
+ * Use `create(DeleteStreamRequestSchema)` to create a new message.
+ */
+export const DeleteStreamRequestSchema: GenMessage<DeleteStreamRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 22);
+
+/**
+ * @generated from message skald.v1.DeleteStreamResponse
+ */
+export type DeleteStreamResponse = Message<"skald.v1.DeleteStreamResponse"> & {
+  /**
+   * @generated from field: int64 messages_deleted = 1;
+   */
+  messagesDeleted: bigint;
+
+  /**
+   * The stream's version (its last position), which it keeps.
+   *
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * Raft index of the delete: pass it as read.min_index.
+   *
+   * @generated from field: uint64 index = 3;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.DeleteStreamResponse.
+ * Use `create(DeleteStreamResponseSchema)` to create a new message.
+ */
+export const DeleteStreamResponseSchema: GenMessage<DeleteStreamResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 23);
+
+/**
+ * @generated from message skald.v1.TruncateStreamRequest
+ */
+export type TruncateStreamRequest = Message<"skald.v1.TruncateStreamRequest"> & {
+  /**
+   * @generated from field: string stream = 1;
+   */
+  stream: string;
+
+  /**
+   * Remove the messages whose position is below this; at most the
+   * stream's version + 1 (which removes them all).
+   *
+   * @generated from field: int64 before = 2;
+   */
+  before: bigint;
+};
+
+/**
+ * Describes the message skald.v1.TruncateStreamRequest.
+ * Use `create(TruncateStreamRequestSchema)` to create a new message.
+ */
+export const TruncateStreamRequestSchema: GenMessage<TruncateStreamRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 24);
+
+/**
+ * @generated from message skald.v1.TruncateStreamResponse
+ */
+export type TruncateStreamResponse = Message<"skald.v1.TruncateStreamResponse"> & {
+  /**
+   * @generated from field: int64 messages_deleted = 1;
+   */
+  messagesDeleted: bigint;
+
+  /**
+   * @generated from field: int64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: uint64 index = 3;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.TruncateStreamResponse.
+ * Use `create(TruncateStreamResponseSchema)` to create a new message.
+ */
+export const TruncateStreamResponseSchema: GenMessage<TruncateStreamResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 25);
+
+/**
  * EventStore reads and writes the messages of the caller's namespace (the
  * token's; the admin token acts on "default").
  *
@@ -739,6 +853,31 @@ export const EventStore: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeRequestSchema;
     output: typeof SubscribeResponseSchema;
+  },
+  /**
+   * DeleteStream removes every message of a stream. Soft (the default): the
+   * stream keeps its version, and a later append continues at the next
+   * position. Hard: a tombstone; every later append or truncate of the
+   * stream fails with FailedPrecondition. Positions and global positions
+   * are never reused. A stream that never had a message: NotFound.
+   *
+   * @generated from rpc skald.v1.EventStore.DeleteStream
+   */
+  deleteStream: {
+    methodKind: "unary";
+    input: typeof DeleteStreamRequestSchema;
+    output: typeof DeleteStreamResponseSchema;
+  },
+  /**
+   * TruncateStream removes the messages of a stream below a position; the
+   * stream keeps its version.
+   *
+   * @generated from rpc skald.v1.EventStore.TruncateStream
+   */
+  truncateStream: {
+    methodKind: "unary";
+    input: typeof TruncateStreamRequestSchema;
+    output: typeof TruncateStreamResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skald_v1_event_store, 0);
