@@ -145,6 +145,8 @@ func (a *applier) command(l *raft.Log) any {
 		return a.truncateStream(l, k.TruncateStream)
 	case *fsmv1.Command_DeleteStream:
 		return a.deleteStream(l, k.DeleteStream)
+	case *fsmv1.Command_DeleteByWatermark:
+		return a.deleteByWatermark(l, k.DeleteByWatermark)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}

@@ -264,25 +264,37 @@ func (v *View) LastMessage(stream, typ string) (m Message, ok bool, err error) {
 			return Message{}, false, err
 		}
 		gp = meta.lastGP
+		if meta.flags&streamTruncated != 0 {
+			// The last message may be one of those removed (by type):
+			// the last SI key is the last one left.
+			if gp, found, err = v.lastIndexed(streamPrefix(stream)); err != nil || !found {
+				return Message{}, false, err
+			}
+		}
 	} else {
-		p := typePrefix(stream, typ)
-		it, err := v.iter(p, prefixEnd(p))
-		if err != nil {
-			return Message{}, false, err
-		}
-		found := it.Last()
-		if found {
-			gp, err = decodeUint64(it.Value())
-		}
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil || !found {
+		var found bool
+		if gp, found, err = v.lastIndexed(typePrefix(stream, typ)); err != nil || !found {
 			return Message{}, false, err
 		}
 	}
 	m, err = v.message(gp)
 	return m, err == nil, err
+}
+
+// lastIndexed returns the global position held by the last SI or TI key
+// with prefix p.
+func (v *View) lastIndexed(p []byte) (gp int64, found bool, err error) {
+	it, err := v.iter(p, prefixEnd(p))
+	if err != nil {
+		return 0, false, err
+	}
+	if found = it.Last(); found {
+		gp, err = decodeUint64(it.Value())
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return gp, found, err
 }
 
 // StreamVersion returns the stream's last position, -1 when it has no

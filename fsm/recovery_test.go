@@ -51,6 +51,12 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 			add(truncateCmd(ns, stream, int64(rng.Intn(4))))
 		case churn && r < 12:
 			add(deleteStreamCmd(ns, stream, rng.Intn(4) == 0))
+		case churn && r < 13:
+			var types []string
+			if rng.Intn(2) == 0 {
+				types = []string{"Moved"}
+			}
+			add(watermarkCmd(ns, Category(stream), types, stream, rng.Intn(5)))
 		default:
 			msgs := make([]*fsmv1.NewMessage, 1+rng.Intn(3))
 			for i := range msgs {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
@@ -69,46 +70,35 @@ func (a *applier) deleteStream(l *raft.Log, c *fsmv1.DeleteStream) any {
 }
 
 // removeBefore removes the messages of stream whose position is below
-// before and sets flags on its VI record. It costs O(removed messages): it
-// walks the stream's SI keys below before and, for each, deletes the M, CI
-// and TI keys (the TI key needs the message's type, read from M).
-//
-// The walk reads the database, so the batch is committed first; and it is
-// committed after, so that a later entry of the same ApplyBatch walking the
-// same stream does not see (and count) the removed keys again.
+// before and sets flags on its VI record, as one entry: see removing.
 func (a *applier) removeBefore(l *raft.Log, nb *nsBatch, namespace, stream string, before int64, flags uint64) any {
 	a.flush(nb)
+	removed := a.removeRange(nb, stream, before)
+	a.removed(nb, stream, removed, flags)
+	nb.done(l)
+	a.flush(nb)
 	st := nb.stream(stream)
-	db, cat := nb.ns.db, Category(stream)
+	return &StreamDeletionResult{Namespace: namespace, Stream: stream, MessagesDeleted: removed, Version: st.meta.lastPos, Index: l.Index}
+}
+
+// Removing messages reads the database to find them, so an entry that
+// removes commits the batch first; and it commits again after, so that a
+// later entry of the same ApplyBatch walking the same stream does not see
+// (and count) the removed keys a second time. Every removal costs
+// O(removed messages): never a scan of the stream or the namespace.
+
+// removeRange stages the removal of stream's messages below before: it
+// walks the SI keys in that range and, for each, deletes the M, CI and TI
+// keys (the TI key needs the message's type, read from M), then the SI
+// keys with one range deletion. The batch must be committed.
+func (a *applier) removeRange(nb *nsBatch, stream string, before int64) int64 {
 	lo, hi := streamKey(stream, 0), streamKey(stream, before)
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		a.fatal("namespace %q: truncate %q: %v", namespace, stream, err)
-	}
 	var removed int64
-	sm := &fsmv1.StoredMessage{}
-	for ok := it.First(); ok; ok = it.Next() {
-		gp, err := decodeUint64(it.Value())
-		if err != nil {
-			a.fatal("namespace %q: SI of %q: %v", namespace, stream, err)
-		}
-		v, err := get(db, messageKey(gp))
-		if err != nil || v == nil {
-			a.fatal("namespace %q: message %d of %q: %v (present %v)", namespace, gp, stream, err, v != nil)
-		}
-		if err := proto.Unmarshal(v, sm); err != nil {
-			a.fatal("namespace %q: message %d: %v", namespace, gp, err)
-		}
-		for _, k := range [][]byte{messageKey(gp), categoryKey(cat, gp), typeKey(stream, sm.Type, sm.Position)} {
-			if err := nb.b.Delete(k, nil); err != nil {
-				a.fatal("stage delete: %v", err)
-			}
-		}
+	a.walk(nb, lo, hi, func(pos, gp int64) {
+		typ := a.messageType(nb, gp)
+		a.deleteKeys(nb, messageKey(gp), categoryKey(Category(stream), gp), typeKey(stream, typ, pos))
 		removed++
-	}
-	if err := it.Close(); err != nil {
-		a.fatal("namespace %q: walk %q: %v", namespace, stream, err)
-	}
+	})
 	if removed > 0 {
 		// One range tombstone for the SI keys: less to insert, and the space
 		// comes back when compaction meets it.
@@ -116,7 +106,74 @@ func (a *applier) removeBefore(l *raft.Log, nb *nsBatch, namespace, stream strin
 			a.fatal("stage delete range: %v", err)
 		}
 	}
-	cs := nb.category(cat)
+	return removed
+}
+
+// removeTypes stages the removal of stream's messages of the given types
+// with a position up to through, walking the TI keys of each type.
+func (a *applier) removeTypes(nb *nsBatch, stream string, types []string, through int64) int64 {
+	var removed int64
+	for _, typ := range types {
+		lo, hi := typeKey(stream, typ, 0), typeKey(stream, typ, through+1)
+		n := int64(0)
+		a.walk(nb, lo, hi, func(pos, gp int64) {
+			a.deleteKeys(nb, messageKey(gp), categoryKey(Category(stream), gp), streamKey(stream, pos))
+			n++
+		})
+		if n > 0 {
+			if err := nb.b.DeleteRange(lo, hi, nil); err != nil {
+				a.fatal("stage delete range: %v", err)
+			}
+		}
+		removed += n
+	}
+	return removed
+}
+
+// walk calls fn with the position (the key's trailing number) and the
+// global position (the value) of every SI or TI key in [lo, hi).
+func (a *applier) walk(nb *nsBatch, lo, hi []byte, fn func(pos, gp int64)) {
+	it, err := nb.ns.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		a.fatal("namespace %q: walk: %v", nb.ns.rec.Name, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		gp, err := decodeUint64(it.Value())
+		if err != nil {
+			a.fatal("namespace %q: index key %q: %v", nb.ns.rec.Name, it.Key(), err)
+		}
+		fn(keySuffixUint64(it.Key()), gp)
+	}
+	if err := it.Close(); err != nil {
+		a.fatal("namespace %q: walk: %v", nb.ns.rec.Name, err)
+	}
+}
+
+func (a *applier) messageType(nb *nsBatch, gp int64) string {
+	v, err := get(nb.ns.db, messageKey(gp))
+	if err != nil || v == nil {
+		a.fatal("namespace %q: message %d: %v (present %v)", nb.ns.rec.Name, gp, err, v != nil)
+	}
+	sm := &nb.sm
+	proto.Reset(sm)
+	if err := proto.Unmarshal(v, sm); err != nil {
+		a.fatal("namespace %q: message %d: %v", nb.ns.rec.Name, gp, err)
+	}
+	return sm.Type
+}
+
+func (a *applier) deleteKeys(nb *nsBatch, keys ...[]byte) {
+	for _, k := range keys {
+		if err := nb.b.Delete(k, nil); err != nil {
+			a.fatal("stage delete: %v", err)
+		}
+	}
+}
+
+// removed updates the counters for removed messages of stream and sets
+// flags on its VI record (truncated as well when anything went).
+func (a *applier) removed(nb *nsBatch, stream string, removed int64, flags uint64) {
+	st, cs := nb.stream(stream), nb.category(Category(stream))
 	st.meta.count -= removed
 	st.meta.flags |= flags
 	if removed > 0 {
@@ -129,8 +186,89 @@ func (a *applier) removeBefore(l *raft.Log, nb *nsBatch, namespace, stream strin
 		cs.counts.streams--
 		nb.counts.streams--
 	}
-	st.dirty, cs.dirty = true, true
+	st.dirty, cs.dirty, nb.dirty = true, true, true
+}
+
+// Limits of a DeleteByWatermark.
+const (
+	MaxWatermarkStreams = 10000
+	MaxWatermarkTypes   = 100
+)
+
+// WatermarkDeletionResult is the result of a DeleteByWatermark.
+type WatermarkDeletionResult struct {
+	Namespace       string
+	MessagesDeleted int64
+	Streams         int64 // streams that lost at least one message
+	Index           uint64
+}
+
+func (a *applier) deleteByWatermark(l *raft.Log, c *fsmv1.DeleteByWatermark) any {
+	nb, skipped, done := a.target(l, c.Namespace)
+	if done {
+		return skipped
+	}
+	if err := ValidateWatermarks(c); err != nil {
+		return err
+	}
+	a.flush(nb)
+	res := &WatermarkDeletionResult{Namespace: c.Namespace, Index: l.Index}
+	for _, w := range c.Watermarks {
+		st := nb.stream(w.Stream)
+		if st.meta.count == 0 {
+			continue // never written, deleted, or a tombstone: nothing to remove
+		}
+		var n int64
+		if len(c.Types) == 0 {
+			n = a.removeRange(nb, w.Stream, min(w.Position, st.meta.lastPos)+1)
+		} else {
+			n = a.removeTypes(nb, w.Stream, c.Types, w.Position)
+		}
+		if n > 0 {
+			a.removed(nb, w.Stream, n, 0)
+			res.MessagesDeleted += n
+			res.Streams++
+		}
+	}
 	nb.done(l)
 	a.flush(nb)
-	return &StreamDeletionResult{Namespace: namespace, Stream: stream, MessagesDeleted: removed, Version: st.meta.lastPos, Index: l.Index}
+	return res
+}
+
+// ValidateWatermarks checks a DeleteByWatermark as apply does (the API
+// edge calls it to refuse before proposing).
+func ValidateWatermarks(c *fsmv1.DeleteByWatermark) error {
+	if err := ValidateStreamName("category", c.Category); err != nil {
+		return err
+	}
+	if strings.Contains(c.Category, "-") {
+		return invalid("category", "must not contain '-': %q names a stream", c.Category)
+	}
+	if n := len(c.Watermarks); n < 1 || n > MaxWatermarkStreams {
+		return invalid("watermarks", "must name 1..%d streams, got %d", MaxWatermarkStreams, n)
+	}
+	for i, w := range c.Watermarks {
+		field := fmt.Sprintf("watermarks[%d]", i)
+		if err := ValidateStreamName(field+".stream", w.Stream); err != nil {
+			return err
+		}
+		if Category(w.Stream) != c.Category {
+			return invalid(field+".stream", "%q is not in category %q", w.Stream, c.Category)
+		}
+		if i > 0 && w.Stream <= c.Watermarks[i-1].Stream {
+			return invalid(field+".stream", "streams must be listed once each, in byte order")
+		}
+		if w.Position < 0 {
+			return invalid(field+".position", "must be 0 or more, got %d", w.Position)
+		}
+	}
+	if len(c.Types) > MaxWatermarkTypes {
+		return invalid("types", "at most %d types, got %d", MaxWatermarkTypes, len(c.Types))
+	}
+	for i, t := range c.Types {
+		if err := ValidateTypeName(fmt.Sprintf("types[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -247,3 +247,83 @@ func TestStreamDeletionDeterministic(t *testing.T) {
 		}
 	}
 }
+
+func watermarkCmd(ns, category string, types []string, marks ...any) *fsmv1.Command {
+	c := &fsmv1.DeleteByWatermark{Namespace: ns, Category: category, Types: types}
+	for i := 0; i < len(marks); i += 2 {
+		c.Watermarks = append(c.Watermarks, &fsmv1.StreamWatermark{Stream: marks[i].(string), Position: int64(marks[i+1].(int))})
+	}
+	return &fsmv1.Command{Kind: &fsmv1.Command_DeleteByWatermark{DeleteByWatermark: c}}
+}
+
+func TestDeleteByWatermark(t *testing.T) {
+	t.Run("every type", func(t *testing.T) {
+		s, f := deletionFixture(t)
+		r := f.must(watermarkCmd("ns", "account", nil, "account-1", 1, "account-2", 9, "account-7", 3)).(*WatermarkDeletionResult)
+		if r.MessagesDeleted != 5 || r.Streams != 2 {
+			t.Fatalf("removed %d in %d streams, want 5 in 2 (2 of account-1, all 3 of account-2)", r.MessagesDeleted, r.Streams)
+		}
+		pos, _ := positions(streamOf(t, s, "ns", "account-1"))
+		if !slices.Equal(pos, []int64{2, 3, 4}) {
+			t.Fatalf("account-1 keeps positions %v, want [2 3 4]", pos)
+		}
+		if st, _ := view(t, s, "ns").Stats(); st.MessageCount != 5 || st.StreamCount != 2 {
+			t.Fatalf("stats %+v, want 5 messages in 2 streams", st)
+		}
+	})
+	t.Run("given types", func(t *testing.T) {
+		s, f := deletionFixture(t)
+		// account-1 is A,B,A,B,A at 0..4: remove the Bs up to 3.
+		r := f.must(watermarkCmd("ns", "account", []string{"B"}, "account-1", 3)).(*WatermarkDeletionResult)
+		if r.MessagesDeleted != 2 || r.Streams != 1 {
+			t.Fatalf("removed %d in %d streams, want 2 in 1", r.MessagesDeleted, r.Streams)
+		}
+		pos, _ := positions(streamOf(t, s, "ns", "account-1"))
+		if !slices.Equal(pos, []int64{0, 2, 4}) {
+			t.Fatalf("account-1 keeps positions %v, want [0 2 4]", pos)
+		}
+		v := view(t, s, "ns")
+		if _, ok, err := v.LastMessage("account-1", "B"); ok || err != nil {
+			t.Fatalf("LastMessage of type B after removing every B: found %v, err %v", ok, err)
+		}
+		// The last message (position 4, an A) survives; remove it by type
+		// and LastMessage falls back to the last one left.
+		f.must(watermarkCmd("ns", "account", []string{"A"}, "account-1", 4))
+		f.must(appendCmd("ns", "account-1", newMsg("B", `{}`)))
+		f.must(watermarkCmd("ns", "account", []string{"B"}, "account-1", 5))
+		if m, ok, err := view(t, s, "ns").LastMessage("account-1", ""); ok || err != nil {
+			t.Fatalf("LastMessage of an emptied stream: %+v found %v, err %v", m, ok, err)
+		}
+		f.must(appendCmd("ns", "account-1", newMsg("A", `{}`), newMsg("B", `{}`)))
+		f.must(watermarkCmd("ns", "account", []string{"B"}, "account-1", 7))
+		m, ok, err := view(t, s, "ns").LastMessage("account-1", "")
+		if err != nil || !ok || m.Position != 6 {
+			t.Fatalf("LastMessage after its last message was removed: position %d found %v, err %v; want 6", m.Position, ok, err)
+		}
+	})
+	cases := []struct {
+		name string
+		cmd  *fsmv1.Command
+		want func(error) bool
+	}{
+		{"no streams", watermarkCmd("ns", "account", nil), isInvalid("watermarks")},
+		{"a stream of another category", watermarkCmd("ns", "account", nil, "other-1", 0), isInvalid("watermarks[0].stream")},
+		{"a stream named twice", watermarkCmd("ns", "account", nil, "account-1", 0, "account-1", 1), isInvalid("watermarks[1].stream")},
+		{"streams out of order", watermarkCmd("ns", "account", nil, "account-2", 0, "account-1", 1), isInvalid("watermarks[1].stream")},
+		{"a negative position", watermarkCmd("ns", "account", nil, "account-1", -1), isInvalid("watermarks[0].position")},
+		{"a stream name as the category", watermarkCmd("ns", "account-1", nil, "account-1", 0), isInvalid("category")},
+		{"an empty type", watermarkCmd("ns", "account", []string{""}, "account-1", 0), isInvalid("types[0]")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, f := deletionFixture(t)
+			before := contentHash(t, s)
+			if err, _ := f.apply(tc.cmd)[0].(error); !tc.want(err) {
+				t.Fatalf("got %v", err)
+			}
+			if contentHash(t, s) != before {
+				t.Fatal("a refused watermark deletion changed the stored state")
+			}
+		})
+	}
+}

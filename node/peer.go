@@ -299,6 +299,10 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		}}}, nil
 	case *fsm.SetNodeInfoResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_SetNodeInfo{SetNodeInfo: true}}, nil
+	case *fsm.WatermarkDeletionResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_WatermarkDeletion{WatermarkDeletion: &peerv1.WatermarkDeletionResult{
+			Namespace: r.Namespace, MessagesDeleted: r.MessagesDeleted, Streams: r.Streams,
+		}}}, nil
 	case *fsm.StreamDeletionResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_StreamDeletion{StreamDeletion: &peerv1.StreamDeletionResult{
 			Namespace: r.Namespace, Stream: r.Stream, MessagesDeleted: r.MessagesDeleted, Version: r.Version,
@@ -352,6 +356,9 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 		return &fsm.DeleteNamespaceResult{Name: d.Name, MessagesDeleted: d.MessagesDeleted, DeletedAt: d.DeletedUnixNano, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_SetNodeInfo:
 		return &fsm.SetNodeInfoResult{Index: m.Index}, nil
+	case *peerv1.ApplyResponse_WatermarkDeletion:
+		w := r.WatermarkDeletion
+		return &fsm.WatermarkDeletionResult{Namespace: w.Namespace, MessagesDeleted: w.MessagesDeleted, Streams: w.Streams, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_StreamDeletion:
 		d := r.StreamDeletion
 		return &fsm.StreamDeletionResult{Namespace: d.Namespace, Stream: d.Stream, MessagesDeleted: d.MessagesDeleted, Version: d.Version, Index: m.Index}, nil

@@ -201,6 +201,12 @@ func (n *Node) TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fs
 	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: c}})
 }
 
+// DeleteByWatermark removes, in a category, each stream's messages up to
+// its watermark.
+func (n *Node) DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsm.WatermarkDeletionResult, error) {
+	return applyAs[*fsm.WatermarkDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteByWatermark{DeleteByWatermark: c}})
+}
+
 // DeleteStream removes a stream's messages, leaving a tombstone when hard.
 func (n *Node) DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error) {
 	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: c}})

@@ -2,6 +2,10 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+
+	"connectrpc.com/connect"
 
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
@@ -63,4 +67,38 @@ func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) 
 		return nil, e.backendError(ctx, err)
 	}
 	return map[string]any{"messagesDeleted": res.MessagesDeleted, "version": res.Version}, nil
+}
+
+// categoryDeleteByWatermark is ["category.deleteByWatermark", category,
+// {"watermarks": {stream: position}, "types": [...]}] →
+// {"messagesDeleted": n, "streams": k}: Connect's
+// EventStore.DeleteByWatermark.
+func (e *evdb) categoryDeleteByWatermark(ctx context.Context, args evArgs) (any, *evError) {
+	category, everr := args.nonEmpty(0, "categoryName")
+	if everr != nil {
+		return nil, everr
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	var marks map[string]int64
+	if raw, ok := opts["watermarks"]; !ok || isNull(raw) || json.Unmarshal(raw, &marks) != nil {
+		return nil, evInvalid("option watermarks is required: an object of stream name to the last position to remove")
+	}
+	var types []string
+	if raw, ok := opts["types"]; ok && !isNull(raw) && json.Unmarshal(raw, &types) != nil {
+		return nil, evInvalid("option types must be an array of strings")
+	}
+	c, err := watermarkCommand(callerFrom(ctx).namespace, category, marks, types)
+	if ce := (*connect.Error)(nil); errors.As(err, &ce) {
+		return nil, evInvalid("%s", ce.Message())
+	} else if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	res, err := e.b.DeleteByWatermark(ctx, c)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]any{"messagesDeleted": res.MessagesDeleted, "streams": res.Streams}, nil
 }

@@ -19,6 +19,7 @@ type events interface {
 	Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error)
 	TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error)
 	DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error)
+	DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsm.WatermarkDeletionResult, error)
 	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
 	AppliedIndex() uint64

@@ -2,9 +2,12 @@ package rpc
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"connectrpc.com/connect"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -42,4 +45,35 @@ func (s *eventStore) TruncateStream(ctx context.Context, req *connect.Request[sk
 		return nil, s.toConnect(ctx, err)
 	}
 	return connect.NewResponse(&skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index}), nil
+}
+
+// DeleteByWatermark removes, in one category, each stream's messages up to
+// its watermark (or only those of the given types).
+func (s *eventStore) DeleteByWatermark(ctx context.Context, req *connect.Request[skaldv1.DeleteByWatermarkRequest]) (*connect.Response[skaldv1.DeleteByWatermarkResponse], error) {
+	m := req.Msg
+	if err := checkCategory("category", m.Category); err != nil {
+		return nil, err
+	}
+	c, err := watermarkCommand(callerFrom(ctx).namespace, m.Category, m.Watermarks, m.Types)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.DeleteByWatermark(ctx, c)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index}), nil
+}
+
+// watermarkCommand lists the watermarks in byte order of the stream names,
+// as apply requires (a map has no order), checking them as apply will.
+func watermarkCommand(namespace, category string, marks map[string]int64, types []string) (*fsmv1.DeleteByWatermark, error) {
+	c := &fsmv1.DeleteByWatermark{Namespace: namespace, Category: category, Types: types}
+	for _, stream := range slices.Sorted(maps.Keys(marks)) {
+		c.Watermarks = append(c.Watermarks, &fsmv1.StreamWatermark{Stream: stream, Position: marks[stream]})
+	}
+	if err := fsm.ValidateWatermarks(c); err != nil {
+		return nil, asInvalid(err)
+	}
+	return c, nil
 }

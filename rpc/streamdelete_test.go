@@ -85,7 +85,26 @@ func TestStreamDeletionAPI(t *testing.T) {
 		t.Fatalf("namespace counts after the deletes: %+v, %v; want 4 messages in 2 streams", ns, err)
 	}
 
+	appendN("wm-1", 4)
+	appendN("wm-2", 4)
+	wm, err := c.events.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: "wm",
+		Watermarks: map[string]int64{"wm-2": 1, "wm-1": 2, "wm-9": 5}}))
+	if err != nil || wm.Msg.MessagesDeleted != 5 || wm.Msg.Streams != 2 {
+		t.Fatalf("DeleteByWatermark: %+v, %v; want 5 removed in 2 streams", wm, err)
+	}
+	_, err = c.events.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: "wm", Watermarks: map[string]int64{"acct-1": 1}}))
+	wantField(t, "watermark of a stream in another category", err, "watermarks[0].stream")
+	_, err = c.events.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: "wm-1", Watermarks: map[string]int64{"wm-1": 1}}))
+	wantField(t, "a stream name as the category", err, "category")
+
 	ev := evClient{t, f.addr, adminToken}
+	var wout struct{ MessagesDeleted, Streams int64 }
+	ev.ok(&wout, "category.deleteByWatermark", "wm", map[string]any{"watermarks": map[string]any{"wm-1": 3, "wm-2": 3}, "types": []string{"T"}})
+	if wout.MessagesDeleted != 3 || wout.Streams != 2 {
+		t.Fatalf("category.deleteByWatermark: %+v, want 3 removed in 2 streams", wout)
+	}
+	ev.fails(400, "INVALID_REQUEST", "category.deleteByWatermark", "wm", map[string]any{})
+	ev.fails(400, "INVALID_REQUEST", "category.deleteByWatermark", "wm", map[string]any{"watermarks": map[string]any{"x-1": 1}})
 	var out struct{ MessagesDeleted, Version int64 }
 	ev.ok(&out, "stream.truncate", "acct-3", map[string]any{"before": 1})
 	if out.MessagesDeleted != 1 || out.Version != 1 {

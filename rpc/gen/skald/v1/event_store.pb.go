@@ -1672,6 +1672,129 @@ func (x *TruncateStreamResponse) GetIndex() uint64 {
 	return 0
 }
 
+type DeleteByWatermarkRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Category string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
+	// stream name -> last position to remove; every stream in the category.
+	Watermarks map[string]int64 `protobuf:"bytes,2,rep,name=watermarks,proto3" json:"watermarks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// When given, only messages of these types are removed.
+	Types         []string `protobuf:"bytes,3,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteByWatermarkRequest) Reset() {
+	*x = DeleteByWatermarkRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteByWatermarkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteByWatermarkRequest) ProtoMessage() {}
+
+func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteByWatermarkRequest.ProtoReflect.Descriptor instead.
+func (*DeleteByWatermarkRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteByWatermarkRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *DeleteByWatermarkRequest) GetWatermarks() map[string]int64 {
+	if x != nil {
+		return x.Watermarks
+	}
+	return nil
+}
+
+func (x *DeleteByWatermarkRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+type DeleteByWatermarkResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MessagesDeleted int64                  `protobuf:"varint,1,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	// Streams that lost at least one message.
+	Streams       int64  `protobuf:"varint,2,opt,name=streams,proto3" json:"streams,omitempty"`
+	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteByWatermarkResponse) Reset() {
+	*x = DeleteByWatermarkResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteByWatermarkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteByWatermarkResponse) ProtoMessage() {}
+
+func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteByWatermarkResponse.ProtoReflect.Descriptor instead.
+func (*DeleteByWatermarkResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DeleteByWatermarkResponse) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *DeleteByWatermarkResponse) GetStreams() int64 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+func (x *DeleteByWatermarkResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_skald_v1_event_store_proto protoreflect.FileDescriptor
 
 const file_skald_v1_event_store_proto_rawDesc = "" +
@@ -1790,7 +1913,20 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x16TruncateStreamResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index2\xef\x06\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"\xdf\x01\n" +
+	"\x18DeleteByWatermarkRequest\x12\x1a\n" +
+	"\bcategory\x18\x01 \x01(\tR\bcategory\x12R\n" +
+	"\n" +
+	"watermarks\x18\x02 \x03(\v22.skald.v1.DeleteByWatermarkRequest.WatermarksEntryR\n" +
+	"watermarks\x12\x14\n" +
+	"\x05types\x18\x03 \x03(\tR\x05types\x1a=\n" +
+	"\x0fWatermarksEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"v\n" +
+	"\x19DeleteByWatermarkResponse\x12)\n" +
+	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\astreams\x18\x02 \x01(\x03R\astreams\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index2\xcd\a\n" +
 	"\n" +
 	"EventStore\x12;\n" +
 	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12L\n" +
@@ -1804,7 +1940,8 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x0eListCategories\x12\x1f.skald.v1.ListCategoriesRequest\x1a .skald.v1.ListCategoriesResponse\"\x03\x90\x02\x01\x12F\n" +
 	"\tSubscribe\x12\x1a.skald.v1.SubscribeRequest\x1a\x1b.skald.v1.SubscribeResponse0\x01\x12M\n" +
 	"\fDeleteStream\x12\x1d.skald.v1.DeleteStreamRequest\x1a\x1e.skald.v1.DeleteStreamResponse\x12S\n" +
-	"\x0eTruncateStream\x12\x1f.skald.v1.TruncateStreamRequest\x1a .skald.v1.TruncateStreamResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x0eTruncateStream\x12\x1f.skald.v1.TruncateStreamRequest\x1a .skald.v1.TruncateStreamResponse\x12\\\n" +
+	"\x11DeleteByWatermark\x12\".skald.v1.DeleteByWatermarkRequest\x1a#.skald.v1.DeleteByWatermarkResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_event_store_proto_rawDescOnce sync.Once
@@ -1818,90 +1955,96 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_skald_v1_event_store_proto_goTypes = []any{
-	(*AppendRequest)(nil),          // 0: skald.v1.AppendRequest
-	(*AppendResponse)(nil),         // 1: skald.v1.AppendResponse
-	(*ReadStreamRequest)(nil),      // 2: skald.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),     // 3: skald.v1.ReadStreamResponse
-	(*ReadCategoryRequest)(nil),    // 4: skald.v1.ReadCategoryRequest
-	(*ReadCategoryResponse)(nil),   // 5: skald.v1.ReadCategoryResponse
-	(*ReadAllRequest)(nil),         // 6: skald.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),        // 7: skald.v1.ReadAllResponse
-	(*LastMessageRequest)(nil),     // 8: skald.v1.LastMessageRequest
-	(*LastMessageResponse)(nil),    // 9: skald.v1.LastMessageResponse
-	(*StreamVersionRequest)(nil),   // 10: skald.v1.StreamVersionRequest
-	(*StreamVersionResponse)(nil),  // 11: skald.v1.StreamVersionResponse
-	(*ListStreamsRequest)(nil),     // 12: skald.v1.ListStreamsRequest
-	(*StreamInfo)(nil),             // 13: skald.v1.StreamInfo
-	(*ListStreamsResponse)(nil),    // 14: skald.v1.ListStreamsResponse
-	(*ListCategoriesRequest)(nil),  // 15: skald.v1.ListCategoriesRequest
-	(*CategoryInfo)(nil),           // 16: skald.v1.CategoryInfo
-	(*ListCategoriesResponse)(nil), // 17: skald.v1.ListCategoriesResponse
-	(*SubscribeRequest)(nil),       // 18: skald.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),      // 19: skald.v1.SubscribeResponse
-	(*CaughtUp)(nil),               // 20: skald.v1.CaughtUp
-	(*Heartbeat)(nil),              // 21: skald.v1.Heartbeat
-	(*DeleteStreamRequest)(nil),    // 22: skald.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil),   // 23: skald.v1.DeleteStreamResponse
-	(*TruncateStreamRequest)(nil),  // 24: skald.v1.TruncateStreamRequest
-	(*TruncateStreamResponse)(nil), // 25: skald.v1.TruncateStreamResponse
-	(*NewMessage)(nil),             // 26: skald.v1.NewMessage
-	(*ReadOptions)(nil),            // 27: skald.v1.ReadOptions
-	(*Message)(nil),                // 28: skald.v1.Message
-	(*ConsumerGroup)(nil),          // 29: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
+	(*AppendRequest)(nil),             // 0: skald.v1.AppendRequest
+	(*AppendResponse)(nil),            // 1: skald.v1.AppendResponse
+	(*ReadStreamRequest)(nil),         // 2: skald.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),        // 3: skald.v1.ReadStreamResponse
+	(*ReadCategoryRequest)(nil),       // 4: skald.v1.ReadCategoryRequest
+	(*ReadCategoryResponse)(nil),      // 5: skald.v1.ReadCategoryResponse
+	(*ReadAllRequest)(nil),            // 6: skald.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),           // 7: skald.v1.ReadAllResponse
+	(*LastMessageRequest)(nil),        // 8: skald.v1.LastMessageRequest
+	(*LastMessageResponse)(nil),       // 9: skald.v1.LastMessageResponse
+	(*StreamVersionRequest)(nil),      // 10: skald.v1.StreamVersionRequest
+	(*StreamVersionResponse)(nil),     // 11: skald.v1.StreamVersionResponse
+	(*ListStreamsRequest)(nil),        // 12: skald.v1.ListStreamsRequest
+	(*StreamInfo)(nil),                // 13: skald.v1.StreamInfo
+	(*ListStreamsResponse)(nil),       // 14: skald.v1.ListStreamsResponse
+	(*ListCategoriesRequest)(nil),     // 15: skald.v1.ListCategoriesRequest
+	(*CategoryInfo)(nil),              // 16: skald.v1.CategoryInfo
+	(*ListCategoriesResponse)(nil),    // 17: skald.v1.ListCategoriesResponse
+	(*SubscribeRequest)(nil),          // 18: skald.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 19: skald.v1.SubscribeResponse
+	(*CaughtUp)(nil),                  // 20: skald.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 21: skald.v1.Heartbeat
+	(*DeleteStreamRequest)(nil),       // 22: skald.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 23: skald.v1.DeleteStreamResponse
+	(*TruncateStreamRequest)(nil),     // 24: skald.v1.TruncateStreamRequest
+	(*TruncateStreamResponse)(nil),    // 25: skald.v1.TruncateStreamResponse
+	(*DeleteByWatermarkRequest)(nil),  // 26: skald.v1.DeleteByWatermarkRequest
+	(*DeleteByWatermarkResponse)(nil), // 27: skald.v1.DeleteByWatermarkResponse
+	nil,                               // 28: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	(*NewMessage)(nil),                // 29: skald.v1.NewMessage
+	(*ReadOptions)(nil),               // 30: skald.v1.ReadOptions
+	(*Message)(nil),                   // 31: skald.v1.Message
+	(*ConsumerGroup)(nil),             // 32: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	26, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	27, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	28, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	29, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	27, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	28, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	27, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	28, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	27, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	28, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	27, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	27, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	30, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	29, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	30, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	32, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	30, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	30, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	30, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	30, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	30, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	33, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
 	13, // 13: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	27, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	30, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
 	16, // 15: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	29, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	27, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	28, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	32, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	30, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
 	20, // 19: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
 	21, // 20: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	30, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	0,  // 22: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 23: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	4,  // 24: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	6,  // 25: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	8,  // 26: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	10, // 27: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	12, // 28: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	15, // 29: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	18, // 30: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	22, // 31: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
-	24, // 32: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
-	1,  // 33: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	3,  // 34: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	5,  // 35: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	7,  // 36: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	9,  // 37: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	11, // 38: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	14, // 39: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	17, // 40: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	19, // 41: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	23, // 42: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
-	25, // 43: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
-	33, // [33:44] is the sub-list for method output_type
-	22, // [22:33] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	33, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	28, // 22: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	0,  // 23: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 24: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	4,  // 25: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	6,  // 26: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	8,  // 27: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	10, // 28: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	12, // 29: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	15, // 30: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	18, // 31: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	22, // 32: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	24, // 33: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	26, // 34: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
+	1,  // 35: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	3,  // 36: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	5,  // 37: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	7,  // 38: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	9,  // 39: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	11, // 40: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	14, // 41: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	17, // 42: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	19, // 43: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	23, // 44: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	25, // 45: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	27, // 46: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
+	35, // [35:47] is the sub-list for method output_type
+	23, // [23:35] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -1930,7 +2073,7 @@ func file_skald_v1_event_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

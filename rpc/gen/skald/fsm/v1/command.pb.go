@@ -40,6 +40,7 @@ type Command struct {
 	//	*Command_SetNodeInfo
 	//	*Command_TruncateStream
 	//	*Command_DeleteStream
+	//	*Command_DeleteByWatermark
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -145,6 +146,15 @@ func (x *Command) GetDeleteStream() *DeleteStream {
 	return nil
 }
 
+func (x *Command) GetDeleteByWatermark() *DeleteByWatermark {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteByWatermark); ok {
+			return x.DeleteByWatermark
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -177,6 +187,10 @@ type Command_DeleteStream struct {
 	DeleteStream *DeleteStream `protobuf:"bytes,7,opt,name=delete_stream,json=deleteStream,proto3,oneof"`
 }
 
+type Command_DeleteByWatermark struct {
+	DeleteByWatermark *DeleteByWatermark `protobuf:"bytes,8,opt,name=delete_by_watermark,json=deleteByWatermark,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -190,6 +204,8 @@ func (*Command_SetNodeInfo) isCommand_Kind() {}
 func (*Command_TruncateStream) isCommand_Kind() {}
 
 func (*Command_DeleteStream) isCommand_Kind() {}
+
+func (*Command_DeleteByWatermark) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -615,6 +631,130 @@ func (x *DeleteStream) GetExpectedVersion() int64 {
 	return 0
 }
 
+// DeleteByWatermark removes, in one category, each listed stream's
+// messages up to its watermark position (inclusive); with types, only
+// messages of those types. Streams are listed in byte order of their names,
+// each once.
+type DeleteByWatermark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Category      string                 `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
+	Watermarks    []*StreamWatermark     `protobuf:"bytes,3,rep,name=watermarks,proto3" json:"watermarks,omitempty"`
+	Types         []string               `protobuf:"bytes,4,rep,name=types,proto3" json:"types,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteByWatermark) Reset() {
+	*x = DeleteByWatermark{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteByWatermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteByWatermark) ProtoMessage() {}
+
+func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteByWatermark.ProtoReflect.Descriptor instead.
+func (*DeleteByWatermark) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DeleteByWatermark) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DeleteByWatermark) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *DeleteByWatermark) GetWatermarks() []*StreamWatermark {
+	if x != nil {
+		return x.Watermarks
+	}
+	return nil
+}
+
+func (x *DeleteByWatermark) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+type StreamWatermark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Position      int64                  `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamWatermark) Reset() {
+	*x = StreamWatermark{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamWatermark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamWatermark) ProtoMessage() {}
+
+func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
+func (*StreamWatermark) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StreamWatermark) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamWatermark) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
 // Import stores messages with the positions, global positions and times they
 // already had (the EventoDB /import). One entry is one chunk of at most 1000
 // records; a clash with an existing global position or stream position
@@ -632,7 +772,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +784,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +797,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Import) GetNamespace() string {
@@ -698,7 +838,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +850,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +863,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -794,7 +934,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +946,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +959,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -840,7 +980,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xd6\x03\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xa9\x04\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -848,7 +988,8 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x06import\x18\x04 \x01(\v2\x14.skald.fsm.v1.ImportH\x00R\x06import\x12?\n" +
 	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfo\x12G\n" +
 	"\x0ftruncate_stream\x18\x06 \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
-	"\rdelete_stream\x18\a \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStreamB\x06\n" +
+	"\rdelete_stream\x18\a \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStream\x12Q\n" +
+	"\x13delete_by_watermark\x18\b \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermarkB\x06\n" +
 	"\x04kind\"\x92\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -882,7 +1023,17 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04hard\x18\x03 \x01(\bR\x04hard\x12.\n" +
 	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"w\n" +
+	"\x11_expected_version\"\xa2\x01\n" +
+	"\x11DeleteByWatermark\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\bcategory\x18\x02 \x01(\tR\bcategory\x12=\n" +
+	"\n" +
+	"watermarks\x18\x03 \x03(\v2\x1d.skald.fsm.v1.StreamWatermarkR\n" +
+	"watermarks\x12\x14\n" +
+	"\x05types\x18\x04 \x03(\tR\x05types\"E\n" +
+	"\x0fStreamWatermark\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1d.skald.fsm.v1.ImportedMessageR\bmessages\x12\x14\n" +
@@ -913,34 +1064,38 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
-	(*Command)(nil),         // 0: skald.fsm.v1.Command
-	(*CreateNamespace)(nil), // 1: skald.fsm.v1.CreateNamespace
-	(*DeleteNamespace)(nil), // 2: skald.fsm.v1.DeleteNamespace
-	(*Append)(nil),          // 3: skald.fsm.v1.Append
-	(*NewMessage)(nil),      // 4: skald.fsm.v1.NewMessage
-	(*TruncateStream)(nil),  // 5: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),    // 6: skald.fsm.v1.DeleteStream
-	(*Import)(nil),          // 7: skald.fsm.v1.Import
-	(*ImportedMessage)(nil), // 8: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),     // 9: skald.fsm.v1.SetNodeInfo
+	(*Command)(nil),           // 0: skald.fsm.v1.Command
+	(*CreateNamespace)(nil),   // 1: skald.fsm.v1.CreateNamespace
+	(*DeleteNamespace)(nil),   // 2: skald.fsm.v1.DeleteNamespace
+	(*Append)(nil),            // 3: skald.fsm.v1.Append
+	(*NewMessage)(nil),        // 4: skald.fsm.v1.NewMessage
+	(*TruncateStream)(nil),    // 5: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),      // 6: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil), // 7: skald.fsm.v1.DeleteByWatermark
+	(*StreamWatermark)(nil),   // 8: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),            // 9: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),   // 10: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),       // 11: skald.fsm.v1.SetNodeInfo
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
-	1, // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
-	2, // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
-	3, // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	7, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	9, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
-	5, // 5: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	6, // 6: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	4, // 7: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8, // 8: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
+	2,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
+	3,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
+	9,  // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	11, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	5,  // 5: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	6,  // 6: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	7,  // 7: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	4,  // 8: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 9: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	10, // 10: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -956,6 +1111,7 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_SetNodeInfo)(nil),
 		(*Command_TruncateStream)(nil),
 		(*Command_DeleteStream)(nil),
+		(*Command_DeleteByWatermark)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[6].OneofWrappers = []any{}
@@ -965,7 +1121,7 @@ func file_skald_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

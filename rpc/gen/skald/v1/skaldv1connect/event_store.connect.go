@@ -58,6 +58,9 @@ const (
 	// EventStoreTruncateStreamProcedure is the fully-qualified name of the EventStore's TruncateStream
 	// RPC.
 	EventStoreTruncateStreamProcedure = "/skald.v1.EventStore/TruncateStream"
+	// EventStoreDeleteByWatermarkProcedure is the fully-qualified name of the EventStore's
+	// DeleteByWatermark RPC.
+	EventStoreDeleteByWatermarkProcedure = "/skald.v1.EventStore/DeleteByWatermark"
 )
 
 // EventStoreClient is a client for the skald.v1.EventStore service.
@@ -83,6 +86,11 @@ type EventStoreClient interface {
 	// TruncateStream removes the messages of a stream below a position; the
 	// stream keeps its version.
 	TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error)
+	// DeleteByWatermark removes, in one category, every message of each
+	// given stream up to that stream's watermark position (inclusive), or
+	// only those of the given types. Streams that hold nothing to remove are
+	// skipped. Costs O(removed messages).
+	DeleteByWatermark(context.Context, *connect.Request[v1.DeleteByWatermarkRequest]) (*connect.Response[v1.DeleteByWatermarkResponse], error)
 }
 
 // NewEventStoreClient constructs a client for the skald.v1.EventStore service. By default, it uses
@@ -169,22 +177,29 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(eventStoreMethods.ByName("TruncateStream")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteByWatermark: connect.NewClient[v1.DeleteByWatermarkRequest, v1.DeleteByWatermarkResponse](
+			httpClient,
+			baseURL+EventStoreDeleteByWatermarkProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("DeleteByWatermark")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // eventStoreClient implements EventStoreClient.
 type eventStoreClient struct {
-	append         *connect.Client[v1.AppendRequest, v1.AppendResponse]
-	readStream     *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
-	readCategory   *connect.Client[v1.ReadCategoryRequest, v1.ReadCategoryResponse]
-	readAll        *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
-	lastMessage    *connect.Client[v1.LastMessageRequest, v1.LastMessageResponse]
-	streamVersion  *connect.Client[v1.StreamVersionRequest, v1.StreamVersionResponse]
-	listStreams    *connect.Client[v1.ListStreamsRequest, v1.ListStreamsResponse]
-	listCategories *connect.Client[v1.ListCategoriesRequest, v1.ListCategoriesResponse]
-	subscribe      *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
-	deleteStream   *connect.Client[v1.DeleteStreamRequest, v1.DeleteStreamResponse]
-	truncateStream *connect.Client[v1.TruncateStreamRequest, v1.TruncateStreamResponse]
+	append            *connect.Client[v1.AppendRequest, v1.AppendResponse]
+	readStream        *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
+	readCategory      *connect.Client[v1.ReadCategoryRequest, v1.ReadCategoryResponse]
+	readAll           *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
+	lastMessage       *connect.Client[v1.LastMessageRequest, v1.LastMessageResponse]
+	streamVersion     *connect.Client[v1.StreamVersionRequest, v1.StreamVersionResponse]
+	listStreams       *connect.Client[v1.ListStreamsRequest, v1.ListStreamsResponse]
+	listCategories    *connect.Client[v1.ListCategoriesRequest, v1.ListCategoriesResponse]
+	subscribe         *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	deleteStream      *connect.Client[v1.DeleteStreamRequest, v1.DeleteStreamResponse]
+	truncateStream    *connect.Client[v1.TruncateStreamRequest, v1.TruncateStreamResponse]
+	deleteByWatermark *connect.Client[v1.DeleteByWatermarkRequest, v1.DeleteByWatermarkResponse]
 }
 
 // Append calls skald.v1.EventStore.Append.
@@ -242,6 +257,11 @@ func (c *eventStoreClient) TruncateStream(ctx context.Context, req *connect.Requ
 	return c.truncateStream.CallUnary(ctx, req)
 }
 
+// DeleteByWatermark calls skald.v1.EventStore.DeleteByWatermark.
+func (c *eventStoreClient) DeleteByWatermark(ctx context.Context, req *connect.Request[v1.DeleteByWatermarkRequest]) (*connect.Response[v1.DeleteByWatermarkResponse], error) {
+	return c.deleteByWatermark.CallUnary(ctx, req)
+}
+
 // EventStoreHandler is an implementation of the skald.v1.EventStore service.
 type EventStoreHandler interface {
 	// Append writes 1..1000 messages to one stream, all or nothing.
@@ -265,6 +285,11 @@ type EventStoreHandler interface {
 	// TruncateStream removes the messages of a stream below a position; the
 	// stream keeps its version.
 	TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error)
+	// DeleteByWatermark removes, in one category, every message of each
+	// given stream up to that stream's watermark position (inclusive), or
+	// only those of the given types. Streams that hold nothing to remove are
+	// skipped. Costs O(removed messages).
+	DeleteByWatermark(context.Context, *connect.Request[v1.DeleteByWatermarkRequest]) (*connect.Response[v1.DeleteByWatermarkResponse], error)
 }
 
 // NewEventStoreHandler builds an HTTP handler from the service implementation. It returns the path
@@ -347,6 +372,12 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(eventStoreMethods.ByName("TruncateStream")),
 		connect.WithHandlerOptions(opts...),
 	)
+	eventStoreDeleteByWatermarkHandler := connect.NewUnaryHandler(
+		EventStoreDeleteByWatermarkProcedure,
+		svc.DeleteByWatermark,
+		connect.WithSchema(eventStoreMethods.ByName("DeleteByWatermark")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.v1.EventStore/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case EventStoreAppendProcedure:
@@ -371,6 +402,8 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 			eventStoreDeleteStreamHandler.ServeHTTP(w, r)
 		case EventStoreTruncateStreamProcedure:
 			eventStoreTruncateStreamHandler.ServeHTTP(w, r)
+		case EventStoreDeleteByWatermarkProcedure:
+			eventStoreDeleteByWatermarkHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -422,4 +455,8 @@ func (UnimplementedEventStoreHandler) DeleteStream(context.Context, *connect.Req
 
 func (UnimplementedEventStoreHandler) TruncateStream(context.Context, *connect.Request[v1.TruncateStreamRequest]) (*connect.Response[v1.TruncateStreamResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.TruncateStream is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) DeleteByWatermark(context.Context, *connect.Request[v1.DeleteByWatermarkRequest]) (*connect.Response[v1.DeleteByWatermarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.DeleteByWatermark is not implemented"))
 }
