@@ -6,7 +6,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
@@ -87,43 +86,81 @@ func (a *applier) removeBefore(l *raft.Log, nb *nsBatch, namespace, stream strin
 // (and count) the removed keys a second time. Every removal costs
 // O(removed messages): never a scan of the stream or the namespace.
 
-// removeRange stages the removal of stream's messages below before: it
-// walks the SI keys in that range and, for each, deletes the M, CI and TI
-// keys (the TI key needs the message's type, read from M), then the SI
-// keys with one range deletion. The batch must be committed.
+// removeRange stages the removal of stream's messages below before. It
+// walks the SI keys in that range for the global positions, and deletes
+// M and CI keys as runs of consecutive global positions (one range
+// deletion per run: a stream's messages appended together are a run), the
+// SI keys with one range deletion, and the TI keys with one range deletion
+// per type the stream has (found by skipping from type to type, never by
+// reading messages). The batch must be committed.
 func (a *applier) removeRange(nb *nsBatch, stream string, before int64) int64 {
 	lo, hi := streamKey(stream, 0), streamKey(stream, before)
-	var removed int64
-	a.walk(nb, lo, hi, func(pos, gp int64) {
-		typ := a.messageType(nb, gp)
-		a.deleteKeys(nb, messageKey(gp), categoryKey(Category(stream), gp), typeKey(stream, typ, pos))
-		removed++
-	})
-	if removed > 0 {
-		// One range tombstone for the SI keys: less to insert, and the space
-		// comes back when compaction meets it.
-		if err := nb.b.DeleteRange(lo, hi, nil); err != nil {
-			a.fatal("stage delete range: %v", err)
+	cat := Category(stream)
+	var (
+		removed    int64
+		runLo, gp0 int64 = -1, -1 // the current run of global positions
+	)
+	endRun := func() {
+		if runLo >= 0 {
+			a.deleteRange(nb, messageKey(runLo), messageKey(gp0+1))
+			a.deleteRange(nb, categoryKey(cat, runLo), categoryKey(cat, gp0+1))
 		}
 	}
+	a.walk(nb, lo, hi, func(_, gp int64) {
+		if gp != gp0+1 || runLo < 0 {
+			endRun()
+			runLo = gp
+		}
+		gp0 = gp
+		removed++
+	})
+	endRun()
+	if removed == 0 {
+		return 0
+	}
+	a.deleteRange(nb, lo, hi)
+	for _, typ := range a.streamTypes(nb, stream) {
+		a.deleteRange(nb, typeKey(stream, typ, 0), typeKey(stream, typ, before))
+	}
 	return removed
+}
+
+// streamTypes lists the types of stream's messages from its TI keys,
+// seeking past each type's keys: O(types), whatever the stream's length.
+func (a *applier) streamTypes(nb *nsBatch, stream string) []string {
+	p := append(append(append([]byte(nil), prefixType...), stream...), 0)
+	it, err := nb.ns.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		a.fatal("namespace %q: types of %q: %v", nb.ns.rec.Name, stream, err)
+	}
+	var types []string
+	for ok := it.First(); ok; {
+		k := it.Key()
+		rest := k[len(p):]
+		typ := string(rest[:len(rest)-9]) // type 0x00 pos(8)
+		types = append(types, typ)
+		ok = it.SeekGE(prefixEnd(typePrefix(stream, typ)))
+	}
+	if err := it.Close(); err != nil {
+		a.fatal("namespace %q: types of %q: %v", nb.ns.rec.Name, stream, err)
+	}
+	return types
 }
 
 // removeTypes stages the removal of stream's messages of the given types
 // with a position up to through, walking the TI keys of each type.
 func (a *applier) removeTypes(nb *nsBatch, stream string, types []string, through int64) int64 {
 	var removed int64
+	cat := Category(stream)
 	for _, typ := range types {
 		lo, hi := typeKey(stream, typ, 0), typeKey(stream, typ, through+1)
 		n := int64(0)
 		a.walk(nb, lo, hi, func(pos, gp int64) {
-			a.deleteKeys(nb, messageKey(gp), categoryKey(Category(stream), gp), streamKey(stream, pos))
+			a.deleteKeys(nb, messageKey(gp), categoryKey(cat, gp), streamKey(stream, pos))
 			n++
 		})
 		if n > 0 {
-			if err := nb.b.DeleteRange(lo, hi, nil); err != nil {
-				a.fatal("stage delete range: %v", err)
-			}
+			a.deleteRange(nb, lo, hi)
 		}
 		removed += n
 	}
@@ -149,17 +186,10 @@ func (a *applier) walk(nb *nsBatch, lo, hi []byte, fn func(pos, gp int64)) {
 	}
 }
 
-func (a *applier) messageType(nb *nsBatch, gp int64) string {
-	v, err := get(nb.ns.db, messageKey(gp))
-	if err != nil || v == nil {
-		a.fatal("namespace %q: message %d: %v (present %v)", nb.ns.rec.Name, gp, err, v != nil)
+func (a *applier) deleteRange(nb *nsBatch, lo, hi []byte) {
+	if err := nb.b.DeleteRange(lo, hi, nil); err != nil {
+		a.fatal("stage delete range: %v", err)
 	}
-	sm := &nb.sm
-	proto.Reset(sm)
-	if err := proto.Unmarshal(v, sm); err != nil {
-		a.fatal("namespace %q: message %d: %v", nb.ns.rec.Name, gp, err)
-	}
-	return sm.Type
 }
 
 func (a *applier) deleteKeys(nb *nsBatch, keys ...[]byte) {
