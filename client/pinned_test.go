@@ -5,9 +5,12 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/client/internal/testcluster"
 )
@@ -168,4 +171,40 @@ func TestFailFast(t *testing.T) {
 		}
 		break
 	}
+
+	// The last node of three has no leader: its refusal (after the
+	// server's own wait) is the error's cause, at once.
+	var survivor *testcluster.Node
+	for _, n := range cl.Nodes {
+		if n.Addr != live && survivor == nil {
+			survivor = n
+		} else {
+			cl.Kill(n)
+		}
+	}
+	solo, err := New(ctx, Config{Endpoints: []string{survivor.Addr}, Token: testcluster.AdminToken, Pinned: true, FailFast: true, ReadAttemptTimeout: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Close()
+	noLeader := func(what string, call func() error) {
+		t.Helper()
+		start := time.Now()
+		err := call()
+		var ce *connect.Error
+		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || !strings.Contains(ce.Message(), "no leader") {
+			t.Fatalf("%s without a leader: got %v, want ErrUnavailable caused by the server's no leader", what, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("%s without a leader took %v", what, d)
+		}
+	}
+	noLeader("append", func() error {
+		_, err := solo.Append(ctx, "ff-3", []NewMessage{event(0)})
+		return err
+	})
+	noLeader("read", func() error {
+		_, err := solo.ReadStream(ctx, StreamQuery{Stream: "ff-2"}, WithLinearizable())
+		return err
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -46,6 +47,9 @@ type clientFlags struct {
 	addr, token, output, ca string
 	usage                   string // the command's one-line synopsis
 }
+
+// cliReadTimeout bounds one read of a client command, a node that hangs.
+const cliReadTimeout = time.Minute
 
 // defaultAddr is the node a client command calls without --addr.
 const defaultAddr = "127.0.0.1:8080"
@@ -177,11 +181,14 @@ func (cf *clientFlags) httpClient() *http.Client {
 // (Pinned): that node serves every call or forwards it to its leader, as
 // the user chose it, and "cluster status" is its view. FailFast: a node
 // that does not answer or refuses is reported at once, not retried. Reads
-// are linearizable, the API's default. Close it when done.
+// are linearizable, the API's default, and their attempt outlasts the
+// server's own bound on waiting (5 s for a leader or an index), so the
+// user sees the server's reason rather than a client-side deadline. Close
+// it when done.
 func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
 	c, err := client.New(ctx, client.Config{
 		Endpoints: []string{cf.baseURL()}, Token: cf.token, TLS: cf.tlsConfig(),
-		Consistency: client.Linearizable, Pinned: true, FailFast: true,
+		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
 	})
 	if err != nil {
 		return nil, apiError(err)
