@@ -30,6 +30,9 @@ func (c *Client) write(ctx context.Context, try attempt) error {
 	for round := 0; ; {
 		m := c.view.pick(true, tried)
 		if m == nil {
+			if c.cfg.FailFast && last != nil {
+				return exhausted(lastM, last, maybeApplied)
+			}
 			if err := pause(ctx, round); err != nil {
 				return c.gaveUp(ctx, lastM, last, maybeApplied)
 			}
@@ -87,6 +90,9 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 	for round := 0; ; {
 		m := c.view.pick(false, tried)
 		if m == nil {
+			if c.cfg.FailFast && last != nil {
+				return exhausted(lastM, last, false)
+			}
 			if err := pause(ctx, round); err != nil {
 				return c.gaveUp(ctx, lastM, last, false)
 			}
@@ -150,6 +156,16 @@ func (c *Client) gaveUp(ctx context.Context, m *member, last error, maybeApplied
 		err = fmt.Errorf("%w; last attempt: %w", err, last)
 	}
 	return &Error{Kind: kind, Endpoint: url, Err: err}
+}
+
+// exhausted is the error of a FailFast call that tried every member: it
+// wraps the last attempt's error itself, so that errors.As finds its cause.
+func exhausted(m *member, last error, maybeApplied bool) error {
+	kind := ErrUnavailable
+	if maybeApplied {
+		kind = ErrUnknownOutcome
+	}
+	return &Error{Kind: kind, Endpoint: m.url, Err: last}
 }
 
 // pause waits before the next round of attempts: 20 ms doubling to

@@ -68,7 +68,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		seeds = append(seeds, e)
 	}
 	hints := &leaderHints{}
-	opts := []connect.ClientOption{connect.WithInterceptors(bearer(cfg.Token), hints)}
+	interceptors := []connect.Interceptor{bearer(cfg.Token)}
+	if !cfg.Pinned {
+		interceptors = append(interceptors, hints)
+	}
+	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...)}
 	newMember := func(url string) *member {
 		return &member{
 			url:        url,
@@ -83,6 +87,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.closeIdle = hc.CloseIdleConnections
 	}
 	c.disc = &discoverer{view: c.view, scheme: schemeOf(seeds[0]), timeout: cfg.DialTimeout + time.Second, kick: make(chan struct{}, 1)}
+	c.disc.disabled = cfg.Pinned
 	if err := c.disc.refresh(ctx); err != nil {
 		return nil, err
 	}

@@ -26,13 +26,15 @@ type Server struct {
 	// Healthy as autopilot judges it (on the leader; elsewhere only the
 	// serving member's own entry is judged).
 	Healthy bool
-	// LastContact is the time since it last heard from the leader.
+	// LastContact is the time since it last heard from the leader; -1
+	// when the serving member does not know it (a follower knows only
+	// its own).
 	LastContact  time.Duration
 	AppliedIndex uint64
 }
 
 // Status returns the cluster as one member sees it (admin token); the
-// client also takes the members and the leader from it.
+// client also takes the members and the leader from it, unless Pinned.
 func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	var st *skaldv1.StatusResponse
 	var from *member
@@ -46,13 +48,19 @@ func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	if err != nil {
 		return ClusterStatus{}, err
 	}
-	c.view.update(st, schemeOf(from.url))
+	if !c.cfg.Pinned {
+		c.view.update(st, schemeOf(from.url))
+	}
 	out := ClusterStatus{NodeID: st.NodeId, LeaderID: st.LeaderId, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
 	for _, s := range st.Servers {
+		lc := time.Duration(-1)
+		if s.LastContact != nil {
+			lc = s.LastContact.AsDuration()
+		}
 		out.Servers = append(out.Servers, Server{
 			ID: s.Id, Name: s.Name, RaftAddress: s.RaftAddress, APIAddress: s.ApiAddress,
 			Voter: s.Suffrage == skaldv1.Suffrage_SUFFRAGE_VOTER, Healthy: s.Healthy,
-			LastContact: s.LastContact.AsDuration(), AppliedIndex: s.AppliedIndex,
+			LastContact: lc, AppliedIndex: s.AppliedIndex,
 		})
 	}
 	return out, nil
@@ -60,7 +68,9 @@ func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 
 // TransferLeadership hands leadership to the voter toID ("" lets the
 // leader pick one) and returns the new leader's id (admin token). It
-// calls the leader, learning it from Cluster.Status.
+// calls the leader, learning it from Cluster.Status; a Pinned client calls
+// its endpoints only, and one that is not the leader refuses with
+// ErrInvalidArgument (naming the leader).
 func (c *Client) TransferLeadership(ctx context.Context, toID string) (string, error) {
 	req := &skaldv1.TransferLeadershipRequest{}
 	if toID != "" {
@@ -122,11 +132,12 @@ func (c *Client) Leave(ctx context.Context, endpoint string) (string, error) {
 
 // onLeader runs a call that only the leader serves (FailedPrecondition
 // elsewhere): it refreshes the leader from Cluster.Status and tries again
-// until the leader answers or ctx ends.
+// until the leader answers or ctx ends. A Pinned client cannot look for
+// the leader: the member's FailedPrecondition is its answer.
 func (c *Client) onLeader(ctx context.Context, try attempt) error {
 	return c.write(ctx, func(ctx context.Context, m *member) error {
 		err := try(ctx, m)
-		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		if connect.CodeOf(err) == connect.CodeFailedPrecondition && !c.cfg.Pinned {
 			if rerr := c.disc.refresh(ctx); rerr != nil {
 				return rerr
 			}

@@ -50,6 +50,28 @@ type Config struct {
 	// a write cut short has an unknown outcome. Default 5 s.
 	ReadAttemptTimeout time.Duration
 
+	// Pinned makes the client call only Endpoints, as given: it does not
+	// learn the members from Cluster.Status, does not follow the leader a
+	// follower names, and Status does not change its members. Writes go
+	// to the endpoint that took the last write, else the next in turn,
+	// and a member that is not the leader forwards them (one hop more).
+	// For clients that must reach the cluster through a load balancer or
+	// a proxy (one endpoint that is any member), and for tools that
+	// choose which nodes serve (skald bench --target, the skald CLI's
+	// --addr). Default false: cluster-aware routing.
+	Pinned bool
+
+	// FailFast makes a call give up once it has tried every member and
+	// none answered for good, rather than pausing and trying again until
+	// its context ends: it then returns ErrUnavailable (ErrUnknownOutcome
+	// when a write may have been applied) wrapping the last attempt's
+	// error, so errors.As finds the cause (a dial error for a member that
+	// cannot be reached, the server's refusal). A subscription gives up
+	// the same way when a round over the members delivers nothing. For
+	// one-shot tools that report a failure at once (the skald CLI).
+	// Default false.
+	FailFast bool
+
 	// DownFor is how long a member that failed to answer is tried only
 	// after the others; it doubles with each further failure, up to 32
 	// times, until the member answers again. Default 1 s.

@@ -13,6 +13,9 @@
 //     (the Skald-Leader reply header), taken only if it is one of them.
 //     A member that cannot be reached is skipped for Config.DownFor; the
 //     client moves on within the caller's context, never past it.
+//     Config.Pinned keeps every call on Config.Endpoints (a load
+//     balancer, or nodes a tool chose); Config.FailFast gives up after one
+//     round over the members instead of waiting for the context.
 //   - Retries. Every message gets its id (a UUIDv7) before the first try.
 //     A write is retried when it certainly was not applied: the member
 //     could not be dialled, or a server refused before proposing (no

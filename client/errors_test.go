@@ -116,11 +116,12 @@ func TestNamespaceAndClusterCalls(t *testing.T) {
 	ctx := ctxT(t)
 	admin := newClient(t, adminToken)
 	name := fmt.Sprintf("calls-test-%d", runs.Add(1))
-	if _, err := admin.CreateNamespace(ctx, name, "desc", ""); err != nil {
-		t.Fatal(err)
+	created, err := admin.CreateNamespace(ctx, name, "desc", "")
+	if err != nil || created.Name != name || created.Index == 0 || created.CreatedAt.IsZero() {
+		t.Fatalf("CreateNamespace = %+v, %v", created, err)
 	}
 	got, err := admin.GetNamespace(ctx, name)
-	if err != nil || got.Name != name || got.Description != "desc" {
+	if err != nil || got.Name != name || got.Description != "desc" || !got.CreatedAt.Equal(created.CreatedAt) || !got.LastActivity.IsZero() {
 		t.Fatalf("GetNamespace = %+v, %v", got, err)
 	}
 	list, err := admin.ListNamespaces(ctx)
@@ -134,8 +135,8 @@ func TestNamespaceAndClusterCalls(t *testing.T) {
 	if !names["default"] || !names[name] {
 		t.Fatalf("ListNamespaces = %v, want default and %s", names, name)
 	}
-	if n, err := admin.DeleteNamespace(ctx, name); err != nil || n != 0 {
-		t.Fatalf("DeleteNamespace = %d, %v", n, err)
+	if d, err := admin.DeleteNamespace(ctx, name); err != nil || d.Name != name || d.MessagesDeleted != 0 || d.Index == 0 || d.DeletedAt.IsZero() {
+		t.Fatalf("DeleteNamespace = %+v, %v", d, err)
 	}
 	st, err := admin.Status(ctx)
 	if err != nil {

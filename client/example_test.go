@@ -120,3 +120,24 @@ func ExampleClient_Subscribe() {
 	// invoice-1 Issued {"line":1}
 	// invoice-2 Issued {"line":2}
 }
+
+// A client that must reach the cluster through one address, a load
+// balancer or a proxy: Pinned keeps every call on it (the node behind it
+// forwards writes to the leader) instead of calling the addresses the
+// members advertise.
+func ExampleConfig_pinned() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Endpoints: endpoints[:1], Token: adminToken, Pinned: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx) // the view of the node at endpoints[0]
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(st.Servers), "servers, leader known:", st.LeaderID != "")
+	// Output:
+	// 3 servers, leader known: true
+}

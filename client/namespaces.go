@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -16,6 +17,7 @@ type Namespace struct {
 	CreatedAt    time.Time
 	MessageCount int64
 	StreamCount  int64
+	// LastActivity is the time of the last write; zero before the first.
 	LastActivity time.Time
 }
 
@@ -26,6 +28,17 @@ type CreatedNamespace struct {
 	// this is the only time anyone sees it.
 	Token     string
 	CreatedAt time.Time
+	// Index is the creation's Raft index.
+	Index uint64
+}
+
+// DeletedNamespace is the reply of DeleteNamespace.
+type DeletedNamespace struct {
+	Name            string
+	DeletedAt       time.Time
+	MessagesDeleted int64
+	// Index is the deletion's Raft index.
+	Index uint64
 }
 
 // CreateNamespace creates a namespace (admin token). token may be empty
@@ -44,14 +57,14 @@ func (c *Client) CreateNamespace(ctx context.Context, name, description, token s
 		return CreatedNamespace{}, err
 	}
 	c.observe(resp.Index)
-	return CreatedNamespace{Name: resp.Name, Token: resp.Token, CreatedAt: resp.CreatedAt.AsTime()}, nil
+	return CreatedNamespace{Name: resp.Name, Token: resp.Token, CreatedAt: asTime(resp.CreatedAt), Index: resp.Index}, nil
 }
 
-// DeleteNamespace deletes a namespace and its messages (admin token) and
-// returns how many messages it held. ErrNotFound when there is none.
-func (c *Client) DeleteNamespace(ctx context.Context, name string) (messagesDeleted int64, err error) {
+// DeleteNamespace deletes a namespace and its messages (admin token); the
+// reply says how many messages it held. ErrNotFound when there is none.
+func (c *Client) DeleteNamespace(ctx context.Context, name string) (DeletedNamespace, error) {
 	var resp *skaldv1.DeleteResponse
-	err = c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: name}))
 		if err == nil {
 			resp = r.Msg
@@ -59,10 +72,10 @@ func (c *Client) DeleteNamespace(ctx context.Context, name string) (messagesDele
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return DeletedNamespace{}, err
 	}
 	c.observe(resp.Index)
-	return resp.MessagesDeleted, nil
+	return DeletedNamespace{Name: resp.Name, DeletedAt: asTime(resp.DeletedAt), MessagesDeleted: resp.MessagesDeleted, Index: resp.Index}, nil
 }
 
 // ListNamespaces returns every namespace, "default" included (admin token).
@@ -100,9 +113,16 @@ func namespaceFromWire(ns *skaldv1.NamespaceInfo) Namespace {
 	if ns == nil {
 		return Namespace{}
 	}
-	out := Namespace{Name: ns.Name, Description: ns.Description, CreatedAt: ns.CreatedAt.AsTime(), MessageCount: ns.MessageCount, StreamCount: ns.StreamCount}
-	if ns.LastActivity != nil {
-		out.LastActivity = ns.LastActivity.AsTime()
+	return Namespace{
+		Name: ns.Name, Description: ns.Description, CreatedAt: asTime(ns.CreatedAt),
+		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: asTime(ns.LastActivity),
 	}
-	return out
+}
+
+// asTime is ts in UTC, the zero time when ts is absent.
+func asTime(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
 }

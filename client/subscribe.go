@@ -62,6 +62,10 @@ func (c *Client) Subscribe(ctx context.Context, sub Subscription, opts ...ReadOp
 		}
 		caughtUp := sub.CaughtUp == nil
 		tried := map[*member]bool{}
+		var (
+			last  error
+			lastM *member
+		)
 		for round := 0; ; {
 			if ctx.Err() != nil {
 				yield(Message{}, ctx.Err())
@@ -69,6 +73,10 @@ func (c *Client) Subscribe(ctx context.Context, sub Subscription, opts ...ReadOp
 			}
 			m := c.view.pick(false, tried)
 			if m == nil {
+				if c.cfg.FailFast && last != nil {
+					yield(Message{}, exhausted(lastM, last, false))
+					return
+				}
 				if err := pause(ctx, round); err != nil {
 					yield(Message{}, err)
 					return
@@ -113,6 +121,7 @@ func (c *Client) Subscribe(ctx context.Context, sub Subscription, opts ...ReadOp
 				c.view.failed(m)
 				c.disc.soon()
 			}
+			last, lastM = err, m
 		}
 	}
 }

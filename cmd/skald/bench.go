@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -17,10 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
-
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/client"
 )
 
 const benchUsage = `skald bench [flags]
@@ -35,6 +31,15 @@ Workloads:
   mixed          appends and stream reads, --read-ratio of them reads
   subscribe      end-to-end latency from an append on the first node to delivery on the last,
                  at --rate appends per second
+
+Targets (--target): which nodes receive the calls, through the Go client (package client).
+  all, leader, followers   one client pinned to each chosen node (callers take turns): a node
+                           that is not the leader forwards writes, so forwarding is measured
+  cluster                  one cluster-aware client over every --addr, as a Go application uses
+                           it: writes go straight to the leader, reads round robin over members
+Each node gets one HTTP/1.1 connection per concurrent caller; --http2 multiplexes the callers
+over one HTTP/2 connection per node instead (h2c on http://), which costs the server more CPU
+per request.
 `
 
 type benchConfig struct {
@@ -45,7 +50,9 @@ type benchConfig struct {
 	batch       int
 	payload     int
 	streams     int
-	consistency skaldv1.Consistency
+	consistency client.Consistency
+	target      string // all, leader, followers (pinned clients) or cluster
+	http2       bool   // the client's own HTTP/2 transport instead of HTTP/1.1 pools
 	readRatio   float64
 	rate        int
 	run         string    // prefix that keeps runs apart
@@ -94,14 +101,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	consistency := fs.String("consistency", "linearizable", "reads: linearizable, session or local")
 	readRatio := fs.Float64("read-ratio", 0.5, "share of reads (mixed)")
 	rate := fs.Int("rate", 1000, "appends per second (subscribe)")
-	target := fs.String("target", "all", "which of --addr to call: all, leader or followers (from Cluster.Status)")
+	target := fs.String("target", "all", "which of --addr to call: all, leader or followers (from Cluster.Status), each pinned; or cluster (one cluster-aware client)")
+	http2 := fs.Bool("http2", false, "call over HTTP/2 (one multiplexed connection per node; more server CPU per request) instead of one HTTP/1.1 connection per caller")
 	plot := fs.String("plot", "", "also write throughput and latency per second to this HTML file")
 	standard := fs.Bool("standard", false, "run the standard set (append x64, append-batch 100 x16, follower reads, mixed, subscribe) and print one table")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *standard {
-		return runStandardBench(ctx, cf, *duration, *plot, stdout, stderr)
+		return runStandardBench(ctx, cf, *duration, *http2, *plot, stdout, stderr)
 	}
 	addrs, err := selectTargets(ctx, cf, strings.Split(cf.addr, ","), *target)
 	if err != nil {
@@ -110,16 +118,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := benchConfig{
 		addrs: addrs, workload: *workload, concurrency: *concurrency, duration: *duration,
 		batch: *batch, payload: *payload, streams: *streams, readRatio: *readRatio, rate: *rate,
+		target: *target, http2: *http2,
 		run: "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
 		cpu: newCPUMeter(cf, strings.Split(cf.addr, ",")),
 	}
 	switch *consistency {
 	case "linearizable":
-		cfg.consistency = skaldv1.Consistency_CONSISTENCY_LINEARIZABLE
+		cfg.consistency = client.Linearizable
 	case "session":
-		cfg.consistency = skaldv1.Consistency_CONSISTENCY_SESSION
+		cfg.consistency = client.Session
 	case "local":
-		cfg.consistency = skaldv1.Consistency_CONSISTENCY_LOCAL
+		cfg.consistency = client.Local
 	default:
 		return &exitError{exitUsage, fmt.Errorf("--consistency %q: want linearizable, session or local", *consistency)}
 	}
@@ -171,42 +180,8 @@ func benchTable(w io.Writer, results []*benchResult, targets []string) error {
 	return table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS\tCPU µS/OP", rows)
 }
 
-// selectTargets keeps the leader or the followers among addrs, by the
-// API addresses Cluster.Status reports.
-func selectTargets(ctx context.Context, cf *clientFlags, addrs []string, target string) ([]string, error) {
-	if target == "all" {
-		return addrs, nil
-	}
-	if target != "leader" && target != "followers" {
-		return nil, &exitError{exitUsage, fmt.Errorf("--target %q: want all, leader or followers", target)}
-	}
-	first := *cf
-	first.addr = addrs[0]
-	st, err := first.clients().cluster.Status(ctx, connect.NewRequest(&skaldv1.StatusRequest{}))
-	if err != nil {
-		return nil, apiError(err)
-	}
-	leaderAPI := ""
-	for _, s := range st.Msg.Servers {
-		if s.Id == st.Msg.LeaderId {
-			leaderAPI = s.ApiAddress
-		}
-	}
-	var out []string
-	for _, a := range addrs {
-		host := strings.TrimPrefix(strings.TrimPrefix(a, "http://"), "https://")
-		if (host == leaderAPI) == (target == "leader") {
-			out = append(out, a)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no %s among %v (leader at %q)", target, addrs, leaderAPI)
-	}
-	return out, nil
-}
-
 // runStandardBench runs the set the targets are stated for.
-func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plot string, stdout, stderr io.Writer) error {
+func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, http2 bool, plot string, stdout, stderr io.Writer) error {
 	all := strings.Split(cf.addr, ",")
 	set := []struct {
 		target string
@@ -231,7 +206,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plo
 		}
 		cfg := b.cfg
 		cfg.addrs, cfg.duration, cfg.payload, cfg.streams = addrs, d, 200, 1000
-		cfg.consistency = skaldv1.Consistency_CONSISTENCY_LINEARIZABLE
+		cfg.target, cfg.http2, cfg.consistency = b.target, http2, client.Linearizable
 		cfg.run = "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 		cfg.cpu = newCPUMeter(cf, all)
 		if cfg.batch == 0 {
@@ -250,30 +225,6 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, plo
 	return benchReport(stdout, stderr, cf.output, plot, results, targets)
 }
 
-// client returns an EventStore client of its own (its own connections)
-// for node i, keeping up to idle connections open: as many as will be
-// used at once, or every call past them dials a new one.
-func (c *benchConfig) client(cf *clientFlags, i, idle int) skaldv1connect.EventStoreClient {
-	return skaldv1connect.NewEventStoreClient(benchHTTPClient(cf, idle), c.url(i), connect.WithInterceptors(tokenInterceptor(cf.token)))
-}
-
-// url is the base URL of the node caller i calls.
-func (c *benchConfig) url(i int) string {
-	return (&clientFlags{addr: c.addrs[i%len(c.addrs)]}).baseURL()
-}
-
-// benchHTTPClient is an HTTP client of its own (its own connections)
-// keeping up to idle connections open.
-func benchHTTPClient(cf *clientFlags, idle int) *http.Client {
-	hc := cf.httpClient()
-	if tr, ok := hc.Transport.(*http.Transport); ok {
-		tr.MaxIdleConnsPerHost = idle
-	} else {
-		hc.Transport = &http.Transport{MaxIdleConnsPerHost: idle}
-	}
-	return hc
-}
-
 func (c *benchConfig) payloadJSON(r *rand.Rand) []byte {
 	b := make([]byte, 0, c.payload)
 	b = append(b, `{"p":"`...)
@@ -286,14 +237,14 @@ func (c *benchConfig) payloadJSON(r *rand.Rand) []byte {
 func (c *benchConfig) stream(n int) string { return fmt.Sprintf("%s-%d", c.run, n%c.streams) }
 
 // fill writes 100 messages to each stream so reads have something to read.
-func (c *benchConfig) fill(ctx context.Context, cl skaldv1connect.EventStoreClient, stderr io.Writer) error {
+func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Writer) error {
 	r := rand.New(rand.NewPCG(1, 2))
 	for s := 0; s < c.streams; s++ {
-		msgs := make([]*skaldv1.NewMessage, 100)
+		msgs := make([]client.NewMessage, 100)
 		for i := range msgs {
-			msgs[i] = &skaldv1.NewMessage{Type: "Filled", Data: c.payloadJSON(r)}
+			msgs[i] = client.NewMessage{Type: "Filled", Data: c.payloadJSON(r)}
 		}
-		if _, err := cl.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: c.stream(s), Messages: msgs})); err != nil {
+		if _, err := cl.Append(ctx, c.stream(s), msgs); err != nil {
 			return apiError(err)
 		}
 		if s%100 == 99 {
@@ -308,35 +259,35 @@ func (c *benchConfig) fill(ctx context.Context, cl skaldv1connect.EventStoreClie
 type op func(ctx context.Context, r *rand.Rand) (int, error)
 
 func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Writer) (*benchResult, error) {
+	clients, err := c.dial(ctx, cf)
+	if err != nil {
+		return nil, err
+	}
+	defer clients.close()
 	if c.workload == "subscribe" {
-		return c.subscribe(ctx, cf, stderr)
+		return c.subscribe(ctx, clients, stderr)
 	}
 	if c.workload == "read-stream" || c.workload == "read-category" || c.workload == "mixed" {
-		if err := c.fill(ctx, c.client(cf, 0, 1), stderr); err != nil {
+		if err := c.fill(ctx, clients.of(0), stderr); err != nil {
 			return nil, err
 		}
 	}
 	ops := make([]op, c.concurrency)
 	for w := range ops {
-		cl := c.client(cf, w, 1)
-		w := w
+		cl := clients.of(w)
 		appendN := func(n int) op {
 			return func(ctx context.Context, r *rand.Rand) (int, error) {
-				msgs := make([]*skaldv1.NewMessage, n)
+				msgs := make([]client.NewMessage, n)
 				for i := range msgs {
-					msgs[i] = &skaldv1.NewMessage{Type: "Bench", Data: c.payloadJSON(r)}
+					msgs[i] = client.NewMessage{Type: "Bench", Data: c.payloadJSON(r)}
 				}
-				_, err := cl.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: c.stream(r.IntN(c.streams)), Messages: msgs}))
+				_, err := cl.Append(ctx, c.stream(r.IntN(c.streams)), msgs)
 				return n, err
 			}
 		}
 		readStream := func(ctx context.Context, r *rand.Rand) (int, error) {
-			resp, err := cl.ReadStream(ctx, connect.NewRequest(&skaldv1.ReadStreamRequest{Stream: c.stream(r.IntN(c.streams)), Limit: 100,
-				Read: &skaldv1.ReadOptions{Consistency: c.consistency}}))
-			if err != nil {
-				return 0, err
-			}
-			return len(resp.Msg.Messages), nil
+			msgs, err := cl.ReadStream(ctx, client.StreamQuery{Stream: c.stream(r.IntN(c.streams)), Limit: 100})
+			return len(msgs), err
 		}
 		switch c.workload {
 		case "append":
@@ -349,13 +300,9 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 			ops[w] = readStream
 		case "read-category":
 			ops[w] = func(ctx context.Context, r *rand.Rand) (int, error) {
-				resp, err := cl.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{Category: c.run, Limit: 100,
-					GlobalPosition: 1 + r.Int64N(int64(c.streams)*50), ConsumerGroup: &skaldv1.ConsumerGroup{Member: int64(w % 4), Size: 4},
-					Read: &skaldv1.ReadOptions{Consistency: c.consistency}}))
-				if err != nil {
-					return 0, err
-				}
-				return len(resp.Msg.Messages), nil
+				msgs, err := cl.ReadCategory(ctx, client.CategoryQuery{Category: c.run, Limit: 100,
+					GlobalPosition: 1 + r.Int64N(int64(c.streams)*50), Group: client.ConsumerGroup{Member: int64(w % 4), Size: 4}})
+				return len(msgs), err
 			}
 		case "mixed":
 			write := appendN(1)
@@ -377,11 +324,16 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (*benchResult, error) {
 	// Calls run without the run's deadline (a deadline travels to the
 	// server, which would fail the last calls); the loop stops on a flag.
+	// A call still retrying then (a cluster client waiting for a leader)
+	// is cancelled benchGrace later.
 	var stop atomic.Bool
 	timer := time.AfterFunc(c.duration, func() { stop.Store(true) })
 	defer timer.Stop()
 	context.AfterFunc(ctx, func() { stop.Store(true) })
-	callCtx := context.WithoutCancel(ctx)
+	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCalls()
+	grace := time.AfterFunc(c.duration+benchGrace, cancelCalls)
+	defer grace.Stop()
 	var (
 		nops, nmsgs, nerr atomic.Int64
 		wg                sync.WaitGroup
@@ -454,79 +406,4 @@ func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs,
 		LatencyMS: map[string]float64{"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999), "max": pct(1)},
 		Timeline:  timeline(samples, errAt),
 	}
-}
-
-// subscribe measures delivery latency: appends at --rate on the first node
-// carry their send time; a subscriber on the last node measures arrival.
-func (c *benchConfig) subscribe(ctx context.Context, cf *clientFlags, stderr io.Writer) (*benchResult, error) {
-	writer, reader := c.client(cf, 0, c.concurrency), c.client(cf, len(c.addrs)-1, 1)
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := reader.Subscribe(sctx, connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Category{Category: c.run}}))
-	if err != nil {
-		return nil, apiError(err)
-	}
-	defer st.Close()
-	if !st.Receive() || st.Msg().GetCaughtUp() == nil {
-		return nil, fmt.Errorf("subscribe: no caught_up: %v", st.Err())
-	}
-	var (
-		mu  sync.Mutex
-		lat []sample
-	)
-	start := time.Now()
-	recvDone := make(chan struct{})
-	go func() {
-		defer close(recvDone)
-		for st.Receive() {
-			if m := st.Msg().GetMessage(); m != nil {
-				var p struct{ T int64 }
-				if json.Unmarshal(m.Data, &p) == nil {
-					mu.Lock()
-					lat = append(lat, sample{at: time.Since(start), d: time.Since(time.Unix(0, p.T))})
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	stopCPU := c.cpu.start(ctx)
-	interval := time.Second / time.Duration(max(c.rate, 1))
-	sent, errs := int64(0), int64(0)
-	wctx, wcancel := context.WithTimeout(ctx, c.duration)
-	defer wcancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, c.concurrency)
-	for next := time.Now(); wctx.Err() == nil; next = next.Add(interval) {
-		time.Sleep(time.Until(next))
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int64) {
-			defer func() { <-sem; wg.Done() }()
-			data := fmt.Appendf(nil, `{"T":%d}`, time.Now().UnixNano())
-			if _, err := writer.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: c.stream(int(i)), Messages: []*skaldv1.NewMessage{{Type: "Tick", Data: data}}})); err != nil {
-				atomic.AddInt64(&errs, 1)
-			}
-		}(sent)
-		sent++
-	}
-	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := int64(len(lat))
-		mu.Unlock()
-		if n >= sent-atomic.LoadInt64(&errs) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cpuS, cpuOK := stopCPU()
-	cancel()
-	<-recvDone
-	mu.Lock()
-	defer mu.Unlock()
-	fmt.Fprintf(stderr, "sent %d appends at %d/s, %d delivered on %s\n", sent, c.rate, len(lat), c.addrs[len(c.addrs)-1])
-	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, time.Since(start))
-	res.setCPU(cpuS, cpuOK)
-	return res, nil
 }

@@ -213,6 +213,14 @@ func TestCLI(t *testing.T) {
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
 		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
+		// -o json prints the API's reply message, every field.
+		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":"0", ?"lastPosition":"0", ?"firstGlobalPosition":"\d+", ?"lastGlobalPosition":"\d+", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"ns create json", admin, []string{"ns", "create", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"token":"ns_dG1w_[0-9a-f]{64}", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":"0", ?"streamCount":"0", ?"lastActivity":null\}\n$`, ""},
+		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":"0", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":"\d+", ?"commitIndex":"\d+", ?"appliedIndex":"\d+", ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":"[1-9]\d*"\}\]\}\n$`, ""},
+		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitFailure, `^$`, `^skald: internal: `},
+		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch"}, 0, `^Removed server nosuch\.\n$`, ""},
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
 		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},
@@ -498,6 +506,28 @@ func TestDevCluster(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// A follower knows only its own last contact with the leader: -o json
+	// prints the others' as null, as the API sends them.
+	followers := 0
+	for i := range 3 {
+		out, errOut, code := runCLI(t, node(i), "cluster", "status", "-o", "json")
+		var s struct {
+			NodeID   string `json:"nodeId"`
+			LeaderID string `json:"leaderId"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
+			t.Fatalf("status of node%d: %d %s %s", i, code, out, errOut)
+		}
+		if s.NodeID != s.LeaderID {
+			followers++
+			if n := len(regexp.MustCompile(`"lastContact": ?null`).FindAllString(out, -1)); n != 2 {
+				t.Fatalf("follower node%d prints %d null last contacts, want 2: %s", i, n, out)
+			}
+		}
+	}
+	if followers != 2 {
+		t.Fatalf("%d followers, want 2", followers)
+	}
 	// node2 leaves: it is removed from Raft and stops; the others go on.
 	if out, errOut, code := runCLI(t, node(2), "leave"); code != 0 || !strings.Contains(out, "left the cluster") {
 		t.Fatalf("leave: %d %s %s", code, out, errOut)
@@ -654,12 +684,18 @@ func TestBenchCLI(t *testing.T) {
 	cases := []struct {
 		name     string
 		args     []string
-		perOpMsg int64
+		perOpMsg int64 // messages per op; -1: varies
 	}{
 		{"append", []string{"--workload", "append", "--concurrency", "2", "--duration", "2s", "--plot", plot}, 1},
 		{"evdb-append", []string{"--workload", "evdb-append", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"append-batch", []string{"--workload", "append-batch", "--batch", "10", "--concurrency", "2", "--duration", "1s"}, 10},
 		{"read-stream", []string{"--workload", "read-stream", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, 100},
+		{"read-category", []string{"--workload", "read-category", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, -1},
+		{"append through the cluster client", []string{"--workload", "append", "--target", "cluster", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"append over HTTP/2", []string{"--workload", "append", "--http2", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"mixed through the cluster client", []string{"--workload", "mixed", "--target", "cluster", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, -1},
+		{"subscribe", []string{"--workload", "subscribe", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -672,7 +708,7 @@ func TestBenchCLI(t *testing.T) {
 				t.Fatalf("%v: %q", err, out)
 			}
 			l := res.LatencyMS
-			if res.Ops == 0 || res.Errors != 0 || res.Messages != res.Ops*tc.perOpMsg || res.OpsPerSec <= 0 ||
+			if res.Ops == 0 || res.Errors != 0 || (tc.perOpMsg > 0 && res.Messages != res.Ops*tc.perOpMsg) || res.OpsPerSec <= 0 ||
 				!(l["p50"] > 0 && l["p50"] <= l["p99"] && l["p99"] <= l["max"]) {
 				t.Fatalf("result %+v", res)
 			}
@@ -686,7 +722,7 @@ func TestBenchCLI(t *testing.T) {
 			// The server spent CPU on the run (fsyncs, applies): the admin
 			// token reads /metrics.
 			if perOp := res.ServerCPUSeconds * 1e6 / float64(res.Ops); res.ServerCPUSeconds <= 0 ||
-				math.Abs(res.ServerCPUUsPerOp-perOp) > 1e-6*perOp || math.Abs(res.ServerCPUUsPerMsg*float64(tc.perOpMsg)-perOp) > 1e-6*perOp {
+				math.Abs(res.ServerCPUUsPerOp-perOp) > 1e-6*perOp || (tc.perOpMsg > 0 && math.Abs(res.ServerCPUUsPerMsg*float64(tc.perOpMsg)-perOp) > 1e-6*perOp) {
 				t.Fatalf("server CPU: %v s, %v µs/op, %v µs/msg over %d ops", res.ServerCPUSeconds, res.ServerCPUUsPerOp, res.ServerCPUUsPerMsg, res.Ops)
 			}
 		})
@@ -697,5 +733,12 @@ func TestBenchCLI(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch 1..1000") {
 		t.Fatalf("bad --batch: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, env, "bench", "--target", "some"); code != exitUsage || !strings.Contains(errOut, "want all, leader, followers or cluster") {
+		t.Fatalf("bad --target: exit %d, %q", code, errOut)
+	}
+	// A node that does not answer: the pinned clients report it at once.
+	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, "bench", "--workload", "read-stream", "--duration", "1s"); code != exitUnreachable || !strings.Contains(errOut, "no answer from 127.0.0.1:1") {
+		t.Fatalf("bench against a dead node: exit %d, %q", code, errOut)
 	}
 }

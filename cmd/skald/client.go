@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,16 +12,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/client"
 )
 
 // Exit codes of the client commands, so scripts can branch on them.
@@ -53,6 +47,9 @@ type clientFlags struct {
 	addr, token, output, ca string
 	usage                   string // the command's one-line synopsis
 }
+
+// cliReadTimeout bounds one read of a client command, a node that hangs.
+const cliReadTimeout = time.Minute
 
 // defaultAddr is the node a client command calls without --addr.
 const defaultAddr = "127.0.0.1:8080"
@@ -156,63 +153,52 @@ func (cf *clientFlags) baseURL() string {
 	return "http://" + cf.addr
 }
 
-type apiClients struct {
-	events     skaldv1connect.EventStoreClient
-	namespaces skaldv1connect.NamespacesClient
-	cluster    skaldv1connect.ClusterClient
-}
-
-// httpClient trusts --ca when given.
-func (cf *clientFlags) httpClient() *http.Client {
+// tlsConfig trusts --ca when given; nil means the system's roots.
+func (cf *clientFlags) tlsConfig() *tls.Config {
 	if cf.ca == "" {
-		return &http.Client{}
+		return nil
 	}
 	pem, err := os.ReadFile(cf.ca)
 	pool := x509.NewCertPool()
 	if err != nil || !pool.AppendCertsFromPEM(pem) {
 		fmt.Fprintf(os.Stderr, "skald: --ca %s: no PEM certificate (%v); using the system's roots\n", cf.ca, err)
+		return nil
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// httpClient is for the endpoints outside the Connect API (backup,
+// import, /metrics); it trusts --ca when given.
+func (cf *clientFlags) httpClient() *http.Client {
+	tc := cf.tlsConfig()
+	if tc == nil {
 		return &http.Client{}
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 }
 
-func (cf *clientFlags) clients() apiClients {
-	hc := cf.httpClient()
-	opts := connect.WithInterceptors(tokenInterceptor(cf.token))
-	url := cf.baseURL()
-	return apiClients{
-		events:     skaldv1connect.NewEventStoreClient(hc, url, opts),
-		namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts),
-		cluster:    skaldv1connect.NewClusterClient(hc, url, opts),
+// connect returns a client of the node at --addr, and of it only
+// (Pinned): that node serves every call or forwards it to its leader, as
+// the user chose it, and "cluster status" is its view. FailFast: a node
+// that does not answer or refuses is reported at once, not retried. Reads
+// are linearizable, the API's default, and their attempt outlasts the
+// server's own bound on waiting (5 s for a leader or an index), so the
+// user sees the server's reason rather than a client-side deadline. Close
+// it when done.
+func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
+	c, err := client.New(ctx, client.Config{
+		Endpoints: []string{cf.baseURL()}, Token: cf.token, TLS: cf.tlsConfig(),
+		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
+	})
+	if err != nil {
+		return nil, apiError(err)
 	}
+	return c, nil
 }
 
-type tokenInterceptor string
-
-func (t tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if t != "" {
-			req.Header().Set("Authorization", "Bearer "+string(t))
-		}
-		return next(ctx, req)
-	}
-}
-
-func (t tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		if t != "" {
-			conn.RequestHeader().Set("Authorization", "Bearer "+string(t))
-		}
-		return conn
-	}
-}
-
-func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
-
-// apiError turns an RPC failure into a message and an exit code.
+// apiError turns a client error into a message and an exit code: the
+// server's code and message, as "code: message", and the field violations
+// the message does not already name.
 //
 // A call that could not connect is exitUnreachable, naming the address
 // tried: a node that does not answer is not a cluster without a leader.
@@ -221,33 +207,35 @@ func apiError(err error) error {
 		return ue
 	}
 	code := exitFailure
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+	switch {
+	case errors.Is(err, context.Canceled): // Ctrl-C during the call
+	case errors.Is(err, client.ErrInvalidArgument):
 		code = exitUsage
-	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+	case errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
 		code = exitAuth
-	case connect.CodeNotFound:
+	case errors.Is(err, client.ErrNotFound):
 		code = exitNotFound
-	case connect.CodeAborted, connect.CodeAlreadyExists:
+	case errors.Is(err, client.ErrWrongExpectedVersion), errors.Is(err, client.ErrAlreadyExists):
 		code = exitConflict
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+	case errors.Is(err, client.ErrUnavailable):
 		code = exitUnavailable
+	case errors.Is(err, client.ErrUnknownOutcome):
+		// The write may have been applied: "unavailable" when the server
+		// or the connection said so, a plain failure otherwise (an
+		// internal error).
+		if cc := connect.CodeOf(err); cc == connect.CodeUnavailable || cc == connect.CodeDeadlineExceeded {
+			code = exitUnavailable
+		}
 	}
 	msg := err.Error()
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		msg = fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
-		for _, d := range ce.Details() {
-			v, derr := d.Value()
-			if derr != nil {
-				continue
-			}
-			switch v := v.(type) {
-			case *errdetails.BadRequest:
-				for _, fv := range v.FieldViolations {
-					if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
-						msg += "\n  " + line
-					}
+		var e *client.Error
+		if errors.As(err, &e) {
+			for _, fv := range e.Fields {
+				if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
+					msg += "\n  " + line
 				}
 			}
 		}
@@ -268,66 +256,4 @@ func unreachable(err error) error {
 		addr = op.Addr.String()
 	}
 	return &exitError{exitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err)}
-}
-
-// printJSON writes one protobuf message as a JSON object.
-func printJSON(w io.Writer, m proto.Message) error {
-	b, err := protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: true}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(w, string(b))
-	return err
-}
-
-// jsonMessage is a message for scripts: data and metadata as JSON, not
-// base64.
-type jsonMessage struct {
-	ID             string          `json:"id"`
-	Stream         string          `json:"stream"`
-	Type           string          `json:"type"`
-	Position       int64           `json:"position"`
-	GlobalPosition int64           `json:"globalPosition"`
-	Data           json.RawMessage `json:"data"`
-	Metadata       json.RawMessage `json:"metadata"`
-	Time           string          `json:"time"`
-}
-
-func toJSONMessage(m *skaldv1.Message) jsonMessage {
-	meta := json.RawMessage("null")
-	if len(m.Metadata) > 0 {
-		meta = m.Metadata
-	}
-	return jsonMessage{
-		ID: m.Id, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
-		Data: m.Data, Metadata: meta, Time: m.Time.AsTime().Format(time.RFC3339Nano),
-	}
-}
-
-// printMessages writes messages as a table or as {"messages": [...]}.
-func printMessages(w io.Writer, output string, msgs []*skaldv1.Message) error {
-	if output == "json" {
-		out := struct {
-			Messages []jsonMessage `json:"messages"`
-		}{Messages: []jsonMessage{}}
-		for _, m := range msgs {
-			out.Messages = append(out.Messages, toJSONMessage(m))
-		}
-		return json.NewEncoder(w).Encode(out)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tPOS\tGPOS\tTYPE\tTIME\tDATA")
-	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", m.Stream, m.Position, m.GlobalPosition, m.Type, m.Time.AsTime().Format(time.RFC3339), m.Data)
-	}
-	return tw.Flush()
-}
-
-func table(w io.Writer, header string, rows [][]string) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
 }

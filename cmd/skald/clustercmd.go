@@ -7,8 +7,6 @@ import (
 	"os"
 	"strconv"
 
-	"connectrpc.com/connect"
-
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -31,30 +29,34 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		resp, err := cf.clients().cluster.Status(ctx, connect.NewRequest(&skaldv1.StatusRequest{}))
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		st, err := c.Status(ctx)
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			return printJSON(stdout, statusReply(st))
 		}
-		m := resp.Msg
-		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", m.NodeId, m.LeaderId, m.Term, m.CommitIndex, m.AppliedIndex)
+		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
 		var rows [][]string
-		for _, s := range m.Servers {
+		for _, s := range st.Servers {
 			role := "follower"
-			if s.Id == m.LeaderId {
+			if s.ID == st.LeaderID {
 				role = "leader"
 			}
 			suffrage := "voter"
-			if s.Suffrage == skaldv1.Suffrage_SUFFRAGE_NONVOTER {
+			if !s.Voter {
 				suffrage = "nonvoter"
 			}
 			applied := "-" // the node did not answer
 			if s.AppliedIndex > 0 {
 				applied = strconv.FormatUint(s.AppliedIndex, 10)
 			}
-			rows = append(rows, []string{s.Id, role, suffrage, s.RaftAddress, s.ApiAddress, applied})
+			rows = append(rows, []string{s.ID, role, suffrage, s.RaftAddress, s.APIAddress, applied})
 		}
 		return table(stdout, "ID\tROLE\tSUFFRAGE\tRAFT\tAPI\tAPPLIED", rows)
 	case "transfer-leadership":
@@ -63,18 +65,19 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		req := &skaldv1.TransferLeadershipRequest{}
-		if *to != "" {
-			req.ToId = to
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
 		}
-		resp, err := cf.clients().cluster.TransferLeadership(ctx, connect.NewRequest(req))
+		defer c.Close()
+		leader, err := c.TransferLeadership(ctx, *to)
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			return printJSON(stdout, &skaldv1.TransferLeadershipResponse{LeaderId: leader})
 		}
-		fmt.Fprintf(stdout, "Leader is now %s.\n", resp.Msg.LeaderId)
+		fmt.Fprintf(stdout, "Leader is now %s.\n", leader)
 		return nil
 	case "remove":
 		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID", stderr)
@@ -82,7 +85,12 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		if _, err := cf.clients().cluster.RemoveServer(ctx, connect.NewRequest(&skaldv1.RemoveServerRequest{Id: rest[0]})); err != nil {
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.RemoveServer(ctx, rest[0]); err != nil {
 			return apiError(err)
 		}
 		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
@@ -120,10 +128,15 @@ func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "Leaving: %s.\n", why)
 	}
-	resp, err := cf.clients().cluster.Leave(ctx, connect.NewRequest(&skaldv1.LeaveRequest{}))
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	id, err := c.Leave(ctx, cf.baseURL())
 	if err != nil {
 		return apiError(err)
 	}
-	fmt.Fprintf(stdout, "Node %s left the cluster and is stopping.\n", resp.Msg.NodeId)
+	fmt.Fprintf(stdout, "Node %s left the cluster and is stopping.\n", id)
 	return nil
 }

@@ -10,9 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"connectrpc.com/connect"
-
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	"github.com/skalddb/skald/client"
 )
 
 func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -35,18 +33,23 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	req := &skaldv1.AppendRequest{Stream: rest[0], Messages: []*skaldv1.NewMessage{{Id: *id, Type: rest[1], Data: data, Metadata: meta}}}
+	var opts []client.AppendOption
 	if expected.set {
-		req.ExpectedVersion = &expected.v
+		opts = append(opts, client.ExpectVersion(expected.v))
 	}
-	resp, err := cf.clients().events.Append(ctx, connect.NewRequest(req))
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Append(ctx, rest[0], []client.NewMessage{{ID: *id, Type: rest[1], Data: data, Metadata: meta}}, opts...)
 	if err != nil {
 		return apiError(err)
 	}
 	if cf.output == "json" {
-		return printJSON(stdout, resp.Msg)
+		return printJSON(stdout, appendReply(res))
 	}
-	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], resp.Msg.FirstPosition, resp.Msg.FirstGlobalPosition, resp.Msg.Index)
+	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], res.FirstPosition, res.FirstGlobalPosition, res.Index)
 	return nil
 }
 
@@ -106,11 +109,16 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	resp, err := cf.clients().events.ReadStream(ctx, connect.NewRequest(&skaldv1.ReadStreamRequest{Stream: rest[0], Position: *position, Limit: *limit}))
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: *position, Limit: *limit})
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, resp.Msg.Messages)
+	return printMessages(stdout, cf.output, msgs)
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -124,15 +132,19 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	req := &skaldv1.ReadCategoryRequest{Category: rest[0], GlobalPosition: *position, Limit: *limit, Correlation: *correlation}
-	if *size != 0 || *member != 0 {
-		req.ConsumerGroup = &skaldv1.ConsumerGroup{Member: *member, Size: *size}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
 	}
-	resp, err := cf.clients().events.ReadCategory(ctx, connect.NewRequest(req))
+	defer c.Close()
+	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
+		Category: rest[0], GlobalPosition: *position, Limit: *limit, Correlation: *correlation,
+		Group: client.ConsumerGroup{Member: *member, Size: *size},
+	})
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, resp.Msg.Messages)
+	return printMessages(stdout, cf.output, msgs)
 }
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -146,46 +158,40 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	req := &skaldv1.SubscribeRequest{}
+	sub := client.Subscription{CaughtUp: func() {
+		fmt.Fprintln(stderr, "-- caught up; waiting for new messages (Ctrl-C to stop)")
+	}}
 	switch {
 	case len(rest) == 1 && *category == "" && !*all:
-		req.Target, req.Position = &skaldv1.SubscribeRequest_Stream{Stream: rest[0]}, *position
+		sub.Stream, sub.Position = rest[0], *position
 	case len(rest) == 0 && *category != "" && !*all:
-		req.Target, req.GlobalPosition = &skaldv1.SubscribeRequest_Category{Category: *category}, *position
-		if *size != 0 || *member != 0 {
-			req.ConsumerGroup = &skaldv1.ConsumerGroup{Member: *member, Size: *size}
-		}
+		sub.Category, sub.GlobalPosition = *category, *position
+		sub.Group = client.ConsumerGroup{Member: *member, Size: *size}
 	case len(rest) == 0 && *category == "" && *all:
-		req.Target, req.GlobalPosition = &skaldv1.SubscribeRequest_All{All: true}, *position
+		sub.All, sub.GlobalPosition = true, *position
 	default:
 		return cf.usageError(fs, "give exactly one of STREAM, --category or --all")
 	}
-	st, err := cf.clients().events.Subscribe(ctx, connect.NewRequest(req))
+	c, err := cf.connect(ctx)
 	if err != nil {
-		return apiError(err)
+		return err
 	}
-	defer st.Close()
+	defer c.Close()
 	enc := json.NewEncoder(stdout)
-	for st.Receive() {
-		switch ev := st.Msg().Event.(type) {
-		case *skaldv1.SubscribeResponse_Message:
-			if cf.output == "json" {
-				if err := enc.Encode(toJSONMessage(ev.Message)); err != nil {
-					return err
-				}
-				continue
+	for m, err := range c.Subscribe(ctx, sub) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // Ctrl-C
 			}
-			m := ev.Message
-			fmt.Fprintf(stdout, "%s\t%d\t%d\t%s\t%s\n", m.Stream, m.Position, m.GlobalPosition, m.Type, m.Data)
-		case *skaldv1.SubscribeResponse_CaughtUp:
-			fmt.Fprintln(stderr, "-- caught up; waiting for new messages (Ctrl-C to stop)")
+			return apiError(err)
 		}
-	}
-	if ctx.Err() != nil {
-		return nil // Ctrl-C
-	}
-	if err := st.Err(); err != nil {
-		return apiError(err)
+		if cf.output == "json" {
+			if err := enc.Encode(toJSONMessage(m)); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintf(stdout, "%s\t%d\t%d\t%s\t%s\n", m.Stream, m.Position, m.GlobalPosition, m.Type, m.Data)
 	}
 	return nil
 }

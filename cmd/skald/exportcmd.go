@@ -14,10 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/rpc"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // exportRecord is one NDJSON line, in the EventoDB import format; time
@@ -85,39 +83,38 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		w = bw
 	}
-	c := cf.clients().events
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 	enc := json.NewEncoder(w)
 	count, next := 0, int64(1)
 	lastReport := time.Now()
 	for {
-		var msgs []*skaldv1.Message
+		var msgs []client.Message
 		if *category != "" {
-			resp, err := c.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{Category: *category, GlobalPosition: next, Limit: 1000}))
-			if err != nil {
-				return apiError(err)
-			}
-			msgs = resp.Msg.Messages
+			msgs, err = c.ReadCategory(ctx, client.CategoryQuery{Category: *category, GlobalPosition: next, Limit: 1000})
 		} else {
-			resp, err := c.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: next, Limit: 1000}))
-			if err != nil {
-				return apiError(err)
-			}
-			msgs = resp.Msg.Messages
+			msgs, err = c.ReadAll(ctx, next, 1000)
+		}
+		if err != nil {
+			return apiError(err)
 		}
 		if len(msgs) == 0 {
 			break
 		}
 		for _, m := range msgs {
 			next = m.GlobalPosition + 1
-			if m.Time.AsTime().UnixNano() < sinceNS {
+			if m.Time.UnixNano() < sinceNS {
 				continue
 			}
 			meta := json.RawMessage("null")
 			if len(m.Metadata) > 0 {
 				meta = m.Metadata
 			}
-			if err := enc.Encode(exportRecord{ID: m.Id, Stream: m.Stream, Type: m.Type, Pos: m.Position, GPos: m.GlobalPosition,
-				Data: m.Data, Meta: meta, Time: m.Time.AsTime().UTC().Format(time.RFC3339Nano)}); err != nil {
+			if err := enc.Encode(exportRecord{ID: m.ID, Stream: m.Stream, Type: m.Type, Pos: m.Position, GPos: m.GlobalPosition,
+				Data: m.Data, Meta: meta, Time: m.Time.UTC().Format(time.RFC3339Nano)}); err != nil {
 				return err
 			}
 			count++

@@ -7,9 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
+	"github.com/skalddb/skald/client"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -35,29 +33,43 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := cf.clients().namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: rest[0], Description: *desc, Token: *nsToken}))
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ns, err := c.CreateNamespace(ctx, rest[0], *desc, *nsToken)
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			return printJSON(stdout, createReply(ns))
 		}
-		fmt.Fprintf(stdout, "Created namespace %s.\nToken (shown only now; keep it): %s\n", resp.Msg.Name, resp.Msg.Token)
+		fmt.Fprintf(stdout, "Created namespace %s.\nToken (shown only now; keep it): %s\n", ns.Name, ns.Token)
 		return nil
 	case "list":
 		fs, cf := newClientFlagSet("ns list", "skald ns list", stderr)
 		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		resp, err := cf.clients().namespaces.List(ctx, connect.NewRequest(&skaldv1.ListRequest{}))
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		list, err := c.ListNamespaces(ctx)
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			reply := &skaldv1.ListResponse{}
+			for _, n := range list {
+				reply.Namespaces = append(reply.Namespaces, namespaceInfo(n))
+			}
+			return printJSON(stdout, reply)
 		}
 		var rows [][]string
-		for _, n := range resp.Msg.Namespaces {
+		for _, n := range list {
 			rows = append(rows, nsRow(n))
 		}
 		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", rows)
@@ -67,28 +79,38 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		resp, err := cf.clients().namespaces.Get(ctx, connect.NewRequest(&skaldv1.GetRequest{Name: rest[0]}))
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ns, err := c.GetNamespace(ctx, rest[0])
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			return printJSON(stdout, namespaceInfo(ns))
 		}
-		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(resp.Msg)})
+		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(ns)})
 	case "delete":
 		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME", stderr)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
-		resp, err := cf.clients().namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: rest[0]}))
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		ns, err := c.DeleteNamespace(ctx, rest[0])
 		if err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, resp.Msg)
+			return printJSON(stdout, deleteReply(ns))
 		}
-		fmt.Fprintf(stdout, "Deleted namespace %s (%d messages).\n", resp.Msg.Name, resp.Msg.MessagesDeleted)
+		fmt.Fprintf(stdout, "Deleted namespace %s (%d messages).\n", ns.Name, ns.MessagesDeleted)
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, nsUsage, clientHelp)
@@ -98,13 +120,14 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return &exitError{exitUsage, fmt.Errorf("ns: unknown subcommand %q", args[0])}
 }
 
-func nsRow(n *skaldv1.NamespaceInfo) []string {
+func nsRow(n client.Namespace) []string {
 	return []string{n.Name, strconv.FormatInt(n.MessageCount, 10), strconv.FormatInt(n.StreamCount, 10), when(n.CreatedAt), when(n.LastActivity), n.Description}
 }
 
-func when(ts *timestamppb.Timestamp) string {
-	if ts == nil {
+// when is t for a table; "-" for the zero time (none).
+func when(t time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
-	return ts.AsTime().Format(time.RFC3339)
+	return t.UTC().Format(time.RFC3339)
 }
