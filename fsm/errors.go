@@ -22,6 +22,10 @@ var (
 	// Command. It means a bug in the proposer; apply rejects it on every
 	// replica alike.
 	ErrBadCommand = errors.New("fsm: malformed command")
+	// ErrDuplicateID is matched (errors.Is) by a *DuplicateIDError: an
+	// append carried a remembered message id and was not a retry of the
+	// append that wrote it.
+	ErrDuplicateID = errors.New("fsm: duplicate message id")
 	// ErrClosed is returned by reads on a closed store.
 	ErrClosed = errors.New("fsm: store closed")
 )

@@ -90,7 +90,11 @@ type AppendResponse struct {
 	LastGlobalPosition  int64                  `protobuf:"varint,4,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
 	// Raft index of the write: pass it as read.min_index for
 	// read-your-writes on any node.
-	Index         uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	// The messages were already written (same ids, stream, types and data,
+	// within the namespace's dedupe window): nothing was written and the
+	// positions are the original ones.
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +162,13 @@ func (x *AppendResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *AppendResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type ReadStreamRequest struct {
@@ -1443,13 +1454,14 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
 	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"\xd8\x01\n" +
+	"\x11_expected_version\"\xf6\x01\n" +
 	"\x0eAppendResponse\x12%\n" +
 	"\x0efirst_position\x18\x01 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x02 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"\xca\x01\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xca\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +

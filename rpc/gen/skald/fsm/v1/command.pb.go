@@ -168,8 +168,13 @@ type CreateNamespace struct {
 	// SHA-256 of the namespace token; the token itself is never replicated.
 	TokenHash       []byte `protobuf:"bytes,3,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
 	CreatedUnixNano int64  `protobuf:"varint,4,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Idempotent writes: how long apply remembers the message ids clients
+	// gave, by entry time (see fsm/dedupe.go). 0 is the default (2 minutes,
+	// also what namespaces made before this field get); -1 turns it off; -2
+	// remembers every id forever; anything else is nanoseconds (1 s or more).
+	DedupeWindowNanos int64 `protobuf:"varint,5,opt,name=dedupe_window_nanos,json=dedupeWindowNanos,proto3" json:"dedupe_window_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateNamespace) Reset() {
@@ -226,6 +231,13 @@ func (x *CreateNamespace) GetTokenHash() []byte {
 func (x *CreateNamespace) GetCreatedUnixNano() int64 {
 	if x != nil {
 		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *CreateNamespace) GetDedupeWindowNanos() int64 {
+	if x != nil {
+		return x.DedupeWindowNanos
 	}
 	return 0
 }
@@ -384,7 +396,13 @@ type NewMessage struct {
 	// JSON object.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// JSON object, or empty for null.
-	Metadata      []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The client gave the id (the API layer sets it; the leader's generated
+	// ids leave it false). Apply deduplicates only such ids, and only in a
+	// namespace that remembers ids: a write of ids already written returns
+	// the original positions. Entries written by binaries older than this
+	// field leave it false and apply exactly as before.
+	ClientId      bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -445,6 +463,13 @@ func (x *NewMessage) GetMetadata() []byte {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *NewMessage) GetClientId() bool {
+	if x != nil {
+		return x.ClientId
+	}
+	return false
 }
 
 // Import stores messages with the positions, global positions and times they
@@ -679,13 +704,14 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x06append\x18\x03 \x01(\v2\x14.skald.fsm.v1.AppendH\x00R\x06append\x12.\n" +
 	"\x06import\x18\x04 \x01(\v2\x14.skald.fsm.v1.ImportH\x00R\x06import\x12?\n" +
 	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfoB\x06\n" +
-	"\x04kind\"\x92\x01\n" +
+	"\x04kind\"\xc2\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"token_hash\x18\x03 \x01(\fR\ttokenHash\x12*\n" +
-	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\"Q\n" +
+	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
+	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\x99\x02\n" +
@@ -696,13 +722,14 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
 	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPositionB\x13\n" +
-	"\x11_expected_version\"`\n" +
+	"\x11_expected_version\"}\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"w\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata\x12\x1b\n" +
+	"\tclient_id\x18\x05 \x01(\bR\bclientId\"w\n" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1d.skald.fsm.v1.ImportedMessageR\bmessages\x12\x14\n" +

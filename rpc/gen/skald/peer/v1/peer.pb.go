@@ -94,6 +94,7 @@ const (
 	Reason_REASON_VERSION_CONFLICT    Reason = 4
 	Reason_REASON_POSITION_EXISTS     Reason = 5
 	Reason_REASON_BAD_COMMAND         Reason = 6
+	Reason_REASON_DUPLICATE_ID        Reason = 7
 )
 
 // Enum value maps for Reason.
@@ -106,6 +107,7 @@ var (
 		4: "REASON_VERSION_CONFLICT",
 		5: "REASON_POSITION_EXISTS",
 		6: "REASON_BAD_COMMAND",
+		7: "REASON_DUPLICATE_ID",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -115,6 +117,7 @@ var (
 		"REASON_VERSION_CONFLICT":    4,
 		"REASON_POSITION_EXISTS":     5,
 		"REASON_BAD_COMMAND":         6,
+		"REASON_DUPLICATE_ID":        7,
 	}
 )
 
@@ -581,8 +584,10 @@ type AppendResult struct {
 	LastPosition        int64                  `protobuf:"varint,4,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
 	FirstGlobalPosition int64                  `protobuf:"varint,5,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
 	LastGlobalPosition  int64                  `protobuf:"varint,6,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Idempotent write: nothing written, the original positions.
+	Duplicate     bool `protobuf:"varint,7,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendResult) Reset() {
@@ -655,6 +660,13 @@ func (x *AppendResult) GetLastGlobalPosition() int64 {
 		return x.LastGlobalPosition
 	}
 	return 0
+}
+
+func (x *AppendResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 type ImportResult struct {
@@ -853,8 +865,12 @@ type Rejection struct {
 	Record         int64 `protobuf:"varint,8,opt,name=record,proto3" json:"record,omitempty"`
 	Position       int64 `protobuf:"varint,9,opt,name=position,proto3" json:"position,omitempty"`
 	GlobalPosition int64 `protobuf:"varint,10,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// DUPLICATE_ID: the id, and "content" or "mixed" (record is the
+	// message's index).
+	Id              string `protobuf:"bytes,11,opt,name=id,proto3" json:"id,omitempty"`
+	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Rejection) Reset() {
@@ -955,6 +971,20 @@ func (x *Rejection) GetGlobalPosition() int64 {
 		return x.GlobalPosition
 	}
 	return 0
+}
+
+func (x *Rejection) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Rejection) GetDuplicateReason() string {
+	if x != nil {
+		return x.DuplicateReason
+	}
+	return ""
 }
 
 type ReadIndexRequest struct {
@@ -1261,14 +1291,15 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\aoutcome\"X\n" +
 	"\fApplyFailure\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.skald.peer.v1.FailureKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xf6\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
 	"\fAppendResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12%\n" +
 	"\x0efirst_position\x18\x03 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x04 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x05 \x01(\x03R\x13firstGlobalPosition\x120\n" +
-	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\"z\n" +
+	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\"z\n" +
 	"\fImportResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x03R\bimported\x120\n" +
@@ -1280,7 +1311,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x15DeleteNamespaceResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12*\n" +
-	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xd3\x02\n" +
+	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\x8e\x03\n" +
 	"\tRejection\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.skald.peer.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -1292,7 +1323,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x06record\x18\b \x01(\x03R\x06record\x12\x1a\n" +
 	"\bposition\x18\t \x01(\x03R\bposition\x12'\n" +
 	"\x0fglobal_position\x18\n" +
-	" \x01(\x03R\x0eglobalPosition\"\x12\n" +
+	" \x01(\x03R\x0eglobalPosition\x12\x0e\n" +
+	"\x02id\x18\v \x01(\tR\x02id\x12)\n" +
+	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
@@ -1313,7 +1346,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xc2\x01\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xdb\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1321,7 +1354,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x062\x96\x03\n" +
+	"\x12REASON_BAD_COMMAND\x10\x06\x12\x17\n" +
+	"\x13REASON_DUPLICATE_ID\x10\a2\x96\x03\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +

@@ -57,7 +57,10 @@ const (
 
 // EventStoreClient is a client for the skald.v1.EventStore service.
 type EventStoreClient interface {
-	// Append writes 1..1000 messages to one stream, all or nothing.
+	// Append writes 1..1000 messages to one stream, all or nothing. When
+	// every message carries an id the namespace remembers (idempotent
+	// writes: a retry of an earlier append, same stream, types and data), it
+	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
@@ -206,7 +209,10 @@ func (c *eventStoreClient) Subscribe(ctx context.Context, req *connect.Request[v
 
 // EventStoreHandler is an implementation of the skald.v1.EventStore service.
 type EventStoreHandler interface {
-	// Append writes 1..1000 messages to one stream, all or nothing.
+	// Append writes 1..1000 messages to one stream, all or nothing. When
+	// every message carries an id the namespace remembers (idempotent
+	// writes: a retry of an earlier append, same stream, types and data), it
+	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
