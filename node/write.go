@@ -84,6 +84,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 			return nil, err
 		}
 	}
+	if n.mutant(MutantDedupeAtPropose) {
+		if res, ok := n.dedupeAtPropose(cmd); ok {
+			return res, nil
+		}
+	}
 	stamp(cmd, time.Now())
 	if n.mutant(MutantGlobalPosAtPropose) {
 		n.proposedGlobal.stamp(n, cmd)
