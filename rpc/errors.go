@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,12 +24,20 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 		ce *connect.Error
 		ve *fsm.ValidationError
 		vc *fsm.VersionConflictError
+		de *fsm.DuplicateIDError
 	)
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ce):
 		return ce
+	case errors.As(err, &de):
+		e := connect.NewError(connect.CodeAlreadyExists, errors.New(strings.TrimPrefix(de.Error(), "fsm: ")))
+		if d, derr := connect.NewErrorDetail(&skaldv1.DuplicateMessageId{Message: int32(de.Message), Id: de.ID, Stream: de.Stream,
+			Position: de.Position, GlobalPosition: de.GlobalPosition, Reason: string(de.Reason)}); derr == nil {
+			e.AddDetail(d)
+		}
+		return e
 	case errors.As(err, &ve):
 		return invalidField(ve.Field, "%s", ve.Reason)
 	case errors.As(err, &vc):

@@ -52,6 +52,7 @@ func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.Ap
 	return connect.NewResponse(&skaldv1.AppendResponse{
 		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
 		FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition, Index: res.Index,
+		Duplicate: res.Duplicate,
 	}), nil
 }
 

@@ -65,7 +65,7 @@ func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
 		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
 			return nil, asInvalid(err)
 		}
-		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata)}
+		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != ""}
 	}
 	return out, nil
 }

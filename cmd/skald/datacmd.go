@@ -46,6 +46,10 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if cf.output == "json" {
 		return printJSON(stdout, resp.Msg)
 	}
+	if resp.Msg.Duplicate {
+		fmt.Fprintf(stdout, "Already appended to %s at position %d (global position %d): the id was written before; nothing written.\n", rest[0], resp.Msg.FirstPosition, resp.Msg.FirstGlobalPosition)
+		return nil
+	}
 	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], resp.Msg.FirstPosition, resp.Msg.FirstGlobalPosition, resp.Msg.Index)
 	return nil
 }

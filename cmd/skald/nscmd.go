@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
@@ -15,7 +16,7 @@ import (
 
 const nsUsage = `Usage: skald ns <create|list|info|delete> ...
 
-  skald ns create NAME [--description TEXT] [--ns-token TOKEN]   (admin token)
+  skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]   (admin token)
   skald ns list                                                  (admin token)
   skald ns info NAME                                             (admin, or the namespace's own token)
   skald ns delete NAME                                           (admin token)
@@ -28,14 +29,30 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "create":
-		fs, cf := newClientFlagSet("ns create", "skald ns create NAME [--description TEXT] [--ns-token TOKEN]", stderr)
+		fs, cf := newClientFlagSet("ns create", "skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]", stderr)
 		desc := fs.String("description", "", "what the namespace is for")
 		nsToken := fs.String("ns-token", "", "use this token for the namespace instead of a generated one")
+		dedupe := fs.String("dedupe-window", "", "idempotent writes: how long message ids given by clients are remembered (a write of ids\n"+
+			"already written returns the original positions): a duration of 1s or more, off, or forever (default: the server's, 2m)")
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
-		resp, err := cf.clients().namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: rest[0], Description: *desc, Token: *nsToken}))
+		req := &skaldv1.CreateRequest{Name: rest[0], Description: *desc, Token: *nsToken}
+		switch *dedupe {
+		case "":
+		case "off", "0":
+			req.DedupeWindow = durationpb.New(0)
+		case "forever":
+			req.DedupeForever = true
+		default:
+			d, err := time.ParseDuration(*dedupe)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("ns create: --dedupe-window %q: want a duration (2m, 1h), off or forever", *dedupe)}
+			}
+			req.DedupeWindow = durationpb.New(d)
+		}
+		resp, err := cf.clients().namespaces.Create(ctx, connect.NewRequest(req))
 		if err != nil {
 			return apiError(err)
 		}
@@ -74,7 +91,8 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cf.output == "json" {
 			return printJSON(stdout, resp.Msg)
 		}
-		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(resp.Msg)})
+		row := append(nsRow(resp.Msg), dedupeOf(resp.Msg))
+		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION\tDEDUPE WINDOW", [][]string{row})
 	case "delete":
 		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME", stderr)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
@@ -100,6 +118,17 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func nsRow(n *skaldv1.NamespaceInfo) []string {
 	return []string{n.Name, strconv.FormatInt(n.MessageCount, 10), strconv.FormatInt(n.StreamCount, 10), when(n.CreatedAt), when(n.LastActivity), n.Description}
+}
+
+// dedupeOf is a namespace's idempotent-write window as ns create takes it.
+func dedupeOf(n *skaldv1.NamespaceInfo) string {
+	switch {
+	case n.DedupeForever:
+		return "forever"
+	case n.DedupeWindow.AsDuration() == 0:
+		return "off"
+	}
+	return n.DedupeWindow.AsDuration().String()
 }
 
 func when(ts *timestamppb.Timestamp) string {
