@@ -81,7 +81,7 @@ func (c *Client) TransferLeadership(ctx context.Context, toID string) (string, e
 // RemoveServer removes the member id from the Raft configuration (admin
 // token).
 func (c *Client) RemoveServer(ctx context.Context, id string) error {
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		_, err := m.cluster.RemoveServer(ctx, connect.NewRequest(&skaldv1.RemoveServerRequest{Id: id}))
 		return err
 	})
@@ -124,7 +124,7 @@ func (c *Client) Leave(ctx context.Context, endpoint string) (string, error) {
 // elsewhere): it refreshes the leader from Cluster.Status and tries again
 // until the leader answers or ctx ends.
 func (c *Client) onLeader(ctx context.Context, try attempt) error {
-	return c.write(ctx, func(ctx context.Context, m *member) error {
+	return c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		err := try(ctx, m)
 		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
 			if rerr := c.disc.refresh(ctx); rerr != nil {

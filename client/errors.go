@@ -22,7 +22,8 @@ var (
 	// ErrNotFound is returned when a namespace does not exist.
 	ErrNotFound = errors.New("skald: not found")
 
-	// ErrAlreadyExists is returned by Namespaces.Create for a taken name.
+	// ErrAlreadyExists is returned by Namespaces.Create for a taken name,
+	// and by Append for a message id already written with other content.
 	ErrAlreadyExists = errors.New("skald: already exists")
 
 	// ErrInvalidArgument is returned for a request the server refused as

@@ -28,10 +28,19 @@ func ExpectVersion(v int64) AppendOption {
 // write's index joins the client's session, so its session reads see it
 // on every member.
 //
+// A try whose outcome is unknown (the answer was lost) is sent again with
+// the same ids: the server recognises them and answers the original
+// positions (AppendResult.Duplicate), so the messages land once. That
+// holds within the namespace's dedupe window (2 minutes by default): the
+// client retries for at most half of it after the first try, and not at
+// all when the namespace does not remember ids.
+//
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
 // ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated: nothing
-// was written. ErrUnavailable: no member took the write within ctx;
-// nothing was written. ErrUnknownOutcome: it may have been written.
+// was written. ErrAlreadyExists: a message id was already written with
+// other content (or only some of the ids were); nothing was written.
+// ErrUnavailable: no member took the write within ctx; nothing was
+// written. ErrUnknownOutcome: it may have been written.
 func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, opts ...AppendOption) (AppendResult, error) {
 	req := &skaldv1.AppendRequest{Stream: stream, Messages: make([]*skaldv1.NewMessage, len(msgs))}
 	ids := make([]string, len(msgs))
@@ -52,7 +61,7 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	}
 	req.ExpectedVersion = set.expectedVersion
 	var resp *skaldv1.AppendResponse
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
 		r, err := m.events.Append(ctx, connect.NewRequest(req))
 		if err == nil {
 			resp = r.Msg
@@ -66,7 +75,7 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	return AppendResult{
 		FirstPosition: resp.FirstPosition, LastPosition: resp.LastPosition,
 		FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,
-		Index: resp.Index, IDs: ids,
+		Index: resp.Index, IDs: ids, Duplicate: resp.Duplicate,
 	}, nil
 }
 

@@ -33,7 +33,7 @@ type CreatedNamespace struct {
 // Like Append, it is not retried once its outcome is unknown.
 func (c *Client) CreateNamespace(ctx context.Context, name, description, token string) (CreatedNamespace, error) {
 	var resp *skaldv1.CreateResponse
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name, Description: description, Token: token}))
 		if err == nil {
 			resp = r.Msg
@@ -51,7 +51,7 @@ func (c *Client) CreateNamespace(ctx context.Context, name, description, token s
 // returns how many messages it held. ErrNotFound when there is none.
 func (c *Client) DeleteNamespace(ctx context.Context, name string) (messagesDeleted int64, err error) {
 	var resp *skaldv1.DeleteResponse
-	err = c.write(ctx, func(ctx context.Context, m *member) error {
+	err = c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: name}))
 		if err == nil {
 			resp = r.Msg

@@ -41,6 +41,10 @@ type AppendResult struct {
 	// IDs are the messages' ids, in order (the given ones and those the
 	// client generated).
 	IDs []string
+	// Duplicate: the messages were already written (a retry of an append
+	// whose first try's answer was lost, or the caller's own repeat with
+	// the same ids); the positions are the original ones.
+	Duplicate bool
 }
 
 // Consistency is the guarantee a read asks for.
