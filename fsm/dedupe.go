@@ -227,7 +227,19 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 	if nb.cleared {
 		return stagedID{}, false
 	}
+	if nb.ns.idf == nil {
+		window := dedupeWindow(nb.ns.rec)
+		loadFloor, _ := dedupeBuckets(window, nb.ns.dedupeClock)
+		f, err := loadIDFilter(nb.ns.db, loadFloor)
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: load id index: %w", err))
+		}
+		nb.ns.idf = f
+	}
 	for b := cur; b >= floor; b-- {
+		if !nb.ns.idf.mayContain(b, id) {
+			continue
+		}
 		nb.key = appendDedupeKey(nb.key[:0], b, id)
 		v, err := get(nb.ns.db, nb.key)
 		if err != nil {

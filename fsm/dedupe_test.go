@@ -319,3 +319,31 @@ func TestDedupeSurvivesRestartAndRestore(t *testing.T) {
 		t.Fatalf("new write after restore: %+v", res)
 	}
 }
+
+// The in-memory filter has no false negatives (apply's answers must not
+// depend on it) and few false positives.
+func TestIDFilter(t *testing.T) {
+	f := newIDFilter()
+	const n = 100_000
+	for i := range n {
+		f.add(int64(i%3), uid(i))
+	}
+	for i := range n {
+		if !f.mayContain(int64(i%3), uid(i)) {
+			t.Fatalf("id %d missing from its bucket", i)
+		}
+	}
+	fp := 0
+	for i := n; i < 2*n; i++ {
+		if f.mayContain(int64(i%3), uid(i)) {
+			fp++
+		}
+	}
+	if fp > n*3/100 { // a false positive costs one database read
+		t.Fatalf("%d false positives in %d lookups", fp, n)
+	}
+	f.expire(2)
+	if f.mayContain(0, uid(0)) || f.mayContain(1, uid(1)) || !f.mayContain(2, uid(2)) {
+		t.Fatal("expire kept the wrong buckets")
+	}
+}

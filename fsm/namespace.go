@@ -31,6 +31,9 @@ type namespace struct {
 	counts  nsCounts
 	// dedupeClock is the committed DC value (dedupe.go).
 	dedupeClock int64
+	// idf mirrors the committed id index in memory (idfilter.go); nil
+	// until apply first needs it after the database opened.
+	idf *idFilter
 	// metaCache holds committed VI and CC values (absent streams as a
 	// zero count), so apply reads the database only for streams it has not
 	// seen lately. Filled only by commit: it never holds staged state.
@@ -182,6 +185,7 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 		}
 	}
 	ns.db, ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = db, applied, nextGP, counts, clock
+	ns.idf = nil
 	s.mu.lru.pushFront(ns)
 	return nil
 }

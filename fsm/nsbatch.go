@@ -185,6 +185,7 @@ func (nb *nsBatch) clear() {
 	nb.ns.metaCache.reset()
 	nb.nextGP, nb.counts, nb.cleared, nb.dirty = 1, nsCounts{}, true, true
 	nb.clock, nb.clockDirty, nb.ids = 0, false, nil
+	nb.ns.idf = nil // reloaded from the database: the clear may yet be dropped (reset)
 }
 
 // reset drops everything staged since the last commit.
@@ -283,6 +284,15 @@ func (nb *nsBatch) commit(sync bool) error {
 	b.Reset()
 	nb.ns.applied, nb.ns.nextGP, nb.ns.counts = nb.applied, nb.nextGP, nb.counts
 	nb.ns.dedupeClock, nb.clockDirty = nb.clock, false
+	if f := nb.ns.idf; f != nil && (len(nb.ids) > 0 || nb.clock != 0) {
+		for id, st := range nb.ids {
+			f.add(st.bucket, id)
+		}
+		if w := dedupeWindow(nb.ns.rec); w > 0 {
+			floor, _ := dedupeBuckets(w, nb.clock)
+			f.expire(floor)
+		}
+	}
 	clear(nb.ids) // the database holds them now
 	// Every overlay value now equals the database.
 	for name, st := range nb.streams {
