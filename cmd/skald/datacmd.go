@@ -20,7 +20,7 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
 	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
-	id := fs.String("id", "", "message id (UUID); generated when empty")
+	id := fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type and data,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
 	rest, err := cf.parse(fs, args, 3, 3)
 	if err != nil {
 		return err
