@@ -41,6 +41,10 @@ type Options struct {
 	Quiet         time.Duration                    `json:"quiet"`
 	ClientTimeout time.Duration                    `json:"client_timeout"`
 	Keep          bool                             `json:"keep"`
+	// DedupeOff creates the run's namespace with idempotent writes off:
+	// a message id written again is stored again (what a namespace made
+	// with --dedupe-window off, or a client without ids, gets).
+	DedupeOff bool `json:"dedupe_off,omitempty"`
 	Logf          func(format string, args ...any) `json:"-"`
 }
 
@@ -101,7 +105,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	}
 	defer c.Close()
 	o.Logf("cluster of %d up", o.Nodes)
-	token, err := c.CreateNamespace(ctx, "jepsen")
+	token, err := c.CreateNamespace(ctx, "jepsen", o.DedupeOff)
 	if err != nil {
 		return out, err
 	}
