@@ -137,6 +137,8 @@ func (a *applier) command(l *raft.Log) any {
 	switch k := cmd.Kind.(type) {
 	case *fsmv1.Command_Append:
 		return a.append(l, k.Append)
+	case *fsmv1.Command_AppendMulti:
+		return a.appendMulti(l, k.AppendMulti)
 	case *fsmv1.Command_Import:
 		return a.importChunk(l, k.Import)
 	case *fsmv1.Command_CreateNamespace:

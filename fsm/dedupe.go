@@ -61,7 +61,10 @@ const (
 // id and is not a plain retry of the append that wrote it. Nothing was
 // written. It matches ErrDuplicateID with errors.Is.
 type DuplicateIDError struct {
-	Message        int // index of the message in the append
+	Message int // index of the message in the append (in its stream's part of an AppendMulti)
+	// Field is the message's path when it is not messages[Message]
+	// (AppendMulti: streams[i].messages[j]).
+	Field          string
 	ID             string
 	Stream         string // where the id was written
 	Position       int64
@@ -70,12 +73,16 @@ type DuplicateIDError struct {
 }
 
 func (e *DuplicateIDError) Error() string {
-	if e.Reason == DuplicateContent {
-		return fmt.Sprintf("fsm: messages[%d].id %s was already written to stream %q at position %d (global position %d) with a different stream, type or data",
-			e.Message, e.ID, e.Stream, e.Position, e.GlobalPosition)
+	path := e.Field
+	if path == "" {
+		path = fmt.Sprintf("messages[%d]", e.Message)
 	}
-	return fmt.Sprintf("fsm: messages[%d].id %s was already written to stream %q at position %d (global position %d) but the append is not that write again: a retry must resend the original append, and new messages need new ids",
-		e.Message, e.ID, e.Stream, e.Position, e.GlobalPosition)
+	if e.Reason == DuplicateContent {
+		return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) with a different stream, type or data",
+			path, e.ID, e.Stream, e.Position, e.GlobalPosition)
+	}
+	return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) but the append is not that write again: a retry must resend the original append, and new messages need new ids",
+		path, e.ID, e.Stream, e.Position, e.GlobalPosition)
 }
 
 // Is makes errors.Is(err, ErrDuplicateID) true.

@@ -84,6 +84,18 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				}
 			}
 			var c *fsmv1.Command
+			if rng.Intn(8) == 0 {
+				// Two streams at once, each maybe with an expected version.
+				other := fmt.Sprintf("%s-%d", []string{"acct", "order", "wf"}[rng.Intn(3)], 8+rng.Intn(4))
+				var exp *int64
+				if rng.Intn(2) == 0 {
+					exp = proto.Int64(int64(rng.Intn(4)) - 1)
+				}
+				c = multiCmd(ns, streamPart(stream, nil, msgs...), streamPart(other, exp, newMsg("Multi", `{}`)))
+				c.GetAppendMulti().TimeUnixNano = now
+				add(c)
+				continue
+			}
 			if rng.Intn(3) == 0 {
 				c = appendExpect(ns, stream, int64(rng.Intn(6))-1, msgs...)
 			} else {
@@ -139,7 +151,7 @@ func TestDeterminism(t *testing.T) {
 					kinds["duplicate"]++
 				}
 			}
-			for _, k := range []string{"duplicate", "*fsm.DuplicateIDError", "*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult"} {
+			for _, k := range []string{"*fsm.AppendMultiResult", "*fsm.VersionConflictsError", "duplicate", "*fsm.DuplicateIDError", "*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult"} {
 				if kinds[k] == 0 {
 					t.Fatalf("log produced no %s: %v", k, kinds)
 				}
@@ -269,8 +281,8 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 		// floor would mean the floor lied.
 		lastWrite := uint64(0)
 		for _, r := range results {
-			if a, ok := r.(*AppendResult); ok && !a.Duplicate && a.Namespace == ns && a.Index <= floor {
-				lastWrite = max(lastWrite, a.Index)
+			if w, ok := writeOf(r); ok && w.ns == ns && w.index <= floor {
+				lastWrite = max(lastWrite, w.index)
 			}
 		}
 		if applied < lastWrite {
@@ -279,9 +291,8 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 	}
 	var want []int64
 	for _, r := range results {
-		// A duplicate (idempotent retry) wrote nothing.
-		if a, ok := r.(*AppendResult); ok && !a.Duplicate && a.Namespace == ns && a.Index <= applied {
-			want = append(want, span(a.FirstGlobalPosition, a.LastGlobalPosition)...)
+		if w, ok := writeOf(r); ok && w.ns == ns && w.index <= applied {
+			want = append(want, span(w.first, w.last)...)
 		}
 	}
 	got, err := view(t, crashed, ns).ReadAll(1, -1)
@@ -308,4 +319,23 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 			t.Fatalf("namespace %s stream %s: version %d with %d messages", ns, stream, ver, n)
 		}
 	}
+}
+
+type written struct {
+	ns          string
+	index       uint64
+	first, last int64
+}
+
+// writeOf is what an entry's result wrote: the global positions of an
+// append or an AppendMulti, and nothing for a duplicate (an idempotent
+// retry) or anything else.
+func writeOf(r any) (written, bool) {
+	switch a := r.(type) {
+	case *AppendResult:
+		return written{a.Namespace, a.Index, a.FirstGlobalPosition, a.LastGlobalPosition}, !a.Duplicate
+	case *AppendMultiResult:
+		return written{a.Namespace, a.Index, a.FirstGlobalPosition, a.LastGlobalPosition}, !a.Duplicate
+	}
+	return written{}, false
 }

@@ -171,6 +171,266 @@ func (x *AppendResponse) GetDuplicate() bool {
 	return false
 }
 
+type AppendMultiRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Streams       []*StreamAppend        `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMultiRequest) Reset() {
+	*x = AppendMultiRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiRequest) ProtoMessage() {}
+
+func (x *AppendMultiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiRequest.ProtoReflect.Descriptor instead.
+func (*AppendMultiRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AppendMultiRequest) GetStreams() []*StreamAppend {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Messages        []*NewMessage          `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	ExpectedVersion *int64                 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamAppend) Reset() {
+	*x = StreamAppend{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppend) ProtoMessage() {}
+
+func (x *StreamAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
+func (*StreamAppend) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StreamAppend) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppend) GetMessages() []*NewMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *StreamAppend) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+type AppendMultiResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per stream, in the request's order.
+	Streams             []*StreamAppendResult `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	FirstGlobalPosition int64                 `protobuf:"varint,2,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                 `protobuf:"varint,3,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	Index               uint64                `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// Every message was already written by the same call (idempotent
+	// writes): nothing was written, the positions are the original ones.
+	Duplicate     bool `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMultiResponse) Reset() {
+	*x = AppendMultiResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiResponse) ProtoMessage() {}
+
+func (x *AppendMultiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiResponse.ProtoReflect.Descriptor instead.
+func (*AppendMultiResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendMultiResponse) GetStreams() []*StreamAppendResult {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMultiResponse) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type StreamAppendResult struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Stream              string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	FirstPosition       int64                  `protobuf:"varint,2,opt,name=first_position,json=firstPosition,proto3" json:"first_position,omitempty"`
+	LastPosition        int64                  `protobuf:"varint,3,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
+	FirstGlobalPosition int64                  `protobuf:"varint,4,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                  `protobuf:"varint,5,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *StreamAppendResult) Reset() {
+	*x = StreamAppendResult{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppendResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppendResult) ProtoMessage() {}
+
+func (x *StreamAppendResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppendResult.ProtoReflect.Descriptor instead.
+func (*StreamAppendResult) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StreamAppendResult) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppendResult) GetFirstPosition() int64 {
+	if x != nil {
+		return x.FirstPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetLastPosition() int64 {
+	if x != nil {
+		return x.LastPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
 type ReadStreamRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Stream   string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -186,7 +446,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +458,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +471,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadStreamRequest) GetStream() string {
@@ -259,7 +519,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +531,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +544,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadStreamResponse) GetMessages() []*Message {
@@ -316,7 +576,7 @@ type ReadCategoryRequest struct {
 
 func (x *ReadCategoryRequest) Reset() {
 	*x = ReadCategoryRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +588,7 @@ func (x *ReadCategoryRequest) String() string {
 func (*ReadCategoryRequest) ProtoMessage() {}
 
 func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +601,7 @@ func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryRequest.ProtoReflect.Descriptor instead.
 func (*ReadCategoryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadCategoryRequest) GetCategory() string {
@@ -396,7 +656,7 @@ type ReadCategoryResponse struct {
 
 func (x *ReadCategoryResponse) Reset() {
 	*x = ReadCategoryResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +668,7 @@ func (x *ReadCategoryResponse) String() string {
 func (*ReadCategoryResponse) ProtoMessage() {}
 
 func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +681,7 @@ func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryResponse.ProtoReflect.Descriptor instead.
 func (*ReadCategoryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadCategoryResponse) GetMessages() []*Message {
@@ -449,7 +709,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +721,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +734,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadAllRequest) GetGlobalPosition() int64 {
@@ -508,7 +768,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +780,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +793,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadAllResponse) GetMessages() []*Message {
@@ -562,7 +822,7 @@ type LastMessageRequest struct {
 
 func (x *LastMessageRequest) Reset() {
 	*x = LastMessageRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +834,7 @@ func (x *LastMessageRequest) String() string {
 func (*LastMessageRequest) ProtoMessage() {}
 
 func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +847,7 @@ func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageRequest.ProtoReflect.Descriptor instead.
 func (*LastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LastMessageRequest) GetStream() string {
@@ -621,7 +881,7 @@ type LastMessageResponse struct {
 
 func (x *LastMessageResponse) Reset() {
 	*x = LastMessageResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +893,7 @@ func (x *LastMessageResponse) String() string {
 func (*LastMessageResponse) ProtoMessage() {}
 
 func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +906,7 @@ func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageResponse.ProtoReflect.Descriptor instead.
 func (*LastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LastMessageResponse) GetMessage() *Message {
@@ -673,7 +933,7 @@ type StreamVersionRequest struct {
 
 func (x *StreamVersionRequest) Reset() {
 	*x = StreamVersionRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +945,7 @@ func (x *StreamVersionRequest) String() string {
 func (*StreamVersionRequest) ProtoMessage() {}
 
 func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +958,7 @@ func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionRequest.ProtoReflect.Descriptor instead.
 func (*StreamVersionRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamVersionRequest) GetStream() string {
@@ -726,7 +986,7 @@ type StreamVersionResponse struct {
 
 func (x *StreamVersionResponse) Reset() {
 	*x = StreamVersionResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +998,7 @@ func (x *StreamVersionResponse) String() string {
 func (*StreamVersionResponse) ProtoMessage() {}
 
 func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1011,7 @@ func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionResponse.ProtoReflect.Descriptor instead.
 func (*StreamVersionResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamVersionResponse) GetVersion() int64 {
@@ -782,7 +1042,7 @@ type ListStreamsRequest struct {
 
 func (x *ListStreamsRequest) Reset() {
 	*x = ListStreamsRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +1054,7 @@ func (x *ListStreamsRequest) String() string {
 func (*ListStreamsRequest) ProtoMessage() {}
 
 func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +1067,7 @@ func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListStreamsRequest) GetPrefix() string {
@@ -849,7 +1109,7 @@ type StreamInfo struct {
 
 func (x *StreamInfo) Reset() {
 	*x = StreamInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1121,7 @@ func (x *StreamInfo) String() string {
 func (*StreamInfo) ProtoMessage() {}
 
 func (x *StreamInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1134,7 @@ func (x *StreamInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInfo.ProtoReflect.Descriptor instead.
 func (*StreamInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamInfo) GetStream() string {
@@ -910,7 +1170,7 @@ type ListStreamsResponse struct {
 
 func (x *ListStreamsResponse) Reset() {
 	*x = ListStreamsResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1182,7 @@ func (x *ListStreamsResponse) String() string {
 func (*ListStreamsResponse) ProtoMessage() {}
 
 func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1195,7 @@ func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListStreamsResponse) GetStreams() []*StreamInfo {
@@ -968,7 +1228,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1240,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1253,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListCategoriesRequest) GetRead() *ReadOptions {
@@ -1014,7 +1274,7 @@ type CategoryInfo struct {
 
 func (x *CategoryInfo) Reset() {
 	*x = CategoryInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1286,7 @@ func (x *CategoryInfo) String() string {
 func (*CategoryInfo) ProtoMessage() {}
 
 func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1299,7 @@ func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CategoryInfo.ProtoReflect.Descriptor instead.
 func (*CategoryInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CategoryInfo) GetCategory() string {
@@ -1073,7 +1333,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1345,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1358,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*CategoryInfo {
@@ -1137,7 +1397,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1409,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1422,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubscribeRequest) GetTarget() isSubscribeRequest_Target {
@@ -1270,7 +1530,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1542,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1555,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1364,7 +1624,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1636,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1649,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CaughtUp) GetAppliedIndex() uint64 {
@@ -1410,7 +1670,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1682,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1695,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1461,7 +1721,26 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\xca\x01\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"F\n" +
+	"\x12AppendMultiRequest\x120\n" +
+	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\"\x9d\x01\n" +
+	"\fStreamAppend\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
+	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x11_expected_version\"\xe7\x01\n" +
+	"\x13AppendMultiResponse\x126\n" +
+	"\astreams\x18\x01 \x03(\v2\x1c.skald.v1.StreamAppendResultR\astreams\x122\n" +
+	"\x15first_global_position\x18\x02 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x03 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xde\x01\n" +
+	"\x12StreamAppendResult\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12%\n" +
+	"\x0efirst_position\x18\x02 \x01(\x03R\rfirstPosition\x12#\n" +
+	"\rlast_position\x18\x03 \x01(\x03R\flastPosition\x122\n" +
+	"\x15first_global_position\x18\x04 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x05 \x01(\x03R\x12lastGlobalPosition\"\xca\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
@@ -1548,10 +1827,11 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\bCaughtUp\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\";\n" +
 	"\tHeartbeat\x12.\n" +
-	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\xcb\x05\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time2\x97\x06\n" +
 	"\n" +
 	"EventStore\x12;\n" +
-	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12L\n" +
+	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12J\n" +
+	"\vAppendMulti\x12\x1c.skald.v1.AppendMultiRequest\x1a\x1d.skald.v1.AppendMultiResponse\x12L\n" +
 	"\n" +
 	"ReadStream\x12\x1b.skald.v1.ReadStreamRequest\x1a\x1c.skald.v1.ReadStreamResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\fReadCategory\x12\x1d.skald.v1.ReadCategoryRequest\x1a\x1e.skald.v1.ReadCategoryResponse\"\x03\x90\x02\x01\x12C\n" +
@@ -1574,82 +1854,91 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),          // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),         // 1: skald.v1.AppendResponse
-	(*ReadStreamRequest)(nil),      // 2: skald.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),     // 3: skald.v1.ReadStreamResponse
-	(*ReadCategoryRequest)(nil),    // 4: skald.v1.ReadCategoryRequest
-	(*ReadCategoryResponse)(nil),   // 5: skald.v1.ReadCategoryResponse
-	(*ReadAllRequest)(nil),         // 6: skald.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),        // 7: skald.v1.ReadAllResponse
-	(*LastMessageRequest)(nil),     // 8: skald.v1.LastMessageRequest
-	(*LastMessageResponse)(nil),    // 9: skald.v1.LastMessageResponse
-	(*StreamVersionRequest)(nil),   // 10: skald.v1.StreamVersionRequest
-	(*StreamVersionResponse)(nil),  // 11: skald.v1.StreamVersionResponse
-	(*ListStreamsRequest)(nil),     // 12: skald.v1.ListStreamsRequest
-	(*StreamInfo)(nil),             // 13: skald.v1.StreamInfo
-	(*ListStreamsResponse)(nil),    // 14: skald.v1.ListStreamsResponse
-	(*ListCategoriesRequest)(nil),  // 15: skald.v1.ListCategoriesRequest
-	(*CategoryInfo)(nil),           // 16: skald.v1.CategoryInfo
-	(*ListCategoriesResponse)(nil), // 17: skald.v1.ListCategoriesResponse
-	(*SubscribeRequest)(nil),       // 18: skald.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),      // 19: skald.v1.SubscribeResponse
-	(*CaughtUp)(nil),               // 20: skald.v1.CaughtUp
-	(*Heartbeat)(nil),              // 21: skald.v1.Heartbeat
-	(*NewMessage)(nil),             // 22: skald.v1.NewMessage
-	(*ReadOptions)(nil),            // 23: skald.v1.ReadOptions
-	(*Message)(nil),                // 24: skald.v1.Message
-	(*ConsumerGroup)(nil),          // 25: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(*AppendMultiRequest)(nil),     // 2: skald.v1.AppendMultiRequest
+	(*StreamAppend)(nil),           // 3: skald.v1.StreamAppend
+	(*AppendMultiResponse)(nil),    // 4: skald.v1.AppendMultiResponse
+	(*StreamAppendResult)(nil),     // 5: skald.v1.StreamAppendResult
+	(*ReadStreamRequest)(nil),      // 6: skald.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),     // 7: skald.v1.ReadStreamResponse
+	(*ReadCategoryRequest)(nil),    // 8: skald.v1.ReadCategoryRequest
+	(*ReadCategoryResponse)(nil),   // 9: skald.v1.ReadCategoryResponse
+	(*ReadAllRequest)(nil),         // 10: skald.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),        // 11: skald.v1.ReadAllResponse
+	(*LastMessageRequest)(nil),     // 12: skald.v1.LastMessageRequest
+	(*LastMessageResponse)(nil),    // 13: skald.v1.LastMessageResponse
+	(*StreamVersionRequest)(nil),   // 14: skald.v1.StreamVersionRequest
+	(*StreamVersionResponse)(nil),  // 15: skald.v1.StreamVersionResponse
+	(*ListStreamsRequest)(nil),     // 16: skald.v1.ListStreamsRequest
+	(*StreamInfo)(nil),             // 17: skald.v1.StreamInfo
+	(*ListStreamsResponse)(nil),    // 18: skald.v1.ListStreamsResponse
+	(*ListCategoriesRequest)(nil),  // 19: skald.v1.ListCategoriesRequest
+	(*CategoryInfo)(nil),           // 20: skald.v1.CategoryInfo
+	(*ListCategoriesResponse)(nil), // 21: skald.v1.ListCategoriesResponse
+	(*SubscribeRequest)(nil),       // 22: skald.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),      // 23: skald.v1.SubscribeResponse
+	(*CaughtUp)(nil),               // 24: skald.v1.CaughtUp
+	(*Heartbeat)(nil),              // 25: skald.v1.Heartbeat
+	(*NewMessage)(nil),             // 26: skald.v1.NewMessage
+	(*ReadOptions)(nil),            // 27: skald.v1.ReadOptions
+	(*Message)(nil),                // 28: skald.v1.Message
+	(*ConsumerGroup)(nil),          // 29: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),  // 30: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	22, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	23, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	25, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	23, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	23, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	23, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	23, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	23, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	26, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
-	13, // 13: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	23, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
-	16, // 15: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	25, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	23, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
-	20, // 19: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
-	21, // 20: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	26, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	0,  // 22: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 23: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	4,  // 24: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	6,  // 25: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	8,  // 26: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	10, // 27: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	12, // 28: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	15, // 29: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	18, // 30: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	1,  // 31: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	3,  // 32: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	5,  // 33: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	7,  // 34: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	9,  // 35: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	11, // 36: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	14, // 37: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	17, // 38: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	19, // 39: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	26, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	3,  // 1: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
+	26, // 2: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
+	5,  // 3: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
+	27, // 4: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 5: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	29, // 6: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	27, // 7: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 8: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	27, // 9: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 10: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	27, // 11: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 12: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	27, // 13: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	27, // 14: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	30, // 15: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	17, // 16: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
+	27, // 17: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	20, // 18: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
+	29, // 19: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	27, // 20: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	28, // 21: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	24, // 22: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
+	25, // 23: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	30, // 24: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	0,  // 25: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 26: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
+	6,  // 27: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	8,  // 28: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	10, // 29: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	12, // 30: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	14, // 31: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	16, // 32: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	19, // 33: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	22, // 34: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	1,  // 35: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	4,  // 36: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
+	7,  // 37: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	9,  // 38: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	11, // 39: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	13, // 40: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	15, // 41: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	18, // 42: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	21, // 43: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	23, // 44: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	35, // [35:45] is the sub-list for method output_type
+	25, // [25:35] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -1659,14 +1948,15 @@ func file_skald_v1_event_store_proto_init() {
 	}
 	file_skald_v1_types_proto_init()
 	file_skald_v1_event_store_proto_msgTypes[0].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[2].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[9].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[18].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[6].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[13].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[22].OneofWrappers = []any{
 		(*SubscribeRequest_Stream)(nil),
 		(*SubscribeRequest_Category)(nil),
 		(*SubscribeRequest_All)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[19].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[23].OneofWrappers = []any{
 		(*SubscribeResponse_Message)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
@@ -1677,7 +1967,7 @@ func file_skald_v1_event_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ type Command struct {
 	//	*Command_Append
 	//	*Command_Import
 	//	*Command_SetNodeInfo
+	//	*Command_AppendMulti
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -125,6 +126,15 @@ func (x *Command) GetSetNodeInfo() *SetNodeInfo {
 	return nil
 }
 
+func (x *Command) GetAppendMulti() *AppendMulti {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_AppendMulti); ok {
+			return x.AppendMulti
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -149,6 +159,10 @@ type Command_SetNodeInfo struct {
 	SetNodeInfo *SetNodeInfo `protobuf:"bytes,5,opt,name=set_node_info,json=setNodeInfo,proto3,oneof"`
 }
 
+type Command_AppendMulti struct {
+	AppendMulti *AppendMulti `protobuf:"bytes,6,opt,name=append_multi,json=appendMulti,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -158,6 +172,8 @@ func (*Command_Append) isCommand_Kind() {}
 func (*Command_Import) isCommand_Kind() {}
 
 func (*Command_SetNodeInfo) isCommand_Kind() {}
+
+func (*Command_AppendMulti) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -399,6 +415,131 @@ func (x *Append) GetDedupeDecidedAtPropose() bool {
 	return false
 }
 
+// AppendMulti writes to several streams of one namespace, all or nothing:
+// every expected version must match, then every stream's messages are
+// written in the order given, with contiguous global positions.
+type AppendMulti struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Streams   []*StreamAppend        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	// The leader's clock when it proposed the entry.
+	TimeUnixNano  int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMulti) Reset() {
+	*x = AppendMulti{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMulti) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMulti) ProtoMessage() {}
+
+func (x *AppendMulti) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMulti.ProtoReflect.Descriptor instead.
+func (*AppendMulti) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendMulti) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AppendMulti) GetStreams() []*StreamAppend {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMulti) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	ExpectedVersion *int64                 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	Messages        []*NewMessage          `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamAppend) Reset() {
+	*x = StreamAppend{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppend) ProtoMessage() {}
+
+func (x *StreamAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
+func (*StreamAppend) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StreamAppend) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppend) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *StreamAppend) GetMessages() []*NewMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // NewMessage is one message of an Append. The id is always set (the leader
 // generates one when the client did not).
 type NewMessage struct {
@@ -421,7 +562,7 @@ type NewMessage struct {
 
 func (x *NewMessage) Reset() {
 	*x = NewMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +574,7 @@ func (x *NewMessage) String() string {
 func (*NewMessage) ProtoMessage() {}
 
 func (x *NewMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +587,7 @@ func (x *NewMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewMessage.ProtoReflect.Descriptor instead.
 func (*NewMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{4}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NewMessage) GetId() string {
@@ -501,7 +642,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +654,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +667,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Import) GetNamespace() string {
@@ -567,7 +708,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +720,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +733,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -663,7 +804,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +816,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +829,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -709,13 +850,14 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xca\x02\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\x8a\x03\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
 	"\x06append\x18\x03 \x01(\v2\x14.skald.fsm.v1.AppendH\x00R\x06append\x12.\n" +
 	"\x06import\x18\x04 \x01(\v2\x14.skald.fsm.v1.ImportH\x00R\x06import\x12?\n" +
-	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfoB\x06\n" +
+	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfo\x12>\n" +
+	"\fappend_multi\x18\x06 \x01(\v2\x19.skald.fsm.v1.AppendMultiH\x00R\vappendMultiB\x06\n" +
 	"\x04kind\"\xc2\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -735,6 +877,15 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
 	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPosition\x129\n" +
 	"\x19dedupe_decided_at_propose\x18\a \x01(\bR\x16dedupeDecidedAtProposeB\x13\n" +
+	"\x11_expected_version\"\x87\x01\n" +
+	"\vAppendMulti\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
+	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\"\xa1\x01\n" +
+	"\fStreamAppend\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12.\n" +
+	"\x10expected_version\x18\x02 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
+	"\bmessages\x18\x03 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessagesB\x13\n" +
 	"\x11_expected_version\"}\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
@@ -773,30 +924,35 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),         // 0: skald.fsm.v1.Command
 	(*CreateNamespace)(nil), // 1: skald.fsm.v1.CreateNamespace
 	(*DeleteNamespace)(nil), // 2: skald.fsm.v1.DeleteNamespace
 	(*Append)(nil),          // 3: skald.fsm.v1.Append
-	(*NewMessage)(nil),      // 4: skald.fsm.v1.NewMessage
-	(*Import)(nil),          // 5: skald.fsm.v1.Import
-	(*ImportedMessage)(nil), // 6: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),     // 7: skald.fsm.v1.SetNodeInfo
+	(*AppendMulti)(nil),     // 4: skald.fsm.v1.AppendMulti
+	(*StreamAppend)(nil),    // 5: skald.fsm.v1.StreamAppend
+	(*NewMessage)(nil),      // 6: skald.fsm.v1.NewMessage
+	(*Import)(nil),          // 7: skald.fsm.v1.Import
+	(*ImportedMessage)(nil), // 8: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),     // 9: skald.fsm.v1.SetNodeInfo
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
-	1, // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
-	2, // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
-	3, // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	5, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	7, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
-	4, // 5: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	6, // 6: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
+	2,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
+	3,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
+	7,  // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	9,  // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	4,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
+	6,  // 6: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	5,  // 7: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	6,  // 8: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 9: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -810,15 +966,17 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_Append)(nil),
 		(*Command_Import)(nil),
 		(*Command_SetNodeInfo)(nil),
+		(*Command_AppendMulti)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -95,6 +95,7 @@ const (
 	Reason_REASON_POSITION_EXISTS     Reason = 5
 	Reason_REASON_BAD_COMMAND         Reason = 6
 	Reason_REASON_DUPLICATE_ID        Reason = 7
+	Reason_REASON_VERSION_CONFLICTS   Reason = 8
 )
 
 // Enum value maps for Reason.
@@ -108,6 +109,7 @@ var (
 		5: "REASON_POSITION_EXISTS",
 		6: "REASON_BAD_COMMAND",
 		7: "REASON_DUPLICATE_ID",
+		8: "REASON_VERSION_CONFLICTS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -118,6 +120,7 @@ var (
 		"REASON_POSITION_EXISTS":     5,
 		"REASON_BAD_COMMAND":         6,
 		"REASON_DUPLICATE_ID":        7,
+		"REASON_VERSION_CONFLICTS":   8,
 	}
 )
 
@@ -204,6 +207,7 @@ type ApplyResponse struct {
 	//	*ApplyResponse_DeleteNamespace
 	//	*ApplyResponse_SetNodeInfo
 	//	*ApplyResponse_Rejection
+	//	*ApplyResponse_AppendMulti
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -307,6 +311,15 @@ func (x *ApplyResponse) GetRejection() *Rejection {
 	return nil
 }
 
+func (x *ApplyResponse) GetAppendMulti() *AppendMultiResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_AppendMulti); ok {
+			return x.AppendMulti
+		}
+	}
+	return nil
+}
+
 type isApplyResponse_Result interface {
 	isApplyResponse_Result()
 }
@@ -337,6 +350,10 @@ type ApplyResponse_Rejection struct {
 	Rejection *Rejection `protobuf:"bytes,7,opt,name=rejection,proto3,oneof"`
 }
 
+type ApplyResponse_AppendMulti struct {
+	AppendMulti *AppendMultiResult `protobuf:"bytes,8,opt,name=append_multi,json=appendMulti,proto3,oneof"`
+}
+
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Import) isApplyResponse_Result() {}
@@ -348,6 +365,8 @@ func (*ApplyResponse_DeleteNamespace) isApplyResponse_Result() {}
 func (*ApplyResponse_SetNodeInfo) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Rejection) isApplyResponse_Result() {}
+
+func (*ApplyResponse_AppendMulti) isApplyResponse_Result() {}
 
 type ApplyBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -669,6 +688,82 @@ func (x *AppendResult) GetDuplicate() bool {
 	return false
 }
 
+type AppendMultiResult struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Streams             []*AppendResult        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	FirstGlobalPosition int64                  `protobuf:"varint,3,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                  `protobuf:"varint,4,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	Duplicate           bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AppendMultiResult) Reset() {
+	*x = AppendMultiResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiResult) ProtoMessage() {}
+
+func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
+func (*AppendMultiResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendMultiResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AppendMultiResult) GetStreams() []*AppendResult {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMultiResult) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResult) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type ImportResult struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -680,7 +775,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +787,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +800,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -740,7 +835,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +847,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +860,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -800,7 +895,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +907,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +920,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -869,13 +964,15 @@ type Rejection struct {
 	// message's index).
 	Id              string `protobuf:"bytes,11,opt,name=id,proto3" json:"id,omitempty"`
 	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// VERSION_CONFLICTS: every stream whose expected version did not match.
+	Conflicts     []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +984,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +997,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -987,6 +1084,73 @@ func (x *Rejection) GetDuplicateReason() string {
 	return ""
 }
 
+func (x *Rejection) GetConflicts() []*StreamConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+type StreamConflict struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	ExpectedVersion int64                  `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	ActualVersion   int64                  `protobuf:"varint,3,opt,name=actual_version,json=actualVersion,proto3" json:"actual_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamConflict) Reset() {
+	*x = StreamConflict{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamConflict) ProtoMessage() {}
+
+func (x *StreamConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
+func (*StreamConflict) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StreamConflict) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamConflict) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *StreamConflict) GetActualVersion() int64 {
+	if x != nil {
+		return x.ActualVersion
+	}
+	return 0
+}
+
 type ReadIndexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -995,7 +1159,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1171,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1184,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 type ReadIndexResponse struct {
@@ -1032,7 +1196,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1208,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1221,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1075,7 +1239,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1251,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1264,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 type StatsResponse struct {
@@ -1122,7 +1286,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1298,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1311,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1194,7 +1358,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1370,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1383,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1237,7 +1401,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1413,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1426,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -1271,7 +1435,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xa3\x03\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xea\x03\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1279,7 +1443,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10create_namespace\x18\x04 \x01(\v2$.skald.peer.v1.CreateNamespaceResultH\x00R\x0fcreateNamespace\x12Q\n" +
 	"\x10delete_namespace\x18\x05 \x01(\v2$.skald.peer.v1.DeleteNamespaceResultH\x00R\x0fdeleteNamespace\x12$\n" +
 	"\rset_node_info\x18\x06 \x01(\bH\x00R\vsetNodeInfo\x128\n" +
-	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejectionB\b\n" +
+	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejection\x12E\n" +
+	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMultiB\b\n" +
 	"\x06result\"F\n" +
 	"\x11ApplyBatchRequest\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.skald.fsm.v1.CommandR\bcommands\"M\n" +
@@ -1299,7 +1464,13 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\rlast_position\x18\x04 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x05 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
-	"\tduplicate\x18\a \x01(\bR\tduplicate\"z\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\"\xec\x01\n" +
+	"\x11AppendMultiResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
+	"\astreams\x18\x02 \x03(\v2\x1b.skald.peer.v1.AppendResultR\astreams\x122\n" +
+	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"z\n" +
 	"\fImportResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x03R\bimported\x120\n" +
@@ -1311,7 +1482,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x15DeleteNamespaceResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12*\n" +
-	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\x8e\x03\n" +
+	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xcb\x03\n" +
 	"\tRejection\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.skald.peer.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -1325,7 +1496,12 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x0fglobal_position\x18\n" +
 	" \x01(\x03R\x0eglobalPosition\x12\x0e\n" +
 	"\x02id\x18\v \x01(\tR\x02id\x12)\n" +
-	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\"\x12\n" +
+	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\x12;\n" +
+	"\tconflicts\x18\r \x03(\v2\x1d.skald.peer.v1.StreamConflictR\tconflicts\"z\n" +
+	"\x0eStreamConflict\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
+	"\x0eactual_version\x18\x03 \x01(\x03R\ractualVersion\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
@@ -1346,7 +1522,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xdb\x01\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xf9\x01\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1355,7 +1531,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
 	"\x12REASON_BAD_COMMAND\x10\x06\x12\x17\n" +
-	"\x13REASON_DUPLICATE_ID\x10\a2\x96\x03\n" +
+	"\x13REASON_DUPLICATE_ID\x10\a\x12\x1c\n" +
+	"\x18REASON_VERSION_CONFLICTS\x10\b2\x96\x03\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
@@ -1377,7 +1554,7 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),              // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                   // 1: skald.peer.v1.Reason
@@ -1388,46 +1565,51 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*ApplyOutcome)(nil),          // 6: skald.peer.v1.ApplyOutcome
 	(*ApplyFailure)(nil),          // 7: skald.peer.v1.ApplyFailure
 	(*AppendResult)(nil),          // 8: skald.peer.v1.AppendResult
-	(*ImportResult)(nil),          // 9: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil), // 10: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil), // 11: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),             // 12: skald.peer.v1.Rejection
-	(*ReadIndexRequest)(nil),      // 13: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),     // 14: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),          // 15: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),         // 16: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),   // 17: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),  // 18: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),            // 19: skald.fsm.v1.Command
+	(*AppendMultiResult)(nil),     // 9: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),          // 10: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil), // 11: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil), // 12: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),             // 13: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),        // 14: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),      // 15: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),     // 16: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),          // 17: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),         // 18: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),   // 19: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),  // 20: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),            // 21: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	19, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	21, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
 	8,  // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	9,  // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	10, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	11, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	12, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	19, // 6: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	6,  // 7: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 8: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	7,  // 9: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 10: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	1,  // 11: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	2,  // 12: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	4,  // 13: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	13, // 14: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	15, // 15: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	17, // 16: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 17: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	5,  // 18: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	14, // 19: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	16, // 20: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	18, // 21: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	10, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	11, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	12, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	13, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	9,  // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	21, // 7: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	6,  // 8: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	3,  // 9: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	7,  // 10: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 11: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	8,  // 12: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 13: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	14, // 14: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	2,  // 15: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	4,  // 16: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	15, // 17: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	17, // 18: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	19, // 19: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 20: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	5,  // 21: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	16, // 22: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	18, // 23: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	20, // 24: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1442,19 +1624,20 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_DeleteNamespace)(nil),
 		(*ApplyResponse_SetNodeInfo)(nil),
 		(*ApplyResponse_Rejection)(nil),
+		(*ApplyResponse_AppendMulti)(nil),
 	}
 	file_skald_peer_v1_peer_proto_msgTypes[4].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
