@@ -23,7 +23,7 @@ type loseReply struct {
 
 func (l *loseReply) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := l.next.RoundTrip(req)
-	if err != nil || !strings.HasSuffix(req.URL.Path, "/Append") {
+	if err != nil || !strings.Contains(req.URL.Path, "/Append") { // Append and AppendMulti
 		return resp, err
 	}
 	l.appends.Add(1)
@@ -103,4 +103,38 @@ func TestRetriedAppendLandsOnce(t *testing.T) {
 			t.Fatalf("same id, other data: %v, want ErrAlreadyExists", err)
 		}
 	})
+}
+
+// TestAppendMulti: several streams at once, contiguous global positions;
+// a lost answer is retried and lands once; conflicts name every stream.
+func TestAppendMulti(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	ctx := ctxT(t)
+	c, l := lossyClient(t, cl, cl.CreateNamespace(t, "multi", 0), 1)
+	none := int64(-1)
+	res, err := c.AppendMulti(ctx, []StreamAppend{
+		{Stream: "orders-1", Messages: []NewMessage{event(0), event(1)}, ExpectedVersion: &none},
+		{Stream: "orders-2", Messages: []NewMessage{event(2)}},
+	})
+	if err != nil {
+		t.Fatalf("append-multi with a lost answer: %v", err)
+	}
+	if l.appends.Load() != 2 || !res.Duplicate || res.FirstGlobalPosition != 1 || res.LastGlobalPosition != 3 ||
+		res.Streams[0].LastPosition != 1 || res.Streams[1].FirstGlobalPosition != 3 || len(res.Streams[0].IDs) != 2 {
+		t.Fatalf("%d requests, result %+v", l.appends.Load(), res)
+	}
+	stale := int64(0)
+	_, err = c.AppendMulti(ctx, []StreamAppend{
+		{Stream: "orders-1", Messages: []NewMessage{event(3)}, ExpectedVersion: &stale},
+		{Stream: "orders-3", Messages: []NewMessage{event(4)}, ExpectedVersion: &stale},
+	})
+	var w *WrongExpectedVersionsError
+	if !errors.Is(err, ErrWrongExpectedVersion) || !errors.As(err, &w) || len(w.Conflicts) != 2 ||
+		w.Conflicts[0] != (WrongExpectedVersionError{Stream: "orders-1", Expected: 0, Actual: 1}) || w.Conflicts[1].Actual != -1 {
+		t.Fatalf("conflicts: %v", err)
+	}
+	got, err := c.ReadCategory(ctx, CategoryQuery{Category: "orders"})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("category holds %v (%v), want 3 messages", got, err)
+	}
 }

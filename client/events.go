@@ -79,6 +79,59 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	}, nil
 }
 
+// AppendMulti writes to several streams at once, all or nothing, on the
+// leader: one log entry, contiguous global positions in the order of
+// parts. Messages without an ID get one before the first try; like
+// Append, a try whose outcome is unknown is sent again with the same ids.
+//
+// Errors: ErrWrongExpectedVersion (*WrongExpectedVersionsError, naming
+// every stream whose version did not match), ErrInvalidArgument (limits:
+// 1..100 streams, each once, 1..1000 messages and 8 MiB in all),
+// ErrAlreadyExists, ErrUnauthenticated: nothing was written.
+// ErrUnavailable: nothing was written. ErrUnknownOutcome: it may have been.
+func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendMultiResult, error) {
+	req := &skaldv1.AppendMultiRequest{Streams: make([]*skaldv1.StreamAppend, len(parts))}
+	ids := make([][]string, len(parts))
+	for i, p := range parts {
+		sa := &skaldv1.StreamAppend{Stream: p.Stream, ExpectedVersion: p.ExpectedVersion, Messages: make([]*skaldv1.NewMessage, len(p.Messages))}
+		ids[i] = make([]string, len(p.Messages))
+		for j, m := range p.Messages {
+			if m.ID == "" {
+				id, err := uuid.NewV7()
+				if err != nil {
+					return AppendMultiResult{}, err
+				}
+				m.ID = id.String()
+			}
+			ids[i][j] = m.ID
+			sa.Messages[j] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
+		}
+		req.Streams[i] = sa
+	}
+	var resp *skaldv1.AppendMultiResponse
+	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
+		r, err := m.events.AppendMulti(ctx, connect.NewRequest(req))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return AppendMultiResult{}, err
+	}
+	c.observe(resp.Index)
+	out := AppendMultiResult{FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,
+		Index: resp.Index, Duplicate: resp.Duplicate, Streams: make([]StreamResult, len(resp.Streams))}
+	for i, r := range resp.Streams {
+		out.Streams[i] = StreamResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition}
+		if i < len(ids) {
+			out.Streams[i].IDs = ids[i]
+		}
+	}
+	return out, nil
+}
+
 func (c *Client) settings(opts []ReadOption) readSettings {
 	s := readSettings{consistency: c.cfg.Consistency}
 	for _, o := range opts {

@@ -47,6 +47,34 @@ type AppendResult struct {
 	Duplicate bool
 }
 
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	Stream   string
+	Messages []NewMessage
+	// ExpectedVersion, when set, must be the stream's version (-1: no
+	// message yet).
+	ExpectedVersion *int64
+}
+
+// StreamResult is where one stream's messages of an AppendMulti landed.
+type StreamResult struct {
+	Stream                                  string
+	FirstPosition, LastPosition             int64
+	FirstGlobalPosition, LastGlobalPosition int64
+	// IDs are the messages' ids, in order.
+	IDs []string
+}
+
+// AppendMultiResult is the reply of AppendMulti: one StreamResult per
+// stream in the call's order.
+type AppendMultiResult struct {
+	Streams                                 []StreamResult
+	FirstGlobalPosition, LastGlobalPosition int64
+	Index                                   uint64
+	// Duplicate: the call's messages were already written (a retry).
+	Duplicate bool
+}
+
 // Consistency is the guarantee a read asks for.
 type Consistency int
 
