@@ -12,8 +12,9 @@ import (
 	"github.com/skalddb/skald/client/internal/testcluster"
 )
 
-// loseReply sends every request, but loses the answer of the first lost
-// Appends: the write reached the server and was applied, the client cannot
+// loseReply sends every request, but loses the answers of the next `lost`
+// Append and AppendMulti calls: the write reached the server and was
+// applied, the client cannot
 // know (an unknown outcome, as when a connection breaks after sending).
 type loseReply struct {
 	next    http.RoundTripper
