@@ -14,13 +14,15 @@ type attempt func(ctx context.Context, m *member) error
 
 // write runs a call with side effects: on the leader when known, moving
 // on when a member cannot be reached or refuses before proposing, until
-// one answers for good or ctx ends. A write that may have been applied is
-// not retried unless retryUnknown (see idempotentWrites): it returns
-// ErrUnknownOutcome.
-func (c *Client) write(ctx context.Context, try attempt) error {
+// one answers for good or ctx ends. A write that may have been applied
+// returns ErrUnknownOutcome, unless it is idempotent: retryFor, when not
+// nil and c.retryUnknown, says for how long after the first attempt such
+// a write may be sent again (asked only when an outcome is unknown).
+func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.Duration, try attempt) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
+	start := time.Now()
 	var (
 		tried        = map[*member]bool{}
 		last         error
@@ -64,7 +66,7 @@ func (c *Client) write(ctx context.Context, try attempt) error {
 				return c.gaveUp(ctx, m, err, maybeApplied)
 			}
 		case unknown:
-			if !c.retryUnknown {
+			if !c.retryUnknown || retryFor == nil || time.Since(start) >= retryFor(ctx) {
 				return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
 			}
 			maybeApplied = true

@@ -26,9 +26,11 @@ type Client struct {
 	// apply: session reads wait for it on whichever member serves them.
 	session atomic.Uint64
 
-	// retryUnknown: a write whose outcome is unknown is retried with the
-	// same message ids (only once servers deduplicate; idempotentWrites).
+	// retryUnknown: an append whose outcome is unknown is retried with the
+	// same message ids (idempotentWrites), within dedupe's window.
 	retryUnknown bool
+	// dedupe caches retryWindow's answer once known.
+	dedupe atomic.Pointer[time.Duration]
 
 	// served, when set (tests), is told the member of every answered read
 	// and of every subscription that delivered.

@@ -91,7 +91,7 @@ func (c *Client) TransferLeadership(ctx context.Context, toID string) (string, e
 // RemoveServer removes the member id from the Raft configuration (admin
 // token).
 func (c *Client) RemoveServer(ctx context.Context, id string) error {
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		_, err := m.cluster.RemoveServer(ctx, connect.NewRequest(&skaldv1.RemoveServerRequest{Id: id}))
 		return err
 	})
@@ -135,7 +135,7 @@ func (c *Client) Leave(ctx context.Context, endpoint string) (string, error) {
 // until the leader answers or ctx ends. A Pinned client cannot look for
 // the leader: the member's FailedPrecondition is its answer.
 func (c *Client) onLeader(ctx context.Context, try attempt) error {
-	return c.write(ctx, func(ctx context.Context, m *member) error {
+	return c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		err := try(ctx, m)
 		if connect.CodeOf(err) == connect.CodeFailedPrecondition && !c.cfg.Pinned {
 			if rerr := c.disc.refresh(ctx); rerr != nil {

@@ -19,12 +19,16 @@
 //   - Retries. Every message gets its id (a UUIDv7) before the first try.
 //     A write is retried when it certainly was not applied: the member
 //     could not be dialled, or a server refused before proposing (no
-//     leader yet, leadership transfer in progress). A write whose outcome
-//     is unknown (the connection broke after sending, the server says it
-//     may have been applied, the deadline passed) returns
-//     ErrUnknownOutcome and is never retried: servers do not deduplicate
-//     message ids yet, so a retry could append twice. The switch
-//     idempotentWrites (outcome.go) turns such retries on once they do.
+//     leader yet, leadership transfer in progress). An append whose
+//     outcome is unknown (the connection broke after sending, the server
+//     says it may have been applied) is sent again with the same ids: the
+//     server deduplicates the ids clients give (within the namespace's
+//     dedupe window, 2 minutes by default) and answers a repeat with the
+//     original positions, so it lands once. The client retries for at
+//     most half the window and not at all when the namespace does not
+//     remember ids; then, and for namespace and cluster writes, an
+//     unknown outcome returns ErrUnknownOutcome (idempotentWrites,
+//     outcome.go).
 //     Reads are retried on another member for any transient failure.
 //   - Consistency. Reads are session-consistent by default: the client
 //     carries the highest Raft index it wrote or saw applied and every

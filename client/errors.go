@@ -22,7 +22,8 @@ var (
 	// ErrNotFound is returned when a namespace does not exist.
 	ErrNotFound = errors.New("skald: not found")
 
-	// ErrAlreadyExists is returned by Namespaces.Create for a taken name.
+	// ErrAlreadyExists is returned by Namespaces.Create for a taken name,
+	// and by Append for a message id already written with other content.
 	ErrAlreadyExists = errors.New("skald: already exists")
 
 	// ErrInvalidArgument is returned for a request the server refused as
@@ -116,6 +117,27 @@ func (e *WrongExpectedVersionError) Is(target error) bool { return target == Err
 
 func (e *WrongExpectedVersionError) Unwrap() error { return e.err }
 
+// WrongExpectedVersionsError details an ErrWrongExpectedVersion of
+// AppendMulti: every stream whose version was not the expected one. It
+// wraps the server's *Error.
+type WrongExpectedVersionsError struct {
+	Conflicts []WrongExpectedVersionError
+	err       error
+}
+
+func (e *WrongExpectedVersionsError) Error() string {
+	s := "skald: expected versions do not match:"
+	for _, c := range e.Conflicts {
+		s += fmt.Sprintf(" stream %q is at version %d, expected %d;", c.Stream, c.Actual, c.Expected)
+	}
+	return s[:len(s)-1]
+}
+
+// Is makes errors.Is(err, ErrWrongExpectedVersion) hold.
+func (e *WrongExpectedVersionsError) Is(target error) bool { return target == ErrWrongExpectedVersion }
+
+func (e *WrongExpectedVersionsError) Unwrap() error { return e.err }
+
 // kindOf maps a Connect code to the sentinel the API promises for it
 // (spec: Errors). Unavailable, DeadlineExceeded and Canceled become
 // ErrUnavailable: the caller may retry.
@@ -157,6 +179,12 @@ func serverError(endpoint string, ce *connect.Error) error {
 			}
 		case *skaldv1.VersionConflict:
 			return &WrongExpectedVersionError{Stream: v.Stream, Expected: v.ExpectedVersion, Actual: v.ActualVersion, err: e}
+		case *skaldv1.VersionConflicts:
+			w := &WrongExpectedVersionsError{err: e}
+			for _, c := range v.Conflicts {
+				w.Conflicts = append(w.Conflicts, WrongExpectedVersionError{Stream: c.Stream, Expected: c.ExpectedVersion, Actual: c.ActualVersion})
+			}
+			return w
 		}
 	}
 	return e

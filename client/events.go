@@ -28,10 +28,19 @@ func ExpectVersion(v int64) AppendOption {
 // write's index joins the client's session, so its session reads see it
 // on every member.
 //
+// A try whose outcome is unknown (the answer was lost) is sent again with
+// the same ids: the server recognises them and answers the original
+// positions (AppendResult.Duplicate), so the messages land once. That
+// holds within the namespace's dedupe window (2 minutes by default): the
+// client retries for at most half of it after the first try, and not at
+// all when the namespace does not remember ids.
+//
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
 // ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated: nothing
-// was written. ErrUnavailable: no member took the write within ctx;
-// nothing was written. ErrUnknownOutcome: it may have been written.
+// was written. ErrAlreadyExists: a message id was already written with
+// other content (or only some of the ids were); nothing was written.
+// ErrUnavailable: no member took the write within ctx; nothing was
+// written. ErrUnknownOutcome: it may have been written.
 func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, opts ...AppendOption) (AppendResult, error) {
 	req := &skaldv1.AppendRequest{Stream: stream, Messages: make([]*skaldv1.NewMessage, len(msgs))}
 	ids := make([]string, len(msgs))
@@ -52,7 +61,7 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	}
 	req.ExpectedVersion = set.expectedVersion
 	var resp *skaldv1.AppendResponse
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
 		r, err := m.events.Append(ctx, connect.NewRequest(req))
 		if err == nil {
 			resp = r.Msg
@@ -66,8 +75,61 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	return AppendResult{
 		FirstPosition: resp.FirstPosition, LastPosition: resp.LastPosition,
 		FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,
-		Index: resp.Index, IDs: ids,
+		Index: resp.Index, IDs: ids, Duplicate: resp.Duplicate,
 	}, nil
+}
+
+// AppendMulti writes to several streams at once, all or nothing, on the
+// leader: one log entry, contiguous global positions in the order of
+// parts. Messages without an ID get one before the first try; like
+// Append, a try whose outcome is unknown is sent again with the same ids.
+//
+// Errors: ErrWrongExpectedVersion (*WrongExpectedVersionsError, naming
+// every stream whose version did not match), ErrInvalidArgument (limits:
+// 1..100 streams, each once, 1..1000 messages and 8 MiB in all),
+// ErrAlreadyExists, ErrUnauthenticated: nothing was written.
+// ErrUnavailable: nothing was written. ErrUnknownOutcome: it may have been.
+func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendMultiResult, error) {
+	req := &skaldv1.AppendMultiRequest{Streams: make([]*skaldv1.StreamAppend, len(parts))}
+	ids := make([][]string, len(parts))
+	for i, p := range parts {
+		sa := &skaldv1.StreamAppend{Stream: p.Stream, ExpectedVersion: p.ExpectedVersion, Messages: make([]*skaldv1.NewMessage, len(p.Messages))}
+		ids[i] = make([]string, len(p.Messages))
+		for j, m := range p.Messages {
+			if m.ID == "" {
+				id, err := uuid.NewV7()
+				if err != nil {
+					return AppendMultiResult{}, err
+				}
+				m.ID = id.String()
+			}
+			ids[i][j] = m.ID
+			sa.Messages[j] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
+		}
+		req.Streams[i] = sa
+	}
+	var resp *skaldv1.AppendMultiResponse
+	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
+		r, err := m.events.AppendMulti(ctx, connect.NewRequest(req))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return AppendMultiResult{}, err
+	}
+	c.observe(resp.Index)
+	out := AppendMultiResult{FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,
+		Index: resp.Index, Duplicate: resp.Duplicate, Streams: make([]StreamResult, len(resp.Streams))}
+	for i, r := range resp.Streams {
+		out.Streams[i] = StreamResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition}
+		if i < len(ids) {
+			out.Streams[i].IDs = ids[i]
+		}
+	}
+	return out, nil
 }
 
 func (c *Client) settings(opts []ReadOption) readSettings {

@@ -16,9 +16,10 @@ import (
 // TestWritesSurviveLeaderKill kills the leader under writes. A writer that
 // has no write in flight at the kill (it holds mu around each write) must
 // see no error at all: its next write fails over to the new leader. Two
-// free writers may be cut off mid-write; those writes must report
-// ErrUnknownOutcome and nothing else, and are not retried. In the final
-// log every acknowledged write is present once and nothing is duplicated.
+// free writers may be cut off mid-write; such writes are retried with the
+// same ids (idempotent writes) and acknowledged, or report
+// ErrUnknownOutcome and nothing else. In the final log every acknowledged
+// write is present once and nothing is duplicated.
 func TestWritesSurviveLeaderKill(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	c := newTestClient(t, cl.Endpoints(), "")

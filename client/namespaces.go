@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
@@ -19,6 +20,26 @@ type Namespace struct {
 	StreamCount  int64
 	// LastActivity is the time of the last write; zero before the first.
 	LastActivity time.Time
+	// DedupeWindow is how long the namespace remembers the message ids
+	// clients give (idempotent writes); 0 when it does not (off), or when
+	// DedupeForever.
+	DedupeWindow  time.Duration
+	DedupeForever bool
+}
+
+// NamespaceOption sets a namespace's settings at CreateNamespace.
+type NamespaceOption func(*skaldv1.CreateRequest)
+
+// WithDedupeWindow makes the namespace remember client-given message ids
+// for d (1 s or more); 0 turns idempotent writes off. Without it the
+// server's default applies (2 minutes).
+func WithDedupeWindow(d time.Duration) NamespaceOption {
+	return func(r *skaldv1.CreateRequest) { r.DedupeWindow, r.DedupeForever = durationpb.New(d), false }
+}
+
+// WithDedupeForever makes the namespace remember every client-given id.
+func WithDedupeForever() NamespaceOption {
+	return func(r *skaldv1.CreateRequest) { r.DedupeWindow, r.DedupeForever = nil, true }
 }
 
 // CreatedNamespace is the reply of CreateNamespace.
@@ -44,10 +65,14 @@ type DeletedNamespace struct {
 // CreateNamespace creates a namespace (admin token). token may be empty
 // (the server makes one) or a token of name. ErrAlreadyExists when taken.
 // Like Append, it is not retried once its outcome is unknown.
-func (c *Client) CreateNamespace(ctx context.Context, name, description, token string) (CreatedNamespace, error) {
+func (c *Client) CreateNamespace(ctx context.Context, name, description, token string, opts ...NamespaceOption) (CreatedNamespace, error) {
+	req := &skaldv1.CreateRequest{Name: name, Description: description, Token: token}
+	for _, o := range opts {
+		o(req)
+	}
 	var resp *skaldv1.CreateResponse
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name, Description: description, Token: token}))
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.namespaces.Create(ctx, connect.NewRequest(req))
 		if err == nil {
 			resp = r.Msg
 		}
@@ -64,7 +89,7 @@ func (c *Client) CreateNamespace(ctx context.Context, name, description, token s
 // reply says how many messages it held. ErrNotFound when there is none.
 func (c *Client) DeleteNamespace(ctx context.Context, name string) (DeletedNamespace, error) {
 	var resp *skaldv1.DeleteResponse
-	err := c.write(ctx, func(ctx context.Context, m *member) error {
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: name}))
 		if err == nil {
 			resp = r.Msg
@@ -116,6 +141,7 @@ func namespaceFromWire(ns *skaldv1.NamespaceInfo) Namespace {
 	return Namespace{
 		Name: ns.Name, Description: ns.Description, CreatedAt: asTime(ns.CreatedAt),
 		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: asTime(ns.LastActivity),
+		DedupeWindow: ns.DedupeWindow.AsDuration(), DedupeForever: ns.DedupeForever,
 	}
 }
 

@@ -9,13 +9,15 @@ import (
 	"connectrpc.com/connect"
 )
 
-// idempotentWrites is the one switch for retrying writes whose outcome is
-// unknown. Skald servers do not deduplicate message ids yet (issue #18),
-// so a write that may have been applied is never retried: the caller gets
-// ErrUnknownOutcome. When servers deduplicate (a write of ids already in
-// the stream returns the original positions), set this from the server's
-// capability and every such write is retried with the same ids.
-const idempotentWrites = false
+// idempotentWrites is the one switch for retrying appends whose outcome is
+// unknown. Skald servers deduplicate the message ids clients give (issue
+// #18): an append of ids already written, within the namespace's dedupe
+// window, returns the original positions and writes nothing. So an append
+// that may have been applied is retried with the same ids, for as long as
+// the namespace's window allows (retryWindow, dedupe.go): never against a
+// namespace with dedupe off or a server too old to report its window.
+// Namespace and cluster writes are never retried on an unknown outcome.
+const idempotentWrites = true
 
 // verdict is what one attempt's error means for the call.
 type verdict int
@@ -32,8 +34,8 @@ const (
 	// up). Retry after a pause, on another member for a read.
 	refused
 	// unknown: the request reached a server and the answer was lost or
-	// says the write may have been applied. A read retries; a write
-	// retries only with idempotentWrites.
+	// says the write may have been applied. A read retries; an append
+	// retries within its namespace's dedupe window (idempotentWrites).
 	unknown
 )
 

@@ -41,6 +41,38 @@ type AppendResult struct {
 	// IDs are the messages' ids, in order (the given ones and those the
 	// client generated).
 	IDs []string
+	// Duplicate: the messages were already written (a retry of an append
+	// whose first try's answer was lost, or the caller's own repeat with
+	// the same ids); the positions are the original ones.
+	Duplicate bool
+}
+
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	Stream   string
+	Messages []NewMessage
+	// ExpectedVersion, when set, must be the stream's version (-1: no
+	// message yet).
+	ExpectedVersion *int64
+}
+
+// StreamResult is where one stream's messages of an AppendMulti landed.
+type StreamResult struct {
+	Stream                                  string
+	FirstPosition, LastPosition             int64
+	FirstGlobalPosition, LastGlobalPosition int64
+	// IDs are the messages' ids, in order.
+	IDs []string
+}
+
+// AppendMultiResult is the reply of AppendMulti: one StreamResult per
+// stream in the call's order.
+type AppendMultiResult struct {
+	Streams                                 []StreamResult
+	FirstGlobalPosition, LastGlobalPosition int64
+	Index                                   uint64
+	// Duplicate: the call's messages were already written (a retry).
+	Duplicate bool
 }
 
 // Consistency is the guarantee a read asks for.

@@ -24,6 +24,10 @@ type AppendResult struct {
 	FirstGlobalPosition int64
 	LastGlobalPosition  int64
 	Index               uint64 // Raft index of the entry
+	// Duplicate: every message was already written by an earlier append
+	// (idempotent retry, dedupe.go); nothing was written and the positions
+	// are the original ones.
+	Duplicate bool
 }
 
 // ImportResult is the result of an Import chunk.
@@ -133,6 +137,8 @@ func (a *applier) command(l *raft.Log) any {
 	switch k := cmd.Kind.(type) {
 	case *fsmv1.Command_Append:
 		return a.append(l, k.Append)
+	case *fsmv1.Command_AppendMulti:
+		return a.appendMulti(l, k.AppendMulti)
 	case *fsmv1.Command_Import:
 		return a.importChunk(l, k.Import)
 	case *fsmv1.Command_CreateNamespace:
@@ -238,6 +244,12 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if err := validateAppend(c); err != nil {
 		return err
 	}
+	if dup, err := nb.checkIDs(c); err != nil {
+		return err
+	} else if dup != nil {
+		dup.Index = l.Index
+		return dup
+	}
 	st := nb.stream(c.Stream)
 	if st.meta.flags&streamHardDeleted != 0 {
 		return fmt.Errorf("%w: %q", ErrStreamDeleted, c.Stream)
@@ -267,6 +279,7 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	}
 	res.LastPosition = st.meta.lastPos
 	res.LastGlobalPosition = nb.nextGP - 1
+	nb.recordIDs(c, res.FirstPosition, res.FirstGlobalPosition)
 	nb.done(l)
 	return res
 }
@@ -361,6 +374,9 @@ func (a *applier) createNamespace(l *raft.Log, c *fsmv1.CreateNamespace) any {
 	if err := ValidateNamespaceName(c.Name); err != nil {
 		return err
 	}
+	if err := ValidateDedupeWindow(c.DedupeWindowNanos); err != nil {
+		return err
+	}
 	if l.Index <= a.s.metaApplied.index {
 		return nil // _metadata already holds this entry
 	}
@@ -369,11 +385,12 @@ func (a *applier) createNamespace(l *raft.Log, c *fsmv1.CreateNamespace) any {
 	}
 	a.touchMeta(l)
 	rec := &fsmv1.NamespaceRecord{
-		Name:            c.Name,
-		Id:              l.Index,
-		Description:     c.Description,
-		TokenHash:       c.TokenHash,
-		CreatedUnixNano: c.CreatedUnixNano,
+		Name:              c.Name,
+		Id:                l.Index,
+		Description:       c.Description,
+		TokenHash:         c.TokenHash,
+		CreatedUnixNano:   c.CreatedUnixNano,
+		DedupeWindowNanos: c.DedupeWindowNanos,
 	}
 	v, err := proto.Marshal(rec)
 	if err != nil {

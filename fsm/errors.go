@@ -28,6 +28,10 @@ var (
 	// ErrStreamDeleted is returned for a write or truncate of a stream that
 	// was hard-deleted (a tombstone).
 	ErrStreamDeleted = errors.New("fsm: stream was hard-deleted")
+	// ErrDuplicateID is matched (errors.Is) by a *DuplicateIDError: an
+	// append carried a remembered message id and was not a retry of the
+	// append that wrote it.
+	ErrDuplicateID = errors.New("fsm: duplicate message id")
 	// ErrClosed is returned by reads on a closed store.
 	ErrClosed = errors.New("fsm: store closed")
 )

@@ -19,7 +19,13 @@ import (
 //	CC category                  -> catCounts: stream count, message count
 //	NI                           -> nsCounts: message count, stream count, last activity (ns)
 //	GP                           -> next global position
+//	DI bucket id                 -> gp: a remembered client-given message id (dedupe.go)
+//	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
 //	A                            -> applied Raft index, term
+//
+// A database written before idempotent writes has no DI or DC keys: it
+// remembers no id, and its clock starts at the first append that records
+// one.
 //
 // The _metadata database holds:
 //
@@ -39,6 +45,8 @@ var (
 	prefixCatCount = []byte("CC")
 	keyNSCounts    = []byte("NI")
 	keyNextGP      = []byte("GP")
+	prefixDedupe   = []byte("DI")
+	keyDedupeClock = []byte("DC")
 	keyApplied     = []byte("A")
 
 	prefixNamespace = []byte("NS")

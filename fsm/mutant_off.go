@@ -6,3 +6,7 @@ package fsm
 // assigned at apply, in log order, and Append.proposed_global_position is
 // ignored.
 const honorProposedGlobal = false
+
+// trustLeaderDedupe is false in normal builds: apply decides idempotent
+// writes itself and ignores Append.dedupe_decided_at_propose.
+const trustLeaderDedupe = false

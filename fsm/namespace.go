@@ -30,6 +30,11 @@ type namespace struct {
 	applied appliedRecord
 	nextGP  int64
 	counts  nsCounts
+	// dedupeClock is the committed DC value (dedupe.go).
+	dedupeClock int64
+	// idf mirrors the committed id index in memory (idfilter.go); nil
+	// until apply first needs it after the database opened.
+	idf *idFilter
 	// metaCache holds committed VI and CC values (absent streams as a
 	// zero count), so apply reads the database only for streams it has not
 	// seen lately. Filled only by commit: it never holds staged state.
@@ -173,7 +178,18 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 		db.Close()
 		return fmt.Errorf("fsm: load namespace %q: %w", ns.rec.Name, err)
 	}
-	ns.db, ns.applied, ns.nextGP, ns.counts = db, applied, nextGP, counts
+	clock := int64(0)
+	if v, gerr := get(db, keyDedupeClock); gerr != nil || v != nil {
+		if err = gerr; err == nil {
+			clock, err = decodeUint64(v)
+		}
+		if err != nil {
+			db.Close()
+			return fmt.Errorf("fsm: load namespace %q dedupe clock: %w", ns.rec.Name, err)
+		}
+	}
+	ns.db, ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = db, applied, nextGP, counts, clock
+	ns.idf = nil
 	s.mu.lru.pushFront(ns)
 	return nil
 }

@@ -30,6 +30,11 @@ type nsBatch struct {
 	counts  nsCounts
 	streams map[string]*streamState
 	cats    map[string]*catState
+	// Idempotent writes (dedupe.go): the dedupe clock, and the ids recorded
+	// since the last commit (the database does not hold them yet).
+	clock      int64
+	clockDirty bool
+	ids        map[string]stagedID
 
 	// Scratch space: Batch.Set copies keys and values, so one buffer each
 	// serves every write.
@@ -62,6 +67,7 @@ func newNSBatch(ns *namespace) *nsBatch {
 // reload resets the overlays to the committed state of the database.
 func (nb *nsBatch) reload() {
 	nb.applied, nb.nextGP, nb.counts = nb.ns.applied, nb.ns.nextGP, nb.ns.counts
+	nb.clock, nb.clockDirty, nb.ids = nb.ns.dedupeClock, false, nil
 	nb.streams = make(map[string]*streamState)
 	nb.cats = make(map[string]*catState)
 	nb.cleared = false
@@ -178,6 +184,8 @@ func (nb *nsBatch) clear() {
 	nb.cats = make(map[string]*catState)
 	nb.ns.metaCache.reset()
 	nb.nextGP, nb.counts, nb.cleared, nb.dirty = 1, nsCounts{}, true, true
+	nb.clock, nb.clockDirty, nb.ids = 0, false, nil
+	nb.ns.idf = nil // reloaded from the database: the clear may yet be dropped (reset)
 }
 
 // reset drops everything staged since the last commit.
@@ -259,6 +267,9 @@ func (nb *nsBatch) commit(sync bool) error {
 	}
 	nb.sets.set(keyNSCounts, nb.counts.encode())
 	nb.sets.set(keyNextGP, encodeUint64(nb.nextGP))
+	if nb.clockDirty {
+		nb.sets.set(keyDedupeClock, encodeUint64(nb.clock))
+	}
 	nb.sets.set(keyApplied, nb.applied.encode())
 	if err := nb.sets.flush(b); err != nil {
 		return err
@@ -272,6 +283,17 @@ func (nb *nsBatch) commit(sync bool) error {
 	}
 	b.Reset()
 	nb.ns.applied, nb.ns.nextGP, nb.ns.counts = nb.applied, nb.nextGP, nb.counts
+	nb.ns.dedupeClock, nb.clockDirty = nb.clock, false
+	if f := nb.ns.idf; f != nil && (len(nb.ids) > 0 || nb.clock != 0) {
+		for id, st := range nb.ids {
+			f.add(st.bucket, id)
+		}
+		if w := dedupeWindow(nb.ns.rec); w > 0 {
+			floor, _ := dedupeBuckets(w, nb.clock)
+			f.expire(floor)
+		}
+	}
+	clear(nb.ids) // the database holds them now
 	// Every overlay value now equals the database.
 	for name, st := range nb.streams {
 		st.dirty = false

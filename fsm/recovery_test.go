@@ -6,9 +6,11 @@ import (
 	randv2 "math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
@@ -32,6 +34,8 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 		add(createNS(ns))
 	}
 	gp := int64(1_000_000)
+	now := testTime
+	var sent []*fsmv1.Command // appends with client-given ids
 	for len(logs) < n {
 		ns := nss[rng.Intn(len(nss))]
 		stream := fmt.Sprintf("%s-%d", []string{"acct", "order", "wf"}[rng.Intn(3)], rng.Intn(8))
@@ -57,19 +61,61 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				types = []string{"Moved"}
 			}
 			add(watermarkCmd(ns, Category(stream), types, stream, rng.Intn(5)))
+		case len(sent) > 0 && r < 20:
+			// A client retry (idempotent writes) of an earlier append, now
+			// and then changed (a content clash, a mixed batch).
+			c := proto.Clone(sent[rng.Intn(len(sent))]).(*fsmv1.Command)
+			a := c.GetAppend()
+			a.TimeUnixNano = now
+			switch rng.Intn(5) {
+			case 0:
+				a.Messages[0].Data = []byte(`{"changed":true}`)
+			case 1:
+				m := newMsg("Extra", `{}`)
+				m.ClientId = true
+				a.Messages = append(a.Messages, m)
+			}
+			add(c)
 		default:
+			// Entry time moves about a second per append and now and then
+			// back (a new leader's clock), so ids expire from the 2-minute
+			// window at different points of the log.
+			now += int64(rng.Intn(2000)) * int64(time.Millisecond)
+			if rng.Intn(40) == 0 {
+				now -= int64(30 * time.Second)
+			}
+			client := rng.Intn(2) == 0
 			msgs := make([]*fsmv1.NewMessage, 1+rng.Intn(3))
 			for i := range msgs {
 				msgs[i] = newMsg([]string{"Opened", "Moved", "Closed"}[rng.Intn(3)], fmt.Sprintf(`{"v":%d}`, rng.Intn(1000)))
+				msgs[i].ClientId = client
 				if rng.Intn(4) == 0 {
 					msgs[i].Metadata = []byte(`{"correlationStreamName":"wf-1"}`)
 				}
 			}
-			if rng.Intn(3) == 0 {
-				add(appendExpect(ns, stream, int64(rng.Intn(6))-1, msgs...))
-			} else {
-				add(appendCmd(ns, stream, msgs...))
+			var c *fsmv1.Command
+			if rng.Intn(8) == 0 {
+				// Two streams at once, each maybe with an expected version.
+				other := fmt.Sprintf("%s-%d", []string{"acct", "order", "wf"}[rng.Intn(3)], 8+rng.Intn(4))
+				var exp *int64
+				if rng.Intn(2) == 0 {
+					exp = proto.Int64(int64(rng.Intn(4)) - 1)
+				}
+				c = multiCmd(ns, streamPart(stream, nil, msgs...), streamPart(other, exp, newMsg("Multi", `{}`)))
+				c.GetAppendMulti().TimeUnixNano = now
+				add(c)
+				continue
 			}
+			if rng.Intn(3) == 0 {
+				c = appendExpect(ns, stream, int64(rng.Intn(6))-1, msgs...)
+			} else {
+				c = appendCmd(ns, stream, msgs...)
+			}
+			c.GetAppend().TimeUnixNano = now
+			if client {
+				sent = append(sent, c)
+			}
+			add(c)
 		}
 	}
 	return logs[:n]
@@ -111,8 +157,11 @@ func TestDeterminism(t *testing.T) {
 			kinds := map[string]int{}
 			for _, r := range ra {
 				kinds[fmt.Sprintf("%T", r)]++
+				if ar, ok := r.(*AppendResult); ok && ar.Duplicate {
+					kinds["duplicate"]++
+				}
 			}
-			for _, k := range []string{"*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult"} {
+			for _, k := range []string{"*fsm.AppendMultiResult", "*fsm.VersionConflictsError", "duplicate", "*fsm.DuplicateIDError", "*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult"} {
 				if kinds[k] == 0 {
 					t.Fatalf("log produced no %s: %v", k, kinds)
 				}
@@ -242,8 +291,8 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 		// floor would mean the floor lied.
 		lastWrite := uint64(0)
 		for _, r := range results {
-			if a, ok := r.(*AppendResult); ok && a.Namespace == ns && a.Index <= floor {
-				lastWrite = max(lastWrite, a.Index)
+			if w, ok := writeOf(r); ok && w.ns == ns && w.index <= floor {
+				lastWrite = max(lastWrite, w.index)
 			}
 		}
 		if applied < lastWrite {
@@ -252,8 +301,8 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 	}
 	var want []int64
 	for _, r := range results {
-		if a, ok := r.(*AppendResult); ok && a.Namespace == ns && a.Index <= applied {
-			want = append(want, span(a.FirstGlobalPosition, a.LastGlobalPosition)...)
+		if w, ok := writeOf(r); ok && w.ns == ns && w.index <= applied {
+			want = append(want, span(w.first, w.last)...)
 		}
 	}
 	got, err := view(t, crashed, ns).ReadAll(1, -1)
@@ -280,4 +329,23 @@ func checkPrefix(t *testing.T, crashed, ref *Store, ns string, results []any, fl
 			t.Fatalf("namespace %s stream %s: version %d with %d messages", ns, stream, ver, n)
 		}
 	}
+}
+
+type written struct {
+	ns          string
+	index       uint64
+	first, last int64
+}
+
+// writeOf is what an entry's result wrote: the global positions of an
+// append or an AppendMulti, and nothing for a duplicate (an idempotent
+// retry) or anything else.
+func writeOf(r any) (written, bool) {
+	switch a := r.(type) {
+	case *AppendResult:
+		return written{a.Namespace, a.Index, a.FirstGlobalPosition, a.LastGlobalPosition}, !a.Duplicate
+	case *AppendMultiResult:
+		return written{a.Namespace, a.Index, a.FirstGlobalPosition, a.LastGlobalPosition}, !a.Duplicate
+	}
+	return written{}, false
 }

@@ -21,8 +21,10 @@ import (
 // INVARIANT: keys staged between two flushes are distinct (each message has
 // its own global position and stream position; VI, CC, NI, GP and A are
 // staged once per commit), so their order inside the batch carries no
-// meaning. Range deletions do not go through here: clear stages its
-// DeleteRange directly, right after a commit, before any set.
+// meaning. Range deletions, and writes that must be ordered against them,
+// do not go through here: clear stages its DeleteRange right after a
+// commit, before any set; the id index (dedupe.go) writes its keys and
+// expires its buckets in the batch directly, in entry order.
 type sortedSets struct {
 	arena []byte
 	kvs   []stagedKV

@@ -320,10 +320,13 @@ type NamespaceInfo struct {
 	Description string
 	TokenHash   []byte
 	CreatedAt   int64 // unix ns
+	// DedupeWindowNanos as created (0: the default; see DedupeWindow).
+	DedupeWindowNanos int64
 }
 
 func infoOf(rec *fsmv1.NamespaceRecord) NamespaceInfo {
-	return NamespaceInfo{Name: rec.Name, ID: rec.Id, Description: rec.Description, TokenHash: rec.TokenHash, CreatedAt: rec.CreatedUnixNano}
+	return NamespaceInfo{Name: rec.Name, ID: rec.Id, Description: rec.Description, TokenHash: rec.TokenHash, CreatedAt: rec.CreatedUnixNano,
+		DedupeWindowNanos: rec.DedupeWindowNanos}
 }
 
 // Namespace returns the registry entry of name.

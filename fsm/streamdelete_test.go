@@ -327,3 +327,21 @@ func TestDeleteByWatermark(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedMessageIDIsForgotten: an id the namespace remembers whose
+// message was deleted since is forgotten (a retry writes again), on every
+// replica alike, rather than stopping the node on the missing message.
+func TestDeletedMessageIDIsForgotten(t *testing.T) {
+	s, f := deletionFixture(t)
+	m := newMsg("A", `{"k":1}`)
+	m.ClientId = true
+	first := f.must(appendCmd("ns", "pay-1", m)).(*AppendResult)
+	f.must(deleteStreamCmd("ns", "pay-1", false))
+	if _, ok, err := view(t, s, "ns").LookupID(m.Id); ok || err != nil {
+		t.Fatalf("LookupID of a deleted message's id: found %v, err %v", ok, err)
+	}
+	again := f.must(appendCmd("ns", "pay-1", m)).(*AppendResult)
+	if again.Duplicate || again.FirstPosition != first.FirstPosition+1 {
+		t.Fatalf("retry after the delete: %+v, want a new write at position %d", again, first.FirstPosition+1)
+	}
+}

@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (runner.Options, int, error) {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := runner.Options{}
-	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw or mixed")
+	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw, mixed or idempotent")
 	fs.StringVar(&o.Nemesis, "nemesis", "kill,partition", "none, all, or a comma list of kill, pause, partition, leader-kill, transfer, membership")
 	fs.IntVar(&o.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long traffic and faults run")
@@ -118,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (runner.Options, int, error) {
 	fs.DurationVar(&o.Quiet, "quiet", 3*time.Second, "fault-free time at the start")
 	fs.DurationVar(&o.ClientTimeout, "client-timeout", 2*time.Second, "per-operation timeout (a write past it is indeterminate)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep node data directories even when the run is valid")
+	fs.BoolVar(&o.DedupeOff, "dedupe-off", false, "create the run's namespace with idempotent writes off (an id sent twice is stored twice)")
 	count := fs.Int("count", 1, "runs, each with the next seed; stops at the first invalid run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: go run ./jepsen [flags]\n       go run ./jepsen check DIR\n       go run ./jepsen clean\n\nRuns a chaos test against a real Skald cluster and checks the history.\nExit: 0 valid, 1 invalid, 2 unknown, 3 harness error.\n\nFlags:\n")

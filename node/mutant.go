@@ -37,12 +37,17 @@ const (
 	// restarts from what it applied, and log order and position order
 	// can differ.
 	MutantGlobalPosAtPropose = "global-pos-at-propose"
+	// MutantDedupeAtPropose decides idempotent writes on the leader before
+	// proposing, from what it has applied, and marks the rest as decided
+	// (apply records their ids without checking them): a retry proposed
+	// while its original is still in flight is written twice.
+	MutantDedupeAtPropose = "dedupe-at-propose"
 )
 
 const forwardRetryTimeout = 5 * time.Millisecond
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose}
 
 func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
 
@@ -136,4 +141,41 @@ func (p *proposedGlobal) stamp(n *Node, cmd *fsmv1.Command) {
 	next := max(p.next[a.Namespace], applied)
 	a.ProposedGlobalPosition = next
 	p.next[a.Namespace] = next + int64(len(a.Messages))
+}
+
+// dedupeAtPropose is MutantDedupeAtPropose: when every client-given id of
+// an append is in this node's applied id index, it answers the first one's
+// positions as a duplicate without proposing; otherwise it marks the
+// append decided, so that apply writes it without checking.
+func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
+	a := cmd.GetAppend()
+	if a == nil {
+		return nil, false
+	}
+	a.DedupeDecidedAtPropose = true
+	v, err := n.store.View(a.Namespace)
+	if err != nil {
+		return nil, false
+	}
+	defer v.Close()
+	var first fsm.Message
+	for i, m := range a.Messages {
+		if !m.ClientId {
+			return nil, false
+		}
+		got, ok, err := v.LookupID(m.Id)
+		if err != nil || !ok {
+			return nil, false
+		}
+		if i == 0 {
+			first = got
+		}
+	}
+	k := int64(len(a.Messages))
+	return &fsm.AppendResult{
+		Namespace: a.Namespace, Stream: a.Stream,
+		FirstPosition: first.Position, LastPosition: first.Position + k - 1,
+		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
+		Index: n.AppliedIndex(), Duplicate: true,
+	}, true
 }

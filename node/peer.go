@@ -283,8 +283,15 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 	case *fsm.AppendResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Append{Append: &peerv1.AppendResult{
 			Namespace: r.Namespace, Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
-			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Duplicate: r.Duplicate,
 		}}}, nil
+	case *fsm.AppendMultiResult:
+		m := &peerv1.AppendMultiResult{Namespace: r.Namespace, FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Duplicate: r.Duplicate}
+		for _, s := range r.Streams {
+			m.Streams = append(m.Streams, &peerv1.AppendResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
+				FirstGlobalPosition: s.FirstGlobalPosition, LastGlobalPosition: s.LastGlobalPosition})
+		}
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_AppendMulti{AppendMulti: m}}, nil
 	case *fsm.ImportResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Import{Import: &peerv1.ImportResult{
 			Namespace: r.Namespace, Imported: int64(r.Imported), LastGlobalPosition: r.LastGlobalPosition,
@@ -316,8 +323,19 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		ve *fsm.ValidationError
 		vc *fsm.VersionConflictError
 		pe *fsm.PositionExistsError
+		de *fsm.DuplicateIDError
+		vs *fsm.VersionConflictsError
 	)
 	switch {
+	case errors.As(err, &de):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_DUPLICATE_ID, Record: int64(de.Message), Id: de.ID, Stream: de.Stream,
+			Position: de.Position, GlobalPosition: de.GlobalPosition, DuplicateReason: string(de.Reason), Field: de.Field}, true
+	case errors.As(err, &vs):
+		r := &peerv1.Rejection{Reason: peerv1.Reason_REASON_VERSION_CONFLICTS}
+		for _, c := range vs.Conflicts {
+			r.Conflicts = append(r.Conflicts, &peerv1.StreamConflict{Stream: c.Stream, ExpectedVersion: c.Expected, ActualVersion: c.Actual})
+		}
+		return r, true
 	case errors.As(err, &ve):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_INVALID, Field: ve.Field, Description: ve.Reason}, true
 	case errors.As(err, &vc):
@@ -345,7 +363,16 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_Append:
 		a := r.Append
 		return &fsm.AppendResult{Namespace: a.Namespace, Stream: a.Stream, FirstPosition: a.FirstPosition, LastPosition: a.LastPosition,
-			FirstGlobalPosition: a.FirstGlobalPosition, LastGlobalPosition: a.LastGlobalPosition, Index: m.Index}, nil
+			FirstGlobalPosition: a.FirstGlobalPosition, LastGlobalPosition: a.LastGlobalPosition, Index: m.Index, Duplicate: a.Duplicate}, nil
+	case *peerv1.ApplyResponse_AppendMulti:
+		a := r.AppendMulti
+		res := &fsm.AppendMultiResult{Namespace: a.Namespace, FirstGlobalPosition: a.FirstGlobalPosition, LastGlobalPosition: a.LastGlobalPosition,
+			Index: m.Index, Duplicate: a.Duplicate, Streams: make([]fsm.StreamResult, len(a.Streams))}
+		for i, s := range a.Streams {
+			res.Streams[i] = fsm.StreamResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
+				FirstGlobalPosition: s.FirstGlobalPosition, LastGlobalPosition: s.LastGlobalPosition}
+		}
+		return res, nil
 	case *peerv1.ApplyResponse_Import:
 		return &fsm.ImportResult{Namespace: r.Import.Namespace, Imported: int(r.Import.Imported), LastGlobalPosition: r.Import.LastGlobalPosition, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_CreateNamespace:
@@ -374,6 +401,15 @@ func errorOf(r *peerv1.Rejection) error {
 		return &fsm.ValidationError{Field: r.Field, Reason: r.Description}
 	case peerv1.Reason_REASON_VERSION_CONFLICT:
 		return &fsm.VersionConflictError{Stream: r.Stream, Expected: r.ExpectedVersion, Actual: r.ActualVersion}
+	case peerv1.Reason_REASON_DUPLICATE_ID:
+		return &fsm.DuplicateIDError{Message: int(r.Record), Field: r.Field, ID: r.Id, Stream: r.Stream, Position: r.Position, GlobalPosition: r.GlobalPosition,
+			Reason: fsm.DuplicateReason(r.DuplicateReason)}
+	case peerv1.Reason_REASON_VERSION_CONFLICTS:
+		e := &fsm.VersionConflictsError{}
+		for _, c := range r.Conflicts {
+			e.Conflicts = append(e.Conflicts, fsm.VersionConflictError{Stream: c.Stream, Expected: c.ExpectedVersion, Actual: c.ActualVersion})
+		}
+		return e
 	case peerv1.Reason_REASON_POSITION_EXISTS:
 		return &fsm.PositionExistsError{Record: int(r.Record), Stream: r.Stream, Position: r.Position, GlobalPosition: r.GlobalPosition, Reason: r.Description}
 	case peerv1.Reason_REASON_NAMESPACE_NOT_FOUND:

@@ -84,6 +84,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 			return nil, err
 		}
 	}
+	if n.mutant(MutantDedupeAtPropose) {
+		if res, ok := n.dedupeAtPropose(cmd); ok {
+			return res, nil
+		}
+	}
 	stamp(cmd, time.Now())
 	if n.mutant(MutantGlobalPosAtPropose) {
 		n.proposedGlobal.stamp(n, cmd)
@@ -161,6 +166,17 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 				m.Id = newID()
 			}
 		}
+	case *fsmv1.Command_AppendMulti:
+		if k.AppendMulti.TimeUnixNano == 0 {
+			k.AppendMulti.TimeUnixNano = ns
+		}
+		for _, s := range k.AppendMulti.Streams {
+			for _, m := range s.Messages {
+				if m.Id == "" {
+					m.Id = newID()
+				}
+			}
+		}
 	case *fsmv1.Command_CreateNamespace:
 		if k.CreateNamespace.CreatedUnixNano == 0 {
 			k.CreateNamespace.CreatedUnixNano = ns
@@ -183,6 +199,11 @@ func newID() string {
 // Append is Apply for one append.
 func (n *Node) Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error) {
 	return applyAs[*fsm.AppendResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: a}})
+}
+
+// AppendMulti is Apply for one multi-stream append.
+func (n *Node) AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsm.AppendMultiResult, error) {
+	return applyAs[*fsm.AppendMultiResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_AppendMulti{AppendMulti: a}})
 }
 
 // CreateNamespace is Apply for a namespace creation.

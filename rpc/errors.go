@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,14 +24,33 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 		ce *connect.Error
 		ve *fsm.ValidationError
 		vc *fsm.VersionConflictError
+		de *fsm.DuplicateIDError
+		vs *fsm.VersionConflictsError
 	)
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ce):
 		return ce
+	case errors.As(err, &de):
+		e := connect.NewError(connect.CodeAlreadyExists, errors.New(strings.TrimPrefix(de.Error(), "fsm: ")))
+		if d, derr := connect.NewErrorDetail(&skaldv1.DuplicateMessageId{Message: int32(de.Message), Field: de.Field, Id: de.ID, Stream: de.Stream,
+			Position: de.Position, GlobalPosition: de.GlobalPosition, Reason: string(de.Reason)}); derr == nil {
+			e.AddDetail(d)
+		}
+		return e
 	case errors.As(err, &ve):
 		return invalidField(ve.Field, "%s", ve.Reason)
+	case errors.As(err, &vs):
+		e := connect.NewError(connect.CodeAborted, errors.New(strings.TrimPrefix(vs.Error(), "fsm: ")))
+		d := &skaldv1.VersionConflicts{}
+		for _, c := range vs.Conflicts {
+			d.Conflicts = append(d.Conflicts, &skaldv1.VersionConflict{Stream: c.Stream, ExpectedVersion: c.Expected, ActualVersion: c.Actual})
+		}
+		if ed, derr := connect.NewErrorDetail(d); derr == nil {
+			e.AddDetail(ed)
+		}
+		return e
 	case errors.As(err, &vc):
 		e := connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is at version %d, expected %d", vc.Stream, vc.Actual, vc.Expected))
 		if d, derr := connect.NewErrorDetail(&skaldv1.VersionConflict{Stream: vc.Stream, ExpectedVersion: vc.Expected, ActualVersion: vc.Actual}); derr == nil {

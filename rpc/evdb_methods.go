@@ -50,8 +50,12 @@ func (e *evdb) backendError(ctx context.Context, err error) *evError {
 	var (
 		ve *fsm.ValidationError
 		vc *fsm.VersionConflictError
+		de *fsm.DuplicateIDError
 	)
 	switch {
+	case errors.As(err, &de):
+		return &evError{status: http.StatusConflict, code: "DUPLICATE_MESSAGE_ID", message: strings.TrimPrefix(de.Error(), "fsm: "),
+			details: map[string]any{"id": de.ID, "stream": de.Stream, "position": de.Position, "globalPosition": de.GlobalPosition, "reason": string(de.Reason)}}
 	case errors.As(err, &ve):
 		return evInvalid("%s: %s", ve.Field, ve.Reason)
 	case errors.As(err, &vc):
@@ -157,7 +161,7 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, everr
 	}
 	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream,
-		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata)}}}
+		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata), ClientId: id != ""}}}
 	if hasEV {
 		if ev < -1 {
 			return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)

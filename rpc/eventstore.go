@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"connectrpc.com/connect"
@@ -16,6 +17,7 @@ import (
 // events is what the EventStore handlers need from the node.
 type events interface {
 	Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error)
+	AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsm.AppendMultiResult, error)
 	Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error)
 	TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error)
 	DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error)
@@ -55,7 +57,67 @@ func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.Ap
 	return connect.NewResponse(&skaldv1.AppendResponse{
 		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
 		FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition, Index: res.Index,
+		Duplicate: res.Duplicate,
 	}), nil
+}
+
+func (s *eventStore) AppendMulti(ctx context.Context, req *connect.Request[skaldv1.AppendMultiRequest]) (*connect.Response[skaldv1.AppendMultiResponse], error) {
+	cmd, err := appendMultiCommand(callerFrom(ctx).namespace, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.AppendMulti(ctx, cmd)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition,
+		Index: res.Index, Duplicate: res.Duplicate}
+	for _, r := range res.Streams {
+		out.Streams = append(out.Streams, &skaldv1.StreamAppendResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// appendMultiCommand checks an AppendMulti request against the limits
+// (fsm.MaxMultiStreams streams, each once; fsm.MaxAppendMessages messages
+// and fsm.MaxMultiBytes of data and metadata in all) and converts it.
+func appendMultiCommand(ns string, m *skaldv1.AppendMultiRequest) (*fsmv1.AppendMulti, error) {
+	if n := len(m.Streams); n < 1 || n > fsm.MaxMultiStreams {
+		return nil, invalidField("streams", "must hold 1..%d streams, got %d", fsm.MaxMultiStreams, n)
+	}
+	cmd := &fsmv1.AppendMulti{Namespace: ns, Streams: make([]*fsmv1.StreamAppend, len(m.Streams))}
+	seen := make(map[string]int, len(m.Streams))
+	total, bytes := 0, 0
+	for i, s := range m.Streams {
+		field := func(f string) string { return fmt.Sprintf("streams[%d].%s", i, f) }
+		if err := checkStream(field("stream"), s.Stream); err != nil {
+			return nil, err
+		}
+		if j, ok := seen[s.Stream]; ok {
+			return nil, invalidField(field("stream"), "repeats streams[%d].stream %q: give each stream once", j, s.Stream)
+		}
+		seen[s.Stream] = i
+		if s.ExpectedVersion != nil && *s.ExpectedVersion < -1 {
+			return nil, invalidField(field("expected_version"), "must be -1 (no stream) or more, got %d", *s.ExpectedVersion)
+		}
+		msgs, err := newMessagesAt(field("messages"), s.Messages)
+		if err != nil {
+			return nil, err
+		}
+		for _, msg := range msgs {
+			bytes += len(msg.Data) + len(msg.Metadata)
+		}
+		total += len(msgs)
+		cmd.Streams[i] = &fsmv1.StreamAppend{Stream: s.Stream, ExpectedVersion: s.ExpectedVersion, Messages: msgs}
+	}
+	if total > fsm.MaxAppendMessages {
+		return nil, invalidField("streams", "must hold 1..%d messages in all, got %d", fsm.MaxAppendMessages, total)
+	}
+	if bytes > fsm.MaxMultiBytes {
+		return nil, invalidField("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, fsm.MaxMultiBytes)
+	}
+	return cmd, nil
 }
 
 // read runs fn on a view of the caller's namespace at the requested

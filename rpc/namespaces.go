@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node"
@@ -47,7 +48,11 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	} else if name != m.Name {
 		return nil, invalidField("token", "names namespace %q, not %q", name, m.Name)
 	}
-	res, err := s.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: m.Name, Description: m.Description, TokenHash: TokenHash(token)})
+	window, err := dedupeWindow(m)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: m.Name, Description: m.Description, TokenHash: TokenHash(token), DedupeWindowNanos: window})
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
@@ -85,6 +90,8 @@ func (s *namespaces) info(ctx context.Context, name string, opts node.ReadOption
 			Name: ns.Name, Description: ns.Description, CreatedAt: timestamp(ns.CreatedAt),
 			MessageCount: st.MessageCount, StreamCount: st.StreamCount, LastActivity: timestamp(st.LastActivity),
 		}
+		window, forever := ns.DedupeWindow()
+		out.DedupeWindow, out.DedupeForever = durationpb.New(window), forever
 		return nil
 	})
 	return out, err
@@ -123,4 +130,28 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 		return nil, toConnect(ctx, s.log, err)
 	}
 	return connect.NewResponse(info), nil
+}
+
+// dedupeWindow turns a Create request's idempotent-write options into
+// CreateNamespace.dedupe_window_nanos.
+func dedupeWindow(m *skaldv1.CreateRequest) (int64, error) {
+	switch {
+	case m.DedupeForever && m.DedupeWindow != nil:
+		return 0, invalidField("dedupe_window", "must be unset with dedupe_forever")
+	case m.DedupeForever:
+		return fsm.DedupeForever, nil
+	case m.DedupeWindow == nil:
+		return 0, nil // the default
+	}
+	if err := m.DedupeWindow.CheckValid(); err != nil {
+		return 0, invalidField("dedupe_window", "%v", err)
+	}
+	d := m.DedupeWindow.AsDuration()
+	switch {
+	case d == 0:
+		return fsm.DedupeOff, nil
+	case d < fsm.MinDedupeWindow:
+		return 0, invalidField("dedupe_window", "must be 0 (off) or at least %s, got %s", fsm.MinDedupeWindow, d)
+	}
+	return int64(d), nil
 }

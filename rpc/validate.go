@@ -38,12 +38,18 @@ func asInvalid(err error) error {
 // newMessages validates the messages of an append and converts them. Ids,
 // when given, must be UUIDs and are stored in canonical lowercase form.
 func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
+	return newMessagesAt("messages", in)
+}
+
+// newMessagesAt is newMessages with field paths under path
+// ("streams[2].messages" in an AppendMulti).
+func newMessagesAt(path string, in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
 	if n := len(in); n < 1 || n > fsm.MaxAppendMessages {
-		return nil, invalidField("messages", "must hold 1..%d messages, got %d", fsm.MaxAppendMessages, n)
+		return nil, invalidField(path, "must hold 1..%d messages, got %d", fsm.MaxAppendMessages, n)
 	}
 	out := make([]*fsmv1.NewMessage, len(in))
 	for i, m := range in {
-		field := func(f string) string { return fmt.Sprintf("messages[%d].%s", i, f) }
+		field := func(f string) string { return fmt.Sprintf("%s[%d].%s", path, i, f) }
 		id := ""
 		if m.Id != "" {
 			u, err := uuid.Parse(m.Id)
@@ -65,7 +71,7 @@ func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
 		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
 			return nil, asInvalid(err)
 		}
-		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata)}
+		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != ""}
 	}
 	return out, nil
 }

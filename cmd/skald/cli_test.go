@@ -183,6 +183,24 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("ns create json %q: %v", out, err)
 	}
 	shop := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	multiFile := write("multi.json", `{"streams":[
+		{"stream":"mm-1","expected_version":-1,"messages":[
+			{"type":"A","data":{"n":1},"id":"0192f0c4-0000-7000-8000-0000000000b1"},
+			{"type":"B","data":{"n":2},"metadata":{"by":"ann"},"id":"0192f0c4-0000-7000-8000-0000000000b2"}]},
+		{"stream":"mm-2","messages":[{"type":"C","data":{},"id":"0192f0c4-0000-7000-8000-0000000000b3"}]}]}`)
+	multiConflictFile := write("conflict.json", `{"streams":[
+		{"stream":"mm-1","expected_version":5,"messages":[{"type":"A","data":{}}]},
+		{"stream":"mm-2","expected_version":0,"messages":[{"type":"A","data":{}}]},
+		{"stream":"mm-3","expected_version":0,"messages":[{"type":"A","data":{}}]}]}`)
+	multiBadFile := write("bad.json", `{"strems":[]}`)
 	cases := []struct {
 		name     string
 		env      []string
@@ -214,13 +232,26 @@ func TestCLI(t *testing.T) {
 		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
 		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		// -o json prints the API's reply message, every field.
-		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":"0", ?"lastPosition":"0", ?"firstGlobalPosition":"\d+", ?"lastGlobalPosition":"\d+", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":"0", ?"lastPosition":"0", ?"firstGlobalPosition":"\d+", ?"lastGlobalPosition":"\d+", ?"index":"[1-9]\d*", ?"duplicate":false\}\n$`, ""},
 		{"ns create json", admin, []string{"ns", "create", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"token":"ns_dG1w_[0-9a-f]{64}", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"index":"[1-9]\d*"\}\n$`, ""},
-		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":"0", ?"streamCount":"0", ?"lastActivity":null\}\n$`, ""},
+		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":"0", ?"streamCount":"0", ?"lastActivity":null, ?"dedupeWindow":"120s", ?"dedupeForever":false\}\n$`, ""},
 		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":"0", ?"index":"[1-9]\d*"\}\n$`, ""},
 		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":"\d+", ?"commitIndex":"\d+", ?"appliedIndex":"\d+", ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":"[1-9]\d*"\}\]\}\n$`, ""},
 		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitFailure, `^$`, `^skald: internal: `},
 		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch"}, 0, `^Removed server nosuch\.\n$`, ""},
+		{"ns create dedupe window too short", admin, []string{"ns", "create", "dd1", "--dedupe-window", "500ms"}, exitUsage, `^$`, `invalid_argument: dedupe_window: must be 0 \(off\) or at least 1s, got 500ms`},
+		{"ns create bad dedupe window", admin, []string{"ns", "create", "dd1", "--dedupe-window", "soon"}, exitUsage, `^$`, `--dedupe-window "soon": want a duration \(2m, 1h\), off or forever`},
+		{"ns create dedupe forever", admin, []string{"ns", "create", "dd2", "--dedupe-window", "forever"}, 0, `Created namespace dd2`, ""},
+		{"ns info dedupe", admin, []string{"ns", "info", "dd2"}, 0, `(?s)DEDUPE WINDOW\n.*dd2.*forever\n`, ""},
+		{"ns create dedupe help", admin, []string{"ns", "create", "--help"}, 0, `^$`, `-dedupe-window string\n\s+idempotent writes`},
+		{"append with id", admin, []string{"append", "dd-1", "T", `{}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, 0, `Appended to dd-1 at position 0`, ""},
+		{"append retried with the same id", admin, []string{"append", "dd-1", "T", `{}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, 0, `Already appended to dd-1 at position 0 \(global position \d+\): the id was written before; nothing written`, ""},
+		{"append-multi", admin, []string{"append-multi", multiFile}, 0, `(?s)STREAM\s+POSITIONS\s+GLOBAL POSITIONS\n\s*mm-1\s+0\.\.1\s+\d+\.\.\d+\n\s*mm-2\s+0\.\.0`, ""},
+		{"append-multi again", admin, []string{"append-multi", multiFile}, 0, `^Already appended`, ""},
+		{"append-multi conflict", admin, []string{"append-multi", multiConflictFile}, exitConflict, `^$`, `aborted: expected versions do not match: stream "mm-1" is at version 1, expected 5; stream "mm-3" is at version -1, expected 0`},
+		{"append-multi unknown field", admin, []string{"append-multi", multiBadFile}, exitUsage, `^$`, `invalid JSON: json: unknown field "strems"`},
+		{"append-multi help", admin, []string{"append-multi", "--help"}, 0, `^$`, `(?s)Usage: skald append-multi FILE\|-.*Limits: 1\.\.100 streams`},
+		{"append same id other data", admin, []string{"append", "dd-1", "T", `{"x":1}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, exitConflict, `^$`, `already_exists: messages\[0\]\.id 0192f0c4-0000-7000-8000-0000000000c1 was already written to stream "dd-1" at position 0`},
 		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
 		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},

@@ -18,7 +18,7 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
 	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
-	id := fs.String("id", "", "message id (UUID); generated when empty")
+	id := fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type and data,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
 	rest, err := cf.parse(fs, args, 3, 3)
 	if err != nil {
 		return err
@@ -48,6 +48,10 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if cf.output == "json" {
 		return printJSON(stdout, appendReply(res))
+	}
+	if res.Duplicate {
+		fmt.Fprintf(stdout, "Already appended to %s at position %d (global position %d): the id was written before; nothing written.\n", rest[0], res.FirstPosition, res.FirstGlobalPosition)
+		return nil
 	}
 	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], res.FirstPosition, res.FirstGlobalPosition, res.Index)
 	return nil

@@ -23,6 +23,7 @@ Usage:
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
   skald append STREAM TYPE DATA-JSON [--expected-version N]
+  skald append-multi FILE|-     append to several streams at once, all or nothing (JSON)
   skald read STREAM             read a stream
   skald category NAME           read a category [--member M --size S --correlation C]
   skald tail [STREAM | --category C | --all]
@@ -123,6 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runNS(ctx, args[1:], stdout, stderr)
 	case "append":
 		return runAppend(ctx, args[1:], stdout, stderr)
+	case "append-multi":
+		return runAppendMulti(ctx, args[1:], stdout, stderr)
 	case "read":
 		return runRead(ctx, args[1:], stdout, stderr)
 	case "category":

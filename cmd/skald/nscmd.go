@@ -13,7 +13,7 @@ import (
 
 const nsUsage = `Usage: skald ns <create|list|info|delete> ...
 
-  skald ns create NAME [--description TEXT] [--ns-token TOKEN]   (admin token)
+  skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]   (admin token)
   skald ns list                                                  (admin token)
   skald ns info NAME                                             (admin, or the namespace's own token)
   skald ns delete NAME                                           (admin token)
@@ -26,19 +26,35 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "create":
-		fs, cf := newClientFlagSet("ns create", "skald ns create NAME [--description TEXT] [--ns-token TOKEN]", stderr)
+		fs, cf := newClientFlagSet("ns create", "skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]", stderr)
 		desc := fs.String("description", "", "what the namespace is for")
 		nsToken := fs.String("ns-token", "", "use this token for the namespace instead of a generated one")
+		dedupe := fs.String("dedupe-window", "", "idempotent writes: how long message ids given by clients are remembered (a write of ids\n"+
+			"already written returns the original positions): a duration of 1s or more, off, or forever (default: the server's, 2m)")
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
+		}
+		var opts []client.NamespaceOption
+		switch *dedupe {
+		case "":
+		case "off", "0":
+			opts = append(opts, client.WithDedupeWindow(0))
+		case "forever":
+			opts = append(opts, client.WithDedupeForever())
+		default:
+			d, err := time.ParseDuration(*dedupe)
+			if err != nil {
+				return &exitError{exitUsage, fmt.Errorf("ns create: --dedupe-window %q: want a duration (2m, 1h), off or forever", *dedupe)}
+			}
+			opts = append(opts, client.WithDedupeWindow(d))
 		}
 		c, err := cf.connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		ns, err := c.CreateNamespace(ctx, rest[0], *desc, *nsToken)
+		ns, err := c.CreateNamespace(ctx, rest[0], *desc, *nsToken, opts...)
 		if err != nil {
 			return apiError(err)
 		}
@@ -91,7 +107,8 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cf.output == "json" {
 			return printJSON(stdout, namespaceInfo(ns))
 		}
-		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", [][]string{nsRow(ns)})
+		row := append(nsRow(ns), dedupeOf(ns))
+		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION\tDEDUPE WINDOW", [][]string{row})
 	case "delete":
 		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME", stderr)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
@@ -122,6 +139,17 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func nsRow(n client.Namespace) []string {
 	return []string{n.Name, strconv.FormatInt(n.MessageCount, 10), strconv.FormatInt(n.StreamCount, 10), when(n.CreatedAt), when(n.LastActivity), n.Description}
+}
+
+// dedupeOf is a namespace's idempotent-write window as ns create takes it.
+func dedupeOf(n client.Namespace) string {
+	switch {
+	case n.DedupeForever:
+		return "forever"
+	case n.DedupeWindow == 0:
+		return "off"
+	}
+	return n.DedupeWindow.String()
 }
 
 // when is t for a table; "-" for the zero time (none).

@@ -44,7 +44,17 @@ func appendReply(r client.AppendResult) *skaldv1.AppendResponse {
 	return &skaldv1.AppendResponse{
 		FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
 		FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index,
+		Duplicate: r.Duplicate,
 	}
+}
+
+func appendMultiReply(r client.AppendMultiResult) *skaldv1.AppendMultiResponse {
+	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index, Duplicate: r.Duplicate}
+	for _, s := range r.Streams {
+		out.Streams = append(out.Streams, &skaldv1.StreamAppendResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
+			FirstGlobalPosition: s.FirstGlobalPosition, LastGlobalPosition: s.LastGlobalPosition})
+	}
+	return out
 }
 
 func createReply(ns client.CreatedNamespace) *skaldv1.CreateResponse {
@@ -59,6 +69,7 @@ func namespaceInfo(ns client.Namespace) *skaldv1.NamespaceInfo {
 	return &skaldv1.NamespaceInfo{
 		Name: ns.Name, Description: ns.Description, CreatedAt: timestampOf(ns.CreatedAt),
 		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: timestampOf(ns.LastActivity),
+		DedupeWindow: durationpb.New(ns.DedupeWindow), DedupeForever: ns.DedupeForever,
 	}
 }
 

@@ -249,3 +249,20 @@ func (m *Main) Close() {
 		os.RemoveAll(d)
 	}
 }
+
+// CreateNamespace creates namespace name with the given dedupe window
+// (fsmv1.CreateNamespace.dedupe_window_nanos: 0 default, -1 off, -2
+// forever) on the leader and returns its token.
+func (c *Cluster) CreateNamespace(t T, name string, dedupeWindowNanos int64) string {
+	t.Helper()
+	token, err := rpc.NewToken(name)
+	if err != nil {
+		t.Fatalf("token for %s: %v", name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	if _, err := c.Leader().CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, TokenHash: rpc.TokenHash(token), DedupeWindowNanos: dedupeWindowNanos}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	return token
+}

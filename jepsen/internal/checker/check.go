@@ -67,7 +67,9 @@ type Stats struct {
 	ByF           map[string]map[history.Type]int `json:"by_f"`
 	FinalEvents   int                             `json:"final_events"`
 	Streams       int                             `json:"streams"`
-	Recovered     int                             `json:"recovered"` // indeterminate appends found in the final log
+	Recovered     int                             `json:"recovered"`      // indeterminate appends found in the final log
+	Retried       int                             `json:"retried"`        // appends sent more than once (idempotent workload)
+	DuplicateAcks int                             `json:"duplicate_acks"` // acknowledgements of ids already written
 	LostUnacked   int                             `json:"indeterminate_absent"`
 	DurationSec   float64                         `json:"duration_sec"`
 	OKPerSec      float64                         `json:"ok_ops_per_sec"`
@@ -135,6 +137,7 @@ func Check(in Input, opts Options) Result {
 	}
 	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}}
 	s.stats(in)
+	mergeRetries(s) // after stats: those count every attempt
 
 	nodes := append([]string(nil), in.Nodes...)
 	sort.Strings(nodes)
@@ -245,6 +248,9 @@ func (s *state) stats(in Input) {
 			st.ByF[p.Invoke.F] = map[history.Type]int{}
 		}
 		st.ByF[p.Invoke.F][p.Type()]++
+		if p.Type() == history.OK && p.Complete.Result != nil && p.Complete.Result.Duplicate {
+			st.DuplicateAcks++
+		}
 		if p.Complete.Time != 1<<63-1 && p.Complete.Time > last {
 			last = p.Complete.Time
 		}

@@ -175,6 +175,40 @@ func TestCheck(t *testing.T) {
 			h.readStream(6, "acct-3", history.Local, 0, 310, 320, ev("x0", "acct-3", 0, 11))
 			return f
 		}, want: false, anomaly: "observed-then-lost"},
+		// Idempotent writes: attempts of one append carry the same ids.
+		{name: "retry after unknown acknowledged as duplicate", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.Info, 0, 0, 0)
+			h.append(6, "acct-3", "x0", nil, 320, 330, history.OK, 0, 11, 20)
+			h.ops[len(h.ops)-1].Result.Duplicate = true
+			// A write acknowledged in between does not make the retry's
+			// earlier global position a realtime-order violation: the
+			// append began with its first attempt.
+			h.append(7, "acct-4", "x1", nil, 312, 315, history.OK, 0, 12, 21)
+			return append(f, ev("x0", "acct-3", 0, 11), ev("x1", "acct-4", 0, 12))
+		}, want: true},
+		{name: "hedged attempts both acknowledged alike", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 320, history.OK, 0, 11, 20)
+			h.append(6, "acct-3", "x0", nil, 300, 330, history.OK, 0, 11, 21)
+			h.ops[len(h.ops)-1].Result.Duplicate = true
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: true},
+		{name: "retry written twice", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 310, history.Info, 0, 0, 0)
+			h.append(6, "acct-3", "x0", nil, 320, 330, history.OK, 1, 12, 20)
+			return append(f, ev("x0", "acct-3", 0, 11), ev("x0", "acct-3", 1, 12))
+		}, want: false, anomaly: "duplicate"},
+		{name: "retry acknowledged elsewhere", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 320, history.OK, 0, 11, 20)
+			h.append(6, "acct-3", "x0", nil, 300, 330, history.OK, 1, 12, 21)
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: false, anomaly: "retry-mismatch"},
+		{name: "duplicate of nothing", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.append(5, "acct-3", "x0", nil, 300, 320, history.OK, 0, 11, 20)
+			h.append(6, "acct-3", "x0", nil, 300, 330, history.OK, 0, 11, 21)
+			h.ops[len(h.ops)-3].Result.Duplicate = true
+			h.ops[len(h.ops)-1].Result.Duplicate = true
+			return append(f, ev("x0", "acct-3", 0, 11))
+		}, want: false, anomaly: "phantom-duplicate"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

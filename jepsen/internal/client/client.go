@@ -1,7 +1,9 @@
 // Package client owns the chaos harness's recording client: every call to
 // a node is recorded as an invocation and a completion whose type says
 // what the harness may assume (ok, fail: certainly no effect, info: maybe).
-// It never retries and never reuses a message id.
+// It never retries on its own and never reuses a message id; the
+// idempotent workload sends an append again (a new operation with the
+// same ids and data) when its outcome is unknown.
 package client
 
 import (
@@ -56,10 +58,16 @@ func (c *Client) NewID(process int) string {
 // Append appends one message per id to stream, expecting version exp
 // (nil: any), through node.
 func (c *Client) Append(ctx context.Context, process int, node, stream string, ids []string, exp *int64) history.Op {
+	return c.AppendTagged(ctx, process, node, stream, ids, exp, process)
+}
+
+// AppendTagged is Append with the messages' data naming tag rather than the
+// process: a retry of an append (another process) must send the same data.
+func (c *Client) AppendTagged(ctx context.Context, process int, node, stream string, ids []string, exp *int64, tag int) history.Op {
 	v := history.Value{Stream: stream, IDs: ids, Expected: exp}
 	req := &skaldv1.AppendRequest{Stream: stream, ExpectedVersion: exp}
 	for _, id := range ids {
-		req.Messages = append(req.Messages, &skaldv1.NewMessage{Id: id, Type: "Jepsen", Data: []byte(`{"p":` + fmt.Sprint(process) + `}`)})
+		req.Messages = append(req.Messages, &skaldv1.NewMessage{Id: id, Type: "Jepsen", Data: []byte(`{"p":` + fmt.Sprint(tag) + `}`)})
 	}
 	return c.call(ctx, process, node, history.FAppend, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
 		resp, err := es.Append(ctx, connect.NewRequest(req))
@@ -67,7 +75,7 @@ func (c *Client) Append(ctx context.Context, process int, node, stream string, i
 			return nil, err
 		}
 		m := resp.Msg
-		return &history.Result{Pos: m.FirstPosition, Global: m.FirstGlobalPosition, Index: m.Index}, nil
+		return &history.Result{Pos: m.FirstPosition, Global: m.FirstGlobalPosition, Index: m.Index, Duplicate: m.Duplicate}, nil
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/jepsen/internal/client"
 	"github.com/skalddb/skald/rpc"
@@ -312,8 +313,9 @@ func (c *Cluster) healthy(ctx context.Context) error {
 // CreateNamespace creates a namespace with a token of the harness's
 // choosing and returns the token. It retries while the cluster settles; a
 // retry that finds the namespace already there found the earlier attempt's
-// (the cluster is new), so it succeeds with the same token.
-func (c *Cluster) CreateNamespace(ctx context.Context, name string) (string, error) {
+// (the cluster is new), so it succeeds with the same token. dedupeOff
+// turns idempotent writes off for it.
+func (c *Cluster) CreateNamespace(ctx context.Context, name string, dedupeOff bool) (string, error) {
 	token, err := rpc.NewToken(name)
 	if err != nil {
 		return "", err
@@ -323,7 +325,11 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string) (string, err
 	for time.Now().Before(deadline) {
 		for _, n := range c.Nodes {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.admin[n.Name].Create(cctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name, Description: "jepsen", Token: token}))
+			req := &skaldv1.CreateRequest{Name: name, Description: "jepsen", Token: token}
+			if dedupeOff {
+				req.DedupeWindow = durationpb.New(0)
+			}
+			_, err := c.admin[n.Name].Create(cctx, connect.NewRequest(req))
 			cancel()
 			if err == nil || connect.CodeOf(err) == connect.CodeAlreadyExists {
 				return token, nil

@@ -75,12 +75,15 @@ type Value struct {
 
 // Result is what an ok (or a version-conflict fail) completion returned.
 type Result struct {
-	Pos     int64   `json:"pos"`    // append: first stream position
-	Global  int64   `json:"global"` // append: first global position
-	Index   uint64  `json:"index"`  // append: Raft index; read: applied index
-	Version int64   `json:"version"`
-	Actual  *int64  `json:"actual,omitempty"` // version conflict: the stream's version
-	Events  []Event `json:"events,omitempty"`
+	Pos     int64  `json:"pos"`    // append: first stream position
+	Global  int64  `json:"global"` // append: first global position
+	Index   uint64 `json:"index"`  // append: Raft index; read: applied index
+	Version int64  `json:"version"`
+	Actual  *int64 `json:"actual,omitempty"` // version conflict: the stream's version
+	// Duplicate: the append's ids were already written (idempotent
+	// writes); the positions are the original ones.
+	Duplicate bool    `json:"duplicate,omitempty"`
+	Events    []Event `json:"events,omitempty"`
 }
 
 // Event is one message as a read (or the final log) saw it.

@@ -73,6 +73,9 @@ func Summary(run Run, res checker.Result) string {
 	st := res.Stats
 	fmt.Fprintf(&b, "ops: %d in %.1fs, %.1f ok/s (%.1f ok/s during faults); final log %d events in %d streams; indeterminate appends: %d applied, %d not\n",
 		st.Ops, st.DurationSec, st.OKPerSec, st.FaultOKPerSec, st.FinalEvents, st.Streams, st.Recovered, st.LostUnacked)
+	if st.Retried > 0 || st.DuplicateAcks > 0 {
+		fmt.Fprintf(&b, "appends sent more than once (retried or hedged): %d; attempts acknowledged as duplicates: %d\n", st.Retried, st.DuplicateAcks)
+	}
 	for _, f := range slices.Sorted(maps.Keys(st.ByF)) {
 		c := st.ByF[f]
 		fmt.Fprintf(&b, "  %-14s ok %6d  fail %6d  info %6d\n", f, c[history.OK], c[history.Fail], c[history.Info])

@@ -26,22 +26,26 @@ import (
 
 // Options is one run's configuration (the CLI flags).
 type Options struct {
-	Workload      string                           `json:"workload"`
-	Nemesis       string                           `json:"nemesis"`
-	Nodes         int                              `json:"nodes"`
-	Time          time.Duration                    `json:"time"`
-	Rate          float64                          `json:"rate"`
-	Concurrency   int                              `json:"concurrency"`
-	Seed          uint64                           `json:"seed"`
-	Out           string                           `json:"out"`
-	Bin           string                           `json:"bin"`
-	Mutant        string                           `json:"mutant,omitempty"`
-	Net           string                           `json:"net"` // auto, netns, proxy
-	Interval      time.Duration                    `json:"nemesis_interval"`
-	Quiet         time.Duration                    `json:"quiet"`
-	ClientTimeout time.Duration                    `json:"client_timeout"`
-	Keep          bool                             `json:"keep"`
-	Logf          func(format string, args ...any) `json:"-"`
+	Workload      string        `json:"workload"`
+	Nemesis       string        `json:"nemesis"`
+	Nodes         int           `json:"nodes"`
+	Time          time.Duration `json:"time"`
+	Rate          float64       `json:"rate"`
+	Concurrency   int           `json:"concurrency"`
+	Seed          uint64        `json:"seed"`
+	Out           string        `json:"out"`
+	Bin           string        `json:"bin"`
+	Mutant        string        `json:"mutant,omitempty"`
+	Net           string        `json:"net"` // auto, netns, proxy
+	Interval      time.Duration `json:"nemesis_interval"`
+	Quiet         time.Duration `json:"quiet"`
+	ClientTimeout time.Duration `json:"client_timeout"`
+	Keep          bool          `json:"keep"`
+	// DedupeOff creates the run's namespace with idempotent writes off:
+	// a message id written again is stored again (what a namespace made
+	// with --dedupe-window off, or a client without ids, gets).
+	DedupeOff bool                             `json:"dedupe_off,omitempty"`
+	Logf      func(format string, args ...any) `json:"-"`
 }
 
 // Exit codes.
@@ -101,7 +105,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	}
 	defer c.Close()
 	o.Logf("cluster of %d up", o.Nodes)
-	token, err := c.CreateNamespace(ctx, "jepsen")
+	token, err := c.CreateNamespace(ctx, "jepsen", o.DedupeOff)
 	if err != nil {
 		return out, err
 	}

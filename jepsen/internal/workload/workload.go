@@ -2,7 +2,11 @@
 // operations, on which streams and nodes, at what rate. Every logical
 // process has at most one operation open, and a process whose operation
 // ended indeterminate is retired (its worker continues under a new id), so
-// per-process order stays meaningful. It must never retry a write.
+// per-process order stays meaningful. It never retries a write, except in
+// the idempotent workload: there an append whose outcome is unknown is sent
+// again, as a new operation of a new process, with the same ids and data
+// (the server must apply it once), and some appends are sent twice at once
+// through two nodes (a hedged request), so retries race their originals.
 package workload
 
 import (
@@ -17,7 +21,7 @@ import (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent"}
 
 // Config is one workload run.
 type Config struct {
@@ -39,6 +43,8 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 		mix = []weighted{{20, opVersion}, {70, opCASAppend}, {10, opReadStream}}
 	case "ryw":
 		mix = []weighted{{40, opAppend}, {45, opSessionStream}, {15, opSessionCategory}}
+	case "idempotent":
+		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -104,6 +110,14 @@ const (
 	opSessionStream
 	opSessionCategory
 	opLocalStream
+	opIdemAppend
+)
+
+// Idempotent appends: how many times one append is sent at most, and how
+// often it is also hedged through a second node at the same time.
+const (
+	idemAttempts = 30
+	hedgeOneIn   = 4
 )
 
 type weighted struct {
@@ -164,6 +178,9 @@ type worker struct {
 	// expected-version appends.
 	version  map[string]int64
 	lastWrit string
+	// hedges counts this worker's hedged requests (each gets a process id
+	// of its own, above every worker's).
+	hedges int
 }
 
 func (w *worker) node() string {
@@ -219,6 +236,9 @@ func (w *worker) step(ctx context.Context) {
 		node := w.node()
 		op = w.c.Append(ctx, w.pid, node, st, ids, nil)
 		w.lastWrit = node
+	case opIdemAppend:
+		w.idemAppend(ctx)
+		return
 	case opCASAppend:
 		st := w.stream()
 		exp := int64(-1)
@@ -274,5 +294,38 @@ func (w *worker) observe(op history.Op) {
 		w.version[op.Value.Stream] = r.Pos + int64(len(op.Value.IDs)) - 1
 	case history.FVersion:
 		w.version[op.Value.Stream] = r.Version
+	}
+}
+
+// idemAppend appends 1..2 messages and, while the outcome is unknown, sends
+// the same append again (same ids and data, a new process, maybe another
+// node) until it is acknowledged or certainly failed. One in hedgeOneIn
+// appends is also sent through a second node at the same moment.
+func (w *worker) idemAppend(ctx context.Context) {
+	st, n := w.stream(), 1+w.rng.IntN(2)
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = w.c.NewID(w.pid)
+	}
+	tag := w.pid
+	if w.rng.IntN(hedgeOneIn) == 0 && len(w.cfg.Nodes) > 1 {
+		w.hedges++
+		hp := w.cfg.Concurrency*(1<<20) + w.pid + w.cfg.Concurrency*w.hedges
+		hnode := w.otherNode(w.node())
+		done := make(chan history.Op, 1)
+		go func() { done <- w.c.AppendTagged(ctx, hp, hnode, st, ids, nil, tag) }()
+		defer func() { w.known.see(<-done) }()
+	}
+	for attempt := 0; attempt < idemAttempts; attempt++ {
+		node := w.node()
+		if attempt > 0 {
+			node = w.cfg.Nodes[w.rng.IntN(len(w.cfg.Nodes))] // that one may be cut off
+		}
+		op := w.c.AppendTagged(ctx, w.pid, node, st, ids, nil, tag)
+		w.lastWrit = node
+		w.observe(op)
+		if op.Type != history.Info || ctx.Err() != nil {
+			return
+		}
 	}
 }

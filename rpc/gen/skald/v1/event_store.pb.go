@@ -90,7 +90,11 @@ type AppendResponse struct {
 	LastGlobalPosition  int64                  `protobuf:"varint,4,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
 	// Raft index of the write: pass it as read.min_index for
 	// read-your-writes on any node.
-	Index         uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Index uint64 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	// The messages were already written (same ids, stream, types and data,
+	// within the namespace's dedupe window): nothing was written and the
+	// positions are the original ones.
+	Duplicate     bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +164,273 @@ func (x *AppendResponse) GetIndex() uint64 {
 	return 0
 }
 
+func (x *AppendResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type AppendMultiRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Streams       []*StreamAppend        `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMultiRequest) Reset() {
+	*x = AppendMultiRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiRequest) ProtoMessage() {}
+
+func (x *AppendMultiRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiRequest.ProtoReflect.Descriptor instead.
+func (*AppendMultiRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AppendMultiRequest) GetStreams() []*StreamAppend {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Messages        []*NewMessage          `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	ExpectedVersion *int64                 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamAppend) Reset() {
+	*x = StreamAppend{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppend) ProtoMessage() {}
+
+func (x *StreamAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
+func (*StreamAppend) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StreamAppend) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppend) GetMessages() []*NewMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *StreamAppend) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+type AppendMultiResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per stream, in the request's order.
+	Streams             []*StreamAppendResult `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	FirstGlobalPosition int64                 `protobuf:"varint,2,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                 `protobuf:"varint,3,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	Index               uint64                `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// Every message was already written by the same call (idempotent
+	// writes): nothing was written, the positions are the original ones.
+	Duplicate     bool `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMultiResponse) Reset() {
+	*x = AppendMultiResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiResponse) ProtoMessage() {}
+
+func (x *AppendMultiResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiResponse.ProtoReflect.Descriptor instead.
+func (*AppendMultiResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendMultiResponse) GetStreams() []*StreamAppendResult {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMultiResponse) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *AppendMultiResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type StreamAppendResult struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Stream              string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	FirstPosition       int64                  `protobuf:"varint,2,opt,name=first_position,json=firstPosition,proto3" json:"first_position,omitempty"`
+	LastPosition        int64                  `protobuf:"varint,3,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
+	FirstGlobalPosition int64                  `protobuf:"varint,4,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                  `protobuf:"varint,5,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *StreamAppendResult) Reset() {
+	*x = StreamAppendResult{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppendResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppendResult) ProtoMessage() {}
+
+func (x *StreamAppendResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppendResult.ProtoReflect.Descriptor instead.
+func (*StreamAppendResult) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StreamAppendResult) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppendResult) GetFirstPosition() int64 {
+	if x != nil {
+		return x.FirstPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetLastPosition() int64 {
+	if x != nil {
+		return x.LastPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *StreamAppendResult) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
 type ReadStreamRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Stream   string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -175,7 +446,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -187,7 +458,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -200,7 +471,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadStreamRequest) GetStream() string {
@@ -248,7 +519,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +531,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +544,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadStreamResponse) GetMessages() []*Message {
@@ -305,7 +576,7 @@ type ReadCategoryRequest struct {
 
 func (x *ReadCategoryRequest) Reset() {
 	*x = ReadCategoryRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +588,7 @@ func (x *ReadCategoryRequest) String() string {
 func (*ReadCategoryRequest) ProtoMessage() {}
 
 func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +601,7 @@ func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryRequest.ProtoReflect.Descriptor instead.
 func (*ReadCategoryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadCategoryRequest) GetCategory() string {
@@ -385,7 +656,7 @@ type ReadCategoryResponse struct {
 
 func (x *ReadCategoryResponse) Reset() {
 	*x = ReadCategoryResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +668,7 @@ func (x *ReadCategoryResponse) String() string {
 func (*ReadCategoryResponse) ProtoMessage() {}
 
 func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +681,7 @@ func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryResponse.ProtoReflect.Descriptor instead.
 func (*ReadCategoryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadCategoryResponse) GetMessages() []*Message {
@@ -438,7 +709,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +721,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +734,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadAllRequest) GetGlobalPosition() int64 {
@@ -497,7 +768,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +780,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +793,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadAllResponse) GetMessages() []*Message {
@@ -551,7 +822,7 @@ type LastMessageRequest struct {
 
 func (x *LastMessageRequest) Reset() {
 	*x = LastMessageRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +834,7 @@ func (x *LastMessageRequest) String() string {
 func (*LastMessageRequest) ProtoMessage() {}
 
 func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +847,7 @@ func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageRequest.ProtoReflect.Descriptor instead.
 func (*LastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LastMessageRequest) GetStream() string {
@@ -610,7 +881,7 @@ type LastMessageResponse struct {
 
 func (x *LastMessageResponse) Reset() {
 	*x = LastMessageResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +893,7 @@ func (x *LastMessageResponse) String() string {
 func (*LastMessageResponse) ProtoMessage() {}
 
 func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +906,7 @@ func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageResponse.ProtoReflect.Descriptor instead.
 func (*LastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LastMessageResponse) GetMessage() *Message {
@@ -662,7 +933,7 @@ type StreamVersionRequest struct {
 
 func (x *StreamVersionRequest) Reset() {
 	*x = StreamVersionRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +945,7 @@ func (x *StreamVersionRequest) String() string {
 func (*StreamVersionRequest) ProtoMessage() {}
 
 func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +958,7 @@ func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionRequest.ProtoReflect.Descriptor instead.
 func (*StreamVersionRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamVersionRequest) GetStream() string {
@@ -715,7 +986,7 @@ type StreamVersionResponse struct {
 
 func (x *StreamVersionResponse) Reset() {
 	*x = StreamVersionResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +998,7 @@ func (x *StreamVersionResponse) String() string {
 func (*StreamVersionResponse) ProtoMessage() {}
 
 func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +1011,7 @@ func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionResponse.ProtoReflect.Descriptor instead.
 func (*StreamVersionResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamVersionResponse) GetVersion() int64 {
@@ -771,7 +1042,7 @@ type ListStreamsRequest struct {
 
 func (x *ListStreamsRequest) Reset() {
 	*x = ListStreamsRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +1054,7 @@ func (x *ListStreamsRequest) String() string {
 func (*ListStreamsRequest) ProtoMessage() {}
 
 func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +1067,7 @@ func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListStreamsRequest) GetPrefix() string {
@@ -838,7 +1109,7 @@ type StreamInfo struct {
 
 func (x *StreamInfo) Reset() {
 	*x = StreamInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1121,7 @@ func (x *StreamInfo) String() string {
 func (*StreamInfo) ProtoMessage() {}
 
 func (x *StreamInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1134,7 @@ func (x *StreamInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInfo.ProtoReflect.Descriptor instead.
 func (*StreamInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamInfo) GetStream() string {
@@ -899,7 +1170,7 @@ type ListStreamsResponse struct {
 
 func (x *ListStreamsResponse) Reset() {
 	*x = ListStreamsResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1182,7 @@ func (x *ListStreamsResponse) String() string {
 func (*ListStreamsResponse) ProtoMessage() {}
 
 func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1195,7 @@ func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListStreamsResponse) GetStreams() []*StreamInfo {
@@ -957,7 +1228,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1240,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1253,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListCategoriesRequest) GetRead() *ReadOptions {
@@ -1003,7 +1274,7 @@ type CategoryInfo struct {
 
 func (x *CategoryInfo) Reset() {
 	*x = CategoryInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1286,7 @@ func (x *CategoryInfo) String() string {
 func (*CategoryInfo) ProtoMessage() {}
 
 func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1299,7 @@ func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CategoryInfo.ProtoReflect.Descriptor instead.
 func (*CategoryInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CategoryInfo) GetCategory() string {
@@ -1062,7 +1333,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1345,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1358,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*CategoryInfo {
@@ -1126,7 +1397,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1409,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1422,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubscribeRequest) GetTarget() isSubscribeRequest_Target {
@@ -1259,7 +1530,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1542,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1555,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1353,7 +1624,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1636,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1649,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CaughtUp) GetAppliedIndex() uint64 {
@@ -1399,7 +1670,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1682,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1695,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1447,7 +1718,7 @@ type DeleteStreamRequest struct {
 
 func (x *DeleteStreamRequest) Reset() {
 	*x = DeleteStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1730,7 @@ func (x *DeleteStreamRequest) String() string {
 func (*DeleteStreamRequest) ProtoMessage() {}
 
 func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1743,7 @@ func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteStreamRequest) GetStream() string {
@@ -1509,7 +1780,7 @@ type DeleteStreamResponse struct {
 
 func (x *DeleteStreamResponse) Reset() {
 	*x = DeleteStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1792,7 @@ func (x *DeleteStreamResponse) String() string {
 func (*DeleteStreamResponse) ProtoMessage() {}
 
 func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1805,7 @@ func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteStreamResponse) GetMessagesDeleted() int64 {
@@ -1570,7 +1841,7 @@ type TruncateStreamRequest struct {
 
 func (x *TruncateStreamRequest) Reset() {
 	*x = TruncateStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1853,7 @@ func (x *TruncateStreamRequest) String() string {
 func (*TruncateStreamRequest) ProtoMessage() {}
 
 func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1866,7 @@ func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamRequest.ProtoReflect.Descriptor instead.
 func (*TruncateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TruncateStreamRequest) GetStream() string {
@@ -1623,7 +1894,7 @@ type TruncateStreamResponse struct {
 
 func (x *TruncateStreamResponse) Reset() {
 	*x = TruncateStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1906,7 @@ func (x *TruncateStreamResponse) String() string {
 func (*TruncateStreamResponse) ProtoMessage() {}
 
 func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1919,7 @@ func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamResponse.ProtoReflect.Descriptor instead.
 func (*TruncateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TruncateStreamResponse) GetMessagesDeleted() int64 {
@@ -1685,7 +1956,7 @@ type DeleteByWatermarkRequest struct {
 
 func (x *DeleteByWatermarkRequest) Reset() {
 	*x = DeleteByWatermarkRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1968,7 @@ func (x *DeleteByWatermarkRequest) String() string {
 func (*DeleteByWatermarkRequest) ProtoMessage() {}
 
 func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1981,7 @@ func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteByWatermarkRequest) GetCategory() string {
@@ -1746,7 +2017,7 @@ type DeleteByWatermarkResponse struct {
 
 func (x *DeleteByWatermarkResponse) Reset() {
 	*x = DeleteByWatermarkResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +2029,7 @@ func (x *DeleteByWatermarkResponse) String() string {
 func (*DeleteByWatermarkResponse) ProtoMessage() {}
 
 func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +2042,7 @@ func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkResponse.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteByWatermarkResponse) GetMessagesDeleted() int64 {
@@ -1804,13 +2075,33 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
 	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"\xd8\x01\n" +
+	"\x11_expected_version\"\xf6\x01\n" +
 	"\x0eAppendResponse\x12%\n" +
 	"\x0efirst_position\x18\x01 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x02 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"\xca\x01\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"F\n" +
+	"\x12AppendMultiRequest\x120\n" +
+	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\"\x9d\x01\n" +
+	"\fStreamAppend\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
+	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x11_expected_version\"\xe7\x01\n" +
+	"\x13AppendMultiResponse\x126\n" +
+	"\astreams\x18\x01 \x03(\v2\x1c.skald.v1.StreamAppendResultR\astreams\x122\n" +
+	"\x15first_global_position\x18\x02 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x03 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"\xde\x01\n" +
+	"\x12StreamAppendResult\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12%\n" +
+	"\x0efirst_position\x18\x02 \x01(\x03R\rfirstPosition\x12#\n" +
+	"\rlast_position\x18\x03 \x01(\x03R\flastPosition\x122\n" +
+	"\x15first_global_position\x18\x04 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x05 \x01(\x03R\x12lastGlobalPosition\"\xca\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
@@ -1926,10 +2217,11 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x19DeleteByWatermarkResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
 	"\astreams\x18\x02 \x01(\x03R\astreams\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index2\xcd\a\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index2\x99\b\n" +
 	"\n" +
 	"EventStore\x12;\n" +
-	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12L\n" +
+	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12J\n" +
+	"\vAppendMulti\x12\x1c.skald.v1.AppendMultiRequest\x1a\x1d.skald.v1.AppendMultiResponse\x12L\n" +
 	"\n" +
 	"ReadStream\x12\x1b.skald.v1.ReadStreamRequest\x1a\x1c.skald.v1.ReadStreamResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\fReadCategory\x12\x1d.skald.v1.ReadCategoryRequest\x1a\x1e.skald.v1.ReadCategoryResponse\"\x03\x90\x02\x01\x12C\n" +
@@ -1955,96 +2247,105 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),             // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),            // 1: skald.v1.AppendResponse
-	(*ReadStreamRequest)(nil),         // 2: skald.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),        // 3: skald.v1.ReadStreamResponse
-	(*ReadCategoryRequest)(nil),       // 4: skald.v1.ReadCategoryRequest
-	(*ReadCategoryResponse)(nil),      // 5: skald.v1.ReadCategoryResponse
-	(*ReadAllRequest)(nil),            // 6: skald.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),           // 7: skald.v1.ReadAllResponse
-	(*LastMessageRequest)(nil),        // 8: skald.v1.LastMessageRequest
-	(*LastMessageResponse)(nil),       // 9: skald.v1.LastMessageResponse
-	(*StreamVersionRequest)(nil),      // 10: skald.v1.StreamVersionRequest
-	(*StreamVersionResponse)(nil),     // 11: skald.v1.StreamVersionResponse
-	(*ListStreamsRequest)(nil),        // 12: skald.v1.ListStreamsRequest
-	(*StreamInfo)(nil),                // 13: skald.v1.StreamInfo
-	(*ListStreamsResponse)(nil),       // 14: skald.v1.ListStreamsResponse
-	(*ListCategoriesRequest)(nil),     // 15: skald.v1.ListCategoriesRequest
-	(*CategoryInfo)(nil),              // 16: skald.v1.CategoryInfo
-	(*ListCategoriesResponse)(nil),    // 17: skald.v1.ListCategoriesResponse
-	(*SubscribeRequest)(nil),          // 18: skald.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 19: skald.v1.SubscribeResponse
-	(*CaughtUp)(nil),                  // 20: skald.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 21: skald.v1.Heartbeat
-	(*DeleteStreamRequest)(nil),       // 22: skald.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil),      // 23: skald.v1.DeleteStreamResponse
-	(*TruncateStreamRequest)(nil),     // 24: skald.v1.TruncateStreamRequest
-	(*TruncateStreamResponse)(nil),    // 25: skald.v1.TruncateStreamResponse
-	(*DeleteByWatermarkRequest)(nil),  // 26: skald.v1.DeleteByWatermarkRequest
-	(*DeleteByWatermarkResponse)(nil), // 27: skald.v1.DeleteByWatermarkResponse
-	nil,                               // 28: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	(*NewMessage)(nil),                // 29: skald.v1.NewMessage
-	(*ReadOptions)(nil),               // 30: skald.v1.ReadOptions
-	(*Message)(nil),                   // 31: skald.v1.Message
-	(*ConsumerGroup)(nil),             // 32: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),     // 33: google.protobuf.Timestamp
+	(*AppendMultiRequest)(nil),        // 2: skald.v1.AppendMultiRequest
+	(*StreamAppend)(nil),              // 3: skald.v1.StreamAppend
+	(*AppendMultiResponse)(nil),       // 4: skald.v1.AppendMultiResponse
+	(*StreamAppendResult)(nil),        // 5: skald.v1.StreamAppendResult
+	(*ReadStreamRequest)(nil),         // 6: skald.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),        // 7: skald.v1.ReadStreamResponse
+	(*ReadCategoryRequest)(nil),       // 8: skald.v1.ReadCategoryRequest
+	(*ReadCategoryResponse)(nil),      // 9: skald.v1.ReadCategoryResponse
+	(*ReadAllRequest)(nil),            // 10: skald.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),           // 11: skald.v1.ReadAllResponse
+	(*LastMessageRequest)(nil),        // 12: skald.v1.LastMessageRequest
+	(*LastMessageResponse)(nil),       // 13: skald.v1.LastMessageResponse
+	(*StreamVersionRequest)(nil),      // 14: skald.v1.StreamVersionRequest
+	(*StreamVersionResponse)(nil),     // 15: skald.v1.StreamVersionResponse
+	(*ListStreamsRequest)(nil),        // 16: skald.v1.ListStreamsRequest
+	(*StreamInfo)(nil),                // 17: skald.v1.StreamInfo
+	(*ListStreamsResponse)(nil),       // 18: skald.v1.ListStreamsResponse
+	(*ListCategoriesRequest)(nil),     // 19: skald.v1.ListCategoriesRequest
+	(*CategoryInfo)(nil),              // 20: skald.v1.CategoryInfo
+	(*ListCategoriesResponse)(nil),    // 21: skald.v1.ListCategoriesResponse
+	(*SubscribeRequest)(nil),          // 22: skald.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 23: skald.v1.SubscribeResponse
+	(*CaughtUp)(nil),                  // 24: skald.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 25: skald.v1.Heartbeat
+	(*DeleteStreamRequest)(nil),       // 26: skald.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 27: skald.v1.DeleteStreamResponse
+	(*TruncateStreamRequest)(nil),     // 28: skald.v1.TruncateStreamRequest
+	(*TruncateStreamResponse)(nil),    // 29: skald.v1.TruncateStreamResponse
+	(*DeleteByWatermarkRequest)(nil),  // 30: skald.v1.DeleteByWatermarkRequest
+	(*DeleteByWatermarkResponse)(nil), // 31: skald.v1.DeleteByWatermarkResponse
+	nil,                               // 32: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	(*NewMessage)(nil),                // 33: skald.v1.NewMessage
+	(*ReadOptions)(nil),               // 34: skald.v1.ReadOptions
+	(*Message)(nil),                   // 35: skald.v1.Message
+	(*ConsumerGroup)(nil),             // 36: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	29, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	30, // 1: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	31, // 2: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	32, // 3: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	30, // 4: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	31, // 5: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	30, // 6: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	31, // 7: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	30, // 8: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	31, // 9: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	30, // 10: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	30, // 11: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	33, // 12: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
-	13, // 13: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	30, // 14: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
-	16, // 15: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	32, // 16: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	30, // 17: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	31, // 18: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
-	20, // 19: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
-	21, // 20: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	33, // 21: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	28, // 22: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	0,  // 23: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 24: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	4,  // 25: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	6,  // 26: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	8,  // 27: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	10, // 28: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	12, // 29: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	15, // 30: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	18, // 31: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	22, // 32: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
-	24, // 33: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
-	26, // 34: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
-	1,  // 35: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	3,  // 36: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	5,  // 37: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	7,  // 38: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	9,  // 39: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	11, // 40: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	14, // 41: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	17, // 42: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	19, // 43: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	23, // 44: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
-	25, // 45: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
-	27, // 46: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	33, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	3,  // 1: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
+	33, // 2: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
+	5,  // 3: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
+	34, // 4: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	35, // 5: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	36, // 6: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	34, // 7: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	35, // 8: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	34, // 9: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	35, // 10: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	34, // 11: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	35, // 12: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	34, // 13: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	34, // 14: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	37, // 15: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	17, // 16: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
+	34, // 17: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	20, // 18: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
+	36, // 19: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	34, // 20: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	35, // 21: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	24, // 22: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
+	25, // 23: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	37, // 24: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	32, // 25: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	0,  // 26: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 27: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
+	6,  // 28: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	8,  // 29: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	10, // 30: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	12, // 31: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	14, // 32: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	16, // 33: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	19, // 34: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	22, // 35: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	26, // 36: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	28, // 37: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	30, // 38: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
+	1,  // 39: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	4,  // 40: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
+	7,  // 41: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	9,  // 42: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	11, // 43: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	13, // 44: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	15, // 45: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	18, // 46: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	21, // 47: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	23, // 48: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	27, // 49: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	29, // 50: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	31, // 51: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
+	39, // [39:52] is the sub-list for method output_type
+	26, // [26:39] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -2054,26 +2355,27 @@ func file_skald_v1_event_store_proto_init() {
 	}
 	file_skald_v1_types_proto_init()
 	file_skald_v1_event_store_proto_msgTypes[0].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[2].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[9].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[18].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[6].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[13].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[22].OneofWrappers = []any{
 		(*SubscribeRequest_Stream)(nil),
 		(*SubscribeRequest_Category)(nil),
 		(*SubscribeRequest_All)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[19].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[23].OneofWrappers = []any{
 		(*SubscribeResponse_Message)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[22].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

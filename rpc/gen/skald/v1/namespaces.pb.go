@@ -9,6 +9,7 @@ package skaldv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -27,7 +28,15 @@ type CreateRequest struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// Optional; must encode name. Generated when empty.
-	Token         string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// Idempotent writes: how long message ids that clients give are
+	// remembered, by the leader's entry time. Unset: 2 minutes. Zero: off
+	// (ids are not checked; the same id may be written again). 1 s or more
+	// otherwise. Fixed at create.
+	DedupeWindow *durationpb.Duration `protobuf:"bytes,4,opt,name=dedupe_window,json=dedupeWindow,proto3,oneof" json:"dedupe_window,omitempty"`
+	// Remember every client-given id forever (an index entry per message).
+	// dedupe_window must then be unset.
+	DedupeForever bool `protobuf:"varint,5,opt,name=dedupe_forever,json=dedupeForever,proto3" json:"dedupe_forever,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -81,6 +90,20 @@ func (x *CreateRequest) GetToken() string {
 		return x.Token
 	}
 	return ""
+}
+
+func (x *CreateRequest) GetDedupeWindow() *durationpb.Duration {
+	if x != nil {
+		return x.DedupeWindow
+	}
+	return nil
+}
+
+func (x *CreateRequest) GetDedupeForever() bool {
+	if x != nil {
+		return x.DedupeForever
+	}
+	return false
 }
 
 type CreateResponse struct {
@@ -301,13 +324,16 @@ func (*ListRequest) Descriptor() ([]byte, []int) {
 }
 
 type NamespaceInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	MessageCount  int64                  `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	StreamCount   int64                  `protobuf:"varint,5,opt,name=stream_count,json=streamCount,proto3" json:"stream_count,omitempty"`
-	LastActivity  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_activity,json=lastActivity,proto3" json:"last_activity,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description  string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	MessageCount int64                  `protobuf:"varint,4,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
+	StreamCount  int64                  `protobuf:"varint,5,opt,name=stream_count,json=streamCount,proto3" json:"stream_count,omitempty"`
+	LastActivity *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_activity,json=lastActivity,proto3" json:"last_activity,omitempty"`
+	// The idempotent-write window (zero: off); ignore it when dedupe_forever.
+	DedupeWindow  *durationpb.Duration `protobuf:"bytes,7,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	DedupeForever bool                 `protobuf:"varint,8,opt,name=dedupe_forever,json=dedupeForever,proto3" json:"dedupe_forever,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -382,6 +408,20 @@ func (x *NamespaceInfo) GetLastActivity() *timestamppb.Timestamp {
 		return x.LastActivity
 	}
 	return nil
+}
+
+func (x *NamespaceInfo) GetDedupeWindow() *durationpb.Duration {
+	if x != nil {
+		return x.DedupeWindow
+	}
+	return nil
+}
+
+func (x *NamespaceInfo) GetDedupeForever() bool {
+	if x != nil {
+		return x.DedupeForever
+	}
+	return false
 }
 
 type ListResponse struct {
@@ -476,11 +516,14 @@ var File_skald_v1_namespaces_proto protoreflect.FileDescriptor
 
 const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"\n" +
-	"\x19skald/v1/namespaces.proto\x12\bskald.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"[\n" +
+	"\x19skald/v1/namespaces.proto\x12\bskald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\tR\x05token\"\x8b\x01\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12C\n" +
+	"\rdedupe_window\x18\x04 \x01(\v2\x19.google.protobuf.DurationH\x00R\fdedupeWindow\x88\x01\x01\x12%\n" +
+	"\x0ededupe_forever\x18\x05 \x01(\bR\rdedupeForeverB\x10\n" +
+	"\x0e_dedupe_window\"\x8b\x01\n" +
 	"\x0eCreateResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x129\n" +
@@ -495,7 +538,7 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"deleted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tdeletedAt\x12)\n" +
 	"\x10messages_deleted\x18\x03 \x01(\x03R\x0fmessagesDeleted\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\x04R\x05index\"\r\n" +
-	"\vListRequest\"\x89\x02\n" +
+	"\vListRequest\"\xf0\x02\n" +
 	"\rNamespaceInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -503,7 +546,9 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12#\n" +
 	"\rmessage_count\x18\x04 \x01(\x03R\fmessageCount\x12!\n" +
 	"\fstream_count\x18\x05 \x01(\x03R\vstreamCount\x12?\n" +
-	"\rlast_activity\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastActivity\"G\n" +
+	"\rlast_activity\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastActivity\x12>\n" +
+	"\rdedupe_window\x18\a \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\x12%\n" +
+	"\x0ededupe_forever\x18\b \x01(\bR\rdedupeForever\"G\n" +
 	"\fListResponse\x127\n" +
 	"\n" +
 	"namespaces\x18\x01 \x03(\v2\x17.skald.v1.NamespaceInfoR\n" +
@@ -540,27 +585,30 @@ var file_skald_v1_namespaces_proto_goTypes = []any{
 	(*NamespaceInfo)(nil),         // 5: skald.v1.NamespaceInfo
 	(*ListResponse)(nil),          // 6: skald.v1.ListResponse
 	(*GetRequest)(nil),            // 7: skald.v1.GetRequest
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_skald_v1_namespaces_proto_depIdxs = []int32{
-	8, // 0: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
-	8, // 1: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
-	8, // 2: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
-	8, // 3: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
-	5, // 4: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
-	0, // 5: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
-	2, // 6: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
-	4, // 7: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
-	7, // 8: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
-	1, // 9: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
-	3, // 10: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
-	6, // 11: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
-	5, // 12: skald.v1.Namespaces.Get:output_type -> skald.v1.NamespaceInfo
-	9, // [9:13] is the sub-list for method output_type
-	5, // [5:9] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8,  // 0: skald.v1.CreateRequest.dedupe_window:type_name -> google.protobuf.Duration
+	9,  // 1: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 2: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
+	9,  // 3: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
+	8,  // 5: skald.v1.NamespaceInfo.dedupe_window:type_name -> google.protobuf.Duration
+	5,  // 6: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
+	0,  // 7: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
+	2,  // 8: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
+	4,  // 9: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
+	7,  // 10: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
+	1,  // 11: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
+	3,  // 12: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
+	6,  // 13: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
+	5,  // 14: skald.v1.Namespaces.Get:output_type -> skald.v1.NamespaceInfo
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_namespaces_proto_init() }
@@ -568,6 +616,7 @@ func file_skald_v1_namespaces_proto_init() {
 	if File_skald_v1_namespaces_proto != nil {
 		return
 	}
+	file_skald_v1_namespaces_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

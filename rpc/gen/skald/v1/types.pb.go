@@ -429,6 +429,154 @@ func (x *VersionConflict) GetActualVersion() int64 {
 	return 0
 }
 
+// VersionConflicts is the error detail (with ABORTED) of an AppendMulti
+// whose expected versions did not match: every such stream.
+type VersionConflicts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conflicts     []*VersionConflict     `protobuf:"bytes,1,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionConflicts) Reset() {
+	*x = VersionConflicts{}
+	mi := &file_skald_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionConflicts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionConflicts) ProtoMessage() {}
+
+func (x *VersionConflicts) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionConflicts.ProtoReflect.Descriptor instead.
+func (*VersionConflicts) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *VersionConflicts) GetConflicts() []*VersionConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+// DuplicateMessageId is the error detail (with ALREADY_EXISTS) of an
+// append carrying a message id the namespace remembers, when the append is
+// not a plain retry: the stored message differs (stream, type or data), or
+// the append mixes remembered ids with new ones, or its remembered ids are
+// not one earlier append in order.
+type DuplicateMessageId struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the message in the append.
+	Message int32  `protobuf:"varint,1,opt,name=message,proto3" json:"message,omitempty"`
+	Id      string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Where the id was written.
+	Stream         string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	Position       int64  `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	GlobalPosition int64  `protobuf:"varint,5,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
+	// "content" (the stored message differs) or "mixed" (a partial retry).
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The message's path when it is not messages[message]: in an
+	// AppendMulti, streams[i].messages[j] (message is then j).
+	Field         string `protobuf:"bytes,7,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DuplicateMessageId) Reset() {
+	*x = DuplicateMessageId{}
+	mi := &file_skald_v1_types_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DuplicateMessageId) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DuplicateMessageId) ProtoMessage() {}
+
+func (x *DuplicateMessageId) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DuplicateMessageId.ProtoReflect.Descriptor instead.
+func (*DuplicateMessageId) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DuplicateMessageId) GetMessage() int32 {
+	if x != nil {
+		return x.Message
+	}
+	return 0
+}
+
+func (x *DuplicateMessageId) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DuplicateMessageId) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *DuplicateMessageId) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *DuplicateMessageId) GetGlobalPosition() int64 {
+	if x != nil {
+		return x.GlobalPosition
+	}
+	return 0
+}
+
+func (x *DuplicateMessageId) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DuplicateMessageId) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
 var File_skald_v1_types_proto protoreflect.FileDescriptor
 
 const file_skald_v1_types_proto_rawDesc = "" +
@@ -459,7 +607,17 @@ const file_skald_v1_types_proto_rawDesc = "" +
 	"\x0fVersionConflict\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
-	"\x0eactual_version\x18\x03 \x01(\x03R\ractualVersion*x\n" +
+	"\x0eactual_version\x18\x03 \x01(\x03R\ractualVersion\"K\n" +
+	"\x10VersionConflicts\x127\n" +
+	"\tconflicts\x18\x01 \x03(\v2\x19.skald.v1.VersionConflictR\tconflicts\"\xc9\x01\n" +
+	"\x12DuplicateMessageId\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\x05R\amessage\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x1a\n" +
+	"\bposition\x18\x04 \x01(\x03R\bposition\x12'\n" +
+	"\x0fglobal_position\x18\x05 \x01(\x03R\x0eglobalPosition\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05field\x18\a \x01(\tR\x05field*x\n" +
 	"\vConsistency\x12\x1b\n" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x17\n" +
@@ -479,7 +637,7 @@ func file_skald_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_skald_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_skald_v1_types_proto_goTypes = []any{
 	(Consistency)(0),              // 0: skald.v1.Consistency
 	(*ReadOptions)(nil),           // 1: skald.v1.ReadOptions
@@ -487,18 +645,21 @@ var file_skald_v1_types_proto_goTypes = []any{
 	(*NewMessage)(nil),            // 3: skald.v1.NewMessage
 	(*Message)(nil),               // 4: skald.v1.Message
 	(*VersionConflict)(nil),       // 5: skald.v1.VersionConflict
-	(*durationpb.Duration)(nil),   // 6: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*VersionConflicts)(nil),      // 6: skald.v1.VersionConflicts
+	(*DuplicateMessageId)(nil),    // 7: skald.v1.DuplicateMessageId
+	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_skald_v1_types_proto_depIdxs = []int32{
 	0, // 0: skald.v1.ReadOptions.consistency:type_name -> skald.v1.Consistency
-	6, // 1: skald.v1.ReadOptions.max_staleness:type_name -> google.protobuf.Duration
-	7, // 2: skald.v1.Message.time:type_name -> google.protobuf.Timestamp
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	8, // 1: skald.v1.ReadOptions.max_staleness:type_name -> google.protobuf.Duration
+	9, // 2: skald.v1.Message.time:type_name -> google.protobuf.Timestamp
+	5, // 3: skald.v1.VersionConflicts.conflicts:type_name -> skald.v1.VersionConflict
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_types_proto_init() }
@@ -512,7 +673,7 @@ func file_skald_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_types_proto_rawDesc), len(file_skald_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

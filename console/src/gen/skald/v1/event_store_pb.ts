@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/event_store.proto.
  */
 export const file_skald_v1_event_store: GenFile = /*@__PURE__*/
-  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiewoNQXBwZW5kUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKLAQoOQXBwZW5kUmVzcG9uc2USFgoOZmlyc3RfcG9zaXRpb24YASABKAMSFQoNbGFzdF9wb3NpdGlvbhgCIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSDQoFaW5kZXgYBSABKAQimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIrYBChhEZWxldGVCeVdhdGVybWFya1JlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSRgoKd2F0ZXJtYXJrcxgCIAMoCzIyLnNrYWxkLnYxLkRlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdC5XYXRlcm1hcmtzRW50cnkSDQoFdHlwZXMYAyADKAkaMQoPV2F0ZXJtYXJrc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiVQoZRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3N0cmVhbXMYAiABKAMSDQoFaW5kZXgYAyABKAQyzQcKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlEkwKClJlYWRTdHJlYW0SGy5za2FsZC52MS5SZWFkU3RyZWFtUmVxdWVzdBocLnNrYWxkLnYxLlJlYWRTdHJlYW1SZXNwb25zZSIDkAIBElIKDFJlYWRDYXRlZ29yeRIdLnNrYWxkLnYxLlJlYWRDYXRlZ29yeVJlcXVlc3QaHi5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXNwb25zZSIDkAIBEkMKB1JlYWRBbGwSGC5za2FsZC52MS5SZWFkQWxsUmVxdWVzdBoZLnNrYWxkLnYxLlJlYWRBbGxSZXNwb25zZSIDkAIBEk8KC0xhc3RNZXNzYWdlEhwuc2thbGQudjEuTGFzdE1lc3NhZ2VSZXF1ZXN0Gh0uc2thbGQudjEuTGFzdE1lc3NhZ2VSZXNwb25zZSIDkAIBElUKDVN0cmVhbVZlcnNpb24SHi5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVxdWVzdBofLnNrYWxkLnYxLlN0cmVhbVZlcnNpb25SZXNwb25zZSIDkAIBEk8KC0xpc3RTdHJlYW1zEhwuc2thbGQudjEuTGlzdFN0cmVhbXNSZXF1ZXN0Gh0uc2thbGQudjEuTGlzdFN0cmVhbXNSZXNwb25zZSIDkAIBElgKDkxpc3RDYXRlZ29yaWVzEh8uc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXF1ZXN0GiAuc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXNwb25zZSIDkAIBEkYKCVN1YnNjcmliZRIaLnNrYWxkLnYxLlN1YnNjcmliZVJlcXVlc3QaGy5za2FsZC52MS5TdWJzY3JpYmVSZXNwb25zZTABEk0KDERlbGV0ZVN0cmVhbRIdLnNrYWxkLnYxLkRlbGV0ZVN0cmVhbVJlcXVlc3QaHi5za2FsZC52MS5EZWxldGVTdHJlYW1SZXNwb25zZRJTCg5UcnVuY2F0ZVN0cmVhbRIfLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVxdWVzdBogLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVzcG9uc2USXAoRRGVsZXRlQnlXYXRlcm1hcmsSIi5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1JlcXVlc3QaIy5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1Jlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiewoNQXBwZW5kUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKeAQoOQXBwZW5kUmVzcG9uc2USFgoOZmlyc3RfcG9zaXRpb24YASABKAMSFQoNbGFzdF9wb3NpdGlvbhgCIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSDQoFaW5kZXgYBSABKAQSEQoJZHVwbGljYXRlGAYgASgIIj0KEkFwcGVuZE11bHRpUmVxdWVzdBInCgdzdHJlYW1zGAEgAygLMhYuc2thbGQudjEuU3RyZWFtQXBwZW5kInoKDFN0cmVhbUFwcGVuZBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKjAQoTQXBwZW5kTXVsdGlSZXNwb25zZRItCgdzdHJlYW1zGAEgAygLMhwuc2thbGQudjEuU3RyZWFtQXBwZW5kUmVzdWx0Eh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgCIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxINCgVpbmRleBgEIAEoBBIRCglkdXBsaWNhdGUYBSABKAgikAEKElN0cmVhbUFwcGVuZFJlc3VsdBIOCgZzdHJlYW0YASABKAkSFgoOZmlyc3RfcG9zaXRpb24YAiABKAMSFQoNbGFzdF9wb3NpdGlvbhgDIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBSABKAMimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIrYBChhEZWxldGVCeVdhdGVybWFya1JlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSRgoKd2F0ZXJtYXJrcxgCIAMoCzIyLnNrYWxkLnYxLkRlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdC5XYXRlcm1hcmtzRW50cnkSDQoFdHlwZXMYAyADKAkaMQoPV2F0ZXJtYXJrc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiVQoZRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3N0cmVhbXMYAiABKAMSDQoFaW5kZXgYAyABKAQymQgKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlEkoKC0FwcGVuZE11bHRpEhwuc2thbGQudjEuQXBwZW5kTXVsdGlSZXF1ZXN0Gh0uc2thbGQudjEuQXBwZW5kTXVsdGlSZXNwb25zZRJMCgpSZWFkU3RyZWFtEhsuc2thbGQudjEuUmVhZFN0cmVhbVJlcXVlc3QaHC5za2FsZC52MS5SZWFkU3RyZWFtUmVzcG9uc2UiA5ACARJSCgxSZWFkQ2F0ZWdvcnkSHS5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXF1ZXN0Gh4uc2thbGQudjEuUmVhZENhdGVnb3J5UmVzcG9uc2UiA5ACARJDCgdSZWFkQWxsEhguc2thbGQudjEuUmVhZEFsbFJlcXVlc3QaGS5za2FsZC52MS5SZWFkQWxsUmVzcG9uc2UiA5ACARJPCgtMYXN0TWVzc2FnZRIcLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVxdWVzdBodLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVzcG9uc2UiA5ACARJVCg1TdHJlYW1WZXJzaW9uEh4uc2thbGQudjEuU3RyZWFtVmVyc2lvblJlcXVlc3QaHy5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVzcG9uc2UiA5ACARJPCgtMaXN0U3RyZWFtcxIcLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVxdWVzdBodLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVzcG9uc2UiA5ACARJYCg5MaXN0Q2F0ZWdvcmllcxIfLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVxdWVzdBogLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVzcG9uc2UiA5ACARJGCglTdWJzY3JpYmUSGi5za2FsZC52MS5TdWJzY3JpYmVSZXF1ZXN0Ghsuc2thbGQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJNCgxEZWxldGVTdHJlYW0SHS5za2FsZC52MS5EZWxldGVTdHJlYW1SZXF1ZXN0Gh4uc2thbGQudjEuRGVsZXRlU3RyZWFtUmVzcG9uc2USUwoOVHJ1bmNhdGVTdHJlYW0SHy5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlcXVlc3QaIC5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlc3BvbnNlElwKEURlbGV0ZUJ5V2F0ZXJtYXJrEiIuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXF1ZXN0GiMuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZUIzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.AppendRequest
@@ -74,6 +74,15 @@ export type AppendResponse = Message<"skald.v1.AppendResponse"> & {
    * @generated from field: uint64 index = 5;
    */
   index: bigint;
+
+  /**
+   * The messages were already written (same ids, stream, types and data,
+   * within the namespace's dedupe window): nothing was written and the
+   * positions are the original ones.
+   *
+   * @generated from field: bool duplicate = 6;
+   */
+  duplicate: boolean;
 };
 
 /**
@@ -82,6 +91,131 @@ export type AppendResponse = Message<"skald.v1.AppendResponse"> & {
  */
 export const AppendResponseSchema: GenMessage<AppendResponse> = /*@__PURE__*/
   messageDesc(file_skald_v1_event_store, 1);
+
+/**
+ * @generated from message skald.v1.AppendMultiRequest
+ */
+export type AppendMultiRequest = Message<"skald.v1.AppendMultiRequest"> & {
+  /**
+   * @generated from field: repeated skald.v1.StreamAppend streams = 1;
+   */
+  streams: StreamAppend[];
+};
+
+/**
+ * Describes the message skald.v1.AppendMultiRequest.
+ * Use `create(AppendMultiRequestSchema)` to create a new message.
+ */
+export const AppendMultiRequestSchema: GenMessage<AppendMultiRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 2);
+
+/**
+ * StreamAppend is one stream's part of an AppendMulti.
+ *
+ * @generated from message skald.v1.StreamAppend
+ */
+export type StreamAppend = Message<"skald.v1.StreamAppend"> & {
+  /**
+   * @generated from field: string stream = 1;
+   */
+  stream: string;
+
+  /**
+   * @generated from field: repeated skald.v1.NewMessage messages = 2;
+   */
+  messages: NewMessage[];
+
+  /**
+   * @generated from field: optional int64 expected_version = 3;
+   */
+  expectedVersion?: bigint | undefined;
+};
+
+/**
+ * Describes the message skald.v1.StreamAppend.
+ * Use `create(StreamAppendSchema)` to create a new message.
+ */
+export const StreamAppendSchema: GenMessage<StreamAppend> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 3);
+
+/**
+ * @generated from message skald.v1.AppendMultiResponse
+ */
+export type AppendMultiResponse = Message<"skald.v1.AppendMultiResponse"> & {
+  /**
+   * One per stream, in the request's order.
+   *
+   * @generated from field: repeated skald.v1.StreamAppendResult streams = 1;
+   */
+  streams: StreamAppendResult[];
+
+  /**
+   * @generated from field: int64 first_global_position = 2;
+   */
+  firstGlobalPosition: bigint;
+
+  /**
+   * @generated from field: int64 last_global_position = 3;
+   */
+  lastGlobalPosition: bigint;
+
+  /**
+   * @generated from field: uint64 index = 4;
+   */
+  index: bigint;
+
+  /**
+   * Every message was already written by the same call (idempotent
+   * writes): nothing was written, the positions are the original ones.
+   *
+   * @generated from field: bool duplicate = 5;
+   */
+  duplicate: boolean;
+};
+
+/**
+ * Describes the message skald.v1.AppendMultiResponse.
+ * Use `create(AppendMultiResponseSchema)` to create a new message.
+ */
+export const AppendMultiResponseSchema: GenMessage<AppendMultiResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 4);
+
+/**
+ * @generated from message skald.v1.StreamAppendResult
+ */
+export type StreamAppendResult = Message<"skald.v1.StreamAppendResult"> & {
+  /**
+   * @generated from field: string stream = 1;
+   */
+  stream: string;
+
+  /**
+   * @generated from field: int64 first_position = 2;
+   */
+  firstPosition: bigint;
+
+  /**
+   * @generated from field: int64 last_position = 3;
+   */
+  lastPosition: bigint;
+
+  /**
+   * @generated from field: int64 first_global_position = 4;
+   */
+  firstGlobalPosition: bigint;
+
+  /**
+   * @generated from field: int64 last_global_position = 5;
+   */
+  lastGlobalPosition: bigint;
+};
+
+/**
+ * Describes the message skald.v1.StreamAppendResult.
+ * Use `create(StreamAppendResultSchema)` to create a new message.
+ */
+export const StreamAppendResultSchema: GenMessage<StreamAppendResult> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 5);
 
 /**
  * @generated from message skald.v1.ReadStreamRequest
@@ -122,7 +256,7 @@ export type ReadStreamRequest = Message<"skald.v1.ReadStreamRequest"> & {
  * Use `create(ReadStreamRequestSchema)` to create a new message.
  */
 export const ReadStreamRequestSchema: GenMessage<ReadStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 2);
+  messageDesc(file_skald_v1_event_store, 6);
 
 /**
  * @generated from message skald.v1.ReadStreamResponse
@@ -144,7 +278,7 @@ export type ReadStreamResponse = Message<"skald.v1.ReadStreamResponse"> & {
  * Use `create(ReadStreamResponseSchema)` to create a new message.
  */
 export const ReadStreamResponseSchema: GenMessage<ReadStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 3);
+  messageDesc(file_skald_v1_event_store, 7);
 
 /**
  * @generated from message skald.v1.ReadCategoryRequest
@@ -188,7 +322,7 @@ export type ReadCategoryRequest = Message<"skald.v1.ReadCategoryRequest"> & {
  * Use `create(ReadCategoryRequestSchema)` to create a new message.
  */
 export const ReadCategoryRequestSchema: GenMessage<ReadCategoryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 4);
+  messageDesc(file_skald_v1_event_store, 8);
 
 /**
  * @generated from message skald.v1.ReadCategoryResponse
@@ -210,7 +344,7 @@ export type ReadCategoryResponse = Message<"skald.v1.ReadCategoryResponse"> & {
  * Use `create(ReadCategoryResponseSchema)` to create a new message.
  */
 export const ReadCategoryResponseSchema: GenMessage<ReadCategoryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 5);
+  messageDesc(file_skald_v1_event_store, 9);
 
 /**
  * @generated from message skald.v1.ReadAllRequest
@@ -237,7 +371,7 @@ export type ReadAllRequest = Message<"skald.v1.ReadAllRequest"> & {
  * Use `create(ReadAllRequestSchema)` to create a new message.
  */
 export const ReadAllRequestSchema: GenMessage<ReadAllRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 6);
+  messageDesc(file_skald_v1_event_store, 10);
 
 /**
  * @generated from message skald.v1.ReadAllResponse
@@ -259,7 +393,7 @@ export type ReadAllResponse = Message<"skald.v1.ReadAllResponse"> & {
  * Use `create(ReadAllResponseSchema)` to create a new message.
  */
 export const ReadAllResponseSchema: GenMessage<ReadAllResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 7);
+  messageDesc(file_skald_v1_event_store, 11);
 
 /**
  * @generated from message skald.v1.LastMessageRequest
@@ -288,7 +422,7 @@ export type LastMessageRequest = Message<"skald.v1.LastMessageRequest"> & {
  * Use `create(LastMessageRequestSchema)` to create a new message.
  */
 export const LastMessageRequestSchema: GenMessage<LastMessageRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 8);
+  messageDesc(file_skald_v1_event_store, 12);
 
 /**
  * @generated from message skald.v1.LastMessageResponse
@@ -310,7 +444,7 @@ export type LastMessageResponse = Message<"skald.v1.LastMessageResponse"> & {
  * Use `create(LastMessageResponseSchema)` to create a new message.
  */
 export const LastMessageResponseSchema: GenMessage<LastMessageResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 9);
+  messageDesc(file_skald_v1_event_store, 13);
 
 /**
  * @generated from message skald.v1.StreamVersionRequest
@@ -332,7 +466,7 @@ export type StreamVersionRequest = Message<"skald.v1.StreamVersionRequest"> & {
  * Use `create(StreamVersionRequestSchema)` to create a new message.
  */
 export const StreamVersionRequestSchema: GenMessage<StreamVersionRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 10);
+  messageDesc(file_skald_v1_event_store, 14);
 
 /**
  * @generated from message skald.v1.StreamVersionResponse
@@ -356,7 +490,7 @@ export type StreamVersionResponse = Message<"skald.v1.StreamVersionResponse"> & 
  * Use `create(StreamVersionResponseSchema)` to create a new message.
  */
 export const StreamVersionResponseSchema: GenMessage<StreamVersionResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 11);
+  messageDesc(file_skald_v1_event_store, 15);
 
 /**
  * @generated from message skald.v1.ListStreamsRequest
@@ -392,7 +526,7 @@ export type ListStreamsRequest = Message<"skald.v1.ListStreamsRequest"> & {
  * Use `create(ListStreamsRequestSchema)` to create a new message.
  */
 export const ListStreamsRequestSchema: GenMessage<ListStreamsRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 12);
+  messageDesc(file_skald_v1_event_store, 16);
 
 /**
  * @generated from message skald.v1.StreamInfo
@@ -419,7 +553,7 @@ export type StreamInfo = Message<"skald.v1.StreamInfo"> & {
  * Use `create(StreamInfoSchema)` to create a new message.
  */
 export const StreamInfoSchema: GenMessage<StreamInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 13);
+  messageDesc(file_skald_v1_event_store, 17);
 
 /**
  * @generated from message skald.v1.ListStreamsResponse
@@ -448,7 +582,7 @@ export type ListStreamsResponse = Message<"skald.v1.ListStreamsResponse"> & {
  * Use `create(ListStreamsResponseSchema)` to create a new message.
  */
 export const ListStreamsResponseSchema: GenMessage<ListStreamsResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 14);
+  messageDesc(file_skald_v1_event_store, 18);
 
 /**
  * @generated from message skald.v1.ListCategoriesRequest
@@ -465,7 +599,7 @@ export type ListCategoriesRequest = Message<"skald.v1.ListCategoriesRequest"> & 
  * Use `create(ListCategoriesRequestSchema)` to create a new message.
  */
 export const ListCategoriesRequestSchema: GenMessage<ListCategoriesRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 15);
+  messageDesc(file_skald_v1_event_store, 19);
 
 /**
  * @generated from message skald.v1.CategoryInfo
@@ -492,7 +626,7 @@ export type CategoryInfo = Message<"skald.v1.CategoryInfo"> & {
  * Use `create(CategoryInfoSchema)` to create a new message.
  */
 export const CategoryInfoSchema: GenMessage<CategoryInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 16);
+  messageDesc(file_skald_v1_event_store, 20);
 
 /**
  * @generated from message skald.v1.ListCategoriesResponse
@@ -514,7 +648,7 @@ export type ListCategoriesResponse = Message<"skald.v1.ListCategoriesResponse"> 
  * Use `create(ListCategoriesResponseSchema)` to create a new message.
  */
 export const ListCategoriesResponseSchema: GenMessage<ListCategoriesResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 17);
+  messageDesc(file_skald_v1_event_store, 21);
 
 /**
  * @generated from message skald.v1.SubscribeRequest
@@ -580,7 +714,7 @@ export type SubscribeRequest = Message<"skald.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 18);
+  messageDesc(file_skald_v1_event_store, 22);
 
 /**
  * @generated from message skald.v1.SubscribeResponse
@@ -615,7 +749,7 @@ export type SubscribeResponse = Message<"skald.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 19);
+  messageDesc(file_skald_v1_event_store, 23);
 
 /**
  * CaughtUp is sent once, after the stored matches.
@@ -634,7 +768,7 @@ export type CaughtUp = Message<"skald.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 20);
+  messageDesc(file_skald_v1_event_store, 24);
 
 /**
  * Heartbeat is sent after 15 s without a message, so proxies keep the
@@ -654,7 +788,7 @@ export type Heartbeat = Message<"skald.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 21);
+  messageDesc(file_skald_v1_event_store, 25);
 
 /**
  * @generated from message skald.v1.DeleteStreamRequest
@@ -685,7 +819,7 @@ export type DeleteStreamRequest = Message<"skald.v1.DeleteStreamRequest"> & {
  * Use `create(DeleteStreamRequestSchema)` to create a new message.
  */
 export const DeleteStreamRequestSchema: GenMessage<DeleteStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 22);
+  messageDesc(file_skald_v1_event_store, 26);
 
 /**
  * @generated from message skald.v1.DeleteStreamResponse
@@ -716,7 +850,7 @@ export type DeleteStreamResponse = Message<"skald.v1.DeleteStreamResponse"> & {
  * Use `create(DeleteStreamResponseSchema)` to create a new message.
  */
 export const DeleteStreamResponseSchema: GenMessage<DeleteStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 23);
+  messageDesc(file_skald_v1_event_store, 27);
 
 /**
  * @generated from message skald.v1.TruncateStreamRequest
@@ -741,7 +875,7 @@ export type TruncateStreamRequest = Message<"skald.v1.TruncateStreamRequest"> & 
  * Use `create(TruncateStreamRequestSchema)` to create a new message.
  */
 export const TruncateStreamRequestSchema: GenMessage<TruncateStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 24);
+  messageDesc(file_skald_v1_event_store, 28);
 
 /**
  * @generated from message skald.v1.TruncateStreamResponse
@@ -768,7 +902,7 @@ export type TruncateStreamResponse = Message<"skald.v1.TruncateStreamResponse"> 
  * Use `create(TruncateStreamResponseSchema)` to create a new message.
  */
 export const TruncateStreamResponseSchema: GenMessage<TruncateStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 25);
+  messageDesc(file_skald_v1_event_store, 29);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkRequest
@@ -799,7 +933,7 @@ export type DeleteByWatermarkRequest = Message<"skald.v1.DeleteByWatermarkReques
  * Use `create(DeleteByWatermarkRequestSchema)` to create a new message.
  */
 export const DeleteByWatermarkRequestSchema: GenMessage<DeleteByWatermarkRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 26);
+  messageDesc(file_skald_v1_event_store, 30);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkResponse
@@ -828,7 +962,7 @@ export type DeleteByWatermarkResponse = Message<"skald.v1.DeleteByWatermarkRespo
  * Use `create(DeleteByWatermarkResponseSchema)` to create a new message.
  */
 export const DeleteByWatermarkResponseSchema: GenMessage<DeleteByWatermarkResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 27);
+  messageDesc(file_skald_v1_event_store, 31);
 
 /**
  * EventStore reads and writes the messages of the caller's namespace (the
@@ -838,7 +972,10 @@ export const DeleteByWatermarkResponseSchema: GenMessage<DeleteByWatermarkRespon
  */
 export const EventStore: GenService<{
   /**
-   * Append writes 1..1000 messages to one stream, all or nothing.
+   * Append writes 1..1000 messages to one stream, all or nothing. When
+   * every message carries an id the namespace remembers (idempotent
+   * writes: a retry of an earlier append, same stream, types and data), it
+   * writes nothing and answers the original positions with duplicate set.
    *
    * @generated from rpc skald.v1.EventStore.Append
    */
@@ -846,6 +983,22 @@ export const EventStore: GenService<{
     methodKind: "unary";
     input: typeof AppendRequestSchema;
     output: typeof AppendResponseSchema;
+  },
+  /**
+   * AppendMulti writes to several streams of the namespace at once, all or
+   * nothing: one log entry, contiguous global positions in the order of
+   * the streams given. A failed expected version (ABORTED) names every
+   * stream whose version did not match (VersionConflicts detail). Limits:
+   * 1..100 streams, each at most once, 1..1000 messages in all, data and
+   * metadata at most 1 MiB per message and 8 MiB per call. Idempotent
+   * like Append: a retry of the same call answers the original positions.
+   *
+   * @generated from rpc skald.v1.EventStore.AppendMulti
+   */
+  appendMulti: {
+    methodKind: "unary";
+    input: typeof AppendMultiRequestSchema;
+    output: typeof AppendMultiResponseSchema;
   },
   /**
    * @generated from rpc skald.v1.EventStore.ReadStream

@@ -4,15 +4,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skald/v1/namespaces.proto.
  */
 export const file_skald_v1_namespaces: GenFile = /*@__PURE__*/
-  fileDesc("Chlza2FsZC92MS9uYW1lc3BhY2VzLnByb3RvEghza2FsZC52MSJBCg1DcmVhdGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDQoFdG9rZW4YAyABKAkibAoOQ3JlYXRlUmVzcG9uc2USDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVpbmRleBgEIAEoBCIdCg1EZWxldGVSZXF1ZXN0EgwKBG5hbWUYASABKAkidwoORGVsZXRlUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIuCgpkZWxldGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtZXNzYWdlc19kZWxldGVkGAMgASgDEg0KBWluZGV4GAQgASgEIg0KC0xpc3RSZXF1ZXN0IsIBCg1OYW1lc3BhY2VJbmZvEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbWVzc2FnZV9jb3VudBgEIAEoAxIUCgxzdHJlYW1fY291bnQYBSABKAMSMQoNbGFzdF9hY3Rpdml0eRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOwoMTGlzdFJlc3BvbnNlEisKCm5hbWVzcGFjZXMYASADKAsyFy5za2FsZC52MS5OYW1lc3BhY2VJbmZvIhoKCkdldFJlcXVlc3QSDAoEbmFtZRgBIAEoCTL9AQoKTmFtZXNwYWNlcxI7CgZDcmVhdGUSFy5za2FsZC52MS5DcmVhdGVSZXF1ZXN0Ghguc2thbGQudjEuQ3JlYXRlUmVzcG9uc2USOwoGRGVsZXRlEhcuc2thbGQudjEuRGVsZXRlUmVxdWVzdBoYLnNrYWxkLnYxLkRlbGV0ZVJlc3BvbnNlEjoKBExpc3QSFS5za2FsZC52MS5MaXN0UmVxdWVzdBoWLnNrYWxkLnYxLkxpc3RSZXNwb25zZSIDkAIBEjkKA0dldBIULnNrYWxkLnYxLkdldFJlcXVlc3QaFy5za2FsZC52MS5OYW1lc3BhY2VJbmZvIgOQAgFCM1oxZ2l0aHViLmNvbS9za2FsZGRiL3NrYWxkL3JwYy9nZW4vc2thbGQvdjE7c2thbGR2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chlza2FsZC92MS9uYW1lc3BhY2VzLnByb3RvEghza2FsZC52MSKiAQoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRva2VuGAMgASgJEjUKDWRlZHVwZV93aW5kb3cYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAIgBARIWCg5kZWR1cGVfZm9yZXZlchgFIAEoCEIQCg5fZGVkdXBlX3dpbmRvdyJsCg5DcmVhdGVSZXNwb25zZRIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWluZGV4GAQgASgEIh0KDURlbGV0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSJ3Cg5EZWxldGVSZXNwb25zZRIMCgRuYW1lGAEgASgJEi4KCmRlbGV0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1lc3NhZ2VzX2RlbGV0ZWQYAyABKAMSDQoFaW5kZXgYBCABKAQiDQoLTGlzdFJlcXVlc3QijAIKDU5hbWVzcGFjZUluZm8SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1tZXNzYWdlX2NvdW50GAQgASgDEhQKDHN0cmVhbV9jb3VudBgFIAEoAxIxCg1sYXN0X2FjdGl2aXR5GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg1kZWR1cGVfd2luZG93GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDmRlZHVwZV9mb3JldmVyGAggASgIIjsKDExpc3RSZXNwb25zZRIrCgpuYW1lc3BhY2VzGAEgAygLMhcuc2thbGQudjEuTmFtZXNwYWNlSW5mbyIaCgpHZXRSZXF1ZXN0EgwKBG5hbWUYASABKAky/QEKCk5hbWVzcGFjZXMSOwoGQ3JlYXRlEhcuc2thbGQudjEuQ3JlYXRlUmVxdWVzdBoYLnNrYWxkLnYxLkNyZWF0ZVJlc3BvbnNlEjsKBkRlbGV0ZRIXLnNrYWxkLnYxLkRlbGV0ZVJlcXVlc3QaGC5za2FsZC52MS5EZWxldGVSZXNwb25zZRI6CgRMaXN0EhUuc2thbGQudjEuTGlzdFJlcXVlc3QaFi5za2FsZC52MS5MaXN0UmVzcG9uc2UiA5ACARI5CgNHZXQSFC5za2FsZC52MS5HZXRSZXF1ZXN0Ghcuc2thbGQudjEuTmFtZXNwYWNlSW5mbyIDkAIBQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message skald.v1.CreateRequest
@@ -34,6 +34,24 @@ export type CreateRequest = Message<"skald.v1.CreateRequest"> & {
    * @generated from field: string token = 3;
    */
   token: string;
+
+  /**
+   * Idempotent writes: how long message ids that clients give are
+   * remembered, by the leader's entry time. Unset: 2 minutes. Zero: off
+   * (ids are not checked; the same id may be written again). 1 s or more
+   * otherwise. Fixed at create.
+   *
+   * @generated from field: optional google.protobuf.Duration dedupe_window = 4;
+   */
+  dedupeWindow?: Duration | undefined;
+
+  /**
+   * Remember every client-given id forever (an index entry per message).
+   * dedupe_window must then be unset.
+   *
+   * @generated from field: bool dedupe_forever = 5;
+   */
+  dedupeForever: boolean;
 };
 
 /**
@@ -172,6 +190,18 @@ export type NamespaceInfo = Message<"skald.v1.NamespaceInfo"> & {
    * @generated from field: google.protobuf.Timestamp last_activity = 6;
    */
   lastActivity?: Timestamp | undefined;
+
+  /**
+   * The idempotent-write window (zero: off); ignore it when dedupe_forever.
+   *
+   * @generated from field: google.protobuf.Duration dedupe_window = 7;
+   */
+  dedupeWindow?: Duration | undefined;
+
+  /**
+   * @generated from field: bool dedupe_forever = 8;
+   */
+  dedupeForever: boolean;
 };
 
 /**

@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file skald/v1/types.proto.
  */
 export const file_skald_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRza2FsZC92MS90eXBlcy5wcm90bxIIc2thbGQudjEifgoLUmVhZE9wdGlvbnMSKgoLY29uc2lzdGVuY3kYASABKA4yFS5za2FsZC52MS5Db25zaXN0ZW5jeRIRCgltaW5faW5kZXgYAiABKAQSMAoNbWF4X3N0YWxlbmVzcxgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiItCg1Db25zdW1lckdyb3VwEg4KBm1lbWJlchgBIAEoAxIMCgRzaXplGAIgASgDIkYKCk5ld01lc3NhZ2USCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIMCgRkYXRhGAMgASgMEhAKCG1ldGFkYXRhGAQgASgMIqgBCgdNZXNzYWdlEgoKAmlkGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIMCgR0eXBlGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIMCgRkYXRhGAYgASgMEhAKCG1ldGFkYXRhGAcgASgMEigKBHRpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKD1ZlcnNpb25Db25mbGljdBIOCgZzdHJlYW0YASABKAkSGAoQZXhwZWN0ZWRfdmVyc2lvbhgCIAEoAxIWCg5hY3R1YWxfdmVyc2lvbhgDIAEoAyp4CgtDb25zaXN0ZW5jeRIbChdDT05TSVNURU5DWV9VTlNQRUNJRklFRBAAEhwKGENPTlNJU1RFTkNZX0xJTkVBUklaQUJMRRABEhcKE0NPTlNJU1RFTkNZX1NFU1NJT04QAhIVChFDT05TSVNURU5DWV9MT0NBTBADQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChRza2FsZC92MS90eXBlcy5wcm90bxIIc2thbGQudjEifgoLUmVhZE9wdGlvbnMSKgoLY29uc2lzdGVuY3kYASABKA4yFS5za2FsZC52MS5Db25zaXN0ZW5jeRIRCgltaW5faW5kZXgYAiABKAQSMAoNbWF4X3N0YWxlbmVzcxgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiItCg1Db25zdW1lckdyb3VwEg4KBm1lbWJlchgBIAEoAxIMCgRzaXplGAIgASgDIkYKCk5ld01lc3NhZ2USCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIMCgRkYXRhGAMgASgMEhAKCG1ldGFkYXRhGAQgASgMIqgBCgdNZXNzYWdlEgoKAmlkGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIMCgR0eXBlGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIMCgRkYXRhGAYgASgMEhAKCG1ldGFkYXRhGAcgASgMEigKBHRpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKD1ZlcnNpb25Db25mbGljdBIOCgZzdHJlYW0YASABKAkSGAoQZXhwZWN0ZWRfdmVyc2lvbhgCIAEoAxIWCg5hY3R1YWxfdmVyc2lvbhgDIAEoAyJAChBWZXJzaW9uQ29uZmxpY3RzEiwKCWNvbmZsaWN0cxgBIAMoCzIZLnNrYWxkLnYxLlZlcnNpb25Db25mbGljdCKLAQoSRHVwbGljYXRlTWVzc2FnZUlkEg8KB21lc3NhZ2UYASABKAUSCgoCaWQYAiABKAkSDgoGc3RyZWFtGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIOCgZyZWFzb24YBiABKAkSDQoFZmllbGQYByABKAkqeAoLQ29uc2lzdGVuY3kSGwoXQ09OU0lTVEVOQ1lfVU5TUEVDSUZJRUQQABIcChhDT05TSVNURU5DWV9MSU5FQVJJWkFCTEUQARIXChNDT05TSVNURU5DWV9TRVNTSU9OEAISFQoRQ09OU0lTVEVOQ1lfTE9DQUwQA0IzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * ReadOptions selects a read's consistency.
@@ -188,6 +188,88 @@ export type VersionConflict = Message$1<"skald.v1.VersionConflict"> & {
  */
 export const VersionConflictSchema: GenMessage<VersionConflict> = /*@__PURE__*/
   messageDesc(file_skald_v1_types, 4);
+
+/**
+ * VersionConflicts is the error detail (with ABORTED) of an AppendMulti
+ * whose expected versions did not match: every such stream.
+ *
+ * @generated from message skald.v1.VersionConflicts
+ */
+export type VersionConflicts = Message$1<"skald.v1.VersionConflicts"> & {
+  /**
+   * @generated from field: repeated skald.v1.VersionConflict conflicts = 1;
+   */
+  conflicts: VersionConflict[];
+};
+
+/**
+ * Describes the message skald.v1.VersionConflicts.
+ * Use `create(VersionConflictsSchema)` to create a new message.
+ */
+export const VersionConflictsSchema: GenMessage<VersionConflicts> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 5);
+
+/**
+ * DuplicateMessageId is the error detail (with ALREADY_EXISTS) of an
+ * append carrying a message id the namespace remembers, when the append is
+ * not a plain retry: the stored message differs (stream, type or data), or
+ * the append mixes remembered ids with new ones, or its remembered ids are
+ * not one earlier append in order.
+ *
+ * @generated from message skald.v1.DuplicateMessageId
+ */
+export type DuplicateMessageId = Message$1<"skald.v1.DuplicateMessageId"> & {
+  /**
+   * Index of the message in the append.
+   *
+   * @generated from field: int32 message = 1;
+   */
+  message: number;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Where the id was written.
+   *
+   * @generated from field: string stream = 3;
+   */
+  stream: string;
+
+  /**
+   * @generated from field: int64 position = 4;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: int64 global_position = 5;
+   */
+  globalPosition: bigint;
+
+  /**
+   * "content" (the stored message differs) or "mixed" (a partial retry).
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * The message's path when it is not messages[message]: in an
+   * AppendMulti, streams[i].messages[j] (message is then j).
+   *
+   * @generated from field: string field = 7;
+   */
+  field: string;
+};
+
+/**
+ * Describes the message skald.v1.DuplicateMessageId.
+ * Use `create(DuplicateMessageIdSchema)` to create a new message.
+ */
+export const DuplicateMessageIdSchema: GenMessage<DuplicateMessageId> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 6);
 
 /**
  * Consistency is the guarantee a read asks for.

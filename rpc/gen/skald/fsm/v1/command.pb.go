@@ -38,6 +38,7 @@ type Command struct {
 	//	*Command_Append
 	//	*Command_Import
 	//	*Command_SetNodeInfo
+	//	*Command_AppendMulti
 	//	*Command_TruncateStream
 	//	*Command_DeleteStream
 	//	*Command_DeleteByWatermark
@@ -128,6 +129,15 @@ func (x *Command) GetSetNodeInfo() *SetNodeInfo {
 	return nil
 }
 
+func (x *Command) GetAppendMulti() *AppendMulti {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_AppendMulti); ok {
+			return x.AppendMulti
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetTruncateStream() *TruncateStream {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_TruncateStream); ok {
@@ -179,16 +189,20 @@ type Command_SetNodeInfo struct {
 	SetNodeInfo *SetNodeInfo `protobuf:"bytes,5,opt,name=set_node_info,json=setNodeInfo,proto3,oneof"`
 }
 
+type Command_AppendMulti struct {
+	AppendMulti *AppendMulti `protobuf:"bytes,6,opt,name=append_multi,json=appendMulti,proto3,oneof"`
+}
+
 type Command_TruncateStream struct {
-	TruncateStream *TruncateStream `protobuf:"bytes,6,opt,name=truncate_stream,json=truncateStream,proto3,oneof"`
+	TruncateStream *TruncateStream `protobuf:"bytes,7,opt,name=truncate_stream,json=truncateStream,proto3,oneof"`
 }
 
 type Command_DeleteStream struct {
-	DeleteStream *DeleteStream `protobuf:"bytes,7,opt,name=delete_stream,json=deleteStream,proto3,oneof"`
+	DeleteStream *DeleteStream `protobuf:"bytes,8,opt,name=delete_stream,json=deleteStream,proto3,oneof"`
 }
 
 type Command_DeleteByWatermark struct {
-	DeleteByWatermark *DeleteByWatermark `protobuf:"bytes,8,opt,name=delete_by_watermark,json=deleteByWatermark,proto3,oneof"`
+	DeleteByWatermark *DeleteByWatermark `protobuf:"bytes,9,opt,name=delete_by_watermark,json=deleteByWatermark,proto3,oneof"`
 }
 
 func (*Command_CreateNamespace) isCommand_Kind() {}
@@ -200,6 +214,8 @@ func (*Command_Append) isCommand_Kind() {}
 func (*Command_Import) isCommand_Kind() {}
 
 func (*Command_SetNodeInfo) isCommand_Kind() {}
+
+func (*Command_AppendMulti) isCommand_Kind() {}
 
 func (*Command_TruncateStream) isCommand_Kind() {}
 
@@ -216,8 +232,13 @@ type CreateNamespace struct {
 	// SHA-256 of the namespace token; the token itself is never replicated.
 	TokenHash       []byte `protobuf:"bytes,3,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
 	CreatedUnixNano int64  `protobuf:"varint,4,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Idempotent writes: how long apply remembers the message ids clients
+	// gave, by entry time (see fsm/dedupe.go). 0 is the default (2 minutes,
+	// also what namespaces made before this field get); -1 turns it off; -2
+	// remembers every id forever; anything else is nanoseconds (1 s or more).
+	DedupeWindowNanos int64 `protobuf:"varint,5,opt,name=dedupe_window_nanos,json=dedupeWindowNanos,proto3" json:"dedupe_window_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateNamespace) Reset() {
@@ -274,6 +295,13 @@ func (x *CreateNamespace) GetTokenHash() []byte {
 func (x *CreateNamespace) GetCreatedUnixNano() int64 {
 	if x != nil {
 		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *CreateNamespace) GetDedupeWindowNanos() int64 {
+	if x != nil {
+		return x.DedupeWindowNanos
 	}
 	return 0
 }
@@ -347,6 +375,11 @@ type Append struct {
 	// the leader chose at request time. Everyone else leaves it 0 and
 	// ignores it; global positions are assigned at apply.
 	ProposedGlobalPosition int64 `protobuf:"varint,6,opt,name=proposed_global_position,json=proposedGlobalPosition,proto3" json:"proposed_global_position,omitempty"`
+	// Set and read only by binaries built with -tags mutants (the
+	// dedupe-at-propose mutant): the leader already decided the client ids
+	// are new, and apply records them without checking. Everyone else
+	// leaves it false and ignores it.
+	DedupeDecidedAtPropose bool `protobuf:"varint,7,opt,name=dedupe_decided_at_propose,json=dedupeDecidedAtPropose,proto3" json:"dedupe_decided_at_propose,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -423,6 +456,138 @@ func (x *Append) GetProposedGlobalPosition() int64 {
 	return 0
 }
 
+func (x *Append) GetDedupeDecidedAtPropose() bool {
+	if x != nil {
+		return x.DedupeDecidedAtPropose
+	}
+	return false
+}
+
+// AppendMulti writes to several streams of one namespace, all or nothing:
+// every expected version must match, then every stream's messages are
+// written in the order given, with contiguous global positions.
+type AppendMulti struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Streams   []*StreamAppend        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	// The leader's clock when it proposed the entry.
+	TimeUnixNano  int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendMulti) Reset() {
+	*x = AppendMulti{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMulti) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMulti) ProtoMessage() {}
+
+func (x *AppendMulti) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMulti.ProtoReflect.Descriptor instead.
+func (*AppendMulti) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendMulti) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AppendMulti) GetStreams() []*StreamAppend {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMulti) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+// StreamAppend is one stream's part of an AppendMulti.
+type StreamAppend struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	ExpectedVersion *int64                 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	Messages        []*NewMessage          `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamAppend) Reset() {
+	*x = StreamAppend{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAppend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAppend) ProtoMessage() {}
+
+func (x *StreamAppend) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
+func (*StreamAppend) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StreamAppend) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamAppend) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *StreamAppend) GetMessages() []*NewMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 // NewMessage is one message of an Append. The id is always set (the leader
 // generates one when the client did not).
 type NewMessage struct {
@@ -432,14 +597,20 @@ type NewMessage struct {
 	// JSON object.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// JSON object, or empty for null.
-	Metadata      []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The client gave the id (the API layer sets it; the leader's generated
+	// ids leave it false). Apply deduplicates only such ids, and only in a
+	// namespace that remembers ids: a write of ids already written returns
+	// the original positions. Entries written by binaries older than this
+	// field leave it false and apply exactly as before.
+	ClientId      bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NewMessage) Reset() {
 	*x = NewMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -451,7 +622,7 @@ func (x *NewMessage) String() string {
 func (*NewMessage) ProtoMessage() {}
 
 func (x *NewMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[4]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -464,7 +635,7 @@ func (x *NewMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewMessage.ProtoReflect.Descriptor instead.
 func (*NewMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{4}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NewMessage) GetId() string {
@@ -495,6 +666,13 @@ func (x *NewMessage) GetMetadata() []byte {
 	return nil
 }
 
+func (x *NewMessage) GetClientId() bool {
+	if x != nil {
+		return x.ClientId
+	}
+	return false
+}
+
 // TruncateStream removes the messages of a stream whose position is below
 // before. The stream keeps its version: its next message takes the next
 // position, and positions and global positions are never reused.
@@ -509,7 +687,7 @@ type TruncateStream struct {
 
 func (x *TruncateStream) Reset() {
 	*x = TruncateStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +699,7 @@ func (x *TruncateStream) String() string {
 func (*TruncateStream) ProtoMessage() {}
 
 func (x *TruncateStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[5]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +712,7 @@ func (x *TruncateStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStream.ProtoReflect.Descriptor instead.
 func (*TruncateStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{5}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TruncateStream) GetNamespace() string {
@@ -575,7 +753,7 @@ type DeleteStream struct {
 
 func (x *DeleteStream) Reset() {
 	*x = DeleteStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +765,7 @@ func (x *DeleteStream) String() string {
 func (*DeleteStream) ProtoMessage() {}
 
 func (x *DeleteStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[6]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +778,7 @@ func (x *DeleteStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStream.ProtoReflect.Descriptor instead.
 func (*DeleteStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{6}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteStream) GetNamespace() string {
@@ -647,7 +825,7 @@ type DeleteByWatermark struct {
 
 func (x *DeleteByWatermark) Reset() {
 	*x = DeleteByWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +837,7 @@ func (x *DeleteByWatermark) String() string {
 func (*DeleteByWatermark) ProtoMessage() {}
 
 func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +850,7 @@ func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermark.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteByWatermark) GetNamespace() string {
@@ -713,7 +891,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +903,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +916,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -772,7 +950,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +962,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +975,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Import) GetNamespace() string {
@@ -838,7 +1016,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1028,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1041,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -934,7 +1112,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1124,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1137,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -980,40 +1158,53 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xa9\x04\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xe9\x04\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
 	"\x06append\x18\x03 \x01(\v2\x14.skald.fsm.v1.AppendH\x00R\x06append\x12.\n" +
 	"\x06import\x18\x04 \x01(\v2\x14.skald.fsm.v1.ImportH\x00R\x06import\x12?\n" +
-	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfo\x12G\n" +
-	"\x0ftruncate_stream\x18\x06 \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
-	"\rdelete_stream\x18\a \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStream\x12Q\n" +
-	"\x13delete_by_watermark\x18\b \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermarkB\x06\n" +
-	"\x04kind\"\x92\x01\n" +
+	"\rset_node_info\x18\x05 \x01(\v2\x19.skald.fsm.v1.SetNodeInfoH\x00R\vsetNodeInfo\x12>\n" +
+	"\fappend_multi\x18\x06 \x01(\v2\x19.skald.fsm.v1.AppendMultiH\x00R\vappendMulti\x12G\n" +
+	"\x0ftruncate_stream\x18\a \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
+	"\rdelete_stream\x18\b \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStream\x12Q\n" +
+	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermarkB\x06\n" +
+	"\x04kind\"\xc2\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"token_hash\x18\x03 \x01(\fR\ttokenHash\x12*\n" +
-	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\"Q\n" +
+	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
+	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\x99\x02\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xd4\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
 	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
-	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPositionB\x13\n" +
-	"\x11_expected_version\"`\n" +
+	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPosition\x129\n" +
+	"\x19dedupe_decided_at_propose\x18\a \x01(\bR\x16dedupeDecidedAtProposeB\x13\n" +
+	"\x11_expected_version\"\x87\x01\n" +
+	"\vAppendMulti\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
+	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\"\xa1\x01\n" +
+	"\fStreamAppend\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12.\n" +
+	"\x10expected_version\x18\x02 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
+	"\bmessages\x18\x03 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessagesB\x13\n" +
+	"\x11_expected_version\"}\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"^\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata\x12\x1b\n" +
+	"\tclient_id\x18\x05 \x01(\bR\bclientId\"^\n" +
 	"\x0eTruncateStream\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
@@ -1064,38 +1255,43 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),           // 0: skald.fsm.v1.Command
 	(*CreateNamespace)(nil),   // 1: skald.fsm.v1.CreateNamespace
 	(*DeleteNamespace)(nil),   // 2: skald.fsm.v1.DeleteNamespace
 	(*Append)(nil),            // 3: skald.fsm.v1.Append
-	(*NewMessage)(nil),        // 4: skald.fsm.v1.NewMessage
-	(*TruncateStream)(nil),    // 5: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),      // 6: skald.fsm.v1.DeleteStream
-	(*DeleteByWatermark)(nil), // 7: skald.fsm.v1.DeleteByWatermark
-	(*StreamWatermark)(nil),   // 8: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),            // 9: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),   // 10: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),       // 11: skald.fsm.v1.SetNodeInfo
+	(*AppendMulti)(nil),       // 4: skald.fsm.v1.AppendMulti
+	(*StreamAppend)(nil),      // 5: skald.fsm.v1.StreamAppend
+	(*NewMessage)(nil),        // 6: skald.fsm.v1.NewMessage
+	(*TruncateStream)(nil),    // 7: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),      // 8: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil), // 9: skald.fsm.v1.DeleteByWatermark
+	(*StreamWatermark)(nil),   // 10: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),            // 11: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),   // 12: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),       // 13: skald.fsm.v1.SetNodeInfo
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	2,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	3,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	9,  // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	11, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
-	5,  // 5: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	6,  // 6: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	7,  // 7: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	4,  // 8: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 9: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	10, // 10: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	13, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	4,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
+	7,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	8,  // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	9,  // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	6,  // 9: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	5,  // 10: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	6,  // 11: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	10, // 12: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	12, // 13: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1109,19 +1305,21 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_Append)(nil),
 		(*Command_Import)(nil),
 		(*Command_SetNodeInfo)(nil),
+		(*Command_AppendMulti)(nil),
 		(*Command_TruncateStream)(nil),
 		(*Command_DeleteStream)(nil),
 		(*Command_DeleteByWatermark)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
-	file_skald_fsm_v1_command_proto_msgTypes[6].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

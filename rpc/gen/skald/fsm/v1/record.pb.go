@@ -125,8 +125,11 @@ type NamespaceRecord struct {
 	Description     string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	TokenHash       []byte `protobuf:"bytes,4,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
 	CreatedUnixNano int64  `protobuf:"varint,5,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// CreateNamespace.dedupe_window_nanos; 0 (records made before the field
+	// existed too) means the default window.
+	DedupeWindowNanos int64 `protobuf:"varint,6,opt,name=dedupe_window_nanos,json=dedupeWindowNanos,proto3" json:"dedupe_window_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NamespaceRecord) Reset() {
@@ -190,6 +193,13 @@ func (x *NamespaceRecord) GetTokenHash() []byte {
 func (x *NamespaceRecord) GetCreatedUnixNano() int64 {
 	if x != nil {
 		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *NamespaceRecord) GetDedupeWindowNanos() int64 {
+	if x != nil {
+		return x.DedupeWindowNanos
 	}
 	return 0
 }
@@ -277,14 +287,15 @@ const file_skald_fsm_v1_record_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\x03R\bposition\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\fR\bmetadata\x12$\n" +
-	"\x0etime_unix_nano\x18\a \x01(\x03R\ftimeUnixNano\"\xa2\x01\n" +
+	"\x0etime_unix_nano\x18\a \x01(\x03R\ftimeUnixNano\"\xd2\x01\n" +
 	"\x0fNamespaceRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"token_hash\x18\x04 \x01(\fR\ttokenHash\x12*\n" +
-	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\"\x91\x01\n" +
+	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
+	"\x13dedupe_window_nanos\x18\x06 \x01(\x03R\x11dedupeWindowNanos\"\x91\x01\n" +
 	"\x0eCheckpointMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12$\n" +

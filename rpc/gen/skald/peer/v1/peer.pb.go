@@ -94,22 +94,26 @@ const (
 	Reason_REASON_VERSION_CONFLICT    Reason = 4
 	Reason_REASON_POSITION_EXISTS     Reason = 5
 	Reason_REASON_BAD_COMMAND         Reason = 6
-	Reason_REASON_STREAM_NOT_FOUND    Reason = 8
-	Reason_REASON_STREAM_DELETED      Reason = 9
+	Reason_REASON_DUPLICATE_ID        Reason = 7
+	Reason_REASON_VERSION_CONFLICTS   Reason = 8
+	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
+	Reason_REASON_STREAM_DELETED      Reason = 10
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "REASON_UNSPECIFIED",
-		1: "REASON_INVALID",
-		2: "REASON_NAMESPACE_NOT_FOUND",
-		3: "REASON_NAMESPACE_EXISTS",
-		4: "REASON_VERSION_CONFLICT",
-		5: "REASON_POSITION_EXISTS",
-		6: "REASON_BAD_COMMAND",
-		8: "REASON_STREAM_NOT_FOUND",
-		9: "REASON_STREAM_DELETED",
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_INVALID",
+		2:  "REASON_NAMESPACE_NOT_FOUND",
+		3:  "REASON_NAMESPACE_EXISTS",
+		4:  "REASON_VERSION_CONFLICT",
+		5:  "REASON_POSITION_EXISTS",
+		6:  "REASON_BAD_COMMAND",
+		7:  "REASON_DUPLICATE_ID",
+		8:  "REASON_VERSION_CONFLICTS",
+		9:  "REASON_STREAM_NOT_FOUND",
+		10: "REASON_STREAM_DELETED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -119,8 +123,10 @@ var (
 		"REASON_VERSION_CONFLICT":    4,
 		"REASON_POSITION_EXISTS":     5,
 		"REASON_BAD_COMMAND":         6,
-		"REASON_STREAM_NOT_FOUND":    8,
-		"REASON_STREAM_DELETED":      9,
+		"REASON_DUPLICATE_ID":        7,
+		"REASON_VERSION_CONFLICTS":   8,
+		"REASON_STREAM_NOT_FOUND":    9,
+		"REASON_STREAM_DELETED":      10,
 	}
 )
 
@@ -207,6 +213,7 @@ type ApplyResponse struct {
 	//	*ApplyResponse_DeleteNamespace
 	//	*ApplyResponse_SetNodeInfo
 	//	*ApplyResponse_Rejection
+	//	*ApplyResponse_AppendMulti
 	//	*ApplyResponse_StreamDeletion
 	//	*ApplyResponse_WatermarkDeletion
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
@@ -312,6 +319,15 @@ func (x *ApplyResponse) GetRejection() *Rejection {
 	return nil
 }
 
+func (x *ApplyResponse) GetAppendMulti() *AppendMultiResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_AppendMulti); ok {
+			return x.AppendMulti
+		}
+	}
+	return nil
+}
+
 func (x *ApplyResponse) GetStreamDeletion() *StreamDeletionResult {
 	if x != nil {
 		if x, ok := x.Result.(*ApplyResponse_StreamDeletion); ok {
@@ -360,12 +376,16 @@ type ApplyResponse_Rejection struct {
 	Rejection *Rejection `protobuf:"bytes,7,opt,name=rejection,proto3,oneof"`
 }
 
+type ApplyResponse_AppendMulti struct {
+	AppendMulti *AppendMultiResult `protobuf:"bytes,8,opt,name=append_multi,json=appendMulti,proto3,oneof"`
+}
+
 type ApplyResponse_StreamDeletion struct {
-	StreamDeletion *StreamDeletionResult `protobuf:"bytes,8,opt,name=stream_deletion,json=streamDeletion,proto3,oneof"`
+	StreamDeletion *StreamDeletionResult `protobuf:"bytes,9,opt,name=stream_deletion,json=streamDeletion,proto3,oneof"`
 }
 
 type ApplyResponse_WatermarkDeletion struct {
-	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,9,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
+	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,10,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
 }
 
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
@@ -379,6 +399,8 @@ func (*ApplyResponse_DeleteNamespace) isApplyResponse_Result() {}
 func (*ApplyResponse_SetNodeInfo) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Rejection) isApplyResponse_Result() {}
+
+func (*ApplyResponse_AppendMulti) isApplyResponse_Result() {}
 
 func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
 
@@ -750,8 +772,10 @@ type AppendResult struct {
 	LastPosition        int64                  `protobuf:"varint,4,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
 	FirstGlobalPosition int64                  `protobuf:"varint,5,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
 	LastGlobalPosition  int64                  `protobuf:"varint,6,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Idempotent write: nothing written, the original positions.
+	Duplicate     bool `protobuf:"varint,7,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendResult) Reset() {
@@ -826,6 +850,89 @@ func (x *AppendResult) GetLastGlobalPosition() int64 {
 	return 0
 }
 
+func (x *AppendResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type AppendMultiResult struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Streams             []*AppendResult        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	FirstGlobalPosition int64                  `protobuf:"varint,3,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
+	LastGlobalPosition  int64                  `protobuf:"varint,4,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
+	Duplicate           bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *AppendMultiResult) Reset() {
+	*x = AppendMultiResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendMultiResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendMultiResult) ProtoMessage() {}
+
+func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
+func (*AppendMultiResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AppendMultiResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AppendMultiResult) GetStreams() []*AppendResult {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMultiResult) GetFirstGlobalPosition() int64 {
+	if x != nil {
+		return x.FirstGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResult) GetLastGlobalPosition() int64 {
+	if x != nil {
+		return x.LastGlobalPosition
+	}
+	return 0
+}
+
+func (x *AppendMultiResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type ImportResult struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -837,7 +944,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +956,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +969,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -897,7 +1004,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1016,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1029,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -957,7 +1064,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1076,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1089,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1022,13 +1129,19 @@ type Rejection struct {
 	Record         int64 `protobuf:"varint,8,opt,name=record,proto3" json:"record,omitempty"`
 	Position       int64 `protobuf:"varint,9,opt,name=position,proto3" json:"position,omitempty"`
 	GlobalPosition int64 `protobuf:"varint,10,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// DUPLICATE_ID: the id, and "content" or "mixed" (record is the
+	// message's index).
+	Id              string `protobuf:"bytes,11,opt,name=id,proto3" json:"id,omitempty"`
+	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
+	// VERSION_CONFLICTS: every stream whose expected version did not match.
+	Conflicts     []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1153,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1166,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1126,6 +1239,87 @@ func (x *Rejection) GetGlobalPosition() int64 {
 	return 0
 }
 
+func (x *Rejection) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Rejection) GetDuplicateReason() string {
+	if x != nil {
+		return x.DuplicateReason
+	}
+	return ""
+}
+
+func (x *Rejection) GetConflicts() []*StreamConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+type StreamConflict struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	ExpectedVersion int64                  `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	ActualVersion   int64                  `protobuf:"varint,3,opt,name=actual_version,json=actualVersion,proto3" json:"actual_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *StreamConflict) Reset() {
+	*x = StreamConflict{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamConflict) ProtoMessage() {}
+
+func (x *StreamConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
+func (*StreamConflict) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StreamConflict) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *StreamConflict) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *StreamConflict) GetActualVersion() int64 {
+	if x != nil {
+		return x.ActualVersion
+	}
+	return 0
+}
+
 type ReadIndexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1134,7 +1328,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1340,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1353,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 type ReadIndexResponse struct {
@@ -1171,7 +1365,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1377,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1390,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1214,7 +1408,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1420,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1433,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 type StatsResponse struct {
@@ -1261,7 +1455,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1467,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1480,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1333,7 +1527,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1539,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1552,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1376,7 +1570,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1582,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1595,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -1410,7 +1604,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xcc\x04\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x93\x05\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1418,9 +1612,11 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10create_namespace\x18\x04 \x01(\v2$.skald.peer.v1.CreateNamespaceResultH\x00R\x0fcreateNamespace\x12Q\n" +
 	"\x10delete_namespace\x18\x05 \x01(\v2$.skald.peer.v1.DeleteNamespaceResultH\x00R\x0fdeleteNamespace\x12$\n" +
 	"\rset_node_info\x18\x06 \x01(\bH\x00R\vsetNodeInfo\x128\n" +
-	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejection\x12N\n" +
-	"\x0fstream_deletion\x18\b \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
-	"\x12watermark_deletion\x18\t \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletionB\b\n" +
+	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejection\x12E\n" +
+	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMulti\x12N\n" +
+	"\x0fstream_deletion\x18\t \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
+	"\x12watermark_deletion\x18\n" +
+	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletionB\b\n" +
 	"\x06result\"|\n" +
 	"\x17WatermarkDeletionResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
@@ -1441,14 +1637,21 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\aoutcome\"X\n" +
 	"\fApplyFailure\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.skald.peer.v1.FailureKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xf6\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
 	"\fAppendResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12%\n" +
 	"\x0efirst_position\x18\x03 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x04 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x05 \x01(\x03R\x13firstGlobalPosition\x120\n" +
-	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\"z\n" +
+	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\"\xec\x01\n" +
+	"\x11AppendMultiResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
+	"\astreams\x18\x02 \x03(\v2\x1b.skald.peer.v1.AppendResultR\astreams\x122\n" +
+	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
+	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
+	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"z\n" +
 	"\fImportResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\bimported\x18\x02 \x01(\x03R\bimported\x120\n" +
@@ -1460,7 +1663,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x15DeleteNamespaceResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12*\n" +
-	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xd3\x02\n" +
+	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xcb\x03\n" +
 	"\tRejection\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.skald.peer.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -1472,7 +1675,14 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x06record\x18\b \x01(\x03R\x06record\x12\x1a\n" +
 	"\bposition\x18\t \x01(\x03R\bposition\x12'\n" +
 	"\x0fglobal_position\x18\n" +
-	" \x01(\x03R\x0eglobalPosition\"\x12\n" +
+	" \x01(\x03R\x0eglobalPosition\x12\x0e\n" +
+	"\x02id\x18\v \x01(\tR\x02id\x12)\n" +
+	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\x12;\n" +
+	"\tconflicts\x18\r \x03(\v2\x1d.skald.peer.v1.StreamConflictR\tconflicts\"z\n" +
+	"\x0eStreamConflict\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
+	"\x0eactual_version\x18\x03 \x01(\x03R\ractualVersion\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
@@ -1493,7 +1703,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xfa\x01\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xb1\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1501,9 +1711,12 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
 	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
 	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x06\x12\x1b\n" +
-	"\x17REASON_STREAM_NOT_FOUND\x10\b\x12\x19\n" +
-	"\x15REASON_STREAM_DELETED\x10\t2\x96\x03\n" +
+	"\x12REASON_BAD_COMMAND\x10\x06\x12\x17\n" +
+	"\x13REASON_DUPLICATE_ID\x10\a\x12\x1c\n" +
+	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
+	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
+	"\x15REASON_STREAM_DELETED\x10\n" +
+	"2\x96\x03\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
@@ -1525,7 +1738,7 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
@@ -1538,48 +1751,53 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*ApplyOutcome)(nil),            // 8: skald.peer.v1.ApplyOutcome
 	(*ApplyFailure)(nil),            // 9: skald.peer.v1.ApplyFailure
 	(*AppendResult)(nil),            // 10: skald.peer.v1.AppendResult
-	(*ImportResult)(nil),            // 11: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 12: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 13: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 14: skald.peer.v1.Rejection
-	(*ReadIndexRequest)(nil),        // 15: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 16: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 17: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 18: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 19: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 20: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),              // 21: skald.fsm.v1.Command
+	(*AppendMultiResult)(nil),       // 11: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 12: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 13: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 14: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 15: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 16: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 17: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 18: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 19: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 20: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 21: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 22: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),              // 23: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	21, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	23, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
 	10, // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	11, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	12, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	13, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	14, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	5,  // 6: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	4,  // 7: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	21, // 8: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	8,  // 9: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 10: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	9,  // 11: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 12: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	1,  // 13: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	2,  // 14: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	6,  // 15: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	15, // 16: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	17, // 17: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	19, // 18: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 19: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	7,  // 20: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	16, // 21: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	18, // 22: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	20, // 23: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	12, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	13, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	14, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	15, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	11, // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	5,  // 7: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	4,  // 8: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	23, // 9: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	8,  // 10: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	3,  // 11: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	9,  // 12: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 13: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	10, // 14: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 15: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	16, // 16: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	2,  // 17: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	6,  // 18: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	17, // 19: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	19, // 20: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	21, // 21: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 22: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	7,  // 23: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	18, // 24: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	20, // 25: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	22, // 26: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1594,6 +1812,7 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_DeleteNamespace)(nil),
 		(*ApplyResponse_SetNodeInfo)(nil),
 		(*ApplyResponse_Rejection)(nil),
+		(*ApplyResponse_AppendMulti)(nil),
 		(*ApplyResponse_StreamDeletion)(nil),
 		(*ApplyResponse_WatermarkDeletion)(nil),
 	}
@@ -1601,14 +1820,14 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[16].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

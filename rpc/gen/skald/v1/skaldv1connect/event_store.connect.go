@@ -35,6 +35,8 @@ const (
 const (
 	// EventStoreAppendProcedure is the fully-qualified name of the EventStore's Append RPC.
 	EventStoreAppendProcedure = "/skald.v1.EventStore/Append"
+	// EventStoreAppendMultiProcedure is the fully-qualified name of the EventStore's AppendMulti RPC.
+	EventStoreAppendMultiProcedure = "/skald.v1.EventStore/AppendMulti"
 	// EventStoreReadStreamProcedure is the fully-qualified name of the EventStore's ReadStream RPC.
 	EventStoreReadStreamProcedure = "/skald.v1.EventStore/ReadStream"
 	// EventStoreReadCategoryProcedure is the fully-qualified name of the EventStore's ReadCategory RPC.
@@ -65,8 +67,19 @@ const (
 
 // EventStoreClient is a client for the skald.v1.EventStore service.
 type EventStoreClient interface {
-	// Append writes 1..1000 messages to one stream, all or nothing.
+	// Append writes 1..1000 messages to one stream, all or nothing. When
+	// every message carries an id the namespace remembers (idempotent
+	// writes: a retry of an earlier append, same stream, types and data), it
+	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
+	// AppendMulti writes to several streams of the namespace at once, all or
+	// nothing: one log entry, contiguous global positions in the order of
+	// the streams given. A failed expected version (ABORTED) names every
+	// stream whose version did not match (VersionConflicts detail). Limits:
+	// 1..100 streams, each at most once, 1..1000 messages in all, data and
+	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
+	// like Append: a retry of the same call answers the original positions.
+	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
@@ -108,6 +121,12 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+EventStoreAppendProcedure,
 			connect.WithSchema(eventStoreMethods.ByName("Append")),
+			connect.WithClientOptions(opts...),
+		),
+		appendMulti: connect.NewClient[v1.AppendMultiRequest, v1.AppendMultiResponse](
+			httpClient,
+			baseURL+EventStoreAppendMultiProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("AppendMulti")),
 			connect.WithClientOptions(opts...),
 		),
 		readStream: connect.NewClient[v1.ReadStreamRequest, v1.ReadStreamResponse](
@@ -189,6 +208,7 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 // eventStoreClient implements EventStoreClient.
 type eventStoreClient struct {
 	append            *connect.Client[v1.AppendRequest, v1.AppendResponse]
+	appendMulti       *connect.Client[v1.AppendMultiRequest, v1.AppendMultiResponse]
 	readStream        *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
 	readCategory      *connect.Client[v1.ReadCategoryRequest, v1.ReadCategoryResponse]
 	readAll           *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
@@ -205,6 +225,11 @@ type eventStoreClient struct {
 // Append calls skald.v1.EventStore.Append.
 func (c *eventStoreClient) Append(ctx context.Context, req *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error) {
 	return c.append.CallUnary(ctx, req)
+}
+
+// AppendMulti calls skald.v1.EventStore.AppendMulti.
+func (c *eventStoreClient) AppendMulti(ctx context.Context, req *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error) {
+	return c.appendMulti.CallUnary(ctx, req)
 }
 
 // ReadStream calls skald.v1.EventStore.ReadStream.
@@ -264,8 +289,19 @@ func (c *eventStoreClient) DeleteByWatermark(ctx context.Context, req *connect.R
 
 // EventStoreHandler is an implementation of the skald.v1.EventStore service.
 type EventStoreHandler interface {
-	// Append writes 1..1000 messages to one stream, all or nothing.
+	// Append writes 1..1000 messages to one stream, all or nothing. When
+	// every message carries an id the namespace remembers (idempotent
+	// writes: a retry of an earlier append, same stream, types and data), it
+	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
+	// AppendMulti writes to several streams of the namespace at once, all or
+	// nothing: one log entry, contiguous global positions in the order of
+	// the streams given. A failed expected version (ABORTED) names every
+	// stream whose version did not match (VersionConflicts detail). Limits:
+	// 1..100 streams, each at most once, 1..1000 messages in all, data and
+	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
+	// like Append: a retry of the same call answers the original positions.
+	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
@@ -303,6 +339,12 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		EventStoreAppendProcedure,
 		svc.Append,
 		connect.WithSchema(eventStoreMethods.ByName("Append")),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventStoreAppendMultiHandler := connect.NewUnaryHandler(
+		EventStoreAppendMultiProcedure,
+		svc.AppendMulti,
+		connect.WithSchema(eventStoreMethods.ByName("AppendMulti")),
 		connect.WithHandlerOptions(opts...),
 	)
 	eventStoreReadStreamHandler := connect.NewUnaryHandler(
@@ -382,6 +424,8 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		switch r.URL.Path {
 		case EventStoreAppendProcedure:
 			eventStoreAppendHandler.ServeHTTP(w, r)
+		case EventStoreAppendMultiProcedure:
+			eventStoreAppendMultiHandler.ServeHTTP(w, r)
 		case EventStoreReadStreamProcedure:
 			eventStoreReadStreamHandler.ServeHTTP(w, r)
 		case EventStoreReadCategoryProcedure:
@@ -415,6 +459,10 @@ type UnimplementedEventStoreHandler struct{}
 
 func (UnimplementedEventStoreHandler) Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.Append is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.AppendMulti is not implemented"))
 }
 
 func (UnimplementedEventStoreHandler) ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error) {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/skalddb/skald/client"
+)
+
+const appendMultiHelp = `Appends to several streams at once, all or nothing (EventStore.AppendMulti):
+one log entry, contiguous global positions in the order given. FILE (or -
+for standard input) is JSON:
+
+  {"streams": [
+    {"stream": "account-1", "expected_version": 4,
+     "messages": [{"type": "Withdrawn", "data": {"amount": 5}}]},
+    {"stream": "account-2",
+     "messages": [{"type": "Deposited", "data": {"amount": 5}, "metadata": {"by": "ann"},
+                   "id": "0192f0c4-0000-7000-8000-000000000001"}]}
+  ]}
+
+expected_version (optional): the stream's version must be this (-1: no
+message yet); when any stream's is not, nothing is written and every such
+stream is named. Limits: 1..100 streams, each once; 1..1000 messages and
+8 MiB of data and metadata in all. Messages with an id are idempotent: the
+same call sent again writes nothing and prints the original positions.`
+
+// multiFile is the JSON that append-multi reads.
+type multiFile struct {
+	Streams []struct {
+		Stream          string `json:"stream"`
+		ExpectedVersion *int64 `json:"expected_version"`
+		Messages        []struct {
+			ID       string          `json:"id"`
+			Type     string          `json:"type"`
+			Data     json.RawMessage `json:"data"`
+			Metadata json.RawMessage `json:"metadata"`
+		} `json:"messages"`
+	} `json:"streams"`
+}
+
+func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("append-multi", "skald append-multi FILE|-", stderr)
+	base := fs.Usage
+	fs.Usage = func() {
+		base()
+		fmt.Fprintf(stderr, "\n%s\n", appendMultiHelp)
+	}
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	if rest[0] == "-" {
+		raw, err = io.ReadAll(os.Stdin)
+	} else {
+		raw, err = os.ReadFile(rest[0])
+	}
+	if err != nil {
+		return &exitError{exitUsage, fmt.Errorf("append-multi: %w", err)}
+	}
+	var f multiFile
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return &exitError{exitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", rest[0], err)}
+	}
+	var parts []client.StreamAppend
+	for _, s := range f.Streams {
+		p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: s.ExpectedVersion}
+		for _, m := range s.Messages {
+			var meta []byte
+			if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
+				meta = m.Metadata
+			}
+			p.Messages = append(p.Messages, client.NewMessage{ID: m.ID, Type: m.Type, Data: m.Data, Metadata: meta})
+		}
+		parts = append(parts, p)
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.AppendMulti(ctx, parts)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, appendMultiReply(res))
+	}
+	if res.Duplicate {
+		fmt.Fprintln(stdout, "Already appended (the ids were written before; nothing written):")
+	}
+	var rows [][]string
+	for _, r := range res.Streams {
+		rows = append(rows, []string{r.Stream, fmt.Sprintf("%d..%d", r.FirstPosition, r.LastPosition), fmt.Sprintf("%d..%d", r.FirstGlobalPosition, r.LastGlobalPosition)})
+	}
+	if err := table(stdout, "STREAM\tPOSITIONS\tGLOBAL POSITIONS", rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "index %d\n", res.Index)
+	return nil
+}

@@ -1,0 +1,357 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Idempotent writes (issue #18). A namespace remembers the message ids that
+// clients gave (NewMessage.client_id) for a window of entry time; an append
+// whose ids are all remembered, each for the same stream, type and data and
+// in the order of one earlier append, is a retry: apply writes nothing and
+// answers the original positions (AppendResult.Duplicate). A remembered id
+// with other content, or an append mixing remembered and new ids, is a
+// DuplicateIDError and writes nothing.
+//
+// Storage: DI bucket id -> global position, in the namespace DB and the
+// append's batch. bucket = dedupe clock / window, so one window's ids are
+// in at most two buckets (two point lookups per id) and expiry is a range
+// delete of the buckets below (clock - window) / window: no reads, the
+// same on every replica. The dedupe clock (DC) is the highest entry time
+// (the leader's stamp, Append.time_unix_nano; never a replica's clock) of
+// an append that recorded ids. It never goes back when a new leader's
+// clock is behind, so the buckets apply looks at depend only on the log.
+// The content check reads the M record the id points at (exact, and no
+// hash in the index). A namespace that remembers ids forever keeps them in
+// bucket 0 and never expires them.
+//
+// An id is remembered for at least the window and at most twice it.
+
+// Dedupe windows (CreateNamespace.dedupe_window_nanos).
+const (
+	// DefaultDedupeWindow is the window of a namespace created without one
+	// (and of namespaces created before idempotent writes existed).
+	DefaultDedupeWindow = 2 * time.Minute
+	// MinDedupeWindow is the shortest window a namespace may have.
+	MinDedupeWindow = time.Second
+	// DedupeOff: ids are not remembered; the same id may be written again.
+	DedupeOff = -1
+	// DedupeForever: every client-given id is remembered for good.
+	DedupeForever = -2
+)
+
+// DuplicateReason says why an append's remembered id was refused.
+type DuplicateReason string
+
+const (
+	// DuplicateContent: the id was written with another stream, type or
+	// data.
+	DuplicateContent DuplicateReason = "content"
+	// DuplicateMixed: the append mixes remembered ids with new ones (or its
+	// remembered ids are not one earlier append in order).
+	DuplicateMixed DuplicateReason = "mixed"
+)
+
+// DuplicateIDError is returned when an append carries a remembered message
+// id and is not a plain retry of the append that wrote it. Nothing was
+// written. It matches ErrDuplicateID with errors.Is.
+type DuplicateIDError struct {
+	Message int // index of the message in the append (in its stream's part of an AppendMulti)
+	// Field is the message's path when it is not messages[Message]
+	// (AppendMulti: streams[i].messages[j]).
+	Field          string
+	ID             string
+	Stream         string // where the id was written
+	Position       int64
+	GlobalPosition int64
+	Reason         DuplicateReason
+}
+
+func (e *DuplicateIDError) Error() string {
+	path := e.Field
+	if path == "" {
+		path = fmt.Sprintf("messages[%d]", e.Message)
+	}
+	if e.Reason == DuplicateContent {
+		return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) with a different stream, type or data",
+			path, e.ID, e.Stream, e.Position, e.GlobalPosition)
+	}
+	return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) but the append is not that write again: a retry must resend the original append, and new messages need new ids",
+		path, e.ID, e.Stream, e.Position, e.GlobalPosition)
+}
+
+// Is makes errors.Is(err, ErrDuplicateID) true.
+func (e *DuplicateIDError) Is(target error) bool { return target == ErrDuplicateID }
+
+// ValidateDedupeWindow checks a CreateNamespace.dedupe_window_nanos value.
+func ValidateDedupeWindow(nanos int64) error {
+	switch {
+	case nanos == 0, nanos == DedupeOff, nanos == DedupeForever:
+		return nil
+	case nanos < int64(MinDedupeWindow):
+		return invalid("dedupe_window", "must be at least %s (or 0 for the default, -1 for off, -2 for forever), got %d ns", MinDedupeWindow, nanos)
+	}
+	return nil
+}
+
+// dedupeWindow is the effective window of a namespace record: a positive
+// duration in ns, DedupeOff or DedupeForever.
+func dedupeWindow(rec *fsmv1.NamespaceRecord) int64 {
+	if rec.DedupeWindowNanos == 0 {
+		return int64(DefaultDedupeWindow)
+	}
+	return rec.DedupeWindowNanos
+}
+
+// DedupeWindow reports a namespace's idempotent-write window: forever, or
+// the window (0 when off).
+func (i NamespaceInfo) DedupeWindow() (window time.Duration, forever bool) {
+	switch i.DedupeWindowNanos {
+	case 0:
+		return DefaultDedupeWindow, false
+	case DedupeOff:
+		return 0, false
+	case DedupeForever:
+		return 0, true
+	}
+	return time.Duration(i.DedupeWindowNanos), false
+}
+
+// dedupeBuckets returns the buckets an id may be remembered in at dedupe
+// clock clock: floor..cur. A forever window has only bucket 0.
+func dedupeBuckets(window, clock int64) (floor, cur int64) {
+	if window == DedupeForever {
+		return 0, 0
+	}
+	lo := max(clock-window, 0)
+	return lo / window, max(clock, 0) / window
+}
+
+func appendDedupeKey(dst []byte, bucket int64, id string) []byte {
+	return append(appendUint64(append(dst, prefixDedupe...), uint64(bucket)), id...)
+}
+
+func dedupeBucketKey(bucket int64) []byte {
+	return appendUint64(append(make([]byte, 0, len(prefixDedupe)+8), prefixDedupe...), uint64(bucket))
+}
+
+// stagedID is an id recorded by an append of the current batch, not yet
+// committed: what a lookup needs without reading the database.
+type stagedID struct {
+	bucket   int64
+	stream   string
+	typ      string
+	data     []byte
+	position int64
+	gp       int64
+}
+
+// checkIDs decides an append's client-given ids before anything else
+// about it (a retry must not fail its expected version). It returns the
+// original positions when the append is a retry, an error when it must be
+// refused, and (nil, nil) when the append is new and may go on. clock is
+// the dedupe clock the append would leave.
+func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
+	window := dedupeWindow(nb.ns.rec)
+	if window == DedupeOff || !hasClientID(c) {
+		return nil, nil
+	}
+	if trustLeaderDedupe && c.DedupeDecidedAtPropose {
+		return nil, nil // the mutant's bug: trust the leader's decision
+	}
+	if len(c.Messages) > 1 {
+		seen := make(map[string]int, len(c.Messages))
+		for i, m := range c.Messages {
+			if !m.ClientId {
+				continue
+			}
+			if j, ok := seen[m.Id]; ok {
+				return nil, invalid(fmt.Sprintf("messages[%d].id", i), "repeats messages[%d].id %s", j, m.Id)
+			}
+			seen[m.Id] = i
+		}
+	}
+	floor, cur := dedupeBuckets(window, max(nb.clock, c.TimeUnixNano))
+	var res *AppendResult
+	found, first := 0, -1
+	var firstSt stagedID
+	for i, m := range c.Messages {
+		if !m.ClientId {
+			continue
+		}
+		st, ok := nb.lookupID(m.Id, floor, cur)
+		if !ok {
+			continue
+		}
+		if st.stream != c.Stream || st.typ != m.Type || !bytes.Equal(st.data, m.Data) {
+			return nil, &DuplicateIDError{Message: i, ID: m.Id, Stream: st.stream, Position: st.position, GlobalPosition: st.gp, Reason: DuplicateContent}
+		}
+		found++
+		if first < 0 {
+			first, firstSt = i, st
+			res = &AppendResult{Namespace: c.Namespace, Stream: c.Stream, FirstPosition: st.position, FirstGlobalPosition: st.gp, Duplicate: true}
+		}
+		// A retry resends one earlier append: message i is i after the first.
+		if first > 0 || st.position != res.FirstPosition+int64(i) || st.gp != res.FirstGlobalPosition+int64(i) {
+			return nil, mixed(i, m.Id, st)
+		}
+		res.LastPosition, res.LastGlobalPosition = st.position, st.gp
+	}
+	switch {
+	case found == 0:
+		return nil, nil
+	case found < len(c.Messages):
+		// Some messages are new: name the first remembered one.
+		return nil, mixed(first, c.Messages[first].Id, firstSt)
+	}
+	return res, nil
+}
+
+func mixed(i int, id string, st stagedID) error {
+	return &DuplicateIDError{Message: i, ID: id, Stream: st.stream, Position: st.position, GlobalPosition: st.gp, Reason: DuplicateMixed}
+}
+
+func hasClientID(c *fsmv1.Append) bool {
+	for _, m := range c.Messages {
+		if m.ClientId {
+			return true
+		}
+	}
+	return false
+}
+
+// lookupID finds a remembered id in buckets floor..cur: first among the
+// ids staged in this batch, then in the database.
+func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
+	if st, ok := nb.ids[id]; ok && st.bucket >= floor {
+		return st, true
+	}
+	if nb.cleared {
+		return stagedID{}, false
+	}
+	if nb.ns.idf == nil {
+		window := dedupeWindow(nb.ns.rec)
+		loadFloor, _ := dedupeBuckets(window, nb.ns.dedupeClock)
+		f, err := loadIDFilter(nb.ns.db, loadFloor)
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: load id index: %w", err))
+		}
+		nb.ns.idf = f
+	}
+	for b := cur; b >= floor; b-- {
+		if !nb.ns.idf.mayContain(b, id) {
+			continue
+		}
+		nb.key = appendDedupeKey(nb.key[:0], b, id)
+		v, err := get(nb.ns.db, nb.key)
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: read id index: %w", err))
+		}
+		if v == nil {
+			continue
+		}
+		gp, err := decodeUint64(v)
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: id index of %s: %w", id, err))
+		}
+		mv, err := get(nb.ns.db, messageKey(gp))
+		if err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: message %d of id %s: %v", gp, id, err))
+		}
+		if mv == nil {
+			// The message was deleted since (streamdelete.go removes
+			// messages without reading their ids): the id is forgotten,
+			// as if its window had passed.
+			continue
+		}
+		var m fsmv1.StoredMessage
+		if err := proto.Unmarshal(mv, &m); err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: message %d: %w", gp, err))
+		}
+		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, position: m.Position, gp: gp}, true
+	}
+	return stagedID{}, false
+}
+
+// recordIDs stages the index entries of an append just written (its first
+// message at global position gp0 and stream position pos0), advances the
+// dedupe clock and expires the buckets that fell out of the window.
+func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
+	window := dedupeWindow(nb.ns.rec)
+	if window == DedupeOff || !hasClientID(c) {
+		return
+	}
+	clock := max(nb.clock, c.TimeUnixNano)
+	if window != DedupeForever && clock != nb.clock {
+		oldFloor, _ := dedupeBuckets(window, nb.clock)
+		floor, _ := dedupeBuckets(window, clock)
+		if floor > oldFloor {
+			if err := nb.b.DeleteRange(dedupeBucketKey(0), dedupeBucketKey(floor), nil); err != nil {
+				panic(fmt.Errorf("fsm: storage failure, stopping: stage id expiry: %w", err))
+			}
+		}
+		nb.clock, nb.clockDirty = clock, true
+	}
+	_, cur := dedupeBuckets(window, clock)
+	if nb.ids == nil {
+		nb.ids = make(map[string]stagedID)
+	}
+	gpv := encodeUint64(0)
+	for i, m := range c.Messages {
+		if !m.ClientId {
+			continue
+		}
+		gp := gp0 + int64(i)
+		nb.key = appendDedupeKey(nb.key[:0], cur, m.Id)
+		gpv = appendUint64(gpv[:0], uint64(gp))
+		if err := nb.b.Set(nb.key, gpv, nil); err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: stage id index: %w", err))
+		}
+		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, position: pos0 + int64(i), gp: gp}
+	}
+}
+
+// LookupID returns the message a remembered client-given id points at, as
+// of the view (the dedupe clock it holds; expired buckets are not read).
+// ok is false when the namespace does not remember the id.
+func (v *View) LookupID(id string) (m Message, ok bool, err error) {
+	window := dedupeWindow(v.ns.rec)
+	if window == DedupeOff {
+		return Message{}, false, nil
+	}
+	var clock int64
+	if cv, err := get(v.snap, keyDedupeClock); err != nil {
+		return Message{}, false, err
+	} else if cv != nil {
+		if clock, err = decodeUint64(cv); err != nil {
+			return Message{}, false, err
+		}
+	}
+	floor, cur := dedupeBuckets(window, clock)
+	for b := cur; b >= floor; b-- {
+		gv, err := get(v.snap, appendDedupeKey(nil, b, id))
+		if err != nil {
+			return Message{}, false, err
+		}
+		if gv == nil {
+			continue
+		}
+		gp, err := decodeUint64(gv)
+		if err != nil {
+			return Message{}, false, err
+		}
+		if mv, err := get(v.snap, messageKey(gp)); err != nil {
+			return Message{}, false, err
+		} else if mv == nil {
+			continue // deleted since: forgotten
+		}
+		m, err := v.message(gp)
+		return m, err == nil, err
+	}
+	return Message{}, false, nil
+}

@@ -1,0 +1,209 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// Limits of an AppendMulti (one log entry). Messages in all: at most
+// MaxAppendMessages, as for an Append.
+const (
+	// MaxMultiStreams is the most streams one AppendMulti writes.
+	MaxMultiStreams = 100
+	// MaxMultiBytes bounds the data and metadata of one AppendMulti.
+	MaxMultiBytes = 8 << 20
+)
+
+// StreamResult is one stream's part of an AppendMultiResult.
+type StreamResult struct {
+	Stream              string
+	FirstPosition       int64
+	LastPosition        int64
+	FirstGlobalPosition int64
+	LastGlobalPosition  int64
+}
+
+// AppendMultiResult is the result of an AppendMulti: one StreamResult per
+// stream, in the command's order, and the global positions of the whole
+// call (contiguous).
+type AppendMultiResult struct {
+	Namespace           string
+	Streams             []StreamResult
+	FirstGlobalPosition int64
+	LastGlobalPosition  int64
+	Index               uint64
+	// Duplicate: every stream's messages were already written (an
+	// idempotent retry); nothing was written, the positions are the
+	// original ones.
+	Duplicate bool
+}
+
+// VersionConflictsError is returned when expected versions of an
+// AppendMulti do not match: every such stream, in the command's order.
+// Nothing was written.
+type VersionConflictsError struct {
+	Conflicts []VersionConflictError
+}
+
+func (e *VersionConflictsError) Error() string {
+	parts := make([]string, len(e.Conflicts))
+	for i, c := range e.Conflicts {
+		parts[i] = fmt.Sprintf("stream %q is at version %d, expected %d", c.Stream, c.Actual, c.Expected)
+	}
+	return "fsm: expected versions do not match: " + strings.Join(parts, "; ")
+}
+
+func validateAppendMulti(c *fsmv1.AppendMulti) error {
+	if n := len(c.Streams); n < 1 || n > MaxMultiStreams {
+		return invalid("streams", "must hold 1..%d streams, got %d", MaxMultiStreams, n)
+	}
+	seen := make(map[string]int, len(c.Streams))
+	total, bytes := 0, 0
+	for i, s := range c.Streams {
+		field := func(f string) string { return fmt.Sprintf("streams[%d].%s", i, f) }
+		if err := ValidateStreamName(field("stream"), s.Stream); err != nil {
+			return err
+		}
+		if j, ok := seen[s.Stream]; ok {
+			return invalid(field("stream"), "repeats streams[%d].stream %q: give each stream once", j, s.Stream)
+		}
+		seen[s.Stream] = i
+		if len(s.Messages) == 0 {
+			return invalid(field("messages"), "must hold at least 1 message")
+		}
+		if s.ExpectedVersion != nil && *s.ExpectedVersion < -1 {
+			return invalid(field("expected_version"), "must be -1 or more, got %d", *s.ExpectedVersion)
+		}
+		for j, m := range s.Messages {
+			if err := validateMessage(j, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+				ve := err.(*ValidationError)
+				ve.Field = fmt.Sprintf("streams[%d].%s", i, ve.Field)
+				return ve
+			}
+			bytes += len(m.Data) + len(m.Metadata)
+		}
+		total += len(s.Messages)
+	}
+	if total > MaxAppendMessages {
+		return invalid("streams", "must hold 1..%d messages in all, got %d", MaxAppendMessages, total)
+	}
+	if bytes > MaxMultiBytes {
+		return invalid("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, MaxMultiBytes)
+	}
+	return nil
+}
+
+// part is stream i of c as an Append, for the per-stream rules.
+func part(c *fsmv1.AppendMulti, i int) *fsmv1.Append {
+	s := c.Streams[i]
+	return &fsmv1.Append{Namespace: c.Namespace, Stream: s.Stream, ExpectedVersion: s.ExpectedVersion, Messages: s.Messages, TimeUnixNano: c.TimeUnixNano}
+}
+
+func (a *applier) appendMulti(l *raft.Log, c *fsmv1.AppendMulti) any {
+	nb, skipped, done := a.target(l, c.Namespace)
+	if done {
+		return skipped
+	}
+	if err := validateAppendMulti(c); err != nil {
+		return err
+	}
+	parts := make([]*fsmv1.Append, len(c.Streams))
+	for i := range c.Streams {
+		parts[i] = part(c, i)
+	}
+	if res, err := nb.checkMultiIDs(c, parts); err != nil {
+		return err
+	} else if res != nil {
+		res.Index = l.Index
+		return res
+	}
+	var conflicts []VersionConflictError
+	for _, p := range parts {
+		if v := nb.stream(p.Stream).meta.lastPos; p.ExpectedVersion != nil && *p.ExpectedVersion != v {
+			conflicts = append(conflicts, VersionConflictError{Stream: p.Stream, Expected: *p.ExpectedVersion, Actual: v})
+		}
+	}
+	if len(conflicts) > 0 {
+		return &VersionConflictsError{Conflicts: conflicts}
+	}
+	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), FirstGlobalPosition: nb.nextGP, Index: l.Index}
+	sm := &nb.sm
+	for i, p := range parts {
+		st := nb.stream(p.Stream)
+		ce := nb.catEntryFor(p.Stream)
+		r := StreamResult{Stream: p.Stream, FirstPosition: st.meta.lastPos + 1, FirstGlobalPosition: nb.nextGP}
+		for _, m := range p.Messages {
+			sm.Reset()
+			sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, p.Stream, m.Type, st.meta.lastPos+1
+			sm.Data, sm.Metadata, sm.TimeUnixNano = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano
+			nb.writeMessage(ce, sm, nb.nextGP, st)
+			nb.nextGP++
+		}
+		r.LastPosition, r.LastGlobalPosition = st.meta.lastPos, nb.nextGP-1
+		nb.recordIDs(p, r.FirstPosition, r.FirstGlobalPosition)
+		res.Streams[i] = r
+	}
+	res.LastGlobalPosition = nb.nextGP - 1
+	nb.done(l)
+	return res
+}
+
+// checkMultiIDs is checkIDs for every stream of an AppendMulti: a retry
+// when every stream is one (the original positions), an error when a
+// stream is refused or some streams are retries and others new, (nil,
+// nil) when the call is new. A client id may appear only once in a call.
+func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*AppendMultiResult, error) {
+	if dedupeWindow(nb.ns.rec) == DedupeOff {
+		return nil, nil
+	}
+	type at struct{ stream, msg int }
+	seen := map[string]at{}
+	for i, p := range parts {
+		for j, m := range p.Messages {
+			if !m.ClientId {
+				continue
+			}
+			if w, ok := seen[m.Id]; ok {
+				return nil, invalid(fmt.Sprintf("streams[%d].messages[%d].id", i, j), "repeats streams[%d].messages[%d].id %s", w.stream, w.msg, m.Id)
+			}
+			seen[m.Id] = at{i, j}
+		}
+	}
+	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), Duplicate: true}
+	dups := 0
+	for i, p := range parts {
+		r, err := nb.checkIDs(p)
+		if err != nil {
+			if de, ok := err.(*DuplicateIDError); ok {
+				de.Field = fmt.Sprintf("streams[%d].messages[%d]", i, de.Message)
+			}
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		dups++
+		res.Streams[i] = StreamResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition}
+		if dups == 1 || r.FirstGlobalPosition < res.FirstGlobalPosition {
+			res.FirstGlobalPosition = r.FirstGlobalPosition
+		}
+		res.LastGlobalPosition = max(res.LastGlobalPosition, r.LastGlobalPosition)
+	}
+	switch {
+	case dups == 0:
+		return nil, nil
+	case dups < len(parts):
+		for i, p := range parts {
+			if res.Streams[i].Stream != "" {
+				return nil, &DuplicateIDError{Message: 0, Field: fmt.Sprintf("streams[%d].messages[0]", i), ID: p.Messages[0].Id,
+					Stream: res.Streams[i].Stream, Position: res.Streams[i].FirstPosition, GlobalPosition: res.Streams[i].FirstGlobalPosition, Reason: DuplicateMixed}
+			}
+		}
+	}
+	return res, nil
+}

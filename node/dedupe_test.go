@@ -1,0 +1,70 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// TestDedupeAcrossSnapshotInstallAndLeaderChange: a follower whose disk
+// was wiped gets the state (the id index with it) by snapshot install,
+// then leads; a retry of an append written before, sent through it and
+// through a follower, is answered with the original positions and
+// writes nothing.
+func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
+	c := newCluster(t, 3, smallSnapshots)
+	createNamespace(t, c.leader().Node, "app")
+	const id = "0192f0c4-0000-7000-8000-0000000000f1"
+	retry := func(n *Node) (*fsm.AppendResult, error) {
+		return n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
+			{Id: id, Type: "Opened", Data: []byte(`{"a":1}`), ClientId: true},
+		}})
+	}
+	writeN(t, c.leader().Node, "app", 5)
+	orig, err := retry(c.leader().Node)
+	if err != nil || orig.Duplicate {
+		t.Fatalf("original append: %+v, %v", orig, err)
+	}
+	c.waitConverged()
+	f := c.followers()[0]
+	f.stop(true)
+	for _, d := range []string{"raft", "fsm"} {
+		if err := os.RemoveAll(filepath.Join(f.dir, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeN(t, c.leader().Node, "app", 100)
+	l := c.leader()
+	waitFor(t, waitTimeout, "the leader to compact its log", func() bool {
+		first, _ := l.logs.FirstIndex()
+		return first > orig.Index
+	})
+	f.start(false)
+	c.waitConverged()
+	waitFor(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
+		snap := f.Raft().Stats()["last_snapshot_index"]
+		return snap != "0" && snap != ""
+	})
+	if err := l.TransferLeadership(ctxT(t), f.ID()); err != nil {
+		t.Fatalf("transfer leadership to the restored follower: %v", err)
+	}
+	waitFor(t, waitTimeout, "the restored follower to lead", func() bool { return c.leader() == f })
+	for _, n := range []*tnode{f, c.followers()[0]} {
+		got, err := retry(n.Node)
+		if err != nil {
+			t.Fatalf("retry on %s: %v", n.ID(), err)
+		}
+		want := *orig
+		want.Duplicate, want.Index = true, got.Index
+		if *got != want || got.Index <= orig.Index {
+			t.Fatalf("retry on %s answered %+v, want %+v", n.ID(), *got, want)
+		}
+	}
+	c.waitConverged()
+	if n := len(readAll(t, f.Node, "app", ReadOptions{})); n != 106 {
+		t.Fatalf("namespace holds %d messages, want 106", n)
+	}
+}
