@@ -21,6 +21,10 @@ var (
 	// passed since the last contact with the leader.
 	ErrStale = errors.New("node: too stale")
 
+	// ErrUnknownServer is returned when a call names a server that is not
+	// in the Raft configuration.
+	ErrUnknownServer = errors.New("node: no such server in the configuration")
+
 	// ErrStorageFull is returned (wrapped, naming the server and what to
 	// free) when the leader refuses a write because a voter has less free
 	// disk space than Config.MinFreeDisk. Nothing was proposed.

@@ -270,7 +270,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			}
 		}
 		if addr == "" {
-			return fmt.Errorf("node: server %s is not in the configuration", id)
+			return fmt.Errorf("%w: %s", ErrUnknownServer, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}

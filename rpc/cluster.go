@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -123,7 +124,9 @@ func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[s
 	if s.b.Raft().State() != raft.Leader {
 		return nil, s.notLeader()
 	}
-	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); err != nil {
+	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); errors.Is(err, node.ErrUnknownServer) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("to_id: no server %q in the cluster (see Cluster.Status)", req.Msg.GetToId()))
+	} else if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
 	leader, err := s.newLeader(ctx)

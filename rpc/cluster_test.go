@@ -26,6 +26,9 @@ func TestTransferLeadershipNamesNewLeader(t *testing.T) {
 		})
 		return l
 	}
+	nosuch := "nosuch"
+	_, err := newClients(leader(), protocols[0], adminToken).cluster.TransferLeadership(ctxT(t), connect.NewRequest(&skaldv1.TransferLeadershipRequest{ToId: &nosuch}))
+	wantCode(t, "transfer to a server not in the cluster", err, connect.CodeNotFound)
 	for i := range 5 {
 		old := leader()
 		resp, err := newClients(old, protocols[0], adminToken).cluster.TransferLeadership(ctxT(t), connect.NewRequest(&skaldv1.TransferLeadershipRequest{}))
