@@ -120,6 +120,11 @@ type Membership struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// Owned by the reconcile loop: the Raft configuration it saw last, and
+	// when each server it has seen leave the configuration went.
+	lastServers map[string]bool
+	removedAt   map[string]time.Time
+
 	mu       sync.Mutex
 	removing map[raft.ServerID]bool // failed servers being removed
 	// members is our copy of gossip membership, kept from memberlist's

@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,4 +301,91 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the moved node to replicate", func() bool { _, ok := f.n.Store().Namespace("after-move"); return ok })
+}
+
+// logLines is a slog handler that keeps every message, for tests that
+// wait for one.
+type logLines struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	line := r.Message
+	r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+	l.mu.Lock()
+	l.msgs = append(l.msgs, line)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *logLines) has(substr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRemovedServerNotReaddedWhileGossipLags: a server removed from Raft
+// while gossip still shows it alive (a leave whose broadcast has not
+// arrived) is not added back by the leader's reconcile.
+func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
+	logs := make([]*logLines, 3)
+	nodes := []*mnode{newNode(t), newNode(t), newNode(t)}
+	for i, mn := range nodes {
+		logs[i] = &logLines{}
+		mn.mod = func(c *Config) { c.Logger = slog.New(logs[i]) }
+	}
+	nodes[0].start(3, nil)
+	for _, mn := range nodes[1:] {
+		mn.start(3, []string{nodes[0].gossip})
+	}
+	var l *mnode
+	waitFor(t, "one leader with three voters", func() bool {
+		l = leaderOf(nodes)
+		return l != nil && len(voters(l.n)) == 3
+	})
+	var f *mnode
+	for _, mn := range nodes {
+		if mn != l {
+			f = mn
+		}
+	}
+	// The leader's reconcile registers API addresses: once the follower's
+	// is known, the leader has seen it in the configuration.
+	waitFor(t, "the leader to reconcile the follower", func() bool { _, ok := l.n.Store().NodeAddr(f.n.ID()); return ok })
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	// Remove it from Raft only: its gossip stays alive, as when the leave
+	// broadcast is lost.
+	if err := l.n.RemoveServer(ctx, f.n.ID()); err != nil {
+		t.Fatal(err)
+	}
+	li := slices.Index(nodes, l)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs[li].mu.Lock()
+			t.Logf("leader log:\n%s", strings.Join(logs[li].msgs, "\n"))
+			logs[li].mu.Unlock()
+		}
+	})
+	waitFor(t, "the leader to decline re-adding the removed server", func() bool {
+		return logs[li].has("not re-adding") && logs[li].has(f.n.ID())
+	})
+	servers, err := l.n.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if string(s.ID) == f.n.ID() {
+			t.Fatalf("the removed server is back in the configuration as %v", s.Suffrage)
+		}
+	}
 }

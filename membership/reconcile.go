@@ -55,6 +55,8 @@ func (m *Membership) reconcileLoop(ctx context.Context) {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			m.reconcileLeader(rctx, members)
 			cancel()
+		} else {
+			m.lastServers = nil // a later term starts without history
 		}
 	}
 }
@@ -76,6 +78,7 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 	for _, s := range servers {
 		byID[string(s.ID)], byAddr[string(s.Address)] = s, s
 	}
+	m.noteRemovals(byID)
 	self := m.node.ID()
 	for _, mem := range members {
 		switch mem.state {
@@ -103,6 +106,15 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 				}
 				continue
 			}
+			if at, ok := m.removedAt[mem.ID]; ok && time.Since(at) < rejoinDelay {
+				// Removed moments ago while gossip still shows it alive:
+				// a leave whose gossip broadcast has not arrived (or was
+				// lost). Re-adding it would leave a non-voter behind that
+				// no one runs.
+				m.log.Info("not re-adding a server removed from the configuration moments ago", "server", mem.ID,
+					"removed", time.Since(at).Round(time.Millisecond), "retry-after", rejoinDelay)
+				continue
+			}
 			if old, ok := byAddr[mem.RaftAddr]; ok && string(old.ID) != mem.ID {
 				m.log.Info("removing a stale server at the address of a joining one", "stale", old.ID, "address", mem.RaftAddr)
 				if err := m.node.RemoveServer(ctx, string(old.ID)); err != nil {
@@ -122,5 +134,36 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 				}
 			}
 		}
+	}
+}
+
+// rejoinDelay is how long the leader waits before adding back a server
+// that left the Raft configuration while gossip still shows it alive. A
+// graceful leave removes the server from Raft right after broadcasting its
+// gossip leave; under load the broadcast can arrive after the removal, or
+// not at all. A server that really comes back (restarted after autopilot
+// removed it) joins after this delay.
+const rejoinDelay = 30 * time.Second
+
+// noteRemovals records when servers left the configuration since the last
+// reconcile. Only the reconcile loop calls it. A new leader starts with no
+// history: it only sees removals made while it leads.
+func (m *Membership) noteRemovals(now map[string]raft.Server) {
+	if m.removedAt == nil {
+		m.removedAt = make(map[string]time.Time)
+	}
+	for id := range m.lastServers {
+		if _, ok := now[id]; !ok {
+			m.removedAt[id] = time.Now()
+		}
+	}
+	for id, at := range m.removedAt {
+		if _, back := now[id]; back || time.Since(at) >= rejoinDelay {
+			delete(m.removedAt, id)
+		}
+	}
+	m.lastServers = make(map[string]bool, len(now))
+	for id := range now {
+		m.lastServers[id] = true
 	}
 }
