@@ -139,8 +139,11 @@ func TestErrorTable(t *testing.T) {
 			connectReply{code: connect.CodeAborted, message: `expected versions do not match: stream "a-1" is at version 1, expected 7; stream "b-2" is at version 0, expected -1`,
 				details: []proto.Message{&skaldv1.VersionConflicts{Conflicts: []*skaldv1.VersionConflict{
 					{Stream: "a-1", ExpectedVersion: 7, ActualVersion: 1}, {Stream: "b-2", ExpectedVersion: -1, ActualVersion: 0}}}}},
-			// EventoDB has no multi-stream write: unmapped there.
-			&evError{status: http.StatusInternalServerError, code: "BACKEND_ERROR", message: "storage error"}}},
+			// Unmapped (500) on EventoDB before the table; unreachable there
+			// (no multi-stream write), now a conflict like stream.write's.
+			&evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT",
+				message: `expected versions do not match: stream "a-1" is at version 1, expected 7; stream "b-2" is at version 0, expected -1`,
+				details: map[string]any{"conflicts": []map[string]any{{"stream": "a-1", "expected": int64(7), "actual": int64(1)}, {"stream": "b-2", "expected": int64(-1), "actual": int64(0)}}}}}},
 		{name: "namespace_not_found", err: fmt.Errorf("read: %w", fsm.ErrNamespaceNotFound),
 			own: want{connectReply{code: connect.CodeUnauthenticated, message: "the token's namespace no longer exists"},
 				&evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "the token's namespace no longer exists",
@@ -170,7 +173,8 @@ func TestErrorTable(t *testing.T) {
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + unknownOutcome.Error()}}},
 		{name: "no_leader", err: node.ErrNoLeader},
 		{name: "not_caught_up", err: fmt.Errorf("%w: index 9 not applied (at 7): context deadline exceeded", node.ErrNotCaughtUp)},
-		// Unmapped on EventoDB (its reads are linearizable).
+		// 500 BACKEND_ERROR on EventoDB before the table (unreachable: its
+		// reads are linearizable); retryable, so 503 there too now.
 		{name: "stale", err: fmt.Errorf("%w: leader last heard 3s ago, bound 1s", node.ErrStale)},
 		{name: "shutdown", err: node.ErrShutdown},
 		{name: "store_closed", err: fsm.ErrClosed},
@@ -181,11 +185,6 @@ func TestErrorTable(t *testing.T) {
 	for i := range cases {
 		c := &cases[i]
 		if c.own.evdb != nil {
-			continue
-		}
-		if c.name == "stale" {
-			c.own.connect, _ = unavailable(c.err)
-			_, c.own.evdb = internal()
 			continue
 		}
 		switch c.name {
@@ -275,5 +274,22 @@ func TestToConnectPassesConnectErrors(t *testing.T) {
 	in := connect.NewError(connect.CodePermissionDenied, errors.New("not yours"))
 	if got := toConnect(context.Background(), slog.New(slog.DiscardHandler), fmt.Errorf("wrapped: %w", in)); got != in {
 		t.Fatalf("got %v, want %v", got, in)
+	}
+}
+
+// A watermark that fsm refuses is the same InvalidArgument on both APIs.
+func TestWatermarkRefusal(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	_, err := (&eventStore{log: log}).DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{
+		Category: "account", Watermarks: map[string]int64{"order-1": 3}}))
+	got := connectReplyOf(t, err)
+	if got.code != connect.CodeInvalidArgument || got.message != `watermarks[0].stream: "order-1" is not in category "account"` || len(got.details) != 1 {
+		t.Fatalf("DeleteByWatermark: got %v", got)
+	}
+	_, everr := (&evdb{log: log}).categoryDeleteByWatermark(ctx, evArgs{json.RawMessage(`"account"`), json.RawMessage(`{"watermarks":{"order-1":3}}`)})
+	want := &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: got.message}
+	if !reflect.DeepEqual(everr, want) {
+		t.Fatalf("category.deleteByWatermark: got %#v, want %#v", everr, want)
 	}
 }

@@ -44,43 +44,25 @@ var evMethods = map[string]evMethod{
 
 var linearizable = node.ReadOptions{Consistency: node.Linearizable}
 
-// backendError maps node and state machine errors. A missing namespace in
-// a data call means the token's namespace was deleted: 403.
+// backendError answers err from the node or the state machine through
+// errorTable, in EventoDB's shape. Data calls act on the token's
+// namespace, so a missing namespace means it was deleted: 403. An unknown
+// error is 500 BACKEND_ERROR (logged, never sent).
 func (e *evdb) backendError(ctx context.Context, err error) *evError {
-	var (
-		ve *fsm.ValidationError
-		vc *fsm.VersionConflictError
-		de *fsm.DuplicateIDError
-	)
-	switch {
-	case errors.As(err, &de):
-		return &evError{status: http.StatusConflict, code: "DUPLICATE_MESSAGE_ID", message: strings.TrimPrefix(de.Error(), "fsm: "),
-			details: map[string]any{"id": de.ID, "stream": de.Stream, "position": de.Position, "globalPosition": de.GlobalPosition, "reason": string(de.Reason)}}
-	case errors.As(err, &ve):
-		return evInvalid("%s: %s", ve.Field, ve.Reason)
-	case errors.As(err, &vc):
-		return &evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT",
-			message: fmt.Sprintf("Expected version %d, stream is at version %d", vc.Expected, vc.Actual),
-			details: map[string]any{"expected": vc.Expected, "actual": vc.Actual}}
-	case errors.Is(err, fsm.ErrNamespaceNotFound):
-		return &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "the token's namespace no longer exists",
-			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
-	case errors.Is(err, fsm.ErrNamespaceExists):
-		return &evError{status: http.StatusConflict, code: "NAMESPACE_EXISTS", message: "namespace already exists"}
-	case errors.Is(err, fsm.ErrStreamNotFound):
-		return &evError{status: http.StatusNotFound, code: "STREAM_NOT_FOUND", message: "stream not found: it never had a message"}
-	case errors.Is(err, fsm.ErrStreamDeleted):
-		return &evError{status: http.StatusGone, code: "STREAM_DELETED", message: "the stream was hard-deleted: it accepts no more writes"}
-	case errors.Is(err, node.ErrStorageFull):
-		return &evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: err.Error()}
-	case errors.Is(err, node.ErrUnknownOutcome):
-		return &evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + err.Error()}
-	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrNotCaughtUp), errors.Is(err, node.ErrShutdown),
-		errors.Is(err, fsm.ErrClosed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: err.Error()}
+	r, known := lookupError(ownNamespace(ctx, err))
+	if !known {
+		e.log.Error("eventodb api: backend error", "err", err)
 	}
-	e.log.Error("eventodb api: backend error", "err", err)
-	return &evError{status: http.StatusInternalServerError, code: "BACKEND_ERROR", message: "storage error"}
+	return r.evdbError(err)
+}
+
+// evRefused is 400 for a name fsm refused, in fsm's words.
+func evRefused(prefix string, err error) *evError {
+	var ve *fsm.ValidationError
+	if errors.As(err, &ve) {
+		return evInvalid("%s%s", prefix, ve.Describe())
+	}
+	return evInvalid("%s%v", prefix, err)
 }
 
 // read runs fn on a linearizable view of the caller's namespace.
@@ -97,7 +79,7 @@ func streamArg(args evArgs) (string, *evError) {
 		return "", err
 	}
 	if verr := fsm.ValidateStreamName("streamName", s); verr != nil {
-		return "", evInvalid("%v", strings.TrimPrefix(verr.Error(), "fsm: "))
+		return "", evRefused("", verr)
 	}
 	return s, nil
 }
@@ -125,7 +107,7 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, evInvalid("message.type must be a non-empty string")
 	}
 	if err := fsm.ValidateTypeName("type", typ); err != nil {
-		return nil, evInvalid("message.type: %v", strings.TrimPrefix(err.Error(), "fsm: "))
+		return nil, evRefused("message.type: ", err)
 	}
 	data, ok := msg["data"]
 	if !ok || !isObject(data) {
@@ -360,10 +342,6 @@ func evRequireAdmin(ctx context.Context) *evError {
 	return nil
 }
 
-func nsNotFound(name string) *evError {
-	return &evError{status: http.StatusNotFound, code: "NAMESPACE_NOT_FOUND", message: fmt.Sprintf("namespace %q not found", name)}
-}
-
 func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
@@ -373,7 +351,7 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, everr
 	}
 	if err := fsm.ValidateNamespaceName(name); err != nil {
-		return nil, evInvalid("%v", strings.TrimPrefix(err.Error(), "fsm: "))
+		return nil, evRefused("", err)
 	}
 	opts, everr := args.opts(1)
 	if everr != nil {
@@ -416,11 +394,8 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
 	}
 	res, err := e.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
-	if errors.Is(err, fsm.ErrNamespaceNotFound) {
-		return nil, nsNotFound(name)
-	}
 	if err != nil {
-		return nil, e.backendError(ctx, err)
+		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
 	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
 }
@@ -472,11 +447,8 @@ func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
 			message: fmt.Sprintf("a namespace token may only read its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
 	}
 	info, stats, err := e.nsStats(ctx, name, linearizable)
-	if errors.Is(err, fsm.ErrNamespaceNotFound) {
-		return nil, nsNotFound(name)
-	}
 	if err != nil {
-		return nil, e.backendError(ctx, err)
+		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
 	var last any
 	if stats.LastActivity != 0 {

@@ -72,7 +72,7 @@ func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.De
 	}
 	res, err := s.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
 	if err != nil {
-		return nil, toConnect(ctx, s.log, err)
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
 	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.Name, DeletedAt: timestamp(res.DeletedAt), MessagesDeleted: res.MessagesDeleted, Index: res.Index}), nil
 }
@@ -127,7 +127,7 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 	}
 	info, err := s.info(ctx, name, node.ReadOptions{Consistency: node.Linearizable})
 	if err != nil {
-		return nil, toConnect(ctx, s.log, err)
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
 	return connect.NewResponse(info), nil
 }
