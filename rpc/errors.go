@@ -226,6 +226,18 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	return r.connectError(err)
 }
 
+// backendError answers err from the node or the state machine through
+// errorTable, in EventoDB's shape. Data calls act on the token's
+// namespace, so a missing namespace means it was deleted: 403. An unknown
+// error is 500 BACKEND_ERROR (logged, never sent).
+func (e *evdb) backendError(ctx context.Context, err error) *evError {
+	r, known := lookupError(ownNamespace(ctx, err))
+	if !known {
+		e.log.Error("eventodb api: backend error", "err", err)
+	}
+	return r.evdbError(err)
+}
+
 // invalidField is InvalidArgument with a google.rpc.BadRequest field
 // violation.
 func invalidField(field, format string, args ...any) *connect.Error {

@@ -1,0 +1,184 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// EventoDB's namespace methods (ns.*), Skald's extensions of the
+// protocol.
+
+func evRequireAdmin(ctx context.Context) *evError {
+	if !callerFrom(ctx).admin {
+		return &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "this method needs the admin token (the default namespace's)",
+			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
+	}
+	return nil
+}
+
+func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	if err := fsm.ValidateNamespaceName(name); err != nil {
+		return nil, evRefused("", err)
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	desc, _, everr := opts.str("description")
+	if everr != nil {
+		return nil, everr
+	}
+	token, _, everr := opts.str("token")
+	if everr != nil {
+		return nil, everr
+	}
+	if token == "" {
+		var err error
+		if token, err = NewToken(name); err != nil {
+			return nil, e.backendError(ctx, err)
+		}
+	} else if tn, err := ParseToken(token); err != nil {
+		return nil, evInvalid("option token: %v", err)
+	} else if tn != name {
+		return nil, evInvalid("option token names namespace %q, not %q", tn, name)
+	}
+	res, err := e.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, Description: desc, TokenHash: TokenHash(token)})
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]any{"namespace": res.Name, "token": token, "createdAt": rfc3339(res.CreatedAt)}, nil
+}
+
+func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	if name == AdminNamespace {
+		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
+	}
+	res, err := e.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
+	if err != nil {
+		return nil, e.backendError(ctx, namedNamespace(name, err))
+	}
+	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
+}
+
+// nsStats reads a namespace's registry entry and counters.
+func (e *evdb) nsStats(ctx context.Context, name string, opts node.ReadOptions) (fsm.NamespaceInfo, fsm.NamespaceStats, error) {
+	var (
+		info  fsm.NamespaceInfo
+		stats fsm.NamespaceStats
+	)
+	_, err := e.b.Read(ctx, name, opts, func(v *fsm.View) (err error) {
+		info = v.Namespace()
+		stats, err = v.Stats()
+		return err
+	})
+	return info, stats, err
+}
+
+func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.b.ReadBarrier(ctx, linearizable); err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	out := []any{}
+	for _, ns := range e.b.Store().Namespaces() {
+		info, stats, err := e.nsStats(ctx, ns.Name, node.ReadOptions{Consistency: node.Local})
+		if errors.Is(err, fsm.ErrNamespaceNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, e.backendError(ctx, err)
+		}
+		out = append(out, map[string]any{"namespace": info.Name, "description": info.Description,
+			"createdAt": rfc3339(info.CreatedAt), "messageCount": stats.MessageCount})
+	}
+	return out, nil
+}
+
+func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	c := callerFrom(ctx)
+	if !c.admin && name != c.namespace {
+		return nil, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
+			message: fmt.Sprintf("a namespace token may only read its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
+	}
+	info, stats, err := e.nsStats(ctx, name, linearizable)
+	if err != nil {
+		return nil, e.backendError(ctx, namedNamespace(name, err))
+	}
+	var last any
+	if stats.LastActivity != 0 {
+		last = rfc3339(stats.LastActivity)
+	}
+	return map[string]any{"namespace": info.Name, "description": info.Description, "createdAt": rfc3339(info.CreatedAt),
+		"messageCount": stats.MessageCount, "streamCount": stats.StreamCount, "lastActivity": last}, nil
+}
+
+func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	prefix, _, everr := opts.str("prefix")
+	if everr != nil {
+		return nil, everr
+	}
+	cursor, _, everr := opts.str("cursor")
+	if everr != nil {
+		return nil, everr
+	}
+	limit, hasLimit, everr := opts.num("limit")
+	if everr != nil {
+		return nil, everr
+	}
+	if !hasLimit {
+		limit = 100
+	} else if limit < 1 || limit > 1000 {
+		return nil, evInvalid("limit must be 1..1000, got %d", limit)
+	}
+	out := []any{}
+	everr = e.read(ctx, func(v *fsm.View) error {
+		streams, _, err := v.ListStreams(fsm.StreamsQuery{Prefix: prefix, Cursor: cursor, Limit: int(limit)})
+		for _, s := range streams {
+			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version, "lastActivity": rfc3339Seconds(s.LastActivity)})
+		}
+		return err
+	})
+	return out, everr
+}
+
+func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
+	out := []any{}
+	everr := e.read(ctx, func(v *fsm.View) error {
+		cats, err := v.ListCategories()
+		for _, c := range cats {
+			out = append(out, map[string]any{"category": c.Category, "streamCount": c.StreamCount, "messageCount": c.MessageCount})
+		}
+		return err
+	})
+	return out, everr
+}
