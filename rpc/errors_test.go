@@ -293,3 +293,38 @@ func TestWatermarkRefusal(t *testing.T) {
 		t.Fatalf("category.deleteByWatermark: got %#v, want %#v", everr, want)
 	}
 }
+
+// A token given to create a namespace must be a well-formed token of that
+// namespace; both APIs say so in their own words.
+func TestCreateNamespaceBadToken(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	other, err := NewToken("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, token string
+		connect     connectReply
+		evdb        *evError
+	}{
+		{"malformed", "nope", connectReply{code: connect.CodeInvalidArgument, message: `token: token must start with "ns_"`,
+			details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "token", Description: `token must start with "ns_"`}}}}},
+			&evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: `option token: token must start with "ns_"`}},
+		{"other_namespace", other, connectReply{code: connect.CodeInvalidArgument, message: `token: names namespace "other", not "shop"`,
+			details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "token", Description: `names namespace "other", not "shop"`}}}}},
+			&evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: `option token names namespace "other", not "shop"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := (&namespaces{log: log}).Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop", Token: c.token}))
+			if got := connectReplyOf(t, err); !got.equal(c.connect) {
+				t.Errorf("Namespaces.Create: got %v, want %v", got, c.connect)
+			}
+			opts, _ := json.Marshal(map[string]string{"token": c.token})
+			if _, got := (&evdb{log: log}).nsCreate(ctx, evArgs{json.RawMessage(`"shop"`), opts}); !reflect.DeepEqual(got, c.evdb) {
+				t.Errorf("ns.create: got %#v, want %#v", got, c.evdb)
+			}
+		})
+	}
+}
