@@ -54,6 +54,16 @@ var errorTable = []func(error) (reply, bool){
 			evDetails: map[string]any{"id": e.ID, "stream": e.Stream, "position": e.Position, "globalPosition": e.GlobalPosition, "reason": string(e.Reason)}}
 	}),
 	typed(func(e *fsm.ValidationError) reply { return invalidReply(e.Field, e.Reason) }),
+	typed(func(e *badTokenError) reply {
+		if e.err != nil {
+			r := invalidReply("token", e.err.Error())
+			r.evMessage = "option token: " + e.err.Error()
+			return r
+		}
+		r := invalidReply("token", fmt.Sprintf("names namespace %q, not %q", e.named, e.want))
+		r.evMessage = fmt.Sprintf("option token names namespace %q, not %q", e.named, e.want)
+		return r
+	}),
 	typed(func(e *fsm.VersionConflictsError) reply {
 		d := &skaldv1.VersionConflicts{}
 		ev := make([]map[string]any, 0, len(e.Conflicts))

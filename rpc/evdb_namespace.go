@@ -2,12 +2,10 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/skalddb/skald/fsm"
-	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -45,15 +43,9 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	if token == "" {
-		var err error
-		if token, err = NewToken(name); err != nil {
-			return nil, e.backendError(ctx, err)
-		}
-	} else if tn, err := ParseToken(token); err != nil {
-		return nil, evInvalid("option token: %v", err)
-	} else if tn != name {
-		return nil, evInvalid("option token names namespace %q, not %q", tn, name)
+	token, err := namespaceToken(name, token)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
 	}
 	res, err := e.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, Description: desc, TokenHash: TokenHash(token)})
 	if err != nil {
@@ -80,38 +72,18 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
 }
 
-// nsStats reads a namespace's registry entry and counters.
-func (e *evdb) nsStats(ctx context.Context, name string, opts node.ReadOptions) (fsm.NamespaceInfo, fsm.NamespaceStats, error) {
-	var (
-		info  fsm.NamespaceInfo
-		stats fsm.NamespaceStats
-	)
-	_, err := e.b.Read(ctx, name, opts, func(v *fsm.View) (err error) {
-		info = v.Namespace()
-		stats, err = v.Stats()
-		return err
-	})
-	return info, stats, err
-}
-
 func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if err := e.b.ReadBarrier(ctx, linearizable); err != nil {
+	entries, err := listNamespaces(ctx, e.b)
+	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
 	out := []any{}
-	for _, ns := range e.b.Store().Namespaces() {
-		info, stats, err := e.nsStats(ctx, ns.Name, node.ReadOptions{Consistency: node.Local})
-		if errors.Is(err, fsm.ErrNamespaceNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, e.backendError(ctx, err)
-		}
-		out = append(out, map[string]any{"namespace": info.Name, "description": info.Description,
-			"createdAt": rfc3339(info.CreatedAt), "messageCount": stats.MessageCount})
+	for _, n := range entries {
+		out = append(out, map[string]any{"namespace": n.info.Name, "description": n.info.Description,
+			"createdAt": rfc3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
 	}
 	return out, nil
 }
@@ -126,7 +98,7 @@ func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
 			message: fmt.Sprintf("a namespace token may only read its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
 	}
-	info, stats, err := e.nsStats(ctx, name, linearizable)
+	info, stats, err := namespaceStats(ctx, e.b, name, linearizable)
 	if err != nil {
 		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
