@@ -43,9 +43,11 @@ var internalReply = reply{code: connect.CodeInternal, status: http.StatusInterna
 
 // errorTable is the one map from node and state-machine errors to what
 // both APIs answer. Rows are tried in order and the first match wins:
-// typed errors (errors.As), then sentinels (errors.Is), verdicts first.
-// Both surfaces only translate a reply into their shape (toConnect,
-// evdb.backendError); neither maps an error of its own.
+// typed errors (errors.As), then sentinels (errors.Is). INVARIANT: every
+// verdict row comes before every other row, so an error that wraps both
+// is answered as the verdict. Both surfaces only translate a reply into
+// their shape (toConnect, evdb.backendError); neither maps an error of
+// its own. TestErrorTable pins every row's reply on both surfaces.
 var errorTable = []func(error) (reply, bool){
 	typed(func(e *fsm.DuplicateIDError) reply {
 		return reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "DUPLICATE_MESSAGE_ID", message: e.Describe(),
@@ -241,7 +243,8 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 // namespace, so a missing namespace means it was deleted: 403. An unknown
 // error is 500 BACKEND_ERROR (logged, never sent).
 func (e *evdb) backendError(ctx context.Context, err error) *evError {
-	r, known := lookupError(ownNamespace(ctx, err))
+	err = ownNamespace(ctx, err)
+	r, known := lookupError(err)
 	if !known {
 		e.log.Error("eventodb api: backend error", "err", err)
 	}
