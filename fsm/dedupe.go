@@ -72,16 +72,20 @@ type DuplicateIDError struct {
 	Reason         DuplicateReason
 }
 
-func (e *DuplicateIDError) Error() string {
+func (e *DuplicateIDError) Error() string { return "fsm: " + e.Describe() }
+
+// Describe is the error's text without the package prefix: the message
+// both APIs send.
+func (e *DuplicateIDError) Describe() string {
 	path := e.Field
 	if path == "" {
 		path = fmt.Sprintf("messages[%d]", e.Message)
 	}
 	if e.Reason == DuplicateContent {
-		return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) with a different stream, type or data",
+		return fmt.Sprintf("%s.id %s was already written to stream %q at position %d (global position %d) with a different stream, type or data",
 			path, e.ID, e.Stream, e.Position, e.GlobalPosition)
 	}
-	return fmt.Sprintf("fsm: %s.id %s was already written to stream %q at position %d (global position %d) but the append is not that write again: a retry must resend the original append, and new messages need new ids",
+	return fmt.Sprintf("%s.id %s was already written to stream %q at position %d (global position %d) but the append is not that write again: a retry must resend the original append, and new messages need new ids",
 		path, e.ID, e.Stream, e.Position, e.GlobalPosition)
 }
 

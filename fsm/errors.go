@@ -56,8 +56,12 @@ type ValidationError struct {
 	Reason string
 }
 
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("fsm: invalid %s: %s", e.Field, e.Reason)
+func (e *ValidationError) Error() string { return "fsm: " + e.Describe() }
+
+// Describe is the error's text without the package prefix: what the APIs
+// send when they quote it.
+func (e *ValidationError) Describe() string {
+	return fmt.Sprintf("invalid %s: %s", e.Field, e.Reason)
 }
 
 func invalid(field, format string, args ...any) *ValidationError {

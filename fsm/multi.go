@@ -49,12 +49,16 @@ type VersionConflictsError struct {
 	Conflicts []VersionConflictError
 }
 
-func (e *VersionConflictsError) Error() string {
+func (e *VersionConflictsError) Error() string { return "fsm: " + e.Describe() }
+
+// Describe is the error's text without the package prefix: the message
+// both APIs send.
+func (e *VersionConflictsError) Describe() string {
 	parts := make([]string, len(e.Conflicts))
 	for i, c := range e.Conflicts {
 		parts[i] = fmt.Sprintf("stream %q is at version %d, expected %d", c.Stream, c.Actual, c.Expected)
 	}
-	return "fsm: expected versions do not match: " + strings.Join(parts, "; ")
+	return "expected versions do not match: " + strings.Join(parts, "; ")
 }
 
 func validateAppendMulti(c *fsmv1.AppendMulti) error {

@@ -5,91 +5,256 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"net/http"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-// toConnect maps an error from the node or the state machine to the
-// Connect code the API promises (docs/api.md, Errors).
-// Unknown errors become Internal with a generic message; the real one is
-// logged, never sent.
-func toConnect(ctx context.Context, log *slog.Logger, err error) error {
-	var (
-		ce *connect.Error
-		ve *fsm.ValidationError
-		vc *fsm.VersionConflictError
-		de *fsm.DuplicateIDError
-		vs *fsm.VersionConflictsError
-	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ce):
-		return ce
-	case errors.As(err, &de):
-		e := connect.NewError(connect.CodeAlreadyExists, errors.New(strings.TrimPrefix(de.Error(), "fsm: ")))
-		if d, derr := connect.NewErrorDetail(&skaldv1.DuplicateMessageId{Message: int32(de.Message), Field: de.Field, Id: de.ID, Stream: de.Stream,
-			Position: de.Position, GlobalPosition: de.GlobalPosition, Reason: string(de.Reason)}); derr == nil {
-			e.AddDetail(d)
+// reply is one node or state-machine error as both APIs answer it:
+// Connect's code, message and details, and EventoDB's HTTP status, code,
+// message and details (docs/api.md, Errors; docs/eventodb-api.md §9).
+type reply struct {
+	code    connect.Code
+	status  int    // EventoDB's HTTP status
+	evCode  string // EventoDB's error code
+	message string // the public message (with cause: the prefix of the error's own text)
+	// cause: the message is message followed by the error's own text, and
+	// the Connect error wraps the error (errors.Is still sees the sentinel).
+	cause     bool
+	evMessage string // EventoDB's message, when it differs from message
+	details   []proto.Message
+	evDetails map[string]any
+	// verdict: the state machine decided. It stands even when the call's
+	// deadline has passed; any other error then becomes DeadlineExceeded
+	// on Connect.
+	verdict bool
+}
+
+// internalReply answers an error the table does not know; the error
+// itself is logged, never sent.
+var internalReply = reply{code: connect.CodeInternal, status: http.StatusInternalServerError, evCode: "BACKEND_ERROR",
+	message: "internal error", evMessage: "storage error"}
+
+// errorTable is the one map from node and state-machine errors to what
+// both APIs answer. Rows are tried in order and the first match wins:
+// typed errors (errors.As), then sentinels (errors.Is). INVARIANT: every
+// verdict row comes before every other row, so an error that wraps both
+// is answered as the verdict. Both surfaces only translate a reply into
+// their shape (toConnect, evdb.backendError); neither maps an error of
+// its own. TestErrorTable pins every row's reply on both surfaces.
+var errorTable = []func(error) (reply, bool){
+	typed(func(e *fsm.DuplicateIDError) reply {
+		return reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "DUPLICATE_MESSAGE_ID", message: e.Describe(),
+			details: []proto.Message{&skaldv1.DuplicateMessageId{Message: int32(e.Message), Field: e.Field, Id: e.ID, Stream: e.Stream,
+				Position: e.Position, GlobalPosition: e.GlobalPosition, Reason: string(e.Reason)}},
+			evDetails: map[string]any{"id": e.ID, "stream": e.Stream, "position": e.Position, "globalPosition": e.GlobalPosition, "reason": string(e.Reason)}}
+	}),
+	typed(func(e *fsm.ValidationError) reply { return invalidReply(e.Field, e.Reason) }),
+	typed(func(e *badTokenError) reply {
+		if e.err != nil {
+			r := invalidReply("token", e.err.Error())
+			r.evMessage = "option token: " + e.err.Error()
+			return r
 		}
-		return e
-	case errors.As(err, &ve):
-		return invalidField(ve.Field, "%s", ve.Reason)
-	case errors.As(err, &vs):
-		e := connect.NewError(connect.CodeAborted, errors.New(strings.TrimPrefix(vs.Error(), "fsm: ")))
+		r := invalidReply("token", fmt.Sprintf("names namespace %q, not %q", e.named, e.want))
+		r.evMessage = fmt.Sprintf("option token names namespace %q, not %q", e.named, e.want)
+		return r
+	}),
+	typed(func(e *fsm.VersionConflictsError) reply {
 		d := &skaldv1.VersionConflicts{}
-		for _, c := range vs.Conflicts {
+		ev := make([]map[string]any, 0, len(e.Conflicts))
+		for _, c := range e.Conflicts {
 			d.Conflicts = append(d.Conflicts, &skaldv1.VersionConflict{Stream: c.Stream, ExpectedVersion: c.Expected, ActualVersion: c.Actual})
+			ev = append(ev, map[string]any{"stream": c.Stream, "expected": c.Expected, "actual": c.Actual})
 		}
-		if ed, derr := connect.NewErrorDetail(d); derr == nil {
+		return reply{verdict: true, code: connect.CodeAborted, status: http.StatusConflict, evCode: "STREAM_VERSION_CONFLICT", message: e.Describe(),
+			details: []proto.Message{d}, evDetails: map[string]any{"conflicts": ev}}
+	}),
+	typed(func(e *fsm.VersionConflictError) reply {
+		return reply{verdict: true, code: connect.CodeAborted, status: http.StatusConflict, evCode: "STREAM_VERSION_CONFLICT",
+			message:   fmt.Sprintf("stream %q is at version %d, expected %d", e.Stream, e.Actual, e.Expected),
+			evMessage: fmt.Sprintf("Expected version %d, stream is at version %d", e.Expected, e.Actual),
+			details:   []proto.Message{&skaldv1.VersionConflict{Stream: e.Stream, ExpectedVersion: e.Expected, ActualVersion: e.Actual}},
+			evDetails: map[string]any{"expected": e.Expected, "actual": e.Actual}}
+	}),
+	typed(func(e *namespaceGoneError) reply {
+		return reply{verdict: true, code: connect.CodeUnauthenticated, status: http.StatusForbidden, evCode: "AUTH_UNAUTHORIZED",
+			message: "the token's namespace no longer exists", evDetails: map[string]any{"namespace": e.namespace}}
+	}),
+	typed(func(e *namespaceNotFoundError) reply {
+		return reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
+			message: "namespace not found", evMessage: fmt.Sprintf("namespace %q not found", e.name)}
+	}),
+	sentinel(fsm.ErrNamespaceNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
+		message: "namespace not found"}),
+	sentinel(fsm.ErrNamespaceExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "NAMESPACE_EXISTS",
+		message: "namespace already exists"}),
+	sentinel(fsm.ErrStreamNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "STREAM_NOT_FOUND",
+		message: "stream not found: it never had a message"}),
+	sentinel(fsm.ErrStreamDeleted, reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusGone, evCode: "STREAM_DELETED",
+		message: "the stream was hard-deleted: it accepts no more writes"}),
+	// Not verdicts: the message is the error's own text.
+	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
+	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
+	sentinel(node.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true}),
+	sentinel(node.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
+		message: "the write may or may not have been applied: "}),
+	sentinel(node.ErrNoLeader, unavailable),
+	sentinel(node.ErrNotCaughtUp, unavailable),
+	sentinel(node.ErrStale, unavailable),
+	sentinel(node.ErrShutdown, unavailable),
+	sentinel(fsm.ErrClosed, unavailable),
+}
+
+// unavailable is a retryable condition: nothing was decided.
+var unavailable = reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}
+
+// typed is the row of an error type, matched with errors.As.
+func typed[E error](build func(E) reply) func(error) (reply, bool) {
+	return func(err error) (reply, bool) {
+		var e E
+		if errors.As(err, &e) {
+			return build(e), true
+		}
+		return reply{}, false
+	}
+}
+
+// sentinel is the row of a sentinel error, matched with errors.Is.
+func sentinel(target error, r reply) func(error) (reply, bool) {
+	return func(err error) (reply, bool) { return r, errors.Is(err, target) }
+}
+
+// lookupError returns the table's reply to err; known is false (and the
+// reply internalReply) for an error it does not list.
+func lookupError(err error) (r reply, known bool) {
+	for _, row := range errorTable {
+		if r, ok := row(err); ok {
+			return r, true
+		}
+	}
+	return internalReply, false
+}
+
+// invalidReply is InvalidArgument (400 INVALID_REQUEST) for one field,
+// with a google.rpc.BadRequest field violation on Connect.
+func invalidReply(field, desc string) reply {
+	return reply{verdict: true, code: connect.CodeInvalidArgument, status: http.StatusBadRequest, evCode: "INVALID_REQUEST",
+		message: field + ": " + desc,
+		details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}}}}
+}
+
+// connectError is r in Connect's shape; cause is the error answered.
+func (r reply) connectError(cause error) *connect.Error {
+	var e *connect.Error
+	switch {
+	case !r.cause:
+		e = connect.NewError(r.code, errors.New(r.message))
+	case r.message == "":
+		e = connect.NewError(r.code, cause)
+	default:
+		e = connect.NewError(r.code, fmt.Errorf("%s%w", r.message, cause))
+	}
+	for _, d := range r.details {
+		if ed, err := connect.NewErrorDetail(d); err == nil {
 			e.AddDetail(ed)
 		}
-		return e
-	case errors.As(err, &vc):
-		e := connect.NewError(connect.CodeAborted, fmt.Errorf("stream %q is at version %d, expected %d", vc.Stream, vc.Actual, vc.Expected))
-		if d, derr := connect.NewErrorDetail(&skaldv1.VersionConflict{Stream: vc.Stream, ExpectedVersion: vc.Expected, ActualVersion: vc.Actual}); derr == nil {
-			e.AddDetail(d)
-		}
-		return e
-	case errors.Is(err, fsm.ErrNamespaceNotFound):
-		return connect.NewError(connect.CodeNotFound, errors.New("namespace not found"))
-	case errors.Is(err, fsm.ErrNamespaceExists):
-		return connect.NewError(connect.CodeAlreadyExists, errors.New("namespace already exists"))
-	case errors.Is(err, fsm.ErrStreamNotFound):
-		return connect.NewError(connect.CodeNotFound, errors.New("stream not found: it never had a message"))
-	case errors.Is(err, fsm.ErrStreamDeleted):
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New("the stream was hard-deleted: it accepts no more writes"))
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
-	case errors.Is(err, node.ErrStorageFull):
-		return connect.NewError(connect.CodeResourceExhausted, err)
-	case errors.Is(err, node.ErrUnknownOutcome):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the write may or may not have been applied: %w", err))
-	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrNotCaughtUp), errors.Is(err, node.ErrStale),
-		errors.Is(err, node.ErrShutdown), errors.Is(err, fsm.ErrClosed):
-		return connect.NewError(connect.CodeUnavailable, err)
 	}
-	log.Error("internal error", "err", err)
-	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+	return e
+}
+
+// evdbError is r in EventoDB's shape; cause is the error answered.
+func (r reply) evdbError(cause error) *evError {
+	msg := r.message
+	switch {
+	case r.cause:
+		msg += cause.Error()
+	case r.evMessage != "":
+		msg = r.evMessage
+	}
+	return &evError{status: r.status, code: r.evCode, message: msg, details: r.evDetails}
+}
+
+// namespaceGoneError replaces fsm.ErrNamespaceNotFound in a call on the
+// caller's own namespace: the token's namespace was deleted after a node
+// admitted the token (it can, before it applies the delete).
+type namespaceGoneError struct{ namespace string }
+
+func (e *namespaceGoneError) Error() string {
+	return fmt.Sprintf("the token's namespace %q no longer exists", e.namespace)
+}
+
+// namespaceNotFoundError replaces fsm.ErrNamespaceNotFound in a call that
+// names the namespace (Namespaces, EventoDB's ns.*).
+type namespaceNotFoundError struct{ name string }
+
+func (e *namespaceNotFoundError) Error() string { return fmt.Sprintf("namespace %q not found", e.name) }
+
+// ownNamespace is err of a call on the caller's own namespace (EventStore,
+// EventoDB's data methods), where a missing namespace means its token's
+// namespace was deleted: Unauthenticated, 403 AUTH_UNAUTHORIZED.
+func ownNamespace(ctx context.Context, err error) error {
+	if errors.Is(err, fsm.ErrNamespaceNotFound) {
+		return &namespaceGoneError{namespace: callerFrom(ctx).namespace}
+	}
+	return err
+}
+
+// namedNamespace is err of a call on the namespace name: a missing
+// namespace is NotFound, 404 NAMESPACE_NOT_FOUND naming it.
+func namedNamespace(name string, err error) error {
+	if errors.Is(err, fsm.ErrNamespaceNotFound) {
+		return &namespaceNotFoundError{name: name}
+	}
+	return err
+}
+
+// toConnect answers err from the node or the state machine on Connect
+// through errorTable. A *connect.Error passes through; once the call's
+// deadline has passed, anything but a verdict is DeadlineExceeded; an
+// unknown error is Internal with a generic message (the real one is
+// logged, never sent).
+func toConnect(ctx context.Context, log *slog.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	r, known := lookupError(err)
+	if !r.verdict && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	if !known {
+		log.Error("internal error", "err", err)
+	}
+	return r.connectError(err)
+}
+
+// backendError answers err from the node or the state machine through
+// errorTable, in EventoDB's shape. Data calls act on the token's
+// namespace, so a missing namespace means it was deleted: 403. An unknown
+// error is 500 BACKEND_ERROR (logged, never sent).
+func (e *evdb) backendError(ctx context.Context, err error) *evError {
+	err = ownNamespace(ctx, err)
+	r, known := lookupError(err)
+	if !known {
+		e.log.Error("eventodb api: backend error", "err", err)
+	}
+	return r.evdbError(err)
 }
 
 // invalidField is InvalidArgument with a google.rpc.BadRequest field
 // violation.
 func invalidField(field, format string, args ...any) *connect.Error {
-	desc := fmt.Sprintf(format, args...)
-	e := connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %s", field, desc))
-	if d, err := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: desc}}}); err == nil {
-		e.AddDetail(d)
-	}
-	return e
+	return invalidReply(field, fmt.Sprintf(format, args...)).connectError(nil)
 }
 
 // ConnectError is the error the API returns for err from the node or the

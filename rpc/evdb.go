@@ -12,12 +12,16 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/skalddb/skald/fsm"
 )
 
 // The EventoDB-compatible HTTP API (docs/eventodb-api.md):
 // POST /rpc, GET /subscribe, POST /import, GET /health, GET /version, and
-// JSON 404s for every other path. Files evdb_*.go hold the methods, SSE
-// and import.
+// JSON 404s for every other path. evdb_methods.go dispatches the /rpc
+// methods, held by evdb_stream.go, evdb_category.go, evdb_namespace.go and
+// evdb_streamdelete.go; evdb_sse.go serves /subscribe, evdb_import.go
+// /import. Errors from the node go through errorTable (errors.go).
 
 // evdbVersion is what sys.version reports (and /version beside Skald's
 // own): the EventoDB protocol version this server implements. SDKs read
@@ -40,6 +44,15 @@ func (e *evError) Error() string { return e.code + ": " + e.message }
 
 func evInvalid(format string, args ...any) *evError {
 	return &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: fmt.Sprintf(format, args...)}
+}
+
+// evRefused is 400 for a name fsm refused, in fsm's words.
+func evRefused(prefix string, err error) *evError {
+	var ve *fsm.ValidationError
+	if errors.As(err, &ve) {
+		return evInvalid("%s%s", prefix, ve.Describe())
+	}
+	return evInvalid("%s%v", prefix, err)
 }
 
 // writeJSON writes v with EventoDB's encoding (HTML-escaped, newline).

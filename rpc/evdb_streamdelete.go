@@ -3,9 +3,6 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-	"errors"
-
-	"connectrpc.com/connect"
 
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
@@ -91,9 +88,7 @@ func (e *evdb) categoryDeleteByWatermark(ctx context.Context, args evArgs) (any,
 		return nil, evInvalid("option types must be an array of strings")
 	}
 	c, err := watermarkCommand(callerFrom(ctx).namespace, category, marks, types)
-	if ce := (*connect.Error)(nil); errors.As(err, &ce) {
-		return nil, evInvalid("%s", ce.Message())
-	} else if err != nil {
+	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
 	res, err := e.b.DeleteByWatermark(ctx, c)

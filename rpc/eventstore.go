@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -135,10 +134,7 @@ func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*
 // does not exist means the token's namespace was deleted (a node can pass
 // the token before it applied the delete), which is Unauthenticated.
 func (s *eventStore) toConnect(ctx context.Context, err error) error {
-	if errors.Is(err, fsm.ErrNamespaceNotFound) {
-		return connect.NewError(connect.CodeUnauthenticated, errors.New("the token's namespace no longer exists"))
-	}
-	return toConnect(ctx, s.log, err)
+	return toConnect(ctx, s.log, ownNamespace(ctx, err))
 }
 
 func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv1.ReadStreamRequest]) (*connect.Response[skaldv1.ReadStreamResponse], error) {

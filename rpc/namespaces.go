@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -37,16 +36,9 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	if err := asInvalid(fsm.ValidateNamespaceName(m.Name)); err != nil {
 		return nil, err
 	}
-	token := m.Token
-	if token == "" {
-		var err error
-		if token, err = NewToken(m.Name); err != nil {
-			return nil, toConnect(ctx, s.log, err)
-		}
-	} else if name, err := ParseToken(token); err != nil {
-		return nil, invalidField("token", "%v", err)
-	} else if name != m.Name {
-		return nil, invalidField("token", "names namespace %q, not %q", name, m.Name)
+	token, err := namespaceToken(m.Name, m.Token)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
 	}
 	window, err := dedupeWindow(m)
 	if err != nil {
@@ -72,48 +64,33 @@ func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.De
 	}
 	res, err := s.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
 	if err != nil {
-		return nil, toConnect(ctx, s.log, err)
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
 	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.Name, DeletedAt: timestamp(res.DeletedAt), MessagesDeleted: res.MessagesDeleted, Index: res.Index}), nil
 }
 
-// info reads a namespace's registry entry and counters on one view.
-func (s *namespaces) info(ctx context.Context, name string, opts node.ReadOptions) (*skaldv1.NamespaceInfo, error) {
-	var out *skaldv1.NamespaceInfo
-	_, err := s.b.Read(ctx, name, opts, func(v *fsm.View) error {
-		st, err := v.Stats()
-		if err != nil {
-			return err
-		}
-		ns := v.Namespace()
-		out = &skaldv1.NamespaceInfo{
-			Name: ns.Name, Description: ns.Description, CreatedAt: timestamp(ns.CreatedAt),
-			MessageCount: st.MessageCount, StreamCount: st.StreamCount, LastActivity: timestamp(st.LastActivity),
-		}
-		window, forever := ns.DedupeWindow()
-		out.DedupeWindow, out.DedupeForever = durationpb.New(window), forever
-		return nil
-	})
-	return out, err
+// namespaceInfo is a namespace's entry and counters in Connect's shape.
+func namespaceInfo(ns fsm.NamespaceInfo, st fsm.NamespaceStats) *skaldv1.NamespaceInfo {
+	out := &skaldv1.NamespaceInfo{
+		Name: ns.Name, Description: ns.Description, CreatedAt: timestamp(ns.CreatedAt),
+		MessageCount: st.MessageCount, StreamCount: st.StreamCount, LastActivity: timestamp(st.LastActivity),
+	}
+	window, forever := ns.DedupeWindow()
+	out.DedupeWindow, out.DedupeForever = durationpb.New(window), forever
+	return out
 }
 
 func (s *namespaces) List(ctx context.Context, _ *connect.Request[skaldv1.ListRequest]) (*connect.Response[skaldv1.ListResponse], error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.b.ReadBarrier(ctx, node.ReadOptions{Consistency: node.Linearizable}); err != nil {
+	entries, err := listNamespaces(ctx, s.b)
+	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
 	resp := &skaldv1.ListResponse{}
-	for _, ns := range s.b.Store().Namespaces() {
-		info, err := s.info(ctx, ns.Name, node.ReadOptions{Consistency: node.Local})
-		if errors.Is(err, fsm.ErrNamespaceNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, toConnect(ctx, s.log, err)
-		}
-		resp.Namespaces = append(resp.Namespaces, info)
+	for _, n := range entries {
+		resp.Namespaces = append(resp.Namespaces, namespaceInfo(n.info, n.stats))
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -125,11 +102,11 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 	if !c.admin && name != c.namespace {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only get its own namespace %q", c.namespace))
 	}
-	info, err := s.info(ctx, name, node.ReadOptions{Consistency: node.Linearizable})
+	info, stats, err := namespaceStats(ctx, s.b, name, node.ReadOptions{Consistency: node.Linearizable})
 	if err != nil {
-		return nil, toConnect(ctx, s.log, err)
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
-	return connect.NewResponse(info), nil
+	return connect.NewResponse(namespaceInfo(info, stats)), nil
 }
 
 // dedupeWindow turns a Create request's idempotent-write options into

@@ -56,7 +56,7 @@ func (s *eventStore) DeleteByWatermark(ctx context.Context, req *connect.Request
 	}
 	c, err := watermarkCommand(callerFrom(ctx).namespace, m.Category, m.Watermarks, m.Types)
 	if err != nil {
-		return nil, err
+		return nil, s.toConnect(ctx, err)
 	}
 	res, err := s.b.DeleteByWatermark(ctx, c)
 	if err != nil {
@@ -66,14 +66,15 @@ func (s *eventStore) DeleteByWatermark(ctx context.Context, req *connect.Request
 }
 
 // watermarkCommand lists the watermarks in byte order of the stream names,
-// as apply requires (a map has no order), checking them as apply will.
+// as apply requires (a map has no order), checking them as apply will: a
+// refusal is an *fsm.ValidationError, for errorTable.
 func watermarkCommand(namespace, category string, marks map[string]int64, types []string) (*fsmv1.DeleteByWatermark, error) {
 	c := &fsmv1.DeleteByWatermark{Namespace: namespace, Category: category, Types: types}
 	for _, stream := range slices.Sorted(maps.Keys(marks)) {
 		c.Watermarks = append(c.Watermarks, &fsmv1.StreamWatermark{Stream: stream, Position: marks[stream]})
 	}
 	if err := fsm.ValidateWatermarks(c); err != nil {
-		return nil, asInvalid(err)
+		return nil, err
 	}
 	return c, nil
 }

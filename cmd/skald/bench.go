@@ -1,19 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/skalddb/skald/client"
@@ -57,37 +50,6 @@ type benchConfig struct {
 	rate        int
 	run         string    // prefix that keeps runs apart
 	cpu         *cpuMeter // every --addr node, not only the targets; nil: not measured
-}
-
-// benchResult is what -o json prints.
-type benchResult struct {
-	Workload       string             `json:"workload"`
-	Concurrency    int                `json:"concurrency"`
-	DurationS      float64            `json:"duration_s"`
-	Ops            int64              `json:"ops"`
-	Messages       int64              `json:"messages"`
-	Errors         int64              `json:"errors"`
-	OpsPerSec      float64            `json:"ops_per_sec"`
-	MessagesPerSec float64            `json:"messages_per_sec"`
-	LatencyMS      map[string]float64 `json:"latency_ms"`
-	Timeline       []benchSecond      `json:"timeline"`
-	// Server CPU over the measured window, summed over every --addr node;
-	// absent when /metrics could not be read. See cpuMeter.
-	ServerCPUSeconds  float64 `json:"server_cpu_s,omitempty"`
-	ServerCPUUsPerOp  float64 `json:"server_cpu_us_per_op,omitempty"`
-	ServerCPUUsPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
-}
-
-// setCPU records the servers' CPU seconds over the run, when measured.
-func (r *benchResult) setCPU(seconds float64, ok bool) {
-	if !ok || r.Ops == 0 {
-		return
-	}
-	r.ServerCPUSeconds = seconds
-	r.ServerCPUUsPerOp = seconds * 1e6 / float64(r.Ops)
-	if r.Messages > 0 {
-		r.ServerCPUUsPerMsg = seconds * 1e6 / float64(r.Messages)
-	}
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -142,44 +104,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return benchReport(stdout, stderr, cf.output, *plot, []*benchResult{res}, []string{*target})
 }
 
-// benchReport prints the results as a table or JSON (one object for one
-// result) and writes the plot when asked.
-func benchReport(stdout, stderr io.Writer, output, plot string, results []*benchResult, targets []string) error {
-	if plot != "" {
-		var page bytes.Buffer
-		if err := writePlot(&page, results, targets); err != nil {
-			return err
-		}
-		if err := os.WriteFile(plot, page.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("--plot: %w", err)
-		}
-		fmt.Fprintf(stderr, "plot written to %s\n", plot)
-	}
-	if output == "json" {
-		if len(results) == 1 {
-			return json.NewEncoder(stdout).Encode(results[0])
-		}
-		return json.NewEncoder(stdout).Encode(results)
-	}
-	return benchTable(stdout, results, targets)
-}
-
-func benchTable(w io.Writer, results []*benchResult, targets []string) error {
-	var rows [][]string
-	for i, res := range results {
-		cpu := "-"
-		if res.ServerCPUSeconds > 0 {
-			cpu = fmt.Sprintf("%.0f", res.ServerCPUUsPerOp)
-		}
-		rows = append(rows, []string{
-			res.Workload, targets[i], strconv.Itoa(res.Concurrency), fmt.Sprintf("%.0f", res.OpsPerSec), fmt.Sprintf("%.0f", res.MessagesPerSec),
-			fmt.Sprintf("%.2f", res.LatencyMS["p50"]), fmt.Sprintf("%.2f", res.LatencyMS["p90"]), fmt.Sprintf("%.2f", res.LatencyMS["p99"]),
-			fmt.Sprintf("%.2f", res.LatencyMS["p999"]), fmt.Sprintf("%.2f", res.LatencyMS["max"]), strconv.FormatInt(res.Errors, 10), cpu,
-		})
-	}
-	return table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS\tCPU µS/OP", rows)
-}
-
 // runStandardBench runs the set the targets are stated for.
 func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, http2 bool, plot string, stdout, stderr io.Writer) error {
 	all := strings.Split(cf.addr, ",")
@@ -223,187 +147,4 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, htt
 		results, targets = append(results, res), append(targets, b.target)
 	}
 	return benchReport(stdout, stderr, cf.output, plot, results, targets)
-}
-
-func (c *benchConfig) payloadJSON(r *rand.Rand) []byte {
-	b := make([]byte, 0, c.payload)
-	b = append(b, `{"p":"`...)
-	for len(b) < c.payload-2 {
-		b = append(b, byte('a'+r.IntN(26)))
-	}
-	return append(b, `"}`...)
-}
-
-func (c *benchConfig) stream(n int) string { return fmt.Sprintf("%s-%d", c.run, n%c.streams) }
-
-// fill writes 100 messages to each stream so reads have something to read.
-func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Writer) error {
-	r := rand.New(rand.NewPCG(1, 2))
-	for s := 0; s < c.streams; s++ {
-		msgs := make([]client.NewMessage, 100)
-		for i := range msgs {
-			msgs[i] = client.NewMessage{Type: "Filled", Data: c.payloadJSON(r)}
-		}
-		if _, err := cl.Append(ctx, c.stream(s), msgs); err != nil {
-			return apiError(err)
-		}
-		if s%100 == 99 {
-			fmt.Fprintf(stderr, "\rfilling streams: %d/%d", s+1, c.streams)
-		}
-	}
-	fmt.Fprintln(stderr)
-	return nil
-}
-
-// op is one measured call; it returns how many messages it moved.
-type op func(ctx context.Context, r *rand.Rand) (int, error)
-
-func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Writer) (*benchResult, error) {
-	clients, err := c.dial(ctx, cf)
-	if err != nil {
-		return nil, err
-	}
-	defer clients.close()
-	if c.workload == "subscribe" {
-		return c.subscribe(ctx, clients, stderr)
-	}
-	if c.workload == "read-stream" || c.workload == "read-category" || c.workload == "mixed" {
-		if err := c.fill(ctx, clients.of(0), stderr); err != nil {
-			return nil, err
-		}
-	}
-	ops := make([]op, c.concurrency)
-	for w := range ops {
-		cl := clients.of(w)
-		appendN := func(n int) op {
-			return func(ctx context.Context, r *rand.Rand) (int, error) {
-				msgs := make([]client.NewMessage, n)
-				for i := range msgs {
-					msgs[i] = client.NewMessage{Type: "Bench", Data: c.payloadJSON(r)}
-				}
-				_, err := cl.Append(ctx, c.stream(r.IntN(c.streams)), msgs)
-				return n, err
-			}
-		}
-		readStream := func(ctx context.Context, r *rand.Rand) (int, error) {
-			msgs, err := cl.ReadStream(ctx, client.StreamQuery{Stream: c.stream(r.IntN(c.streams)), Limit: 100})
-			return len(msgs), err
-		}
-		switch c.workload {
-		case "append":
-			ops[w] = appendN(1)
-		case "evdb-append":
-			ops[w] = c.evdbAppend(cf, w)
-		case "append-batch":
-			ops[w] = appendN(c.batch)
-		case "read-stream":
-			ops[w] = readStream
-		case "read-category":
-			ops[w] = func(ctx context.Context, r *rand.Rand) (int, error) {
-				msgs, err := cl.ReadCategory(ctx, client.CategoryQuery{Category: c.run, Limit: 100,
-					GlobalPosition: 1 + r.Int64N(int64(c.streams)*50), Group: client.ConsumerGroup{Member: int64(w % 4), Size: 4}})
-				return len(msgs), err
-			}
-		case "mixed":
-			write := appendN(1)
-			ops[w] = func(ctx context.Context, r *rand.Rand) (int, error) {
-				if r.Float64() < c.readRatio {
-					return readStream(ctx, r)
-				}
-				return write(ctx, r)
-			}
-		default:
-			return nil, &exitError{exitUsage, fmt.Errorf("--workload %q: unknown (see --help)", c.workload)}
-		}
-	}
-	return c.measure(ctx, ops, stderr)
-}
-
-// measure runs every op in a loop for the duration, with a progress line
-// each second.
-func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (*benchResult, error) {
-	// Calls run without the run's deadline (a deadline travels to the
-	// server, which would fail the last calls); the loop stops on a flag.
-	// A call still retrying then (a cluster client waiting for a leader)
-	// is cancelled benchGrace later.
-	var stop atomic.Bool
-	timer := time.AfterFunc(c.duration, func() { stop.Store(true) })
-	defer timer.Stop()
-	context.AfterFunc(ctx, func() { stop.Store(true) })
-	callCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelCalls()
-	grace := time.AfterFunc(c.duration+benchGrace, cancelCalls)
-	defer grace.Stop()
-	var (
-		nops, nmsgs, nerr atomic.Int64
-		wg                sync.WaitGroup
-		lat               = make([][]sample, len(ops))
-		errAt             = make([][]time.Duration, len(ops))
-		firstErr          atomic.Value
-	)
-	stopCPU := c.cpu.start(ctx)
-	start := time.Now()
-	for w, o := range ops {
-		wg.Add(1)
-		go func(w int, o op) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			for !stop.Load() {
-				t := time.Now()
-				n, err := o(callCtx, r)
-				if err != nil {
-					nerr.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					errAt[w] = append(errAt[w], time.Since(start))
-					continue
-				}
-				lat[w] = append(lat[w], sample{at: time.Since(start), d: time.Since(t)})
-				nops.Add(1)
-				nmsgs.Add(int64(n))
-			}
-		}(w, o)
-	}
-	done := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		var last int64
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				n := nops.Load()
-				fmt.Fprintf(stderr, "\r%5.0fs  %8d ops/s  %8d ops  %d errors   ", time.Since(start).Seconds(), n-last, n, nerr.Load())
-				last = n
-			}
-		}
-	}()
-	wg.Wait()
-	elapsed := time.Since(start)
-	cpuS, cpuOK := stopCPU()
-	close(done)
-	fmt.Fprintln(stderr)
-	if e := firstErr.Load(); e != nil {
-		fmt.Fprintf(stderr, "first error: %s\n", e)
-	}
-	res := c.result(slices.Concat(lat...), slices.Concat(errAt...), nops.Load(), nmsgs.Load(), nerr.Load(), elapsed)
-	res.setCPU(cpuS, cpuOK)
-	return res, nil
-}
-
-func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *benchResult {
-	all := make([]time.Duration, len(samples))
-	for i, s := range samples {
-		all[i] = s.d
-	}
-	slices.Sort(all)
-	pct := func(p float64) float64 { return percentileMS(all, p) }
-	s := elapsed.Seconds()
-	return &benchResult{
-		Workload: c.workload, Concurrency: c.concurrency, DurationS: s, Ops: ops, Messages: msgs, Errors: errs,
-		OpsPerSec: float64(ops) / s, MessagesPerSec: float64(msgs) / s,
-		LatencyMS: map[string]float64{"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999), "max": pct(1)},
-		Timeline:  timeline(samples, errAt),
-	}
 }

@@ -1,0 +1,330 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// failingBackend answers every call the tests make with err.
+type failingBackend struct {
+	Backend
+	err error
+}
+
+func (f failingBackend) Append(context.Context, *fsmv1.Append) (*fsm.AppendResult, error) {
+	return nil, f.err
+}
+
+func (f failingBackend) DeleteNamespace(context.Context, *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error) {
+	return nil, f.err
+}
+
+func (f failingBackend) Read(context.Context, string, node.ReadOptions, func(*fsm.View) error) (uint64, error) {
+	return 0, f.err
+}
+
+// connectReply is what a Connect client sees of an error.
+type connectReply struct {
+	code    connect.Code
+	message string
+	details []proto.Message
+}
+
+func connectReplyOf(t *testing.T, err error) connectReply {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("%v (%T) is not a *connect.Error", err, err)
+	}
+	r := connectReply{code: ce.Code(), message: ce.Message()}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			t.Fatalf("detail %s: %v", d.Type(), derr)
+		}
+		r.details = append(r.details, v)
+	}
+	return r
+}
+
+func (r connectReply) equal(o connectReply) bool {
+	if r.code != o.code || r.message != o.message || len(r.details) != len(o.details) {
+		return false
+	}
+	for i := range r.details {
+		if !proto.Equal(r.details[i], o.details[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r connectReply) String() string {
+	return fmt.Sprintf("%v %q %v", r.code, r.message, r.details)
+}
+
+// The error table: for every node and state-machine error, the reply of
+// both APIs, in a call on the caller's own namespace (EventStore.Append,
+// stream.write) and in one naming a namespace (Namespaces.Delete,
+// ns.delete; Namespaces.Get, ns.info). Written against the two maps
+// before they became one table, so it pins that the table changed no
+// reply.
+func TestErrorTable(t *testing.T) {
+	dupContent := &fsm.DuplicateIDError{Message: 2, ID: "0b5f6a9e-1111-4c4c-8888-000000000001", Stream: "account-1",
+		Position: 3, GlobalPosition: 42, Reason: fsm.DuplicateContent}
+	dupMixed := &fsm.DuplicateIDError{Message: 0, Field: "streams[1].messages[0]", ID: "0b5f6a9e-1111-4c4c-8888-000000000002",
+		Stream: "account-2", Position: 0, GlobalPosition: 7, Reason: fsm.DuplicateMixed}
+	conflicts := &fsm.VersionConflictsError{Conflicts: []fsm.VersionConflictError{
+		{Stream: "a-1", Expected: 7, Actual: 1}, {Stream: "b-2", Expected: -1, Actual: 0}}}
+	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", node.ErrStorageFull)
+	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", node.ErrUnknownOutcome)
+	unavailable := func(err error) (connectReply, *evError) {
+		return connectReply{code: connect.CodeUnavailable, message: err.Error()},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: err.Error()}
+	}
+	internal := func() (connectReply, *evError) {
+		return connectReply{code: connect.CodeInternal, message: "internal error"},
+			&evError{status: http.StatusInternalServerError, code: "BACKEND_ERROR", message: "storage error"}
+	}
+	type want struct {
+		connect connectReply
+		evdb    *evError
+	}
+	cases := []struct {
+		name  string
+		err   error
+		own   want  // EventStore.Append and stream.write
+		named *want // Namespaces.Delete/Get and ns.delete/info, when it differs from own
+	}{
+		{name: "duplicate_id_content", err: dupContent, own: want{
+			connectReply{code: connect.CodeAlreadyExists,
+				message: `messages[2].id 0b5f6a9e-1111-4c4c-8888-000000000001 was already written to stream "account-1" at position 3 (global position 42) with a different stream, type or data`,
+				details: []proto.Message{&skaldv1.DuplicateMessageId{Message: 2, Id: dupContent.ID, Stream: "account-1", Position: 3, GlobalPosition: 42, Reason: "content"}}},
+			&evError{status: http.StatusConflict, code: "DUPLICATE_MESSAGE_ID",
+				message: `messages[2].id 0b5f6a9e-1111-4c4c-8888-000000000001 was already written to stream "account-1" at position 3 (global position 42) with a different stream, type or data`,
+				details: map[string]any{"id": dupContent.ID, "stream": "account-1", "position": int64(3), "globalPosition": int64(42), "reason": "content"}}}},
+		{name: "duplicate_id_mixed", err: dupMixed, own: want{
+			connectReply{code: connect.CodeAlreadyExists,
+				message: `streams[1].messages[0].id 0b5f6a9e-1111-4c4c-8888-000000000002 was already written to stream "account-2" at position 0 (global position 7) but the append is not that write again: a retry must resend the original append, and new messages need new ids`,
+				details: []proto.Message{&skaldv1.DuplicateMessageId{Message: 0, Field: "streams[1].messages[0]", Id: dupMixed.ID, Stream: "account-2", Position: 0, GlobalPosition: 7, Reason: "mixed"}}},
+			&evError{status: http.StatusConflict, code: "DUPLICATE_MESSAGE_ID",
+				message: `streams[1].messages[0].id 0b5f6a9e-1111-4c4c-8888-000000000002 was already written to stream "account-2" at position 0 (global position 7) but the append is not that write again: a retry must resend the original append, and new messages need new ids`,
+				details: map[string]any{"id": dupMixed.ID, "stream": "account-2", "position": int64(0), "globalPosition": int64(7), "reason": "mixed"}}}},
+		{name: "validation", err: &fsm.ValidationError{Field: "messages[0].data", Reason: "must be a JSON object"}, own: want{
+			connectReply{code: connect.CodeInvalidArgument, message: "messages[0].data: must be a JSON object",
+				details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "messages[0].data", Description: "must be a JSON object"}}}}},
+			&evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: "messages[0].data: must be a JSON object"}}},
+		{name: "version_conflict", err: &fsm.VersionConflictError{Stream: "account-1", Expected: 4, Actual: -1}, own: want{
+			connectReply{code: connect.CodeAborted, message: `stream "account-1" is at version -1, expected 4`,
+				details: []proto.Message{&skaldv1.VersionConflict{Stream: "account-1", ExpectedVersion: 4, ActualVersion: -1}}},
+			&evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT", message: "Expected version 4, stream is at version -1",
+				details: map[string]any{"expected": int64(4), "actual": int64(-1)}}}},
+		{name: "version_conflicts", err: conflicts, own: want{
+			connectReply{code: connect.CodeAborted, message: `expected versions do not match: stream "a-1" is at version 1, expected 7; stream "b-2" is at version 0, expected -1`,
+				details: []proto.Message{&skaldv1.VersionConflicts{Conflicts: []*skaldv1.VersionConflict{
+					{Stream: "a-1", ExpectedVersion: 7, ActualVersion: 1}, {Stream: "b-2", ExpectedVersion: -1, ActualVersion: 0}}}}},
+			// Unmapped (500) on EventoDB before the table; unreachable there
+			// (no multi-stream write), now a conflict like stream.write's.
+			&evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT",
+				message: `expected versions do not match: stream "a-1" is at version 1, expected 7; stream "b-2" is at version 0, expected -1`,
+				details: map[string]any{"conflicts": []map[string]any{{"stream": "a-1", "expected": int64(7), "actual": int64(1)}, {"stream": "b-2", "expected": int64(-1), "actual": int64(0)}}}}}},
+		{name: "namespace_not_found", err: fmt.Errorf("read: %w", fsm.ErrNamespaceNotFound),
+			own: want{connectReply{code: connect.CodeUnauthenticated, message: "the token's namespace no longer exists"},
+				&evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "the token's namespace no longer exists",
+					details: map[string]any{"namespace": AdminNamespace}}},
+			named: &want{connectReply{code: connect.CodeNotFound, message: "namespace not found"},
+				&evError{status: http.StatusNotFound, code: "NAMESPACE_NOT_FOUND", message: `namespace "shop" not found`}}},
+		{name: "namespace_exists", err: fsm.ErrNamespaceExists, own: want{
+			connectReply{code: connect.CodeAlreadyExists, message: "namespace already exists"},
+			&evError{status: http.StatusConflict, code: "NAMESPACE_EXISTS", message: "namespace already exists"}}},
+		{name: "stream_not_found", err: fsm.ErrStreamNotFound, own: want{
+			connectReply{code: connect.CodeNotFound, message: "stream not found: it never had a message"},
+			&evError{status: http.StatusNotFound, code: "STREAM_NOT_FOUND", message: "stream not found: it never had a message"}}},
+		{name: "stream_deleted", err: fsm.ErrStreamDeleted, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: "the stream was hard-deleted: it accepts no more writes"},
+			&evError{status: http.StatusGone, code: "STREAM_DELETED", message: "the stream was hard-deleted: it accepts no more writes"}}},
+		{name: "deadline", err: context.DeadlineExceeded, own: want{
+			connectReply{code: connect.CodeDeadlineExceeded, message: "context deadline exceeded"},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "context deadline exceeded"}}},
+		{name: "canceled", err: context.Canceled, own: want{
+			connectReply{code: connect.CodeCanceled, message: "context canceled"},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "context canceled"}}},
+		{name: "storage_full", err: storageFull, own: want{
+			connectReply{code: connect.CodeResourceExhausted, message: storageFull.Error()},
+			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: storageFull.Error()}}},
+		{name: "unknown_outcome", err: unknownOutcome, own: want{
+			connectReply{code: connect.CodeUnavailable, message: "the write may or may not have been applied: " + unknownOutcome.Error()},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + unknownOutcome.Error()}}},
+		{name: "no_leader", err: node.ErrNoLeader},
+		{name: "not_caught_up", err: fmt.Errorf("%w: index 9 not applied (at 7): context deadline exceeded", node.ErrNotCaughtUp)},
+		// 500 BACKEND_ERROR on EventoDB before the table (unreachable: its
+		// reads are linearizable); retryable, so 503 there too now.
+		{name: "stale", err: fmt.Errorf("%w: leader last heard 3s ago, bound 1s", node.ErrStale)},
+		{name: "shutdown", err: node.ErrShutdown},
+		{name: "store_closed", err: fsm.ErrClosed},
+		{name: "position_exists", err: &fsm.PositionExistsError{Record: 1, Stream: "a-1", Reason: "taken"}},
+		{name: "bad_command", err: fsm.ErrBadCommand},
+		{name: "unknown", err: errors.New("disk on fire")},
+	}
+	for i := range cases {
+		c := &cases[i]
+		if c.own.evdb != nil {
+			continue
+		}
+		switch c.name {
+		case "position_exists", "bad_command", "unknown":
+			c.own.connect, c.own.evdb = internal()
+		default:
+			c.own.connect, c.own.evdb = unavailable(c.err)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	appendReq := connect.NewRequest(&skaldv1.AppendRequest{Stream: "account-1", Messages: []*skaldv1.NewMessage{{Type: "Opened", Data: []byte(`{}`)}}})
+	writeArgs := evArgs{json.RawMessage(`"account-1"`), json.RawMessage(`{"type":"Opened","data":{}}`)}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := failingBackend{err: c.err}
+			ev := &evdb{b: b, log: log}
+			named := c.own
+			if c.named != nil {
+				named = *c.named
+			}
+			_, err := (&eventStore{b: b, log: log}).Append(ctx, appendReq)
+			if got := connectReplyOf(t, err); !got.equal(c.own.connect) {
+				t.Errorf("EventStore.Append: got %v, want %v", got, c.own.connect)
+			}
+			_, err = (&namespaces{b: b, log: log}).Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: "shop"}))
+			if got := connectReplyOf(t, err); !got.equal(named.connect) {
+				t.Errorf("Namespaces.Delete: got %v, want %v", got, named.connect)
+			}
+			_, err = (&namespaces{b: b, log: log}).Get(ctx, connect.NewRequest(&skaldv1.GetRequest{Name: "shop"}))
+			if got := connectReplyOf(t, err); !got.equal(named.connect) {
+				t.Errorf("Namespaces.Get: got %v, want %v", got, named.connect)
+			}
+			if _, got := ev.streamWrite(ctx, writeArgs); !reflect.DeepEqual(got, c.own.evdb) {
+				t.Errorf("stream.write: got %#v, want %#v", got, c.own.evdb)
+			}
+			if _, got := ev.nsDelete(ctx, evArgs{json.RawMessage(`"shop"`)}); !reflect.DeepEqual(got, named.evdb) {
+				t.Errorf("ns.delete: got %#v, want %#v", got, named.evdb)
+			}
+			if _, got := ev.nsInfo(ctx, evArgs{json.RawMessage(`"shop"`)}); !reflect.DeepEqual(got, named.evdb) {
+				t.Errorf("ns.info: got %#v, want %#v", got, named.evdb)
+			}
+		})
+	}
+}
+
+// Connect answers DeadlineExceeded once the call's deadline has passed,
+// whatever the node said, except for the state machine's verdicts;
+// EventoDB keeps the node's answer.
+func TestErrorTableDeadlinePassed(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	ctx = context.WithValue(ctx, callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	log := slog.New(slog.DiscardHandler)
+	cases := []struct {
+		err     error
+		connect connectReply
+		evdb    *evError
+	}{
+		{node.ErrNoLeader, connectReply{code: connect.CodeDeadlineExceeded, message: "node: no leader"},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "node: no leader"}},
+		{node.ErrStorageFull, connectReply{code: connect.CodeDeadlineExceeded, message: "node: storage full"},
+			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: "node: storage full"}},
+		{node.ErrUnknownOutcome, connectReply{code: connect.CodeDeadlineExceeded, message: "node: write outcome unknown"},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: node: write outcome unknown"}},
+		{errors.New("disk on fire"), connectReply{code: connect.CodeDeadlineExceeded, message: "disk on fire"},
+			&evError{status: http.StatusInternalServerError, code: "BACKEND_ERROR", message: "storage error"}},
+		{fsm.ErrStreamDeleted, connectReply{code: connect.CodeFailedPrecondition, message: "the stream was hard-deleted: it accepts no more writes"},
+			&evError{status: http.StatusGone, code: "STREAM_DELETED", message: "the stream was hard-deleted: it accepts no more writes"}},
+		{&fsm.VersionConflictError{Stream: "a-1", Expected: 1, Actual: 2}, connectReply{code: connect.CodeAborted, message: `stream "a-1" is at version 2, expected 1`,
+			details: []proto.Message{&skaldv1.VersionConflict{Stream: "a-1", ExpectedVersion: 1, ActualVersion: 2}}},
+			&evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT", message: "Expected version 1, stream is at version 2",
+				details: map[string]any{"expected": int64(1), "actual": int64(2)}}},
+	}
+	for _, c := range cases {
+		if got := connectReplyOf(t, toConnect(ctx, log, c.err)); !got.equal(c.connect) {
+			t.Errorf("%v: Connect got %v, want %v", c.err, got, c.connect)
+		}
+		if got := (&evdb{log: log}).backendError(ctx, c.err); !reflect.DeepEqual(got, c.evdb) {
+			t.Errorf("%v: EventoDB got %#v, want %#v", c.err, got, c.evdb)
+		}
+	}
+}
+
+// A *connect.Error passes through toConnect unchanged.
+func TestToConnectPassesConnectErrors(t *testing.T) {
+	in := connect.NewError(connect.CodePermissionDenied, errors.New("not yours"))
+	if got := toConnect(context.Background(), slog.New(slog.DiscardHandler), fmt.Errorf("wrapped: %w", in)); got != in {
+		t.Fatalf("got %v, want %v", got, in)
+	}
+}
+
+// A watermark that fsm refuses is the same InvalidArgument on both APIs.
+func TestWatermarkRefusal(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	_, err := (&eventStore{log: log}).DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{
+		Category: "account", Watermarks: map[string]int64{"order-1": 3}}))
+	got := connectReplyOf(t, err)
+	if got.code != connect.CodeInvalidArgument || got.message != `watermarks[0].stream: "order-1" is not in category "account"` || len(got.details) != 1 {
+		t.Fatalf("DeleteByWatermark: got %v", got)
+	}
+	_, everr := (&evdb{log: log}).categoryDeleteByWatermark(ctx, evArgs{json.RawMessage(`"account"`), json.RawMessage(`{"watermarks":{"order-1":3}}`)})
+	want := &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: got.message}
+	if !reflect.DeepEqual(everr, want) {
+		t.Fatalf("category.deleteByWatermark: got %#v, want %#v", everr, want)
+	}
+}
+
+// A token given to create a namespace must be a well-formed token of that
+// namespace; both APIs say so in their own words.
+func TestCreateNamespaceBadToken(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	other, err := NewToken("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, token string
+		connect     connectReply
+		evdb        *evError
+	}{
+		{"malformed", "nope", connectReply{code: connect.CodeInvalidArgument, message: `token: token must start with "ns_"`,
+			details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "token", Description: `token must start with "ns_"`}}}}},
+			&evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: `option token: token must start with "ns_"`}},
+		{"other_namespace", other, connectReply{code: connect.CodeInvalidArgument, message: `token: names namespace "other", not "shop"`,
+			details: []proto.Message{&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "token", Description: `names namespace "other", not "shop"`}}}}},
+			&evError{status: http.StatusBadRequest, code: "INVALID_REQUEST", message: `option token names namespace "other", not "shop"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := (&namespaces{log: log}).Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop", Token: c.token}))
+			if got := connectReplyOf(t, err); !got.equal(c.connect) {
+				t.Errorf("Namespaces.Create: got %v, want %v", got, c.connect)
+			}
+			opts, _ := json.Marshal(map[string]string{"token": c.token})
+			if _, got := (&evdb{log: log}).nsCreate(ctx, evArgs{json.RawMessage(`"shop"`), opts}); !reflect.DeepEqual(got, c.evdb) {
+				t.Errorf("ns.create: got %#v, want %#v", got, c.evdb)
+			}
+		})
+	}
+}

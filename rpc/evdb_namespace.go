@@ -1,0 +1,156 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// EventoDB's namespace methods (ns.*), Skald's extensions of the
+// protocol.
+
+func evRequireAdmin(ctx context.Context) *evError {
+	if !callerFrom(ctx).admin {
+		return &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "this method needs the admin token (the default namespace's)",
+			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
+	}
+	return nil
+}
+
+func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	if err := fsm.ValidateNamespaceName(name); err != nil {
+		return nil, evRefused("", err)
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	desc, _, everr := opts.str("description")
+	if everr != nil {
+		return nil, everr
+	}
+	token, _, everr := opts.str("token")
+	if everr != nil {
+		return nil, everr
+	}
+	token, err := namespaceToken(name, token)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	res, err := e.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, Description: desc, TokenHash: TokenHash(token)})
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]any{"namespace": res.Name, "token": token, "createdAt": rfc3339(res.CreatedAt)}, nil
+}
+
+func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	if name == AdminNamespace {
+		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
+	}
+	res, err := e.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
+	if err != nil {
+		return nil, e.backendError(ctx, namedNamespace(name, err))
+	}
+	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
+}
+
+func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
+	if err := evRequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	entries, err := listNamespaces(ctx, e.b)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	out := []any{}
+	for _, n := range entries {
+		out = append(out, map[string]any{"namespace": n.info.Name, "description": n.info.Description,
+			"createdAt": rfc3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
+	}
+	return out, nil
+}
+
+func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
+	name, everr := args.nonEmpty(0, "id")
+	if everr != nil {
+		return nil, everr
+	}
+	c := callerFrom(ctx)
+	if !c.admin && name != c.namespace {
+		return nil, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
+			message: fmt.Sprintf("a namespace token may only read its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
+	}
+	info, stats, err := namespaceStats(ctx, e.b, name, linearizable)
+	if err != nil {
+		return nil, e.backendError(ctx, namedNamespace(name, err))
+	}
+	var last any
+	if stats.LastActivity != 0 {
+		last = rfc3339(stats.LastActivity)
+	}
+	return map[string]any{"namespace": info.Name, "description": info.Description, "createdAt": rfc3339(info.CreatedAt),
+		"messageCount": stats.MessageCount, "streamCount": stats.StreamCount, "lastActivity": last}, nil
+}
+
+func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	prefix, _, everr := opts.str("prefix")
+	if everr != nil {
+		return nil, everr
+	}
+	cursor, _, everr := opts.str("cursor")
+	if everr != nil {
+		return nil, everr
+	}
+	limit, hasLimit, everr := opts.num("limit")
+	if everr != nil {
+		return nil, everr
+	}
+	if !hasLimit {
+		limit = 100
+	} else if limit < 1 || limit > 1000 {
+		return nil, evInvalid("limit must be 1..1000, got %d", limit)
+	}
+	out := []any{}
+	everr = e.read(ctx, func(v *fsm.View) error {
+		streams, _, err := v.ListStreams(fsm.StreamsQuery{Prefix: prefix, Cursor: cursor, Limit: int(limit)})
+		for _, s := range streams {
+			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version, "lastActivity": rfc3339Seconds(s.LastActivity)})
+		}
+		return err
+	})
+	return out, everr
+}
+
+func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
+	out := []any{}
+	everr := e.read(ctx, func(v *fsm.View) error {
+		cats, err := v.ListCategories()
+		for _, c := range cats {
+			out = append(out, map[string]any{"category": c.Category, "streamCount": c.StreamCount, "messageCount": c.MessageCount})
+		}
+		return err
+	})
+	return out, everr
+}

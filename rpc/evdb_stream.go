@@ -1,0 +1,201 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// EventoDB's stream methods: stream.write, stream.get, stream.last,
+// stream.version, and the message shapes they answer with.
+
+func streamArg(args evArgs) (string, *evError) {
+	s, err := args.nonEmpty(0, "streamName")
+	if err != nil {
+		return "", err
+	}
+	if verr := fsm.ValidateStreamName("streamName", s); verr != nil {
+		return "", evRefused("", verr)
+	}
+	return s, nil
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
+}
+
+func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	if len(args) < 2 {
+		return nil, evInvalid("missing argument 2 (message)")
+	}
+	var msg map[string]json.RawMessage
+	if isNull(args[1]) || json.Unmarshal(args[1], &msg) != nil {
+		return nil, evInvalid("argument 2 (message) must be an object")
+	}
+	var typ string
+	if raw, ok := msg["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ == "" {
+		return nil, evInvalid("message.type must be a non-empty string")
+	}
+	if err := fsm.ValidateTypeName("type", typ); err != nil {
+		return nil, evRefused("message.type: ", err)
+	}
+	data, ok := msg["data"]
+	if !ok || !isObject(data) {
+		return nil, evInvalid("message.data must be an object")
+	}
+	var metadata []byte
+	if raw, ok := msg["metadata"]; ok && !isNull(raw) {
+		if !isObject(raw) {
+			return nil, evInvalid("message.metadata must be an object")
+		}
+		metadata = raw
+	}
+	if len(data)+len(metadata) > maxMessageBytes {
+		return nil, evInvalid("message %s", tooLarge(len(data)+len(metadata)))
+	}
+	opts, everr := args.opts(2)
+	if everr != nil {
+		return nil, everr
+	}
+	id, hasID, everr := opts.str("id")
+	if everr != nil {
+		return nil, everr
+	}
+	if hasID && id != "" {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, evInvalid("option id must be a UUID")
+		}
+		id = u.String()
+	}
+	ev, hasEV, everr := opts.num("expectedVersion")
+	if everr != nil {
+		return nil, everr
+	}
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream,
+		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata), ClientId: id != ""}}}
+	if hasEV {
+		if ev < -1 {
+			return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
+		}
+		a.ExpectedVersion = &ev
+	}
+	res, err := e.b.Append(ctx, a)
+	if err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	return map[string]int64{"position": res.FirstPosition, "globalPosition": res.FirstGlobalPosition}, nil
+}
+
+// compactJSON strips insignificant whitespace (what EventoDB's float64
+// round trip also does) while keeping the number text exact.
+func compactJSON(raw []byte) []byte {
+	if len(raw) == 0 {
+		return nil
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func rawOrNull(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// streamFormat is [id, type, position, globalPosition, data, metadata, time].
+func streamFormat(m *fsm.Message) []any {
+	return []any{m.ID, m.Type, m.Position, m.GlobalPosition, json.RawMessage(m.Data), rawOrNull(m.Metadata), rfc3339(m.Time)}
+}
+
+// categoryFormat is [id, streamName, type, position, globalPosition, data, metadata, time].
+func categoryFormat(m *fsm.Message) []any {
+	return []any{m.ID, m.Stream, m.Type, m.Position, m.GlobalPosition, json.RawMessage(m.Data), rawOrNull(m.Metadata), rfc3339(m.Time)}
+}
+
+func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	pos, _, everr := opts.num("position")
+	if everr != nil {
+		return nil, everr
+	}
+	gp, _, everr := opts.num("globalPosition")
+	if everr != nil {
+		return nil, everr
+	}
+	limit, everr := opts.batchSize()
+	if everr != nil {
+		return nil, everr
+	}
+	out := []any{}
+	everr = e.read(ctx, func(v *fsm.View) error {
+		msgs, err := v.ReadStream(fsm.StreamQuery{Stream: stream, Position: max(pos, 0), GlobalPosition: gp, Limit: limit})
+		for i := range msgs {
+			out = append(out, streamFormat(&msgs[i]))
+		}
+		return err
+	})
+	return out, everr
+}
+
+func (e *evdb) streamLast(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	opts, everr := args.opts(1)
+	if everr != nil {
+		return nil, everr
+	}
+	typ, _, everr := opts.str("type")
+	if everr != nil {
+		return nil, everr
+	}
+	var out any
+	everr = e.read(ctx, func(v *fsm.View) error {
+		m, ok, err := v.LastMessage(stream, typ)
+		if ok {
+			out = streamFormat(&m)
+		}
+		return err
+	})
+	return out, everr
+}
+
+func (e *evdb) streamVersion(ctx context.Context, args evArgs) (any, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return nil, everr
+	}
+	var out any
+	everr = e.read(ctx, func(v *fsm.View) error {
+		ver, err := v.StreamVersion(stream)
+		if ver >= 0 {
+			out = ver
+		}
+		return err
+	})
+	return out, everr
+}

@@ -1,0 +1,89 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node"
+)
+
+// The namespace operations both APIs call (Namespaces and EventoDB's
+// ns.*): each surface reads its request, calls these, and translates the
+// result, and the errors through errorTable, into its own shape.
+
+// badTokenError is a token given to create a namespace that is not a
+// well-formed token of that namespace.
+type badTokenError struct {
+	err   error  // why the token does not parse; nil when it parses
+	named string // the namespace it names (err nil)
+	want  string // the namespace being created
+}
+
+func (e *badTokenError) Error() string {
+	if e.err != nil {
+		return "token: " + e.err.Error()
+	}
+	return fmt.Sprintf("token names namespace %q, not %q", e.named, e.want)
+}
+
+// namespaceToken returns the token a namespace created as name gets: token
+// when given, which must be a well-formed token of name (else a
+// *badTokenError), or a new one when it is empty.
+func namespaceToken(name, token string) (string, error) {
+	if token == "" {
+		return NewToken(name)
+	}
+	tn, err := ParseToken(token)
+	switch {
+	case err != nil:
+		return "", &badTokenError{err: err, want: name}
+	case tn != name:
+		return "", &badTokenError{named: tn, want: name}
+	}
+	return token, nil
+}
+
+// namespaceStats reads a namespace's registry entry and counters on one
+// view.
+func namespaceStats(ctx context.Context, b tenants, name string, opts node.ReadOptions) (fsm.NamespaceInfo, fsm.NamespaceStats, error) {
+	var (
+		info  fsm.NamespaceInfo
+		stats fsm.NamespaceStats
+	)
+	_, err := b.Read(ctx, name, opts, func(v *fsm.View) (err error) {
+		info = v.Namespace()
+		stats, err = v.Stats()
+		return err
+	})
+	return info, stats, err
+}
+
+// namespaceEntry is one namespace of a listing.
+type namespaceEntry struct {
+	info  fsm.NamespaceInfo
+	stats fsm.NamespaceStats
+}
+
+// listNamespaces reads every namespace's entry and counters. A
+// linearizable barrier first makes the list include every namespace whose
+// creation was acknowledged; each is then read on a local view, and one
+// deleted meanwhile is left out.
+func listNamespaces(ctx context.Context, b tenants) ([]namespaceEntry, error) {
+	if err := b.ReadBarrier(ctx, node.ReadOptions{Consistency: node.Linearizable}); err != nil {
+		return nil, err
+	}
+	var out []namespaceEntry
+	for _, ns := range b.Store().Namespaces() {
+		info, stats, err := namespaceStats(ctx, b, ns.Name, node.ReadOptions{Consistency: node.Local})
+		if errors.Is(err, fsm.ErrNamespaceNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, namespaceEntry{info, stats})
+	}
+	return out, nil
+}
