@@ -138,6 +138,41 @@ func TestSmokeIdempotent(t *testing.T) {
 	}
 }
 
+// TestSmokeRetention: appends racing truncates and soft deletes under
+// kills and partitions must be valid: no node keeps and no later read
+// returns a removed message, no acknowledged message a removal did not
+// cover is lost, every node ends with the same log.
+func TestSmokeRetention(t *testing.T) {
+	requireJepsen(t)
+	plain, _ := binaries(t)
+	o := options(t, plain)
+	o.Workload, o.Nemesis, o.Time = "retention", "kill,partition", 15*time.Second
+	out, err := runner.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
+	}
+	logSummary(t, out)
+	res := out.Result
+	if res.Valid != true {
+		t.Fatalf("seed %d: valid = %v, want true; anomalies %v, unknown %v", o.Seed, res.Valid, res.Anomalies, res.Unknown)
+	}
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
+		t.Fatalf("only %d acknowledged appends", oks)
+	}
+	if oks := st.ByF[history.FTruncate][history.OK]; oks < 20 {
+		t.Fatalf("only %d acknowledged truncates", oks)
+	}
+	if oks := st.ByF[history.FDelete][history.OK]; oks < 1 {
+		t.Fatalf("no acknowledged delete (%v)", st.ByF[history.FDelete])
+	}
+	for _, name := range []string{"removals", "retention-streams", "durability", "convergence"} {
+		if res.Checkers[name] != "valid" {
+			t.Fatalf("checker %s: %q, want valid (checkers %v)", name, res.Checkers[name], res.Checkers)
+		}
+	}
+}
+
 func mustLoad(t *testing.T, dir string) []history.Op {
 	ops, err := history.Load(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
