@@ -103,19 +103,13 @@ func (c *Client) DeleteStream(ctx context.Context, stream string, opts ...Delete
 	if set.hard || set.expectedVersion != nil {
 		retry = removalRetry
 	}
-	var resp *skaldv1.DeleteStreamResponse
-	err := c.removal(ctx, retry, func(ctx context.Context, m *member) error {
+	return c.streamRemoval(ctx, retry, func(ctx context.Context, m *member) (deletionReply, error) {
 		r, err := m.events.DeleteStream(ctx, connect.NewRequest(req))
-		if err == nil {
-			resp = r.Msg
+		if err != nil {
+			return nil, err
 		}
-		return err
+		return r.Msg, nil
 	})
-	if err != nil {
-		return DeletionResult{}, err
-	}
-	c.observe(resp.Index)
-	return DeletionResult{MessagesDeleted: resp.MessagesDeleted, Version: resp.Version, Index: resp.Index}, nil
 }
 
 // TruncateStream removes the messages of stream whose position is below
@@ -130,19 +124,39 @@ func (c *Client) DeleteStream(ctx context.Context, stream string, opts ...Delete
 // may have been applied.
 func (c *Client) TruncateStream(ctx context.Context, stream string, before int64) (DeletionResult, error) {
 	req := &skaldv1.TruncateStreamRequest{Stream: stream, Before: before}
-	var resp *skaldv1.TruncateStreamResponse
-	err := c.removal(ctx, removalRetry, func(ctx context.Context, m *member) error {
+	return c.streamRemoval(ctx, removalRetry, func(ctx context.Context, m *member) (deletionReply, error) {
 		r, err := m.events.TruncateStream(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg, nil
+	})
+}
+
+// deletionReply is what DeleteStream and TruncateStream answer alike.
+type deletionReply interface {
+	GetMessagesDeleted() int64
+	GetVersion() int64
+	GetIndex() uint64
+}
+
+// streamRemoval runs a DeleteStream or TruncateStream through removal and
+// observes its index.
+func (c *Client) streamRemoval(ctx context.Context, retryFor func(context.Context) time.Duration,
+	call func(context.Context, *member) (deletionReply, error)) (DeletionResult, error) {
+	var resp deletionReply
+	err := c.removal(ctx, retryFor, func(ctx context.Context, m *member) error {
+		r, err := call(ctx, m)
 		if err == nil {
-			resp = r.Msg
+			resp = r
 		}
 		return err
 	})
 	if err != nil {
 		return DeletionResult{}, err
 	}
-	c.observe(resp.Index)
-	return DeletionResult{MessagesDeleted: resp.MessagesDeleted, Version: resp.Version, Index: resp.Index}, nil
+	c.observe(resp.GetIndex())
+	return DeletionResult{MessagesDeleted: resp.GetMessagesDeleted(), Version: resp.GetVersion(), Index: resp.GetIndex()}, nil
 }
 
 // DeleteByWatermark removes, in category, every message of each stream of
