@@ -13,18 +13,26 @@ import (
 )
 
 // loseReply sends every request, but loses the answers of the next `lost`
-// Append and AppendMulti calls: the write reached the server and was
-// applied, the client cannot
-// know (an unknown outcome, as when a connection breaks after sending).
+// calls whose path contains match ("/Append" when empty: Append and
+// AppendMulti): the write reached the server and was applied, the client
+// cannot know (an unknown outcome, as when a connection breaks after
+// sending). onLoss, when set, runs after each lost answer, before the
+// client sees the loss.
 type loseReply struct {
 	next    http.RoundTripper
+	match   string
+	onLoss  func()
 	lost    atomic.Int32 // replies still to lose
-	appends atomic.Int32 // Append requests sent
+	appends atomic.Int32 // matching requests sent
 }
 
 func (l *loseReply) RoundTrip(req *http.Request) (*http.Response, error) {
+	match := l.match
+	if match == "" {
+		match = "/Append"
+	}
 	resp, err := l.next.RoundTrip(req)
-	if err != nil || !strings.Contains(req.URL.Path, "/Append") { // Append and AppendMulti
+	if err != nil || !strings.Contains(req.URL.Path, match) {
 		return resp, err
 	}
 	l.appends.Add(1)
@@ -33,6 +41,9 @@ func (l *loseReply) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	if l.onLoss != nil {
+		l.onLoss()
+	}
 	return nil, errors.New("test: connection reset after the request was sent")
 }
 

@@ -28,7 +28,10 @@
 //     most half the window and not at all when the namespace does not
 //     remember ids; then, and for namespace and cluster writes, an
 //     unknown outcome returns ErrUnknownOutcome (idempotentWrites,
-//     outcome.go).
+//     outcome.go). A removal (TruncateStream, DeleteByWatermark, a hard
+//     DeleteStream, a soft one with an expected version) whose outcome is
+//     unknown is sent again: repeating it removes nothing more. A soft
+//     DeleteStream without an expected version is not (streamdelete.go).
 //     Reads are retried on another member for any transient failure.
 //   - Consistency. Reads are session-consistent by default: the client
 //     carries the highest Raft index it wrote or saw applied and every
@@ -46,7 +49,7 @@
 // # What it must never do
 //
 // Retry a write that may have been applied while servers cannot
-// deduplicate it; retry a definite refusal (a version conflict, bad input,
+// deduplicate it, unless repeating it changes nothing more; retry a definite refusal (a version conflict, bad input,
 // a refused token); wait past the caller's context; import the server's
 // packages (it depends only on the generated API in rpc/gen).
 package client

@@ -42,6 +42,13 @@ var (
 	// server's limits.
 	ErrResourceExhausted = errors.New("skald: resource exhausted")
 
+	// ErrStreamDeleted is returned by Append, AppendMulti and
+	// TruncateStream for a stream that was hard-deleted (DeleteStream with
+	// Hard): it accepts no more writes; nothing was written. The server
+	// answers FailedPrecondition; other calls' FailedPrecondition (a
+	// cluster call the node cannot serve) stays ErrInvalidArgument.
+	ErrStreamDeleted = errors.New("skald: stream deleted")
+
 	// ErrUnavailable is returned when no member could serve the call
 	// within the caller's deadline (no leader, nodes down, a read not
 	// caught up). For a write it means nothing was written.
@@ -50,10 +57,11 @@ var (
 	// ErrUnknownOutcome is returned by a write that may or may not have
 	// been applied: it reached a server, then the answer was lost (a node
 	// died, leadership changed after the proposal, the deadline passed).
-	// The client does not retry it: without idempotent writes on the
-	// server a retry could append the messages twice. Look for the
-	// messages' ids (every NewMessage gets one before the first try) in
-	// the stream to find out.
+	// Appends are retried with the same ids within the namespace's dedupe
+	// window, and removals when a repeat removes nothing more, before
+	// this is returned (see DESIGN.md). Look for the messages' ids (every
+	// NewMessage gets one before the first try) in the stream to find
+	// out.
 	ErrUnknownOutcome = errors.New("skald: write outcome unknown")
 
 	// ErrInternal is returned when a server failed in a way the API does
@@ -161,6 +169,17 @@ func kindOf(code connect.Code) error {
 		return ErrInternal
 	}
 	return ErrUnavailable
+}
+
+// streamWriteError makes the FailedPrecondition of a write to a stream
+// ErrStreamDeleted: the one refusal the API gives that code on these
+// calls (a hard-deleted stream).
+func streamWriteError(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrInvalidArgument && connect.CodeOf(e.Err) == connect.CodeFailedPrecondition {
+		e.Kind = ErrStreamDeleted
+	}
+	return err
 }
 
 // serverError turns a definite refusal from a server into the client's

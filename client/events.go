@@ -33,11 +33,15 @@ func ExpectVersion(v int64) AppendOption {
 // positions (AppendResult.Duplicate), so the messages land once. That
 // holds within the namespace's dedupe window (2 minutes by default): the
 // client retries for at most half of it after the first try, and not at
-// all when the namespace does not remember ids.
+// all when the namespace does not remember ids. One exception: when a
+// removal (TruncateStream, DeleteStream, DeleteByWatermark) took the
+// original messages before the retry arrived, the server has forgotten
+// their ids and the retry writes them again, at new positions.
 //
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
-// ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated: nothing
-// was written. ErrAlreadyExists: a message id was already written with
+// ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated,
+// ErrStreamDeleted (the stream was hard-deleted): nothing was written.
+// ErrAlreadyExists: a message id was already written with
 // other content (or only some of the ids were); nothing was written.
 // ErrUnavailable: no member took the write within ctx; nothing was
 // written. ErrUnknownOutcome: it may have been written.
@@ -69,7 +73,7 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 		return err
 	})
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, streamWriteError(err)
 	}
 	c.observe(resp.Index)
 	return AppendResult{
@@ -87,8 +91,8 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionsError, naming
 // every stream whose version did not match), ErrInvalidArgument (limits:
 // 1..100 streams, each once, 1..1000 messages and 8 MiB in all),
-// ErrAlreadyExists, ErrUnauthenticated: nothing was written.
-// ErrUnavailable: nothing was written. ErrUnknownOutcome: it may have been.
+// ErrAlreadyExists, ErrUnauthenticated, ErrStreamDeleted: nothing was
+// written. ErrUnavailable: nothing was written. ErrUnknownOutcome: it may have been.
 func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendMultiResult, error) {
 	req := &skaldv1.AppendMultiRequest{Streams: make([]*skaldv1.StreamAppend, len(parts))}
 	ids := make([][]string, len(parts))
@@ -117,7 +121,7 @@ func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendM
 		return err
 	})
 	if err != nil {
-		return AppendMultiResult{}, err
+		return AppendMultiResult{}, streamWriteError(err)
 	}
 	c.observe(resp.Index)
 	out := AppendMultiResult{FirstGlobalPosition: resp.FirstGlobalPosition, LastGlobalPosition: resp.LastGlobalPosition,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/jepsen/internal/checker"
 	"github.com/skalddb/skald/jepsen/internal/history"
 	"github.com/skalddb/skald/jepsen/internal/runner"
 	"github.com/skalddb/skald/node"
@@ -114,19 +115,7 @@ func TestSmoke(t *testing.T) {
 // and partitions must be valid: every id once in the final log, every
 // acknowledgement of a retry at the original's positions.
 func TestSmokeIdempotent(t *testing.T) {
-	requireJepsen(t)
-	plain, _ := binaries(t)
-	o := options(t, plain)
-	o.Workload, o.Nemesis, o.Time = "idempotent", "kill,partition", 20*time.Second
-	out, err := runner.Run(context.Background(), o)
-	if err != nil {
-		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
-	}
-	logSummary(t, out)
-	res := out.Result
-	if res.Valid != true {
-		t.Fatalf("seed %d: valid = %v, want true; anomalies %v, unknown %v", o.Seed, res.Valid, res.Anomalies, res.Unknown)
-	}
+	res := validSmokeRun(t, "idempotent", "kill,partition", 20*time.Second)
 	st := res.Stats
 	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
 		t.Fatalf("only %d acknowledged appends", oks)
@@ -136,6 +125,48 @@ func TestSmokeIdempotent(t *testing.T) {
 	if st.Retried < 10 || st.DuplicateAcks < 5 {
 		t.Fatalf("only %d appends sent more than once, %d acknowledged as duplicates", st.Retried, st.DuplicateAcks)
 	}
+}
+
+// TestSmokeRetention: appends racing truncates and soft deletes under
+// kills and partitions must be valid: no node keeps and no later read
+// returns a removed message, no acknowledged message a removal did not
+// cover is lost, every node ends with the same log.
+func TestSmokeRetention(t *testing.T) {
+	res := validSmokeRun(t, "retention", "kill,partition", 15*time.Second)
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
+		t.Fatalf("only %d acknowledged appends", oks)
+	}
+	if oks := st.ByF[history.FTruncate][history.OK]; oks < 20 {
+		t.Fatalf("only %d acknowledged truncates", oks)
+	}
+	if oks := st.ByF[history.FDelete][history.OK]; oks < 1 {
+		t.Fatalf("no acknowledged delete (%v)", st.ByF[history.FDelete])
+	}
+	for _, name := range []string{"removals", "retention-streams", "durability", "convergence"} {
+		if res.Checkers[name] != "valid" {
+			t.Fatalf("checker %s: %q, want valid (checkers %v)", name, res.Checkers[name], res.Checkers)
+		}
+	}
+}
+
+// validSmokeRun runs workload under nemesis on 3 nodes for d and fails
+// the test unless the verdict is valid; it returns the result.
+func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration) checker.Result {
+	t.Helper()
+	requireJepsen(t)
+	plain, _ := binaries(t)
+	o := options(t, plain)
+	o.Workload, o.Nemesis, o.Time = workload, nemesis, d
+	out, err := runner.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
+	}
+	logSummary(t, out)
+	if out.Result.Valid != true {
+		t.Fatalf("seed %d: valid = %v, want true; anomalies %v, unknown %v", o.Seed, out.Result.Valid, out.Result.Anomalies, out.Result.Unknown)
+	}
+	return out.Result
 }
 
 func mustLoad(t *testing.T, dir string) []history.Op {

@@ -26,7 +26,7 @@ const (
 	exitUsage       = 2 // bad command line
 	exitAuth        = 3 // unauthenticated or permission denied
 	exitNotFound    = 4
-	exitConflict    = 5 // version conflict, already exists
+	exitConflict    = 5 // version conflict, already exists, stream hard-deleted
 	exitUnavailable = 6 // no leader, not caught up: retry
 	exitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
 )
@@ -38,8 +38,9 @@ Connection flags (every client command):
   --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict, 6 unavailable (no leader
-yet: retry), 7 unreachable (no answer from the node at --addr).
+Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict (version, exists, stream
+hard-deleted), 6 unavailable (no leader yet: retry), 7 unreachable (no answer from the node at
+--addr).
 `
 
 // clientFlags are the connection flags every client command takes.
@@ -215,7 +216,8 @@ func apiError(err error) error {
 		code = exitAuth
 	case errors.Is(err, client.ErrNotFound):
 		code = exitNotFound
-	case errors.Is(err, client.ErrWrongExpectedVersion), errors.Is(err, client.ErrAlreadyExists):
+	case errors.Is(err, client.ErrWrongExpectedVersion), errors.Is(err, client.ErrAlreadyExists),
+		errors.Is(err, client.ErrStreamDeleted): // the stream's state refuses it, not the input
 		code = exitConflict
 	case errors.Is(err, client.ErrUnavailable):
 		code = exitUnavailable

@@ -26,6 +26,8 @@ Usage:
   skald append-multi FILE|-     append to several streams at once, all or nothing (JSON)
   skald read STREAM             read a stream
   skald category NAME           read a category [--member M --size S --correlation C]
+  skald stream delete|truncate|delete-by-watermark
+                                remove messages (see skald stream --help)
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRead(ctx, args[1:], stdout, stderr)
 	case "category":
 		return runCategory(ctx, args[1:], stdout, stderr)
+	case "stream":
+		return runStream(ctx, args[1:], stdout, stderr)
 	case "tail":
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":

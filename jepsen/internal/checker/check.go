@@ -89,6 +89,15 @@ type state struct {
 	observed map[string]int64         // id → earliest return of a read that saw it
 	res      *Result
 	perKind  map[string]int
+	// final is every node's final log (the retention rules read them all).
+	final map[string][]history.Event
+	// removals holds, per stream, the truncates and deletes that may have
+	// been applied (ok or info), when the history has any: then the
+	// retention rules run instead of the rules that assume an append-only
+	// log (see retention.go).
+	removals map[string][]removal
+	// seen is, per id, the message as the earliest read saw it.
+	seen map[string]history.Event
 }
 
 func (s *state) add(kind string, ops []int, format string, args ...any) {
@@ -117,6 +126,17 @@ var rules = []rule{
 	{"linearizable", checkLinear},
 }
 
+// retentionRules replace rules for a history with removals: positions
+// below a removal's bound may vanish, so gaps, reads that later miss
+// messages and version-only models no longer describe a correct server.
+var retentionRules = []rule{
+	{"durability", checkDurability}, // a removable message is not lost
+	{"convergence", nil},
+	{"removals", checkRemovals},
+	{"retention-streams", checkRetentionStreams},
+	{"realtime-order", checkRealtimeOrder},
+}
+
 // Check runs every rule over in.
 func Check(in Input, opts Options) Result {
 	if opts.LinearTimeout == 0 {
@@ -135,7 +155,7 @@ func Check(in Input, opts Options) Result {
 		res.Unknown = append(res.Unknown, "history: "+err.Error())
 		return res
 	}
-	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}}
+	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final}
 	s.stats(in)
 	mergeRetries(s) // after stats: those count every attempt
 
@@ -162,7 +182,11 @@ func Check(in Input, opts Options) Result {
 	checkConvergence(s, in.Final, nodes)
 	res.Checkers["convergence"] = verdict(len(res.Examples) > before, true)
 
-	for _, r := range rules {
+	set := rules
+	if s.indexRemovals() {
+		set = retentionRules
+	}
+	for _, r := range set {
 		if r.run == nil {
 			continue
 		}
@@ -216,6 +240,7 @@ func (s *state) index() {
 	}
 	s.appends = map[string]*history.Pair{}
 	s.observed = map[string]int64{}
+	s.seen = map[string]history.Event{}
 	for i := range s.pairs {
 		p := &s.pairs[i]
 		switch p.Invoke.F {
@@ -230,6 +255,7 @@ func (s *state) index() {
 			for _, e := range p.Complete.Result.Events {
 				if t, ok := s.observed[e.ID]; !ok || p.Return() < t {
 					s.observed[e.ID] = p.Return()
+					s.seen[e.ID] = e
 				}
 			}
 		}

@@ -244,3 +244,136 @@ func TestCheckDivergenceAndUnknown(t *testing.T) {
 		t.Fatalf("two appends: valid %v (%v), want unknown", res.Valid, res.Unknown)
 	}
 }
+
+func (h *hist) truncate(proc int, stream string, before int64, call, ret int64, t history.Type) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Version: 2, Index: 30}
+	}
+	h.op(proc, history.FTruncate, call, ret, t, history.Value{Stream: stream, From: before}, r)
+}
+
+func (h *hist) deleteStream(proc int, stream string, exp int64, call, ret int64, t history.Type) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Version: exp, Index: 31}
+	}
+	h.op(proc, history.FDelete, call, ret, t, history.Value{Stream: stream, Expected: &exp}, r)
+}
+
+var (
+	r0 = ev("r0", "ret-1", 0, 1)
+	r1 = ev("r1", "ret-1", 1, 2)
+	r2 = ev("r2", "ret-1", 2, 3)
+	r3 = ev("r3", "ret-1", 3, 11)
+	r4 = ev("r4", "ret-1", 4, 12)
+)
+
+// goodRetention is a valid history with removals: ret-1 gets positions
+// 0..2, a truncate before 2 is acknowledged at 60, a read at 70 sees what
+// is left; seven appends to other streams make the verdict meaningful.
+func goodRetention() (*hist, []history.Event) {
+	h := &hist{}
+	h.append(1, "ret-1", "r0", nil, 10, 20, history.OK, 0, 1, 5)
+	h.append(2, "ret-1", "r1", nil, 20, 30, history.OK, 1, 2, 6)
+	h.append(1, "ret-1", "r2", nil, 30, 40, history.OK, 2, 3, 7)
+	final := []history.Event{r2}
+	for i := range 7 {
+		id := string(rune('c'+i)) + "0"
+		h.append(3, "other-"+id, id, nil, int64(100+20*i), int64(110+20*i), history.OK, 0, int64(4+i), uint64(8+i))
+		final = append(final, ev(id, "other-"+id, 0, int64(4+i)))
+	}
+	h.truncate(4, "ret-1", 2, 50, 60, history.OK)
+	h.readStream(2, "ret-1", history.Linearizable, 0, 70, 80, r2)
+	return h, final
+}
+
+// TestCheckRetention: the rules for histories with removals find removed
+// messages that survive or are read after the removal's acknowledgement,
+// and acknowledged messages no removal covers that are lost, without
+// flagging what a possibly applied removal explains.
+func TestCheckRetention(t *testing.T) {
+	without := func(f []history.Event, id string) []history.Event {
+		var out []history.Event
+		for _, e := range f {
+			if e.ID != id {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	withR1 := func(f []history.Event) []history.Event { return append([]history.Event{r1}, f...) }
+	cases := []struct {
+		name    string
+		mutate  func(h *hist, final []history.Event) (n1, n2 []history.Event)
+		want    any
+		anomaly string
+	}{
+		{name: "good", want: true},
+		{name: "removed message survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			return withR1(f), withR1(f)
+		}, want: false, anomaly: "removed-present"},
+		{name: "removed message survives on one node", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			return f, withR1(f)
+		}, want: false, anomaly: "removed-present"},
+		{name: "read after the removal sees a removed message", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.readStream(2, "ret-1", history.Linearizable, 0, 65, 68, r1, r2)
+			return f, f
+		}, want: false, anomaly: "removed-read"},
+		{name: "read concurrent with the removal may see it", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.readStream(2, "ret-1", history.Linearizable, 0, 55, 65, r0, r1, r2)
+			return f, f
+		}, want: true},
+		{name: "acknowledged message no removal covers is lost", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			return without(f, "r2"), without(f, "r2")
+		}, want: false, anomaly: "lost"},
+		{name: "an indeterminate truncate explains a missing message", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.truncate(5, "ret-1", 3, 200, 400, history.Info)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "a failed truncate does not", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.truncate(5, "ret-1", 3, 200, 400, history.Fail)
+			return without(f, "r2"), without(f, "r2")
+		}, want: false, anomaly: "lost"},
+		{name: "a delete at version 2 removes position 2", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "what a delete removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
+			return f, f
+		}, want: false, anomaly: "removed-present"},
+		{name: "hole in a final stream", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.append(6, "ret-1", "r3", nil, 300, 310, history.Info, 0, 0, 0)
+			h.append(6, "ret-1", "r4", nil, 320, 330, history.OK, 4, 12, 40)
+			f = append(f, r4)
+			return f, f
+		}, want: false, anomaly: "stream-hole"},
+		{name: "hole in a read", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.append(6, "ret-1", "r3", nil, 300, 310, history.OK, 3, 11, 40)
+			h.append(6, "ret-1", "r4", nil, 320, 330, history.OK, 4, 12, 41)
+			h.readStream(2, "ret-1", history.Linearizable, 0, 340, 350, r2, r4)
+			f = append(f, r3, r4)
+			return f, f
+		}, want: false, anomaly: "read-hole"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, final := goodRetention()
+			n1, n2 := final, final
+			if tc.mutate != nil {
+				n1, n2 = tc.mutate(h, final)
+			}
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": n1, "n2": n2}, Nodes: []string{"n1", "n2"}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
+			}
+			if _, ok := res.Checkers["removals"]; !ok {
+				t.Fatalf("checkers %v: the retention rules did not run", res.Checkers)
+			}
+		})
+	}
+}

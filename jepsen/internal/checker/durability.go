@@ -6,7 +6,9 @@ import "github.com/skalddb/skald/jepsen/internal/history"
 // positions their acknowledgement gave (lost, ack-mismatch); appends that
 // certainly failed are nowhere (phantom); nothing appears that nobody
 // appended or appears twice (unexpected, duplicate); an indeterminate
-// append some read saw is in the final log (observed-then-lost).
+// append some read saw is in the final log (observed-then-lost). A message
+// a removal may have taken (removable) is excused from lost,
+// observed-then-lost and partial-append.
 func checkDurability(s *state) bool {
 	for id, n := range s.count {
 		if n > 1 {
@@ -44,6 +46,9 @@ func (s *state) checkAppend(p history.Pair) {
 		r := p.Complete.Result
 		for k, id := range ids {
 			e, ok := s.finalBy[id]
+			if !ok && s.removable(p.Invoke.Value.Stream, r.Pos+int64(k)) {
+				continue
+			}
 			if !ok {
 				s.add("lost", []int{p.Complete.Index}, "acknowledged message %s (append to %s at position %d on %s) is not in the final log", id, p.Invoke.Value.Stream, r.Pos+int64(k), p.Invoke.Node)
 				continue
@@ -60,15 +65,23 @@ func (s *state) checkAppend(p history.Pair) {
 			}
 		}
 	case history.Info:
-		present := 0
-		for _, id := range ids {
+		present, anchor := 0, -1
+		for k, id := range ids {
 			if _, ok := s.finalBy[id]; ok {
-				present++
-			} else if t, seen := s.observed[id]; seen {
+				present, anchor = present+1, k
+			} else if t, seen := s.observed[id]; seen && !s.removable(s.seen[id].Stream, s.seen[id].Pos) {
 				s.add("observed-then-lost", []int{p.Invoke.Index}, "message %s of an indeterminate append was read (by %d ns) but is not in the final log", id, t)
 			}
 		}
-		if present > 0 && present < len(ids) {
+		// The messages of one append have consecutive positions: those of
+		// the absent ones follow from a present one.
+		excused := true
+		for k, id := range ids {
+			if _, ok := s.finalBy[id]; !ok && anchor >= 0 {
+				excused = excused && s.removable(p.Invoke.Value.Stream, s.finalBy[ids[anchor]].Pos+int64(k-anchor))
+			}
+		}
+		if present > 0 && present < len(ids) && !excused {
 			s.add("partial-append", []int{p.Invoke.Index}, "only %d of %d messages of one append are in the final log", present, len(ids))
 		}
 		if present > 0 {

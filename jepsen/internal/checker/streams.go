@@ -44,8 +44,7 @@ func checkStreams(s *state) bool {
 }
 
 // checkGlobal: the final log's global positions are 1..N exactly once
-// (global-gap, global-dup), and appends acknowledged one after another in
-// real time got increasing global positions (realtime-order).
+// (global-gap, global-dup), and checkRealtimeOrder.
 func checkGlobal(s *state) bool {
 	for i, e := range s.ref {
 		want := int64(i + 1)
@@ -58,6 +57,13 @@ func checkGlobal(s *state) bool {
 			break
 		}
 	}
+	return checkRealtimeOrder(s)
+}
+
+// checkRealtimeOrder: appends acknowledged one after another in real time
+// got increasing global positions (realtime-order), among the messages
+// the final log holds.
+func checkRealtimeOrder(s *state) bool {
 	type ev struct {
 		g            int64
 		call, ret    int64

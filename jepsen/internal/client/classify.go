@@ -12,7 +12,8 @@ import (
 
 // Classify says what a completed call lets the checker assume.
 //
-// Reads have no effect, so every read error is Fail. A write is Fail only
+// Reads have no effect, so every read error is Fail. A write (an append, a
+// truncate or a stream delete) is Fail only
 // when the server promises nothing was written: a version conflict
 // (Aborted), a rejected request (InvalidArgument, NotFound,
 // Unauthenticated, PermissionDenied, AlreadyExists, FailedPrecondition,
@@ -24,7 +25,7 @@ func Classify(f string, err error) history.Type {
 	if err == nil {
 		return history.OK
 	}
-	if f != history.FAppend {
+	if !history.IsWrite(f) {
 		return history.Fail
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {

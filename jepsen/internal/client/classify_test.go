@@ -36,6 +36,11 @@ func TestClassify(t *testing.T) {
 		{"deadline", context.DeadlineExceeded, history.FAppend, history.Info},
 		{"shutdown", node.ErrShutdown, history.FAppend, history.Info},
 		{"internal", fmt.Errorf("disk on fire"), history.FAppend, history.Info},
+		{"truncate of a stream never written", fsm.ErrStreamNotFound, history.FTruncate, history.Fail},
+		{"truncate of a tombstone", fsm.ErrStreamDeleted, history.FTruncate, history.Fail},
+		{"truncate outcome unknown", fmt.Errorf("%w: leadership lost", node.ErrUnknownOutcome), history.FTruncate, history.Info},
+		{"delete at the wrong version", &fsm.VersionConflictError{Stream: "a-1", Expected: 3, Actual: 5}, history.FDelete, history.Fail},
+		{"delete deadline", context.DeadlineExceeded, history.FDelete, history.Info},
 		{"read not caught up", node.ErrNotCaughtUp, history.FReadStream, history.Fail},
 		{"read deadline", context.DeadlineExceeded, history.FVersion, history.Fail},
 	}

@@ -79,6 +79,31 @@ func (c *Client) AppendTagged(ctx context.Context, process int, node, stream str
 	})
 }
 
+// Truncate removes the messages of stream below position before.
+func (c *Client) Truncate(ctx context.Context, process int, node, stream string, before int64) history.Op {
+	v := history.Value{Stream: stream, From: before}
+	return c.call(ctx, process, node, history.FTruncate, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.TruncateStream(ctx, connect.NewRequest(&skaldv1.TruncateStreamRequest{Stream: stream, Before: before}))
+		if err != nil {
+			return nil, err
+		}
+		return &history.Result{Version: resp.Msg.Version, Index: resp.Msg.Index, Deleted: resp.Msg.MessagesDeleted}, nil
+	})
+}
+
+// DeleteStream soft-deletes stream if it is at version exp: every message
+// up to exp goes.
+func (c *Client) DeleteStream(ctx context.Context, process int, node, stream string, exp int64) history.Op {
+	v := history.Value{Stream: stream, Expected: &exp}
+	return c.call(ctx, process, node, history.FDelete, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: stream, ExpectedVersion: &exp}))
+		if err != nil {
+			return nil, err
+		}
+		return &history.Result{Version: resp.Msg.Version, Index: resp.Msg.Index, Deleted: resp.Msg.MessagesDeleted}, nil
+	})
+}
+
 // ReadStream reads stream from position from.
 func (c *Client) ReadStream(ctx context.Context, process int, node, stream string, from, limit int64, opts ReadOptions) history.Op {
 	v := history.Value{Stream: stream, From: from, Limit: limit, Consistency: opts.Consistency, MinIndex: opts.MinIndex}

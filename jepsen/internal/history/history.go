@@ -32,7 +32,17 @@ const (
 	FReadStream   = "read-stream"
 	FReadCategory = "read-category"
 	FVersion      = "version"
+	// Removals (the retention workload): a truncate's Value.From is its
+	// bound (positions below it go); a delete carries Value.Expected (the
+	// removals are asked with an expected version, so each names what it
+	// removes: positions up to it).
+	FTruncate = "truncate"
+	FDelete   = "delete-stream"
 )
+
+// IsWrite reports whether f changes the log (so an error may leave its
+// outcome unknown).
+func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete }
 
 // NemesisProcess is the process of nemesis lines.
 const NemesisProcess = -1
@@ -84,6 +94,8 @@ type Result struct {
 	// writes); the positions are the original ones.
 	Duplicate bool    `json:"duplicate,omitempty"`
 	Events    []Event `json:"events,omitempty"`
+	// Deleted: a removal's count of messages it removed.
+	Deleted int64 `json:"deleted,omitempty"`
 }
 
 // Event is one message as a read (or the final log) saw it.

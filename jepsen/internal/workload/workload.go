@@ -7,6 +7,8 @@
 // again, as a new operation of a new process, with the same ids and data
 // (the server must apply it once), and some appends are sent twice at once
 // through two nodes (a hedged request), so retries race their originals.
+// The retention workload adds truncates and soft deletes (with an expected
+// version, so each names the positions it removes) racing the appends.
 package workload
 
 import (
@@ -21,7 +23,7 @@ import (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed", "idempotent"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention"}
 
 // Config is one workload run.
 type Config struct {
@@ -45,6 +47,8 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 		mix = []weighted{{40, opAppend}, {45, opSessionStream}, {15, opSessionCategory}}
 	case "idempotent":
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
+	case "retention":
+		mix = []weighted{{55, opAppend}, {12, opTruncate}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -53,8 +57,11 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	}
 	if cfg.Streams <= 0 {
 		cfg.Streams = 8
-		if cfg.Name == "cas" {
+		switch cfg.Name {
+		case "cas":
 			cfg.Streams = 1 // contention: several clients expect the same version
+		case "retention":
+			cfg.Streams = 3 // removals race the appends of the same streams
 		}
 	}
 	tokens := make(chan struct{})
@@ -111,6 +118,8 @@ const (
 	opSessionCategory
 	opLocalStream
 	opIdemAppend
+	opTruncate
+	opDelete
 )
 
 // Idempotent appends: how many times one append is sent at most, and how
@@ -155,6 +164,18 @@ func (k *known) streamFrom(stream string) int64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return max(0, k.version[stream]-10)
+}
+
+// last is the highest position of stream any worker saw acknowledged or
+// read (-1: none). The stream's version is at least that, so a truncate
+// bound up to last + 1 is one the server accepts.
+func (k *known) last(stream string) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if v, ok := k.version[stream]; ok {
+		return v
+	}
+	return -1
 }
 
 func (k *known) globalFrom() int64 {
@@ -247,6 +268,21 @@ func (w *worker) step(ctx context.Context) {
 		}
 		node := w.node()
 		op = w.c.Append(ctx, w.pid, node, st, []string{w.c.NewID(w.pid)}, &exp)
+		w.lastWrit = node
+	case opTruncate:
+		// A bound near the end of the stream (up to 11 below the last
+		// known position + 1), so removals race the appends there and a
+		// tail of acknowledged messages survives for durability to check.
+		st := w.stream()
+		node := w.node()
+		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-int64(w.rng.IntN(12))))
+		w.lastWrit = node
+	case opDelete:
+		// At the last known version: a delete that names what it removes
+		// (often refused: the stream moved on).
+		st := w.stream()
+		node := w.node()
+		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st))
 		w.lastWrit = node
 	case opVersion:
 		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})

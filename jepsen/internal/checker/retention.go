@@ -1,0 +1,193 @@
+package checker
+
+import (
+	"sort"
+
+	"github.com/skalddb/skald/jepsen/internal/history"
+)
+
+// Rules for histories with removals (the retention workload). Every
+// removal the workload sends names the positions it removes: a truncate
+// those below its bound, a soft delete with an expected version E those up
+// to E (bound E+1; the server refuses it unless the stream is at E). Both
+// remove a prefix of the stream, and positions are never reused, so:
+//
+//   - removed-present: after an acknowledged removal, no node's final log
+//     holds a message of its stream below its bound.
+//   - removed-read: a read invoked after an acknowledged removal returned
+//     returns no message of its stream below its bound.
+//   - lost (durability.go) excuses an acknowledged message only when a
+//     removal that may have been applied (ok or info) has a bound above
+//     its position: every other acknowledged message survives.
+//   - stream-hole: a final stream's positions are consecutive (what
+//     survives prefix removals is a suffix), in increasing global order
+//     (order-mismatch); read-hole: so is every read's slice of a stream.
+//   - read-mismatch: a message a read returned sits where the final log has
+//     it (same stream, position and global position).
+//   - global-dup / global-order: the final log's global positions strictly
+//     increase (removals leave gaps, never reuse).
+//
+// divergence (every node's final log the same) and realtime-order keep
+// their meaning and run too.
+
+// removal is one truncate or delete that may have been applied.
+type removal struct {
+	bound int64 // positions below it go
+	pair  *history.Pair
+}
+
+// indexRemovals fills s.removals; it reports whether the history has any
+// removal at all (acknowledged, indeterminate or failed).
+func (s *state) indexRemovals() bool {
+	s.removals = map[string][]removal{}
+	found := false
+	for i := range s.pairs {
+		p := &s.pairs[i]
+		v := p.Invoke.Value
+		var bound int64
+		switch p.Invoke.F {
+		case history.FTruncate:
+			bound = v.From
+		case history.FDelete:
+			if v.Expected == nil {
+				continue // the workload always sends one; without it the bound is unknown
+			}
+			bound = *v.Expected + 1
+		default:
+			continue
+		}
+		found = true
+		if p.Type() == history.Fail {
+			continue
+		}
+		s.removals[v.Stream] = append(s.removals[v.Stream], removal{bound: bound, pair: p})
+	}
+	return found
+}
+
+// removable reports whether a removal that may have been applied covers
+// position pos of stream.
+func (s *state) removable(stream string, pos int64) bool {
+	for _, r := range s.removals[stream] {
+		if pos < r.bound {
+			return true
+		}
+	}
+	return false
+}
+
+// ackedBound answers, per stream, the highest bound of the removals
+// acknowledged before a time.
+type ackedBound struct {
+	ret []int64 // completion times, increasing
+	max []int64 // highest bound among ret[:i+1]
+}
+
+func (s *state) ackedBounds() map[string]*ackedBound {
+	out := map[string]*ackedBound{}
+	for stream, rs := range s.removals {
+		var ok []removal
+		for _, r := range rs {
+			if r.pair.Type() == history.OK {
+				ok = append(ok, r)
+			}
+		}
+		sort.Slice(ok, func(i, j int) bool { return ok[i].pair.Return() < ok[j].pair.Return() })
+		b := &ackedBound{}
+		m := int64(0)
+		for _, r := range ok {
+			m = max(m, r.bound)
+			b.ret, b.max = append(b.ret, r.pair.Return()), append(b.max, m)
+		}
+		out[stream] = b
+	}
+	return out
+}
+
+// before is the highest bound acknowledged before time t (0: none).
+func (b *ackedBound) before(t int64) int64 {
+	if b == nil {
+		return 0
+	}
+	i := sort.Search(len(b.ret), func(i int) bool { return b.ret[i] >= t })
+	if i == 0 {
+		return 0
+	}
+	return b.max[i-1]
+}
+
+// checkRemovals: removed-present and removed-read.
+func checkRemovals(s *state) bool {
+	bounds := s.ackedBounds()
+	const end = 1<<63 - 1
+	nodes := make([]string, 0, len(s.final))
+	for n := range s.final {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		for _, e := range s.final[n] {
+			if b := bounds[e.Stream].before(end); e.Pos < b {
+				s.add("removed-present", nil, "final log of %s holds %s/%d (id %s), below the acknowledged removal bound %d", n, e.Stream, e.Pos, e.ID, b)
+			}
+		}
+	}
+	for _, p := range s.pairs {
+		if (p.Invoke.F != history.FReadStream && p.Invoke.F != history.FReadCategory) || p.Type() != history.OK || p.Complete.Result == nil {
+			continue
+		}
+		for _, e := range p.Complete.Result.Events {
+			if b := bounds[e.Stream].before(p.Call()); e.Pos < b {
+				s.add("removed-read", []int{p.Complete.Index}, "%s on %s invoked after the removal of %s below %d was acknowledged returned position %d (id %s)",
+					p.Invoke.F, p.Invoke.Node, e.Stream, b, e.Pos, e.ID)
+				break
+			}
+		}
+	}
+	return true
+}
+
+// checkRetentionStreams: stream-hole, order-mismatch, read-hole,
+// read-mismatch, global-dup, global-order.
+func checkRetentionStreams(s *state) bool {
+	for name, evs := range s.streams {
+		for i := 1; i < len(evs); i++ {
+			if evs[i].Pos != evs[i-1].Pos+1 {
+				s.add("stream-hole", nil, "stream %s: position %d follows %d in the final log of %s", name, evs[i].Pos, evs[i-1].Pos, s.refNode)
+				break
+			}
+			if evs[i].Global <= evs[i-1].Global {
+				s.add("order-mismatch", nil, "stream %s: position %d has global %d, not after %d", name, evs[i].Pos, evs[i].Global, evs[i-1].Global)
+				break
+			}
+		}
+	}
+	for i := 1; i < len(s.ref); i++ {
+		if g, prev := s.ref[i].Global, s.ref[i-1].Global; g <= prev {
+			kind := "global-order"
+			if g == prev {
+				kind = "global-dup"
+			}
+			s.add(kind, nil, "final log of %s: entry %d has global position %d after %d", s.refNode, i, g, prev)
+			break
+		}
+	}
+	for _, p := range s.pairs {
+		if (p.Invoke.F != history.FReadStream && p.Invoke.F != history.FReadCategory) || p.Type() != history.OK || p.Complete.Result == nil {
+			continue
+		}
+		last := map[string]int64{}
+		for _, e := range p.Complete.Result.Events {
+			if f, ok := s.finalBy[e.ID]; ok && f != e {
+				s.add("read-mismatch", []int{p.Complete.Index}, "%s on %s returned %+v, the final log has %+v", p.Invoke.F, p.Invoke.Node, e, f)
+				break
+			}
+			if prev, ok := last[e.Stream]; ok && e.Pos != prev+1 {
+				s.add("read-hole", []int{p.Complete.Index}, "%s on %s returned %s/%d after %s/%d", p.Invoke.F, p.Invoke.Node, e.Stream, e.Pos, e.Stream, prev)
+				break
+			}
+			last[e.Stream] = e.Pos
+		}
+	}
+	return true
+}
