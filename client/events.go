@@ -33,10 +33,10 @@ func ExpectVersion(v int64) AppendOption {
 // positions (AppendResult.Duplicate), so the messages land once. That
 // holds within the namespace's dedupe window (2 minutes by default): the
 // client retries for at most half of it after the first try, and not at
-// all when the namespace does not remember ids. One exception: when a
+// all when the namespace does not remember ids. It holds too when a
 // removal (TruncateStream, DeleteStream, DeleteByWatermark) took the
-// original messages before the retry arrived, the server has forgotten
-// their ids and the retry writes them again, at new positions.
+// original messages before the retry arrived: the server still knows
+// their ids and positions, and the retry is answered as a duplicate.
 //
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
 // ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated,

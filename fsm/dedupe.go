@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 // with other content, or an append mixing remembered and new ids, is a
 // DuplicateIDError and writes nothing.
 //
-// Storage: DI bucket id -> global position, in the namespace DB and the
+// Storage: DI bucket id -> global position, stream position, stream (see
+// appendIDEntry), in the namespace DB and the
 // append's batch. bucket = dedupe clock / window, so one window's ids are
 // in at most two buckets (two point lookups per id) and expiry is a range
 // delete of the buckets below (clock - window) / window: no reads, the
@@ -153,6 +155,30 @@ type stagedID struct {
 	data     []byte
 	position int64
 	gp       int64
+	// removed: the message was deleted since (streamdelete.go); only
+	// stream, position and gp are known, from the index entry.
+	removed bool
+}
+
+// The value of a DI key: the message's global position, then its stream
+// position and stream name, so that an id whose message was deleted since
+// still answers a retry with the original positions (a delete does not
+// read the messages it removes, so it cannot drop their ids). Values of
+// 8 bytes (the global position only) hold no more.
+func appendIDEntry(dst []byte, gp, position int64, stream string) []byte {
+	dst = appendUint64(appendUint64(dst, uint64(gp)), uint64(position))
+	return append(dst, stream...)
+}
+
+func decodeIDEntry(v []byte) (gp, position int64, stream string, full bool, err error) {
+	switch {
+	case len(v) == 8:
+		gp, err = decodeUint64(v)
+		return gp, 0, "", false, err
+	case len(v) >= 16:
+		return int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])), string(v[16:]), true, nil
+	}
+	return 0, 0, "", false, errCorruptValue
 }
 
 // checkIDs decides an append's client-given ids before anything else
@@ -192,7 +218,9 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 		if !ok {
 			continue
 		}
-		if st.stream != c.Stream || st.typ != m.Type || !bytes.Equal(st.data, m.Data) {
+		// A deleted message's type and data are gone: its stream and place
+		// must match (below), its content cannot be compared.
+		if st.stream != c.Stream || !st.removed && (st.typ != m.Type || !bytes.Equal(st.data, m.Data)) {
 			return nil, &DuplicateIDError{Message: i, ID: m.Id, Stream: st.stream, Position: st.position, GlobalPosition: st.gp, Reason: DuplicateContent}
 		}
 		found++
@@ -259,7 +287,7 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		if v == nil {
 			continue
 		}
-		gp, err := decodeUint64(v)
+		gp, position, stream, full, err := decodeIDEntry(v)
 		if err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: id index of %s: %w", id, err))
 		}
@@ -268,10 +296,13 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 			panic(fmt.Errorf("fsm: storage failure, stopping: message %d of id %s: %v", gp, id, err))
 		}
 		if mv == nil {
-			// The message was deleted since (streamdelete.go removes
-			// messages without reading their ids): the id is forgotten,
-			// as if its window had passed.
-			continue
+			// The message was deleted since. An entry that names its
+			// stream and position still answers a retry; an 8-byte one
+			// cannot, and the id is forgotten as if its window had passed.
+			if !full {
+				continue
+			}
+			return stagedID{bucket: b, stream: stream, position: position, gp: gp, removed: true}, true
 		}
 		var m fsmv1.StoredMessage
 		if err := proto.Unmarshal(mv, &m); err != nil {
@@ -312,7 +343,7 @@ func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
 		}
 		gp := gp0 + int64(i)
 		nb.key = appendDedupeKey(nb.key[:0], cur, m.Id)
-		gpv = appendUint64(gpv[:0], uint64(gp))
+		gpv = appendIDEntry(gpv[:0], gp, pos0+int64(i), c.Stream)
 		if err := nb.b.Set(nb.key, gpv, nil); err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: stage id index: %w", err))
 		}
@@ -345,7 +376,7 @@ func (v *View) LookupID(id string) (m Message, ok bool, err error) {
 		if gv == nil {
 			continue
 		}
-		gp, err := decodeUint64(gv)
+		gp, _, _, _, err := decodeIDEntry(gv)
 		if err != nil {
 			return Message{}, false, err
 		}

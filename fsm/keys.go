@@ -19,7 +19,7 @@ import (
 //	CC category                  -> catCounts: stream count, message count
 //	NI                           -> nsCounts: message count, stream count, last activity (ns)
 //	GP                           -> next global position
-//	DI bucket id                 -> gp: a remembered client-given message id (dedupe.go)
+//	DI bucket id                 -> gp, pos, stream: a remembered client-given message id (dedupe.go)
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
 //	A                            -> applied Raft index, term
 //

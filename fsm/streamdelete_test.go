@@ -328,20 +328,39 @@ func TestDeleteByWatermark(t *testing.T) {
 	}
 }
 
-// TestDeletedMessageIDIsForgotten: an id the namespace remembers whose
-// message was deleted since is forgotten (a retry writes again), on every
-// replica alike, rather than stopping the node on the missing message.
-func TestDeletedMessageIDIsForgotten(t *testing.T) {
+// TestRetryOfDeletedMessages: an id the namespace remembers whose message
+// was deleted since still answers a retry with the original positions
+// (exactly once, even across a delete), including a retry whose append was
+// only partly removed; the same id for another stream is refused.
+func TestRetryOfDeletedMessages(t *testing.T) {
 	s, f := deletionFixture(t)
-	m := newMsg("A", `{"k":1}`)
-	m.ClientId = true
-	first := f.must(appendCmd("ns", "pay-1", m)).(*AppendResult)
-	f.must(deleteStreamCmd("ns", "pay-1", false))
-	if _, ok, err := view(t, s, "ns").LookupID(m.Id); ok || err != nil {
-		t.Fatalf("LookupID of a deleted message's id: found %v, err %v", ok, err)
+	clientMsg := func(typ, data string) *fsmv1.NewMessage {
+		m := newMsg(typ, data)
+		m.ClientId = true
+		return m
 	}
-	again := f.must(appendCmd("ns", "pay-1", m)).(*AppendResult)
-	if again.Duplicate || again.FirstPosition != first.FirstPosition+1 {
-		t.Fatalf("retry after the delete: %+v, want a new write at position %d", again, first.FirstPosition+1)
+	one := clientMsg("A", `{"k":1}`)
+	first := f.must(appendCmd("ns", "pay-1", one)).(*AppendResult)
+	two := []*fsmv1.NewMessage{clientMsg("A", `{"k":2}`), clientMsg("B", `{"k":3}`)}
+	pair := f.must(appendCmd("ns", "pay-1", two...)).(*AppendResult)
+	// Remove the first append and the first message of the second.
+	f.must(truncateCmd("ns", "pay-1", pair.FirstPosition+1))
+
+	again := f.must(appendCmd("ns", "pay-1", one)).(*AppendResult)
+	if !again.Duplicate || again.FirstPosition != first.FirstPosition || again.FirstGlobalPosition != first.FirstGlobalPosition {
+		t.Fatalf("retry of a deleted append: %+v, want a duplicate at position %d", again, first.FirstPosition)
+	}
+	again = f.must(appendCmd("ns", "pay-1", two...)).(*AppendResult)
+	if !again.Duplicate || again.FirstPosition != pair.FirstPosition || again.LastPosition != pair.LastPosition {
+		t.Fatalf("retry of a partly deleted append: %+v, want a duplicate at %d..%d", again, pair.FirstPosition, pair.LastPosition)
+	}
+	if err, _ := f.apply(appendCmd("ns", "other-9", one))[0].(error); !errors.Is(err, ErrDuplicateID) {
+		t.Fatalf("the deleted message's id on another stream: %v, want ErrDuplicateID", err)
+	}
+	if msgs := streamOf(t, s, "ns", "pay-1"); len(msgs) != 1 || msgs[0].Position != pair.LastPosition {
+		t.Fatalf("pay-1 holds %d messages after the retries, want only position %d", len(msgs), pair.LastPosition)
+	}
+	if _, ok, err := view(t, s, "ns").LookupID(one.Id); ok || err != nil {
+		t.Fatalf("LookupID of a deleted message's id: found %v, err %v", ok, err)
 	}
 }
