@@ -78,7 +78,7 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 	for _, s := range servers {
 		byID[string(s.ID)], byAddr[string(s.Address)] = s, s
 	}
-	m.noteRemovals(byID)
+	m.noteRemovals(byID, members)
 	self := m.node.ID()
 	for _, mem := range members {
 		switch mem.state {
@@ -138,22 +138,29 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 }
 
 // rejoinDelay is how long the leader waits before adding back a server
-// that left the Raft configuration while gossip still shows it alive. A
+// that left the Raft configuration while gossip showed it alive. A
 // graceful leave removes the server from Raft right after broadcasting its
 // gossip leave; under load the broadcast can arrive after the removal, or
-// not at all. A server that really comes back (restarted after autopilot
-// removed it) joins after this delay.
+// not at all. A server that left and is started again under its id joins
+// after this delay; one that failed and was removed rejoins at once.
 const rejoinDelay = 30 * time.Second
 
 // noteRemovals records when servers left the configuration since the last
-// reconcile. Only the reconcile loop calls it. A new leader starts with no
-// history: it only sees removals made while it leads.
-func (m *Membership) noteRemovals(now map[string]raft.Server) {
+// reconcile while gossip showed them alive: a leave in progress (or a
+// removal by hand). A server autopilot removed because it failed is not
+// recorded, so when it restarts it is added back at once. Only the
+// reconcile loop calls it. A new leader starts with no history: it only
+// sees removals made while it leads.
+func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) {
 	if m.removedAt == nil {
 		m.removedAt = make(map[string]time.Time)
 	}
+	alive := make(map[string]bool, len(members))
+	for _, mem := range members {
+		alive[mem.ID] = mem.state == memberlist.StateAlive
+	}
 	for id := range m.lastServers {
-		if _, ok := now[id]; !ok {
+		if _, ok := now[id]; !ok && alive[id] {
 			m.removedAt[id] = time.Now()
 		}
 	}
