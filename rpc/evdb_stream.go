@@ -129,11 +129,7 @@ func categoryFormat(m *fsm.Message) []any {
 }
 
 func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
-	stream, everr := streamArg(args)
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
+	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -161,11 +157,7 @@ func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
 }
 
 func (e *evdb) streamLast(ctx context.Context, args evArgs) (any, *evError) {
-	stream, everr := streamArg(args)
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
+	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -198,4 +190,15 @@ func (e *evdb) streamVersion(ctx context.Context, args evArgs) (any, *evError) {
 		return err
 	})
 	return out, everr
+}
+
+// streamAndOpts reads the arguments most stream methods take: the stream
+// name, then the options object (absent means none).
+func streamAndOpts(args evArgs) (string, evOpts, *evError) {
+	stream, everr := streamArg(args)
+	if everr != nil {
+		return "", nil, everr
+	}
+	opts, everr := args.opts(1)
+	return stream, opts, everr
 }

@@ -11,11 +11,7 @@ import (
 // {"messagesDeleted": n, "version": v}: Skald's extension of the EventoDB
 // API, Connect's EventStore.DeleteStream.
 func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
-	stream, everr := streamArg(args)
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
+	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -44,11 +40,7 @@ func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
 // streamTruncate is ["stream.truncate", stream, {before}] →
 // {"messagesDeleted": n, "version": v}.
 func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) {
-	stream, everr := streamArg(args)
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
+	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
