@@ -79,18 +79,12 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		}
 		id = u.String()
 	}
-	ev, hasEV, everr := opts.num("expectedVersion")
+	ev, everr := opts.expectedVersion()
 	if everr != nil {
 		return nil, everr
 	}
-	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream,
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, ExpectedVersion: ev,
 		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata), ClientId: id != ""}}}
-	if hasEV {
-		if ev < -1 {
-			return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
-		}
-		a.ExpectedVersion = &ev
-	}
 	res, err := e.b.Append(ctx, a)
 	if err != nil {
 		return nil, e.backendError(ctx, err)
@@ -201,4 +195,19 @@ func streamAndOpts(args evArgs) (string, evOpts, *evError) {
 	}
 	opts, everr := args.opts(1)
 	return stream, opts, everr
+}
+
+// expectedVersion reads the expectedVersion option: nil when absent, -1
+// (no stream yet) or more.
+func (o evOpts) expectedVersion() (*int64, *evError) {
+	ev, ok, everr := o.num("expectedVersion")
+	switch {
+	case everr != nil:
+		return nil, everr
+	case !ok:
+		return nil, nil
+	case ev < -1:
+		return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
+	}
+	return &ev, nil
 }

@@ -19,17 +19,11 @@ func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	c := &fsmv1.DeleteStream{Namespace: callerFrom(ctx).namespace, Stream: stream, Hard: hard}
-	ev, hasEV, everr := opts.num("expectedVersion")
+	ev, everr := opts.expectedVersion()
 	if everr != nil {
 		return nil, everr
 	}
-	if hasEV {
-		if ev < -1 {
-			return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
-		}
-		c.ExpectedVersion = &ev
-	}
+	c := &fsmv1.DeleteStream{Namespace: callerFrom(ctx).namespace, Stream: stream, Hard: hard, ExpectedVersion: ev}
 	res, err := e.b.DeleteStream(ctx, c)
 	if err != nil {
 		return nil, e.backendError(ctx, err)
