@@ -21,6 +21,8 @@ import (
 //	GP                           -> next global position
 //	DI bucket id                 -> gp, pos, stream: a remembered client-given message id (dedupe.go)
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
+//	RP scope name                -> RetentionPolicy (protobuf); scope is '1' namespace (name empty), '2' category, '3' stream
+//	RQ stream                    -> empty: the stream may hold positions beyond its count limit (retention.go)
 //	A                            -> applied Raft index, term
 //
 // A database written before idempotent writes has no DI or DC keys: it
@@ -33,6 +35,7 @@ import (
 //	NO node id -> API address
 //	RC         -> latest Raft configuration: index, then raft.EncodeConfiguration bytes
 //	FL         -> durable floor: CheckpointMeta (protobuf)
+//	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
 //	A          -> applied Raft index, term
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
@@ -48,11 +51,16 @@ var (
 	prefixDedupe   = []byte("DI")
 	keyDedupeClock = []byte("DC")
 	keyApplied     = []byte("A")
+	// Retention (retention.go). RP sorts right before RQ: an import's
+	// clear keeps the policies and drops the queue.
+	prefixRetention   = []byte("RP")
+	prefixExpiryQueue = []byte("RQ")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
 	keyConfig       = []byte("RC")
 	keyFloor        = []byte("FL")
+	prefixRetained  = []byte("RN")
 )
 
 // errCorruptValue is returned when a stored value cannot be decoded. It means

@@ -10,3 +10,7 @@ const honorProposedGlobal = false
 // trustLeaderDedupe is false in normal builds: apply decides idempotent
 // writes itself and ignores Append.dedupe_decided_at_propose.
 const trustLeaderDedupe = false
+
+// expireOneTooMany is false in normal builds: expiry removes exactly the
+// positions its limits allow.
+const expireOneTooMany = false

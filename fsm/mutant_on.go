@@ -9,3 +9,7 @@ const honorProposedGlobal = true
 // trustLeaderDedupe makes apply skip the id check of an append the leader
 // marked as decided (node's dedupe-at-propose mutant).
 const trustLeaderDedupe = true
+
+// expireOneTooMany makes expiry remove one message more than its limits
+// allow (the jepsen expire-one-too-many mutant).
+const expireOneTooMany = true

@@ -216,6 +216,8 @@ type ApplyResponse struct {
 	//	*ApplyResponse_AppendMulti
 	//	*ApplyResponse_StreamDeletion
 	//	*ApplyResponse_WatermarkDeletion
+	//	*ApplyResponse_RetentionPolicy
+	//	*ApplyResponse_Expiry
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -346,6 +348,24 @@ func (x *ApplyResponse) GetWatermarkDeletion() *WatermarkDeletionResult {
 	return nil
 }
 
+func (x *ApplyResponse) GetRetentionPolicy() *RetentionPolicyResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_RetentionPolicy); ok {
+			return x.RetentionPolicy
+		}
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetExpiry() *ExpiryResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_Expiry); ok {
+			return x.Expiry
+		}
+	}
+	return nil
+}
+
 type isApplyResponse_Result interface {
 	isApplyResponse_Result()
 }
@@ -388,6 +408,14 @@ type ApplyResponse_WatermarkDeletion struct {
 	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,10,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
 }
 
+type ApplyResponse_RetentionPolicy struct {
+	RetentionPolicy *RetentionPolicyResult `protobuf:"bytes,11,opt,name=retention_policy,json=retentionPolicy,proto3,oneof"`
+}
+
+type ApplyResponse_Expiry struct {
+	Expiry *ExpiryResult `protobuf:"bytes,12,opt,name=expiry,proto3,oneof"`
+}
+
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Import) isApplyResponse_Result() {}
@@ -406,6 +434,135 @@ func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
 
 func (*ApplyResponse_WatermarkDeletion) isApplyResponse_Result() {}
 
+func (*ApplyResponse_RetentionPolicy) isApplyResponse_Result() {}
+
+func (*ApplyResponse_Expiry) isApplyResponse_Result() {}
+
+// RetentionPolicyResult answers a SetRetentionPolicy.
+type RetentionPolicyResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The scope had a policy before (replaced or removed).
+	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicyResult) Reset() {
+	*x = RetentionPolicyResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicyResult) ProtoMessage() {}
+
+func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicyResult.ProtoReflect.Descriptor instead.
+func (*RetentionPolicyResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RetentionPolicyResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RetentionPolicyResult) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
+// ExpiryResult answers an ExpireMessages.
+type ExpiryResult struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	MessagesDeleted int64                  `protobuf:"varint,2,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	// Streams that lost at least one message.
+	Streams int64 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
+	// The entry stopped at its max_messages: more may be due.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryResult) Reset() {
+	*x = ExpiryResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryResult) ProtoMessage() {}
+
+func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryResult.ProtoReflect.Descriptor instead.
+func (*ExpiryResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExpiryResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ExpiryResult) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *ExpiryResult) GetStreams() int64 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+func (x *ExpiryResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // WatermarkDeletionResult answers a DeleteByWatermark.
 type WatermarkDeletionResult struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -419,7 +576,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +588,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +601,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -481,7 +638,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +650,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +663,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -546,7 +703,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +715,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +728,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -591,7 +748,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +760,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +773,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -641,7 +798,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +810,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +823,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -722,7 +879,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +891,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +904,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -780,7 +937,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +949,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +962,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -870,7 +1027,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1039,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1052,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -944,7 +1101,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1113,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1126,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1004,7 +1161,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1173,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1186,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1064,7 +1221,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1233,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1246,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1141,7 +1298,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1310,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1323,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1271,7 +1428,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1440,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1453,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -1328,7 +1485,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1497,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1510,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 type ReadIndexResponse struct {
@@ -1365,7 +1522,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1534,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1547,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1408,7 +1565,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1577,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1590,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 type StatsResponse struct {
@@ -1455,7 +1612,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1624,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1637,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1527,7 +1684,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1696,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1709,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1570,7 +1727,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1739,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1752,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -1604,7 +1761,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x93\x05\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9d\x06\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1616,8 +1773,18 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMulti\x12N\n" +
 	"\x0fstream_deletion\x18\t \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
 	"\x12watermark_deletion\x18\n" +
-	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletionB\b\n" +
-	"\x06result\"|\n" +
+	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x12Q\n" +
+	"\x10retention_policy\x18\v \x01(\v2$.skald.peer.v1.RetentionPolicyResultH\x00R\x0fretentionPolicy\x125\n" +
+	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiryB\b\n" +
+	"\x06result\"Q\n" +
+	"\x15RetentionPolicyResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\breplaced\x18\x02 \x01(\bR\breplaced\"\x85\x01\n" +
+	"\fExpiryResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
+	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\astreams\x18\x03 \x01(\x03R\astreams\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"|\n" +
 	"\x17WatermarkDeletionResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
@@ -1738,66 +1905,70 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
 	(*ApplyRequest)(nil),            // 2: skald.peer.v1.ApplyRequest
 	(*ApplyResponse)(nil),           // 3: skald.peer.v1.ApplyResponse
-	(*WatermarkDeletionResult)(nil), // 4: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 5: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 6: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 7: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 8: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 9: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 10: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 11: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 12: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 13: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 14: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 15: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 16: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 17: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 18: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 19: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 20: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 21: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 22: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),              // 23: skald.fsm.v1.Command
+	(*RetentionPolicyResult)(nil),   // 4: skald.peer.v1.RetentionPolicyResult
+	(*ExpiryResult)(nil),            // 5: skald.peer.v1.ExpiryResult
+	(*WatermarkDeletionResult)(nil), // 6: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 7: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 8: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 9: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 10: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 11: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 12: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 13: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 14: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 15: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 16: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 17: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 18: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 19: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 20: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 21: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 22: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 23: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 24: skald.peer.v1.RemoveServerResponse
+	(*v1.Command)(nil),              // 25: skald.fsm.v1.Command
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	23, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	10, // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	12, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	13, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	14, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	15, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	11, // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	5,  // 7: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	4,  // 8: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	23, // 9: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	8,  // 10: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 11: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	9,  // 12: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 13: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	10, // 14: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 15: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	16, // 16: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	2,  // 17: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	6,  // 18: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	17, // 19: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	19, // 20: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	21, // 21: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 22: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	7,  // 23: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	18, // 24: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	20, // 25: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	22, // 26: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	25, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	12, // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	14, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	15, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	16, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	17, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	13, // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	7,  // 7: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	6,  // 8: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	4,  // 9: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
+	5,  // 10: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
+	25, // 11: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	10, // 12: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	3,  // 13: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	11, // 14: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 15: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	12, // 16: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 17: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	18, // 18: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	2,  // 19: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	8,  // 20: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	19, // 21: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	21, // 22: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	23, // 23: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 24: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	9,  // 25: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	20, // 26: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	22, // 27: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	24, // 28: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1815,19 +1986,21 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_AppendMulti)(nil),
 		(*ApplyResponse_StreamDeletion)(nil),
 		(*ApplyResponse_WatermarkDeletion)(nil),
+		(*ApplyResponse_RetentionPolicy)(nil),
+		(*ApplyResponse_Expiry)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[6].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[8].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[18].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
