@@ -28,6 +28,8 @@ Usage:
   skald category NAME           read a category [--member M --size S --correlation C]
   skald stream delete|truncate|delete-by-watermark
                                 remove messages (see skald stream --help)
+  skald retention set|list|clear
+                                retention policies: max-age, max-count (see skald retention --help)
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
@@ -134,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCategory(ctx, args[1:], stdout, stderr)
 	case "stream":
 		return runStream(ctx, args[1:], stdout, stderr)
+	case "retention":
+		return runRetention(ctx, args[1:], stdout, stderr)
 	case "tail":
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":
