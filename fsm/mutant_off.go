@@ -12,5 +12,6 @@ const honorProposedGlobal = false
 const trustLeaderDedupe = false
 
 // expireOneTooMany is false in normal builds: expiry removes exactly the
-// positions its limits allow.
+// positions its limits allow and ignores
+// ExpireMessages.mutant_one_too_many.
 const expireOneTooMany = false

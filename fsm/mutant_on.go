@@ -10,6 +10,7 @@ const honorProposedGlobal = true
 // marked as decided (node's dedupe-at-propose mutant).
 const trustLeaderDedupe = true
 
-// expireOneTooMany makes expiry remove one message more than its limits
-// allow (the jepsen expire-one-too-many mutant).
+// expireOneTooMany makes expiry honour ExpireMessages.mutant_one_too_many
+// (node's expire-one-too-many mutant): one message more than the limits
+// allow is removed.
 const expireOneTooMany = true

@@ -393,7 +393,8 @@ func (a *applier) expireMessages(l *raft.Log, c *fsmv1.ExpireMessages) any {
 	res := &ExpiryResult{Namespace: c.Namespace, Index: l.Index}
 	rt := nb.ns.retention
 	if rt.len() > 0 {
-		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{}}
+		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{},
+			oneTooMany: expireOneTooMany && c.MutantOneTooMany}
 		a.flush(nb)
 		e.counts()
 		e.ages(rt, c.TimeUnixNano)
@@ -411,6 +412,9 @@ type expiry struct {
 	res     *ExpiryResult
 	budget  int64 // 0: unbounded
 	touched map[string]bool
+	// oneTooMany is the expire-one-too-many mutant's bug (only in
+	// binaries built with -tags mutants, and only when the leader asked).
+	oneTooMany bool
 }
 
 // full reports whether the entry's bound is reached.
@@ -430,7 +434,7 @@ func (e *expiry) remove(stream string, before int64) {
 		return
 	}
 	before = min(before, st.meta.lastPos+1)
-	if expireOneTooMany {
+	if e.oneTooMany {
 		before++ // the mutant's bug: one message too many
 	}
 	n := e.a.removeRange(e.nb, stream, before)

@@ -42,12 +42,16 @@ const (
 	// (apply records their ids without checking them): a retry proposed
 	// while its original is still in flight is written twice.
 	MutantDedupeAtPropose = "dedupe-at-propose"
+	// MutantExpireOneTooMany has the leader's expiry entries remove one
+	// position more than the retention policies allow: the oldest message
+	// a max-count policy keeps goes too.
+	MutantExpireOneTooMany = "expire-one-too-many"
 )
 
 const forwardRetryTimeout = 5 * time.Millisecond
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantExpireOneTooMany}
 
 func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
 

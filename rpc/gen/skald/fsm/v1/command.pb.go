@@ -1111,9 +1111,14 @@ type ExpireMessages struct {
 	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
 	// At most this many messages are removed by the entry (0: no bound); the
 	// rest wait for the next one.
-	MaxMessages   int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxMessages int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// Set and read only by binaries built with -tags mutants (the
+	// expire-one-too-many mutant of node/mutant.go): expiry removes one
+	// position more than the limits allow. Everyone else leaves it false and
+	// ignores it.
+	MutantOneTooMany bool `protobuf:"varint,4,opt,name=mutant_one_too_many,json=mutantOneTooMany,proto3" json:"mutant_one_too_many,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExpireMessages) Reset() {
@@ -1165,6 +1170,13 @@ func (x *ExpireMessages) GetMaxMessages() int64 {
 		return x.MaxMessages
 	}
 	return 0
+}
+
+func (x *ExpireMessages) GetMutantOneTooMany() bool {
+	if x != nil {
+		return x.MutantOneTooMany
+	}
+	return false
 }
 
 type StreamWatermark struct {
@@ -1518,11 +1530,12 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\tmax_count\x18\x04 \x01(\x03R\bmaxCount\"i\n" +
 	"\x12SetRetentionPolicy\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
-	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"w\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"\xa6\x01\n" +
 	"\x0eExpireMessages\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
-	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\"E\n" +
+	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\x12-\n" +
+	"\x13mutant_one_too_many\x18\x04 \x01(\bR\x10mutantOneTooMany\"E\n" +
 	"\x0fStreamWatermark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
