@@ -22,6 +22,10 @@ type Input struct {
 	// Nodes is every node of the run; a node without a final log makes the
 	// result unknown.
 	Nodes []string
+	// MaxCount maps a category to the max-count retention policy its
+	// streams had for the whole run (set before traffic): the server's
+	// expiry may remove a stream's positions up to its version - count.
+	MaxCount map[string]int64
 }
 
 // Options tunes checking.
@@ -98,6 +102,13 @@ type state struct {
 	removals map[string][]removal
 	// seen is, per id, the message as the earliest read saw it.
 	seen map[string]history.Event
+	// maxCount is Input.MaxCount; top is, per stream, the highest position
+	// any acknowledgement, read or final log showed (expiry removes at
+	// most up to top - max-count); acked maps a stream position to the
+	// id an acknowledged append put there.
+	maxCount map[string]int64
+	top      map[string]int64
+	acked    map[history.Event]string
 }
 
 func (s *state) add(kind string, ops []int, format string, args ...any) {
@@ -134,6 +145,7 @@ var retentionRules = []rule{
 	{"convergence", nil},
 	{"removals", checkRemovals},
 	{"retention-streams", checkRetentionStreams},
+	{"max-count", checkMaxCount},
 	{"realtime-order", checkRealtimeOrder},
 }
 
@@ -155,7 +167,7 @@ func Check(in Input, opts Options) Result {
 		res.Unknown = append(res.Unknown, "history: "+err.Error())
 		return res
 	}
-	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final}
+	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final, maxCount: in.MaxCount}
 	s.stats(in)
 	mergeRetries(s) // after stats: those count every attempt
 

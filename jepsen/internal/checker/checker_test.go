@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/skalddb/skald/jepsen/internal/history"
@@ -373,6 +374,58 @@ func TestCheckRetention(t *testing.T) {
 			}
 			if _, ok := res.Checkers["removals"]; !ok {
 				t.Fatalf("checkers %v: the retention rules did not run", res.Checkers)
+			}
+		})
+	}
+}
+
+// TestCheckMaxCount: the order category keeps 4 positions per stream;
+// order-1 got positions 0..11 acknowledged. Expiry may take up to 7, never
+// 8 or later while 11 is the last.
+func TestCheckMaxCount(t *testing.T) {
+	order := func(from, to int64) []history.Event {
+		var out []history.Event
+		for p := from; p <= to; p++ {
+			out = append(out, ev(fmt.Sprintf("o%d", p), "order-1", p, p+1))
+		}
+		return out
+	}
+	base := func() *hist {
+		h := &hist{}
+		for p := int64(0); p <= 11; p++ {
+			h.append(1, "order-1", fmt.Sprintf("o%d", p), nil, 10*p+1, 10*p+5, history.OK, p, p+1, uint64(p+1))
+		}
+		return h
+	}
+	cases := []struct {
+		name    string
+		read    []history.Event // a linearizable read of order-1 from 4, at the end
+		final   []history.Event
+		want    any
+		anomaly string
+	}{
+		{name: "expired to the cap", final: order(8, 11), want: true},
+		{name: "not expired yet", final: order(5, 11), want: true},
+		{name: "a read of an older state", read: order(4, 7), final: order(8, 11), want: true},
+		{name: "one too many in the final log", final: order(9, 11), want: false, anomaly: "capped-lost"},
+		{name: "one too many in a read", read: order(9, 11), final: order(8, 11), want: false, anomaly: "capped-lost"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base()
+			if tc.read != nil {
+				h.op(2, history.FReadStream, 500, 510, history.OK, history.Value{Stream: "order-1", Consistency: history.Linearizable, From: 4, Limit: 100}, &history.Result{Events: tc.read})
+			}
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": tc.final, "n2": tc.final}, Nodes: []string{"n1", "n2"},
+				MaxCount: map[string]int64{"order": 4}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
+			}
+			if res.Checkers["max-count"] == "" {
+				t.Fatalf("checkers %v: the max-count rule did not run", res.Checkers)
 			}
 		})
 	}

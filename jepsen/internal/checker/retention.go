@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/skalddb/skald/jepsen/internal/history"
 )
@@ -29,6 +31,20 @@ import (
 //
 // divergence (every node's final log the same) and realtime-order keep
 // their meaning and run too.
+//
+// Max-count policies (Input.MaxCount, per category) remove without an
+// operation in the history: the leader's expiry entries take a capped
+// stream's positions up to its version - count. So:
+//
+//   - lost also excuses a position at or below top - count, top being the
+//     highest position of the stream anything showed (the version only
+//     grows, and expiry never goes past version - count).
+//   - capped-lost: a read (or a node's final log) whose last message of a
+//     capped stream is at position M holds every acknowledged message at
+//     positions M-count+1..M (that it asked for) that no truncate or
+//     delete covers. M is then the stream's version in the state read
+//     (removals take prefixes, so nothing after M survives a removal that
+//     spared M), and expiry never removes past version - count.
 
 // removal is one truncate or delete that may have been applied.
 type removal struct {
@@ -62,12 +78,120 @@ func (s *state) indexRemovals() bool {
 		}
 		s.removals[v.Stream] = append(s.removals[v.Stream], removal{bound: bound, pair: p})
 	}
+	if len(s.maxCount) > 0 {
+		found = true
+		s.indexCapped()
+	}
 	return found
+}
+
+// indexCapped fills s.top and s.acked for the max-count rules.
+func (s *state) indexCapped() {
+	s.top, s.acked = map[string]int64{}, map[history.Event]string{}
+	see := func(stream string, pos int64) { s.top[stream] = max(s.top[stream], pos) }
+	for i := range s.pairs {
+		p := &s.pairs[i]
+		if p.Type() != history.OK || p.Complete.Result == nil {
+			continue
+		}
+		r := p.Complete.Result
+		if p.Invoke.F == history.FAppend {
+			for k, id := range p.Invoke.Value.IDs {
+				see(p.Invoke.Value.Stream, r.Pos+int64(k))
+				s.acked[history.Event{Stream: p.Invoke.Value.Stream, Pos: r.Pos + int64(k)}] = id
+			}
+		}
+		for _, e := range r.Events {
+			see(e.Stream, e.Pos)
+		}
+	}
+	for _, evs := range s.final {
+		for _, e := range evs {
+			see(e.Stream, e.Pos)
+		}
+	}
+}
+
+// capOf is the max-count of stream's category (0: none).
+func (s *state) capOf(stream string) int64 {
+	cat, _, _ := strings.Cut(stream, "-")
+	return s.maxCount[cat]
+}
+
+// expirable reports whether expiry may have removed position pos.
+func (s *state) expirable(stream string, pos int64) bool {
+	n := s.capOf(stream)
+	return n > 0 && pos <= s.top[stream]-n
+}
+
+// checkMaxCount: capped-lost, over stream reads and final logs.
+func checkMaxCount(s *state) bool {
+	if len(s.maxCount) == 0 {
+		return true
+	}
+	// check reports the first acknowledged message of stream in
+	// (last-count, last] at or above from that evs lacks.
+	check := func(stream string, from int64, evs []history.Event, where string, ops []int) {
+		n := s.capOf(stream)
+		if n == 0 || len(evs) == 0 {
+			return
+		}
+		have := map[int64]bool{}
+		last := int64(-1)
+		for _, e := range evs {
+			if e.Stream == stream {
+				have[e.Pos] = true
+				last = max(last, e.Pos)
+			}
+		}
+		if last < 0 {
+			return
+		}
+		for p := max(from, last-n+1); p <= last; p++ {
+			id, ok := s.acked[history.Event{Stream: stream, Pos: p}]
+			if ok && !have[p] && !s.removedExplicitly(stream, p) {
+				s.add("capped-lost", ops, "%s: %s ends at position %d but lacks acknowledged %s/%d (id %s), which a max-count of %d keeps",
+					where, stream, last, stream, p, id, n)
+				return
+			}
+		}
+	}
+	for _, p := range s.pairs {
+		if p.Invoke.F != history.FReadStream || p.Type() != history.OK || p.Complete.Result == nil {
+			continue
+		}
+		evs := p.Complete.Result.Events
+		if p.Invoke.Value.Limit > 0 && int64(len(evs)) >= p.Invoke.Value.Limit {
+			continue // a page: its last message need not be the stream's
+		}
+		check(p.Invoke.Value.Stream, p.Invoke.Value.From, evs, fmt.Sprintf("read on %s", p.Invoke.Node), []int{p.Complete.Index})
+	}
+	nodes := make([]string, 0, len(s.final))
+	for n := range s.final {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		streams := map[string]bool{}
+		for _, e := range s.final[n] {
+			streams[e.Stream] = true
+		}
+		for st := range streams {
+			check(st, 0, s.final[n], "final log of "+n, nil)
+		}
+	}
+	return true
 }
 
 // removable reports whether a removal that may have been applied covers
 // position pos of stream.
 func (s *state) removable(stream string, pos int64) bool {
+	return s.removedExplicitly(stream, pos) || s.expirable(stream, pos)
+}
+
+// removedExplicitly reports whether a truncate or delete that may have
+// been applied covers position pos of stream.
+func (s *state) removedExplicitly(stream string, pos int64) bool {
 	for _, r := range s.removals[stream] {
 		if pos < r.bound {
 			return true

@@ -97,7 +97,9 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	c, err := cluster.Start(ctx, cluster.Config{
 		Bin: o.Bin, Nodes: o.Nodes, Dir: filepath.Join(dir, "nodes"), Net: net, Mutant: o.Mutant, Logf: o.Logf,
 		// Small snapshots so lagging followers need InstallSnapshot.
-		Args: []string{"--raft-snapshot-threshold", "500", "--raft-trailing-logs", "200", "--log-level", "debug"},
+		// Expiry every 200 ms: the retention workload's capped streams
+		// lose messages while traffic runs (other workloads set no policy).
+		Args: []string{"--raft-snapshot-threshold", "500", "--raft-trailing-logs", "200", "--log-level", "debug", "--retention-interval", "200ms"},
 	})
 	if err != nil {
 		net.Close()
@@ -108,6 +110,13 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	token, err := c.CreateNamespace(ctx, "jepsen", o.DedupeOff)
 	if err != nil {
 		return out, err
+	}
+	var maxCount map[string]int64
+	if o.Workload == "retention" {
+		if err := c.SetMaxCount(ctx, "jepsen", workload.RetentionCategory, workload.RetentionMaxCount); err != nil {
+			return out, err
+		}
+		maxCount = map[string]int64{workload.RetentionCategory: workload.RetentionMaxCount}
 	}
 
 	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
@@ -178,7 +187,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	}
 
 	ops := rec.Ops()
-	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
 	out.Result, out.Run = res, run
 	if err := report.Write(dir, run, res, ops); err != nil {
 		return out, err

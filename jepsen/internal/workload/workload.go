@@ -8,7 +8,10 @@
 // (the server must apply it once), and some appends are sent twice at once
 // through two nodes (a hedged request), so retries race their originals.
 // The retention workload adds truncates and soft deletes (with an expected
-// version, so each names the positions it removes) racing the appends.
+// version, so each names the positions it removes) racing the appends of
+// the "acct" streams, while a max-count policy (RetentionMaxCount on the
+// category RetentionCategory, set by the runner) caps the "order" streams
+// through the leader's expiry entries.
 package workload
 
 import (
@@ -20,6 +23,14 @@ import (
 
 	"github.com/skalddb/skald/jepsen/internal/client"
 	"github.com/skalddb/skald/jepsen/internal/history"
+)
+
+// The retention workload's policy: every stream of RetentionCategory keeps
+// only its last RetentionMaxCount positions. Explicit removals leave that
+// category alone, so what its streams lose is the expiry's doing.
+const (
+	RetentionCategory       = "order"
+	RetentionMaxCount int64 = 8
 )
 
 // Names lists the workloads.
@@ -230,6 +241,12 @@ func (w *worker) stream() string {
 	return fmt.Sprintf("%s-%d", cat, w.rng.IntN(w.cfg.Streams))
 }
 
+// removable picks a stream for a truncate or delete: one outside
+// RetentionCategory.
+func (w *worker) removable() string {
+	return fmt.Sprintf("acct-%d", w.rng.IntN(w.cfg.Streams))
+}
+
 func (w *worker) pick() opKind {
 	total := 0
 	for _, m := range w.mix {
@@ -273,14 +290,14 @@ func (w *worker) step(ctx context.Context) {
 		// A bound near the end of the stream (up to 11 below the last
 		// known position + 1), so removals race the appends there and a
 		// tail of acknowledged messages survives for durability to check.
-		st := w.stream()
+		st := w.removable()
 		node := w.node()
 		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-int64(w.rng.IntN(12))))
 		w.lastWrit = node
 	case opDelete:
 		// At the last known version: a delete that names what it removes
 		// (often refused: the stream moved on).
-		st := w.stream()
+		st := w.removable()
 		node := w.node()
 		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st))
 		w.lastWrit = node
