@@ -523,11 +523,13 @@ func (e *expiry) age(cutoff int64, lo, hi []byte, walk int) {
 	before := map[string]int64{} // stream -> first position kept
 	var order []string
 	seen := int64(0)
-	m := &fsmv1.StoredMessage{}
 	for ok := it.First(); ok; ok = it.Next() {
-		v := it.Value()
-		if walk != walkMessages {
-			gp, err := keySuffixUint64(it.Key()), error(nil)
+		v, gp := it.Value(), int64(0)
+		if walk == walkMessages {
+			gp = keySuffixUint64(it.Key())
+		} else {
+			var err error
+			gp = keySuffixUint64(it.Key())
 			if walk == walkStream {
 				gp, err = decodeUint64(v)
 			}
@@ -538,11 +540,11 @@ func (e *expiry) age(cutoff int64, lo, hi []byte, walk int) {
 				e.a.fatal("namespace %q: message %d: %v (missing: %t)", e.nb.ns.rec.Name, gp, err, v == nil)
 			}
 		}
-		proto.Reset(m)
-		if err := proto.Unmarshal(v, m); err != nil {
-			e.a.fatal("namespace %q: message %q: %v", e.nb.ns.rec.Name, it.Key(), err)
+		m, err := decodeMessage(gp, v)
+		if err != nil {
+			e.a.fatal("namespace %q: %v", e.nb.ns.rec.Name, err)
 		}
-		if m.TimeUnixNano >= cutoff {
+		if m.Time >= cutoff {
 			break
 		}
 		if _, ok := before[m.Stream]; !ok {
