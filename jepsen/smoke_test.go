@@ -144,6 +144,9 @@ func TestSmokeRetention(t *testing.T) {
 	if oks := st.ByF[history.FDelete][history.OK]; oks < 1 {
 		t.Fatalf("no acknowledged delete (%v)", st.ByF[history.FDelete])
 	}
+	if oks := st.ByF[history.FWatermark][history.OK]; oks < 1 {
+		t.Fatalf("no acknowledged watermark deletion (%v)", st.ByF[history.FWatermark])
+	}
 	for _, name := range []string{"removals", "retention-streams", "max-count", "durability", "convergence"} {
 		if res.Checkers[name] != "valid" {
 			t.Fatalf("checker %s: %q, want valid (checkers %v)", name, res.Checkers[name], res.Checkers)

@@ -254,6 +254,14 @@ func (h *hist) truncate(proc int, stream string, before int64, call, ret int64, 
 	h.op(proc, history.FTruncate, call, ret, t, history.Value{Stream: stream, From: before}, r)
 }
 
+func (h *hist) watermark(proc int, category string, marks map[string]int64, call, ret int64, t history.Type) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Index: 32}
+	}
+	h.op(proc, history.FWatermark, call, ret, t, history.Value{Category: category, Watermarks: marks}, r)
+}
+
 func (h *hist) deleteStream(proc int, stream string, exp int64, call, ret int64, t history.Type) {
 	var r *history.Result
 	if t == history.OK {
@@ -340,6 +348,18 @@ func TestCheckRetention(t *testing.T) {
 			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
 			return without(f, "r2"), without(f, "r2")
 		}, want: true},
+		{name: "a watermark at 2 removes position 2", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.OK)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "what a watermark removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.OK)
+			return f, f
+		}, want: false, anomaly: "removed-present"},
+		{name: "a failed watermark removes nothing", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.Fail)
+			return without(f, "r2"), without(f, "r2")
+		}, want: false, anomaly: "lost"},
 		{name: "what a delete removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
 			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
 			return f, f

@@ -69,6 +69,16 @@ func (s *state) indexRemovals() bool {
 				continue // the workload always sends one; without it the bound is unknown
 			}
 			bound = *v.Expected + 1
+		case history.FWatermark:
+			// One removal per stream, each a prefix up to its watermark.
+			found = true
+			if p.Type() == history.Fail {
+				continue
+			}
+			for stream, w := range v.Watermarks {
+				s.removals[stream] = append(s.removals[stream], removal{bound: w + 1, pair: p})
+			}
+			continue
 		default:
 			continue
 		}

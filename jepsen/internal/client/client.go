@@ -104,6 +104,19 @@ func (c *Client) DeleteStream(ctx context.Context, process int, node, stream str
 	})
 }
 
+// DeleteByWatermark removes, in category, each stream's positions up to
+// its watermark.
+func (c *Client) DeleteByWatermark(ctx context.Context, process int, node, category string, marks map[string]int64) history.Op {
+	v := history.Value{Category: category, Watermarks: marks}
+	return c.call(ctx, process, node, history.FWatermark, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: category, Watermarks: marks}))
+		if err != nil {
+			return nil, err
+		}
+		return &history.Result{Index: resp.Msg.Index, Deleted: resp.Msg.MessagesDeleted}, nil
+	})
+}
+
 // ReadStream reads stream from position from.
 func (c *Client) ReadStream(ctx context.Context, process int, node, stream string, from, limit int64, opts ReadOptions) history.Op {
 	v := history.Value{Stream: stream, From: from, Limit: limit, Consistency: opts.Consistency, MinIndex: opts.MinIndex}

@@ -38,11 +38,15 @@ const (
 	// removes: positions up to it).
 	FTruncate = "truncate"
 	FDelete   = "delete-stream"
+	// FWatermark removes, per stream of Value.Watermarks, the positions up
+	// to its watermark (the workload names positions the stream already
+	// has, so each removes exactly those).
+	FWatermark = "delete-by-watermark"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
 // outcome unknown).
-func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete }
+func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete || f == FWatermark }
 
 // NemesisProcess is the process of nemesis lines.
 const NemesisProcess = -1
@@ -81,6 +85,8 @@ type Value struct {
 	From        int64    `json:"from,omitempty"` // stream position or global position
 	Limit       int64    `json:"limit,omitempty"`
 	Nemesis     string   `json:"nemesis,omitempty"` // what a nemesis line did
+	// Watermarks of a delete-by-watermark: stream → last position removed.
+	Watermarks map[string]int64 `json:"watermarks,omitempty"`
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.

@@ -7,8 +7,9 @@
 // again, as a new operation of a new process, with the same ids and data
 // (the server must apply it once), and some appends are sent twice at once
 // through two nodes (a hedged request), so retries race their originals.
-// The retention workload adds truncates and soft deletes (with an expected
-// version, so each names the positions it removes) racing the appends of
+// The retention workload adds truncates, soft deletes (with an expected
+// version) and watermark deletions (up to positions the streams are known
+// to have), so each names the positions it removes, racing the appends of
 // the "acct" streams, while a max-count policy (RetentionMaxCount on the
 // category RetentionCategory, set by the runner) caps the "order" streams
 // through the leader's expiry entries.
@@ -59,7 +60,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	case "idempotent":
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "retention":
-		mix = []weighted{{55, opAppend}, {12, opTruncate}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
+		mix = []weighted{{55, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -131,6 +132,7 @@ const (
 	opIdemAppend
 	opTruncate
 	opDelete
+	opWatermark
 )
 
 // Idempotent appends: how many times one append is sent at most, and how
@@ -300,6 +302,23 @@ func (w *worker) step(ctx context.Context) {
 		st := w.removable()
 		node := w.node()
 		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st))
+		w.lastWrit = node
+	case opWatermark:
+		// One to all of the acct streams, each up to a position it is
+		// known to have (up to 5 below the last known), so each names
+		// exactly what it removes.
+		marks := map[string]int64{}
+		for i := range w.cfg.Streams {
+			st := fmt.Sprintf("acct-%d", i)
+			if last := w.known.last(st); last >= 0 && w.rng.IntN(2) == 0 {
+				marks[st] = max(0, last-int64(w.rng.IntN(6)))
+			}
+		}
+		if len(marks) == 0 {
+			return
+		}
+		node := w.node()
+		op = w.c.DeleteByWatermark(ctx, w.pid, node, "acct", marks)
 		w.lastWrit = node
 	case opVersion:
 		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})
