@@ -11,7 +11,6 @@ const honorProposedGlobal = false
 // writes itself and ignores Append.dedupe_decided_at_propose.
 const trustLeaderDedupe = false
 
-// expireOneTooMany is false in normal builds: expiry removes exactly the
-// positions its limits allow and ignores
-// ExpireMessages.mutant_one_too_many.
-const expireOneTooMany = false
+// expiryMutants is false in normal builds: expiry removes exactly what
+// its limits allow and ignores ExpireMessages' mutant fields.
+const expiryMutants = false

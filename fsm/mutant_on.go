@@ -10,7 +10,8 @@ const honorProposedGlobal = true
 // marked as decided (node's dedupe-at-propose mutant).
 const trustLeaderDedupe = true
 
-// expireOneTooMany makes expiry honour ExpireMessages.mutant_one_too_many
-// (node's expire-one-too-many mutant): one message more than the limits
-// allow is removed.
-const expireOneTooMany = true
+// expiryMutants makes expiry honour ExpireMessages.mutant_one_too_many
+// and mutant_age_early (node's expire-one-too-many and expire-age-early
+// mutants): one message more than the limits allow is removed, or age
+// limits count as half as long.
+const expiryMutants = true

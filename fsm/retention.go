@@ -394,10 +394,10 @@ func (a *applier) expireMessages(l *raft.Log, c *fsmv1.ExpireMessages) any {
 	rt := nb.ns.retention
 	if rt.len() > 0 {
 		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{},
-			oneTooMany: expireOneTooMany && c.MutantOneTooMany}
+			oneTooMany: expiryMutants && c.MutantOneTooMany}
 		a.flush(nb)
 		e.counts()
-		e.ages(rt, c.TimeUnixNano)
+		e.ages(rt, c.TimeUnixNano, expiryMutants && c.MutantAgeEarly)
 		res.Streams = int64(len(e.touched))
 	}
 	nb.done(l)
@@ -481,21 +481,28 @@ func (e *expiry) counts() {
 }
 
 // ages applies each age limit at time now: the namespace's over M, each
-// category's over its CI keys, each stream's over its SI keys.
-func (e *expiry) ages(rt *retention, now int64) {
+// category's over its CI keys, each stream's over its SI keys. early is
+// the expire-age-early mutant's bug (limits count half).
+func (e *expiry) ages(rt *retention, now int64, early bool) {
+	cutoff := func(age int64) int64 {
+		if early {
+			age /= 2
+		}
+		return now - age
+	}
 	if rt.ns.GetMaxAgeNanos() > 0 {
-		e.age(now-rt.ns.MaxAgeNanos, prefixMessage, prefixEnd(prefixMessage), walkMessages)
+		e.age(cutoff(rt.ns.MaxAgeNanos), prefixMessage, prefixEnd(prefixMessage), walkMessages)
 	}
 	for _, name := range sortedKeys(rt.cats) {
 		if p := rt.cats[name]; p.MaxAgeNanos > 0 {
 			lo := categoryPrefix(name)
-			e.age(now-p.MaxAgeNanos, lo, prefixEnd(lo), walkCategory)
+			e.age(cutoff(p.MaxAgeNanos), lo, prefixEnd(lo), walkCategory)
 		}
 	}
 	for _, name := range sortedKeys(rt.streams) {
 		if p := rt.streams[name]; p.MaxAgeNanos > 0 {
 			lo := streamPrefix(name)
-			e.age(now-p.MaxAgeNanos, lo, prefixEnd(lo), walkStream)
+			e.age(cutoff(p.MaxAgeNanos), lo, prefixEnd(lo), walkStream)
 		}
 	}
 }

@@ -147,7 +147,7 @@ func TestSmokeRetention(t *testing.T) {
 	if oks := st.ByF[history.FWatermark][history.OK]; oks < 1 {
 		t.Fatalf("no acknowledged watermark deletion (%v)", st.ByF[history.FWatermark])
 	}
-	for _, name := range []string{"removals", "retention-streams", "max-count", "durability", "convergence"} {
+	for _, name := range []string{"removals", "retention-streams", "expiry", "durability", "convergence"} {
 		if res.Checkers[name] != "valid" {
 			t.Fatalf("checker %s: %q, want valid (checkers %v)", name, res.Checkers[name], res.Checkers)
 		}
@@ -199,6 +199,7 @@ var mutantCases = []struct {
 	{node.MutantForwardRetry, "append", "none", 1000, 20, 15 * time.Second, []string{"duplicate"}, true},
 	{node.MutantDedupeAtPropose, "idempotent", "none", 1000, 20, 10 * time.Second, []string{"duplicate", "retry-mismatch"}, false},
 	{node.MutantExpireOneTooMany, "retention", "none", 100, 10, 10 * time.Second, []string{"capped-lost", "lost"}, false},
+	{node.MutantExpireAgeEarly, "retention", "none", 100, 10, 10 * time.Second, []string{"aged-early"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}, false},
 }

@@ -46,12 +46,15 @@ const (
 	// position more than the retention policies allow: the oldest message
 	// a max-count policy keeps goes too.
 	MutantExpireOneTooMany = "expire-one-too-many"
+	// MutantExpireAgeEarly has the leader's expiry entries count max-age
+	// limits as half as long: messages go while still young enough to keep.
+	MutantExpireAgeEarly = "expire-age-early"
 )
 
 const forwardRetryTimeout = 5 * time.Millisecond
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantExpireOneTooMany}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly}
 
 func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
 

@@ -26,6 +26,9 @@ type Input struct {
 	// streams had for the whole run (set before traffic): the server's
 	// expiry may remove a stream's positions up to its version - count.
 	MaxCount map[string]int64
+	// MaxAge maps a category to the max-age retention policy its streams
+	// had for the whole run: expiry may remove a message once older.
+	MaxAge map[string]time.Duration
 }
 
 // Options tunes checking.
@@ -102,13 +105,21 @@ type state struct {
 	removals map[string][]removal
 	// seen is, per id, the message as the earliest read saw it.
 	seen map[string]history.Event
-	// maxCount is Input.MaxCount; top is, per stream, the highest position
-	// any acknowledgement, read or final log showed (expiry removes at
-	// most up to top - max-count); acked maps a stream position to the
-	// id an acknowledged append put there.
+	// maxCount and maxAge are Input's; top is, per stream, the highest
+	// position any acknowledgement, read or final log showed (expiry
+	// removes at most up to top - max-count); acked maps a stream position
+	// to what an acknowledged append put there.
 	maxCount map[string]int64
+	maxAge   map[string]time.Duration
 	top      map[string]int64
-	acked    map[history.Event]string
+	acked    map[history.Event]ackedMsg
+}
+
+// ackedMsg is a message an acknowledged append wrote: its id, and when
+// the append was invoked (the leader stamped its time after that).
+type ackedMsg struct {
+	id   string
+	call int64
 }
 
 func (s *state) add(kind string, ops []int, format string, args ...any) {
@@ -145,7 +156,7 @@ var retentionRules = []rule{
 	{"convergence", nil},
 	{"removals", checkRemovals},
 	{"retention-streams", checkRetentionStreams},
-	{"max-count", checkMaxCount},
+	{"expiry", checkExpiry},
 	{"realtime-order", checkRealtimeOrder},
 }
 
@@ -167,7 +178,7 @@ func Check(in Input, opts Options) Result {
 		res.Unknown = append(res.Unknown, "history: "+err.Error())
 		return res
 	}
-	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final, maxCount: in.MaxCount}
+	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final, maxCount: in.MaxCount, maxAge: in.MaxAge}
 	s.stats(in)
 	mergeRetries(s) // after stats: those count every attempt
 

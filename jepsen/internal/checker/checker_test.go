@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/skalddb/skald/jepsen/internal/history"
 )
@@ -444,8 +445,65 @@ func TestCheckMaxCount(t *testing.T) {
 			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
 				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
 			}
-			if res.Checkers["max-count"] == "" {
-				t.Fatalf("checkers %v: the max-count rule did not run", res.Checkers)
+			if res.Checkers["expiry"] == "" {
+				t.Fatalf("checkers %v: the expiry rule did not run", res.Checkers)
+			}
+		})
+	}
+}
+
+// TestCheckMaxAge: the temp category keeps messages 1.5 s; temp-1 got
+// positions 0..3 appended at 0, 1, 2 and 3 s (and 10 more streams, so the
+// history has enough appends). A read returning at 3.5 s may lack 0 and 1,
+// never 2 (appended 1.5 s before, minus the slack, is not yet); every
+// message may be gone from the final logs (read after an unknown wait).
+func TestCheckMaxAge(t *testing.T) {
+	sec := int64(time.Second)
+	temp := func(ps ...int64) []history.Event {
+		var out []history.Event
+		for _, p := range ps {
+			out = append(out, ev(fmt.Sprintf("t%d", p), "temp-1", p, p+1))
+		}
+		return out
+	}
+	base := func() *hist {
+		h := &hist{}
+		for p := int64(0); p <= 3; p++ {
+			h.append(1, "temp-1", fmt.Sprintf("t%d", p), nil, p*sec, p*sec+10, history.OK, p, p+1, uint64(p+1))
+		}
+		for i := range 10 {
+			h.append(2, fmt.Sprintf("acct-%d", i), fmt.Sprintf("a%d", i), nil, 5*sec+int64(i), 5*sec+int64(i)+5, history.OK, 0, int64(5+i), uint64(5+i))
+		}
+		return h
+	}
+	var others []history.Event
+	for i := range 10 {
+		others = append(others, ev(fmt.Sprintf("a%d", i), fmt.Sprintf("acct-%d", i), 0, int64(5+i)))
+	}
+	cases := []struct {
+		name    string
+		ret     int64
+		read    []history.Event
+		final   []history.Event
+		want    any
+		anomaly string
+	}{
+		{name: "old ones gone", ret: 3*sec + sec/2, read: temp(2, 3), final: others, want: true},
+		{name: "nothing gone yet", ret: 3*sec + sec/2, read: temp(0, 1, 2, 3), final: append(temp(0, 1, 2, 3), others...), want: true},
+		{name: "a young one gone", ret: 3*sec + 3*sec/10, read: temp(3), final: others, want: false, anomaly: "aged-early"},
+		{name: "gone once old enough", ret: 3*sec + 9*sec/10, read: temp(3), final: others, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base()
+			h.op(3, history.FReadStream, tc.ret-sec/10, tc.ret, history.OK, history.Value{Stream: "temp-1", Consistency: history.Linearizable, Limit: 100}, &history.Result{Events: tc.read})
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": tc.final, "n2": tc.final}, Nodes: []string{"n1", "n2"},
+				MaxAge: map[string]time.Duration{"temp": 1500 * time.Millisecond}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
 			}
 		})
 	}

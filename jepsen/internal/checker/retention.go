@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/skalddb/skald/jepsen/internal/history"
 )
@@ -88,7 +89,7 @@ func (s *state) indexRemovals() bool {
 		}
 		s.removals[v.Stream] = append(s.removals[v.Stream], removal{bound: bound, pair: p})
 	}
-	if len(s.maxCount) > 0 {
+	if len(s.maxCount) > 0 || len(s.maxAge) > 0 {
 		found = true
 		s.indexCapped()
 	}
@@ -97,7 +98,7 @@ func (s *state) indexRemovals() bool {
 
 // indexCapped fills s.top and s.acked for the max-count rules.
 func (s *state) indexCapped() {
-	s.top, s.acked = map[string]int64{}, map[history.Event]string{}
+	s.top, s.acked = map[string]int64{}, map[history.Event]ackedMsg{}
 	see := func(stream string, pos int64) { s.top[stream] = max(s.top[stream], pos) }
 	for i := range s.pairs {
 		p := &s.pairs[i]
@@ -108,7 +109,7 @@ func (s *state) indexCapped() {
 		if p.Invoke.F == history.FAppend {
 			for k, id := range p.Invoke.Value.IDs {
 				see(p.Invoke.Value.Stream, r.Pos+int64(k))
-				s.acked[history.Event{Stream: p.Invoke.Value.Stream, Pos: r.Pos + int64(k)}] = id
+				s.acked[history.Event{Stream: p.Invoke.Value.Stream, Pos: r.Pos + int64(k)}] = ackedMsg{id, p.Call()}
 			}
 		}
 		for _, e := range r.Events {
@@ -128,24 +129,62 @@ func (s *state) capOf(stream string) int64 {
 	return s.maxCount[cat]
 }
 
-// expirable reports whether expiry may have removed position pos.
+// ageOf is the max-age of stream's category (0: none).
+func (s *state) ageOf(stream string) time.Duration {
+	cat, _, _ := strings.Cut(stream, "-")
+	return s.maxAge[cat]
+}
+
+// expirable reports whether expiry may have removed position pos: below a
+// count limit's reach, or any message under an age limit (the final logs
+// are read after a healing wait of unknown length, when every message may
+// have aged out; reads check ages instead: aged-early).
 func (s *state) expirable(stream string, pos int64) bool {
+	if s.ageOf(stream) > 0 {
+		return true
+	}
 	n := s.capOf(stream)
 	return n > 0 && pos <= s.top[stream]-n
 }
 
-// checkMaxCount: capped-lost, over stream reads and final logs.
-func checkMaxCount(s *state) bool {
-	if len(s.maxCount) == 0 {
+// ageSlack covers the difference between the harness's monotonic clock
+// (operation times) and the leader's wall clock (message and expiry
+// times) on the one machine the nodes share.
+const ageSlack = int64(100 * time.Millisecond)
+
+// checkExpiry: capped-lost over stream reads and final logs, aged-early
+// over stream reads.
+func checkExpiry(s *state) bool {
+	if len(s.maxCount) == 0 && len(s.maxAge) == 0 {
 		return true
 	}
-	// check reports the first acknowledged message of stream in
-	// (last-count, last] at or above from that evs lacks.
-	check := func(stream string, from int64, evs []history.Event, where string, ops []int) {
-		n := s.capOf(stream)
-		if n == 0 || len(evs) == 0 {
+	// agedEarly reports the first acknowledged message of stream at
+	// from..last that a read returning at ret lacks although it cannot
+	// have been older than the age limit before ret: the leader stamped it
+	// after its append was invoked, and stamped any expiry entry the read
+	// saw before the read returned.
+	agedEarly := func(stream string, from, last, ret int64, have map[int64]bool, ops []int, where string) {
+		age := int64(s.ageOf(stream))
+		if age == 0 {
 			return
 		}
+		for p := from; p <= last; p++ {
+			m, ok := s.acked[history.Event{Stream: stream, Pos: p}]
+			if ok && !have[p] && !s.removedExplicitly(stream, p) && ret+ageSlack < m.call+age {
+				s.add("aged-early", ops, "%s: %s lacks acknowledged %s/%d (id %s), appended %v before the read returned, under a max-age of %v",
+					where, stream, stream, p, m.id, time.Duration(ret-m.call), time.Duration(age))
+				return
+			}
+		}
+	}
+	// check reports the first acknowledged message of stream in
+	// (last-count, last] at or above from that evs lacks, and, for a read
+	// (ret > 0), the first one too young to have gone.
+	check := func(stream string, from int64, evs []history.Event, where string, ops []int, ret int64) {
+		if len(evs) == 0 {
+			return
+		}
+		n := s.capOf(stream)
 		have := map[int64]bool{}
 		last := int64(-1)
 		for _, e := range evs {
@@ -157,11 +196,17 @@ func checkMaxCount(s *state) bool {
 		if last < 0 {
 			return
 		}
+		if ret > 0 {
+			agedEarly(stream, from, last, ret, have, ops, where)
+		}
+		if n == 0 {
+			return
+		}
 		for p := max(from, last-n+1); p <= last; p++ {
-			id, ok := s.acked[history.Event{Stream: stream, Pos: p}]
+			m, ok := s.acked[history.Event{Stream: stream, Pos: p}]
 			if ok && !have[p] && !s.removedExplicitly(stream, p) {
 				s.add("capped-lost", ops, "%s: %s ends at position %d but lacks acknowledged %s/%d (id %s), which a max-count of %d keeps",
-					where, stream, last, stream, p, id, n)
+					where, stream, last, stream, p, m.id, n)
 				return
 			}
 		}
@@ -174,7 +219,7 @@ func checkMaxCount(s *state) bool {
 		if p.Invoke.Value.Limit > 0 && int64(len(evs)) >= p.Invoke.Value.Limit {
 			continue // a page: its last message need not be the stream's
 		}
-		check(p.Invoke.Value.Stream, p.Invoke.Value.From, evs, fmt.Sprintf("read on %s", p.Invoke.Node), []int{p.Complete.Index})
+		check(p.Invoke.Value.Stream, p.Invoke.Value.From, evs, fmt.Sprintf("read on %s", p.Invoke.Node), []int{p.Complete.Index}, p.Return())
 	}
 	nodes := make([]string, 0, len(s.final))
 	for n := range s.final {
@@ -187,7 +232,7 @@ func checkMaxCount(s *state) bool {
 			streams[e.Stream] = true
 		}
 		for st := range streams {
-			check(st, 0, s.final[n], "final log of "+n, nil)
+			check(st, 0, s.final[n], "final log of "+n, nil, 0)
 		}
 	}
 	return true

@@ -341,17 +341,20 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string, dedupeOff bo
 	return "", fmt.Errorf("create namespace %s: %w", name, last)
 }
 
-// SetMaxCount gives every stream of category in namespace ns a max-count
-// retention policy, retrying through the nodes until one accepts (setting
-// a policy twice is harmless).
-func (c *Cluster) SetMaxCount(ctx context.Context, ns, category string, count int64) error {
+// SetRetention gives every stream of category in namespace ns a retention
+// policy, retrying through the nodes until one accepts (setting a policy
+// twice is harmless).
+func (c *Cluster) SetRetention(ctx context.Context, ns, category string, maxAge time.Duration, count int64) error {
+	p := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope_RETENTION_SCOPE_CATEGORY, Name: category, MaxCount: count}
+	if maxAge > 0 {
+		p.MaxAge = durationpb.New(maxAge)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		for _, n := range c.Nodes {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := c.admin[n.Name].SetRetentionPolicy(cctx, connect.NewRequest(&skaldv1.SetRetentionPolicyRequest{Namespace: ns,
-				Policy: &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope_RETENTION_SCOPE_CATEGORY, Name: category, MaxCount: count}}))
+			_, err := c.admin[n.Name].SetRetentionPolicy(cctx, connect.NewRequest(&skaldv1.SetRetentionPolicyRequest{Namespace: ns, Policy: p}))
 			cancel()
 			if err == nil {
 				return nil

@@ -111,12 +111,19 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
-	var maxCount map[string]int64
+	var (
+		maxCount map[string]int64
+		maxAge   map[string]time.Duration
+	)
 	if o.Workload == "retention" {
-		if err := c.SetMaxCount(ctx, "jepsen", workload.RetentionCategory, workload.RetentionMaxCount); err != nil {
+		if err := c.SetRetention(ctx, "jepsen", workload.RetentionCategory, 0, workload.RetentionMaxCount); err != nil {
+			return out, err
+		}
+		if err := c.SetRetention(ctx, "jepsen", workload.AgeCategory, workload.RetentionMaxAge, 0); err != nil {
 			return out, err
 		}
 		maxCount = map[string]int64{workload.RetentionCategory: workload.RetentionMaxCount}
+		maxAge = map[string]time.Duration{workload.AgeCategory: workload.RetentionMaxAge}
 	}
 
 	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
@@ -187,7 +194,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	}
 
 	ops := rec.Ops()
-	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount, MaxAge: maxAge}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
 	out.Result, out.Run = res, run
 	if err := report.Write(dir, run, res, ops); err != nil {
 		return out, err

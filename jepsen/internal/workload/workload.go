@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,12 +27,15 @@ import (
 	"github.com/skalddb/skald/jepsen/internal/history"
 )
 
-// The retention workload's policy: every stream of RetentionCategory keeps
-// only its last RetentionMaxCount positions. Explicit removals leave that
-// category alone, so what its streams lose is the expiry's doing.
+// The retention workload's policies: every stream of RetentionCategory
+// keeps only its last RetentionMaxCount positions, and the messages of
+// AgeCategory go once older than RetentionMaxAge. Explicit removals leave
+// those categories alone, so what their streams lose is the expiry's doing.
 const (
 	RetentionCategory       = "order"
 	RetentionMaxCount int64 = 8
+	AgeCategory             = "temp"
+	RetentionMaxAge         = 1500 * time.Millisecond
 )
 
 // Names lists the workloads.
@@ -236,11 +240,21 @@ func (w *worker) otherNode(not string) string {
 }
 
 func (w *worker) stream() string {
-	cat := "acct"
-	if w.rng.IntN(2) == 1 {
-		cat = "order"
+	cats := []string{"acct", "order"}
+	if w.cfg.Name == "retention" {
+		cats = append(cats, AgeCategory)
 	}
-	return fmt.Sprintf("%s-%d", cat, w.rng.IntN(w.cfg.Streams))
+	return fmt.Sprintf("%s-%d", cats[w.rng.IntN(len(cats))], w.rng.IntN(w.cfg.Streams))
+}
+
+// readFrom is where a stream read starts: near the end, but from the
+// start for the streams an age limit keeps short (so a read shows which
+// of their messages survive).
+func (w *worker) readFrom(stream string) int64 {
+	if strings.HasPrefix(stream, AgeCategory+"-") {
+		return 0
+	}
+	return w.known.streamFrom(stream)
 }
 
 // removable picks a stream for a truncate or delete: one outside
@@ -324,7 +338,7 @@ func (w *worker) step(ctx context.Context) {
 		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})
 	case opReadStream:
 		st := w.stream()
-		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.known.streamFrom(st), 100, client.ReadOptions{Consistency: history.Linearizable})
+		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.readFrom(st), 100, client.ReadOptions{Consistency: history.Linearizable})
 	case opReadCategory:
 		op = w.c.ReadCategory(ctx, w.pid, w.node(), w.category(), w.known.globalFrom(), 200, client.ReadOptions{Consistency: history.Linearizable})
 	case opSessionStream:

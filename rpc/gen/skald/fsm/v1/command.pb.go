@@ -1117,8 +1117,11 @@ type ExpireMessages struct {
 	// position more than the limits allow. Everyone else leaves it false and
 	// ignores it.
 	MutantOneTooMany bool `protobuf:"varint,4,opt,name=mutant_one_too_many,json=mutantOneTooMany,proto3" json:"mutant_one_too_many,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set and read only by binaries built with -tags mutants (the
+	// expire-age-early mutant): age limits count as half as long.
+	MutantAgeEarly bool `protobuf:"varint,5,opt,name=mutant_age_early,json=mutantAgeEarly,proto3" json:"mutant_age_early,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExpireMessages) Reset() {
@@ -1175,6 +1178,13 @@ func (x *ExpireMessages) GetMaxMessages() int64 {
 func (x *ExpireMessages) GetMutantOneTooMany() bool {
 	if x != nil {
 		return x.MutantOneTooMany
+	}
+	return false
+}
+
+func (x *ExpireMessages) GetMutantAgeEarly() bool {
+	if x != nil {
+		return x.MutantAgeEarly
 	}
 	return false
 }
@@ -1530,12 +1540,13 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\tmax_count\x18\x04 \x01(\x03R\bmaxCount\"i\n" +
 	"\x12SetRetentionPolicy\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
-	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"\xa6\x01\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"\xd0\x01\n" +
 	"\x0eExpireMessages\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\x12-\n" +
-	"\x13mutant_one_too_many\x18\x04 \x01(\bR\x10mutantOneTooMany\"E\n" +
+	"\x13mutant_one_too_many\x18\x04 \x01(\bR\x10mutantOneTooMany\x12(\n" +
+	"\x10mutant_age_early\x18\x05 \x01(\bR\x0emutantAgeEarly\"E\n" +
 	"\x0fStreamWatermark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
