@@ -384,6 +384,17 @@ func TestRetentionPoliciesStored(t *testing.T) {
 	if got, want := list(s), "1::1h0m0s:10 2:a:2h0m0s:0 "; got != want {
 		t.Fatalf("policies after clears and reopen %q, want %q", got, want)
 	}
+	// Without policies the namespace leaves the leader's list; with one
+	// again it is back; deleting it drops it.
+	f.must(policyCmd("ns", scopeNS, "", 0, 0))
+	f.must(policyCmd("ns", scopeCat, "a", 0, 0))
+	if got := s.RetainedNamespaces(); len(got) != 0 {
+		t.Fatalf("retained namespaces %v without policies, want none", got)
+	}
+	f.must(policyCmd("ns", scopeCat, "a", 0, 3))
+	if got := s.RetainedNamespaces(); !slices.Equal(got, []string{"ns"}) {
+		t.Fatalf("retained namespaces %v, want [ns]", got)
+	}
 	f.must(deleteNS("ns"))
 	if got := s.RetainedNamespaces(); len(got) != 0 {
 		t.Fatalf("retained namespaces %v after the delete, want none", got)

@@ -145,3 +145,38 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 		t.Fatalf("restored follower's retention hint %v, want [app]", got)
 	}
 }
+
+// TestRetentionReplayFromLog: a follower down while expiry entries were
+// applied replays them from the log (no snapshot: the log is never
+// compacted here), hours of its own clock later in spirit, and reaches the
+// leader's state: apply decides from the leader's stamp only.
+func TestRetentionReplayFromLog(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.RetentionInterval = 50 * time.Millisecond })
+	l := c.leader()
+	createNamespace(t, l.Node, "app")
+	down := c.followers()[0]
+	down.stop(true)
+	if _, err := l.SetRetentionPolicy(ctxT(t), retentionPolicy("app", fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY, "s", 200*time.Millisecond, 3)); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, l.Node, "app", 40)
+	waitFor(t, waitTimeout, "the leader to age out every s-* message", func() bool {
+		return stateOf(t, l.Node, "app").Stats.MessageCount == 0
+	})
+	if _, err := l.SetRetentionPolicy(ctxT(t), retentionPolicy("app", fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY, "s", 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, l.Node, "app", 10) // these stay: no policy any more
+	if first, _ := l.logs.FirstIndex(); first > 1 {
+		t.Fatalf("the leader compacted its log (first index %d): the follower would not replay", first)
+	}
+	down.start(false)
+	c.waitConverged()
+	want := stateOf(t, l.Node, "app")
+	if want.Stats.MessageCount != 10 {
+		t.Fatalf("leader counts %+v, want the 10 messages written after the policy went", want.Stats)
+	}
+	if got := stateOf(t, down.Node, "app"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the follower that replayed the log serves %d messages %+v, the leader %d %+v", len(got.Messages), got.Stats, len(want.Messages), want.Stats)
+	}
+}
