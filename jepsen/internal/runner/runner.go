@@ -182,6 +182,22 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	if err := c.WaitHealthy(ctx, 60*time.Second); err != nil {
 		run.Errors = append(run.Errors, "after healing: "+err.Error())
 	}
+	if o.Workload == "retention" {
+		// Expiry would go on removing while the nodes' final logs are read
+		// one after another (they would differ): remove the policies
+		// first; the marker the final reads wait for comes after, so every
+		// node has applied the removal when it is read.
+		for cat := range maxCount {
+			if err := c.SetRetention(ctx, "jepsen", cat, 0, 0); err != nil {
+				run.Errors = append(run.Errors, "clearing the retention policies: "+err.Error())
+			}
+		}
+		for cat := range maxAge {
+			if err := c.SetRetention(ctx, "jepsen", cat, 0, 0); err != nil {
+				run.Errors = append(run.Errors, "clearing the retention policies: "+err.Error())
+			}
+		}
+	}
 	final := finalReads(ctx, cl, rec, c, names, o, &run)
 	if err := rec.Flush(); err != nil {
 		return out, err
