@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -124,4 +125,46 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestRetentionEventoDB drives the ns.setRetention and ns.retention
+// extensions of /rpc, with each refusal's status and code.
+func TestRetentionEventoDB(t *testing.T) {
+	s := single(t)
+	created, err := newClients(s, protocols[0], adminToken).namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, admin := evClient{t, s.addr, created.Msg.Token}, evClient{t, s.addr, adminToken}
+	var set struct{ Replaced bool }
+	c.ok(&set, "ns.setRetention", map[string]any{"scope": "stream", "name": "cart-1", "maxCount": 2})
+	if set.Replaced {
+		t.Fatal("a first policy said it replaced one")
+	}
+	admin.ok(&set, "ns.setRetention", map[string]any{"namespace": "shop", "scope": "category", "name": "cart", "maxAgeMs": 3600000})
+	var list struct {
+		Policies []struct {
+			Scope, Name        string
+			MaxAgeMs, MaxCount int64
+		}
+	}
+	c.ok(&list, "ns.retention", map[string]any{})
+	if got := fmt.Sprint(list.Policies); got != "[{category cart 3600000 0} {stream cart-1 0 2}]" {
+		t.Fatalf("ns.retention: %s", got)
+	}
+	c.fails(400, "INVALID_REQUEST", "ns.setRetention", map[string]any{"scope": "stream", "name": "cart-1", "maxCount": -1})
+	c.fails(400, "INVALID_REQUEST", "ns.setRetention", map[string]any{"scope": "namespace", "maxAgeMs": -5})
+	c.fails(400, "INVALID_REQUEST", "ns.setRetention", map[string]any{"scope": "galaxy"})
+	c.fails(403, "AUTH_UNAUTHORIZED", "ns.setRetention", map[string]any{"namespace": "other", "scope": "namespace", "maxCount": 1})
+	admin.fails(400, "INVALID_REQUEST", "ns.setRetention", map[string]any{"scope": "namespace", "maxCount": 1})
+	admin.fails(404, "NAMESPACE_NOT_FOUND", "ns.setRetention", map[string]any{"namespace": "nope", "scope": "namespace", "maxCount": 1})
+	admin.fails(404, "NAMESPACE_NOT_FOUND", "ns.retention", map[string]any{"namespace": "nope"})
+	c.ok(&set, "ns.setRetention", map[string]any{"scope": "stream", "name": "cart-1"})
+	if !set.Replaced {
+		t.Fatal("removing a policy did not say it replaced one")
+	}
+	c.ok(&list, "ns.retention", map[string]any{})
+	if len(list.Policies) != 1 {
+		t.Fatalf("ns.retention after the removal: %v", list.Policies)
+	}
 }
