@@ -361,6 +361,17 @@ func TestCheckRetention(t *testing.T) {
 			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.Fail)
 			return without(f, "r2"), without(f, "r2")
 		}, want: false, anomaly: "lost"},
+		{name: "a hard delete, then appends fail", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.op(5, history.FDelete, 200, 210, history.OK, history.Value{Stream: "ret-1", Expected: ptr(2), Hard: true}, &history.Result{Version: 2})
+			h.append(6, "ret-1", "r3", nil, 220, 230, history.Fail, 0, 0, 0)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "an append after a hard delete succeeds", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.op(5, history.FDelete, 200, 210, history.OK, history.Value{Stream: "ret-1", Expected: ptr(2), Hard: true}, &history.Result{Version: 2})
+			h.append(6, "ret-1", "r3", nil, 220, 230, history.OK, 3, 11, 40)
+			f = append(without(f, "r2"), r3)
+			return f, f
+		}, want: false, anomaly: "tombstone-write"},
 		{name: "what a delete removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
 			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
 			return f, f

@@ -295,8 +295,47 @@ func (b *ackedBound) before(t int64) int64 {
 	return b.max[i-1]
 }
 
-// checkRemovals: removed-present and removed-read.
+// checkTombstones: tombstone-write. After an acknowledged hard delete at
+// version E (it applied only with the stream at E, and every later append
+// is refused), no append to the stream invoked after the acknowledgement
+// may succeed, and no node's final log may hold a message of the stream.
+func checkTombstones(s *state) {
+	tombs := map[string]int64{} // stream → earliest acknowledgement of a hard delete
+	for _, p := range s.pairs {
+		if p.Invoke.F == history.FDelete && p.Invoke.Value.Hard && p.Type() == history.OK {
+			st := p.Invoke.Value.Stream
+			if t, ok := tombs[st]; !ok || p.Return() < t {
+				tombs[st] = p.Return()
+			}
+		}
+	}
+	if len(tombs) == 0 {
+		return
+	}
+	for _, p := range s.pairs {
+		if t, ok := tombs[p.Invoke.Value.Stream]; ok && p.Invoke.F == history.FAppend && p.Type() == history.OK && p.Call() > t {
+			s.add("tombstone-write", []int{p.Complete.Index}, "append to %s on %s invoked after its hard delete was acknowledged succeeded at position %d",
+				p.Invoke.Value.Stream, p.Invoke.Node, p.Complete.Result.Pos)
+		}
+	}
+	nodes := make([]string, 0, len(s.final))
+	for n := range s.final {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		for _, e := range s.final[n] {
+			if _, ok := tombs[e.Stream]; ok {
+				s.add("tombstone-write", nil, "final log of %s holds %s/%d (id %s) of a hard-deleted stream", n, e.Stream, e.Pos, e.ID)
+				break
+			}
+		}
+	}
+}
+
+// checkRemovals: removed-present, removed-read and tombstone-write.
 func checkRemovals(s *state) bool {
+	checkTombstones(s)
 	bounds := s.ackedBounds()
 	const end = 1<<63 - 1
 	nodes := make([]string, 0, len(s.final))

@@ -91,12 +91,12 @@ func (c *Client) Truncate(ctx context.Context, process int, node, stream string,
 	})
 }
 
-// DeleteStream soft-deletes stream if it is at version exp: every message
-// up to exp goes.
-func (c *Client) DeleteStream(ctx context.Context, process int, node, stream string, exp int64) history.Op {
-	v := history.Value{Stream: stream, Expected: &exp}
+// DeleteStream deletes stream if it is at version exp: every message up to
+// exp goes; hard also leaves a tombstone (every later append fails).
+func (c *Client) DeleteStream(ctx context.Context, process int, node, stream string, exp int64, hard bool) history.Op {
+	v := history.Value{Stream: stream, Expected: &exp, Hard: hard}
 	return c.call(ctx, process, node, history.FDelete, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
-		resp, err := es.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: stream, ExpectedVersion: &exp}))
+		resp, err := es.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: stream, ExpectedVersion: &exp, Hard: hard}))
 		if err != nil {
 			return nil, err
 		}

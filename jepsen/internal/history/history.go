@@ -87,6 +87,8 @@ type Value struct {
 	Nemesis     string   `json:"nemesis,omitempty"` // what a nemesis line did
 	// Watermarks of a delete-by-watermark: stream → last position removed.
 	Watermarks map[string]int64 `json:"watermarks,omitempty"`
+	// Hard: a delete-stream that leaves a tombstone (later appends fail).
+	Hard bool `json:"hard,omitempty"`
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.

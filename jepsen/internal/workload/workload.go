@@ -9,7 +9,8 @@
 // through two nodes (a hedged request), so retries race their originals.
 // The retention workload adds truncates, soft deletes (with an expected
 // version) and watermark deletions (up to positions the streams are known
-// to have), so each names the positions it removes, racing the appends of
+// to have), so each names the positions it removes, and hard deletes of
+// streams of their own (after which appends must fail), racing the appends of
 // the "acct" streams, while a max-count policy (RetentionMaxCount on the
 // category RetentionCategory, set by the runner) caps the "order" streams
 // through the leader's expiry entries.
@@ -64,7 +65,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	case "idempotent":
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "retention":
-		mix = []weighted{{55, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
+		mix = []weighted{{53, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {2, opTombstone}, {20, opReadStream}, {10, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -137,6 +138,7 @@ const (
 	opTruncate
 	opDelete
 	opWatermark
+	opTombstone
 )
 
 // Idempotent appends: how many times one append is sent at most, and how
@@ -315,7 +317,7 @@ func (w *worker) step(ctx context.Context) {
 		// (often refused: the stream moved on).
 		st := w.removable()
 		node := w.node()
-		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st))
+		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st), false)
 		w.lastWrit = node
 	case opWatermark:
 		// One to all of the acct streams, each up to a position it is
@@ -333,6 +335,18 @@ func (w *worker) step(ctx context.Context) {
 		}
 		node := w.node()
 		op = w.c.DeleteByWatermark(ctx, w.pid, node, "acct", marks)
+		w.lastWrit = node
+	case opTombstone:
+		// The tomb streams are written only here: an append, or a hard
+		// delete at the last known version, after which every append to
+		// the stream must fail.
+		st := fmt.Sprintf("tomb-%d", w.rng.IntN(20))
+		node := w.node()
+		if last := w.known.last(st); last < 0 || w.rng.IntN(2) == 0 {
+			op = w.c.Append(ctx, w.pid, node, st, []string{w.c.NewID(w.pid)}, nil)
+		} else {
+			op = w.c.DeleteStream(ctx, w.pid, node, st, last, true)
+		}
 		w.lastWrit = node
 	case opVersion:
 		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})
