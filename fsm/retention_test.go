@@ -269,6 +269,32 @@ func TestRetentionBatchBound(t *testing.T) {
 	if st := streamCount(t, s); st.MessageCount != 0 {
 		t.Fatalf("%d messages left", st.MessageCount)
 	}
+
+	// The count pass: 10 streams of 3 capped at 1. Each visited stream
+	// counts as work too, so an entry with bound 7 visits three (2
+	// removed + 1 visit each), and the queue keeps the rest.
+	f.must(policyCmd("ns", scopeNS, "", 0, 1))
+	f.must(policyCmd("ns", scopeNS, "", 0, 1)) // unchanged: no second queueing
+	for i := range 10 {
+		f.must(appendTimed("ns", fmt.Sprintf("c-%d", i), now, 3))
+	}
+	total, entries := int64(0), 0
+	for more := true; more; entries++ {
+		e := expiryOf(t, f.must(expireCmd("ns", now, 7)))
+		total += e.MessagesDeleted
+		more = e.More
+		if entries > 10 {
+			t.Fatal("expiry never finished")
+		}
+	}
+	if total != 20 || entries != 4 {
+		t.Fatalf("count pass removed %d in %d entries, want 20 in 4 (3+3+3+1 streams)", total, entries)
+	}
+	for i := range 10 {
+		if got := survivors(t, s, "ns", fmt.Sprintf("c-%d", i))[fmt.Sprintf("c-%d", i)]; !slices.Equal(got, []int64{2}) {
+			t.Fatalf("c-%d keeps %v, want [2]", i, got)
+		}
+	}
 }
 
 func TestRetentionBadInput(t *testing.T) {

@@ -1109,8 +1109,9 @@ type ExpireMessages struct {
 	// The leader's clock when it proposed the entry; ages are measured
 	// against it, never against a replica's clock.
 	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	// The entry stops once it removed this many messages (0: no bound): an
-	// age walk stops there, a count removal takes one stream's excess whole
+	// A bound on the entry's work (0: none): it stops once the messages it
+	// removed plus the queued streams its count pass visited reach this. An
+	// age walk stops there; a count removal takes one stream's excess whole
 	// (so one stream may carry it past). The rest wait for the next entry.
 	MaxMessages int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
 	// Set and read only by binaries built with -tags mutants (the
