@@ -32,9 +32,9 @@ import (
 // ApplyBatch staged so far, reads the database directly, and commits again
 // (as stream deletion does): no overlay is needed.
 var (
-	prefixGroup        = []byte("SG")
-	prefixGroupParked  = []byte("SP")
-	prefixGroupReplay  = []byte("SR")
+	prefixGroup       = []byte("SG")
+	prefixGroupParked = []byte("SP")
+	prefixGroupReplay = []byte("SR")
 )
 
 // Group errors (business errors: per-entry results).

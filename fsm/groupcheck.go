@@ -106,7 +106,7 @@ func DefaultGroupSettings() *fsmv1.GroupSettings {
 // public API (skald.v1.GroupSettings).
 func ValidateGroupSettings(s *fsmv1.GroupSettings) error {
 	type intRange struct {
-		field    string
+		field     string
 		v, lo, hi int64
 	}
 	maxRetries := int64(-1)
