@@ -153,9 +153,20 @@ type GroupState struct {
 	Parked       int64
 }
 
-// GroupStats returns the live state of a group when this node owns it
-// (ok false otherwise: no consumer attached here, or not the leader).
-func (n *Node) GroupStats(ns, group string) (GroupState, bool) { return n.groups.stats(ns, group) }
+// GroupStats returns the live state of a group from its owner, the
+// leader (asked through the peer service from a follower); ok is false
+// when no consumer is attached or the leader cannot be asked within ctx.
+func (n *Node) GroupStats(ctx context.Context, ns, group string) (GroupState, bool) {
+	if n.groups.leading() {
+		return n.groups.stats(ns, group)
+	}
+	lid, _ := n.Leader()
+	addr, ok := n.store.NodeAddr(lid)
+	if lid == "" || lid == n.id || !ok {
+		return GroupState{}, false
+	}
+	return n.peers.groupStats(ctx, addr, ns, group)
+}
 
 func groupRejectionOf(err error) (*peerv1.Rejection, bool) {
 	var nf *NotInFlightError

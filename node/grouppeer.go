@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -148,4 +149,24 @@ func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.Gr
 		return errorOf(r)
 	}
 	return nil
+}
+
+func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
+	st, _ := p.n.groups.stats(req.Msg.Namespace, req.Msg.Group)
+	return connect.NewResponse(&peerv1.GroupStatsResponse{Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
+		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked}), nil
+}
+
+func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (GroupState, bool) {
+	req := connect.NewRequest(&peerv1.GroupStatsRequest{Namespace: ns, Group: group})
+	req.Header().Set(secretHeader, c.secret)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := c.client(addr).GroupStats(ctx, req)
+	if err != nil {
+		return GroupState{}, false
+	}
+	m := resp.Msg
+	return GroupState{Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag, Redeliveries: m.Redeliveries,
+		Acked: m.Acked, Parked: m.Parked}, m.Active
 }

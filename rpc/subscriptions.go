@@ -25,7 +25,7 @@ type groups interface {
 	DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.ParkedChangeResult, error)
 	Consume(ctx context.Context, ns, group, consumer string, deliver func(node.GroupDelivery) error, heartbeat func() error) error
 	Settle(ctx context.Context, ns, group string, ids []string, action node.SettleAction, reason string) error
-	GroupStats(ns, group string) (node.GroupState, bool)
+	GroupStats(ctx context.Context, ns, group string) (node.GroupState, bool)
 	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 }
 
@@ -91,7 +91,7 @@ func settingsInfo(s *fsmv1.GroupSettings) *skaldv1.GroupSettings {
 	}
 }
 
-func (s *subscriptions) groupInfo(ns string, r *fsmv1.GroupRecord) *skaldv1.GroupInfo {
+func (s *subscriptions) groupInfo(ctx context.Context, ns string, r *fsmv1.GroupRecord) *skaldv1.GroupInfo {
 	g := &skaldv1.GroupInfo{Name: r.Name, Start: r.Start, Settings: settingsInfo(r.Settings), CreatedAt: timestamp(r.CreatedUnixNano),
 		Checkpoint: r.Checkpoint, Parked: r.ParkedCount, Replaying: r.ReplayCount, State: &skaldv1.GroupState{}}
 	switch {
@@ -102,7 +102,7 @@ func (s *subscriptions) groupInfo(ns string, r *fsmv1.GroupRecord) *skaldv1.Grou
 	default:
 		g.Source = &skaldv1.GroupInfo_All{All: true}
 	}
-	if st, ok := s.b.GroupStats(ns, r.Name); ok {
+	if st, ok := s.b.GroupStats(ctx, ns, r.Name); ok {
 		g.State = &skaldv1.GroupState{Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
 			Redeliveries: st.Redeliveries, Acked: st.Acked, ParkedSinceStart: st.Parked}
 	}
@@ -154,7 +154,7 @@ func (s *subscriptions) CreateGroup(ctx context.Context, req *connect.Request[sk
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.CreateGroupResponse{Group: s.groupInfo(ns, res.Group), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.CreateGroupResponse{Group: s.groupInfo(ctx, ns, res.Group), Index: res.Index}), nil
 }
 
 func (s *subscriptions) GetGroup(ctx context.Context, req *connect.Request[skaldv1.GetGroupRequest]) (*connect.Response[skaldv1.GetGroupResponse], error) {
@@ -169,7 +169,7 @@ func (s *subscriptions) GetGroup(ctx context.Context, req *connect.Request[skald
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.GetGroupResponse{Group: s.groupInfo(callerFrom(ctx).namespace, rec), AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.GetGroupResponse{Group: s.groupInfo(ctx, callerFrom(ctx).namespace, rec), AppliedIndex: applied}), nil
 }
 
 func (s *subscriptions) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
@@ -195,7 +195,7 @@ func (s *subscriptions) ListGroups(ctx context.Context, req *connect.Request[ska
 	}
 	out := &skaldv1.ListGroupsResponse{AppliedIndex: applied}
 	for _, r := range recs {
-		out.Groups = append(out.Groups, s.groupInfo(callerFrom(ctx).namespace, r))
+		out.Groups = append(out.Groups, s.groupInfo(ctx, callerFrom(ctx).namespace, r))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -213,7 +213,7 @@ func (s *subscriptions) UpdateGroup(ctx context.Context, req *connect.Request[sk
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.UpdateGroupResponse{Group: s.groupInfo(ns, res.Group), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.UpdateGroupResponse{Group: s.groupInfo(ctx, ns, res.Group), Index: res.Index}), nil
 }
 
 func (s *subscriptions) DeleteGroup(ctx context.Context, req *connect.Request[skaldv1.DeleteGroupRequest]) (*connect.Response[skaldv1.DeleteGroupResponse], error) {

@@ -172,6 +172,151 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
 }
 
+type GroupStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsRequest) Reset() {
+	*x = GroupStatsRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsRequest) ProtoMessage() {}
+
+func (x *GroupStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsRequest.ProtoReflect.Descriptor instead.
+func (*GroupStatsRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GroupStatsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupStatsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// GroupStatsResponse: active false when no consumer is attached.
+type GroupStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Active        bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Consumers     int32                  `protobuf:"varint,2,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	InFlight      int64                  `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Lag           int64                  `protobuf:"varint,4,opt,name=lag,proto3" json:"lag,omitempty"`
+	Redeliveries  int64                  `protobuf:"varint,5,opt,name=redeliveries,proto3" json:"redeliveries,omitempty"`
+	Acked         int64                  `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"`
+	Parked        int64                  `protobuf:"varint,7,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsResponse) Reset() {
+	*x = GroupStatsResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsResponse) ProtoMessage() {}
+
+func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
+func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupStatsResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *GroupStatsResponse) GetConsumers() int32 {
+	if x != nil {
+		return x.Consumers
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetRedeliveries() int64 {
+	if x != nil {
+		return x.Redeliveries
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetAcked() int64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
 type GroupConsumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -183,7 +328,7 @@ type GroupConsumeRequest struct {
 
 func (x *GroupConsumeRequest) Reset() {
 	*x = GroupConsumeRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -195,7 +340,7 @@ func (x *GroupConsumeRequest) String() string {
 func (*GroupConsumeRequest) ProtoMessage() {}
 
 func (x *GroupConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -208,7 +353,7 @@ func (x *GroupConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConsumeRequest.ProtoReflect.Descriptor instead.
 func (*GroupConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GroupConsumeRequest) GetNamespace() string {
@@ -244,7 +389,7 @@ type GroupConsumeResponse struct {
 
 func (x *GroupConsumeResponse) Reset() {
 	*x = GroupConsumeResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +401,7 @@ func (x *GroupConsumeResponse) String() string {
 func (*GroupConsumeResponse) ProtoMessage() {}
 
 func (x *GroupConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +414,7 @@ func (x *GroupConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupConsumeResponse.ProtoReflect.Descriptor instead.
 func (*GroupConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GroupConsumeResponse) GetGlobalPosition() int64 {
@@ -307,7 +452,7 @@ type GroupSettleRequest struct {
 
 func (x *GroupSettleRequest) Reset() {
 	*x = GroupSettleRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +464,7 @@ func (x *GroupSettleRequest) String() string {
 func (*GroupSettleRequest) ProtoMessage() {}
 
 func (x *GroupSettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +477,7 @@ func (x *GroupSettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSettleRequest.ProtoReflect.Descriptor instead.
 func (*GroupSettleRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupSettleRequest) GetNamespace() string {
@@ -381,7 +526,7 @@ type GroupSettleResponse struct {
 
 func (x *GroupSettleResponse) Reset() {
 	*x = GroupSettleResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +538,7 @@ func (x *GroupSettleResponse) String() string {
 func (*GroupSettleResponse) ProtoMessage() {}
 
 func (x *GroupSettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +551,7 @@ func (x *GroupSettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupSettleResponse.ProtoReflect.Descriptor instead.
 func (*GroupSettleResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GroupSettleResponse) GetRejection() *Rejection {
@@ -425,7 +570,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +582,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +595,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyRequest) GetCommand() *v1.Command {
@@ -484,7 +629,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +641,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +654,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyResponse) GetIndex() uint64 {
@@ -710,7 +855,7 @@ type GroupResult struct {
 
 func (x *GroupResult) Reset() {
 	*x = GroupResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +867,7 @@ func (x *GroupResult) String() string {
 func (*GroupResult) ProtoMessage() {}
 
 func (x *GroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +880,7 @@ func (x *GroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
 func (*GroupResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GroupResult) GetNamespace() string {
@@ -766,7 +911,7 @@ type ParkedChangeResult struct {
 
 func (x *ParkedChangeResult) Reset() {
 	*x = ParkedChangeResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +923,7 @@ func (x *ParkedChangeResult) String() string {
 func (*ParkedChangeResult) ProtoMessage() {}
 
 func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +936,7 @@ func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
 func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ParkedChangeResult) GetNamespace() string {
@@ -835,7 +980,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +992,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1005,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -897,7 +1042,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1054,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1067,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -962,7 +1107,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1119,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1132,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -1007,7 +1152,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1164,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1177,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -1057,7 +1202,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1214,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1227,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -1138,7 +1283,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1295,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1308,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -1196,7 +1341,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1353,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1366,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -1286,7 +1431,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1443,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1456,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -1360,7 +1505,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1517,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1530,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1420,7 +1565,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1577,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1590,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1480,7 +1625,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1637,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1650,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1557,7 +1702,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1714,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1727,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1687,7 +1832,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1844,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1857,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -1744,7 +1889,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1901,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1914,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 type ReadIndexResponse struct {
@@ -1781,7 +1926,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1938,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1951,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1824,7 +1969,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1981,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1994,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 type StatsResponse struct {
@@ -1871,7 +2016,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2028,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2041,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1943,7 +2088,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2100,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2113,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1986,7 +2131,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2143,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,14 +2156,25 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x19skald/fsm/v1/record.proto\"e\n" +
+	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
+	"\x11GroupStatsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\xcb\x01\n" +
+	"\x12GroupStatsResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x1c\n" +
+	"\tconsumers\x18\x02 \x01(\x05R\tconsumers\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x10\n" +
+	"\x03lag\x18\x04 \x01(\x03R\x03lag\x12\"\n" +
+	"\fredeliveries\x18\x05 \x01(\x03R\fredeliveries\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\x03R\x05acked\x12\x16\n" +
+	"\x06parked\x18\a \x01(\x03R\x06parked\"e\n" +
 	"\x13GroupConsumeRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1a\n" +
@@ -2163,7 +2319,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
 	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
 	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
-	"\x19REASON_TOO_MANY_CONSUMERS\x10\x142\xc7\x04\n" +
+	"\x19REASON_TOO_MANY_CONSUMERS\x10\x142\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
@@ -2172,7 +2328,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x05Stats\x12\x1b.skald.peer.v1.StatsRequest\x1a\x1c.skald.peer.v1.StatsResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponse\x12Y\n" +
 	"\fGroupConsume\x12\".skald.peer.v1.GroupConsumeRequest\x1a#.skald.peer.v1.GroupConsumeResponse0\x01\x12T\n" +
-	"\vGroupSettle\x12!.skald.peer.v1.GroupSettleRequest\x1a\".skald.peer.v1.GroupSettleResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
+	"\vGroupSettle\x12!.skald.peer.v1.GroupSettleRequest\x1a\".skald.peer.v1.GroupSettleResponse\x12V\n" +
+	"\n" +
+	"GroupStats\x12 .skald.peer.v1.GroupStatsRequest\x1a!.skald.peer.v1.GroupStatsResponse\"\x03\x90\x02\x01B7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_skald_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -2187,80 +2345,84 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
-	(*GroupConsumeRequest)(nil),     // 2: skald.peer.v1.GroupConsumeRequest
-	(*GroupConsumeResponse)(nil),    // 3: skald.peer.v1.GroupConsumeResponse
-	(*GroupSettleRequest)(nil),      // 4: skald.peer.v1.GroupSettleRequest
-	(*GroupSettleResponse)(nil),     // 5: skald.peer.v1.GroupSettleResponse
-	(*ApplyRequest)(nil),            // 6: skald.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),           // 7: skald.peer.v1.ApplyResponse
-	(*GroupResult)(nil),             // 8: skald.peer.v1.GroupResult
-	(*ParkedChangeResult)(nil),      // 9: skald.peer.v1.ParkedChangeResult
-	(*WatermarkDeletionResult)(nil), // 10: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 11: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 12: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 13: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 14: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 15: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 16: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 17: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 18: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 19: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 20: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 21: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 22: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 23: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 24: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 25: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 26: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 27: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 28: skald.peer.v1.RemoveServerResponse
-	(*v1.StoredMessage)(nil),        // 29: skald.fsm.v1.StoredMessage
-	(*v1.Command)(nil),              // 30: skald.fsm.v1.Command
-	(*v1.GroupRecord)(nil),          // 31: skald.fsm.v1.GroupRecord
+	(*GroupStatsRequest)(nil),       // 2: skald.peer.v1.GroupStatsRequest
+	(*GroupStatsResponse)(nil),      // 3: skald.peer.v1.GroupStatsResponse
+	(*GroupConsumeRequest)(nil),     // 4: skald.peer.v1.GroupConsumeRequest
+	(*GroupConsumeResponse)(nil),    // 5: skald.peer.v1.GroupConsumeResponse
+	(*GroupSettleRequest)(nil),      // 6: skald.peer.v1.GroupSettleRequest
+	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
+	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
+	(*GroupResult)(nil),             // 10: skald.peer.v1.GroupResult
+	(*ParkedChangeResult)(nil),      // 11: skald.peer.v1.ParkedChangeResult
+	(*WatermarkDeletionResult)(nil), // 12: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 13: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 14: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 15: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 16: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 17: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 18: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 19: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 20: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 21: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 22: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 23: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 24: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 25: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 26: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 27: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 28: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 29: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 30: skald.peer.v1.RemoveServerResponse
+	(*v1.StoredMessage)(nil),        // 31: skald.fsm.v1.StoredMessage
+	(*v1.Command)(nil),              // 32: skald.fsm.v1.Command
+	(*v1.GroupRecord)(nil),          // 33: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	29, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
-	21, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
-	30, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	16, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	18, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	19, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	20, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	21, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	17, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	11, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	10, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	8,  // 11: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
-	9,  // 12: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
-	31, // 13: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
-	30, // 14: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	14, // 15: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	7,  // 16: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	15, // 17: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	31, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	23, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
+	32, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	18, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	20, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	21, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	22, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	23, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	19, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	13, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	12, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	10, // 11: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
+	11, // 12: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
+	33, // 13: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
+	32, // 14: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	16, // 15: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	9,  // 16: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	17, // 17: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
 	0,  // 18: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	16, // 19: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	18, // 19: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
 	1,  // 20: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	22, // 21: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	6,  // 22: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	12, // 23: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	23, // 24: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	25, // 25: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	27, // 26: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	2,  // 27: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
-	4,  // 28: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
-	7,  // 29: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	13, // 30: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	24, // 31: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	26, // 32: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	28, // 33: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	3,  // 34: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
-	5,  // 35: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
+	24, // 21: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	8,  // 22: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	14, // 23: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	25, // 24: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	27, // 25: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	29, // 26: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	4,  // 27: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	6,  // 28: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	2,  // 29: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	9,  // 30: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	15, // 31: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	26, // 32: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	28, // 33: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	30, // 34: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	5,  // 35: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	7,  // 36: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	3,  // 37: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2271,7 +2433,7 @@ func file_skald_peer_v1_peer_proto_init() {
 	if File_skald_peer_v1_peer_proto != nil {
 		return
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[5].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[7].OneofWrappers = []any{
 		(*ApplyResponse_Append)(nil),
 		(*ApplyResponse_Import)(nil),
 		(*ApplyResponse_CreateNamespace)(nil),
@@ -2284,18 +2446,18 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_Group)(nil),
 		(*ApplyResponse_ParkedChange)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[12].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[24].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

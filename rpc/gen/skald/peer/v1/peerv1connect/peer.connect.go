@@ -53,6 +53,8 @@ const (
 	PeerServiceGroupConsumeProcedure = "/skald.peer.v1.PeerService/GroupConsume"
 	// PeerServiceGroupSettleProcedure is the fully-qualified name of the PeerService's GroupSettle RPC.
 	PeerServiceGroupSettleProcedure = "/skald.peer.v1.PeerService/GroupSettle"
+	// PeerServiceGroupStatsProcedure is the fully-qualified name of the PeerService's GroupStats RPC.
+	PeerServiceGroupStatsProcedure = "/skald.peer.v1.PeerService/GroupStats"
 )
 
 // PeerServiceClient is a client for the skald.peer.v1.PeerService service.
@@ -81,6 +83,8 @@ type PeerServiceClient interface {
 	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest]) (*connect.ServerStreamForClient[v1.GroupConsumeResponse], error)
 	// GroupSettle acknowledges or rejects delivered messages on the leader.
 	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	// GroupStats reports the leader's live state of a subscription group.
+	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the skald.peer.v1.PeerService service. By default,
@@ -137,6 +141,13 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("GroupSettle")),
 			connect.WithClientOptions(opts...),
 		),
+		groupStats: connect.NewClient[v1.GroupStatsRequest, v1.GroupStatsResponse](
+			httpClient,
+			baseURL+PeerServiceGroupStatsProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("GroupStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -149,6 +160,7 @@ type peerServiceClient struct {
 	removeServer *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
 	groupConsume *connect.Client[v1.GroupConsumeRequest, v1.GroupConsumeResponse]
 	groupSettle  *connect.Client[v1.GroupSettleRequest, v1.GroupSettleResponse]
+	groupStats   *connect.Client[v1.GroupStatsRequest, v1.GroupStatsResponse]
 }
 
 // Apply calls skald.peer.v1.PeerService.Apply.
@@ -186,6 +198,11 @@ func (c *peerServiceClient) GroupSettle(ctx context.Context, req *connect.Reques
 	return c.groupSettle.CallUnary(ctx, req)
 }
 
+// GroupStats calls skald.peer.v1.PeerService.GroupStats.
+func (c *peerServiceClient) GroupStats(ctx context.Context, req *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+	return c.groupStats.CallUnary(ctx, req)
+}
+
 // PeerServiceHandler is an implementation of the skald.peer.v1.PeerService service.
 type PeerServiceHandler interface {
 	// Apply proposes a command on the leader. A node that is not the leader
@@ -212,6 +229,8 @@ type PeerServiceHandler interface {
 	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest], *connect.ServerStream[v1.GroupConsumeResponse]) error
 	// GroupSettle acknowledges or rejects delivered messages on the leader.
 	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	// GroupStats reports the leader's live state of a subscription group.
+	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -264,6 +283,13 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(peerServiceMethods.ByName("GroupSettle")),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceGroupStatsHandler := connect.NewUnaryHandler(
+		PeerServiceGroupStatsProcedure,
+		svc.GroupStats,
+		connect.WithSchema(peerServiceMethods.ByName("GroupStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceApplyProcedure:
@@ -280,6 +306,8 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 			peerServiceGroupConsumeHandler.ServeHTTP(w, r)
 		case PeerServiceGroupSettleProcedure:
 			peerServiceGroupSettleHandler.ServeHTTP(w, r)
+		case PeerServiceGroupStatsProcedure:
+			peerServiceGroupStatsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -315,4 +343,8 @@ func (UnimplementedPeerServiceHandler) GroupConsume(context.Context, *connect.Re
 
 func (UnimplementedPeerServiceHandler) GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupSettle is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupStats is not implemented"))
 }
