@@ -144,9 +144,12 @@ func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, actio
 
 // GroupState is the owner's live view of a group (GroupStats).
 type GroupState struct {
-	Active       bool
-	Consumers    int
-	InFlight     int64
+	Active    bool
+	Consumers int
+	InFlight  int64
+	// Lag: messages the owner holds unsettled, plus every message of the
+	// namespace past its read position (an upper bound for a stream or
+	// category source).
 	Lag          int64
 	Redeliveries int64
 	Acked        int64

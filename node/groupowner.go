@@ -196,6 +196,7 @@ type dispatcher struct {
 		seq        uint64
 		rr         int
 		cursor     int64 // next global position to read from the source
+		head       int64 // the namespace's next global position at the last read
 		pending    []*groupItem
 		retry      []*groupItem // by gp
 		replay     []*groupItem // by gp
@@ -416,7 +417,7 @@ func (d *dispatcher) state() GroupState {
 	s.Active = !d.mu.stopped
 	s.Consumers = len(d.mu.consumers)
 	s.InFlight = int64(len(d.mu.inflight))
-	s.Lag = int64(len(d.mu.pending) + len(d.mu.retry) + len(d.mu.replay) + len(d.mu.inflight))
+	s.Lag = int64(len(d.mu.pending)+len(d.mu.retry)+len(d.mu.replay)+len(d.mu.inflight)) + max(0, d.mu.head-d.mu.cursor)
 	return s
 }
 
@@ -564,6 +565,10 @@ func (d *dispatcher) refresh() error {
 			}
 		}
 	}
+	head, err := v.NextGlobalPosition()
+	if err != nil {
+		return err
+	}
 	var msgs []fsm.Message
 	next := cursor
 	if want > 0 {
@@ -574,6 +579,7 @@ func (d *dispatcher) refresh() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.mu.head = head
 	if reloadReplay {
 		d.mu.replayVer = rec.ReplayVersion
 		d.mu.replay = d.mu.replay[:0]

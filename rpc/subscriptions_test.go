@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,6 +203,23 @@ func TestSubscriptionGroupsAPI(t *testing.T) {
 			return s.Err()
 		}, connect.CodeNotFound},
 	}
+	createGroup(t, c, &skaldv1.CreateGroupRequest{Name: "solo", Source: &skaldv1.CreateGroupRequest_All{All: true},
+		Settings: &skaldv1.GroupSettings{MaxConsumers: proto.Int32(1)}})
+	startConsumer(t, c, "solo", "first")
+	refusals = append(refusals, struct {
+		name string
+		call func() error
+		code connect.Code
+	}{"a consumer over max_consumers", func() error {
+		s, err := c.subs.Consume(ctx, connect.NewRequest(&skaldv1.ConsumeRequest{Group: "solo", Consumer: "second"}))
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for s.Receive() {
+		}
+		return s.Err()
+	}, connect.CodeResourceExhausted})
 	for _, r := range refusals {
 		t.Run(r.name, func(t *testing.T) {
 			if err := r.call(); connect.CodeOf(err) != r.code {
@@ -411,7 +431,7 @@ func TestGroupPoisonParked(t *testing.T) {
 // TestGroupPinnedOrder: under the pinned strategy each stream's messages
 // reach one consumer, in order, even when some are retried.
 func TestGroupPinnedOrder(t *testing.T) {
-	cs, _ := clusterClients(t)
+	cs, servers := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_Category{Category: "cart"},
 		Settings: &skaldv1.GroupSettings{Strategy: skaldv1.ConsumerStrategy_CONSUMER_STRATEGY_PINNED}})
 	consumers := make([]*testConsumer, 3)
@@ -424,6 +444,16 @@ func TestGroupPinnedOrder(t *testing.T) {
 		g, err := st.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return ok && err == nil && g.Msg.Group.State.Consumers == 3
 	})
+	// The leader exports the group's live state.
+	resp, err := http.Get("http://" + servers[0].addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `skald_group_consumers{group="g",namespace="default"} 3`) {
+		t.Fatalf("/metrics lacks the group's consumers:\n%s", grepLines(string(body), "skald_group"))
+	}
 	const streams, per = 8, 6
 	for round := range per {
 		for s := range streams {
@@ -557,4 +587,14 @@ func TestGroupResumeAfterLeaderChange(t *testing.T) {
 		g, err := cs[0].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return err == nil && g.Msg.Group.Checkpoint == 21
 	})
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -405,7 +405,9 @@ type GroupState struct {
 	Active    bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
 	Consumers int32                  `protobuf:"varint,2,opt,name=consumers,proto3" json:"consumers,omitempty"`
 	InFlight  int64                  `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	// Messages of the source at or after the checkpoint not yet settled.
+	// Messages the owner holds unsettled (queued, retried, in flight), plus
+	// every message of the namespace past its read position: an upper bound
+	// of the backlog for a stream or category group.
 	Lag              int64 `protobuf:"varint,4,opt,name=lag,proto3" json:"lag,omitempty"`
 	Redeliveries     int64 `protobuf:"varint,5,opt,name=redeliveries,proto3" json:"redeliveries,omitempty"`
 	Acked            int64 `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"`

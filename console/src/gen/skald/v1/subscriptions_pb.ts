@@ -189,7 +189,9 @@ export type GroupState = Message<"skald.v1.GroupState"> & {
   inFlight: bigint;
 
   /**
-   * Messages of the source at or after the checkpoint not yet settled.
+   * Messages the owner holds unsettled (queued, retried, in flight), plus
+   * every message of the namespace past its read position: an upper bound
+   * of the backlog for a stream or category group.
    *
    * @generated from field: int64 lag = 4;
    */
