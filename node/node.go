@@ -38,7 +38,7 @@ type Node struct {
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
-	trans   *raft.NetworkTransport
+	trans   transport
 	addrs   *addressBook
 	peers   *peerClients
 	forward *forwarder
@@ -375,7 +375,7 @@ func (n *Node) voters() int {
 
 func (n *Node) closeResources() error {
 	var errs []error
-	if n.trans != nil {
+	if n.trans.NetworkTransport != nil {
 		errs = append(errs, n.trans.Close())
 	}
 	if n.stable != nil {
