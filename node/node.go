@@ -50,7 +50,7 @@ type Node struct {
 	inflight    inflight      // leader proposals, for the watchdog
 	alarm       diskAlarm     // the leader's disk-space refusal
 
-	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
+	hooks hooks // nil unless a mutant is on (hooks.go)
 
 	closeOnce sync.Once
 	life      context.Context    // ends at shutdown; bounds work no single caller owns
@@ -90,6 +90,7 @@ func Open(cfg Config) (*Node, error) {
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
+	n.installMutant()
 	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
 	n.remoteIndex = newIndexBatcher(n.life, n.remoteReadIndex, cfg.ReadWait, observeReads)
 	if err := n.open(); err != nil {
