@@ -55,4 +55,3 @@ func checkMutant(name string) error {
 	}
 	return fmt.Errorf("node: unknown mutant %q (known: %v)", name, Mutants)
 }
-
