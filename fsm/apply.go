@@ -256,11 +256,15 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if err := validateAppend(c); err != nil {
 		return err
 	}
-	if dup, err := nb.checkIDs(c); err != nil {
-		return err
-	} else if dup != nil {
-		dup.Index = l.Index
-		return dup
+	// idsDecidedByLeader is false outside mutant builds; a mutant's bug is
+	// that apply trusts the leader's decision.
+	if !idsDecidedByLeader(l) {
+		if dup, err := nb.checkIDs(c); err != nil {
+			return err
+		} else if dup != nil {
+			dup.Index = l.Index
+			return dup
+		}
 	}
 	st := nb.stream(c.Stream)
 	if st.meta.flags&streamHardDeleted != 0 {
@@ -270,8 +274,8 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
 	}
-	if honorProposedGlobal && c.ProposedGlobalPosition > 0 {
-		nb.nextGP = c.ProposedGlobalPosition // the mutant's bug: trust the leader's guess
+	if gp := proposedGlobal(l); gp > 0 {
+		nb.nextGP = gp // a mutant's bug: the leader's guess is trusted
 	}
 	res := &AppendResult{
 		Namespace:           c.Namespace,

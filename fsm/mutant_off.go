@@ -2,11 +2,12 @@
 
 package fsm
 
-// honorProposedGlobal is false in normal builds: global positions are
-// assigned at apply, in log order, and Append.proposed_global_position is
-// ignored.
-const honorProposedGlobal = false
+import "github.com/hashicorp/raft"
 
-// trustLeaderDedupe is false in normal builds: apply decides idempotent
-// writes itself and ignores Append.dedupe_decided_at_propose.
-const trustLeaderDedupe = false
+// In normal builds apply ignores a Raft entry's Extensions: global
+// positions are assigned at apply in log order, and apply decides every
+// append's client ids itself (see mutant_on.go for the mutants).
+
+func proposedGlobal(*raft.Log) int64 { return 0 }
+
+func idsDecidedByLeader(*raft.Log) bool { return false }

@@ -466,19 +466,9 @@ type Append struct {
 	ExpectedVersion *int64        `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	Messages        []*NewMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// global-pos-at-propose mutant of node/mutant.go): the global position
-	// the leader chose at request time. Everyone else leaves it 0 and
-	// ignores it; global positions are assigned at apply.
-	ProposedGlobalPosition int64 `protobuf:"varint,6,opt,name=proposed_global_position,json=proposedGlobalPosition,proto3" json:"proposed_global_position,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// dedupe-at-propose mutant): the leader already decided the client ids
-	// are new, and apply records them without checking. Everyone else
-	// leaves it false and ignores it.
-	DedupeDecidedAtPropose bool `protobuf:"varint,7,opt,name=dedupe_decided_at_propose,json=dedupeDecidedAtPropose,proto3" json:"dedupe_decided_at_propose,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	TimeUnixNano  int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Append) Reset() {
@@ -544,20 +534,6 @@ func (x *Append) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
-}
-
-func (x *Append) GetProposedGlobalPosition() int64 {
-	if x != nil {
-		return x.ProposedGlobalPosition
-	}
-	return 0
-}
-
-func (x *Append) GetDedupeDecidedAtPropose() bool {
-	if x != nil {
-		return x.DedupeDecidedAtPropose
-	}
-	return false
 }
 
 // AppendMulti writes to several streams of one namespace, all or nothing:
@@ -1282,16 +1258,14 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xd4\x02\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xa0\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
-	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPosition\x129\n" +
-	"\x19dedupe_decided_at_propose\x18\a \x01(\bR\x16dedupeDecidedAtProposeB\x13\n" +
-	"\x11_expected_version\"\x87\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNanoB\x13\n" +
+	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\x87\x01\n" +
 	"\vAppendMulti\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
 	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
