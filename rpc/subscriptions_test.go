@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/skalddb/skald/internal/testutil"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -323,7 +324,7 @@ func TestGroupCompetingConsumers(t *testing.T) {
 		t.Fatalf("%d distinct messages over consumers %v, want %d over 3", len(seen), by, total)
 	}
 	// The checkpoint reaches the end of what was acked.
-	waitFor(t, "the checkpoint", func() bool {
+	testutil.Eventually(t, waitTimeout, "the checkpoint", func() bool {
 		g, err := cs[1].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return err == nil && g.Msg.Group.Checkpoint == int64(total+5+1)
 	})
@@ -385,7 +386,7 @@ func TestGroupPoisonParked(t *testing.T) {
 		okAcked++
 	}
 	var parked *skaldv1.ListParkedResponse
-	waitFor(t, "the poison message parked", func() bool {
+	testutil.Eventually(t, waitTimeout, "the poison message parked", func() bool {
 		p, err := cs[2].subs.ListParked(context.Background(), connect.NewRequest(&skaldv1.ListParkedRequest{Group: "g"}))
 		parked = p.Msg
 		return err == nil && p.Msg.Total == 1
@@ -408,7 +409,7 @@ func TestGroupPoisonParked(t *testing.T) {
 		t.Fatalf("after replay got %s delivery %d, want the poison message again", d.Message.Id, d.Delivery)
 	}
 	ack(t, cs[0], "g", d.Message.Id)
-	waitFor(t, "the replay settled", func() bool {
+	testutil.Eventually(t, waitTimeout, "the replay settled", func() bool {
 		g, err := cs[0].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return err == nil && g.Msg.Group.Replaying == 0 && g.Msg.Group.Parked == 0
 	})
@@ -418,7 +419,7 @@ func TestGroupPoisonParked(t *testing.T) {
 	if _, err := cs[0].subs.Nack(ctxT(t), connect.NewRequest(&skaldv1.NackRequest{Group: "g", Ids: []string{d.Message.Id}, Action: skaldv1.NackAction_NACK_ACTION_PARK, Reason: "bad input"})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the parked message", func() bool {
+	testutil.Eventually(t, waitTimeout, "the parked message", func() bool {
 		p, err := cs[2].subs.ListParked(context.Background(), connect.NewRequest(&skaldv1.ListParkedRequest{Group: "g"}))
 		return err == nil && len(p.Msg.Messages) == 1 && p.Msg.Messages[0].Reason == "bad input" && p.Msg.Messages[0].Deliveries == 1
 	})
@@ -439,7 +440,7 @@ func TestGroupPinnedOrder(t *testing.T) {
 		consumers[i] = startConsumer(t, cs[i], "g", fmt.Sprintf("c%d", i))
 	}
 	// All three attached before any message exists: assignment is stable.
-	waitFor(t, "three consumers", func() bool {
+	testutil.Eventually(t, waitTimeout, "three consumers", func() bool {
 		st, ok := cs[0].subs, true
 		g, err := st.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return ok && err == nil && g.Msg.Group.State.Consumers == 3
@@ -541,7 +542,7 @@ func TestGroupResumeAfterLeaderChange(t *testing.T) {
 		ack(t, cs[1], "g", d.Message.Id)
 		acked[d.Message.GlobalPosition] = true
 	}
-	waitFor(t, "the checkpoint at 9", func() bool {
+	testutil.Eventually(t, waitTimeout, "the checkpoint at 9", func() bool {
 		g, err := cs[2].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return err == nil && g.Msg.Group.Checkpoint == 9
 	})
@@ -550,7 +551,7 @@ func TestGroupResumeAfterLeaderChange(t *testing.T) {
 	if err := servers[0].n.TransferLeadership(ctx, servers[2].n.ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new leader", servers[2].n.IsLeader)
+	testutil.Eventually(t, waitTimeout, "the new leader", servers[2].n.IsLeader)
 	// The consumer may have been cut off (Unavailable): reconnect like a client.
 	delivered := map[int64]int{}
 	for gp := range acked {
@@ -583,7 +584,7 @@ func TestGroupResumeAfterLeaderChange(t *testing.T) {
 			t.Fatalf("message %d was never delivered", gp)
 		}
 	}
-	waitFor(t, "the checkpoint at 21", func() bool {
+	testutil.Eventually(t, waitTimeout, "the checkpoint at 21", func() bool {
 		g, err := cs[0].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "g"}))
 		return err == nil && g.Msg.Group.Checkpoint == 21
 	})
