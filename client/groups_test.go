@@ -98,3 +98,54 @@ func TestGroups(t *testing.T) {
 		break
 	}
 }
+
+// TestGroupSurvivesLeaderCrash: acknowledged progress is checkpointed
+// through Raft; when the leader crashes, Consume reattaches through
+// another member, the new leader continues from the checkpoint, and every
+// message is acknowledged, none skipped.
+func TestGroupSurvivesLeaderCrash(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	admin := newTestClient(t, cl.Endpoints(), "")
+	c := namespaceClient(t, admin, cl.Endpoints(), "crash")
+	ctx := ctxT(t)
+	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "g", Category: "job", Settings: GroupSettings{CheckpointAfter: 1, AckTimeout: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, c, "job-1", "Run", 30)
+	acked := map[int64]bool{}
+	killed := false
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for d, err := range c.Consume(cctx, "g", "w") {
+		if err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		if err := c.Ack(ctx, "g", d.ID); err != nil {
+			if !errors.Is(err, ErrNotInFlight) && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrUnknownOutcome) {
+				t.Fatalf("ack %d: %v", d.GlobalPosition, err)
+			}
+			continue // delivered again later
+		}
+		acked[d.GlobalPosition] = true
+		if len(acked) == 10 && !killed {
+			testcluster.WaitFor(t, "the checkpoint at 11", func() bool {
+				g, err := c.GetGroup(ctx, "g", WithLinearizable())
+				return err == nil && g.Checkpoint == 11
+			})
+			cl.Kill(cl.Leader())
+			killed = true
+		}
+		if len(acked) == 30 {
+			break
+		}
+	}
+	for gp := int64(1); gp <= 30; gp++ {
+		if !acked[gp] {
+			t.Fatalf("message %d never acknowledged", gp)
+		}
+	}
+	testcluster.WaitFor(t, "the checkpoint at 31", func() bool {
+		g, err := c.GetGroup(ctx, "g", WithLinearizable())
+		return err == nil && g.Checkpoint == 31
+	})
+}
