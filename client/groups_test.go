@@ -45,6 +45,8 @@ func TestGroups(t *testing.T) {
 			}
 		} else if err := c.Ack(ctx, "workers", d.ID); err != nil {
 			t.Fatal(err)
+		} else if err := c.Ack(ctx, "workers", d.ID); !errors.Is(err, ErrNotInFlight) {
+			t.Fatalf("second ack of %s: %v, want ErrNotInFlight", d.ID, err)
 		}
 		if n == 3 {
 			break
