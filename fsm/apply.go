@@ -153,6 +153,18 @@ func (a *applier) command(l *raft.Log) any {
 		return a.deleteStream(l, k.DeleteStream)
 	case *fsmv1.Command_DeleteByWatermark:
 		return a.deleteByWatermark(l, k.DeleteByWatermark)
+	case *fsmv1.Command_CreateGroup:
+		return a.createGroup(l, k.CreateGroup)
+	case *fsmv1.Command_UpdateGroup:
+		return a.updateGroup(l, k.UpdateGroup)
+	case *fsmv1.Command_DeleteGroup:
+		return a.deleteGroup(l, k.DeleteGroup)
+	case *fsmv1.Command_GroupProgress:
+		return a.groupProgress(l, k.GroupProgress)
+	case *fsmv1.Command_ReplayParked:
+		return a.replayParked(l, k.ReplayParked)
+	case *fsmv1.Command_DeleteParked:
+		return a.deleteParked(l, k.DeleteParked)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}

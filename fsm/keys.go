@@ -21,6 +21,9 @@ import (
 //	GP                           -> next global position
 //	DI bucket id                 -> gp, pos, stream: a remembered client-given message id (dedupe.go)
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
+//	SG name                      -> GroupRecord: a subscription group (group.go)
+//	SP name 0x00 gp              -> ParkedMessage: a group's parked message
+//	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again
 //	A                            -> applied Raft index, term
 //
 // A database written before idempotent writes has no DI or DC keys: it

@@ -23,4 +23,8 @@ type hooks struct {
 	proposed func(cmd *fsmv1.Command) (res any, done bool)
 	// skipReadBarrier reports that a read at c may skip its wait.
 	skipReadBarrier func(c Consistency) bool
+	// groupCheckpoint, when set, replaces the checkpoint a subscription
+	// group saves (the lowest unsettled global position) given its read
+	// position.
+	groupCheckpoint func(lowest, read int64) int64
 }

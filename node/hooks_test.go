@@ -31,6 +31,7 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantForwardRetry, []string{"forward"}},
 		{MutantGlobalPosAtPropose, []string{"propose"}},
 		{MutantDedupeAtPropose, []string{"propose"}},
+		{MutantCheckpointAhead, []string{"groupCheckpoint"}},
 	}
 	if len(cases) != len(Mutants)+1 {
 		t.Fatalf("%d cases for %d mutants: add the new mutant here", len(cases)-1, len(Mutants))

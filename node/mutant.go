@@ -36,10 +36,14 @@ const (
 	// (apply records their ids without checking them): a retry proposed
 	// while its original is still in flight is written twice.
 	MutantDedupeAtPropose = "dedupe-at-propose"
+	// MutantCheckpointAhead saves a subscription group's checkpoint at its
+	// read position instead of below its lowest unsettled message: after a
+	// leader change, messages delivered but never acknowledged are skipped.
+	MutantCheckpointAhead = "checkpoint-ahead-of-acks"
 )
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead}
 
 func checkMutant(name string) error {
 	if name == "" {

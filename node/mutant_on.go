@@ -42,6 +42,8 @@ func (n *Node) installMutant() {
 			}
 			return nil, false, nil, nil
 		}
+	case MutantCheckpointAhead:
+		n.hooks.groupCheckpoint = func(_, read int64) int64 { return read }
 	case MutantDedupeAtPropose:
 		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
 			if cmd.GetAppend() == nil {

@@ -42,6 +42,7 @@ type Node struct {
 	addrs   *addressBook
 	peers   *peerClients
 	forward *forwarder
+	groups  *groupOwner // subscription groups this node owns as leader
 	notify  chan bool
 
 	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
@@ -88,6 +89,7 @@ func Open(cfg Config) (*Node, error) {
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
+	n.groups = newGroupOwner(n)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
 	n.installMutant()
@@ -303,6 +305,8 @@ func (n *Node) leaderLoop() {
 		case isLeader := <-n.notify:
 			if isLeader {
 				n.onLeader()
+			} else {
+				n.groups.stopAll(errNotLeader)
 			}
 		}
 	}

@@ -314,6 +314,12 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_StreamDeletion{StreamDeletion: &peerv1.StreamDeletionResult{
 			Namespace: r.Namespace, Stream: r.Stream, MessagesDeleted: r.MessagesDeleted, Version: r.Version,
 		}}}, nil
+	case *fsm.GroupResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Group{Group: &peerv1.GroupResult{Namespace: r.Namespace, Group: r.Group}}}, nil
+	case *fsm.ParkedChangeResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_ParkedChange{ParkedChange: &peerv1.ParkedChangeResult{
+			Namespace: r.Namespace, Group: r.Group, Changed: r.Changed, Parked: r.Parked,
+		}}}, nil
 	}
 	return nil, fmt.Errorf("node: cannot encode result %T", res)
 }
@@ -353,8 +359,14 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_NOT_FOUND, Message: err.Error()}, true
 	case errors.Is(err, fsm.ErrStreamDeleted):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_DELETED, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrGroupNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_GROUP_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrGroupExists):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_GROUP_EXISTS, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrParkedNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_PARKED_NOT_FOUND, Message: err.Error()}, true
 	}
-	return nil, false
+	return groupRejectionOf(err)
 }
 
 // decodeResult is the inverse of encodeResult.
@@ -389,6 +401,11 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_StreamDeletion:
 		d := r.StreamDeletion
 		return &fsm.StreamDeletionResult{Namespace: d.Namespace, Stream: d.Stream, MessagesDeleted: d.MessagesDeleted, Version: d.Version, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Group:
+		return &fsm.GroupResult{Namespace: r.Group.Namespace, Group: r.Group.Group, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_ParkedChange:
+		c := r.ParkedChange
+		return &fsm.ParkedChangeResult{Namespace: c.Namespace, Group: c.Group, Changed: c.Changed, Parked: c.Parked, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
@@ -422,6 +439,9 @@ func errorOf(r *peerv1.Rejection) error {
 		return fmt.Errorf("%w: %s", fsm.ErrStreamNotFound, strings.TrimPrefix(r.Message, fsm.ErrStreamNotFound.Error()+": "))
 	case peerv1.Reason_REASON_STREAM_DELETED:
 		return fmt.Errorf("%w: %s", fsm.ErrStreamDeleted, strings.TrimPrefix(r.Message, fsm.ErrStreamDeleted.Error()+": "))
+	case peerv1.Reason_REASON_GROUP_NOT_FOUND, peerv1.Reason_REASON_GROUP_EXISTS, peerv1.Reason_REASON_PARKED_NOT_FOUND,
+		peerv1.Reason_REASON_NOT_IN_FLIGHT, peerv1.Reason_REASON_TOO_MANY_CONSUMERS:
+		return groupErrorOf(r)
 	}
 	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }

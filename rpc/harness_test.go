@@ -161,6 +161,7 @@ type clients struct {
 	events     skaldv1connect.EventStoreClient
 	namespaces skaldv1connect.NamespacesClient
 	cluster    skaldv1connect.ClusterClient
+	subs       skaldv1connect.SubscriptionsClient
 }
 
 func newClients(s *server, p protocol, token string) clients {
@@ -170,6 +171,7 @@ func newClients(s *server, p protocol, token string) clients {
 		events:     skaldv1connect.NewEventStoreClient(hc, url, opts...),
 		namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 		cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
+		subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
 	}
 }
 

@@ -28,6 +28,8 @@ Usage:
   skald category NAME           read a category [--member M --size S --correlation C]
   skald stream delete|truncate|delete-by-watermark
                                 remove messages (see skald stream --help)
+  skald sub create|list|info|update|delete|consume|parked|replay
+                                persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
@@ -134,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCategory(ctx, args[1:], stdout, stderr)
 	case "stream":
 		return runStream(ctx, args[1:], stdout, stderr)
+	case "sub":
+		return runSub(ctx, args[1:], stdout, stderr)
 	case "tail":
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":

@@ -38,11 +38,22 @@ const (
 	// removes: positions up to it).
 	FTruncate = "truncate"
 	FDelete   = "delete-stream"
+	// Persistent subscriptions (the consumers workload): a delivery is
+	// recorded as an invocation and an ok completion when the consumer
+	// receives it (Value.Group, Value.IDs the message id, Result Pos,
+	// Global and Attempt); an ack is an ordinary call (Value.Group,
+	// Value.IDs).
+	FDeliver = "deliver"
+	FAck     = "ack"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
 // outcome unknown).
 func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete }
+
+// MayApply reports whether an error of f may leave its effect unknown: a
+// write, or an ack (an unanswered ack may have settled the message).
+func MayApply(f string) bool { return IsWrite(f) || f == FAck }
 
 // NemesisProcess is the process of nemesis lines.
 const NemesisProcess = -1
@@ -81,6 +92,7 @@ type Value struct {
 	From        int64    `json:"from,omitempty"` // stream position or global position
 	Limit       int64    `json:"limit,omitempty"`
 	Nemesis     string   `json:"nemesis,omitempty"` // what a nemesis line did
+	Group       string   `json:"group,omitempty"`   // subscription group of a delivery or ack
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.
@@ -96,6 +108,10 @@ type Result struct {
 	Events    []Event `json:"events,omitempty"`
 	// Deleted: a removal's count of messages it removed.
 	Deleted int64 `json:"deleted,omitempty"`
+	// Attempt: a delivery's number (1 the first time the owner hands it
+	// out).
+	Attempt int32  `json:"attempt,omitempty"`
+	Stream  string `json:"stream,omitempty"` // a delivery's stream
 }
 
 // Event is one message as a read (or the final log) saw it.

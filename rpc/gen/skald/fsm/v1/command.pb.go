@@ -42,6 +42,12 @@ type Command struct {
 	//	*Command_TruncateStream
 	//	*Command_DeleteStream
 	//	*Command_DeleteByWatermark
+	//	*Command_CreateGroup
+	//	*Command_UpdateGroup
+	//	*Command_DeleteGroup
+	//	*Command_GroupProgress
+	//	*Command_ReplayParked
+	//	*Command_DeleteParked
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -165,6 +171,60 @@ func (x *Command) GetDeleteByWatermark() *DeleteByWatermark {
 	return nil
 }
 
+func (x *Command) GetCreateGroup() *CreateGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateGroup); ok {
+			return x.CreateGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateGroup() *UpdateGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_UpdateGroup); ok {
+			return x.UpdateGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteGroup() *DeleteGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetGroupProgress() *GroupProgress {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_GroupProgress); ok {
+			return x.GroupProgress
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReplayParked() *ReplayParked {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ReplayParked); ok {
+			return x.ReplayParked
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteParked() *DeleteParked {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteParked); ok {
+			return x.DeleteParked
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -205,6 +265,31 @@ type Command_DeleteByWatermark struct {
 	DeleteByWatermark *DeleteByWatermark `protobuf:"bytes,9,opt,name=delete_by_watermark,json=deleteByWatermark,proto3,oneof"`
 }
 
+type Command_CreateGroup struct {
+	// Subscription groups (group.proto).
+	CreateGroup *CreateGroup `protobuf:"bytes,14,opt,name=create_group,json=createGroup,proto3,oneof"`
+}
+
+type Command_UpdateGroup struct {
+	UpdateGroup *UpdateGroup `protobuf:"bytes,15,opt,name=update_group,json=updateGroup,proto3,oneof"`
+}
+
+type Command_DeleteGroup struct {
+	DeleteGroup *DeleteGroup `protobuf:"bytes,16,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
+type Command_GroupProgress struct {
+	GroupProgress *GroupProgress `protobuf:"bytes,17,opt,name=group_progress,json=groupProgress,proto3,oneof"`
+}
+
+type Command_ReplayParked struct {
+	ReplayParked *ReplayParked `protobuf:"bytes,18,opt,name=replay_parked,json=replayParked,proto3,oneof"`
+}
+
+type Command_DeleteParked struct {
+	DeleteParked *DeleteParked `protobuf:"bytes,19,opt,name=delete_parked,json=deleteParked,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -222,6 +307,18 @@ func (*Command_TruncateStream) isCommand_Kind() {}
 func (*Command_DeleteStream) isCommand_Kind() {}
 
 func (*Command_DeleteByWatermark) isCommand_Kind() {}
+
+func (*Command_CreateGroup) isCommand_Kind() {}
+
+func (*Command_UpdateGroup) isCommand_Kind() {}
+
+func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_GroupProgress) isCommand_Kind() {}
+
+func (*Command_ReplayParked) isCommand_Kind() {}
+
+func (*Command_DeleteParked) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -1134,7 +1231,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\xe9\x04\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\"\xf5\a\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1144,7 +1241,13 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\fappend_multi\x18\x06 \x01(\v2\x19.skald.fsm.v1.AppendMultiH\x00R\vappendMulti\x12G\n" +
 	"\x0ftruncate_stream\x18\a \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
 	"\rdelete_stream\x18\b \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStream\x12Q\n" +
-	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermarkB\x06\n" +
+	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermark\x12>\n" +
+	"\fcreate_group\x18\x0e \x01(\v2\x19.skald.fsm.v1.CreateGroupH\x00R\vcreateGroup\x12>\n" +
+	"\fupdate_group\x18\x0f \x01(\v2\x19.skald.fsm.v1.UpdateGroupH\x00R\vupdateGroup\x12>\n" +
+	"\fdelete_group\x18\x10 \x01(\v2\x19.skald.fsm.v1.DeleteGroupH\x00R\vdeleteGroup\x12D\n" +
+	"\x0egroup_progress\x18\x11 \x01(\v2\x1b.skald.fsm.v1.GroupProgressH\x00R\rgroupProgress\x12A\n" +
+	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
+	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParkedB\x06\n" +
 	"\x04kind\"\xc2\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -1245,6 +1348,12 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Import)(nil),            // 11: skald.fsm.v1.Import
 	(*ImportedMessage)(nil),   // 12: skald.fsm.v1.ImportedMessage
 	(*SetNodeInfo)(nil),       // 13: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),       // 14: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),       // 15: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),       // 16: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),     // 17: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),      // 18: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),      // 19: skald.fsm.v1.DeleteParked
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
@@ -1256,16 +1365,22 @@ var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	7,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
 	8,  // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
 	9,  // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	6,  // 9: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	5,  // 10: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	6,  // 11: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	10, // 12: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	12, // 13: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	14, // 9: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	15, // 10: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	16, // 11: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	17, // 12: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	18, // 13: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	19, // 14: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	6,  // 15: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	5,  // 16: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	6,  // 17: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	10, // 18: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	12, // 19: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1273,6 +1388,7 @@ func file_skald_fsm_v1_command_proto_init() {
 	if File_skald_fsm_v1_command_proto != nil {
 		return
 	}
+	file_skald_fsm_v1_group_proto_init()
 	file_skald_fsm_v1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
@@ -1283,6 +1399,12 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_TruncateStream)(nil),
 		(*Command_DeleteStream)(nil),
 		(*Command_DeleteByWatermark)(nil),
+		(*Command_CreateGroup)(nil),
+		(*Command_UpdateGroup)(nil),
+		(*Command_DeleteGroup)(nil),
+		(*Command_GroupProgress)(nil),
+		(*Command_ReplayParked)(nil),
+		(*Command_DeleteParked)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}

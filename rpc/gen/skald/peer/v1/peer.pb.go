@@ -98,6 +98,11 @@ const (
 	Reason_REASON_VERSION_CONFLICTS   Reason = 8
 	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
 	Reason_REASON_STREAM_DELETED      Reason = 10
+	Reason_REASON_GROUP_NOT_FOUND     Reason = 16
+	Reason_REASON_GROUP_EXISTS        Reason = 17
+	Reason_REASON_PARKED_NOT_FOUND    Reason = 18
+	Reason_REASON_NOT_IN_FLIGHT       Reason = 19
+	Reason_REASON_TOO_MANY_CONSUMERS  Reason = 20
 )
 
 // Enum value maps for Reason.
@@ -114,6 +119,11 @@ var (
 		8:  "REASON_VERSION_CONFLICTS",
 		9:  "REASON_STREAM_NOT_FOUND",
 		10: "REASON_STREAM_DELETED",
+		16: "REASON_GROUP_NOT_FOUND",
+		17: "REASON_GROUP_EXISTS",
+		18: "REASON_PARKED_NOT_FOUND",
+		19: "REASON_NOT_IN_FLIGHT",
+		20: "REASON_TOO_MANY_CONSUMERS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -127,6 +137,11 @@ var (
 		"REASON_VERSION_CONFLICTS":   8,
 		"REASON_STREAM_NOT_FOUND":    9,
 		"REASON_STREAM_DELETED":      10,
+		"REASON_GROUP_NOT_FOUND":     16,
+		"REASON_GROUP_EXISTS":        17,
+		"REASON_PARKED_NOT_FOUND":    18,
+		"REASON_NOT_IN_FLIGHT":       19,
+		"REASON_TOO_MANY_CONSUMERS":  20,
 	}
 )
 
@@ -157,6 +172,395 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
 }
 
+type GroupStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsRequest) Reset() {
+	*x = GroupStatsRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsRequest) ProtoMessage() {}
+
+func (x *GroupStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsRequest.ProtoReflect.Descriptor instead.
+func (*GroupStatsRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GroupStatsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupStatsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// GroupStatsResponse: active false when no consumer is attached.
+type GroupStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Active        bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Consumers     int32                  `protobuf:"varint,2,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	InFlight      int64                  `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Lag           int64                  `protobuf:"varint,4,opt,name=lag,proto3" json:"lag,omitempty"`
+	Redeliveries  int64                  `protobuf:"varint,5,opt,name=redeliveries,proto3" json:"redeliveries,omitempty"`
+	Acked         int64                  `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"`
+	Parked        int64                  `protobuf:"varint,7,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsResponse) Reset() {
+	*x = GroupStatsResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsResponse) ProtoMessage() {}
+
+func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
+func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupStatsResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *GroupStatsResponse) GetConsumers() int32 {
+	if x != nil {
+		return x.Consumers
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetRedeliveries() int64 {
+	if x != nil {
+		return x.Redeliveries
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetAcked() int64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
+type GroupConsumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Consumer      string                 `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupConsumeRequest) Reset() {
+	*x = GroupConsumeRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConsumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConsumeRequest) ProtoMessage() {}
+
+func (x *GroupConsumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConsumeRequest.ProtoReflect.Descriptor instead.
+func (*GroupConsumeRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupConsumeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupConsumeRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupConsumeRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// GroupConsumeResponse is one delivery (or, with no message, a heartbeat).
+type GroupConsumeResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	GlobalPosition int64                  `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
+	Message        *v1.StoredMessage      `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Delivery       int32                  `protobuf:"varint,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GroupConsumeResponse) Reset() {
+	*x = GroupConsumeResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConsumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConsumeResponse) ProtoMessage() {}
+
+func (x *GroupConsumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConsumeResponse.ProtoReflect.Descriptor instead.
+func (*GroupConsumeResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupConsumeResponse) GetGlobalPosition() int64 {
+	if x != nil {
+		return x.GlobalPosition
+	}
+	return 0
+}
+
+func (x *GroupConsumeResponse) GetMessage() *v1.StoredMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *GroupConsumeResponse) GetDelivery() int32 {
+	if x != nil {
+		return x.Delivery
+	}
+	return 0
+}
+
+type GroupSettleRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Ids       []string               `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	// 0 ack, 1 retry, 2 park, 3 skip (node.SettleAction).
+	Action        int32  `protobuf:"varint,4,opt,name=action,proto3" json:"action,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSettleRequest) Reset() {
+	*x = GroupSettleRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSettleRequest) ProtoMessage() {}
+
+func (x *GroupSettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSettleRequest.ProtoReflect.Descriptor instead.
+func (*GroupSettleRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GroupSettleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupSettleRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupSettleRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *GroupSettleRequest) GetAction() int32 {
+	if x != nil {
+		return x.Action
+	}
+	return 0
+}
+
+func (x *GroupSettleRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GroupSettleResponse: on refusal, rejection says why (GROUP_NOT_FOUND,
+// NOT_IN_FLIGHT); nothing was settled.
+type GroupSettleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rejection     *Rejection             `protobuf:"bytes,1,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSettleResponse) Reset() {
+	*x = GroupSettleResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSettleResponse) ProtoMessage() {}
+
+func (x *GroupSettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSettleResponse.ProtoReflect.Descriptor instead.
+func (*GroupSettleResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GroupSettleResponse) GetRejection() *Rejection {
+	if x != nil {
+		return x.Rejection
+	}
+	return nil
+}
+
 type ApplyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Command       *v1.Command            `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
@@ -166,7 +570,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +582,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +595,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyRequest) GetCommand() *v1.Command {
@@ -216,6 +620,8 @@ type ApplyResponse struct {
 	//	*ApplyResponse_AppendMulti
 	//	*ApplyResponse_StreamDeletion
 	//	*ApplyResponse_WatermarkDeletion
+	//	*ApplyResponse_Group
+	//	*ApplyResponse_ParkedChange
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -223,7 +629,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +641,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +654,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyResponse) GetIndex() uint64 {
@@ -346,6 +752,24 @@ func (x *ApplyResponse) GetWatermarkDeletion() *WatermarkDeletionResult {
 	return nil
 }
 
+func (x *ApplyResponse) GetGroup() *GroupResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_Group); ok {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetParkedChange() *ParkedChangeResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_ParkedChange); ok {
+			return x.ParkedChange
+		}
+	}
+	return nil
+}
+
 type isApplyResponse_Result interface {
 	isApplyResponse_Result()
 }
@@ -388,6 +812,15 @@ type ApplyResponse_WatermarkDeletion struct {
 	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,10,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
 }
 
+type ApplyResponse_Group struct {
+	// Subscription groups: the record after the change.
+	Group *GroupResult `protobuf:"bytes,15,opt,name=group,proto3,oneof"`
+}
+
+type ApplyResponse_ParkedChange struct {
+	ParkedChange *ParkedChangeResult `protobuf:"bytes,16,opt,name=parked_change,json=parkedChange,proto3,oneof"`
+}
+
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Import) isApplyResponse_Result() {}
@@ -406,6 +839,134 @@ func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
 
 func (*ApplyResponse_WatermarkDeletion) isApplyResponse_Result() {}
 
+func (*ApplyResponse_Group) isApplyResponse_Result() {}
+
+func (*ApplyResponse_ParkedChange) isApplyResponse_Result() {}
+
+// GroupResult answers CreateGroup, UpdateGroup, DeleteGroup and
+// GroupProgress.
+type GroupResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         *v1.GroupRecord        `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupResult) Reset() {
+	*x = GroupResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupResult) ProtoMessage() {}
+
+func (x *GroupResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
+func (*GroupResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupResult) GetGroup() *v1.GroupRecord {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+// ParkedChangeResult answers ReplayParked and DeleteParked.
+type ParkedChangeResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Changed   int64                  `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Parked messages left after the change.
+	Parked        int64 `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParkedChangeResult) Reset() {
+	*x = ParkedChangeResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkedChangeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkedChangeResult) ProtoMessage() {}
+
+func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
+func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ParkedChangeResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ParkedChangeResult) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ParkedChangeResult) GetChanged() int64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *ParkedChangeResult) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
 // WatermarkDeletionResult answers a DeleteByWatermark.
 type WatermarkDeletionResult struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -419,7 +980,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +992,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +1005,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -481,7 +1042,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -493,7 +1054,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -506,7 +1067,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -546,7 +1107,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +1119,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +1132,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -591,7 +1152,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +1164,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +1177,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -641,7 +1202,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +1214,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +1227,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -722,7 +1283,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1295,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1308,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -780,7 +1341,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1353,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1366,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -870,7 +1431,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1443,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1456,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -944,7 +1505,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1517,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1530,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1004,7 +1565,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1577,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1590,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1064,7 +1625,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1637,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1650,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1141,7 +1702,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1714,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1727,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1271,7 +1832,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1844,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1857,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -1328,7 +1889,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1901,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1914,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 type ReadIndexResponse struct {
@@ -1365,7 +1926,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1938,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1951,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1408,7 +1969,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1981,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1994,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 type StatsResponse struct {
@@ -1455,7 +2016,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +2028,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +2041,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1527,7 +2088,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2100,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2113,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1570,7 +2131,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +2143,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,16 +2156,43 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
+	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
+	"\x11GroupStatsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\xcb\x01\n" +
+	"\x12GroupStatsResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x1c\n" +
+	"\tconsumers\x18\x02 \x01(\x05R\tconsumers\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x10\n" +
+	"\x03lag\x18\x04 \x01(\x03R\x03lag\x12\"\n" +
+	"\fredeliveries\x18\x05 \x01(\x03R\fredeliveries\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\x03R\x05acked\x12\x16\n" +
+	"\x06parked\x18\a \x01(\x03R\x06parked\"e\n" +
+	"\x13GroupConsumeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\tR\bconsumer\"\x92\x01\n" +
+	"\x14GroupConsumeResponse\x12'\n" +
+	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x125\n" +
+	"\amessage\x18\x02 \x01(\v2\x1b.skald.fsm.v1.StoredMessageR\amessage\x12\x1a\n" +
+	"\bdelivery\x18\x03 \x01(\x05R\bdelivery\"\x8a\x01\n" +
+	"\x12GroupSettleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\x05R\x06action\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"M\n" +
+	"\x13GroupSettleResponse\x126\n" +
+	"\trejection\x18\x01 \x01(\v2\x18.skald.peer.v1.RejectionR\trejection\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x93\x05\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x91\x06\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1616,8 +2204,18 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMulti\x12N\n" +
 	"\x0fstream_deletion\x18\t \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
 	"\x12watermark_deletion\x18\n" +
-	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletionB\b\n" +
-	"\x06result\"|\n" +
+	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x122\n" +
+	"\x05group\x18\x0f \x01(\v2\x1a.skald.peer.v1.GroupResultH\x00R\x05group\x12H\n" +
+	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChangeB\b\n" +
+	"\x06result\"\\\n" +
+	"\vGroupResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12/\n" +
+	"\x05group\x18\x02 \x01(\v2\x19.skald.fsm.v1.GroupRecordR\x05group\"z\n" +
+	"\x12ParkedChangeResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\x03R\achanged\x12\x16\n" +
+	"\x06parked\x18\x04 \x01(\x03R\x06parked\"|\n" +
 	"\x17WatermarkDeletionResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
@@ -1703,7 +2301,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xb1\x02\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xbc\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1716,14 +2314,23 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
 	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
 	"\x15REASON_STREAM_DELETED\x10\n" +
-	"2\x96\x03\n" +
+	"\x12\x1a\n" +
+	"\x16REASON_GROUP_NOT_FOUND\x10\x10\x12\x17\n" +
+	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
+	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
+	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
+	"\x19REASON_TOO_MANY_CONSUMERS\x10\x142\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
 	"ApplyBatch\x12 .skald.peer.v1.ApplyBatchRequest\x1a!.skald.peer.v1.ApplyBatchResponse\x12N\n" +
 	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponse\x12G\n" +
 	"\x05Stats\x12\x1b.skald.peer.v1.StatsRequest\x1a\x1c.skald.peer.v1.StatsResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
+	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponse\x12Y\n" +
+	"\fGroupConsume\x12\".skald.peer.v1.GroupConsumeRequest\x1a#.skald.peer.v1.GroupConsumeResponse0\x01\x12T\n" +
+	"\vGroupSettle\x12!.skald.peer.v1.GroupSettleRequest\x1a\".skald.peer.v1.GroupSettleResponse\x12V\n" +
+	"\n" +
+	"GroupStats\x12 .skald.peer.v1.GroupStatsRequest\x1a!.skald.peer.v1.GroupStatsResponse\"\x03\x90\x02\x01B7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_skald_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -1738,66 +2345,87 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
-	(*ApplyRequest)(nil),            // 2: skald.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),           // 3: skald.peer.v1.ApplyResponse
-	(*WatermarkDeletionResult)(nil), // 4: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 5: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 6: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 7: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 8: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 9: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 10: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 11: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 12: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 13: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 14: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 15: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 16: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 17: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 18: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 19: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 20: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 21: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 22: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),              // 23: skald.fsm.v1.Command
+	(*GroupStatsRequest)(nil),       // 2: skald.peer.v1.GroupStatsRequest
+	(*GroupStatsResponse)(nil),      // 3: skald.peer.v1.GroupStatsResponse
+	(*GroupConsumeRequest)(nil),     // 4: skald.peer.v1.GroupConsumeRequest
+	(*GroupConsumeResponse)(nil),    // 5: skald.peer.v1.GroupConsumeResponse
+	(*GroupSettleRequest)(nil),      // 6: skald.peer.v1.GroupSettleRequest
+	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
+	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
+	(*GroupResult)(nil),             // 10: skald.peer.v1.GroupResult
+	(*ParkedChangeResult)(nil),      // 11: skald.peer.v1.ParkedChangeResult
+	(*WatermarkDeletionResult)(nil), // 12: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 13: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 14: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 15: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 16: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 17: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 18: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 19: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 20: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 21: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 22: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 23: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 24: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 25: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 26: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 27: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 28: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 29: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 30: skald.peer.v1.RemoveServerResponse
+	(*v1.StoredMessage)(nil),        // 31: skald.fsm.v1.StoredMessage
+	(*v1.Command)(nil),              // 32: skald.fsm.v1.Command
+	(*v1.GroupRecord)(nil),          // 33: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	23, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	10, // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	12, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	13, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	14, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	15, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	11, // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	5,  // 7: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	4,  // 8: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	23, // 9: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	8,  // 10: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 11: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	9,  // 12: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 13: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	10, // 14: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 15: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	16, // 16: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	2,  // 17: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	6,  // 18: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	17, // 19: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	19, // 20: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	21, // 21: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 22: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	7,  // 23: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	18, // 24: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	20, // 25: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	22, // 26: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	31, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	23, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
+	32, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	18, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	20, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	21, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	22, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	23, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	19, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	13, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	12, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	10, // 11: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
+	11, // 12: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
+	33, // 13: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
+	32, // 14: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	16, // 15: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	9,  // 16: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	17, // 17: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 18: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	18, // 19: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 20: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	24, // 21: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	8,  // 22: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	14, // 23: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	25, // 24: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	27, // 25: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	29, // 26: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	4,  // 27: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	6,  // 28: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	2,  // 29: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	9,  // 30: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	15, // 31: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	26, // 32: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	28, // 33: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	30, // 34: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	5,  // 35: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	7,  // 36: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	3,  // 37: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1805,7 +2433,7 @@ func file_skald_peer_v1_peer_proto_init() {
 	if File_skald_peer_v1_peer_proto != nil {
 		return
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[1].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[7].OneofWrappers = []any{
 		(*ApplyResponse_Append)(nil),
 		(*ApplyResponse_Import)(nil),
 		(*ApplyResponse_CreateNamespace)(nil),
@@ -1815,19 +2443,21 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_AppendMulti)(nil),
 		(*ApplyResponse_StreamDeletion)(nil),
 		(*ApplyResponse_WatermarkDeletion)(nil),
+		(*ApplyResponse_Group)(nil),
+		(*ApplyResponse_ParkedChange)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[6].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[18].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
