@@ -81,6 +81,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			events:     skaldv1connect.NewEventStoreClient(hc, url, opts...),
 			namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 			cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
+			subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
 		}
 	}
 	c := &Client{cfg: cfg, view: newView(seeds, newMember, cfg.DownFor), retryUnknown: idempotentWrites}

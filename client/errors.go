@@ -49,6 +49,12 @@ var (
 	// cluster call the node cannot serve) stays ErrInvalidArgument.
 	ErrStreamDeleted = errors.New("skald: stream deleted")
 
+	// ErrNotInFlight is returned by Ack and Nack when an id is not
+	// delivered and unsettled in the group: unknown, already settled, or
+	// delivered before the leader changed (it will be delivered again).
+	// Nothing was settled.
+	ErrNotInFlight = errors.New("skald: not in flight")
+
 	// ErrUnavailable is returned when no member could serve the call
 	// within the caller's deadline (no leader, nodes down, a read not
 	// caught up). For a write it means nothing was written.
@@ -178,6 +184,15 @@ func streamWriteError(err error) error {
 	var e *Error
 	if errors.As(err, &e) && e.Kind == ErrInvalidArgument && connect.CodeOf(e.Err) == connect.CodeFailedPrecondition {
 		e.Kind = ErrStreamDeleted
+	}
+	return err
+}
+
+// settleError makes the FailedPrecondition of Ack and Nack ErrNotInFlight.
+func settleError(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrInvalidArgument && connect.CodeOf(e.Err) == connect.CodeFailedPrecondition {
+		e.Kind = ErrNotInFlight
 	}
 	return err
 }

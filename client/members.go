@@ -20,6 +20,7 @@ type member struct {
 	events     skaldv1connect.EventStoreClient
 	namespaces skaldv1connect.NamespacesClient
 	cluster    skaldv1connect.ClusterClient
+	subs       skaldv1connect.SubscriptionsClient
 }
 
 // view is what the client knows of the cluster: the members to call, the

@@ -158,6 +158,18 @@ func (a *applier) command(l *raft.Log) any {
 		return a.setRetentionPolicy(l, k.SetRetentionPolicy)
 	case *fsmv1.Command_ExpireMessages:
 		return a.expireMessages(l, k.ExpireMessages)
+	case *fsmv1.Command_CreateGroup:
+		return a.createGroup(l, k.CreateGroup)
+	case *fsmv1.Command_UpdateGroup:
+		return a.updateGroup(l, k.UpdateGroup)
+	case *fsmv1.Command_DeleteGroup:
+		return a.deleteGroup(l, k.DeleteGroup)
+	case *fsmv1.Command_GroupProgress:
+		return a.groupProgress(l, k.GroupProgress)
+	case *fsmv1.Command_ReplayParked:
+		return a.replayParked(l, k.ReplayParked)
+	case *fsmv1.Command_DeleteParked:
+		return a.deleteParked(l, k.DeleteParked)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
@@ -249,11 +261,15 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if err := validateAppend(c); err != nil {
 		return err
 	}
-	if dup, err := nb.checkIDs(c); err != nil {
-		return err
-	} else if dup != nil {
-		dup.Index = l.Index
-		return dup
+	// idsDecidedByLeader is false outside mutant builds; a mutant's bug is
+	// that apply trusts the leader's decision.
+	if !idsDecidedByLeader(l) {
+		if dup, err := nb.checkIDs(c); err != nil {
+			return err
+		} else if dup != nil {
+			dup.Index = l.Index
+			return dup
+		}
 	}
 	st := nb.stream(c.Stream)
 	if st.meta.flags&streamHardDeleted != 0 {
@@ -263,8 +279,8 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
 	}
-	if honorProposedGlobal && c.ProposedGlobalPosition > 0 {
-		nb.nextGP = c.ProposedGlobalPosition // the mutant's bug: trust the leader's guess
+	if gp := proposedGlobal(l); gp > 0 {
+		nb.nextGP = gp // a mutant's bug: the leader's guess is trusted
 	}
 	res := &AppendResult{
 		Namespace:           c.Namespace,

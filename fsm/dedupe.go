@@ -191,9 +191,6 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 	if window == DedupeOff || !hasClientID(c) {
 		return nil, nil
 	}
-	if trustLeaderDedupe && c.DedupeDecidedAtPropose {
-		return nil, nil // the mutant's bug: trust the leader's decision
-	}
 	if len(c.Messages) > 1 {
 		seen := make(map[string]int, len(c.Messages))
 		for i, m := range c.Messages {

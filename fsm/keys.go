@@ -23,6 +23,9 @@ import (
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
 //	RP scope name                -> RetentionPolicy (protobuf); scope is '1' namespace (name empty), '2' category, '3' stream
 //	RQ stream                    -> empty: the stream may hold positions beyond its count limit (retention.go)
+//	SG name                      -> GroupRecord: a subscription group (group.go)
+//	SP name 0x00 gp              -> ParkedMessage: a group's parked message
+//	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again
 //	A                            -> applied Raft index, term
 //
 // A database written before idempotent writes has no DI or DC keys: it

@@ -2,15 +2,17 @@
 
 package fsm
 
-// honorProposedGlobal is false in normal builds: global positions are
-// assigned at apply, in log order, and Append.proposed_global_position is
-// ignored.
-const honorProposedGlobal = false
+import "github.com/hashicorp/raft"
 
-// trustLeaderDedupe is false in normal builds: apply decides idempotent
-// writes itself and ignores Append.dedupe_decided_at_propose.
-const trustLeaderDedupe = false
+// In normal builds apply ignores a Raft entry's Extensions: global
+// positions are assigned at apply in log order, apply decides every
+// append's client ids itself, and expiry removes exactly what the limits
+// allow (see mutant_on.go for the mutants).
 
-// expiryMutants is false in normal builds: expiry removes exactly what
-// its limits allow and ignores ExpireMessages' mutant fields.
-const expiryMutants = false
+func proposedGlobal(*raft.Log) int64 { return 0 }
+
+func idsDecidedByLeader(*raft.Log) bool { return false }
+
+func expireOneTooMany(*raft.Log) bool { return false }
+
+func expireAgeEarly(*raft.Log) bool { return false }

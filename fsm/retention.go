@@ -399,10 +399,10 @@ func (a *applier) expireMessages(l *raft.Log, c *fsmv1.ExpireMessages) any {
 	rt := nb.ns.retention
 	if rt.len() > 0 {
 		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{},
-			oneTooMany: expiryMutants && c.MutantOneTooMany}
+			oneTooMany: expireOneTooMany(l)}
 		a.flush(nb)
 		e.counts()
-		e.ages(rt, c.TimeUnixNano, expiryMutants && c.MutantAgeEarly)
+		e.ages(rt, c.TimeUnixNano, expireAgeEarly(l))
 		res.Streams = int64(len(e.touched))
 	}
 	nb.done(l)

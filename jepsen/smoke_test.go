@@ -127,6 +127,17 @@ func TestSmokeIdempotent(t *testing.T) {
 	}
 }
 
+// TestSmokeConsumers: a pinned subscription group whose consumers ack
+// under kills, partitions and leadership transfers must deliver and
+// acknowledge every message of its category at least once, each stream
+// first delivered in order.
+func TestSmokeConsumers(t *testing.T) {
+	res := validSmokeRun(t, "consumers", "kill,partition,transfer", 20*time.Second)
+	if st := res.Stats; st.Deliveries < 100 || st.AcksOK < 100 || res.Checkers["consumers"] != "valid" {
+		t.Fatalf("deliveries %d, acks %d, consumers checker %q", st.Deliveries, st.AcksOK, res.Checkers["consumers"])
+	}
+}
+
 // TestSmokeRetention: appends racing truncates and soft deletes, and a
 // max-count policy expiring a category's messages, under kills and
 // partitions must be valid: no node keeps and no later read returns a
@@ -200,6 +211,7 @@ var mutantCases = []struct {
 	{node.MutantDedupeAtPropose, "idempotent", "none", 1000, 20, 10 * time.Second, []string{"duplicate", "retry-mismatch"}, false},
 	{node.MutantExpireOneTooMany, "retention", "none", 100, 10, 10 * time.Second, []string{"capped-lost", "lost"}, false},
 	{node.MutantExpireAgeEarly, "retention", "none", 100, 10, 10 * time.Second, []string{"aged-early"}, false},
+	{node.MutantCheckpointAhead, "consumers", "transfer", 300, 10, 20 * time.Second, []string{"group-undelivered", "group-unacked"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}, false},
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,43 +13,16 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 var _ Node = (*node.Node)(nil)
 
-func testLogger(t *testing.T) *slog.Logger {
-	if os.Getenv("SKALD_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 const waitTimeout = 30 * time.Second
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // member is one node with its API server and membership.
 type mnode struct {
@@ -75,7 +47,7 @@ func (mn *mnode) start(expect int, join []string) {
 	api := ln.Addr().String()
 	var n *node.Node
 	for attempt := 0; ; attempt++ {
-		n, err = node.Open(node.Config{DataDir: mn.dir, RaftAddr: freeAddr(t), APIAddr: api, ClusterSecret: "membership-test",
+		n, err = node.Open(node.Config{DataDir: mn.dir, RaftAddr: testutil.FreeAddr(t), APIAddr: api, ClusterSecret: "membership-test",
 			Timing: node.FastTiming, LeaderWait: 10 * time.Second})
 		if err == nil {
 			break
@@ -90,9 +62,9 @@ func (mn *mnode) start(expect int, join []string) {
 	go mn.srv.Serve(ln)
 	var m *Membership
 	for attempt := 0; ; attempt++ {
-		mn.gossip = freeAddr(t)
+		mn.gossip = testutil.FreeAddr(t)
 		cfg := Config{GossipAddr: mn.gossip, Join: join, BootstrapExpect: expect, Key: testKey, RaftAddr: n.RaftAddr(), APIAddr: api,
-			Local: true, CleanupDeadServers: true, MinQuorum: 3, Logger: testLogger(mn.t)}
+			Local: true, CleanupDeadServers: true, MinQuorum: 3, Logger: testutil.Logger(mn.t)}
 		if mn.mod != nil {
 			mn.mod(&cfg)
 		}
@@ -155,7 +127,7 @@ func formCluster(t *testing.T) []*mnode {
 	for _, mn := range nodes[1:] {
 		mn.start(3, []string{nodes[0].gossip})
 	}
-	waitFor(t, "one leader with three voters", func() bool {
+	testutil.Eventually(t, waitTimeout, "one leader with three voters", func() bool {
 		l := leaderOf(nodes)
 		return l != nil && len(voters(l.n)) == 3
 	})
@@ -169,7 +141,7 @@ func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
 		if !voters(l.n)[mn.n.ID()] {
 			t.Fatalf("node %s is not a voter", mn.n.ID())
 		}
-		waitFor(t, "every node to know the leader", func() bool { id, _ := mn.n.Leader(); return id == l.n.ID() })
+		testutil.Eventually(t, waitTimeout, "every node to know the leader", func() bool { id, _ := mn.n.Leader(); return id == l.n.ID() })
 	}
 	// Writes work through any node (forwarding uses the registered API addresses).
 	if _, err := nodes[2].n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "app"}); err != nil {
@@ -179,12 +151,12 @@ func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
 	// A fourth node joins, is added as a non-voter and promoted.
 	fourth := newNode(t)
 	fourth.start(3, []string{nodes[1].gossip})
-	waitFor(t, "the fourth node to be promoted to voter", func() bool {
+	testutil.Eventually(t, waitTimeout, "the fourth node to be promoted to voter", func() bool {
 		l := leaderOf(nodes)
 		return l != nil && voters(l.n)[fourth.n.ID()]
 	})
 	if _, ok := fourth.n.Store().Namespace("app"); !ok {
-		waitFor(t, "the fourth node to replicate", func() bool { _, ok := fourth.n.Store().Namespace("app"); return ok })
+		testutil.Eventually(t, waitTimeout, "the fourth node to replicate", func() bool { _, ok := fourth.n.Store().Namespace("app"); return ok })
 	}
 
 	// A graceful leave removes it.
@@ -204,7 +176,7 @@ func TestDeadServerCleanupKeepsQuorum(t *testing.T) {
 	fourth := newNode(t)
 	fourth.start(3, []string{nodes[0].gossip})
 	all := append(nodes, fourth)
-	waitFor(t, "four voters", func() bool { l := leaderOf(all); return l != nil && len(voters(l.n)) == 4 })
+	testutil.Eventually(t, waitTimeout, "four voters", func() bool { l := leaderOf(all); return l != nil && len(voters(l.n)) == 4 })
 
 	// Kill a follower: it is reported unhealthy and, 4 voters being above
 	// the minimum quorum of 3, removed.
@@ -217,7 +189,7 @@ func TestDeadServerCleanupKeepsQuorum(t *testing.T) {
 	}
 	id := victim.n.ID()
 	victim.kill()
-	waitFor(t, "the killed server to be removed", func() bool {
+	testutil.Eventually(t, waitTimeout, "the killed server to be removed", func() bool {
 		l := leaderOf(all)
 		return l != nil && len(voters(l.n)) == 3 && !voters(l.n)[id]
 	})
@@ -232,7 +204,7 @@ func TestDeadServerCleanupKeepsQuorum(t *testing.T) {
 	}
 	id2 := second.n.ID()
 	second.kill()
-	waitFor(t, "the second killed server to be reported unhealthy", func() bool {
+	testutil.Eventually(t, waitTimeout, "the second killed server to be reported unhealthy", func() bool {
 		l := leaderOf(all)
 		if l == nil {
 			return false
@@ -283,7 +255,7 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 	if f.n.ID() != id || f.n.RaftAddr() == oldRaft {
 		t.Fatalf("restart: id %s (was %s), raft %s (was %s)", f.n.ID(), id, f.n.RaftAddr(), oldRaft)
 	}
-	waitFor(t, "the configuration to carry the new address", func() bool {
+	testutil.Eventually(t, waitTimeout, "the configuration to carry the new address", func() bool {
 		l := leaderOf(nodes)
 		if l == nil {
 			return false
@@ -300,7 +272,7 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 	if _, err := l.n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "after-move"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the moved node to replicate", func() bool { _, ok := f.n.Store().Namespace("after-move"); return ok })
+	testutil.Eventually(t, waitTimeout, "the moved node to replicate", func() bool { _, ok := f.n.Store().Namespace("after-move"); return ok })
 }
 
 // logLines is a slog handler that keeps every message, for tests that
@@ -348,7 +320,7 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 		mn.start(3, []string{nodes[0].gossip})
 	}
 	var l *mnode
-	waitFor(t, "one leader with three voters", func() bool {
+	testutil.Eventually(t, waitTimeout, "one leader with three voters", func() bool {
 		l = leaderOf(nodes)
 		return l != nil && len(voters(l.n)) == 3
 	})
@@ -360,7 +332,7 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 	}
 	// The leader's reconcile registers API addresses: once the follower's
 	// is known, the leader has seen it in the configuration.
-	waitFor(t, "the leader to reconcile the follower", func() bool { _, ok := l.n.Store().NodeAddr(f.n.ID()); return ok })
+	testutil.Eventually(t, waitTimeout, "the leader to reconcile the follower", func() bool { _, ok := l.n.Store().NodeAddr(f.n.ID()); return ok })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	// Remove it from Raft only: its gossip stays alive, as when the leave
@@ -376,7 +348,7 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 			logs[li].mu.Unlock()
 		}
 	})
-	waitFor(t, "the leader to decline re-adding the removed server", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to decline re-adding the removed server", func() bool {
 		return logs[li].has("not re-adding") && logs[li].has(f.n.ID())
 	})
 	servers, err := l.n.Servers()

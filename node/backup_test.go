@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestBackupRestore backs up a 3-node cluster while writers run, restores
@@ -44,13 +45,13 @@ func TestBackupRestore(t *testing.T) {
 			}
 		}(w)
 	}
-	waitFor(t, waitTimeout, "100 writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 100 })
+	testutil.Eventually(t, waitTimeout, "100 writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 100 })
 	var buf bytes.Buffer
 	meta, err := c.followers()[0].Backup(ctxT(t), &buf, func(int64, fsm.SnapshotMeta) {})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, waitTimeout, "more writes after the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 200 })
+	testutil.Eventually(t, waitTimeout, "more writes after the backup", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 200 })
 	close(stop)
 	wg.Wait()
 
@@ -59,7 +60,7 @@ func TestBackupRestore(t *testing.T) {
 		id string
 	)
 	for attempt := 0; n == nil; attempt++ { // retry if another test took the port
-		dir, raftAddr := t.TempDir(), freePort(t)
+		dir, raftAddr := t.TempDir(), testutil.FreeAddr(t)
 		var rmeta fsm.SnapshotMeta
 		id, rmeta, err = RestoreBackup(dir, raftAddr, "", bytes.NewReader(buf.Bytes()))
 		if err != nil || rmeta.Index != meta.Index {
@@ -74,7 +75,7 @@ func TestBackupRestore(t *testing.T) {
 	if n.ID() != id {
 		t.Fatalf("restored node id %s, RestoreBackup said %s", n.ID(), id)
 	}
-	waitFor(t, waitTimeout, "the restored node to lead itself", n.IsLeader)
+	testutil.Eventually(t, waitTimeout, "the restored node to lead itself", n.IsLeader)
 	got := readAll(t, n, "app", ReadOptions{})
 	want := readAll(t, l.Node, "app", ReadOptions{})
 	if len(got) == 0 || len(got) >= len(want) || !reflect.DeepEqual(got, want[:len(got)]) {

@@ -5,16 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -24,35 +23,6 @@ import (
 // node off (partition) and heal it. Every wait has a deadline.
 
 const waitTimeout = 20 * time.Second
-
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("SKALD_TEST_LOG") == "" {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
-}
-
-// waitFor polls cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // proxy forwards TCP connections to target until blocked.
 type proxy struct {
@@ -177,7 +147,7 @@ func (tn *tnode) config(bootstrap bool) Config {
 	cfg := Config{
 		DataDir: tn.dir, RaftAddr: tn.raftAddr, RaftAdvertise: tn.proxy.addr(), APIAddr: tn.apiAddr,
 		ClusterSecret: "test-cluster-secret", Bootstrap: bootstrap, Timing: FastTiming,
-		LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second, Logger: testLogger(tn.t),
+		LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second, Logger: testutil.Logger(tn.t),
 	}
 	if tn.mod != nil {
 		tn.mod(&cfg)
@@ -198,7 +168,7 @@ func (tn *tnode) start(bootstrap bool) {
 			break
 		}
 		if first && attempt < 20 {
-			tn.apiAddr = freePort(tn.t)
+			tn.apiAddr = testutil.FreeAddr(tn.t)
 			continue
 		}
 		if attempt < 50 { // a restart reuses its port: wait for it
@@ -215,7 +185,7 @@ func (tn *tnode) start(bootstrap bool) {
 		}
 		if strings.Contains(err.Error(), "address already in use") && attempt < 20 {
 			if first {
-				tn.raftAddr = freePort(tn.t)
+				tn.raftAddr = testutil.FreeAddr(tn.t)
 				tn.proxy.setTarget(tn.raftAddr)
 			} else {
 				time.Sleep(100 * time.Millisecond)
@@ -262,8 +232,8 @@ func newCluster(t testing.TB, size int, mod func(*Config)) *cluster {
 	t.Helper()
 	c := &cluster{t: t}
 	for i := 0; i < size; i++ {
-		raftAddr := freePort(t)
-		tn := &tnode{t: t, dir: t.TempDir(), raftAddr: raftAddr, proxy: newProxy(t, raftAddr), apiAddr: freePort(t), mod: mod}
+		raftAddr := testutil.FreeAddr(t)
+		tn := &tnode{t: t, dir: t.TempDir(), raftAddr: raftAddr, proxy: newProxy(t, raftAddr), apiAddr: testutil.FreeAddr(t), mod: mod}
 		c.nodes = append(c.nodes, tn)
 	}
 	t.Cleanup(func() {
@@ -272,12 +242,12 @@ func newCluster(t testing.TB, size int, mod func(*Config)) *cluster {
 		}
 	})
 	c.nodes[0].start(true)
-	waitFor(t, waitTimeout, "the bootstrap node to lead", c.nodes[0].IsLeader)
+	testutil.Eventually(t, waitTimeout, "the bootstrap node to lead", c.nodes[0].IsLeader)
 	for _, tn := range c.nodes[1:] {
 		tn.start(false)
 		// Whoever leads adds it: under load a young leader can step down
 		// while the cluster forms.
-		waitFor(t, waitTimeout, "adding a voter", func() bool {
+		testutil.Eventually(t, waitTimeout, "adding a voter", func() bool {
 			for _, l := range c.nodes {
 				if l.Node != nil && l.IsLeader() {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -297,7 +267,7 @@ func newCluster(t testing.TB, size int, mod func(*Config)) *cluster {
 func (c *cluster) leader() *tnode {
 	c.t.Helper()
 	var l *tnode
-	waitFor(c.t, waitTimeout, "one agreed leader", func() bool {
+	testutil.Eventually(c.t, waitTimeout, "one agreed leader", func() bool {
 		l = nil
 		for _, tn := range c.nodes {
 			if tn.Node != nil && tn.IsLeader() {

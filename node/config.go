@@ -68,6 +68,10 @@ type Config struct {
 	// Default 5 s.
 	LeaderWait time.Duration
 
+	// GroupHeartbeat is the silence after which a subscription group's
+	// consumer stream gets a heartbeat. Default 15 s.
+	GroupHeartbeat time.Duration
+
 	// ReadWait bounds how long a SESSION read waits for its min index, and
 	// a follower for the leader's read index, when the caller's context
 	// has no earlier deadline. Default 5 s.
@@ -201,6 +205,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second
+	}
+	if out.GroupHeartbeat == 0 {
+		out.GroupHeartbeat = 15 * time.Second
 	}
 	if out.ReadWait == 0 {
 		out.ReadWait = 5 * time.Second

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -38,20 +39,20 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	}
 	writeN(t, c.leader().Node, "app", 100)
 	l := c.leader()
-	waitFor(t, waitTimeout, "the leader to compact its log", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > orig.Index
 	})
 	f.start(false)
 	c.waitConverged()
-	waitFor(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
+	testutil.Eventually(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
 		snap := f.Raft().Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	if err := l.TransferLeadership(ctxT(t), f.ID()); err != nil {
 		t.Fatalf("transfer leadership to the restored follower: %v", err)
 	}
-	waitFor(t, waitTimeout, "the restored follower to lead", func() bool { return c.leader() == f })
+	testutil.Eventually(t, waitTimeout, "the restored follower to lead", func() bool { return c.leader() == f })
 	for _, n := range []*tnode{f, c.followers()[0]} {
 		got, err := retry(n.Node)
 		if err != nil {

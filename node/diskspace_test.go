@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -63,7 +64,7 @@ func TestDiskFullAlarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused error
-	waitFor(t, waitTimeout, "the leader to refuse writes", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to refuse writes", func() bool {
 		_, refused = appendOne(ctxT(t), c.leader().Node, "app", "s-1", "")
 		return refused != nil
 	})
@@ -87,7 +88,7 @@ func TestDiskFullAlarm(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, waitTimeout, "writes to resume", func() bool {
+	testutil.Eventually(t, waitTimeout, "writes to resume", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := appendOne(ctx, full.Node, "app", "s-1", "")

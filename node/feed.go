@@ -69,6 +69,10 @@ func (f *Feed) publish(results []any) {
 			f.wakeLocked(r.Namespace)
 		case *fsm.ImportResult:
 			f.wakeLocked(r.Namespace)
+		case *fsm.GroupResult:
+			f.wakeLocked(r.Namespace) // a group's owner rereads its record
+		case *fsm.ParkedChangeResult:
+			f.wakeLocked(r.Namespace)
 		case *fsm.DeleteNamespaceResult:
 			f.endLocked(r.Name)
 		}

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
 	"github.com/skalddb/skald/rpc/gen/skald/peer/v1/peerv1connect"
@@ -106,7 +107,7 @@ func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
 	for i := 0; i < queued; i++ {
 		go write("queued-" + strings.Repeat("x", i))
 	}
-	waitFor(t, 5*time.Second, "every write to queue", func() bool {
+	testutil.Eventually(t, 5*time.Second, "every write to queue", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.queues[addr].pending) == queued
@@ -149,7 +150,7 @@ func TestForwarderCancelledWriteIsNeverSent(t *testing.T) {
 		_, err := f.apply(ctx, addr, appendTo("given-up"))
 		errc <- err
 	}()
-	waitFor(t, 5*time.Second, "the write to queue", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the write to queue", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.queues[addr].pending) == 1

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestWritesAcrossLeadershipTransfers moves leadership again and again
@@ -68,15 +69,15 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 	const transfers = 15
 	for i := range transfers {
 		before := countAcked()
-		waitFor(t, waitTimeout, "writes between transfers", func() bool { return countAcked() >= before+20 })
+		testutil.Eventually(t, waitTimeout, "writes between transfers", func() bool { return countAcked() >= before+20 })
 		old := c.leader()
 		if err := old.TransferLeadership(ctxT(t), ""); err != nil {
 			t.Fatalf("transfer %d from %s: %v", i, old.ID(), err)
 		}
-		waitFor(t, waitTimeout, "a new leader", func() bool { return c.leader() != old })
+		testutil.Eventually(t, waitTimeout, "a new leader", func() bool { return c.leader() != old })
 	}
 	before := countAcked()
-	waitFor(t, waitTimeout, "writes after the last transfer", func() bool { return countAcked() >= before+20 })
+	testutil.Eventually(t, waitTimeout, "writes after the last transfer", func() bool { return countAcked() >= before+20 })
 	close(stop)
 	wg.Wait()
 

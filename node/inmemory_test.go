@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestInMemoryCluster runs a 3-node cluster with Config.InMemory: writes
@@ -37,7 +38,7 @@ func TestInMemoryCluster(t *testing.T) {
 	if gone.ID() == oldID {
 		t.Fatal("a restarted in-memory node kept its id")
 	}
-	waitFor(t, waitTimeout, "adding the replacement", func() bool {
+	testutil.Eventually(t, waitTimeout, "adding the replacement", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return l.AddVoter(ctx, gone.ID(), gone.proxy.addr()) == nil

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 func TestTransferLeadership(t *testing.T) {
@@ -40,7 +42,7 @@ func TestGracefulCloseHandsOverLeadership(t *testing.T) {
 	old := c.leader()
 	old.stop(true)
 	var l *tnode
-	waitFor(t, 10*time.Second, "a new leader by handover", func() bool {
+	testutil.Eventually(t, 10*time.Second, "a new leader by handover", func() bool {
 		for _, tn := range c.nodes {
 			if tn.Node != nil && tn.IsLeader() {
 				l = tn
@@ -80,7 +82,7 @@ func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
 	stalled = old.dir
 	mu.Unlock()
 	go appendOne(context.Background(), old.Node, "app", "s-1", "") // hangs in the stalled state machine
-	waitFor(t, waitTimeout, "leadership to leave the stalled leader", func() bool {
+	testutil.Eventually(t, waitTimeout, "leadership to leave the stalled leader", func() bool {
 		for _, tn := range c.nodes {
 			if tn != old && tn.IsLeader() {
 				return true

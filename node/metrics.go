@@ -77,6 +77,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 			return time.Since(lc).Seconds()
 		}),
 	}
+	cs = append(cs, newGroupCollector(n.groups))
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

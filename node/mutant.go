@@ -1,18 +1,12 @@
 package node
 
-import (
-	"fmt"
-	"sync"
-	"time"
+import "fmt"
 
-	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
-)
-
-// Mutants are deliberate bugs the chaos harness (jepsen/) must catch. They
-// exist only in binaries built with -tags mutants: elsewhere MutantsBuilt
-// is false, every n.mutant(...) check is constant false, and Config.Mutant
-// is refused by Open.
+// Mutants are deliberate bugs the chaos harness (jepsen/) must catch. This
+// file holds only their names; their code is in mutant_on.go, compiled
+// only with -tags mutants, which sets the node's hooks (hooks.go). In
+// every other binary MutantsBuilt is false, the hooks stay nil, and Open
+// refuses Config.Mutant.
 const (
 	// MutantCASOutsideFSM checks an append's expected version on the
 	// leader before proposing, not at apply: two concurrent appends with
@@ -42,21 +36,22 @@ const (
 	// (apply records their ids without checking them): a retry proposed
 	// while its original is still in flight is written twice.
 	MutantDedupeAtPropose = "dedupe-at-propose"
+	// MutantCheckpointAhead saves a subscription group's checkpoint at its
+	// read position instead of below its lowest unsettled message: after a
+	// leader change, messages delivered but never acknowledged are skipped.
+	MutantCheckpointAhead = "checkpoint-ahead-of-acks"
 	// MutantExpireOneTooMany has the leader's expiry entries remove one
 	// position more than the retention policies allow: the oldest message
-	// a max-count policy keeps goes too.
+	// a max-count policy keeps goes too (and the first message younger
+	// than an age limit).
 	MutantExpireOneTooMany = "expire-one-too-many"
 	// MutantExpireAgeEarly has the leader's expiry entries count max-age
 	// limits as half as long: messages go while still young enough to keep.
 	MutantExpireAgeEarly = "expire-age-early"
 )
 
-const forwardRetryTimeout = 5 * time.Millisecond
-
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly}
-
-func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantExpireOneTooMany, MutantExpireAgeEarly}
 
 func checkMutant(name string) error {
 	if name == "" {
@@ -71,118 +66,4 @@ func checkMutant(name string) error {
 		}
 	}
 	return fmt.Errorf("node: unknown mutant %q (known: %v)", name, Mutants)
-}
-
-// casOutsideFSM is MutantCASOutsideFSM: it checks the expected version
-// against this node's state and strips it from the command.
-func (n *Node) casOutsideFSM(cmd *fsmv1.Command) error {
-	a := cmd.GetAppend()
-	if a == nil || a.ExpectedVersion == nil {
-		return nil
-	}
-	v, err := n.store.View(a.Namespace)
-	if err != nil {
-		return err
-	}
-	defer v.Close()
-	cur, err := v.StreamVersion(a.Stream)
-	if err != nil {
-		return err
-	}
-	if cur != *a.ExpectedVersion {
-		return &fsm.VersionConflictError{Stream: a.Stream, Expected: *a.ExpectedVersion, Actual: cur}
-	}
-	a.ExpectedVersion = nil
-	return nil
-}
-
-// ackBeforeCommit is MutantAckBeforeCommit: the result an append would
-// have if nothing else were in flight, reported before it commits.
-func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (any, bool) {
-	a := cmd.GetAppend()
-	if a == nil {
-		return nil, false
-	}
-	v, err := n.store.View(a.Namespace)
-	if err != nil {
-		return nil, false
-	}
-	defer v.Close()
-	cur, err1 := v.StreamVersion(a.Stream)
-	gp, err2 := v.NextGlobalPosition()
-	if err1 != nil || err2 != nil {
-		return nil, false
-	}
-	k := int64(len(a.Messages))
-	return &fsm.AppendResult{
-		Namespace: a.Namespace, Stream: a.Stream,
-		FirstPosition: cur + 1, LastPosition: cur + k,
-		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
-		Index: n.raft.LastIndex(),
-	}, true
-}
-
-// proposedGlobal is MutantGlobalPosAtPropose's counter.
-type proposedGlobal struct {
-	mu   sync.Mutex
-	next map[string]int64 // namespace → next global position to hand out
-}
-
-// stamp sets cmd's proposed global position from the counter, raised to
-// this node's applied next position when that is ahead.
-func (p *proposedGlobal) stamp(n *Node, cmd *fsmv1.Command) {
-	a := cmd.GetAppend()
-	if a == nil {
-		return
-	}
-	applied := int64(1)
-	if v, err := n.store.View(a.Namespace); err == nil {
-		applied, _ = v.NextGlobalPosition()
-		v.Close()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.next == nil {
-		p.next = map[string]int64{}
-	}
-	next := max(p.next[a.Namespace], applied)
-	a.ProposedGlobalPosition = next
-	p.next[a.Namespace] = next + int64(len(a.Messages))
-}
-
-// dedupeAtPropose is MutantDedupeAtPropose: when every client-given id of
-// an append is in this node's applied id index, it answers the first one's
-// positions as a duplicate without proposing; otherwise it marks the
-// append decided, so that apply writes it without checking.
-func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
-	a := cmd.GetAppend()
-	if a == nil {
-		return nil, false
-	}
-	a.DedupeDecidedAtPropose = true
-	v, err := n.store.View(a.Namespace)
-	if err != nil {
-		return nil, false
-	}
-	defer v.Close()
-	var first fsm.Message
-	for i, m := range a.Messages {
-		if !m.ClientId {
-			return nil, false
-		}
-		got, ok, err := v.LookupID(m.Id)
-		if err != nil || !ok {
-			return nil, false
-		}
-		if i == 0 {
-			first = got
-		}
-	}
-	k := int64(len(a.Messages))
-	return &fsm.AppendResult{
-		Namespace: a.Namespace, Stream: a.Stream,
-		FirstPosition: first.Position, LastPosition: first.Position + k - 1,
-		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
-		Index: n.AppliedIndex(), Duplicate: true,
-	}, true
 }

@@ -38,10 +38,11 @@ type Node struct {
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
-	trans   *raft.NetworkTransport
+	trans   transport
 	addrs   *addressBook
 	peers   *peerClients
 	forward *forwarder
+	groups  *groupOwner // subscription groups this node owns as leader
 	notify  chan bool
 
 	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
@@ -50,7 +51,7 @@ type Node struct {
 	inflight    inflight      // leader proposals, for the watchdog
 	alarm       diskAlarm     // the leader's disk-space refusal
 
-	proposedGlobal proposedGlobal // MutantGlobalPosAtPropose only
+	hooks hooks // nil unless a mutant is on (hooks.go)
 
 	closeOnce sync.Once
 	life      context.Context    // ends at shutdown; bounds work no single caller owns
@@ -88,8 +89,10 @@ func Open(cfg Config) (*Node, error) {
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
 	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
+	n.groups = newGroupOwner(n)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
+	n.installMutant()
 	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
 	n.remoteIndex = newIndexBatcher(n.life, n.remoteReadIndex, cfg.ReadWait, observeReads)
 	if err := n.open(); err != nil {
@@ -303,6 +306,8 @@ func (n *Node) leaderLoop() {
 		case isLeader := <-n.notify:
 			if isLeader {
 				n.onLeader()
+			} else {
+				n.groups.stopAll(errNotLeader)
 			}
 		}
 	}
@@ -376,7 +381,7 @@ func (n *Node) voters() int {
 
 func (n *Node) closeResources() error {
 	var errs []error
-	if n.trans != nil {
+	if n.trans.NetworkTransport != nil {
 		errs = append(errs, n.trans.Close())
 	}
 	if n.stable != nil {

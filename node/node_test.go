@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -132,13 +133,13 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 		}(w)
 	}
 	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	waitFor(t, waitTimeout, "200 acknowledged writes", func() bool { return countAcked() >= 200 })
+	testutil.Eventually(t, waitTimeout, "200 acknowledged writes", func() bool { return countAcked() >= 200 })
 	old := c.leader()
 	mu.Lock()
 	old.stop(false) // killed mid-load: no leadership transfer
 	mu.Unlock()
 	before := countAcked()
-	waitFor(t, waitTimeout, "200 more acknowledged writes after the failover", func() bool { return countAcked() >= before+200 })
+	testutil.Eventually(t, waitTimeout, "200 more acknowledged writes after the failover", func() bool { return countAcked() >= before+200 })
 	close(stop)
 	wg.Wait()
 
@@ -244,7 +245,7 @@ func testRestartSkipsApplied(t *testing.T, mod func(*Config)) {
 	writeN(t, l.Node, "app", 300)
 	c.waitConverged()
 	for _, tn := range []*tnode{c.followers()[0], c.leader()} {
-		waitFor(t, waitTimeout, "a snapshot (durable floor) on the node", func() bool {
+		testutil.Eventually(t, waitTimeout, "a snapshot (durable floor) on the node", func() bool {
 			floor, _ := tn.Store().Floor()
 			return floor.Index > 100
 		})
@@ -284,13 +285,13 @@ func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
 	}
 	writeN(t, c.leader().Node, "app", 100)
 	l := c.leader()
-	waitFor(t, waitTimeout, "the leader to compact its log", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})
 	f.start(false)
 	c.waitConverged()
-	waitFor(t, waitTimeout, "the wiped follower to record an installed snapshot", func() bool {
+	testutil.Eventually(t, waitTimeout, "the wiped follower to record an installed snapshot", func() bool {
 		snap := f.Raft().Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
@@ -309,7 +310,7 @@ func TestRefuseStartWhenStateOlderThanLog(t *testing.T) {
 	writeN(t, c.leader().Node, "app", 200)
 	c.waitConverged()
 	f := c.followers()[0]
-	waitFor(t, waitTimeout, "the follower to compact its log", func() bool {
+	testutil.Eventually(t, waitTimeout, "the follower to compact its log", func() bool {
 		first, _ := f.logs.FirstIndex()
 		return first > 10
 	})
@@ -463,7 +464,7 @@ func TestLocalReadStaleness(t *testing.T) {
 		return v, err
 	}
 	bound := 300 * time.Millisecond
-	waitFor(t, waitTimeout, "the isolated follower's bounded local read to fail as stale", func() bool {
+	testutil.Eventually(t, waitTimeout, "the isolated follower's bounded local read to fail as stale", func() bool {
 		_, err := read(f.Node, ReadOptions{Consistency: Local, MaxStaleness: bound})
 		return errors.Is(err, ErrStale)
 	})
@@ -507,7 +508,7 @@ func TestNoLeaderFailsUnavailable(t *testing.T) {
 			tn.stop(false)
 		}
 	}
-	waitFor(t, waitTimeout, "the survivor to lose its leader", func() bool { id, _ := survivor.Leader(); return id == "" })
+	testutil.Eventually(t, waitTimeout, "the survivor to lose its leader", func() bool { id, _ := survivor.Leader(); return id == "" })
 	if _, err := appendOne(ctxT(t), survivor.Node, "app", "s-1", ""); !errors.Is(err, ErrNoLeader) {
 		t.Fatalf("append without a quorum: %v", err)
 	}

@@ -322,6 +322,12 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Expiry{Expiry: &peerv1.ExpiryResult{
 			Namespace: r.Namespace, MessagesDeleted: r.MessagesDeleted, Streams: r.Streams, More: r.More,
 		}}}, nil
+	case *fsm.GroupResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Group{Group: &peerv1.GroupResult{Namespace: r.Namespace, Group: r.Group}}}, nil
+	case *fsm.ParkedChangeResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_ParkedChange{ParkedChange: &peerv1.ParkedChangeResult{
+			Namespace: r.Namespace, Group: r.Group, Changed: r.Changed, Parked: r.Parked,
+		}}}, nil
 	}
 	return nil, fmt.Errorf("node: cannot encode result %T", res)
 }
@@ -361,8 +367,14 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_NOT_FOUND, Message: err.Error()}, true
 	case errors.Is(err, fsm.ErrStreamDeleted):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_STREAM_DELETED, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrGroupNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_GROUP_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrGroupExists):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_GROUP_EXISTS, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrParkedNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_PARKED_NOT_FOUND, Message: err.Error()}, true
 	}
-	return nil, false
+	return groupRejectionOf(err)
 }
 
 // decodeResult is the inverse of encodeResult.
@@ -402,6 +414,11 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_Expiry:
 		e := r.Expiry
 		return &fsm.ExpiryResult{Namespace: e.Namespace, MessagesDeleted: e.MessagesDeleted, Streams: e.Streams, More: e.More, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Group:
+		return &fsm.GroupResult{Namespace: r.Group.Namespace, Group: r.Group.Group, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_ParkedChange:
+		c := r.ParkedChange
+		return &fsm.ParkedChangeResult{Namespace: c.Namespace, Group: c.Group, Changed: c.Changed, Parked: c.Parked, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
@@ -435,6 +452,9 @@ func errorOf(r *peerv1.Rejection) error {
 		return fmt.Errorf("%w: %s", fsm.ErrStreamNotFound, strings.TrimPrefix(r.Message, fsm.ErrStreamNotFound.Error()+": "))
 	case peerv1.Reason_REASON_STREAM_DELETED:
 		return fmt.Errorf("%w: %s", fsm.ErrStreamDeleted, strings.TrimPrefix(r.Message, fsm.ErrStreamDeleted.Error()+": "))
+	case peerv1.Reason_REASON_GROUP_NOT_FOUND, peerv1.Reason_REASON_GROUP_EXISTS, peerv1.Reason_REASON_PARKED_NOT_FOUND,
+		peerv1.Reason_REASON_NOT_IN_FLIGHT, peerv1.Reason_REASON_TOO_MANY_CONSUMERS:
+		return groupErrorOf(r)
 	}
 	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }

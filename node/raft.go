@@ -33,13 +33,14 @@ func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 	return c
 }
 
-// openTransport starts the Raft TCP transport.
-func openTransport(cfg Config, addrs *addressBook) (*raft.NetworkTransport, error) {
+// openTransport starts the Raft TCP transport (see transport for the
+// heartbeat fast path it leaves out).
+func openTransport(cfg Config, addrs *addressBook) (transport, error) {
 	var advertise net.Addr
 	if cfg.RaftAdvertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 		if err != nil {
-			return nil, fmt.Errorf("node: raft advertise address %q: %w", cfg.RaftAdvertise, err)
+			return transport{}, fmt.Errorf("node: raft advertise address %q: %w", cfg.RaftAdvertise, err)
 		}
 		advertise = a
 	}
@@ -53,24 +54,24 @@ func openTransport(cfg Config, addrs *addressBook) (*raft.NetworkTransport, erro
 	if cfg.TLS != nil {
 		layer, err := newTLSStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS)
 		if err != nil {
-			return nil, err
+			return transport{}, err
 		}
 		tc.Stream = layer
-		return raft.NewNetworkTransportWithConfig(tc), nil
+		return transport{raft.NewNetworkTransportWithConfig(tc)}, nil
 	}
 	if len(cfg.DialMap) > 0 {
 		layer, err := newMappedStreamLayer(cfg.RaftAddr, advertise, cfg.DialMap)
 		if err != nil {
-			return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
+			return transport{}, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
 		}
 		tc.Stream = layer
-		return raft.NewNetworkTransportWithConfig(tc), nil
+		return transport{raft.NewNetworkTransportWithConfig(tc)}, nil
 	}
 	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tc)
 	if err != nil {
-		return nil, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
+		return transport{}, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	return t, nil
+	return transport{t}, nil
 }
 
 // addressBook maps server ids to their current Raft address (fed by

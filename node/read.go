@@ -58,17 +58,14 @@ func (n *Node) Read(ctx context.Context, ns string, opts ReadOptions, fn func(*f
 func (n *Node) ReadBarrier(ctx context.Context, opts ReadOptions) error {
 	start := time.Now()
 	defer func() { n.m.readWait.Observe(time.Since(start).Seconds()) }()
+	if n.hooks.skipReadBarrier != nil && n.hooks.skipReadBarrier(opts.Consistency) {
+		return nil
+	}
 	switch opts.Consistency {
 	case Linearizable:
-		if n.mutant(MutantStaleLinearizable) {
-			return nil
-		}
 		_, err := n.LinearizableIndex(ctx)
 		return err
 	case Session:
-		if n.mutant(MutantRYWNoWait) {
-			return nil
-		}
 		ctx, cancel := n.readContext(ctx)
 		defer cancel()
 		if err := n.waitApplied(ctx, opts.MinIndex); err != nil {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // Every answer comes from a fetch that started after the request: the
@@ -60,14 +62,14 @@ func TestIndexBatcherCoalescesWaiters(t *testing.T) {
 
 	first := make(chan uint64, 1)
 	go func() { idx, _ := b.get(context.Background()); first <- idx }()
-	waitFor(t, 5*time.Second, "the first fetch", func() bool { return fetches.Load() == 1 })
+	testutil.Eventually(t, 5*time.Second, "the first fetch", func() bool { return fetches.Load() == 1 })
 
 	const n = 40
 	got := make(chan uint64, n)
 	for i := 0; i < n; i++ {
 		go func() { idx, _ := b.get(context.Background()); got <- idx }()
 	}
-	waitFor(t, 5*time.Second, "every request to wait for the next fetch", func() bool {
+	testutil.Eventually(t, 5*time.Second, "every request to wait for the next fetch", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.next != nil && b.next.waiters == n

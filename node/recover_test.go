@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestRecoverFromPeersFile: a 3-node cluster loses two nodes for good; the
@@ -36,7 +38,7 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	os.WriteFile(peers, []byte(fmt.Sprintf(`[{"id":%q,"address":%q,"non_voter":false}]`, idOf(t, survivor.dir), survivor.proxy.addr())), 0o644)
 
 	survivor.start(false)
-	waitFor(t, waitTimeout, "the survivor to lead alone", survivor.IsLeader)
+	testutil.Eventually(t, waitTimeout, "the survivor to lead alone", survivor.IsLeader)
 	if _, err := os.Stat(peers); !os.IsNotExist(err) {
 		t.Fatalf("peers file still there after recovery: %v", err)
 	}
@@ -55,7 +57,7 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	}
 	survivor.stop(true)
 	survivor.start(false)
-	waitFor(t, waitTimeout, "the survivor to lead again", survivor.IsLeader)
+	testutil.Eventually(t, waitTimeout, "the survivor to lead again", survivor.IsLeader)
 	if got := readAll(t, survivor.Node, "ns", ReadOptions{}); len(got) != 51 {
 		t.Fatalf("after restart: %d messages, want 51", len(got))
 	}

@@ -74,7 +74,7 @@ func (n *Node) expiryLoop() {
 // follower never forwards one (the leader runs its own loop).
 func (n *Node) expireLocal(ctx context.Context, namespace string) (*fsm.ExpiryResult, error) {
 	res, err := n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
-		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch, MutantOneTooMany: n.mutant(MutantExpireOneTooMany), MutantAgeEarly: n.mutant(MutantExpireAgeEarly),
+		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch,
 	}}})
 	if err != nil {
 		return nil, err

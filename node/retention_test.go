@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -61,7 +62,7 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 		}
 	}
 	writeN(t, l.Node, "app", 10) // two more each: still capped at 4
-	waitFor(t, waitTimeout, "the leader to expire old-1 and cap s-*", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to expire old-1 and cap s-*", func() bool {
 		if streamCount(t, l.Node, "app", "old-1") != 0 {
 			return false
 		}
@@ -114,7 +115,7 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 	}
 	writeOther(t, c.leader().Node, 50)
 	l = c.leader()
-	waitFor(t, waitTimeout, "the leader to compact its log", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})
@@ -160,7 +161,7 @@ func TestRetentionReplayFromLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeN(t, l.Node, "app", 40)
-	waitFor(t, waitTimeout, "the leader to age out every s-* message", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to age out every s-* message", func() bool {
 		return stateOf(t, l.Node, "app").Stats.MessageCount == 0
 	})
 	if _, err := l.SetRetentionPolicy(ctxT(t), retentionPolicy("app", fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY, "s", 0, 0)); err != nil {

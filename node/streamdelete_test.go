@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -96,7 +97,7 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 	}
 	writeOther(t, c.leader().Node, 50)
 	l = c.leader()
-	waitFor(t, waitTimeout, "the leader to compact its log", func() bool {
+	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})

@@ -38,19 +38,12 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 		}
 		if lid, _ := n.Leader(); lid != "" && lid != n.id {
 			if addr, ok := n.store.NodeAddr(lid); ok {
-				start := time.Now()
-				var res any
-				var err error
-				if n.mutant(MutantForwardRetry) {
-					fctx, cancel := context.WithTimeout(ctx, forwardRetryTimeout)
-					res, err = n.peers.apply(fctx, addr, cmd)
-					cancel()
-					if errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
-						err = errNotSent
-					}
-				} else {
-					res, err = n.forward.apply(ctx, addr, cmd)
+				forward := n.forward.apply
+				if n.hooks.forward != nil {
+					forward = n.hooks.forward
 				}
+				start := time.Now()
+				res, err := forward(ctx, addr, cmd)
 				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
 					n.m.forwardLatency.Observe(time.Since(start).Seconds())
 					return res, err
@@ -79,19 +72,14 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
 		return nil, err // nothing proposed
 	}
-	if n.mutant(MutantCASOutsideFSM) {
-		if err := n.casOutsideFSM(cmd); err != nil {
-			return nil, err
-		}
-	}
-	if n.mutant(MutantDedupeAtPropose) {
-		if res, ok := n.dedupeAtPropose(cmd); ok {
-			return res, nil
-		}
-	}
 	stamp(cmd, time.Now())
-	if n.mutant(MutantGlobalPosAtPropose) {
-		n.proposedGlobal.stamp(n, cmd)
+	var ext []byte
+	if n.hooks.propose != nil {
+		res, done, x, err := n.hooks.propose(cmd)
+		if err != nil || done {
+			return res, err
+		}
+		ext = x
 	}
 	data, err := fsm.EncodeCommand(cmd)
 	if err != nil {
@@ -100,9 +88,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	start := time.Now()
 	done := n.inflight.add(start)
 	defer done()
-	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	if n.mutant(MutantAckBeforeCommit) {
-		if res, ok := n.ackBeforeCommit(cmd); ok {
+	f := n.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, n.cfg.ApplyTimeout)
+	if n.hooks.proposed != nil {
+		if res, ok := n.hooks.proposed(cmd); ok {
 			return res, nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/skalddb/skald/internal/testutil"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -15,7 +16,7 @@ func TestTransferLeadershipNamesNewLeader(t *testing.T) {
 	servers, _ := clusterOfThree(t)
 	leader := func() *server {
 		var l *server
-		waitFor(t, "one leader", func() bool {
+		testutil.Eventually(t, waitTimeout, "one leader", func() bool {
 			for _, s := range servers {
 				if s.n.IsLeader() {
 					l = s
@@ -66,7 +67,7 @@ func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
 	}
 	before := map[string]uint64{}
 	for _, s := range servers {
-		waitFor(t, "a state change applied", func() bool { return s.n.AppliedIndex() > 0 })
+		testutil.Eventually(t, waitTimeout, "a state change applied", func() bool { return s.n.AppliedIndex() > 0 })
 		before[s.n.ID()] = s.n.AppliedIndex()
 	}
 	byID := map[string]*server{}
@@ -77,7 +78,7 @@ func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
 	// (unknown); on a loaded machine that can happen, so ask again until
 	// every server answered. What a server reports must lie between the
 	// values read before and after the call: its applied index only grows.
-	waitFor(t, "every applied index reported", func() bool {
+	testutil.Eventually(t, waitTimeout, "every applied index reported", func() bool {
 		st, err := newClients(f, protocols[0], adminToken).cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -284,7 +285,7 @@ func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
 // moment /readyz first says yes.
 func TestReadyNeedsAdminNamespace(t *testing.T) {
 	s := startServer(t, true)
-	waitFor(t, "leadership", s.n.IsLeader)
+	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
 	ready := func() (int, string) {
 		resp, err := http.Get("http://" + s.addr + "/readyz")
 		if err != nil {
@@ -368,7 +369,7 @@ func TestStorageFullErrors(t *testing.T) {
 // and from nowhere else.
 func TestCORSMembers(t *testing.T) {
 	s := single(t)
-	waitFor(t, "the node's API address", func() bool { _, ok := s.n.Store().NodeAddr(s.n.ID()); return ok })
+	testutil.Eventually(t, waitTimeout, "the node's API address", func() bool { _, ok := s.n.Store().NodeAddr(s.n.ID()); return ok })
 	preflight := func(origin string) string {
 		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, "http://"+s.addr+"/skald.v1.Cluster/Status", nil)
 		req.Header.Set("Origin", origin)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -99,6 +100,19 @@ var errorTable = []func(error) (reply, bool){
 		message: "stream not found: it never had a message"}),
 	sentinel(fsm.ErrStreamDeleted, reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusGone, evCode: "STREAM_DELETED",
 		message: "the stream was hard-deleted: it accepts no more writes"}),
+	typed(func(e *node.NotInFlightError) reply {
+		return reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusConflict, evCode: "NOT_IN_FLIGHT",
+			message:   fmt.Sprintf("not in flight in the group (unknown, already settled, or delivered before a leader change and due again): %s", strings.Join(e.IDs, ", ")),
+			evDetails: map[string]any{"ids": e.IDs}}
+	}),
+	sentinel(fsm.ErrGroupNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "GROUP_NOT_FOUND",
+		message: "subscription group not found"}),
+	sentinel(fsm.ErrGroupExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "GROUP_EXISTS",
+		message: "subscription group already exists"}),
+	sentinel(fsm.ErrParkedNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "PARKED_NOT_FOUND",
+		message: "the group has not parked a message at that global position"}),
+	sentinel(node.ErrTooManyConsumers, reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "TOO_MANY_CONSUMERS",
+		message: "the group has as many consumers as its max_consumers allows"}),
 	// Not verdicts: the message is the error's own text.
 	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),

@@ -159,6 +159,22 @@ func TestErrorTable(t *testing.T) {
 		{name: "stream_deleted", err: fsm.ErrStreamDeleted, own: want{
 			connectReply{code: connect.CodeFailedPrecondition, message: "the stream was hard-deleted: it accepts no more writes"},
 			&evError{status: http.StatusGone, code: "STREAM_DELETED", message: "the stream was hard-deleted: it accepts no more writes"}}},
+		{name: "group_not_found", err: fmt.Errorf("%w: %q", fsm.ErrGroupNotFound, "g"), own: want{
+			connectReply{code: connect.CodeNotFound, message: "subscription group not found"},
+			&evError{status: http.StatusNotFound, code: "GROUP_NOT_FOUND", message: "subscription group not found"}}},
+		{name: "group_exists", err: fsm.ErrGroupExists, own: want{
+			connectReply{code: connect.CodeAlreadyExists, message: "subscription group already exists"},
+			&evError{status: http.StatusConflict, code: "GROUP_EXISTS", message: "subscription group already exists"}}},
+		{name: "parked_not_found", err: fsm.ErrParkedNotFound, own: want{
+			connectReply{code: connect.CodeNotFound, message: "the group has not parked a message at that global position"},
+			&evError{status: http.StatusNotFound, code: "PARKED_NOT_FOUND", message: "the group has not parked a message at that global position"}}},
+		{name: "not_in_flight", err: &node.NotInFlightError{IDs: []string{"a", "b"}}, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b"},
+			&evError{status: http.StatusConflict, code: "NOT_IN_FLIGHT", message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b",
+				details: map[string]any{"ids": []string{"a", "b"}}}}},
+		{name: "too_many_consumers", err: node.ErrTooManyConsumers, own: want{
+			connectReply{code: connect.CodeResourceExhausted, message: "the group has as many consumers as its max_consumers allows"},
+			&evError{status: http.StatusTooManyRequests, code: "TOO_MANY_CONSUMERS", message: "the group has as many consumers as its max_consumers allows"}}},
 		{name: "deadline", err: context.DeadlineExceeded, own: want{
 			connectReply{code: connect.CodeDeadlineExceeded, message: "context deadline exceeded"},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "context deadline exceeded"}}},

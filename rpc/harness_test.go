@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
@@ -62,17 +63,6 @@ func startServerWith(t testing.TB, bootstrap bool, opts Options) *server {
 	return &server{n: n, addr: ln.Addr().String()}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // createAdmin creates the default namespace with adminToken.
 func createAdmin(t testing.TB, n *node.Node) {
 	t.Helper()
@@ -90,7 +80,7 @@ func single(t testing.TB) *server {
 
 func singleWith(t testing.TB, opts Options) *server {
 	s := startServerWith(t, true, opts)
-	waitFor(t, "leadership", s.n.IsLeader)
+	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
 	createAdmin(t, s.n)
 	return s
 }
@@ -110,7 +100,7 @@ func followerOfThree(t testing.TB) *server {
 // returns its servers and the leader; every follower knows the leader.
 func clusterOfThree(t testing.TB) ([]*server, *server) {
 	servers := []*server{startServer(t, true), startServer(t, false), startServer(t, false)}
-	waitFor(t, "leadership", servers[0].n.IsLeader)
+	testutil.Eventually(t, waitTimeout, "leadership", servers[0].n.IsLeader)
 	leader := func() *server {
 		for _, s := range servers {
 			if s.n.IsLeader() {
@@ -121,7 +111,7 @@ func clusterOfThree(t testing.TB) ([]*server, *server) {
 	}
 	for _, s := range servers[1:] {
 		// Whoever leads adds it: under load a young leader can step down.
-		waitFor(t, "adding a voter", func() bool {
+		testutil.Eventually(t, waitTimeout, "adding a voter", func() bool {
 			l := leader()
 			if l == nil {
 				return false
@@ -132,11 +122,11 @@ func clusterOfThree(t testing.TB) ([]*server, *server) {
 		})
 	}
 	var l *server
-	waitFor(t, "a leader", func() bool { l = leader(); return l != nil })
+	testutil.Eventually(t, waitTimeout, "a leader", func() bool { l = leader(); return l != nil })
 	createAdmin(t, l.n)
 	for _, f := range servers {
 		if f != l {
-			waitFor(t, "the follower to know the leader", func() bool { id, _ := f.n.Leader(); return id == l.n.ID() })
+			testutil.Eventually(t, waitTimeout, "the follower to know the leader", func() bool { id, _ := f.n.Leader(); return id == l.n.ID() })
 		}
 	}
 	return servers, l
@@ -171,6 +161,7 @@ type clients struct {
 	events     skaldv1connect.EventStoreClient
 	namespaces skaldv1connect.NamespacesClient
 	cluster    skaldv1connect.ClusterClient
+	subs       skaldv1connect.SubscriptionsClient
 }
 
 func newClients(s *server, p protocol, token string) clients {
@@ -180,6 +171,7 @@ func newClients(s *server, p protocol, token string) clients {
 		events:     skaldv1connect.NewEventStoreClient(hc, url, opts...),
 		namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 		cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
+		subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
 	}
 }
 

@@ -30,6 +30,7 @@ type Backend interface {
 	events
 	tenants
 	members
+	groups
 	LinearizableIndex(ctx context.Context) (uint64, error)
 	PeerHandler() (string, http.Handler)
 	Backup(ctx context.Context, w io.Writer, start func(size int64, meta fsm.SnapshotMeta)) (fsm.SnapshotMeta, error)
@@ -107,9 +108,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleService(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
 	handleService(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
 	handleService(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleService(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 	handleService(b.PeerHandler())
 
-	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName}
+	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))

@@ -49,8 +49,9 @@ wait "$bench" || { cat "$tmp/bench.err"; exit 1; }
 
 # The leader at the end of the run (a leader change during it would mix roles: check the log).
 status=$("$tmp/skald" cluster status --addr "127.0.0.1:$PORT" -o json)
-leader=$(echo "$status" | grep -o '"leaderId":"[^"]*"' | cut -d'"' -f4)
-raft=$(echo "$status" | grep -o "\"id\":\"$leader\",\"name\":\"[^\"]*\",\"raftAddress\":\"[^\"]*\"" | sed 's/.*"raftAddress":"//; s/"$//')
+# protojson puts a space after some commas and not after others: match both.
+leader=$(echo "$status" | grep -o '"leaderId": *"[^"]*"' | cut -d'"' -f4)
+raft=$(echo "$status" | grep -o "\"id\": *\"$leader\", *\"name\": *\"[^\"]*\", *\"raftAddress\": *\"[^\"]*\"" | sed 's/.*"raftAddress": *"//; s/"$//')
 lnode=$(((${raft##*:} - PORT - 1) / 10))
 followers=()
 for i in 0 1 2; do [ "$i" = "$lnode" ] || followers+=("$out/cpu-node$i.pprof"); done

@@ -24,6 +24,9 @@ Workloads:
   mixed          appends and stream reads, --read-ratio of them reads
   subscribe      end-to-end latency from an append on the first node to delivery on the last,
                  at --rate appends per second
+  consume        a persistent subscription group with --concurrency consumers over the targets:
+                 appends at --rate, each delivered and acknowledged; messages/s acknowledged and
+                 latency from the append's send to its ack's answer
 
 Targets (--target): which nodes receive the calls, through the Go client (package client).
   all, leader, followers   one client pinned to each chosen node (callers take turns): a node
@@ -54,7 +57,7 @@ type benchConfig struct {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := newClientFlagSet("bench", benchUsage, stderr)
-	workload := fs.String("workload", "append", "append, evdb-append, append-batch, read-stream, read-category, mixed or subscribe")
+	workload := fs.String("workload", "append", "append, evdb-append, append-batch, read-stream, read-category, mixed, subscribe or consume")
 	concurrency := fs.Int("concurrency", 16, "concurrent callers")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
 	batch := fs.Int("batch", 100, "messages per call (append-batch)")
@@ -62,7 +65,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	streams := fs.Int("streams", 1000, "streams to spread writes and reads over")
 	consistency := fs.String("consistency", "linearizable", "reads: linearizable, session or local")
 	readRatio := fs.Float64("read-ratio", 0.5, "share of reads (mixed)")
-	rate := fs.Int("rate", 1000, "appends per second (subscribe)")
+	rate := fs.Int("rate", 1000, "appends per second (subscribe, consume)")
 	target := fs.String("target", "all", "which of --addr to call: all, leader or followers (from Cluster.Status), each pinned; or cluster (one cluster-aware client)")
 	http2 := fs.Bool("http2", false, "call over HTTP/2 (one multiplexed connection per node; more server CPU per request) instead of one HTTP/1.1 connection per caller")
 	plot := fs.String("plot", "", "also write throughput and latency per second to this HTML file")

@@ -53,6 +53,9 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 	if c.workload == "subscribe" {
 		return c.subscribe(ctx, clients, stderr)
 	}
+	if c.workload == "consume" {
+		return c.consume(ctx, clients, stderr)
+	}
 	if c.workload == "read-stream" || c.workload == "read-category" || c.workload == "mixed" {
 		if err := c.fill(ctx, clients.of(0), stderr); err != nil {
 			return nil, err

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // These tests build the skald binary and run it as real processes: a
@@ -41,16 +43,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 type serverProc struct {
@@ -87,8 +79,8 @@ func (s *syncBuffer) String() string {
 func launch(t *testing.T, dataDir string, args func(httpAddr, raftAddr string) []string, ready func(*serverProc) bool) *serverProc {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
-		p := &serverProc{addr: freeAddr(t), dataDir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
-		p.cmd = exec.Command(binary, append([]string{"server", "--data-dir", dataDir}, args(p.addr, freeAddr(t))...)...)
+		p := &serverProc{addr: testutil.FreeAddr(t), dataDir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+		p.cmd = exec.Command(binary, append([]string{"server", "--data-dir", dataDir}, args(p.addr, testutil.FreeAddr(t))...)...)
 		p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -336,16 +328,14 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 	dir := t.TempDir()
 	p := startServer(t, dir)
 	var token string
-	deadline := time.Now().Add(30 * time.Second)
-	for token == "" {
-		if m := regexp.MustCompile(`Admin token \(shown only now; keep it\): (ns_ZGVmYXVsdA_[0-9a-f]{64})`).FindStringSubmatch(p.stdout.String()); m != nil {
+	tokenLine := regexp.MustCompile(`Admin token \(shown only now; keep it\): (ns_ZGVmYXVsdA_[0-9a-f]{64})`)
+	testutil.Until(t, 30*time.Second, "the admin token", func() (bool, string) {
+		if m := tokenLine.FindStringSubmatch(p.stdout.String()); m != nil {
 			token = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no admin token printed: %q %s", p.stdout, p.stderr)
-		} else {
-			time.Sleep(50 * time.Millisecond)
+			return true, ""
 		}
-	}
+		return false, fmt.Sprintf("%q %s", p.stdout, p.stderr)
+	})
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + token}
 	if _, errOut, code := runCLI(t, env, "append", "s-1", "T", `{"k":1}`); code != 0 {
 		t.Fatalf("append: %d %s", code, errOut)
@@ -364,19 +354,15 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 	// Restart on the same data: no new token, the old one and the data stay.
 	q := startServer(t, dir)
 	env[0] = "SKALD_ADDR=" + q.addr
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		out, _, code := runCLI(t, env, "read", "s-1", "-o", "json")
-		if code == 0 {
-			if !strings.Contains(out, `"data":{"k":1}`) {
-				t.Fatalf("after restart: %s", out)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read after restart: exit %d", code)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var out string
+	testutil.Until(t, 30*time.Second, "a read after the restart", func() (bool, string) {
+		var errOut string
+		var code int
+		out, errOut, code = runCLI(t, env, "read", "s-1", "-o", "json")
+		return code == 0, fmt.Sprintf("exit %d: %s", code, errOut)
+	})
+	if !strings.Contains(out, `"data":{"k":1}`) {
+		t.Fatalf("after restart: %s", out)
 	}
 	if strings.Contains(q.stdout.String(), "Admin token") {
 		t.Fatal("a restart printed a new admin token")
@@ -477,13 +463,9 @@ func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 			t.Error("dev did not stop on interrupt")
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "cluster ready") {
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ready: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Until(t, 60*time.Second, "cluster ready", func() (bool, string) {
+		return strings.Contains(out.String(), "cluster ready"), out.String()
+	})
 	return out
 }
 
@@ -512,17 +494,7 @@ func TestDevCluster(t *testing.T) {
 	// settling: an election, the admin namespace, API addresses).
 	eventually := func(what string, check func() (bool, string)) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			ok, detail := check()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s", what, detail)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testutil.Until(t, 30*time.Second, what, check)
 	}
 	var st struct {
 		LeaderID string `json:"leaderId"`
@@ -554,9 +526,8 @@ func TestDevCluster(t *testing.T) {
 		return code == 0 && strings.Contains(out, `"data":{"x":1}`), out + errOut
 	})
 	// The leader reports every server healthy, as autopilot judges it.
-	deadline := time.Now().Add(30 * time.Second)
-	for healthy := false; !healthy; {
-		for i := 0; i < 3 && !healthy; i++ {
+	eventually("the leader to report all three servers healthy", func() (bool, string) {
+		for i := 0; i < 3; i++ {
 			out, _, _ := runCLI(t, node(i), "cluster", "status", "-o", "json")
 			var s struct {
 				NodeID   string `json:"nodeId"`
@@ -566,16 +537,11 @@ func TestDevCluster(t *testing.T) {
 				} `json:"servers"`
 			}
 			if json.Unmarshal([]byte(out), &s) == nil && s.NodeID == s.LeaderID && len(s.Servers) == 3 {
-				healthy = s.Servers[0].Healthy && s.Servers[1].Healthy && s.Servers[2].Healthy
+				return s.Servers[0].Healthy && s.Servers[1].Healthy && s.Servers[2].Healthy, out
 			}
 		}
-		if !healthy && time.Now().After(deadline) {
-			t.Fatal("the leader never reported all three servers healthy")
-		}
-		if !healthy {
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+		return false, "no node reports itself leader of three"
+	})
 	// A follower knows only its own last contact with the leader: -o json
 	// prints the others' as null, as the API sends them.
 	followers := 0
@@ -602,25 +568,14 @@ func TestDevCluster(t *testing.T) {
 	if out, errOut, code := runCLI(t, node(2), "leave"); code != 0 || !strings.Contains(out, "left the cluster") {
 		t.Fatalf("leave: %d %s %s", code, out, errOut)
 	}
-	deadline = time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "node2 stopped") {
-		if time.Now().After(deadline) {
-			t.Fatalf("node2 did not stop after leaving: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	eventually("node2 to stop after leaving", func() (bool, string) {
+		return strings.Contains(out.String(), "node2 stopped"), out.String()
+	})
+	eventually("two servers after the leave", func() (bool, string) {
 		status, errOut, code = runCLI(t, node(0), "cluster", "status", "-o", "json")
 		st.Servers = nil
-		if code == 0 && json.Unmarshal([]byte(status), &st) == nil && len(st.Servers) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status after leave: %d %s %s", code, status, errOut)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return code == 0 && json.Unmarshal([]byte(status), &st) == nil && len(st.Servers) == 2, fmt.Sprintf("exit %d: %s %s", code, status, errOut)
+	})
 	if _, errOut, code := runCLI(t, node(1), "append", "a-1", "T", `{"x":2}`); code != 0 {
 		t.Fatalf("append after leave: %s", errOut)
 	}
@@ -673,11 +628,11 @@ func TestBackupRestoreCLI(t *testing.T) {
 	var q *serverProc
 	for attempt := 0; q == nil; attempt++ {
 		dir := filepath.Join(t.TempDir(), "restored")
-		raftAddr := freeAddr(t)
+		raftAddr := testutil.FreeAddr(t)
 		if out, errOut, code := runCLI(t, nil, "restore", "--from", file, "--data-dir", dir, "--raft-addr", raftAddr); code != 0 || !strings.Contains(out, "Restored Raft index") {
 			t.Fatalf("restore: %d %s %s", code, out, errOut)
 		}
-		p := &serverProc{addr: freeAddr(t), dataDir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
+		p := &serverProc{addr: testutil.FreeAddr(t), dataDir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan error, 1)}
 		p.cmd = exec.Command(binary, "server", "--data-dir", dir, "--http-addr", p.addr, "--raft-addr", raftAddr, "--log-level", "warn")
 		p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 		if err := p.cmd.Start(); err != nil {
@@ -712,7 +667,7 @@ func TestBackupRestoreCLI(t *testing.T) {
 	if out, errOut, code := runCLI(t, nil, "backup", "--data-dir", p.dataDir, "--out", offline); code != 0 || !strings.Contains(out, "Backed up") {
 		t.Fatalf("offline backup: %d %s %s", code, out, errOut)
 	}
-	if out, errOut, code := runCLI(t, nil, "restore", "--from", offline, "--data-dir", filepath.Join(t.TempDir(), "r2"), "--raft-addr", freeAddr(t)); code != 0 {
+	if out, errOut, code := runCLI(t, nil, "restore", "--from", offline, "--data-dir", filepath.Join(t.TempDir(), "r2"), "--raft-addr", testutil.FreeAddr(t)); code != 0 {
 		t.Fatalf("restore of the offline backup: %d %s %s", code, out, errOut)
 	}
 }

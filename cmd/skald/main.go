@@ -30,6 +30,8 @@ Usage:
                                 remove messages (see skald stream --help)
   skald retention set|list|clear
                                 retention policies: max-age, max-count (see skald retention --help)
+  skald sub create|list|info|update|delete|consume|parked|replay
+                                persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
                                 follow new messages until Ctrl-C
   skald cluster status|transfer-leadership|remove
@@ -138,6 +140,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStream(ctx, args[1:], stdout, stderr)
 	case "retention":
 		return runRetention(ctx, args[1:], stdout, stderr)
+	case "sub":
+		return runSub(ctx, args[1:], stdout, stderr)
 	case "tail":
 		return runTail(ctx, args[1:], stdout, stderr)
 	case "cluster":

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestReadyMeansAdminTokenWorks starts fresh servers again and again and
@@ -20,7 +22,7 @@ func TestReadyMeansAdminTokenWorks(t *testing.T) {
 		p := launch(t, t.TempDir(), func(httpAddr, raftAddr string) []string {
 			args := []string{"--http-addr", httpAddr, "--raft-addr", raftAddr, "--log-level", "warn", "--admin-token", testAdmin}
 			if clustered {
-				args = append(args, "--bootstrap-expect", "1", "--gossip-addr", freeAddr(t), "--gossip-key", key)
+				args = append(args, "--bootstrap-expect", "1", "--gossip-addr", testutil.FreeAddr(t), "--gossip-key", key)
 			}
 			return args
 		}, func(p *serverProc) bool {

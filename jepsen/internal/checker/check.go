@@ -78,9 +78,14 @@ type Stats struct {
 	Retried       int                             `json:"retried"`        // appends sent more than once (idempotent workload)
 	DuplicateAcks int                             `json:"duplicate_acks"` // acknowledgements of ids already written
 	LostUnacked   int                             `json:"indeterminate_absent"`
-	DurationSec   float64                         `json:"duration_sec"`
-	OKPerSec      float64                         `json:"ok_ops_per_sec"`
-	FaultOKPerSec float64                         `json:"ok_ops_per_sec_during_faults"`
+	// The consumers workload: deliveries, redeliveries (deliveries of an
+	// id after its first) and successful acks.
+	Deliveries    int     `json:"deliveries,omitempty"`
+	Redeliveries  int     `json:"redeliveries,omitempty"`
+	AcksOK        int     `json:"acks_ok,omitempty"`
+	DurationSec   float64 `json:"duration_sec"`
+	OKPerSec      float64 `json:"ok_ops_per_sec"`
+	FaultOKPerSec float64 `json:"ok_ops_per_sec_during_faults"`
 }
 
 // state is what every rule reads: the history indexed.
@@ -208,6 +213,9 @@ func Check(in Input, opts Options) Result {
 	set := rules
 	if s.indexRemovals() {
 		set = retentionRules
+	}
+	if s.hasDeliveries() {
+		set = append(set[:len(set):len(set)], rule{"consumers", checkConsumers})
 	}
 	for _, r := range set {
 		if r.run == nil {

@@ -411,6 +411,74 @@ func TestCheckRetention(t *testing.T) {
 	}
 }
 
+// consumed adds to good()'s history a group's deliveries and acks of the
+// acct messages a0, a1, b0 (global 1, 2, 3), each acked.
+func consumed(h *hist) {
+	deliver := func(proc int, e history.Event, at int64, attempt int32) {
+		h.op(proc, history.FDeliver, at, at, history.OK, history.Value{Group: "g", Stream: e.Stream, IDs: []string{e.ID}},
+			&history.Result{Pos: e.Pos, Global: e.Global, Attempt: attempt, Stream: e.Stream})
+	}
+	ack := func(proc int, id string, at int64, t history.Type) {
+		h.op(proc, history.FAck, at, at+1, t, history.Value{Group: "g", IDs: []string{id}}, nil)
+	}
+	deliver(100, a0, 300, 1)
+	ack(100, "a0", 301, history.OK)
+	deliver(101, b0, 302, 1)
+	ack(101, "b0", 303, history.Info) // maybe settled: enough
+	deliver(100, a1, 305, 1)
+	ack(100, "a1", 306, history.Fail)
+	deliver(101, a1, 310, 2) // redelivered after a leader change
+	ack(101, "a1", 311, history.OK)
+}
+
+func TestCheckConsumers(t *testing.T) {
+	cases := []struct {
+		name    string
+		mutate  func(h *hist)
+		want    any
+		anomaly string
+	}{
+		{name: "good", mutate: func(*hist) {}, want: true},
+		{name: "unacked", mutate: func(h *hist) {
+			// Drop the last ack of a1: its only other ack failed.
+			h.ops = h.ops[:len(h.ops)-2]
+		}, want: false, anomaly: "group-unacked"},
+		{name: "undelivered", mutate: func(h *hist) {
+			// Drop a1's deliveries and acks: skipped by the group.
+			h.ops = h.ops[:len(h.ops)-8]
+		}, want: false, anomaly: "group-undelivered"},
+		{name: "foreign", mutate: func(h *hist) {
+			h.op(102, history.FDeliver, 400, 400, history.OK, history.Value{Group: "g", Stream: "acct-9", IDs: []string{"zz"}},
+				&history.Result{Pos: 0, Global: 99, Attempt: 1, Stream: "acct-9"})
+		}, want: false, anomaly: "group-foreign"},
+		{name: "order", mutate: func(h *hist) {
+			// a1 (position 1) first delivered before a0 (position 0).
+			for i := range h.ops {
+				if h.ops[i].F == history.FDeliver && h.ops[i].Value.IDs[0] == "a1" && h.ops[i].Time == 305 {
+					h.ops[i].Time = 250
+				}
+			}
+		}, want: false, anomaly: "group-order"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, final := good()
+			consumed(h)
+			tc.mutate(h)
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": final, "n2": final}, Nodes: []string{"n1", "n2"}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v", res.Valid, tc.want, res.Anomalies, res.Examples)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
+			}
+			if tc.name == "good" && (res.Stats.Deliveries != 4 || res.Stats.Redeliveries != 1 || res.Checkers["consumers"] != "valid") {
+				t.Fatalf("stats %+v, checkers %v", res.Stats, res.Checkers)
+			}
+		})
+	}
+}
+
 // TestCheckMaxCount: the order category keeps 4 positions per stream;
 // order-1 got positions 0..11 acknowledged. Expiry may take up to 7, never
 // 8 or later while 11 is the last.

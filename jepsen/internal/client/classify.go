@@ -25,7 +25,7 @@ func Classify(f string, err error) history.Type {
 	if err == nil {
 		return history.OK
 	}
-	if !history.IsWrite(f) {
+	if !history.MayApply(f) {
 		return history.Fail
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {

@@ -25,6 +25,7 @@ import (
 type Client struct {
 	rec     *history.Recorder
 	nodes   map[string]skaldv1connect.EventStoreClient
+	groups  map[string]skaldv1connect.SubscriptionsClient
 	timeout time.Duration
 	seq     atomic.Uint64
 }
@@ -32,9 +33,10 @@ type Client struct {
 // New returns a client for nodes (name → base URL) that authenticates with
 // token and gives every call timeout.
 func New(rec *history.Recorder, nodes map[string]string, token string, timeout time.Duration) *Client {
-	c := &Client{rec: rec, nodes: map[string]skaldv1connect.EventStoreClient{}, timeout: timeout}
+	c := &Client{rec: rec, nodes: map[string]skaldv1connect.EventStoreClient{}, groups: map[string]skaldv1connect.SubscriptionsClient{}, timeout: timeout}
 	for name, url := range nodes {
 		c.nodes[name] = skaldv1connect.NewEventStoreClient(HTTPClient(), url, connect.WithInterceptors(Bearer(token)))
+		c.groups[name] = skaldv1connect.NewSubscriptionsClient(HTTPClient(), url, connect.WithInterceptors(Bearer(token)))
 	}
 	return c
 }

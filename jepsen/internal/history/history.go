@@ -42,11 +42,22 @@ const (
 	// to its watermark (the workload names positions the stream already
 	// has, so each removes exactly those).
 	FWatermark = "delete-by-watermark"
+	// Persistent subscriptions (the consumers workload): a delivery is
+	// recorded as an invocation and an ok completion when the consumer
+	// receives it (Value.Group, Value.IDs the message id, Result Pos,
+	// Global and Attempt); an ack is an ordinary call (Value.Group,
+	// Value.IDs).
+	FDeliver = "deliver"
+	FAck     = "ack"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
 // outcome unknown).
 func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete || f == FWatermark }
+
+// MayApply reports whether an error of f may leave its effect unknown: a
+// write, or an ack (an unanswered ack may have settled the message).
+func MayApply(f string) bool { return IsWrite(f) || f == FAck }
 
 // NemesisProcess is the process of nemesis lines.
 const NemesisProcess = -1
@@ -88,7 +99,8 @@ type Value struct {
 	// Watermarks of a delete-by-watermark: stream → last position removed.
 	Watermarks map[string]int64 `json:"watermarks,omitempty"`
 	// Hard: a delete-stream that leaves a tombstone (later appends fail).
-	Hard bool `json:"hard,omitempty"`
+	Hard  bool   `json:"hard,omitempty"`
+	Group string `json:"group,omitempty"` // subscription group of a delivery or ack
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.
@@ -104,6 +116,10 @@ type Result struct {
 	Events    []Event `json:"events,omitempty"`
 	// Deleted: a removal's count of messages it removed.
 	Deleted int64 `json:"deleted,omitempty"`
+	// Attempt: a delivery's number (1 the first time the owner hands it
+	// out).
+	Attempt int32  `json:"attempt,omitempty"`
+	Stream  string `json:"stream,omitempty"` // a delivery's stream
 }
 
 // Event is one message as a read (or the final log) saw it.

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -137,6 +138,13 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	for _, n := range c.Nodes {
 		names = append(names, n.Name)
 	}
+	var consumers *workload.Consumers
+	if o.Workload == "consumers" {
+		if consumers, err = workload.StartConsumers(ctx, cl, names, len(names)+1, o.Seed); err != nil {
+			return out, err
+		}
+		defer consumers.Stop()
+	}
 
 	rng := rand.New(rand.NewPCG(o.Seed, 0x6a6570))
 	nem := nemesis.New(c, rec, nemesis.Config{Faults: faults, Quiet: o.Quiet, Interval: o.Interval, Rng: rng, Logf: o.Logf})
@@ -199,6 +207,22 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 		}
 	}
 	final := finalReads(ctx, cl, rec, c, names, o, &run)
+	if consumers != nil {
+		// Every message of the group's category must be acknowledged:
+		// let the consumers finish (the checker judges what they missed).
+		var want []string
+		for _, evs := range final {
+			for _, e := range evs {
+				if strings.HasPrefix(e.Stream, workload.GroupCategory+"-") {
+					want = append(want, e.ID)
+				}
+			}
+			break
+		}
+		if missing := consumers.Drain(ctx, want, 60*time.Second); missing > 0 {
+			o.Logf("consumers: %d of %d messages not acknowledged after 60s", missing, len(want))
+		}
+	}
 	if err := rec.Flush(); err != nil {
 		return out, err
 	}

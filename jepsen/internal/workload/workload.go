@@ -40,7 +40,7 @@ const (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers"}
 
 // Config is one workload run.
 type Config struct {
@@ -56,7 +56,7 @@ type Config struct {
 func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	var mix []weighted
 	switch cfg.Name {
-	case "append":
+	case "append", "consumers": // consumers: the group's consumers run beside (consumers.go)
 		mix = []weighted{{70, opAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "cas":
 		mix = []weighted{{20, opVersion}, {70, opCASAppend}, {10, opReadStream}}

@@ -101,6 +101,12 @@ type Command struct {
 	//	*Command_DeleteByWatermark
 	//	*Command_SetRetentionPolicy
 	//	*Command_ExpireMessages
+	//	*Command_CreateGroup
+	//	*Command_UpdateGroup
+	//	*Command_DeleteGroup
+	//	*Command_GroupProgress
+	//	*Command_ReplayParked
+	//	*Command_DeleteParked
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -242,6 +248,60 @@ func (x *Command) GetExpireMessages() *ExpireMessages {
 	return nil
 }
 
+func (x *Command) GetCreateGroup() *CreateGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateGroup); ok {
+			return x.CreateGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUpdateGroup() *UpdateGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_UpdateGroup); ok {
+			return x.UpdateGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteGroup() *DeleteGroup {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetGroupProgress() *GroupProgress {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_GroupProgress); ok {
+			return x.GroupProgress
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReplayParked() *ReplayParked {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ReplayParked); ok {
+			return x.ReplayParked
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteParked() *DeleteParked {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteParked); ok {
+			return x.DeleteParked
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -290,6 +350,31 @@ type Command_ExpireMessages struct {
 	ExpireMessages *ExpireMessages `protobuf:"bytes,11,opt,name=expire_messages,json=expireMessages,proto3,oneof"`
 }
 
+type Command_CreateGroup struct {
+	// Subscription groups (group.proto).
+	CreateGroup *CreateGroup `protobuf:"bytes,14,opt,name=create_group,json=createGroup,proto3,oneof"`
+}
+
+type Command_UpdateGroup struct {
+	UpdateGroup *UpdateGroup `protobuf:"bytes,15,opt,name=update_group,json=updateGroup,proto3,oneof"`
+}
+
+type Command_DeleteGroup struct {
+	DeleteGroup *DeleteGroup `protobuf:"bytes,16,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
+type Command_GroupProgress struct {
+	GroupProgress *GroupProgress `protobuf:"bytes,17,opt,name=group_progress,json=groupProgress,proto3,oneof"`
+}
+
+type Command_ReplayParked struct {
+	ReplayParked *ReplayParked `protobuf:"bytes,18,opt,name=replay_parked,json=replayParked,proto3,oneof"`
+}
+
+type Command_DeleteParked struct {
+	DeleteParked *DeleteParked `protobuf:"bytes,19,opt,name=delete_parked,json=deleteParked,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -311,6 +396,18 @@ func (*Command_DeleteByWatermark) isCommand_Kind() {}
 func (*Command_SetRetentionPolicy) isCommand_Kind() {}
 
 func (*Command_ExpireMessages) isCommand_Kind() {}
+
+func (*Command_CreateGroup) isCommand_Kind() {}
+
+func (*Command_UpdateGroup) isCommand_Kind() {}
+
+func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_GroupProgress) isCommand_Kind() {}
+
+func (*Command_ReplayParked) isCommand_Kind() {}
+
+func (*Command_DeleteParked) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -458,19 +555,9 @@ type Append struct {
 	ExpectedVersion *int64        `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	Messages        []*NewMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// global-pos-at-propose mutant of node/mutant.go): the global position
-	// the leader chose at request time. Everyone else leaves it 0 and
-	// ignores it; global positions are assigned at apply.
-	ProposedGlobalPosition int64 `protobuf:"varint,6,opt,name=proposed_global_position,json=proposedGlobalPosition,proto3" json:"proposed_global_position,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// dedupe-at-propose mutant): the leader already decided the client ids
-	// are new, and apply records them without checking. Everyone else
-	// leaves it false and ignores it.
-	DedupeDecidedAtPropose bool `protobuf:"varint,7,opt,name=dedupe_decided_at_propose,json=dedupeDecidedAtPropose,proto3" json:"dedupe_decided_at_propose,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	TimeUnixNano  int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Append) Reset() {
@@ -536,20 +623,6 @@ func (x *Append) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
-}
-
-func (x *Append) GetProposedGlobalPosition() int64 {
-	if x != nil {
-		return x.ProposedGlobalPosition
-	}
-	return 0
-}
-
-func (x *Append) GetDedupeDecidedAtPropose() bool {
-	if x != nil {
-		return x.DedupeDecidedAtPropose
-	}
-	return false
 }
 
 // AppendMulti writes to several streams of one namespace, all or nothing:
@@ -1113,17 +1186,9 @@ type ExpireMessages struct {
 	// removed plus the queued streams its count pass visited reach this. An
 	// age walk stops there; a count removal takes one stream's excess whole
 	// (so one stream may carry it past). The rest wait for the next entry.
-	MaxMessages int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// expire-one-too-many mutant of node/mutant.go): expiry removes one
-	// position more than the limits allow. Everyone else leaves it false and
-	// ignores it.
-	MutantOneTooMany bool `protobuf:"varint,4,opt,name=mutant_one_too_many,json=mutantOneTooMany,proto3" json:"mutant_one_too_many,omitempty"`
-	// Set and read only by binaries built with -tags mutants (the
-	// expire-age-early mutant): age limits count as half as long.
-	MutantAgeEarly bool `protobuf:"varint,5,opt,name=mutant_age_early,json=mutantAgeEarly,proto3" json:"mutant_age_early,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	MaxMessages   int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExpireMessages) Reset() {
@@ -1175,20 +1240,6 @@ func (x *ExpireMessages) GetMaxMessages() int64 {
 		return x.MaxMessages
 	}
 	return 0
-}
-
-func (x *ExpireMessages) GetMutantOneTooMany() bool {
-	if x != nil {
-		return x.MutantOneTooMany
-	}
-	return false
-}
-
-func (x *ExpireMessages) GetMutantAgeEarly() bool {
-	if x != nil {
-		return x.MutantAgeEarly
-	}
-	return false
 }
 
 type StreamWatermark struct {
@@ -1468,7 +1519,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\"\x88\x06\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\"\x94\t\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1481,7 +1532,13 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermark\x12T\n" +
 	"\x14set_retention_policy\x18\n" +
 	" \x01(\v2 .skald.fsm.v1.SetRetentionPolicyH\x00R\x12setRetentionPolicy\x12G\n" +
-	"\x0fexpire_messages\x18\v \x01(\v2\x1c.skald.fsm.v1.ExpireMessagesH\x00R\x0eexpireMessagesB\x06\n" +
+	"\x0fexpire_messages\x18\v \x01(\v2\x1c.skald.fsm.v1.ExpireMessagesH\x00R\x0eexpireMessages\x12>\n" +
+	"\fcreate_group\x18\x0e \x01(\v2\x19.skald.fsm.v1.CreateGroupH\x00R\vcreateGroup\x12>\n" +
+	"\fupdate_group\x18\x0f \x01(\v2\x19.skald.fsm.v1.UpdateGroupH\x00R\vupdateGroup\x12>\n" +
+	"\fdelete_group\x18\x10 \x01(\v2\x19.skald.fsm.v1.DeleteGroupH\x00R\vdeleteGroup\x12D\n" +
+	"\x0egroup_progress\x18\x11 \x01(\v2\x1b.skald.fsm.v1.GroupProgressH\x00R\rgroupProgress\x12A\n" +
+	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
+	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParkedB\x06\n" +
 	"\x04kind\"\xc2\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -1492,16 +1549,14 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xd4\x02\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xa0\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x128\n" +
-	"\x18proposed_global_position\x18\x06 \x01(\x03R\x16proposedGlobalPosition\x129\n" +
-	"\x19dedupe_decided_at_propose\x18\a \x01(\bR\x16dedupeDecidedAtProposeB\x13\n" +
-	"\x11_expected_version\"\x87\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNanoB\x13\n" +
+	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\x87\x01\n" +
 	"\vAppendMulti\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
 	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
@@ -1542,13 +1597,11 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\tmax_count\x18\x04 \x01(\x03R\bmaxCount\"i\n" +
 	"\x12SetRetentionPolicy\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
-	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"\xd0\x01\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"w\n" +
 	"\x0eExpireMessages\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
-	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\x12-\n" +
-	"\x13mutant_one_too_many\x18\x04 \x01(\bR\x10mutantOneTooMany\x12(\n" +
-	"\x10mutant_age_early\x18\x05 \x01(\bR\x0emutantAgeEarly\"E\n" +
+	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\"E\n" +
 	"\x0fStreamWatermark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
@@ -1608,6 +1661,12 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Import)(nil),             // 15: skald.fsm.v1.Import
 	(*ImportedMessage)(nil),    // 16: skald.fsm.v1.ImportedMessage
 	(*SetNodeInfo)(nil),        // 17: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),        // 18: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 19: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 20: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 21: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 22: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 23: skald.fsm.v1.DeleteParked
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
@@ -1621,18 +1680,24 @@ var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	10, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
 	12, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
 	13, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
-	7,  // 11: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	6,  // 12: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	7,  // 13: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	14, // 14: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 15: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	11, // 16: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	16, // 17: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	19, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	20, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	21, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	22, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	23, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	7,  // 17: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	6,  // 18: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	7,  // 19: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	14, // 20: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 21: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	11, // 22: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	16, // 23: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1640,6 +1705,7 @@ func file_skald_fsm_v1_command_proto_init() {
 	if File_skald_fsm_v1_command_proto != nil {
 		return
 	}
+	file_skald_fsm_v1_group_proto_init()
 	file_skald_fsm_v1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
@@ -1652,6 +1718,12 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_DeleteByWatermark)(nil),
 		(*Command_SetRetentionPolicy)(nil),
 		(*Command_ExpireMessages)(nil),
+		(*Command_CreateGroup)(nil),
+		(*Command_UpdateGroup)(nil),
+		(*Command_DeleteGroup)(nil),
+		(*Command_GroupProgress)(nil),
+		(*Command_ReplayParked)(nil),
+		(*Command_DeleteParked)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}

@@ -98,6 +98,11 @@ const (
 	Reason_REASON_VERSION_CONFLICTS   Reason = 8
 	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
 	Reason_REASON_STREAM_DELETED      Reason = 10
+	Reason_REASON_GROUP_NOT_FOUND     Reason = 16
+	Reason_REASON_GROUP_EXISTS        Reason = 17
+	Reason_REASON_PARKED_NOT_FOUND    Reason = 18
+	Reason_REASON_NOT_IN_FLIGHT       Reason = 19
+	Reason_REASON_TOO_MANY_CONSUMERS  Reason = 20
 )
 
 // Enum value maps for Reason.
@@ -114,6 +119,11 @@ var (
 		8:  "REASON_VERSION_CONFLICTS",
 		9:  "REASON_STREAM_NOT_FOUND",
 		10: "REASON_STREAM_DELETED",
+		16: "REASON_GROUP_NOT_FOUND",
+		17: "REASON_GROUP_EXISTS",
+		18: "REASON_PARKED_NOT_FOUND",
+		19: "REASON_NOT_IN_FLIGHT",
+		20: "REASON_TOO_MANY_CONSUMERS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -127,6 +137,11 @@ var (
 		"REASON_VERSION_CONFLICTS":   8,
 		"REASON_STREAM_NOT_FOUND":    9,
 		"REASON_STREAM_DELETED":      10,
+		"REASON_GROUP_NOT_FOUND":     16,
+		"REASON_GROUP_EXISTS":        17,
+		"REASON_PARKED_NOT_FOUND":    18,
+		"REASON_NOT_IN_FLIGHT":       19,
+		"REASON_TOO_MANY_CONSUMERS":  20,
 	}
 )
 
@@ -157,6 +172,395 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
 }
 
+type GroupStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsRequest) Reset() {
+	*x = GroupStatsRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsRequest) ProtoMessage() {}
+
+func (x *GroupStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsRequest.ProtoReflect.Descriptor instead.
+func (*GroupStatsRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GroupStatsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupStatsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// GroupStatsResponse: active false when no consumer is attached.
+type GroupStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Active        bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	Consumers     int32                  `protobuf:"varint,2,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	InFlight      int64                  `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Lag           int64                  `protobuf:"varint,4,opt,name=lag,proto3" json:"lag,omitempty"`
+	Redeliveries  int64                  `protobuf:"varint,5,opt,name=redeliveries,proto3" json:"redeliveries,omitempty"`
+	Acked         int64                  `protobuf:"varint,6,opt,name=acked,proto3" json:"acked,omitempty"`
+	Parked        int64                  `protobuf:"varint,7,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatsResponse) Reset() {
+	*x = GroupStatsResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatsResponse) ProtoMessage() {}
+
+func (x *GroupStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatsResponse.ProtoReflect.Descriptor instead.
+func (*GroupStatsResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GroupStatsResponse) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *GroupStatsResponse) GetConsumers() int32 {
+	if x != nil {
+		return x.Consumers
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetRedeliveries() int64 {
+	if x != nil {
+		return x.Redeliveries
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetAcked() int64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *GroupStatsResponse) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
+type GroupConsumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Consumer      string                 `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupConsumeRequest) Reset() {
+	*x = GroupConsumeRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConsumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConsumeRequest) ProtoMessage() {}
+
+func (x *GroupConsumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConsumeRequest.ProtoReflect.Descriptor instead.
+func (*GroupConsumeRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GroupConsumeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupConsumeRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupConsumeRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// GroupConsumeResponse is one delivery (or, with no message, a heartbeat).
+type GroupConsumeResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	GlobalPosition int64                  `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
+	Message        *v1.StoredMessage      `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Delivery       int32                  `protobuf:"varint,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GroupConsumeResponse) Reset() {
+	*x = GroupConsumeResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupConsumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupConsumeResponse) ProtoMessage() {}
+
+func (x *GroupConsumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupConsumeResponse.ProtoReflect.Descriptor instead.
+func (*GroupConsumeResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupConsumeResponse) GetGlobalPosition() int64 {
+	if x != nil {
+		return x.GlobalPosition
+	}
+	return 0
+}
+
+func (x *GroupConsumeResponse) GetMessage() *v1.StoredMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *GroupConsumeResponse) GetDelivery() int32 {
+	if x != nil {
+		return x.Delivery
+	}
+	return 0
+}
+
+type GroupSettleRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Ids       []string               `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	// 0 ack, 1 retry, 2 park, 3 skip (node.SettleAction).
+	Action        int32  `protobuf:"varint,4,opt,name=action,proto3" json:"action,omitempty"`
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSettleRequest) Reset() {
+	*x = GroupSettleRequest{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSettleRequest) ProtoMessage() {}
+
+func (x *GroupSettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSettleRequest.ProtoReflect.Descriptor instead.
+func (*GroupSettleRequest) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GroupSettleRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupSettleRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupSettleRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *GroupSettleRequest) GetAction() int32 {
+	if x != nil {
+		return x.Action
+	}
+	return 0
+}
+
+func (x *GroupSettleRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GroupSettleResponse: on refusal, rejection says why (GROUP_NOT_FOUND,
+// NOT_IN_FLIGHT); nothing was settled.
+type GroupSettleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rejection     *Rejection             `protobuf:"bytes,1,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupSettleResponse) Reset() {
+	*x = GroupSettleResponse{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupSettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupSettleResponse) ProtoMessage() {}
+
+func (x *GroupSettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupSettleResponse.ProtoReflect.Descriptor instead.
+func (*GroupSettleResponse) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GroupSettleResponse) GetRejection() *Rejection {
+	if x != nil {
+		return x.Rejection
+	}
+	return nil
+}
+
 type ApplyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Command       *v1.Command            `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
@@ -166,7 +570,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +582,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +595,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ApplyRequest) GetCommand() *v1.Command {
@@ -218,6 +622,8 @@ type ApplyResponse struct {
 	//	*ApplyResponse_WatermarkDeletion
 	//	*ApplyResponse_RetentionPolicy
 	//	*ApplyResponse_Expiry
+	//	*ApplyResponse_Group
+	//	*ApplyResponse_ParkedChange
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -225,7 +631,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +643,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +656,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyResponse) GetIndex() uint64 {
@@ -366,6 +772,24 @@ func (x *ApplyResponse) GetExpiry() *ExpiryResult {
 	return nil
 }
 
+func (x *ApplyResponse) GetGroup() *GroupResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_Group); ok {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetParkedChange() *ParkedChangeResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_ParkedChange); ok {
+			return x.ParkedChange
+		}
+	}
+	return nil
+}
+
 type isApplyResponse_Result interface {
 	isApplyResponse_Result()
 }
@@ -416,6 +840,15 @@ type ApplyResponse_Expiry struct {
 	Expiry *ExpiryResult `protobuf:"bytes,12,opt,name=expiry,proto3,oneof"`
 }
 
+type ApplyResponse_Group struct {
+	// Subscription groups: the record after the change.
+	Group *GroupResult `protobuf:"bytes,15,opt,name=group,proto3,oneof"`
+}
+
+type ApplyResponse_ParkedChange struct {
+	ParkedChange *ParkedChangeResult `protobuf:"bytes,16,opt,name=parked_change,json=parkedChange,proto3,oneof"`
+}
+
 func (*ApplyResponse_Append) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Import) isApplyResponse_Result() {}
@@ -438,6 +871,10 @@ func (*ApplyResponse_RetentionPolicy) isApplyResponse_Result() {}
 
 func (*ApplyResponse_Expiry) isApplyResponse_Result() {}
 
+func (*ApplyResponse_Group) isApplyResponse_Result() {}
+
+func (*ApplyResponse_ParkedChange) isApplyResponse_Result() {}
+
 // RetentionPolicyResult answers a SetRetentionPolicy.
 type RetentionPolicyResult struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -450,7 +887,7 @@ type RetentionPolicyResult struct {
 
 func (x *RetentionPolicyResult) Reset() {
 	*x = RetentionPolicyResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +899,7 @@ func (x *RetentionPolicyResult) String() string {
 func (*RetentionPolicyResult) ProtoMessage() {}
 
 func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +912,7 @@ func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicyResult.ProtoReflect.Descriptor instead.
 func (*RetentionPolicyResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RetentionPolicyResult) GetNamespace() string {
@@ -507,7 +944,7 @@ type ExpiryResult struct {
 
 func (x *ExpiryResult) Reset() {
 	*x = ExpiryResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +956,7 @@ func (x *ExpiryResult) String() string {
 func (*ExpiryResult) ProtoMessage() {}
 
 func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +969,7 @@ func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryResult.ProtoReflect.Descriptor instead.
 func (*ExpiryResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExpiryResult) GetNamespace() string {
@@ -563,6 +1000,130 @@ func (x *ExpiryResult) GetMore() bool {
 	return false
 }
 
+// GroupResult answers CreateGroup, UpdateGroup, DeleteGroup and
+// GroupProgress.
+type GroupResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group         *v1.GroupRecord        `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupResult) Reset() {
+	*x = GroupResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupResult) ProtoMessage() {}
+
+func (x *GroupResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
+func (*GroupResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GroupResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GroupResult) GetGroup() *v1.GroupRecord {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+// ParkedChangeResult answers ReplayParked and DeleteParked.
+type ParkedChangeResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Changed   int64                  `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	// Parked messages left after the change.
+	Parked        int64 `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParkedChangeResult) Reset() {
+	*x = ParkedChangeResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParkedChangeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParkedChangeResult) ProtoMessage() {}
+
+func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
+func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ParkedChangeResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ParkedChangeResult) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ParkedChangeResult) GetChanged() int64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *ParkedChangeResult) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
 // WatermarkDeletionResult answers a DeleteByWatermark.
 type WatermarkDeletionResult struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -576,7 +1137,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +1149,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +1162,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -638,7 +1199,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +1211,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +1224,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -703,7 +1264,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1276,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1289,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -748,7 +1309,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +1321,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +1334,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -798,7 +1359,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1371,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1384,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -879,7 +1440,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1452,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1465,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -937,7 +1498,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1510,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1523,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -1027,7 +1588,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1600,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1613,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -1101,7 +1662,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1674,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1687,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1161,7 +1722,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1734,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1747,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1221,7 +1782,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1794,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1807,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1298,7 +1859,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1871,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1884,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1428,7 +1989,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +2001,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +2014,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -1485,7 +2046,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +2058,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +2071,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 type ReadIndexResponse struct {
@@ -1522,7 +2083,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +2095,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +2108,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1565,7 +2126,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +2138,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +2151,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
 }
 
 type StatsResponse struct {
@@ -1612,7 +2173,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +2185,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +2198,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -1684,7 +2245,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +2257,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +2270,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1727,7 +2288,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2300,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,16 +2313,43 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{30}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\"?\n" +
+	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
+	"\x11GroupStatsRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\xcb\x01\n" +
+	"\x12GroupStatsResponse\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x1c\n" +
+	"\tconsumers\x18\x02 \x01(\x05R\tconsumers\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x10\n" +
+	"\x03lag\x18\x04 \x01(\x03R\x03lag\x12\"\n" +
+	"\fredeliveries\x18\x05 \x01(\x03R\fredeliveries\x12\x14\n" +
+	"\x05acked\x18\x06 \x01(\x03R\x05acked\x12\x16\n" +
+	"\x06parked\x18\a \x01(\x03R\x06parked\"e\n" +
+	"\x13GroupConsumeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\tR\bconsumer\"\x92\x01\n" +
+	"\x14GroupConsumeResponse\x12'\n" +
+	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x125\n" +
+	"\amessage\x18\x02 \x01(\v2\x1b.skald.fsm.v1.StoredMessageR\amessage\x12\x1a\n" +
+	"\bdelivery\x18\x03 \x01(\x05R\bdelivery\"\x8a\x01\n" +
+	"\x12GroupSettleRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\x05R\x06action\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"M\n" +
+	"\x13GroupSettleResponse\x126\n" +
+	"\trejection\x18\x01 \x01(\v2\x18.skald.peer.v1.RejectionR\trejection\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9d\x06\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9b\a\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -1775,7 +2363,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x12watermark_deletion\x18\n" +
 	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x12Q\n" +
 	"\x10retention_policy\x18\v \x01(\v2$.skald.peer.v1.RetentionPolicyResultH\x00R\x0fretentionPolicy\x125\n" +
-	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiryB\b\n" +
+	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiry\x122\n" +
+	"\x05group\x18\x0f \x01(\v2\x1a.skald.peer.v1.GroupResultH\x00R\x05group\x12H\n" +
+	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChangeB\b\n" +
 	"\x06result\"Q\n" +
 	"\x15RetentionPolicyResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
@@ -1784,7 +2374,15 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
 	"\astreams\x18\x03 \x01(\x03R\astreams\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"|\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\\\n" +
+	"\vGroupResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12/\n" +
+	"\x05group\x18\x02 \x01(\v2\x19.skald.fsm.v1.GroupRecordR\x05group\"z\n" +
+	"\x12ParkedChangeResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\x03R\achanged\x12\x16\n" +
+	"\x06parked\x18\x04 \x01(\x03R\x06parked\"|\n" +
 	"\x17WatermarkDeletionResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
@@ -1870,7 +2468,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xb1\x02\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xbc\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1883,14 +2481,23 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
 	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
 	"\x15REASON_STREAM_DELETED\x10\n" +
-	"2\x96\x03\n" +
+	"\x12\x1a\n" +
+	"\x16REASON_GROUP_NOT_FOUND\x10\x10\x12\x17\n" +
+	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
+	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
+	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
+	"\x19REASON_TOO_MANY_CONSUMERS\x10\x142\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
 	"ApplyBatch\x12 .skald.peer.v1.ApplyBatchRequest\x1a!.skald.peer.v1.ApplyBatchResponse\x12N\n" +
 	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponse\x12G\n" +
 	"\x05Stats\x12\x1b.skald.peer.v1.StatsRequest\x1a\x1c.skald.peer.v1.StatsResponse\"\x03\x90\x02\x01\x12W\n" +
-	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponseB7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
+	"\fRemoveServer\x12\".skald.peer.v1.RemoveServerRequest\x1a#.skald.peer.v1.RemoveServerResponse\x12Y\n" +
+	"\fGroupConsume\x12\".skald.peer.v1.GroupConsumeRequest\x1a#.skald.peer.v1.GroupConsumeResponse0\x01\x12T\n" +
+	"\vGroupSettle\x12!.skald.peer.v1.GroupSettleRequest\x1a\".skald.peer.v1.GroupSettleResponse\x12V\n" +
+	"\n" +
+	"GroupStats\x12 .skald.peer.v1.GroupStatsRequest\x1a!.skald.peer.v1.GroupStatsResponse\"\x03\x90\x02\x01B7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_skald_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -1905,70 +2512,91 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
-	(*ApplyRequest)(nil),            // 2: skald.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),           // 3: skald.peer.v1.ApplyResponse
-	(*RetentionPolicyResult)(nil),   // 4: skald.peer.v1.RetentionPolicyResult
-	(*ExpiryResult)(nil),            // 5: skald.peer.v1.ExpiryResult
-	(*WatermarkDeletionResult)(nil), // 6: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 7: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 8: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 9: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 10: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 11: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 12: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 13: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 14: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 15: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 16: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 17: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 18: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 19: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 20: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 21: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 22: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 23: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 24: skald.peer.v1.RemoveServerResponse
-	(*v1.Command)(nil),              // 25: skald.fsm.v1.Command
+	(*GroupStatsRequest)(nil),       // 2: skald.peer.v1.GroupStatsRequest
+	(*GroupStatsResponse)(nil),      // 3: skald.peer.v1.GroupStatsResponse
+	(*GroupConsumeRequest)(nil),     // 4: skald.peer.v1.GroupConsumeRequest
+	(*GroupConsumeResponse)(nil),    // 5: skald.peer.v1.GroupConsumeResponse
+	(*GroupSettleRequest)(nil),      // 6: skald.peer.v1.GroupSettleRequest
+	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
+	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
+	(*RetentionPolicyResult)(nil),   // 10: skald.peer.v1.RetentionPolicyResult
+	(*ExpiryResult)(nil),            // 11: skald.peer.v1.ExpiryResult
+	(*GroupResult)(nil),             // 12: skald.peer.v1.GroupResult
+	(*ParkedChangeResult)(nil),      // 13: skald.peer.v1.ParkedChangeResult
+	(*WatermarkDeletionResult)(nil), // 14: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 15: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 16: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 17: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 18: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 19: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 20: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 21: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 22: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 23: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 24: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 25: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 26: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 27: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 28: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 29: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 30: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 31: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 32: skald.peer.v1.RemoveServerResponse
+	(*v1.StoredMessage)(nil),        // 33: skald.fsm.v1.StoredMessage
+	(*v1.Command)(nil),              // 34: skald.fsm.v1.Command
+	(*v1.GroupRecord)(nil),          // 35: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	25, // 0: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	12, // 1: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	14, // 2: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	15, // 3: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	16, // 4: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	17, // 5: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	13, // 6: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	7,  // 7: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	6,  // 8: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	4,  // 9: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
-	5,  // 10: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
-	25, // 11: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	10, // 12: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	3,  // 13: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	11, // 14: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 15: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	12, // 16: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 17: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	18, // 18: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	2,  // 19: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	8,  // 20: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	19, // 21: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	21, // 22: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	23, // 23: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	3,  // 24: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	9,  // 25: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	20, // 26: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	22, // 27: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	24, // 28: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	33, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	25, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
+	34, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	20, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	22, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	23, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	24, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	25, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	21, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	15, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	14, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	10, // 11: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
+	11, // 12: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
+	12, // 13: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
+	13, // 14: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
+	35, // 15: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
+	34, // 16: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	18, // 17: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	9,  // 18: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	19, // 19: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 20: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	20, // 21: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 22: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	26, // 23: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	8,  // 24: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	16, // 25: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	27, // 26: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	29, // 27: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	31, // 28: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	4,  // 29: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	6,  // 30: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	2,  // 31: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	9,  // 32: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	17, // 33: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	28, // 34: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	30, // 35: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	32, // 36: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	5,  // 37: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	7,  // 38: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	3,  // 39: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -1976,7 +2604,7 @@ func file_skald_peer_v1_peer_proto_init() {
 	if File_skald_peer_v1_peer_proto != nil {
 		return
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[1].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[7].OneofWrappers = []any{
 		(*ApplyResponse_Append)(nil),
 		(*ApplyResponse_Import)(nil),
 		(*ApplyResponse_CreateNamespace)(nil),
@@ -1988,19 +2616,21 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_WatermarkDeletion)(nil),
 		(*ApplyResponse_RetentionPolicy)(nil),
 		(*ApplyResponse_Expiry)(nil),
+		(*ApplyResponse_Group)(nil),
+		(*ApplyResponse_ParkedChange)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[8].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[16].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[20].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

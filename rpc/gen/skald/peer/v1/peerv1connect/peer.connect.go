@@ -48,6 +48,13 @@ const (
 	// PeerServiceRemoveServerProcedure is the fully-qualified name of the PeerService's RemoveServer
 	// RPC.
 	PeerServiceRemoveServerProcedure = "/skald.peer.v1.PeerService/RemoveServer"
+	// PeerServiceGroupConsumeProcedure is the fully-qualified name of the PeerService's GroupConsume
+	// RPC.
+	PeerServiceGroupConsumeProcedure = "/skald.peer.v1.PeerService/GroupConsume"
+	// PeerServiceGroupSettleProcedure is the fully-qualified name of the PeerService's GroupSettle RPC.
+	PeerServiceGroupSettleProcedure = "/skald.peer.v1.PeerService/GroupSettle"
+	// PeerServiceGroupStatsProcedure is the fully-qualified name of the PeerService's GroupStats RPC.
+	PeerServiceGroupStatsProcedure = "/skald.peer.v1.PeerService/GroupStats"
 )
 
 // PeerServiceClient is a client for the skald.peer.v1.PeerService service.
@@ -70,6 +77,14 @@ type PeerServiceClient interface {
 	// RemoveServer removes a server from the Raft configuration on the
 	// leader (a graceful leave asks for its own removal this way).
 	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	// GroupConsume attaches a consumer to a subscription group on the
+	// leader, which owns the group's deliveries; a follower serving a
+	// client's Consume relays it. It ends when the callee stops leading.
+	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest]) (*connect.ServerStreamForClient[v1.GroupConsumeResponse], error)
+	// GroupSettle acknowledges or rejects delivered messages on the leader.
+	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	// GroupStats reports the leader's live state of a subscription group.
+	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the skald.peer.v1.PeerService service. By default,
@@ -114,6 +129,25 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("RemoveServer")),
 			connect.WithClientOptions(opts...),
 		),
+		groupConsume: connect.NewClient[v1.GroupConsumeRequest, v1.GroupConsumeResponse](
+			httpClient,
+			baseURL+PeerServiceGroupConsumeProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("GroupConsume")),
+			connect.WithClientOptions(opts...),
+		),
+		groupSettle: connect.NewClient[v1.GroupSettleRequest, v1.GroupSettleResponse](
+			httpClient,
+			baseURL+PeerServiceGroupSettleProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("GroupSettle")),
+			connect.WithClientOptions(opts...),
+		),
+		groupStats: connect.NewClient[v1.GroupStatsRequest, v1.GroupStatsResponse](
+			httpClient,
+			baseURL+PeerServiceGroupStatsProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("GroupStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -124,6 +158,9 @@ type peerServiceClient struct {
 	readIndex    *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
 	stats        *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	removeServer *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
+	groupConsume *connect.Client[v1.GroupConsumeRequest, v1.GroupConsumeResponse]
+	groupSettle  *connect.Client[v1.GroupSettleRequest, v1.GroupSettleResponse]
+	groupStats   *connect.Client[v1.GroupStatsRequest, v1.GroupStatsResponse]
 }
 
 // Apply calls skald.peer.v1.PeerService.Apply.
@@ -151,6 +188,21 @@ func (c *peerServiceClient) RemoveServer(ctx context.Context, req *connect.Reque
 	return c.removeServer.CallUnary(ctx, req)
 }
 
+// GroupConsume calls skald.peer.v1.PeerService.GroupConsume.
+func (c *peerServiceClient) GroupConsume(ctx context.Context, req *connect.Request[v1.GroupConsumeRequest]) (*connect.ServerStreamForClient[v1.GroupConsumeResponse], error) {
+	return c.groupConsume.CallServerStream(ctx, req)
+}
+
+// GroupSettle calls skald.peer.v1.PeerService.GroupSettle.
+func (c *peerServiceClient) GroupSettle(ctx context.Context, req *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error) {
+	return c.groupSettle.CallUnary(ctx, req)
+}
+
+// GroupStats calls skald.peer.v1.PeerService.GroupStats.
+func (c *peerServiceClient) GroupStats(ctx context.Context, req *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+	return c.groupStats.CallUnary(ctx, req)
+}
+
 // PeerServiceHandler is an implementation of the skald.peer.v1.PeerService service.
 type PeerServiceHandler interface {
 	// Apply proposes a command on the leader. A node that is not the leader
@@ -171,6 +223,14 @@ type PeerServiceHandler interface {
 	// RemoveServer removes a server from the Raft configuration on the
 	// leader (a graceful leave asks for its own removal this way).
 	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	// GroupConsume attaches a consumer to a subscription group on the
+	// leader, which owns the group's deliveries; a follower serving a
+	// client's Consume relays it. It ends when the callee stops leading.
+	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest], *connect.ServerStream[v1.GroupConsumeResponse]) error
+	// GroupSettle acknowledges or rejects delivered messages on the leader.
+	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	// GroupStats reports the leader's live state of a subscription group.
+	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -211,6 +271,25 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(peerServiceMethods.ByName("RemoveServer")),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceGroupConsumeHandler := connect.NewServerStreamHandler(
+		PeerServiceGroupConsumeProcedure,
+		svc.GroupConsume,
+		connect.WithSchema(peerServiceMethods.ByName("GroupConsume")),
+		connect.WithHandlerOptions(opts...),
+	)
+	peerServiceGroupSettleHandler := connect.NewUnaryHandler(
+		PeerServiceGroupSettleProcedure,
+		svc.GroupSettle,
+		connect.WithSchema(peerServiceMethods.ByName("GroupSettle")),
+		connect.WithHandlerOptions(opts...),
+	)
+	peerServiceGroupStatsHandler := connect.NewUnaryHandler(
+		PeerServiceGroupStatsProcedure,
+		svc.GroupStats,
+		connect.WithSchema(peerServiceMethods.ByName("GroupStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.peer.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceApplyProcedure:
@@ -223,6 +302,12 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 			peerServiceStatsHandler.ServeHTTP(w, r)
 		case PeerServiceRemoveServerProcedure:
 			peerServiceRemoveServerHandler.ServeHTTP(w, r)
+		case PeerServiceGroupConsumeProcedure:
+			peerServiceGroupConsumeHandler.ServeHTTP(w, r)
+		case PeerServiceGroupSettleProcedure:
+			peerServiceGroupSettleHandler.ServeHTTP(w, r)
+		case PeerServiceGroupStatsProcedure:
+			peerServiceGroupStatsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -250,4 +335,16 @@ func (UnimplementedPeerServiceHandler) Stats(context.Context, *connect.Request[v
 
 func (UnimplementedPeerServiceHandler) RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.RemoveServer is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest], *connect.ServerStream[v1.GroupConsumeResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupConsume is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupSettle is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupStats is not implemented"))
 }

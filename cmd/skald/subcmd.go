@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/skalddb/skald/client"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+const subUsage = `Usage: skald sub <create|list|info|update|delete|consume|parked|replay> ...
+
+Persistent subscriptions: server-side consumer groups of the token's namespace. The leader hands
+each message of the group's source to one consumer, redelivers what is not acknowledged within
+the ack timeout, and parks what fails more than --max-retries times. At least once: a message
+can be delivered again (docs/api.md).
+
+  skald sub create GROUP (--stream S | --category C | --all) [--start GP | --from-end] [settings]
+  skald sub update GROUP [settings]          change only the settings given
+  skald sub list
+  skald sub info GROUP                       settings, checkpoint, parked count, live state
+  skald sub delete GROUP
+  skald sub consume GROUP [--consumer NAME] [--count N] [--no-ack]
+      print deliveries (stream, position, global position, type, attempt, data) and ack each
+      (with --no-ack, leave them: they are delivered again after the ack timeout)
+  skald sub parked GROUP [--after GP] [--limit N]
+  skald sub replay GROUP [GP...]             deliver parked messages again (all when none given)
+  skald sub replay GROUP --delete [GP...]    forget parked messages instead
+
+Settings: --max-in-flight-per-consumer N, --max-in-flight N, --ack-timeout D, --max-retries N,
+--max-consumers N, --strategy round-robin|pinned, --checkpoint-after N, --checkpoint-interval D.
+Unknown group: exit 4; a taken name: exit 5; a setting out of range: exit 2.
+`
+
+func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, subUsage, clientHelp)
+		return &exitError{exitUsage, fmt.Errorf("sub: missing subcommand")}
+	}
+	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"create": runSubCreate, "update": runSubUpdate, "list": runSubList, "info": runSubInfo, "delete": runSubDelete,
+		"consume": runSubConsume, "parked": runSubParked, "replay": runSubReplay,
+	}
+	if run, ok := cmds[args[0]]; ok {
+		return run(ctx, args[1:], stdout, stderr)
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, subUsage, clientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, subUsage)
+	return &exitError{exitUsage, fmt.Errorf("sub: unknown subcommand %q", args[0])}
+}
+
+// settingsFlags are the group settings a command line may give.
+type settingsFlags struct {
+	perConsumer, inFlight, maxConsumers, checkpointAfter optionalInt64
+	maxRetries                                           optionalInt64
+	ackTimeout, checkpointInterval                       time.Duration
+	strategy                                             string
+}
+
+func addSettingsFlags(fs *flag.FlagSet) *settingsFlags {
+	s := &settingsFlags{}
+	fs.Var(&s.perConsumer, "max-in-flight-per-consumer", "unacknowledged messages one consumer may hold (`N`, 1..10000, default 100)")
+	fs.Var(&s.inFlight, "max-in-flight", "unacknowledged messages the group may have out (`N`, 1..100000, default 1000)")
+	fs.DurationVar(&s.ackTimeout, "ack-timeout", 0, "redeliver a message not acknowledged within this (100ms..1h, default 30s)")
+	fs.Var(&s.maxRetries, "max-retries", "deliveries after the first before a message is parked (`N`, 0..1000, default 10)")
+	fs.Var(&s.maxConsumers, "max-consumers", "consumers the group accepts (`N`, 1..1000, default 100)")
+	fs.StringVar(&s.strategy, "strategy", "", "round-robin (default) or pinned (one consumer per stream, in order)")
+	fs.Var(&s.checkpointAfter, "checkpoint-after", "save progress after this many settled messages (`N`, default 100)")
+	fs.DurationVar(&s.checkpointInterval, "checkpoint-interval", 0, "or this long after the first unsaved one (default 200ms)")
+	return s
+}
+
+func (s *settingsFlags) settings() (client.GroupSettings, error) {
+	var out client.GroupSettings
+	i32 := func(o optionalInt64, name string, dst *int32) error {
+		if !o.set {
+			return nil
+		}
+		if o.v < 1 || o.v > 1<<31-1 {
+			return fmt.Errorf("--%s must be positive, got %d", name, o.v)
+		}
+		*dst = int32(o.v)
+		return nil
+	}
+	for _, f := range []struct {
+		o    optionalInt64
+		name string
+		dst  *int32
+	}{
+		{s.perConsumer, "max-in-flight-per-consumer", &out.MaxInFlightPerConsumer},
+		{s.inFlight, "max-in-flight", &out.MaxInFlight},
+		{s.maxConsumers, "max-consumers", &out.MaxConsumers},
+		{s.checkpointAfter, "checkpoint-after", &out.CheckpointAfter},
+	} {
+		if err := i32(f.o, f.name, f.dst); err != nil {
+			return out, err
+		}
+	}
+	if s.maxRetries.set {
+		if s.maxRetries.v < 0 || s.maxRetries.v > 1<<31-1 {
+			return out, fmt.Errorf("--max-retries must be 0 or more, got %d", s.maxRetries.v)
+		}
+		r := int32(s.maxRetries.v)
+		out.MaxRetries = &r
+	}
+	out.AckTimeout, out.CheckpointInterval = s.ackTimeout, s.checkpointInterval
+	switch s.strategy {
+	case "":
+	case "round-robin":
+		st := client.RoundRobin
+		out.Strategy = &st
+	case "pinned":
+		st := client.Pinned
+		out.Strategy = &st
+	default:
+		return out, fmt.Errorf("--strategy must be round-robin or pinned, got %q", s.strategy)
+	}
+	return out, nil
+}
+
+func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all) [--start GP | --from-end] [settings]", stderr)
+	stream := fs.String("stream", "", "the group reads this stream")
+	category := fs.String("category", "", "the group reads this category")
+	all := fs.Bool("all", false, "the group reads the whole namespace")
+	var start optionalInt64
+	fs.Var(&start, "start", "first global position to deliver (`GP`, default 1: every stored message)")
+	fromEnd := fs.Bool("from-end", false, "deliver only messages written after the group is created")
+	sf := addSettingsFlags(fs)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	spec := client.GroupSpec{Name: rest[0], Stream: *stream, Category: *category, StartAtEnd: *fromEnd, StartGlobalPosition: start.v}
+	n := 0
+	for _, set := range []bool{*stream != "", *category != "", *all} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return cf.usageError(fs, "give exactly one of --stream, --category or --all")
+	}
+	if start.set && *fromEnd {
+		return cf.usageError(fs, "give --start or --from-end, not both")
+	}
+	if spec.Settings, err = sf.settings(); err != nil {
+		return cf.usageError(fs, err.Error())
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := c.CreateGroup(ctx, spec)
+	if err != nil {
+		return apiError(err)
+	}
+	return printGroup(stdout, cf.output, g, "Created")
+}
+
+func runSubUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub update", "skald sub update GROUP [settings]", stderr)
+	sf := addSettingsFlags(fs)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	settings, err := sf.settings()
+	if err != nil {
+		return cf.usageError(fs, err.Error())
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := c.UpdateGroup(ctx, rest[0], settings)
+	if err != nil {
+		return apiError(err)
+	}
+	return printGroup(stdout, cf.output, g, "Updated")
+}
+
+func runSubList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub list", "skald sub list", stderr)
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	groups, err := c.ListGroups(ctx)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		out := &skaldv1.ListGroupsResponse{}
+		for _, g := range groups {
+			out.Groups = append(out.Groups, groupReply(g))
+		}
+		return printJSON(stdout, out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSOURCE\tCHECKPOINT\tPARKED\tSTRATEGY")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", g.Name, sourceOf(g), g.Checkpoint, g.Parked, strategyName(g.Settings.Strategy))
+	}
+	return tw.Flush()
+}
+
+func runSubInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub info", "skald sub info GROUP", stderr)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	g, err := c.GetGroup(ctx, rest[0])
+	if err != nil {
+		return apiError(err)
+	}
+	return printGroup(stdout, cf.output, g, "")
+}
+
+func runSubDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub delete", "skald sub delete GROUP", stderr)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.DeleteGroup(ctx, rest[0]); err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, &skaldv1.DeleteGroupResponse{Index: c.SessionIndex()})
+	}
+	fmt.Fprintf(stdout, "Deleted group %s.\n", rest[0])
+	return nil
+}
+
+func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub consume", "skald sub consume GROUP [--consumer NAME] [--count N] [--no-ack]", stderr)
+	consumer := fs.String("consumer", "cli", "consumer name shown in the group's state")
+	count := fs.Int("count", 0, "stop after N deliveries (default: until Ctrl-C)")
+	noAck := fs.Bool("no-ack", false, "do not acknowledge (the messages are delivered again after the ack timeout)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	enc := json.NewEncoder(stdout)
+	n := 0
+	for d, err := range c.Consume(ctx, rest[0], *consumer) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // Ctrl-C
+			}
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			out := struct {
+				jsonMessage
+				Attempt int32 `json:"attempt"`
+			}{toJSONMessage(d.Message), d.Attempt}
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(stdout, "%s\t%d\t%d\t%s\t%d\t%s\n", d.Stream, d.Position, d.GlobalPosition, d.Type, d.Attempt, d.Data)
+		}
+		if !*noAck {
+			if err := c.Ack(ctx, rest[0], d.ID); err != nil {
+				fmt.Fprintf(stderr, "skald: ack %s: %v (it will be delivered again)\n", d.ID, err)
+			}
+		}
+		if n++; *count > 0 && n >= *count {
+			return nil
+		}
+	}
+	return nil
+}
+
+func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub parked", "skald sub parked GROUP [--after GP] [--limit N]", stderr)
+	after := fs.Int64("after", 0, "list parked messages above this global position")
+	limit := fs.Int("limit", 100, "at most N (1..1000)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msgs, total, err := c.ListParked(ctx, rest[0], *after, int32(*limit))
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		out := &skaldv1.ListParkedResponse{Total: total}
+		for _, p := range msgs {
+			out.Messages = append(out.Messages, &skaldv1.ParkedMessage{GlobalPosition: p.GlobalPosition, Id: p.ID, Stream: p.Stream, Position: p.Position,
+				Reason: p.Reason, Deliveries: p.Deliveries, ParkedAt: timestampOf(p.Parked)})
+		}
+		return printJSON(stdout, out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GLOBAL\tSTREAM\tPOSITION\tDELIVERIES\tPARKED\tREASON")
+	for _, p := range msgs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\n", p.GlobalPosition, p.Stream, p.Position, p.Deliveries, p.Parked.UTC().Format(time.RFC3339), p.Reason)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%d parked in all.\n", total)
+	return nil
+}
+
+func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("sub replay", "skald sub replay GROUP [--delete] [GP...]", stderr)
+	del := fs.Bool("delete", false, "forget the parked messages instead of delivering them again")
+	rest, err := cf.parse(fs, args, 1, 1001)
+	if err != nil {
+		return err
+	}
+	var gps []int64
+	for _, a := range rest[1:] {
+		gp, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || gp < 1 {
+			return cf.usageError(fs, fmt.Sprintf("%q is not a global position", a))
+		}
+		gps = append(gps, gp)
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *del {
+		deleted, parked, err := c.DeleteParked(ctx, rest[0], gps...)
+		if err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, &skaldv1.DeleteParkedResponse{Deleted: deleted, Parked: parked, Index: c.SessionIndex()})
+		}
+		fmt.Fprintf(stdout, "Deleted %d parked messages; %d stay parked.\n", deleted, parked)
+		return nil
+	}
+	replayed, parked, err := c.ReplayParked(ctx, rest[0], gps...)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, &skaldv1.ReplayParkedResponse{Replayed: replayed, Parked: parked, Index: c.SessionIndex()})
+	}
+	fmt.Fprintf(stdout, "Replaying %d parked messages; %d stay parked.\n", replayed, parked)
+	return nil
+}
+
+func sourceOf(g client.GroupInfo) string {
+	switch {
+	case g.Stream != "":
+		return "stream " + g.Stream
+	case g.Category != "":
+		return "category " + g.Category
+	}
+	return "all"
+}
+
+func strategyName(s *client.GroupStrategy) string {
+	if s != nil && *s == client.Pinned {
+		return "pinned"
+	}
+	return "round-robin"
+}
+
+// groupReply is g as the API's GroupInfo, for -o json.
+func groupReply(g client.GroupInfo) *skaldv1.GroupInfo {
+	s := g.Settings
+	out := &skaldv1.GroupInfo{Name: g.Name, Start: g.Start, CreatedAt: timestampOf(g.Created), Checkpoint: g.Checkpoint, Parked: g.Parked,
+		Replaying: g.Replaying,
+		Settings: &skaldv1.GroupSettings{MaxInFlightPerConsumer: &s.MaxInFlightPerConsumer, MaxInFlight: &s.MaxInFlight,
+			AckTimeout: durationpb.New(s.AckTimeout), MaxRetries: s.MaxRetries, MaxConsumers: &s.MaxConsumers,
+			CheckpointAfter: &s.CheckpointAfter, CheckpointInterval: durationpb.New(s.CheckpointInterval)},
+		State: &skaldv1.GroupState{Active: g.State.Active, Consumers: g.State.Consumers, InFlight: g.State.InFlight, Lag: g.State.Lag,
+			Redeliveries: g.State.Redeliveries, Acked: g.State.Acked, ParkedSinceStart: g.State.Parked}}
+	if strategyName(s.Strategy) == "pinned" {
+		out.Settings.Strategy = skaldv1.ConsumerStrategy_CONSUMER_STRATEGY_PINNED
+	} else {
+		out.Settings.Strategy = skaldv1.ConsumerStrategy_CONSUMER_STRATEGY_ROUND_ROBIN
+	}
+	switch {
+	case g.Stream != "":
+		out.Source = &skaldv1.GroupInfo_Stream{Stream: g.Stream}
+	case g.Category != "":
+		out.Source = &skaldv1.GroupInfo_Category{Category: g.Category}
+	default:
+		out.Source = &skaldv1.GroupInfo_All{All: true}
+	}
+	return out
+}
+
+func printGroup(w io.Writer, output string, g client.GroupInfo, verb string) error {
+	if output == "json" {
+		return printJSON(w, groupReply(g))
+	}
+	if verb != "" {
+		fmt.Fprintf(w, "%s group %s.\n", verb, g.Name)
+	}
+	s := g.Settings
+	retries := "default"
+	if s.MaxRetries != nil {
+		retries = strconv.Itoa(int(*s.MaxRetries))
+	}
+	lines := [][2]string{
+		{"group", g.Name}, {"source", sourceOf(g)}, {"start", strconv.FormatInt(g.Start, 10)},
+		{"checkpoint", strconv.FormatInt(g.Checkpoint, 10)}, {"parked", strconv.FormatInt(g.Parked, 10)},
+		{"replaying", strconv.FormatInt(g.Replaying, 10)},
+		{"strategy", strategyName(s.Strategy)},
+		{"max in flight", fmt.Sprintf("%d (per consumer %d)", s.MaxInFlight, s.MaxInFlightPerConsumer)},
+		{"ack timeout", s.AckTimeout.String()}, {"max retries", retries}, {"max consumers", strconv.Itoa(int(s.MaxConsumers))},
+		{"checkpoint every", fmt.Sprintf("%d settled or %v", s.CheckpointAfter, s.CheckpointInterval)},
+	}
+	if st := g.State; st.Active {
+		lines = append(lines, [2]string{"live", fmt.Sprintf("%d consumers, %d in flight, %d queued or in flight, %d acked, %d redelivered, %d parked since start",
+			st.Consumers, st.InFlight, st.Lag, st.Acked, st.Redeliveries, st.Parked)})
+	} else {
+		lines = append(lines, [2]string{"live", "no consumer attached (or not answered by the leader)"})
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s:\t%s\n", l[0], strings.TrimSpace(l[1]))
+	}
+	return tw.Flush()
+}

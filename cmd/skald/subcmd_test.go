@@ -1,0 +1,58 @@
+package main
+
+import (
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestSubCLI drives skald sub against a real server process, in order.
+func TestSubCLI(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // regexp
+		stderr string // regexp
+	}{
+		{"create", []string{"sub", "create", "g", "--category", "job", "--max-retries", "0", "--checkpoint-after", "1"}, 0,
+			`(?s)Created group g\..*source:\s+category job.*max retries:\s+0`, ""},
+		{"create taken", []string{"sub", "create", "g", "--all"}, exitConflict, `^$`, `already_exists`},
+		{"create two sources", []string{"sub", "create", "x", "--all", "--stream", "a-1"}, exitUsage, `^$`, `exactly one of`},
+		{"create out of range", []string{"sub", "create", "x", "--all", "--ack-timeout", "2h"}, exitUsage, `^$`, `invalid_argument: settings.ack_timeout: must be 100ms..1h0m0s`},
+		{"append 1", []string{"append", "job-1", "Run", `{"n":1}`}, 0, ``, ""},
+		{"append 2", []string{"append", "job-2", "Run", `{"n":2}`}, 0, ``, ""},
+		{"consume", []string{"sub", "consume", "g", "--count", "2"}, 0, `^job-1\t0\t1\tRun\t1\t\{"n":1\}\njob-2\t0\t2\tRun\t1\t\{"n":2\}\n$`, ""},
+		{"info", []string{"sub", "info", "g", "-o", "json"}, 0, `"name":"g".*"category":"job"`, ""},
+		{"list", []string{"sub", "list"}, 0, `(?s)GROUP.*g\s+category job\s+\d+\s+0\s+round-robin`, ""},
+		{"update", []string{"sub", "update", "g", "--strategy", "pinned"}, 0, `(?s)Updated group g\..*strategy:\s+pinned`, ""},
+		{"update bad strategy", []string{"sub", "update", "g", "--strategy", "random"}, exitUsage, `^$`, `--strategy must be`},
+		{"parked", []string{"sub", "parked", "g"}, 0, `0 parked in all\.`, ""},
+		{"replay unknown", []string{"sub", "replay", "g", "5"}, exitNotFound, `^$`, `not_found`},
+		{"info unknown", []string{"sub", "info", "nope"}, exitNotFound, `^$`, `not_found: subscription group not found`},
+		{"delete", []string{"sub", "delete", "g"}, 0, `Deleted group g\.`, ""},
+		{"unknown subcommand", []string{"sub", "frob"}, exitUsage, `^$`, `(?s)^Usage.*unknown subcommand "frob"`},
+	}
+	for _, c := range cases {
+		out, errOut, code := runCLI(t, env, c.args...)
+		if code != c.code || !regexp.MustCompile(c.stdout).MatchString(out) || !regexp.MustCompile(c.stderr).MatchString(errOut) {
+			t.Fatalf("%s: exit %d (want %d)\nstdout: %q (want %s)\nstderr: %q (want %s)", c.name, code, c.code, out, c.stdout, errOut, c.stderr)
+		}
+		if c.name == "consume" {
+			// The acks were checkpointed (after every settle): a new consumer gets nothing old.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				out, _, _ := runCLI(t, env, "sub", "info", "g")
+				if regexp.MustCompile(`checkpoint:\s+3\b`).MatchString(out) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("checkpoint not at 3: %s", out)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+}

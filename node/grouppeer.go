@@ -1,0 +1,172 @@
+package node
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
+)
+
+// Relaying subscription-group consumers and settlements from a follower
+// to the leader, which owns every group's deliveries.
+
+// checkSecret is secretAuth for streaming calls (connect's unary
+// interceptors do not see them).
+func (p *peerServer) checkSecret(h http.Header) error {
+	secret := p.n.cfg.ClusterSecret
+	if secret == "" {
+		return connect.NewError(connect.CodePermissionDenied, errors.New("peer service disabled: this node has no cluster secret"))
+	}
+	if subtle.ConstantTimeCompare([]byte(h.Get(secretHeader)), []byte(secret)) != 1 {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("wrong or missing cluster secret"))
+	}
+	return nil
+}
+
+// groupCallError is how the peer service answers a failed group call: not
+// leader as a not-applied FAILED_PRECONDITION (the follower retries
+// elsewhere), a rejection as a message the follower decodes.
+func groupCallError(err error) error {
+	if errors.Is(err, errNotLeader) || errors.Is(err, ErrShutdown) {
+		return notApplied(connect.CodeFailedPrecondition, err)
+	}
+	if rej, ok := rejectionOf(err); ok {
+		ce := connect.NewError(connect.CodeFailedPrecondition, errors.New(rej.Message))
+		if d, derr := connect.NewErrorDetail(rej); derr == nil {
+			ce.AddDetail(d)
+		}
+		return ce
+	}
+	if errors.Is(err, context.Canceled) {
+		return connect.NewError(connect.CodeCanceled, err)
+	}
+	return connect.NewError(connect.CodeUnavailable, err)
+}
+
+// groupPeerError is the inverse of groupCallError on the follower.
+func groupPeerError(err error, what string) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		for _, d := range ce.Details() {
+			if v, derr := d.Value(); derr == nil {
+				if rej, ok := v.(*peerv1.Rejection); ok {
+					return errorOf(rej)
+				}
+			}
+		}
+		if ce.Code() == connect.CodeCanceled {
+			return context.Canceled
+		}
+	}
+	c := classify(err, what)
+	if errors.Is(c, ErrUnknownOutcome) {
+		// Nothing here is a write whose outcome matters: the consumer
+		// reconnects, an unanswered ack is redelivered.
+		return ErrNoLeader
+	}
+	return c
+}
+
+func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest], stream *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
+	if err := p.checkSecret(req.Header()); err != nil {
+		return err
+	}
+	m := req.Msg
+	// Only the local owner: a peer never relays again.
+	err := p.n.groups.consume(ctx, m.Namespace, m.Group, m.Consumer, func(d GroupDelivery) error {
+		return stream.Send(&peerv1.GroupConsumeResponse{GlobalPosition: d.Message.GlobalPosition, Delivery: d.Delivery, Message: storedOf(d.Message)})
+	}, func() error { return stream.Send(&peerv1.GroupConsumeResponse{}) })
+	return groupCallError(err)
+}
+
+func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
+	m := req.Msg
+	err := p.n.groups.settle(m.Namespace, m.Group, m.Ids, SettleAction(m.Action), m.Reason)
+	if err == nil {
+		return connect.NewResponse(&peerv1.GroupSettleResponse{}), nil
+	}
+	if rej, ok := rejectionOf(err); ok {
+		return connect.NewResponse(&peerv1.GroupSettleResponse{Rejection: rej}), nil
+	}
+	return nil, groupCallError(err)
+}
+
+func storedOf(m fsm.Message) *fsmv1.StoredMessage {
+	return &fsmv1.StoredMessage{Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, Data: m.Data, Metadata: m.Metadata, TimeUnixNano: m.Time}
+}
+
+func messageOf(gp int64, s *fsmv1.StoredMessage) fsm.Message {
+	return fsm.Message{ID: s.Id, Stream: s.Stream, Type: s.Type, Position: s.Position, GlobalPosition: gp, Data: s.Data, Metadata: s.Metadata, Time: s.TimeUnixNano}
+}
+
+// groupConsume relays a consumer to the leader at addr.
+func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string, deliver func(GroupDelivery) error, heartbeat func() error) error {
+	req := connect.NewRequest(&peerv1.GroupConsumeRequest{Namespace: ns, Group: group, Consumer: consumer})
+	req.Header().Set(secretHeader, c.secret)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.client(addr).GroupConsume(ctx, req)
+	if err != nil {
+		return groupPeerError(err, "relay consumer")
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		m := stream.Msg()
+		if m.Message == nil {
+			if err := heartbeat(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := deliver(GroupDelivery{Message: messageOf(m.GlobalPosition, m.Message), Delivery: m.Delivery}); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := stream.Err(); err != nil {
+		return groupPeerError(err, "relay consumer")
+	}
+	return ErrNoLeader // the leader ended the stream without an error: it is going away
+}
+
+func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.GroupSettleRequest) error {
+	req := connect.NewRequest(m)
+	req.Header().Set(secretHeader, c.secret)
+	resp, err := c.client(addr).GroupSettle(ctx, req)
+	if err != nil {
+		return groupPeerError(err, "relay settle")
+	}
+	if r := resp.Msg.Rejection; r != nil {
+		return errorOf(r)
+	}
+	return nil
+}
+
+func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
+	st, _ := p.n.groups.stats(req.Msg.Namespace, req.Msg.Group)
+	return connect.NewResponse(&peerv1.GroupStatsResponse{Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
+		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked}), nil
+}
+
+func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (GroupState, bool) {
+	req := connect.NewRequest(&peerv1.GroupStatsRequest{Namespace: ns, Group: group})
+	req.Header().Set(secretHeader, c.secret)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := c.client(addr).GroupStats(ctx, req)
+	if err != nil {
+		return GroupState{}, false
+	}
+	m := resp.Msg
+	return GroupState{Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag, Redeliveries: m.Redeliveries,
+		Acked: m.Acked, Parked: m.Parked}, m.Active
+}
