@@ -32,6 +32,8 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantGlobalPosAtPropose, []string{"propose"}},
 		{MutantDedupeAtPropose, []string{"propose"}},
 		{MutantCheckpointAhead, []string{"groupCheckpoint"}},
+		{MutantExpireOneTooMany, []string{"propose"}},
+		{MutantExpireAgeEarly, []string{"propose"}},
 	}
 	if len(cases) != len(Mutants)+1 {
 		t.Fatalf("%d cases for %d mutants: add the new mutant here", len(cases)-1, len(Mutants))
