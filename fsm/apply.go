@@ -244,6 +244,9 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if err := validateAppend(c); err != nil {
 		return err
 	}
+	if err := nb.checkConditionAfter(c.Condition); err != nil {
+		return err
+	}
 	if dup, err := nb.checkIDs(c); err != nil {
 		return err
 	} else if dup != nil {
@@ -257,6 +260,9 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	version := st.meta.lastPos
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
+	}
+	if err := a.checkCondition(nb, c.Condition); err != nil {
+		return err
 	}
 	if honorProposedGlobal && c.ProposedGlobalPosition > 0 {
 		nb.nextGP = c.ProposedGlobalPosition // the mutant's bug: trust the leader's guess
@@ -273,7 +279,7 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	for _, m := range c.Messages {
 		proto.Reset(sm)
 		sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, c.Stream, m.Type, st.meta.lastPos+1
-		sm.Data, sm.Metadata, sm.TimeUnixNano = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano
+		sm.Data, sm.Metadata, sm.TimeUnixNano, sm.Tags = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano, m.Tags
 		nb.writeMessage(ce, sm, nb.nextGP, st)
 		nb.nextGP++
 	}
@@ -298,8 +304,13 @@ func validateAppend(c *fsmv1.Append) error {
 		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
 			return err
 		}
+		if len(m.Tags) > 0 {
+			if err := ValidateTags(fmt.Sprintf("messages[%d].tags", i), m.Tags); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return validateCondition(c.Condition)
 }
 
 func (a *applier) importChunk(l *raft.Log, c *fsmv1.Import) any {

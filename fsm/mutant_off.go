@@ -10,3 +10,7 @@ const honorProposedGlobal = false
 // trustLeaderDedupe is false in normal builds: apply decides idempotent
 // writes itself and ignores Append.dedupe_decided_at_propose.
 const trustLeaderDedupe = false
+
+// trustLeaderCondition is false in normal builds: apply decides append
+// conditions itself and ignores AppendCondition.decided_at_propose.
+const trustLeaderCondition = false

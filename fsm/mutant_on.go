@@ -9,3 +9,7 @@ const honorProposedGlobal = true
 // trustLeaderDedupe makes apply skip the id check of an append the leader
 // marked as decided (node's dedupe-at-propose mutant).
 const trustLeaderDedupe = true
+
+// trustLeaderCondition makes apply skip the condition of an append the
+// leader marked as decided (node's condition-at-propose mutant).
+const trustLeaderCondition = true

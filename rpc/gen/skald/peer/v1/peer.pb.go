@@ -98,6 +98,9 @@ const (
 	Reason_REASON_VERSION_CONFLICTS   Reason = 8
 	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
 	Reason_REASON_STREAM_DELETED      Reason = 10
+	// The append's condition matched a message (global_position: the first
+	// match above the condition's after, which travels in position).
+	Reason_REASON_CONDITION_FAILED Reason = 11
 )
 
 // Enum value maps for Reason.
@@ -114,6 +117,7 @@ var (
 		8:  "REASON_VERSION_CONFLICTS",
 		9:  "REASON_STREAM_NOT_FOUND",
 		10: "REASON_STREAM_DELETED",
+		11: "REASON_CONDITION_FAILED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -127,6 +131,7 @@ var (
 		"REASON_VERSION_CONFLICTS":   8,
 		"REASON_STREAM_NOT_FOUND":    9,
 		"REASON_STREAM_DELETED":      10,
+		"REASON_CONDITION_FAILED":    11,
 	}
 )
 
@@ -1703,7 +1708,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xb1\x02\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xce\x02\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -1716,7 +1721,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
 	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
 	"\x15REASON_STREAM_DELETED\x10\n" +
-	"2\x96\x03\n" +
+	"\x12\x1b\n" +
+	"\x17REASON_CONDITION_FAILED\x10\v2\x96\x03\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
