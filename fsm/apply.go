@@ -310,7 +310,7 @@ func validateAppend(c *fsmv1.Append) error {
 			}
 		}
 	}
-	return validateCondition(c.Condition)
+	return ValidateCondition(c.Condition)
 }
 
 func (a *applier) importChunk(l *raft.Log, c *fsmv1.Import) any {

@@ -30,9 +30,9 @@ func QueryOf(q *fsmv1.Query) Query {
 	return out
 }
 
-// validateCondition checks a condition's shape; whether its position is
+// ValidateCondition checks a condition's shape; whether its position is
 // in the future depends on the state (checkConditionAfter).
-func validateCondition(c *fsmv1.AppendCondition) error {
+func ValidateCondition(c *fsmv1.AppendCondition) error {
 	if c == nil {
 		return nil
 	}

@@ -103,7 +103,7 @@ func validateAppendMulti(c *fsmv1.AppendMulti) error {
 	if bytes > MaxMultiBytes {
 		return invalid("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, MaxMultiBytes)
 	}
-	return validateCondition(c.Condition)
+	return ValidateCondition(c.Condition)
 }
 
 // part is stream i of c as an Append, for the per-stream rules.

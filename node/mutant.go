@@ -42,12 +42,17 @@ const (
 	// (apply records their ids without checking them): a retry proposed
 	// while its original is still in flight is written twice.
 	MutantDedupeAtPropose = "dedupe-at-propose"
+	// MutantConditionAtPropose evaluates an append's condition (DCB) on the
+	// leader before proposing, from what it has applied, and marks it as
+	// decided (apply skips it): two deciders whose conditions each miss the
+	// other's in-flight append both succeed.
+	MutantConditionAtPropose = "condition-at-propose"
 )
 
 const forwardRetryTimeout = 5 * time.Millisecond
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantConditionAtPropose}
 
 func (n *Node) mutant(name string) bool { return MutantsBuilt && n.cfg.Mutant == name }
 
@@ -178,4 +183,31 @@ func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
 		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
 		Index: n.AppliedIndex(), Duplicate: true,
 	}, true
+}
+
+// conditionAtPropose is the condition-at-propose mutant: it decides an
+// append's condition against this node's applied state and marks it
+// decided, so apply does not look again.
+func (n *Node) conditionAtPropose(cmd *fsmv1.Command) error {
+	var c *fsmv1.AppendCondition
+	var ns string
+	switch k := cmd.Kind.(type) {
+	case *fsmv1.Command_Append:
+		c, ns = k.Append.Condition, k.Append.Namespace
+	case *fsmv1.Command_AppendMulti:
+		c, ns = k.AppendMulti.Condition, k.AppendMulti.Namespace
+	}
+	if c == nil || fsm.ValidateQuery("condition.fail_if_events_match", fsm.QueryOf(c.FailIfEventsMatch)) != nil {
+		return nil // apply refuses it
+	}
+	v, err := n.store.View(ns)
+	if err != nil {
+		return nil
+	}
+	defer v.Close()
+	c.DecidedAtPropose = true
+	if msgs, err := v.Query(fsm.QueryOf(c.FailIfEventsMatch), c.After, 1); err == nil && len(msgs) > 0 {
+		return &fsm.ConditionFailedError{After: c.After, GlobalPosition: msgs[0].GlobalPosition}
+	}
+	return nil
 }

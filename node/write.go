@@ -84,6 +84,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 			return nil, err
 		}
 	}
+	if n.mutant(MutantConditionAtPropose) {
+		if err := n.conditionAtPropose(cmd); err != nil {
+			return nil, err
+		}
+	}
 	if n.mutant(MutantDedupeAtPropose) {
 		if res, ok := n.dedupeAtPropose(cmd); ok {
 			return res, nil

@@ -71,7 +71,10 @@ func newMessagesAt(path string, in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, 
 		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
 			return nil, asInvalid(err)
 		}
-		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != ""}
+		if err := fsm.ValidateTags(field("tags"), m.Tags); err != nil {
+			return nil, asInvalid(err)
+		}
+		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != "", Tags: m.Tags}
 	}
 	return out, nil
 }
