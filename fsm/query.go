@@ -50,20 +50,26 @@ type indexList struct {
 }
 
 func (l *indexList) seek(gp int64) (int64, bool, error) {
-	switch {
-	case l.done:
+	if l.done {
 		return 0, false, nil
-	case l.cur != 0 && l.cur >= gp:
-		return l.cur, true, nil
 	}
-	var ok bool
-	if l.cur != 0 && gp == l.cur+1 {
-		ok = l.it.Next() // the common case of a dense list: no seek
-	} else {
-		l.key = appendUint64(l.key[:l.plen], uint64(gp))
-		ok = l.it.SeekGE(l.key)
+	if l.cur != 0 {
+		if l.cur >= gp {
+			return l.cur, true, nil
+		}
+		// The next entry is usually the answer (a list read alone, or
+		// the rarest of an intersection): a Next is far cheaper than a
+		// seek, which follows only when it falls short.
+		if !l.it.Next() {
+			l.done = true
+			return 0, false, l.it.Error()
+		}
+		if l.cur = keySuffixUint64(l.it.Key()); l.cur >= gp {
+			return l.cur, true, nil
+		}
 	}
-	if !ok {
+	l.key = appendUint64(l.key[:l.plen], uint64(gp))
+	if !l.it.SeekGE(l.key) {
 		l.done = true
 		return 0, false, l.it.Error()
 	}
