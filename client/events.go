@@ -249,7 +249,8 @@ func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts 
 	return out, err
 }
 
-// Query returns the namespace's messages that match q, with a global
+// Query returns the namespace's tagged messages that match q (messages
+// written without tags are in no index and never match), with a global
 // position above after, in global order; limit 0 means 1000, -1 no limit,
 // at most 10000. The server merges its type and tag indexes: the cost
 // follows the matches, not the namespace's size.

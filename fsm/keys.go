@@ -21,7 +21,7 @@ import (
 //	GP                           -> next global position
 //	DI bucket id                 -> gp, pos, stream: a remembered client-given message id (dedupe.go)
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
-//	QT type 0x00 gp              -> empty: the namespace's messages by type (query.go)
+//	QT type 0x00 gp              -> empty: the namespace's tagged messages by type (query.go)
 //	QG tag 0x00 gp               -> empty: the namespace's messages by tag (query.go)
 //	A                            -> applied Raft index, term
 //

@@ -152,11 +152,15 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	nb.key = appendCategoryKey(nb.key[:0], cat, gp)
 	nb.val = ce.appendTo(nb.val[:0])
 	nb.sets.set(nb.key, nb.val)
-	nb.key = appendIndexKey(nb.key[:0], prefixTypeIdx, m.Type, gp)
-	nb.sets.set(nb.key, nil)
-	for _, tag := range m.Tags {
-		nb.key = appendIndexKey(nb.key[:0], prefixTagIdx, tag, gp)
+	if len(m.Tags) > 0 {
+		// Only tagged messages are indexed for queries (query.go): a
+		// namespace that uses no tags pays nothing for them.
+		nb.key = appendIndexKey(nb.key[:0], prefixTypeIdx, m.Type, gp)
 		nb.sets.set(nb.key, nil)
+		for _, tag := range m.Tags {
+			nb.key = appendIndexKey(nb.key[:0], prefixTagIdx, tag, gp)
+			nb.sets.set(nb.key, nil)
+		}
 	}
 
 	cs := nb.category(cat)

@@ -8,8 +8,15 @@ import (
 
 // Queries (DCB) read the namespace's type and tag indexes:
 //
-//	QT type 0x00 gp -> empty   one key per message
+//	QT type 0x00 gp -> empty   one key per tagged message
 //	QG tag 0x00 gp  -> empty   one key per tag of a message
+//
+// Only messages with at least one tag are indexed, so only they are seen
+// by queries and append conditions. Indexing every message's type would
+// let a type-only query see untagged messages too, but cost writes that
+// use no tags about a fifth more CPU (BenchmarkApplyAppend, process CPU
+// per run, fsm/DESIGN.md); a namespace that does not use tags pays
+// nothing.
 //
 // Each index is a sorted list of global positions (a posting list). A
 // query item is the intersection of the union of its types' lists with

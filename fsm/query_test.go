@@ -38,8 +38,12 @@ func conditional(c *fsmv1.Command, ac *fsmv1.AppendCondition) *fsmv1.Command {
 	return c
 }
 
-// matches is the model: does m match q?
+// matches is the model: does m match q? Untagged messages are in no
+// index.
 func matches(q Query, m Message) bool {
+	if len(m.Tags) == 0 {
+		return false
+	}
 	for _, it := range q.Items {
 		if len(it.Types) > 0 && !slices.Contains(it.Types, m.Type) {
 			continue
@@ -75,7 +79,8 @@ func TestQuery(t *testing.T) {
 		{"one tag", Query{[]QueryItem{item(nil, "course:c1")}}, 0, 0, []int64{1, 2, 3, 5}},
 		{"two tags", Query{[]QueryItem{item(nil, "course:c1", "student:s1")}}, 0, 0, []int64{1, 5}},
 		{"type", Query{[]QueryItem{item([]string{"Enrolled"})}}, 0, 0, []int64{1, 2, 4}},
-		{"types or'd", Query{[]QueryItem{item([]string{"Renamed", "Untagged"})}}, 0, 0, []int64{3, 6}},
+		{"types or'd", Query{[]QueryItem{item([]string{"Renamed", "Left"})}}, 0, 0, []int64{3, 5}},
+		{"an untagged message is in no index", Query{[]QueryItem{item([]string{"Untagged"})}}, 0, 0, []int64{}},
 		{"type and tag", Query{[]QueryItem{item([]string{"Enrolled"}, "student:s1")}}, 0, 0, []int64{1, 4}},
 		{"items or'd", Query{[]QueryItem{item([]string{"Left"}), item(nil, "course:c2")}}, 0, 0, []int64{4, 5}},
 		{"overlapping items", Query{[]QueryItem{item(nil, "course:c1"), item(nil, "student:s1")}}, 0, 0, []int64{1, 2, 3, 4, 5}},

@@ -1075,8 +1075,8 @@ export const EventStore: GenService<{
     output: typeof AppendMultiResponseSchema;
   },
   /**
-   * Query reads the namespace's messages that match a query (OR of items;
-   * an item: any of its types AND all of its tags) above a global
+   * Query reads the namespace's tagged messages that match a query (OR of
+   * items; an item: any of its types AND all of its tags) above a global
    * position, in global order. It costs in proportion to the matches (it
    * merges the type and tag indexes), never a scan of the namespace.
    *

@@ -625,8 +625,8 @@ type NewMessage struct {
 	// field leave it false and apply exactly as before.
 	ClientId bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	// Tags (DCB): 0..32 distinct strings of 1..256 bytes, stored with the
-	// message and indexed per tag for queries. Entries written before this
-	// field carry none.
+	// message; a tagged message is indexed by type and per tag for queries.
+	// Entries written before this field carry none.
 	Tags          []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
