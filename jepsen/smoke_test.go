@@ -150,6 +150,24 @@ func TestSmokeRetention(t *testing.T) {
 	}
 }
 
+// TestSmokeDCB: deciders reading by tags and appending on condition, under
+// kills and partitions, must be valid: replaying the final log, no
+// acknowledged conditional append has a message matching its condition
+// between its position and its own, and every refusal named a real match.
+func TestSmokeDCB(t *testing.T) {
+	res := validSmokeRun(t, "dcb", "kill,partition", 15*time.Second)
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
+		t.Fatalf("only %d acknowledged conditional appends", oks)
+	}
+	if fails := st.ByF[history.FAppend][history.Fail]; fails < 20 {
+		t.Fatalf("only %d refused conditional appends: the deciders did not contend", fails)
+	}
+	if res.Checkers["dcb"] != "valid" {
+		t.Fatalf("checker dcb: %q (checkers %v)", res.Checkers["dcb"], res.Checkers)
+	}
+}
+
 // validSmokeRun runs workload under nemesis on 3 nodes for d and fails
 // the test unless the verdict is valid; it returns the result.
 func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration) checker.Result {
@@ -194,6 +212,7 @@ var mutantCases = []struct {
 	{node.MutantRYWNoWait, "ryw", "pause", 200, 10, 20 * time.Second, []string{"ryw-violation"}, false},
 	{node.MutantForwardRetry, "append", "none", 1000, 20, 15 * time.Second, []string{"duplicate"}, true},
 	{node.MutantDedupeAtPropose, "idempotent", "none", 1000, 20, 10 * time.Second, []string{"duplicate", "retry-mismatch"}, false},
+	{node.MutantConditionAtPropose, "dcb", "none", 1000, 20, 10 * time.Second, []string{"dcb-conflict"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}, false},
 }

@@ -38,6 +38,9 @@ const (
 	// removes: positions up to it).
 	FTruncate = "truncate"
 	FDelete   = "delete-stream"
+	// FQuery is a decider's read by tags (the dcb workload): Value.Tags
+	// are the query (any of them), Value.From its position.
+	FQuery = "query"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
@@ -81,6 +84,17 @@ type Value struct {
 	From        int64    `json:"from,omitempty"` // stream position or global position
 	Limit       int64    `json:"limit,omitempty"`
 	Nemesis     string   `json:"nemesis,omitempty"` // what a nemesis line did
+	// Tags: an append's message tags, or a query's tags (any of them).
+	Tags []string `json:"tags,omitempty"`
+	// Condition: a conditional append's condition (the dcb workload).
+	Condition *Condition `json:"condition,omitempty"`
+}
+
+// Condition is an append condition as the dcb workload sends it: fail if
+// a message carrying any of AnyTags has a global position above After.
+type Condition struct {
+	AnyTags []string `json:"any_tags"`
+	After   int64    `json:"after"`
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.
@@ -96,6 +110,8 @@ type Result struct {
 	Events    []Event `json:"events,omitempty"`
 	// Deleted: a removal's count of messages it removed.
 	Deleted int64 `json:"deleted,omitempty"`
+	// Match: a failed condition's first matching global position.
+	Match int64 `json:"match,omitempty"`
 }
 
 // Event is one message as a read (or the final log) saw it.
@@ -104,6 +120,9 @@ type Event struct {
 	Stream string `json:"stream"`
 	Pos    int64  `json:"pos"`
 	Global int64  `json:"global"`
+	// Tags, joined by ",": the harness's tags have no comma, and a
+	// string keeps Event comparable.
+	Tags string `json:"tags,omitempty"`
 }
 
 // Pair is a client operation: its invocation and its completion. An
