@@ -155,7 +155,8 @@ func TestSmokeRetention(t *testing.T) {
 // acknowledged conditional append has a message matching its condition
 // between its position and its own, and every refusal named a real match.
 func TestSmokeDCB(t *testing.T) {
-	res := validSmokeRun(t, "dcb", "kill,partition", 15*time.Second)
+	// 400 ops/s: at the default 100 few decisions overlap in time.
+	res := validSmokeRun(t, "dcb", "kill,partition", 15*time.Second, func(o *runner.Options) { o.Rate = 400 })
 	st := res.Stats
 	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
 		t.Fatalf("only %d acknowledged conditional appends", oks)
@@ -168,14 +169,18 @@ func TestSmokeDCB(t *testing.T) {
 	}
 }
 
-// validSmokeRun runs workload under nemesis on 3 nodes for d and fails
-// the test unless the verdict is valid; it returns the result.
-func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration) checker.Result {
+// validSmokeRun runs workload under nemesis on 3 nodes for d (mods change
+// the options) and fails the test unless the verdict is valid; it returns
+// the result.
+func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration, mods ...func(*runner.Options)) checker.Result {
 	t.Helper()
 	requireJepsen(t)
 	plain, _ := binaries(t)
 	o := options(t, plain)
 	o.Workload, o.Nemesis, o.Time = workload, nemesis, d
+	for _, m := range mods {
+		m(&o)
+	}
 	out, err := runner.Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
