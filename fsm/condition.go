@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
@@ -59,25 +60,63 @@ func (nb *nsBatch) checkConditionAfter(c *fsmv1.AppendCondition) error {
 }
 
 // checkCondition fails when a message matching c's query exists above
-// c.After, as of every entry before the current one. The query reads the
-// database, so what this call staged so far is committed first (only for
-// a conditional append: appends without a condition keep one commit per
-// call). A storage error stops the node.
+// c.After, as of every entry before the current one: in the database, or
+// among the tagged messages this call staged (nsBatch.tagged), which all
+// come after the database's. So the verdict depends only on the log
+// prefix, however Raft cut it into calls. After an import's clear the
+// database still holds what the clear removes: the call commits first.
+// A storage error stops the node.
 func (a *applier) checkCondition(nb *nsBatch, c *fsmv1.AppendCondition) error {
 	if c == nil || (trustLeaderCondition && c.DecidedAtPropose) {
 		return nil
 	}
-	if nb.dirty {
+	if nb.cleared {
 		a.flush(nb)
 	}
-	gp, found, err := firstMatch(nb.ns.db, QueryOf(c.FailIfEventsMatch), c.After)
+	q := QueryOf(c.FailIfEventsMatch)
+	gp, found, err := firstMatch(nb.ns.db, q, c.After)
 	if err != nil {
 		a.fatal("namespace %q: evaluate condition: %v", nb.ns.rec.Name, err)
+	}
+	for i := 0; !found && i < len(nb.tagged); i++ {
+		if m := &nb.tagged[i]; m.gp > c.After && q.matches(m.typ, m.tags) {
+			gp, found = m.gp, true
+		}
 	}
 	if found {
 		return &ConditionFailedError{After: c.After, GlobalPosition: gp}
 	}
 	return nil
+}
+
+// taggedMsg is what a condition needs of a staged tagged message.
+type taggedMsg struct {
+	gp   int64
+	typ  string
+	tags []string
+}
+
+// matches reports whether a message of type typ with tags matches q.
+func (q Query) matches(typ string, tags []string) bool {
+	if len(tags) == 0 {
+		return false // in no index
+	}
+	for _, it := range q.Items {
+		if len(it.Types) > 0 && !slices.Contains(it.Types, typ) {
+			continue
+		}
+		all := true
+		for _, t := range it.Tags {
+			if !slices.Contains(tags, t) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // firstMatch returns the first global position above after of a message

@@ -70,6 +70,45 @@ func TestAppendCondition(t *testing.T) {
 	})
 }
 
+// Within one ApplyBatch a condition sees the tagged messages staged before
+// it, and not those an import's clear removed.
+func TestConditionWithinOneBatch(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(appendCmd("ns", "a-1", tagged("T", "k"), tagged("T", "k"))) // 1, 2 committed
+	rs := f.apply(
+		appendCmd("ns", "a-2", tagged("U", "other")),                                             // 3
+		appendCmd("ns", "a-2", tagged("U", "k", "x")),                                            // 4
+		conditional(appendCmd("ns", "a-3", tagged("T", "z")), cond(2, item([]string{"T"}, "k"))), // 5: no T with k after 2
+		conditional(appendCmd("ns", "a-3", tagged("T", "z")), cond(2, item(nil, "k", "x"))),      // 4 matches
+		conditional(appendCmd("ns", "a-3", tagged("T", "z")), cond(1, item(nil, "k"))),           // 2 (committed) first
+		importCmd("ns", true, rec("b-1", 0, 1, "T")),                                             // clear: 1 left, untagged
+		conditional(appendCmd("ns", "a-4", tagged("T", "k")), cond(1, item(nil, "k"))),           // 2: nothing tagged k after 1
+		conditional(appendCmd("ns", "a-4", tagged("T", "k")), cond(1, item(nil, "k"))),           // 2 matches
+	)
+	want := []string{"written 3", "written 4", "written 5", "failed 4", "failed 2", "imported", "written 2", "failed 2"}
+	for i, r := range rs {
+		var got string
+		var cf *ConditionFailedError
+		switch r := r.(type) {
+		case *AppendResult:
+			got = fmt.Sprintf("written %d", r.FirstGlobalPosition)
+		case *ImportResult:
+			got = "imported"
+		case error:
+			if errors.As(r, &cf) {
+				got = fmt.Sprintf("failed %d", cf.GlobalPosition)
+			} else {
+				got = r.Error()
+			}
+		}
+		if got != want[i] {
+			t.Fatalf("entry %d: %s, want %s", i, got, want[i])
+		}
+	}
+}
+
 // A retry of a conditional append that was written answers the original
 // positions, although its own first write now matches the condition.
 func TestConditionalRetryIsDuplicate(t *testing.T) {

@@ -146,7 +146,16 @@ func openQuery(r iterReader, q Query) (*queryPlan, error) {
 	}
 	items := make(union, 0, len(q.Items))
 	for _, item := range q.Items {
+		// Tags first: usually far rarer than types, so the join's first
+		// seeks land on few candidates (and an unused tag ends it at once).
 		var parts intersection
+		for _, t := range dedupe(item.Tags) {
+			l, err := list(prefixTagIdx, t)
+			if err != nil {
+				return nil, errors.Join(err, qp.close())
+			}
+			parts = append(parts, l)
+		}
 		if len(item.Types) > 0 {
 			types := make(union, 0, len(item.Types))
 			for _, t := range dedupe(item.Types) {
@@ -157,13 +166,6 @@ func openQuery(r iterReader, q Query) (*queryPlan, error) {
 				types = append(types, l)
 			}
 			parts = append(parts, one(types))
-		}
-		for _, t := range dedupe(item.Tags) {
-			l, err := list(prefixTagIdx, t)
-			if err != nil {
-				return nil, errors.Join(err, qp.close())
-			}
-			parts = append(parts, l)
 		}
 		if len(parts) == 1 {
 			items = append(items, parts[0])
