@@ -130,7 +130,8 @@ type queryPlan struct {
 	iters []*pebble.Iterator
 }
 
-// openQuery opens one index iterator per type and tag of each item. The query must be valid (ValidateQuery). Close the plan.
+// openQuery opens one index iterator per type and tag of each item. The
+// query must be valid (ValidateQuery). Close the plan.
 func openQuery(r iterReader, q Query) (*queryPlan, error) {
 	qp := &queryPlan{}
 	// Each use of a name gets its own iterator: a list shared by two
