@@ -11,16 +11,21 @@ import (
 // The chaos harness's mutant leaders (node/mutant_on.go) pass what they
 // decided before proposing in the Raft entry's Extensions, never in the
 // replicated command: a global position they chose, and whether they
-// already decided the append's client ids. Compiled only with -tags
-// mutants; mutant_off.go makes both readers constant.
+// already decided the append's client ids or its condition. Compiled only
+// with -tags mutants; mutant_off.go makes every reader constant.
 
-// MutantExtensions encodes a mutant leader's decisions for an entry.
-func MutantExtensions(proposedGlobal int64, idsDecided bool) []byte {
+// Decisions a mutant leader took before proposing.
+const (
+	IDsDecided       byte = 1 << iota // dedupe-at-propose
+	ConditionDecided                  // condition-at-propose
+)
+
+// MutantExtensions encodes a mutant leader's decisions for an entry: the
+// global position it chose (0: none) and the decisions it took.
+func MutantExtensions(proposedGlobal int64, decided byte) []byte {
 	b := make([]byte, 9)
 	binary.BigEndian.PutUint64(b, uint64(proposedGlobal))
-	if idsDecided {
-		b[8] = 1
-	}
+	b[8] = decided
 	return b
 }
 
@@ -36,5 +41,11 @@ func proposedGlobal(l *raft.Log) int64 {
 // idsDecidedByLeader reports that a dedupe-at-propose leader already
 // decided l's client ids: the mutant's bug is that apply skips its check.
 func idsDecidedByLeader(l *raft.Log) bool {
-	return len(l.Extensions) == 9 && l.Extensions[8] == 1
+	return len(l.Extensions) == 9 && l.Extensions[8]&IDsDecided != 0
+}
+
+// conditionDecidedByLeader reports that a condition-at-propose leader
+// already evaluated l's condition: the mutant's bug is that apply does not.
+func conditionDecidedByLeader(l *raft.Log) bool {
+	return len(l.Extensions) == 9 && l.Extensions[8]&ConditionDecided != 0
 }

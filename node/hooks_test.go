@@ -32,6 +32,7 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantGlobalPosAtPropose, []string{"propose"}},
 		{MutantDedupeAtPropose, []string{"propose"}},
 		{MutantCheckpointAhead, []string{"groupCheckpoint"}},
+		{MutantConditionAtPropose, []string{"propose"}},
 	}
 	if len(cases) != len(Mutants)+1 {
 		t.Fatalf("%d cases for %d mutants: add the new mutant here", len(cases)-1, len(Mutants))

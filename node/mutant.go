@@ -40,10 +40,15 @@ const (
 	// read position instead of below its lowest unsettled message: after a
 	// leader change, messages delivered but never acknowledged are skipped.
 	MutantCheckpointAhead = "checkpoint-ahead-of-acks"
+	// MutantConditionAtPropose evaluates an append's condition (DCB) on the
+	// leader before proposing, from what it has applied, and marks it as
+	// decided (apply skips it): two deciders whose conditions each miss the
+	// other's in-flight append both succeed.
+	MutantConditionAtPropose = "condition-at-propose"
 )
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose}
 
 func checkMutant(name string) error {
 	if name == "" {

@@ -9,6 +9,9 @@
 // through two nodes (a hedged request), so retries race their originals.
 // The retention workload adds truncates and soft deletes (with an expected
 // version, so each names the positions it removes) racing the appends.
+// The dcb workload's deciders read by tags (a course and a student), then
+// append a message with both tags on condition that nothing carrying
+// either appeared after what they read (Dynamic Consistency Boundary).
 package workload
 
 import (
@@ -23,7 +26,7 @@ import (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers", "dcb"}
 
 // Config is one workload run.
 type Config struct {
@@ -49,6 +52,8 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "retention":
 		mix = []weighted{{55, opAppend}, {12, opTruncate}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
+	case "dcb":
+		mix = []weighted{{85, opDecide}, {10, opReadStream}, {5, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -88,6 +93,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 			c: c, cfg: cfg, known: k, pid: i, mix: mix,
 			rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(i))),
 			version: map[string]int64{},
+			decided: map[string]int64{},
 		}
 		// Two workers in three stay on one node (follower forwarding and
 		// follower reads); the rest pick a node per operation (failover).
@@ -120,6 +126,16 @@ const (
 	opIdemAppend
 	opTruncate
 	opDelete
+	opDecide
+)
+
+// The dcb workload's tags: few, so decisions overlap (each one reads and
+// conditions on one course and one student, and conflicts with every
+// decision sharing either).
+const (
+	dcbCourses  = 3
+	dcbStudents = 4
+	dcbPage     = 1000 // a decider reads at most this many messages per query
 )
 
 // Idempotent appends: how many times one append is sent at most, and how
@@ -202,6 +218,9 @@ type worker struct {
 	// hedges counts this worker's hedged requests (each gets a process id
 	// of its own, above every worker's).
 	hedges int
+	// decided is, per decision (course|student), the global position up
+	// to which this worker has read its messages.
+	decided map[string]int64
 }
 
 func (w *worker) node() string {
@@ -223,6 +242,9 @@ func (w *worker) otherNode(not string) string {
 }
 
 func (w *worker) stream() string {
+	if w.cfg.Name == "dcb" {
+		return fmt.Sprintf("course-c%d", w.rng.IntN(dcbCourses))
+	}
 	cat := "acct"
 	if w.rng.IntN(2) == 1 {
 		cat = "order"
@@ -259,6 +281,9 @@ func (w *worker) step(ctx context.Context) {
 		w.lastWrit = node
 	case opIdemAppend:
 		w.idemAppend(ctx)
+		return
+	case opDecide:
+		w.decide(ctx)
 		return
 	case opCASAppend:
 		st := w.stream()
@@ -304,6 +329,9 @@ func (w *worker) step(ctx context.Context) {
 }
 
 func (w *worker) category() string {
+	if w.cfg.Name == "dcb" {
+		return "course"
+	}
 	if w.rng.IntN(2) == 1 {
 		return "order"
 	}
@@ -363,5 +391,36 @@ func (w *worker) idemAppend(ctx context.Context) {
 		if op.Type != history.Info || ctx.Err() != nil {
 			return
 		}
+	}
+}
+
+// decide is one DCB decision: read (linearizable) the messages of a course
+// and a student after what this worker read before, then append one
+// carrying both tags on condition that none carrying either appeared
+// after the last one read. A full page means more to read: the decision
+// is left for next time.
+func (w *worker) decide(ctx context.Context) {
+	course, student := w.rng.IntN(dcbCourses), w.rng.IntN(dcbStudents)
+	tags := []string{fmt.Sprintf("course:c%d", course), fmt.Sprintf("student:s%d", student)}
+	key := tags[0] + "|" + tags[1]
+	node := w.node()
+	after := w.decided[key]
+	read := w.c.Query(ctx, w.pid, node, tags, after, dcbPage, client.ReadOptions{Consistency: history.Linearizable})
+	w.observe(read)
+	if read.Type != history.OK {
+		return
+	}
+	for _, e := range read.Result.Events {
+		after = max(after, e.Global)
+	}
+	w.decided[key] = after
+	if len(read.Result.Events) == dcbPage {
+		return
+	}
+	op := w.c.AppendIf(ctx, w.pid, node, fmt.Sprintf("course-c%d", course), w.c.NewID(w.pid), tags, history.Condition{AnyTags: tags, After: after})
+	w.lastWrit = node
+	w.observe(op)
+	if op.Type == history.OK {
+		w.decided[key] = op.Result.Global
 	}
 }

@@ -466,7 +466,10 @@ type Append struct {
 	ExpectedVersion *int64        `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	Messages        []*NewMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano  int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// When set, the append succeeds only if no message matching the
+	// condition's query exists after its position (DCB, fsm/query.go).
+	Condition     *AppendCondition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -536,6 +539,13 @@ func (x *Append) GetTimeUnixNano() int64 {
 	return 0
 }
 
+func (x *Append) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
 // AppendMulti writes to several streams of one namespace, all or nothing:
 // every expected version must match, then every stream's messages are
 // written in the order given, with contiguous global positions.
@@ -544,7 +554,10 @@ type AppendMulti struct {
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Streams   []*StreamAppend        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano  int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	TimeUnixNano int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// When set, the call succeeds only if no message matching the
+	// condition's query exists after its position.
+	Condition     *AppendCondition `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -598,6 +611,13 @@ func (x *AppendMulti) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
+}
+
+func (x *AppendMulti) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
 }
 
 // StreamAppend is one stream's part of an AppendMulti.
@@ -676,7 +696,11 @@ type NewMessage struct {
 	// namespace that remembers ids: a write of ids already written returns
 	// the original positions. Entries written by binaries older than this
 	// field leave it false and apply exactly as before.
-	ClientId      bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientId bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Tags (DCB): 0..32 distinct strings of 1..256 bytes, stored with the
+	// message; a tagged message is indexed by type and per tag for queries.
+	// Entries written before this field carry none.
+	Tags          []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -746,6 +770,168 @@ func (x *NewMessage) GetClientId() bool {
 	return false
 }
 
+func (x *NewMessage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// AppendCondition is the Dynamic Consistency Boundary condition of an
+// append: it fails when a message matching fail_if_events_match exists with
+// a global position above after (0: any). Decided inside apply.
+type AppendCondition struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	FailIfEventsMatch *Query                 `protobuf:"bytes,1,opt,name=fail_if_events_match,json=failIfEventsMatch,proto3" json:"fail_if_events_match,omitempty"`
+	After             int64                  `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AppendCondition) Reset() {
+	*x = AppendCondition{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendCondition) ProtoMessage() {}
+
+func (x *AppendCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendCondition.ProtoReflect.Descriptor instead.
+func (*AppendCondition) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendCondition) GetFailIfEventsMatch() *Query {
+	if x != nil {
+		return x.FailIfEventsMatch
+	}
+	return nil
+}
+
+func (x *AppendCondition) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// Query selects messages: those matching any of its items.
+type Query struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*QueryItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Query) Reset() {
+	*x = Query{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Query) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Query) ProtoMessage() {}
+
+func (x *Query) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Query.ProtoReflect.Descriptor instead.
+func (*Query) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Query) GetItems() []*QueryItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// QueryItem matches a message whose type is any of types (or any type
+// when types is empty) and which carries every one of tags. At least one
+// of the two is given.
+type QueryItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Types         []string               `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryItem) Reset() {
+	*x = QueryItem{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryItem) ProtoMessage() {}
+
+func (x *QueryItem) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryItem.ProtoReflect.Descriptor instead.
+func (*QueryItem) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueryItem) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *QueryItem) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
 // TruncateStream removes the messages of a stream whose position is below
 // before. The stream keeps its version: its next message takes the next
 // position, and positions and global positions are never reused.
@@ -760,7 +946,7 @@ type TruncateStream struct {
 
 func (x *TruncateStream) Reset() {
 	*x = TruncateStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +958,7 @@ func (x *TruncateStream) String() string {
 func (*TruncateStream) ProtoMessage() {}
 
 func (x *TruncateStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +971,7 @@ func (x *TruncateStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStream.ProtoReflect.Descriptor instead.
 func (*TruncateStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TruncateStream) GetNamespace() string {
@@ -826,7 +1012,7 @@ type DeleteStream struct {
 
 func (x *DeleteStream) Reset() {
 	*x = DeleteStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1024,7 @@ func (x *DeleteStream) String() string {
 func (*DeleteStream) ProtoMessage() {}
 
 func (x *DeleteStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1037,7 @@ func (x *DeleteStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStream.ProtoReflect.Descriptor instead.
 func (*DeleteStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteStream) GetNamespace() string {
@@ -898,7 +1084,7 @@ type DeleteByWatermark struct {
 
 func (x *DeleteByWatermark) Reset() {
 	*x = DeleteByWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1096,7 @@ func (x *DeleteByWatermark) String() string {
 func (*DeleteByWatermark) ProtoMessage() {}
 
 func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1109,7 @@ func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermark.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteByWatermark) GetNamespace() string {
@@ -964,7 +1150,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1162,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1175,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -1023,7 +1209,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1221,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1234,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Import) GetNamespace() string {
@@ -1089,7 +1275,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1287,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1300,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -1185,7 +1371,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1383,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1396,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -1258,30 +1444,41 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xa0\x02\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xdd\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNanoB\x13\n" +
-	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\x87\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x12;\n" +
+	"\tcondition\x18\b \x01(\v2\x1d.skald.fsm.v1.AppendConditionR\tconditionB\x13\n" +
+	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\xc4\x01\n" +
 	"\vAppendMulti\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
 	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
-	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\"\xa1\x01\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12;\n" +
+	"\tcondition\x18\x04 \x01(\v2\x1d.skald.fsm.v1.AppendConditionR\tcondition\"\xa1\x01\n" +
 	"\fStreamAppend\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x02 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x03 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessagesB\x13\n" +
-	"\x11_expected_version\"}\n" +
+	"\x11_expected_version\"\x91\x01\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\fR\bmetadata\x12\x1b\n" +
-	"\tclient_id\x18\x05 \x01(\bR\bclientId\"^\n" +
+	"\tclient_id\x18\x05 \x01(\bR\bclientId\x12\x12\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\"s\n" +
+	"\x0fAppendCondition\x12D\n" +
+	"\x14fail_if_events_match\x18\x01 \x01(\v2\x13.skald.fsm.v1.QueryR\x11failIfEventsMatch\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05afterJ\x04\b\x03\x10\x04\"6\n" +
+	"\x05Query\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.skald.fsm.v1.QueryItemR\x05items\"5\n" +
+	"\tQueryItem\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"^\n" +
 	"\x0eTruncateStream\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
@@ -1332,7 +1529,7 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Command)(nil),           // 0: skald.fsm.v1.Command
 	(*CreateNamespace)(nil),   // 1: skald.fsm.v1.CreateNamespace
@@ -1341,46 +1538,53 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*AppendMulti)(nil),       // 4: skald.fsm.v1.AppendMulti
 	(*StreamAppend)(nil),      // 5: skald.fsm.v1.StreamAppend
 	(*NewMessage)(nil),        // 6: skald.fsm.v1.NewMessage
-	(*TruncateStream)(nil),    // 7: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),      // 8: skald.fsm.v1.DeleteStream
-	(*DeleteByWatermark)(nil), // 9: skald.fsm.v1.DeleteByWatermark
-	(*StreamWatermark)(nil),   // 10: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),            // 11: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),   // 12: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),       // 13: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),       // 14: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),       // 15: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),       // 16: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),     // 17: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),      // 18: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),      // 19: skald.fsm.v1.DeleteParked
+	(*AppendCondition)(nil),   // 7: skald.fsm.v1.AppendCondition
+	(*Query)(nil),             // 8: skald.fsm.v1.Query
+	(*QueryItem)(nil),         // 9: skald.fsm.v1.QueryItem
+	(*TruncateStream)(nil),    // 10: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),      // 11: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil), // 12: skald.fsm.v1.DeleteByWatermark
+	(*StreamWatermark)(nil),   // 13: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),            // 14: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),   // 15: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),       // 16: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),       // 17: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),       // 18: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),       // 19: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),     // 20: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),      // 21: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),      // 22: skald.fsm.v1.DeleteParked
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	2,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	3,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	11, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	13, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	14, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	16, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
 	4,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
-	7,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	8,  // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	9,  // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	14, // 9: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	15, // 10: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	16, // 11: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	17, // 12: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	18, // 13: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	19, // 14: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	10, // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	11, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	12, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	17, // 9: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	18, // 10: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	19, // 11: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	20, // 12: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	21, // 13: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	22, // 14: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
 	6,  // 15: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	5,  // 16: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	6,  // 17: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	10, // 18: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	12, // 19: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 16: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	5,  // 17: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	7,  // 18: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 19: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 20: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	9,  // 21: skald.fsm.v1.Query.items:type_name -> skald.fsm.v1.QueryItem
+	13, // 22: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	15, // 23: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1408,14 +1612,14 @@ func file_skald_fsm_v1_command_proto_init() {
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
-	file_skald_fsm_v1_command_proto_msgTypes[8].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
