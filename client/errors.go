@@ -55,6 +55,12 @@ var (
 	// Nothing was settled.
 	ErrNotInFlight = errors.New("skald: not in flight")
 
+	// ErrConditionFailed is returned by Append and AppendMulti with
+	// FailIfMatch when a message matching the condition's query exists
+	// after its position; nothing was written. errors.As with a
+	// *ConditionFailedError gives the first match.
+	ErrConditionFailed = errors.New("skald: append condition failed")
+
 	// ErrUnavailable is returned when no member could serve the call
 	// within the caller's deadline (no leader, nodes down, a read not
 	// caught up). For a write it means nothing was written.
@@ -152,6 +158,25 @@ func (e *WrongExpectedVersionsError) Is(target error) bool { return target == Er
 
 func (e *WrongExpectedVersionsError) Unwrap() error { return e.err }
 
+// ConditionFailedError details an ErrConditionFailed; it wraps the
+// server's *Error.
+type ConditionFailedError struct {
+	// GlobalPosition is the first message after After that matches the
+	// condition's query.
+	GlobalPosition int64
+	After          int64
+	err            error
+}
+
+func (e *ConditionFailedError) Error() string {
+	return fmt.Sprintf("skald: append condition failed: message at global position %d matches the query and is after %d", e.GlobalPosition, e.After)
+}
+
+// Is makes errors.Is(err, ErrConditionFailed) hold.
+func (e *ConditionFailedError) Is(target error) bool { return target == ErrConditionFailed }
+
+func (e *ConditionFailedError) Unwrap() error { return e.err }
+
 // kindOf maps a Connect code to the sentinel the API promises for it
 // (spec: Errors). Unavailable, DeadlineExceeded and Canceled become
 // ErrUnavailable: the caller may retry.
@@ -219,6 +244,9 @@ func serverError(endpoint string, ce *connect.Error) error {
 				w.Conflicts = append(w.Conflicts, WrongExpectedVersionError{Stream: c.Stream, Expected: c.ExpectedVersion, Actual: c.ActualVersion})
 			}
 			return w
+		case *skaldv1.ConditionFailed:
+			e.Kind = ErrConditionFailed
+			return &ConditionFailedError{GlobalPosition: v.GlobalPosition, After: v.After, err: e}
 		}
 	}
 	return e

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -15,12 +16,28 @@ type AppendOption func(*appendSettings)
 
 type appendSettings struct {
 	expectedVersion *int64
+	condition       *skaldv1.AppendCondition
 }
 
 // ExpectVersion makes an append fail with ErrWrongExpectedVersion unless
 // the stream is at version v (its last position; -1: no message yet).
 func ExpectVersion(v int64) AppendOption {
 	return func(s *appendSettings) { s.expectedVersion = &v }
+}
+
+// FailIfMatch makes an append (or AppendMulti) conditional, as the
+// Dynamic Consistency Boundary pattern has it: it fails with
+// ErrConditionFailed when a message matching q exists with a global
+// position above after (0: any). The server decides when it applies the
+// append, against every write ordered before it: of two appends whose
+// conditions match each other's messages, at most one succeeds. Read
+// with Query first and pass the last global position read (or the head
+// the read saw) as after. A retried try of a written conditional append
+// is answered as a duplicate, not as a failed condition.
+func FailIfMatch(q Query, after int64) AppendOption {
+	return func(s *appendSettings) {
+		s.condition = &skaldv1.AppendCondition{FailIfEventsMatch: q.wire(), After: after}
+	}
 }
 
 // Append writes msgs (1..1000) to stream, all or nothing, on the leader.
@@ -39,7 +56,7 @@ func ExpectVersion(v int64) AppendOption {
 // their ids and positions, and the retry is answered as a duplicate.
 //
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionError),
-// ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated,
+// ErrConditionFailed (*ConditionFailedError), ErrInvalidArgument, ErrResourceExhausted, ErrUnauthenticated,
 // ErrStreamDeleted (the stream was hard-deleted): nothing was written.
 // ErrAlreadyExists: a message id was already written with
 // other content (or only some of the ids were); nothing was written.
@@ -57,13 +74,13 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 			m.ID = id.String()
 		}
 		ids[i] = m.ID
-		req.Messages[i] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
+		req.Messages[i] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata, Tags: m.Tags}
 	}
 	var set appendSettings
 	for _, o := range opts {
 		o(&set)
 	}
-	req.ExpectedVersion = set.expectedVersion
+	req.ExpectedVersion, req.Condition = set.expectedVersion, set.condition
 	var resp *skaldv1.AppendResponse
 	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
 		r, err := m.events.Append(ctx, connect.NewRequest(req))
@@ -91,10 +108,19 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 // Errors: ErrWrongExpectedVersion (*WrongExpectedVersionsError, naming
 // every stream whose version did not match), ErrInvalidArgument (limits:
 // 1..100 streams, each once, 1..1000 messages and 8 MiB in all),
-// ErrAlreadyExists, ErrUnauthenticated, ErrStreamDeleted: nothing was
-// written. ErrUnavailable: nothing was written. ErrUnknownOutcome: it may have been.
-func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendMultiResult, error) {
-	req := &skaldv1.AppendMultiRequest{Streams: make([]*skaldv1.StreamAppend, len(parts))}
+// ErrAlreadyExists, ErrUnauthenticated, ErrStreamDeleted,
+// ErrConditionFailed: nothing was written. ErrUnavailable: nothing was
+// written. ErrUnknownOutcome: it may have been. Of the options only
+// FailIfMatch applies (each part has its own ExpectedVersion).
+func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend, opts ...AppendOption) (AppendMultiResult, error) {
+	var set appendSettings
+	for _, o := range opts {
+		o(&set)
+	}
+	if set.expectedVersion != nil {
+		return AppendMultiResult{}, &Error{Kind: ErrInvalidArgument, Err: errors.New("ExpectVersion does not apply to AppendMulti: set StreamAppend.ExpectedVersion")}
+	}
+	req := &skaldv1.AppendMultiRequest{Streams: make([]*skaldv1.StreamAppend, len(parts)), Condition: set.condition}
 	ids := make([][]string, len(parts))
 	for i, p := range parts {
 		sa := &skaldv1.StreamAppend{Stream: p.Stream, ExpectedVersion: p.ExpectedVersion, Messages: make([]*skaldv1.NewMessage, len(p.Messages))}
@@ -108,7 +134,7 @@ func (c *Client) AppendMulti(ctx context.Context, parts []StreamAppend) (AppendM
 				m.ID = id.String()
 			}
 			ids[i][j] = m.ID
-			sa.Messages[j] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata}
+			sa.Messages[j] = &skaldv1.NewMessage{Id: m.ID, Type: m.Type, Data: m.Data, Metadata: m.Metadata, Tags: m.Tags}
 		}
 		req.Streams[i] = sa
 	}
@@ -214,6 +240,25 @@ func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts 
 	var out []Message
 	err := c.read(ctx, func(ctx context.Context, m *member) error {
 		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: globalPosition, Limit: limit, Read: s.wire(c.session.Load())}))
+		if err == nil {
+			c.observe(r.Msg.AppliedIndex)
+			out = fromWireAll(r.Msg.Messages)
+		}
+		return err
+	})
+	return out, err
+}
+
+// Query returns the namespace's tagged messages that match q (messages
+// written without tags are in no index and never match), with a global
+// position above after, in global order; limit 0 means 1000, -1 no limit,
+// at most 10000. The server merges its type and tag indexes: the cost
+// follows the matches, not the namespace's size.
+func (c *Client) Query(ctx context.Context, q Query, after, limit int64, opts ...ReadOption) ([]Message, error) {
+	s := c.settings(opts)
+	var out []Message
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.events.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{Query: q.wire(), After: after, Limit: limit, Read: s.wire(c.session.Load())}))
 		if err == nil {
 			c.observe(r.Msg.AppliedIndex)
 			out = fromWireAll(r.Msg.Messages)

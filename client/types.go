@@ -17,6 +17,10 @@ type NewMessage struct {
 	Type     string
 	Data     json.RawMessage
 	Metadata json.RawMessage
+	// Tags (at most 32, each 1..256 bytes, no repeats) are what Query and
+	// append conditions select on, e.g. "course:c1". Only tagged messages
+	// are indexed: one without tags is never matched, by type either.
+	Tags []string
 }
 
 // Message is a stored message.
@@ -29,6 +33,25 @@ type Message struct {
 	Data           json.RawMessage
 	Metadata       json.RawMessage // nil when null
 	Time           time.Time       // the leader's clock when appended
+	Tags           []string
+}
+
+// QueryItem matches a message whose type is any of Types (any type when
+// empty) and which carries every one of Tags. It names at least one type
+// or tag.
+type QueryItem struct {
+	Types, Tags []string
+}
+
+// Query matches the messages any of its items (1..16) matches.
+type Query []QueryItem
+
+func (q Query) wire() *skaldv1.Query {
+	out := &skaldv1.Query{Items: make([]*skaldv1.QueryItem, len(q))}
+	for i, it := range q {
+		out.Items[i] = &skaldv1.QueryItem{Types: it.Types, Tags: it.Tags}
+	}
+	return out
 }
 
 // AppendResult is where an append landed.
@@ -160,7 +183,7 @@ func (g ConsumerGroup) wire() *skaldv1.ConsumerGroup {
 func fromWire(m *skaldv1.Message) Message {
 	out := Message{
 		ID: m.Id, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
-		Data: m.Data, Time: m.Time.AsTime(),
+		Data: m.Data, Time: m.Time.AsTime(), Tags: m.Tags,
 	}
 	if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
 		out.Metadata = m.Metadata

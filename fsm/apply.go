@@ -261,6 +261,9 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if err := validateAppend(c); err != nil {
 		return err
 	}
+	if err := nb.checkConditionAfter(c.Condition); err != nil {
+		return err
+	}
 	// idsDecidedByLeader is false outside mutant builds; a mutant's bug is
 	// that apply trusts the leader's decision.
 	if !idsDecidedByLeader(l) {
@@ -279,6 +282,13 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	if c.ExpectedVersion != nil && *c.ExpectedVersion != version {
 		return &VersionConflictError{Stream: c.Stream, Expected: *c.ExpectedVersion, Actual: version}
 	}
+	// conditionDecidedByLeader is false outside mutant builds; a mutant's
+	// bug is that apply trusts the leader's verdict.
+	if !conditionDecidedByLeader(l) {
+		if err := a.checkCondition(nb, c.Condition); err != nil {
+			return err
+		}
+	}
 	if gp := proposedGlobal(l); gp > 0 {
 		nb.nextGP = gp // a mutant's bug: the leader's guess is trusted
 	}
@@ -294,7 +304,7 @@ func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
 	for _, m := range c.Messages {
 		proto.Reset(sm)
 		sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, c.Stream, m.Type, st.meta.lastPos+1
-		sm.Data, sm.Metadata, sm.TimeUnixNano = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano
+		sm.Data, sm.Metadata, sm.TimeUnixNano, sm.Tags = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano, m.Tags
 		nb.writeMessage(ce, sm, nb.nextGP, st)
 		nb.nextGP++
 	}
@@ -319,8 +329,13 @@ func validateAppend(c *fsmv1.Append) error {
 		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
 			return err
 		}
+		if len(m.Tags) > 0 {
+			if err := ValidateTags(fmt.Sprintf("messages[%d].tags", i), m.Tags); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return ValidateCondition(c.Condition)
 }
 
 func (a *applier) importChunk(l *raft.Log, c *fsmv1.Import) any {

@@ -16,14 +16,15 @@ const (
 	smData     protowire.Number = 5
 	smMetadata protowire.Number = 6
 	smTime     protowire.Number = 7
+	smTags     protowire.Number = 8
 )
 
 // decodeMessage decodes the StoredMessage at global position gp by hand.
 // Every read decodes every message it returns, and the generic decoder
 // (reflection, and UTF-8 checks of strings that were checked when written)
 // was 40% of a 100-message read. It must agree with proto.Unmarshal
-// (TestDecodeMessageMatchesProto): unknown fields are skipped, a repeated
-// field's last value wins.
+// (TestDecodeMessageMatchesProto): unknown fields are skipped, a singular
+// field given twice keeps its last value, tags accumulate in order.
 func decodeMessage(gp int64, val []byte) (Message, error) {
 	buf := bytes.Clone(val) // val belongs to Pebble; Data and Metadata alias buf
 	m := Message{GlobalPosition: gp}
@@ -34,7 +35,7 @@ func decodeMessage(gp int64, val []byte) (Message, error) {
 		}
 		buf = buf[n:]
 		switch {
-		case typ == protowire.BytesType && (num == smID || num == smStream || num == smType || num == smData || num == smMetadata):
+		case typ == protowire.BytesType && (num == smID || num == smStream || num == smType || num == smData || num == smMetadata || num == smTags):
 			v, n := protowire.ConsumeBytes(buf)
 			if n < 0 {
 				return Message{}, fmt.Errorf("fsm: message %d: field %d: %w", gp, num, protowire.ParseError(n))
@@ -50,6 +51,8 @@ func decodeMessage(gp int64, val []byte) (Message, error) {
 				m.Data = v[:len(v):len(v)]
 			case smMetadata:
 				m.Metadata = v[:len(v):len(v)]
+			case smTags:
+				m.Tags = append(m.Tags, string(v))
 			}
 			buf = buf[n:]
 		case typ == protowire.VarintType && (num == smPosition || num == smTime):

@@ -13,13 +13,14 @@ import (
 // decodeMessage must read exactly what proto.Unmarshal reads.
 func TestDecodeMessageMatchesProto(t *testing.T) {
 	full := &fsmv1.StoredMessage{Id: "0192f0c4-0000-7000-8000-000000000001", Stream: "account-1", Type: "Deposited",
-		Position: 41, Data: []byte(`{"n":1}`), Metadata: []byte(`{"correlationStreamName":"x-1"}`), TimeUnixNano: 1_700_000_000_123_456_789}
+		Position: 41, Data: []byte(`{"n":1}`), Metadata: []byte(`{"correlationStreamName":"x-1"}`), TimeUnixNano: 1_700_000_000_123_456_789,
+		Tags: []string{"course:c1", "student:s7"}}
 	enc := func(m *fsmv1.StoredMessage) []byte { b, _ := proto.Marshal(m); return b }
 	withUnknown := protowire.AppendTag(enc(full), 99, protowire.BytesType)
 	withUnknown = protowire.AppendBytes(withUnknown, []byte("from a newer version"))
 	withUnknown = protowire.AppendTag(withUnknown, 98, protowire.VarintType)
 	withUnknown = protowire.AppendVarint(withUnknown, 7)
-	repeated := append(enc(full), enc(&fsmv1.StoredMessage{Type: "Withdrawn", Position: 42})...)
+	repeated := append(enc(full), enc(&fsmv1.StoredMessage{Type: "Withdrawn", Position: 42, Tags: []string{"more"}})...)
 	wrongWire := protowire.AppendTag(enc(full), smPosition, protowire.BytesType) // skipped as unknown
 	wrongWire = protowire.AppendBytes(wrongWire, []byte("x"))
 	cases := []struct {
@@ -41,7 +42,7 @@ func TestDecodeMessageMatchesProto(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := Message{ID: sm.Id, Stream: sm.Stream, Type: sm.Type, Position: sm.Position, GlobalPosition: 9,
-				Data: sm.Data, Metadata: sm.Metadata, Time: sm.TimeUnixNano}
+				Data: sm.Data, Metadata: sm.Metadata, Time: sm.TimeUnixNano, Tags: sm.Tags}
 			got, err := decodeMessage(9, tc.val)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,7 +14,7 @@ import (
 
 // Idempotent writes (issue #18). A namespace remembers the message ids that
 // clients gave (NewMessage.client_id) for a window of entry time; an append
-// whose ids are all remembered, each for the same stream, type and data and
+// whose ids are all remembered, each for the same stream, type, data and tags and
 // in the order of one earlier append, is a retry: apply writes nothing and
 // answers the original positions (AppendResult.Duplicate). A remembered id
 // with other content, or an append mixing remembered and new ids, is a
@@ -153,6 +154,7 @@ type stagedID struct {
 	stream   string
 	typ      string
 	data     []byte
+	tags     []string
 	position int64
 	gp       int64
 	// removed: the message was deleted since (streamdelete.go); only
@@ -217,7 +219,7 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 		}
 		// A deleted message's type and data are gone: its stream and place
 		// must match (below), its content cannot be compared.
-		if st.stream != c.Stream || !st.removed && (st.typ != m.Type || !bytes.Equal(st.data, m.Data)) {
+		if st.stream != c.Stream || !st.removed && (st.typ != m.Type || !bytes.Equal(st.data, m.Data) || !slices.Equal(st.tags, m.Tags)) {
 			return nil, &DuplicateIDError{Message: i, ID: m.Id, Stream: st.stream, Position: st.position, GlobalPosition: st.gp, Reason: DuplicateContent}
 		}
 		found++
@@ -305,7 +307,7 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		if err := proto.Unmarshal(mv, &m); err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: message %d: %w", gp, err))
 		}
-		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, position: m.Position, gp: gp}, true
+		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: m.Position, gp: gp}, true
 	}
 	return stagedID{}, false
 }
@@ -344,7 +346,7 @@ func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
 		if err := nb.b.Set(nb.key, gpv, nil); err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: stage id index: %w", err))
 		}
-		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, position: pos0 + int64(i), gp: gp}
+		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: pos0 + int64(i), gp: gp}
 	}
 }
 

@@ -26,7 +26,15 @@ import (
 //	SG name                      -> GroupRecord: a subscription group (group.go)
 //	SP name 0x00 gp              -> ParkedMessage: a group's parked message
 //	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again
+//	QT type 0x00 gp              -> empty: the namespace's tagged messages by type (query.go)
+//	QG tag 0x00 gp               -> empty: the namespace's messages by tag (query.go)
 //	A                            -> applied Raft index, term
+//
+// QT and QG keys are written with their message and never removed by the
+// deletion paths (streamdelete.go), which do not read the messages they
+// remove: a query skips an index entry whose M key is gone. A database
+// written before tags has no QT or QG keys, so its older messages are not
+// found by queries.
 //
 // A database written before idempotent writes has no DI or DC keys: it
 // remembers no id, and its clock starts at the first append that records
@@ -53,6 +61,8 @@ var (
 	keyNextGP      = []byte("GP")
 	prefixDedupe   = []byte("DI")
 	keyDedupeClock = []byte("DC")
+	prefixTypeIdx  = []byte("QT")
+	prefixTagIdx   = []byte("QG")
 	keyApplied     = []byte("A")
 	// Retention (retention.go). RP sorts right before RQ: an import's
 	// clear keeps the policies and drops the queue.
@@ -133,6 +143,22 @@ func typeKey(stream, typ string, pos int64) []byte { return appendTypeKey(nil, s
 
 func appendTypeKey(dst []byte, stream, typ string, pos int64) []byte {
 	return appendUint64(appendTypePrefix(dst, stream, typ), uint64(pos))
+}
+
+// indexPrefix is QT type 0x00 or QG tag 0x00: the common prefix of one
+// type's or tag's index keys, followed by big-endian global positions.
+func indexPrefix(family []byte, name string) []byte {
+	return appendIndexPrefix(make([]byte, 0, len(family)+len(name)+1+8), family, name)
+}
+
+func appendIndexPrefix(dst, family []byte, name string) []byte {
+	dst = append(dst, family...)
+	dst = append(dst, name...)
+	return append(dst, 0)
+}
+
+func appendIndexKey(dst, family []byte, name string, gp int64) []byte {
+	return appendUint64(appendIndexPrefix(dst, family, name), uint64(gp))
 }
 
 func catCountKey(category string) []byte {

@@ -88,6 +88,11 @@ func validateAppendMulti(c *fsmv1.AppendMulti) error {
 				ve.Field = fmt.Sprintf("streams[%d].%s", i, ve.Field)
 				return ve
 			}
+			if len(m.Tags) > 0 {
+				if err := ValidateTags(fmt.Sprintf("streams[%d].messages[%d].tags", i, j), m.Tags); err != nil {
+					return err
+				}
+			}
 			bytes += len(m.Data) + len(m.Metadata)
 		}
 		total += len(s.Messages)
@@ -98,7 +103,7 @@ func validateAppendMulti(c *fsmv1.AppendMulti) error {
 	if bytes > MaxMultiBytes {
 		return invalid("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, MaxMultiBytes)
 	}
-	return nil
+	return ValidateCondition(c.Condition)
 }
 
 // part is stream i of c as an Append, for the per-stream rules.
@@ -113,6 +118,9 @@ func (a *applier) appendMulti(l *raft.Log, c *fsmv1.AppendMulti) any {
 		return skipped
 	}
 	if err := validateAppendMulti(c); err != nil {
+		return err
+	}
+	if err := nb.checkConditionAfter(c.Condition); err != nil {
 		return err
 	}
 	parts := make([]*fsmv1.Append, len(c.Streams))
@@ -134,6 +142,13 @@ func (a *applier) appendMulti(l *raft.Log, c *fsmv1.AppendMulti) any {
 	if len(conflicts) > 0 {
 		return &VersionConflictsError{Conflicts: conflicts}
 	}
+	// conditionDecidedByLeader is false outside mutant builds; a mutant's
+	// bug is that apply trusts the leader's verdict.
+	if !conditionDecidedByLeader(l) {
+		if err := a.checkCondition(nb, c.Condition); err != nil {
+			return err
+		}
+	}
 	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), FirstGlobalPosition: nb.nextGP, Index: l.Index}
 	sm := &nb.sm
 	for i, p := range parts {
@@ -143,7 +158,7 @@ func (a *applier) appendMulti(l *raft.Log, c *fsmv1.AppendMulti) any {
 		for _, m := range p.Messages {
 			sm.Reset()
 			sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, p.Stream, m.Type, st.meta.lastPos+1
-			sm.Data, sm.Metadata, sm.TimeUnixNano = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano
+			sm.Data, sm.Metadata, sm.TimeUnixNano, sm.Tags = m.Data, NormalizeMetadata(m.Metadata), c.TimeUnixNano, m.Tags
 			nb.writeMessage(ce, sm, nb.nextGP, st)
 			nb.nextGP++
 		}

@@ -35,6 +35,12 @@ type nsBatch struct {
 	clock      int64
 	clockDirty bool
 	ids        map[string]stagedID
+	// tagged are the tagged messages staged since the last commit, in
+	// global order: what a condition (condition.go) sees beyond the
+	// database. INVARIANT: no deletion of messages is staged meanwhile
+	// (the deletion paths commit before and after themselves), so the
+	// database plus tagged is the state an entry's condition is about.
+	tagged []taggedMsg
 
 	// Scratch space: Batch.Set copies keys and values, so one buffer each
 	// serves every write.
@@ -68,6 +74,7 @@ func newNSBatch(ns *namespace) *nsBatch {
 func (nb *nsBatch) reload() {
 	nb.applied, nb.nextGP, nb.counts = nb.ns.applied, nb.ns.nextGP, nb.ns.counts
 	nb.clock, nb.clockDirty, nb.ids = nb.ns.dedupeClock, false, nil
+	nb.tagged = nb.tagged[:0]
 	nb.streams = make(map[string]*streamState)
 	nb.cats = make(map[string]*catState)
 	nb.cleared = false
@@ -152,6 +159,17 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	nb.key = appendCategoryKey(nb.key[:0], cat, gp)
 	nb.val = ce.appendTo(nb.val[:0])
 	nb.sets.set(nb.key, nb.val)
+	if len(m.Tags) > 0 {
+		// Only tagged messages are indexed for queries (query.go): a
+		// namespace that uses no tags pays nothing for them.
+		nb.key = appendIndexKey(nb.key[:0], prefixTypeIdx, m.Type, gp)
+		nb.sets.set(nb.key, nil)
+		for _, tag := range m.Tags {
+			nb.key = appendIndexKey(nb.key[:0], prefixTagIdx, tag, gp)
+			nb.sets.set(nb.key, nil)
+		}
+		nb.tagged = append(nb.tagged, taggedMsg{gp: gp, typ: m.Type, tags: m.Tags})
+	}
 
 	cs := nb.category(cat)
 	if !st.exists {
@@ -191,6 +209,7 @@ func (nb *nsBatch) clear() {
 	nb.ns.metaCache.reset()
 	nb.nextGP, nb.counts, nb.cleared, nb.dirty = 1, nsCounts{}, true, true
 	nb.clock, nb.clockDirty, nb.ids = 0, false, nil
+	nb.tagged = nb.tagged[:0]
 	nb.ns.idf = nil // reloaded from the database: the clear may yet be dropped (reset)
 }
 
@@ -300,6 +319,8 @@ func (nb *nsBatch) commit(sync bool) error {
 		}
 	}
 	clear(nb.ids) // the database holds them now
+	clear(nb.tagged)
+	nb.tagged = nb.tagged[:0]
 	// Every overlay value now equals the database.
 	for name, st := range nb.streams {
 		st.dirty = false

@@ -26,6 +26,7 @@ type Message struct {
 	Data           []byte // JSON object
 	Metadata       []byte // JSON object, or nil for null
 	Time           int64  // unix ns, leader clock
+	Tags           []string
 }
 
 // View is a consistent read-only view of one namespace: every read through
@@ -93,12 +94,23 @@ func newPage(limit int) []Message {
 	return []Message{}
 }
 
-// message reads the message at global position gp.
+// message reads the message at global position gp, which an index names:
+// its absence is corruption.
 func (v *View) message(gp int64) (Message, error) {
+	m, found, err := v.lookupMessage(gp)
+	if err == nil && !found {
+		err = fmt.Errorf("fsm: namespace %q: message %d is indexed but missing: %w", v.ns.rec.Name, gp, errCorruptValue)
+	}
+	return m, err
+}
+
+// lookupMessage reads the message at global position gp; found is false
+// when there is none.
+func (v *View) lookupMessage(gp int64) (m Message, found bool, err error) {
 	if v.mit == nil {
 		it, err := v.iter(prefixMessage, prefixEnd(prefixMessage))
 		if err != nil {
-			return Message{}, err
+			return Message{}, false, err
 		}
 		v.mit = it
 	}
@@ -113,17 +125,15 @@ func (v *View) message(gp int64) (Message, error) {
 	}
 	v.mgp = 0
 	if !ok || !bytes.Equal(v.mit.Key(), key) {
-		if err := v.mit.Error(); err != nil {
-			return Message{}, err
-		}
-		return Message{}, fmt.Errorf("fsm: namespace %q: message %d is indexed but missing: %w", v.ns.rec.Name, gp, errCorruptValue)
+		return Message{}, false, v.mit.Error()
 	}
 	val, err := v.mit.ValueAndErr()
 	if err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	v.mgp = gp
-	return decodeMessage(gp, val)
+	m, err = decodeMessage(gp, val)
+	return m, err == nil, err
 }
 
 // StreamQuery selects messages of one stream.

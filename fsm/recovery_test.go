@@ -98,6 +98,14 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				if rng.Intn(4) == 0 {
 					msgs[i].Metadata = []byte(`{"correlationStreamName":"wf-1"}`)
 				}
+				if rng.Intn(2) == 0 {
+					msgs[i].Tags = []string{fmt.Sprintf("k:%d", rng.Intn(4)), "all"}[:1+rng.Intn(2)]
+				}
+			}
+			// Now and then a condition (DCB) on a tag, maybe past the head.
+			var cond *fsmv1.AppendCondition
+			if rng.Intn(4) == 0 {
+				cond = &fsmv1.AppendCondition{After: int64(rng.Intn(200)), FailIfEventsMatch: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Tags: []string{fmt.Sprintf("k:%d", rng.Intn(4))}}}}}
 			}
 			var c *fsmv1.Command
 			if rng.Intn(8) == 0 {
@@ -109,6 +117,7 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				}
 				c = multiCmd(ns, streamPart(stream, nil, msgs...), streamPart(other, exp, newMsg("Multi", `{}`)))
 				c.GetAppendMulti().TimeUnixNano = now
+				c.GetAppendMulti().Condition = cond
 				add(c)
 				continue
 			}
@@ -118,6 +127,7 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				c = appendCmd(ns, stream, msgs...)
 			}
 			c.GetAppend().TimeUnixNano = now
+			c.GetAppend().Condition = cond
 			if client {
 				sent = append(sent, c)
 			}

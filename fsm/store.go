@@ -384,9 +384,24 @@ func (s *Store) Nodes() map[string]string {
 }
 
 // get returns a copy of key's value in db, or nil when absent.
-func get(db interface {
+// getter is a database, a snapshot or a batch: what point reads need.
+type getter interface {
 	Get([]byte) ([]byte, io.Closer, error)
-}, key []byte) ([]byte, error) {
+}
+
+// exists reports whether key is set, without copying its value.
+func exists(db getter, key []byte) (bool, error) {
+	_, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
+}
+
+func get(db getter, key []byte) ([]byte, error) {
 	v, closer, err := db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil

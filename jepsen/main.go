@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (runner.Options, int, error) {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := runner.Options{}
-	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw, mixed, idempotent, retention or consumers")
+	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw, mixed, idempotent, retention, consumers or dcb")
 	fs.StringVar(&o.Nemesis, "nemesis", "kill,partition", "none, all, or a comma list of kill, pause, partition, leader-kill, transfer, membership")
 	fs.IntVar(&o.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long traffic and faults run")

@@ -165,14 +165,37 @@ func TestSmokeRetention(t *testing.T) {
 	}
 }
 
-// validSmokeRun runs workload under nemesis on 3 nodes for d and fails
-// the test unless the verdict is valid; it returns the result.
-func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration) checker.Result {
+// TestSmokeDCB: deciders reading by tags and appending on condition, under
+// kills and partitions, must be valid: replaying the final log, no
+// acknowledged conditional append has a message matching its condition
+// between its position and its own, and every refusal named a real match.
+func TestSmokeDCB(t *testing.T) {
+	// 400 ops/s: at the default 100 few decisions overlap in time.
+	res := validSmokeRun(t, "dcb", "kill,partition", 15*time.Second, func(o *runner.Options) { o.Rate = 400 })
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
+		t.Fatalf("only %d acknowledged conditional appends", oks)
+	}
+	if fails := st.ByF[history.FAppend][history.Fail]; fails < 20 {
+		t.Fatalf("only %d refused conditional appends: the deciders did not contend", fails)
+	}
+	if res.Checkers["dcb"] != "valid" {
+		t.Fatalf("checker dcb: %q (checkers %v)", res.Checkers["dcb"], res.Checkers)
+	}
+}
+
+// validSmokeRun runs workload under nemesis on 3 nodes for d (mods change
+// the options) and fails the test unless the verdict is valid; it returns
+// the result.
+func validSmokeRun(t *testing.T, workload, nemesis string, d time.Duration, mods ...func(*runner.Options)) checker.Result {
 	t.Helper()
 	requireJepsen(t)
 	plain, _ := binaries(t)
 	o := options(t, plain)
 	o.Workload, o.Nemesis, o.Time = workload, nemesis, d
+	for _, m := range mods {
+		m(&o)
+	}
 	out, err := runner.Run(context.Background(), o)
 	if err != nil {
 		t.Fatalf("harness error (seed %d): %v", o.Seed, err)
@@ -212,6 +235,7 @@ var mutantCases = []struct {
 	{node.MutantExpireOneTooMany, "retention", "none", 100, 10, 10 * time.Second, []string{"capped-lost", "lost"}, false},
 	{node.MutantExpireAgeEarly, "retention", "none", 100, 10, 10 * time.Second, []string{"aged-early"}, false},
 	{node.MutantCheckpointAhead, "consumers", "transfer", 300, 10, 20 * time.Second, []string{"group-undelivered", "group-unacked"}, false},
+	{node.MutantConditionAtPropose, "dcb", "none", 1000, 20, 10 * time.Second, []string{"dcb-conflict"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}, false},
 }

@@ -32,6 +32,7 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantGlobalPosAtPropose, []string{"propose"}},
 		{MutantDedupeAtPropose, []string{"propose"}},
 		{MutantCheckpointAhead, []string{"groupCheckpoint"}},
+		{MutantConditionAtPropose, []string{"propose"}},
 		{MutantExpireOneTooMany, []string{"propose"}},
 		{MutantExpireAgeEarly, []string{"propose"}},
 	}

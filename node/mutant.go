@@ -40,6 +40,11 @@ const (
 	// read position instead of below its lowest unsettled message: after a
 	// leader change, messages delivered but never acknowledged are skipped.
 	MutantCheckpointAhead = "checkpoint-ahead-of-acks"
+	// MutantConditionAtPropose evaluates an append's condition (DCB) on the
+	// leader before proposing, from what it has applied, and marks it as
+	// decided (apply skips it): two deciders whose conditions each miss the
+	// other's in-flight append both succeed.
+	MutantConditionAtPropose = "condition-at-propose"
 	// MutantExpireOneTooMany has the leader's expiry entries remove one
 	// position more than the retention policies allow: the oldest message
 	// a max-count policy keeps goes too (and the first message younger
@@ -51,7 +56,7 @@ const (
 )
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantExpireOneTooMany, MutantExpireAgeEarly}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly}
 
 func checkMutant(name string) error {
 	if name == "" {

@@ -38,12 +38,16 @@ func (n *Node) installMutant() {
 		var counter proposedGlobal
 		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
 			if gp := counter.take(n, cmd); gp > 0 {
-				return nil, false, fsm.MutantExtensions(gp, false), nil
+				return nil, false, fsm.MutantExtensions(gp, 0), nil
 			}
 			return nil, false, nil, nil
 		}
 	case MutantExpireOneTooMany, MutantExpireAgeEarly:
-		ext := fsm.MutantExpiryExtensions(n.cfg.Mutant == MutantExpireOneTooMany, n.cfg.Mutant == MutantExpireAgeEarly)
+		flag := fsm.ExpireOneTooMany
+		if n.cfg.Mutant == MutantExpireAgeEarly {
+			flag = fsm.ExpireAgeEarly
+		}
+		ext := fsm.MutantExtensions(0, flag)
 		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
 			if cmd.GetExpireMessages() == nil {
 				return nil, false, nil, nil
@@ -60,7 +64,15 @@ func (n *Node) installMutant() {
 			if res, ok := n.dedupeAtPropose(cmd); ok {
 				return res, true, nil, nil
 			}
-			return nil, false, fsm.MutantExtensions(0, true), nil
+			return nil, false, fsm.MutantExtensions(0, fsm.IDsDecided), nil
+		}
+	case MutantConditionAtPropose:
+		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+			decided, err := n.conditionAtPropose(cmd)
+			if err != nil || !decided {
+				return nil, false, nil, err
+			}
+			return nil, false, fsm.MutantExtensions(0, fsm.ConditionDecided), nil
 		}
 	}
 }
@@ -190,4 +202,30 @@ func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
 		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
 		Index: n.AppliedIndex(), Duplicate: true,
 	}, true
+}
+
+// conditionAtPropose is MutantConditionAtPropose: it decides an append's
+// condition against this node's applied state; decided reports that the
+// caller must mark the entry so apply does not look again.
+func (n *Node) conditionAtPropose(cmd *fsmv1.Command) (decided bool, err error) {
+	var c *fsmv1.AppendCondition
+	var ns string
+	switch k := cmd.Kind.(type) {
+	case *fsmv1.Command_Append:
+		c, ns = k.Append.Condition, k.Append.Namespace
+	case *fsmv1.Command_AppendMulti:
+		c, ns = k.AppendMulti.Condition, k.AppendMulti.Namespace
+	}
+	if c == nil || fsm.ValidateQuery("condition.fail_if_events_match", fsm.QueryOf(c.FailIfEventsMatch)) != nil {
+		return false, nil // apply refuses it
+	}
+	v, err := n.store.View(ns)
+	if err != nil {
+		return false, nil
+	}
+	defer v.Close()
+	if msgs, err := v.Query(fsm.QueryOf(c.FailIfEventsMatch), c.After, 1); err == nil && len(msgs) > 0 {
+		return true, &fsm.ConditionFailedError{After: c.After, GlobalPosition: msgs[0].GlobalPosition}
+	}
+	return true, nil
 }

@@ -339,8 +339,11 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		pe *fsm.PositionExistsError
 		de *fsm.DuplicateIDError
 		vs *fsm.VersionConflictsError
+		cf *fsm.ConditionFailedError
 	)
 	switch {
+	case errors.As(err, &cf):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CONDITION_FAILED, GlobalPosition: cf.GlobalPosition, Position: cf.After}, true
 	case errors.As(err, &de):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_DUPLICATE_ID, Record: int64(de.Message), Id: de.ID, Stream: de.Stream,
 			Position: de.Position, GlobalPosition: de.GlobalPosition, DuplicateReason: string(de.Reason), Field: de.Field}, true
@@ -440,6 +443,8 @@ func errorOf(r *peerv1.Rejection) error {
 			e.Conflicts = append(e.Conflicts, fsm.VersionConflictError{Stream: c.Stream, Expected: c.ExpectedVersion, Actual: c.ActualVersion})
 		}
 		return e
+	case peerv1.Reason_REASON_CONDITION_FAILED:
+		return &fsm.ConditionFailedError{After: r.Position, GlobalPosition: r.GlobalPosition}
 	case peerv1.Reason_REASON_POSITION_EXISTS:
 		return &fsm.PositionExistsError{Record: int(r.Record), Stream: r.Stream, Position: r.Position, GlobalPosition: r.GlobalPosition, Reason: r.Description}
 	case peerv1.Reason_REASON_NAMESPACE_NOT_FOUND:

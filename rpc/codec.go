@@ -16,7 +16,8 @@ import (
 // message of a stream (position 0) or of a reply's first position would
 // read as if it had no position at all. Fields with explicit presence
 // (optional, oneof, messages) are still left out when unset. Requests
-// decode as before, unknown fields ignored.
+// decode as before, unknown fields ignored, except in writes and queries
+// (strict.go).
 type jsonCodec struct{ name string }
 
 // jsonCodecs replace both names connect-go registers for JSON.
@@ -45,7 +46,7 @@ func (jsonCodec) Unmarshal(b []byte, m any) error {
 	if len(b) == 0 {
 		return errors.New("zero-length payload is not a valid JSON object")
 	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, pm); err != nil {
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: !strictJSON(pm)}).Unmarshal(b, pm); err != nil {
 		return fmt.Errorf("unmarshal into %T: %w", m, err)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 func message(m *fsm.Message) *skaldv1.Message {
 	return &skaldv1.Message{
 		Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
-		Data: m.Data, Metadata: m.Metadata, Time: timestamp(m.Time),
+		Data: m.Data, Metadata: m.Metadata, Time: timestamp(m.Time), Tags: m.Tags,
 	}
 }
 

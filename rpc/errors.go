@@ -84,6 +84,11 @@ var errorTable = []func(error) (reply, bool){
 			details:   []proto.Message{&skaldv1.VersionConflict{Stream: e.Stream, ExpectedVersion: e.Expected, ActualVersion: e.Actual}},
 			evDetails: map[string]any{"expected": e.Expected, "actual": e.Actual}}
 	}),
+	typed(func(e *fsm.ConditionFailedError) reply {
+		return reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusConflict, evCode: "CONDITION_FAILED", message: e.Describe(),
+			details:   []proto.Message{&skaldv1.ConditionFailed{GlobalPosition: e.GlobalPosition, After: e.After}},
+			evDetails: map[string]any{"globalPosition": e.GlobalPosition, "after": e.After}}
+	}),
 	typed(func(e *namespaceGoneError) reply {
 		return reply{verdict: true, code: connect.CodeUnauthenticated, status: http.StatusForbidden, evCode: "AUTH_UNAUTHORIZED",
 			message: "the token's namespace no longer exists", evDetails: map[string]any{"namespace": e.namespace}}

@@ -144,6 +144,12 @@ func TestErrorTable(t *testing.T) {
 			&evError{status: http.StatusConflict, code: "STREAM_VERSION_CONFLICT",
 				message: `expected versions do not match: stream "a-1" is at version 1, expected 7; stream "b-2" is at version 0, expected -1`,
 				details: map[string]any{"conflicts": []map[string]any{{"stream": "a-1", "expected": int64(7), "actual": int64(1)}, {"stream": "b-2", "expected": int64(-1), "actual": int64(0)}}}}}},
+		{name: "condition_failed", err: &fsm.ConditionFailedError{After: 7, GlobalPosition: 9}, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: "append condition failed: message at global position 9 matches the query and is after 7",
+				details: []proto.Message{&skaldv1.ConditionFailed{GlobalPosition: 9, After: 7}}},
+			// Unreachable on EventoDB (no conditional write), a conflict there.
+			&evError{status: http.StatusConflict, code: "CONDITION_FAILED", message: "append condition failed: message at global position 9 matches the query and is after 7",
+				details: map[string]any{"globalPosition": int64(9), "after": int64(7)}}}},
 		{name: "namespace_not_found", err: fmt.Errorf("read: %w", fsm.ErrNamespaceNotFound),
 			own: want{connectReply{code: connect.CodeUnauthenticated, message: "the token's namespace no longer exists"},
 				&evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "the token's namespace no longer exists",

@@ -37,6 +37,9 @@ type eventStore struct {
 
 func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {
 	m := req.Msg
+	if err := checkKnown(m); err != nil {
+		return nil, err
+	}
 	if err := checkStream("stream", m.Stream); err != nil {
 		return nil, err
 	}
@@ -47,8 +50,12 @@ func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.Ap
 	if err != nil {
 		return nil, err
 	}
+	cond, err := conditionOf(m.Condition)
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.b.Append(ctx, &fsmv1.Append{
-		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion, Messages: msgs,
+		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion, Messages: msgs, Condition: cond,
 	})
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
@@ -82,6 +89,9 @@ func (s *eventStore) AppendMulti(ctx context.Context, req *connect.Request[skald
 // (fsm.MaxMultiStreams streams, each once; fsm.MaxAppendMessages messages
 // and fsm.MaxMultiBytes of data and metadata in all) and converts it.
 func appendMultiCommand(ns string, m *skaldv1.AppendMultiRequest) (*fsmv1.AppendMulti, error) {
+	if err := checkKnown(m); err != nil {
+		return nil, err
+	}
 	if n := len(m.Streams); n < 1 || n > fsm.MaxMultiStreams {
 		return nil, invalidField("streams", "must hold 1..%d streams, got %d", fsm.MaxMultiStreams, n)
 	}
@@ -116,7 +126,41 @@ func appendMultiCommand(ns string, m *skaldv1.AppendMultiRequest) (*fsmv1.Append
 	if bytes > fsm.MaxMultiBytes {
 		return nil, invalidField("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, fsm.MaxMultiBytes)
 	}
+	cond, err := conditionOf(m.Condition)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Condition = cond
 	return cmd, nil
+}
+
+// Query reads the messages matching a query (fsm/query.go) above a global
+// position, at the requested consistency.
+func (s *eventStore) Query(ctx context.Context, req *connect.Request[skaldv1.QueryRequest]) (*connect.Response[skaldv1.QueryResponse], error) {
+	m := req.Msg
+	if err := checkKnown(m); err != nil {
+		return nil, err
+	}
+	q, err := queryOf("query", m.Query)
+	if err != nil {
+		return nil, err
+	}
+	if err := nonNegative("after", m.After); err != nil {
+		return nil, err
+	}
+	limit, err := readLimit(m.Limit)
+	if err != nil {
+		return nil, err
+	}
+	var out []fsm.Message
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		out, err = v.Query(fsm.QueryOf(q), m.After, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.QueryResponse{Messages: messages(out), AppliedIndex: applied}), nil
 }
 
 // read runs fn on a view of the caller's namespace at the requested

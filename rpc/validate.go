@@ -71,7 +71,10 @@ func newMessagesAt(path string, in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, 
 		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
 			return nil, asInvalid(err)
 		}
-		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != ""}
+		if err := fsm.ValidateTags(field("tags"), m.Tags); err != nil {
+			return nil, asInvalid(err)
+		}
+		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != "", Tags: m.Tags}
 	}
 	return out, nil
 }
@@ -151,4 +154,35 @@ func readOptions(o *skaldv1.ReadOptions) (node.ReadOptions, error) {
 		return out, invalidField("read.consistency", "unknown consistency %d", o.Consistency)
 	}
 	return out, nil
+}
+
+// queryOf converts and checks a query of the API; field is its path.
+func queryOf(field string, q *skaldv1.Query) (*fsmv1.Query, error) {
+	if q == nil {
+		return nil, invalidField(field, "must be set")
+	}
+	out := &fsmv1.Query{Items: make([]*fsmv1.QueryItem, len(q.Items))}
+	for i, it := range q.Items {
+		out.Items[i] = &fsmv1.QueryItem{Types: it.Types, Tags: it.Tags}
+	}
+	if err := fsm.ValidateQuery(field, fsm.QueryOf(out)); err != nil {
+		return nil, asInvalid(err)
+	}
+	return out, nil
+}
+
+// conditionOf converts and checks an append condition; nil stays nil.
+// Whether its position is in the future is decided in apply.
+func conditionOf(c *skaldv1.AppendCondition) (*fsmv1.AppendCondition, error) {
+	if c == nil {
+		return nil, nil
+	}
+	q, err := queryOf("condition.fail_if_events_match", c.FailIfEventsMatch)
+	if err != nil {
+		return nil, err
+	}
+	if c.After < 0 {
+		return nil, invalidField("condition.after", "must not be negative, got %d", c.After)
+	}
+	return &fsmv1.AppendCondition{FailIfEventsMatch: q, After: c.After}, nil
 }

@@ -217,7 +217,7 @@ func apiError(err error) error {
 	case errors.Is(err, client.ErrNotFound):
 		code = exitNotFound
 	case errors.Is(err, client.ErrWrongExpectedVersion), errors.Is(err, client.ErrAlreadyExists),
-		errors.Is(err, client.ErrStreamDeleted): // the stream's state refuses it, not the input
+		errors.Is(err, client.ErrStreamDeleted), errors.Is(err, client.ErrConditionFailed): // the state refuses it, not the input
 		code = exitConflict
 	case errors.Is(err, client.ErrUnavailable):
 		code = exitUnavailable

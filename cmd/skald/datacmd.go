@@ -14,14 +14,25 @@ import (
 )
 
 func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID]", stderr)
+	fs, cf := newClientFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID] [--tag T]... [--fail-if-type T]... [--fail-if-tag T]... [--after GP]", stderr)
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
 	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
-	id := fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type and data,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
+	id := fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type, data and tags,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
+	var tags, failTypes, failTags stringList
+	fs.Var(&tags, "tag", "a tag of the message (repeat for several; at most 32), e.g. course:c1")
+	fs.Var(&failTypes, "fail-if-type", "condition: fail if a message of this `type` (repeat: any of them) and every --fail-if-tag exists after --after")
+	fs.Var(&failTags, "fail-if-tag", "condition: fail if a message with this `tag` (repeat: all of them) exists after --after")
+	after := fs.Int64("after", 0, "the condition's global position: only later messages count (0: any)")
 	rest, err := cf.parse(fs, args, 3, 3)
 	if err != nil {
 		return err
+	}
+	var opts []client.AppendOption
+	if len(failTypes) > 0 || len(failTags) > 0 {
+		opts = append(opts, client.FailIfMatch(client.Query{{Types: failTypes, Tags: failTags}}, *after))
+	} else if *after != 0 {
+		return &exitError{exitUsage, errors.New("--after is the position of a condition: give --fail-if-type or --fail-if-tag")}
 	}
 	data, err := jsonArg("data", rest[2], os.Stdin)
 	if err != nil {
@@ -33,7 +44,6 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	var opts []client.AppendOption
 	if expected.set {
 		opts = append(opts, client.ExpectVersion(expected.v))
 	}
@@ -42,7 +52,7 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.Close()
-	res, err := c.Append(ctx, rest[0], []client.NewMessage{{ID: *id, Type: rest[1], Data: data, Metadata: meta}}, opts...)
+	res, err := c.Append(ctx, rest[0], []client.NewMessage{{ID: *id, Type: rest[1], Data: data, Metadata: meta, Tags: tags}}, opts...)
 	if err != nil {
 		return apiError(err)
 	}
@@ -119,6 +129,57 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer c.Close()
 	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: *position, Limit: *limit})
+	if err != nil {
+		return apiError(err)
+	}
+	return printMessages(stdout, cf.output, msgs)
+}
+
+func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
+	var types, tags stringList
+	fs.Var(&types, "type", "messages of this `type` (repeat: any of them)")
+	fs.Var(&tags, "tag", "messages carrying this `tag` (repeat: all of them)")
+	query := fs.String("query", "", `a whole query instead, JSON or @FILE: {"items":[{"types":["T"],"tags":["a","b"]}, ...]} (items OR'd)`)
+	after := fs.Int64("after", 0, "only messages whose global position is above this")
+	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	var q client.Query
+	switch {
+	case *query != "" && (len(types) > 0 || len(tags) > 0):
+		return &exitError{exitUsage, errors.New("give --query or --type/--tag, not both")}
+	case *query != "":
+		raw, err := jsonArg("--query", *query, os.Stdin)
+		if err != nil {
+			return err
+		}
+		var f struct {
+			Items []struct {
+				Types []string `json:"types"`
+				Tags  []string `json:"tags"`
+			} `json:"items"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			return &exitError{exitUsage, fmt.Errorf("--query: %v", err)}
+		}
+		for _, it := range f.Items {
+			q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
+		}
+	case len(types) > 0 || len(tags) > 0:
+		q = client.Query{{Types: types, Tags: tags}}
+	default:
+		return &exitError{exitUsage, errors.New("give --type, --tag or --query")}
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msgs, err := c.Query(ctx, q, *after, *limit)
 	if err != nil {
 		return apiError(err)
 	}

@@ -22,9 +22,11 @@ Usage:
   skald dev [--nodes 3]         run a local cluster of real server processes (data in ./skald-dev)
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
-  skald append STREAM TYPE DATA-JSON [--expected-version N]
+  skald append STREAM TYPE DATA-JSON [--expected-version N] [--tag T]... [--fail-if-tag T --after GP]
   skald append-multi FILE|-     append to several streams at once, all or nothing (JSON)
   skald read STREAM             read a stream
+  skald query --type T --tag A --tag B [--after GP]
+                                read the messages of a type and tags (DCB; see skald query --help)
   skald category NAME           read a category [--member M --size S --correlation C]
   skald stream delete|truncate|delete-by-watermark
                                 remove messages (see skald stream --help)
@@ -134,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAppendMulti(ctx, args[1:], stdout, stderr)
 	case "read":
 		return runRead(ctx, args[1:], stdout, stderr)
+	case "query":
+		return runQuery(ctx, args[1:], stdout, stderr)
 	case "category":
 		return runCategory(ctx, args[1:], stdout, stderr)
 	case "stream":

@@ -20,14 +20,21 @@ for standard input) is JSON:
      "messages": [{"type": "Withdrawn", "data": {"amount": 5}}]},
     {"stream": "account-2",
      "messages": [{"type": "Deposited", "data": {"amount": 5}, "metadata": {"by": "ann"},
-                   "id": "0192f0c4-0000-7000-8000-000000000001"}]}
+                   "id": "0192f0c4-0000-7000-8000-000000000001", "tags": ["account:2"]}]}
   ]}
 
 expected_version (optional): the stream's version must be this (-1: no
 message yet); when any stream's is not, nothing is written and every such
 stream is named. Limits: 1..100 streams, each once; 1..1000 messages and
 8 MiB of data and metadata in all. Messages with an id are idempotent: the
-same call sent again writes nothing and prints the original positions.`
+same call sent again writes nothing and prints the original positions.
+Tags (optional, per message) and a condition (optional, for the call):
+
+  "condition": {"fail_if_events_match": {"items": [{"types": ["T"], "tags": ["account:2"]}]},
+                "after": 17}
+
+fails the call, writing nothing, when a message matching any item exists
+after global position 17.`
 
 // multiFile is the JSON that append-multi reads.
 type multiFile struct {
@@ -39,8 +46,18 @@ type multiFile struct {
 			Type     string          `json:"type"`
 			Data     json.RawMessage `json:"data"`
 			Metadata json.RawMessage `json:"metadata"`
+			Tags     []string        `json:"tags"`
 		} `json:"messages"`
 	} `json:"streams"`
+	Condition *struct {
+		FailIfEventsMatch struct {
+			Items []struct {
+				Types []string `json:"types"`
+				Tags  []string `json:"tags"`
+			} `json:"items"`
+		} `json:"fail_if_events_match"`
+		After int64 `json:"after"`
+	} `json:"condition"`
 }
 
 func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -77,7 +94,7 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 			if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
 				meta = m.Metadata
 			}
-			p.Messages = append(p.Messages, client.NewMessage{ID: m.ID, Type: m.Type, Data: m.Data, Metadata: meta})
+			p.Messages = append(p.Messages, client.NewMessage{ID: m.ID, Type: m.Type, Data: m.Data, Metadata: meta, Tags: m.Tags})
 		}
 		parts = append(parts, p)
 	}
@@ -86,7 +103,15 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer c.Close()
-	res, err := c.AppendMulti(ctx, parts)
+	var opts []client.AppendOption
+	if cond := f.Condition; cond != nil {
+		var q client.Query
+		for _, it := range cond.FailIfEventsMatch.Items {
+			q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
+		}
+		opts = append(opts, client.FailIfMatch(q, cond.After))
+	}
+	res, err := c.AppendMulti(ctx, parts, opts...)
 	if err != nil {
 		return apiError(err)
 	}

@@ -102,6 +102,7 @@ type jsonMessage struct {
 	Data           json.RawMessage `json:"data"`
 	Metadata       json.RawMessage `json:"metadata"`
 	Time           string          `json:"time"`
+	Tags           []string        `json:"tags,omitempty"`
 }
 
 func toJSONMessage(m client.Message) jsonMessage {
@@ -111,7 +112,7 @@ func toJSONMessage(m client.Message) jsonMessage {
 	}
 	return jsonMessage{
 		ID: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
-		Data: m.Data, Metadata: meta, Time: m.Time.UTC().Format(time.RFC3339Nano),
+		Data: m.Data, Metadata: meta, Time: m.Time.UTC().Format(time.RFC3339Nano), Tags: m.Tags,
 	}
 }
 
@@ -126,10 +127,23 @@ func printMessages(w io.Writer, output string, msgs []client.Message) error {
 		}
 		return json.NewEncoder(w).Encode(out)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tPOS\tGPOS\tTYPE\tTIME\tDATA")
+	// A TAGS column only when the page has tags: most namespaces use none.
+	tagged := false
 	for _, m := range msgs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", m.Stream, m.Position, m.GlobalPosition, m.Type, m.Time.UTC().Format(time.RFC3339), m.Data)
+		tagged = tagged || len(m.Tags) > 0
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if tagged {
+		fmt.Fprintln(tw, "STREAM\tPOS\tGPOS\tTYPE\tTIME\tTAGS\tDATA")
+	} else {
+		fmt.Fprintln(tw, "STREAM\tPOS\tGPOS\tTYPE\tTIME\tDATA")
+	}
+	for _, m := range msgs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t", m.Stream, m.Position, m.GlobalPosition, m.Type, m.Time.UTC().Format(time.RFC3339))
+		if tagged {
+			fmt.Fprintf(tw, "%s\t", strings.Join(m.Tags, ","))
+		}
+		fmt.Fprintf(tw, "%s\n", m.Data)
 	}
 	return tw.Flush()
 }

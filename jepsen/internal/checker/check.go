@@ -150,6 +150,7 @@ var rules = []rule{
 	{"realtime-reads", checkRealtimeReads},
 	{"read-your-writes", checkRYW},
 	{"cas", checkCAS},
+	{"dcb", checkDCB},
 	{"linearizable", checkLinear},
 }
 

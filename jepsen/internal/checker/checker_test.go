@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,30 @@ func ev(id, stream string, pos, global int64) history.Event {
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// decide is a conditional append of the dcb workload: one message with
+// tags (comma-joined) to a course stream, on condition that nothing with
+// any of them came after after.
+func (h *hist) decide(proc int, id, tags string, after, call, ret int64, t history.Type, global int64, index uint64) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Pos: 0, Global: global, Index: index}
+	}
+	tt := strings.Split(tags, ",")
+	h.op(proc, history.FAppend, call, ret, t, history.Value{Stream: "course-" + id, IDs: []string{id}, Tags: tt,
+		Condition: &history.Condition{AnyTags: tt, After: after}}, r)
+}
+
+func (h *hist) decideFailed(proc int, id, tags string, after, match, call, ret int64) {
+	tt := strings.Split(tags, ",")
+	h.op(proc, history.FAppend, call, ret, history.Fail, history.Value{Stream: "course-" + id, IDs: []string{id}, Tags: tt,
+		Condition: &history.Condition{AnyTags: tt, After: after}}, &history.Result{Match: match})
+}
+
+// tev is the final log's event of a decision.
+func tev(id string, global int64, tags string) history.Event {
+	return history.Event{ID: id, Stream: "course-" + id, Pos: 0, Global: global, Tags: tags}
+}
 
 var (
 	a0 = ev("a0", "acct-1", 0, 1)
@@ -177,6 +202,33 @@ func TestCheck(t *testing.T) {
 			h.readStream(6, "acct-3", history.Local, 0, 310, 320, ev("x0", "acct-3", 0, 11))
 			return f
 		}, want: false, anomaly: "observed-then-lost"},
+		// DCB: conditional appends replayed against the final log.
+		{name: "dcb decisions in turn", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.decide(5, "z0", "course:c1,student:s1", 10, 300, 310, history.OK, 11, 20)
+			h.decide(6, "z1", "course:c1,student:s2", 11, 320, 330, history.OK, 12, 21)
+			h.decideFailed(7, "z2", "course:c1,student:s1", 10, 11, 340, 350)
+			return append(f, tev("z0", 11, "course:c1,student:s1"), tev("z1", 12, "course:c1,student:s2"))
+		}, want: true},
+		{name: "dcb conflict", mutate: func(h *hist, f []history.Event) []history.Event {
+			// Both read up to 10; z1 shares course:c1 with z0, which came first.
+			h.decide(5, "z0", "course:c1,student:s1", 10, 300, 310, history.OK, 11, 20)
+			h.decide(6, "z1", "course:c1,student:s2", 10, 300, 310, history.OK, 12, 21)
+			return append(f, tev("z0", 11, "course:c1,student:s1"), tev("z1", 12, "course:c1,student:s2"))
+		}, want: false, anomaly: "dcb-conflict"},
+		{name: "dcb conflict with an unacknowledged write", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.decide(5, "z0", "course:c1,student:s1", 10, 300, 400, history.Info, 0, 0)
+			h.decide(6, "z1", "student:s1,course:c2", 10, 300, 310, history.OK, 12, 21)
+			return append(f, tev("z0", 11, "course:c1,student:s1"), tev("z1", 12, "student:s1,course:c2"))
+		}, want: false, anomaly: "dcb-conflict"},
+		{name: "dcb unrelated decisions", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.decide(5, "z0", "course:c1,student:s1", 10, 300, 310, history.OK, 11, 20)
+			h.decide(6, "z1", "course:c2,student:s2", 10, 300, 310, history.OK, 12, 21)
+			return append(f, tev("z0", 11, "course:c1,student:s1"), tev("z1", 12, "course:c2,student:s2"))
+		}, want: true},
+		{name: "dcb false failure", mutate: func(h *hist, f []history.Event) []history.Event {
+			h.decideFailed(7, "z2", "course:c1,student:s1", 10, 9, 340, 350)
+			return f
+		}, want: false, anomaly: "dcb-false-failure"},
 		// Idempotent writes: attempts of one append carry the same ids.
 		{name: "retry after unknown acknowledged as duplicate", mutate: func(h *hist, f []history.Event) []history.Event {
 			h.append(5, "acct-3", "x0", nil, 300, 310, history.Info, 0, 0, 0)

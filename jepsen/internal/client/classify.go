@@ -57,3 +57,20 @@ func conflictActual(err error) (int64, bool) {
 	}
 	return 0, false
 }
+
+// conditionMatch returns the first match a failed append condition
+// reported.
+func conditionMatch(err error) (int64, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeFailedPrecondition {
+		return 0, false
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if cf, ok := v.(*skaldv1.ConditionFailed); ok {
+				return cf.GlobalPosition, true
+			}
+		}
+	}
+	return 0, false
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,44 @@ func (c *Client) AppendTagged(ctx context.Context, process int, node, stream str
 		}
 		m := resp.Msg
 		return &history.Result{Pos: m.FirstPosition, Global: m.FirstGlobalPosition, Index: m.Index, Duplicate: m.Duplicate}, nil
+	})
+}
+
+// AppendIf appends one message with tags to stream, on condition that no
+// message carrying any of cond.AnyTags has a global position above
+// cond.After (each tag one query item), through node.
+func (c *Client) AppendIf(ctx context.Context, process int, node, stream, id string, tags []string, cond history.Condition) history.Op {
+	v := history.Value{Stream: stream, IDs: []string{id}, Tags: tags, Condition: &cond}
+	q := &skaldv1.Query{}
+	for _, t := range cond.AnyTags {
+		q.Items = append(q.Items, &skaldv1.QueryItem{Tags: []string{t}})
+	}
+	req := &skaldv1.AppendRequest{Stream: stream, Messages: []*skaldv1.NewMessage{{Id: id, Type: "Decided", Data: []byte(`{"p":` + fmt.Sprint(process) + `}`), Tags: tags}},
+		Condition: &skaldv1.AppendCondition{FailIfEventsMatch: q, After: cond.After}}
+	return c.call(ctx, process, node, history.FAppend, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.Append(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, err
+		}
+		m := resp.Msg
+		return &history.Result{Pos: m.FirstPosition, Global: m.FirstGlobalPosition, Index: m.Index, Duplicate: m.Duplicate}, nil
+	})
+}
+
+// Query reads the messages carrying any of tags above global position
+// after, through node.
+func (c *Client) Query(ctx context.Context, process int, node string, tags []string, after, limit int64, opts ReadOptions) history.Op {
+	v := history.Value{Tags: tags, From: after, Limit: limit, Consistency: opts.Consistency, MinIndex: opts.MinIndex}
+	q := &skaldv1.Query{}
+	for _, t := range tags {
+		q.Items = append(q.Items, &skaldv1.QueryItem{Tags: []string{t}})
+	}
+	return c.call(ctx, process, node, history.FQuery, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{Query: q, After: after, Limit: limit, Read: opts.proto()}))
+		if err != nil {
+			return nil, err
+		}
+		return &history.Result{Index: resp.Msg.AppliedIndex, Events: events(resp.Msg.Messages)}, nil
 	})
 }
 
@@ -191,7 +230,7 @@ func (o ReadOptions) proto() *skaldv1.ReadOptions {
 func events(ms []*skaldv1.Message) []history.Event {
 	out := make([]history.Event, len(ms))
 	for i, m := range ms {
-		out[i] = history.Event{ID: m.Id, Stream: m.Stream, Pos: m.Position, Global: m.GlobalPosition}
+		out[i] = history.Event{ID: m.Id, Stream: m.Stream, Pos: m.Position, Global: m.GlobalPosition, Tags: strings.Join(m.Tags, ",")}
 	}
 	return out
 }
@@ -218,6 +257,9 @@ func (c *Client) call(ctx context.Context, process int, node, f string, v histor
 		op.Error = err.Error()
 		if actual, ok := conflictActual(err); ok {
 			op.Result = &history.Result{Actual: &actual}
+		}
+		if match, ok := conditionMatch(err); ok {
+			op.Result = &history.Result{Match: match}
 		}
 	}
 	op.Type = Classify(f, err)

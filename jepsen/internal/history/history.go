@@ -49,6 +49,9 @@ const (
 	// Value.IDs).
 	FDeliver = "deliver"
 	FAck     = "ack"
+	// FQuery is a decider's read by tags (the dcb workload): Value.Tags
+	// are the query (any of them), Value.From its position.
+	FQuery = "query"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
@@ -101,6 +104,17 @@ type Value struct {
 	// Hard: a delete-stream that leaves a tombstone (later appends fail).
 	Hard  bool   `json:"hard,omitempty"`
 	Group string `json:"group,omitempty"` // subscription group of a delivery or ack
+	// Tags: an append's message tags, or a query's tags (any of them).
+	Tags []string `json:"tags,omitempty"`
+	// Condition: a conditional append's condition (the dcb workload).
+	Condition *Condition `json:"condition,omitempty"`
+}
+
+// Condition is an append condition as the dcb workload sends it: fail if
+// a message carrying any of AnyTags has a global position above After.
+type Condition struct {
+	AnyTags []string `json:"any_tags"`
+	After   int64    `json:"after"`
 }
 
 // Result is what an ok (or a version-conflict fail) completion returned.
@@ -120,6 +134,8 @@ type Result struct {
 	// out).
 	Attempt int32  `json:"attempt,omitempty"`
 	Stream  string `json:"stream,omitempty"` // a delivery's stream
+	// Match: a failed condition's first matching global position.
+	Match int64 `json:"match,omitempty"`
 }
 
 // Event is one message as a read (or the final log) saw it.
@@ -128,6 +144,9 @@ type Event struct {
 	Stream string `json:"stream"`
 	Pos    int64  `json:"pos"`
 	Global int64  `json:"global"`
+	// Tags, joined by ",": the harness's tags have no comma, and a
+	// string keeps Event comparable.
+	Tags string `json:"tags,omitempty"`
 }
 
 // Pair is a client operation: its invocation and its completion. An

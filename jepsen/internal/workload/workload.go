@@ -14,6 +14,9 @@
 // the "acct" streams, while a max-count policy (RetentionMaxCount on the
 // category RetentionCategory, set by the runner) caps the "order" streams
 // through the leader's expiry entries.
+// The dcb workload's deciders read by tags (a course and a student), then
+// append a message with both tags on condition that nothing carrying
+// either appeared after what they read (Dynamic Consistency Boundary).
 package workload
 
 import (
@@ -40,7 +43,7 @@ const (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers", "dcb"}
 
 // Config is one workload run.
 type Config struct {
@@ -66,6 +69,8 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "retention":
 		mix = []weighted{{53, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {2, opTombstone}, {20, opReadStream}, {10, opReadCategory}}
+	case "dcb":
+		mix = []weighted{{85, opDecide}, {10, opReadStream}, {5, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -105,6 +110,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 			c: c, cfg: cfg, known: k, pid: i, mix: mix,
 			rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(i))),
 			version: map[string]int64{},
+			decided: map[string]int64{},
 		}
 		// Two workers in three stay on one node (follower forwarding and
 		// follower reads); the rest pick a node per operation (failover).
@@ -139,6 +145,16 @@ const (
 	opDelete
 	opWatermark
 	opTombstone
+	opDecide
+)
+
+// The dcb workload's tags: few, so decisions overlap (each one reads and
+// conditions on one course and one student, and conflicts with every
+// decision sharing either).
+const (
+	dcbCourses  = 3
+	dcbStudents = 4
+	dcbPage     = 1000 // a decider reads at most this many messages per query
 )
 
 // Idempotent appends: how many times one append is sent at most, and how
@@ -221,6 +237,9 @@ type worker struct {
 	// hedges counts this worker's hedged requests (each gets a process id
 	// of its own, above every worker's).
 	hedges int
+	// decided is, per decision (course|student), the global position up
+	// to which this worker has read its messages.
+	decided map[string]int64
 }
 
 func (w *worker) node() string {
@@ -242,6 +261,9 @@ func (w *worker) otherNode(not string) string {
 }
 
 func (w *worker) stream() string {
+	if w.cfg.Name == "dcb" {
+		return fmt.Sprintf("course-c%d", w.rng.IntN(dcbCourses))
+	}
 	cats := []string{"acct", "order"}
 	if w.cfg.Name == "retention" {
 		cats = append(cats, AgeCategory)
@@ -294,6 +316,9 @@ func (w *worker) step(ctx context.Context) {
 		w.lastWrit = node
 	case opIdemAppend:
 		w.idemAppend(ctx)
+		return
+	case opDecide:
+		w.decide(ctx)
 		return
 	case opCASAppend:
 		st := w.stream()
@@ -368,6 +393,9 @@ func (w *worker) step(ctx context.Context) {
 }
 
 func (w *worker) category() string {
+	if w.cfg.Name == "dcb" {
+		return "course"
+	}
 	if w.rng.IntN(2) == 1 {
 		return "order"
 	}
@@ -427,5 +455,36 @@ func (w *worker) idemAppend(ctx context.Context) {
 		if op.Type != history.Info || ctx.Err() != nil {
 			return
 		}
+	}
+}
+
+// decide is one DCB decision: read (linearizable) the messages of a course
+// and a student after what this worker read before, then append one
+// carrying both tags on condition that none carrying either appeared
+// after the last one read. A full page means more to read: the decision
+// is left for next time.
+func (w *worker) decide(ctx context.Context) {
+	course, student := w.rng.IntN(dcbCourses), w.rng.IntN(dcbStudents)
+	tags := []string{fmt.Sprintf("course:c%d", course), fmt.Sprintf("student:s%d", student)}
+	key := tags[0] + "|" + tags[1]
+	node := w.node()
+	after := w.decided[key]
+	read := w.c.Query(ctx, w.pid, node, tags, after, dcbPage, client.ReadOptions{Consistency: history.Linearizable})
+	w.observe(read)
+	if read.Type != history.OK {
+		return
+	}
+	for _, e := range read.Result.Events {
+		after = max(after, e.Global)
+	}
+	w.decided[key] = after
+	if len(read.Result.Events) == dcbPage {
+		return
+	}
+	op := w.c.AppendIf(ctx, w.pid, node, fmt.Sprintf("course-c%d", course), w.c.NewID(w.pid), tags, history.Condition{AnyTags: tags, After: after})
+	w.lastWrit = node
+	w.observe(op)
+	if op.Type == history.OK {
+		w.decided[key] = op.Result.Global
 	}
 }

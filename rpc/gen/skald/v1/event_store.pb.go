@@ -27,8 +27,12 @@ type AppendRequest struct {
 	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
 	Messages        []*NewMessage          `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	ExpectedVersion *int64                 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// When set, the append fails (FAILED_PRECONDITION, ConditionFailed
+	// detail) if a message matching the condition's query exists after its
+	// position. Unknown fields anywhere in the request are refused.
+	Condition     *AppendCondition `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppendRequest) Reset() {
@@ -80,6 +84,13 @@ func (x *AppendRequest) GetExpectedVersion() int64 {
 		return *x.ExpectedVersion
 	}
 	return 0
+}
+
+func (x *AppendRequest) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
 }
 
 type AppendResponse struct {
@@ -172,8 +183,10 @@ func (x *AppendResponse) GetDuplicate() bool {
 }
 
 type AppendMultiRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Streams       []*StreamAppend        `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Streams []*StreamAppend        `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
+	// As AppendRequest.condition, for the whole call.
+	Condition     *AppendCondition `protobuf:"bytes,2,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -211,6 +224,13 @@ func (*AppendMultiRequest) Descriptor() ([]byte, []int) {
 func (x *AppendMultiRequest) GetStreams() []*StreamAppend {
 	if x != nil {
 		return x.Streams
+	}
+	return nil
+}
+
+func (x *AppendMultiRequest) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
 	}
 	return nil
 }
@@ -431,6 +451,128 @@ func (x *StreamAppendResult) GetLastGlobalPosition() int64 {
 	return 0
 }
 
+type QueryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Query *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Only messages whose global position is above this (0: from the start).
+	After int64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	// 0 means 1000, -1 unlimited, at most 10000.
+	Limit         int64        `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Read          *ReadOptions `protobuf:"bytes,4,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryRequest) Reset() {
+	*x = QueryRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryRequest) ProtoMessage() {}
+
+func (x *QueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
+func (*QueryRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueryRequest) GetQuery() *Query {
+	if x != nil {
+		return x.Query
+	}
+	return nil
+}
+
+func (x *QueryRequest) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type QueryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryResponse) Reset() {
+	*x = QueryResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryResponse) ProtoMessage() {}
+
+func (x *QueryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
+func (*QueryResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QueryResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *QueryResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 type ReadStreamRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Stream   string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -446,7 +588,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +600,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +613,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReadStreamRequest) GetStream() string {
@@ -519,7 +661,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +673,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +686,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadStreamResponse) GetMessages() []*Message {
@@ -576,7 +718,7 @@ type ReadCategoryRequest struct {
 
 func (x *ReadCategoryRequest) Reset() {
 	*x = ReadCategoryRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +730,7 @@ func (x *ReadCategoryRequest) String() string {
 func (*ReadCategoryRequest) ProtoMessage() {}
 
 func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +743,7 @@ func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryRequest.ProtoReflect.Descriptor instead.
 func (*ReadCategoryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadCategoryRequest) GetCategory() string {
@@ -656,7 +798,7 @@ type ReadCategoryResponse struct {
 
 func (x *ReadCategoryResponse) Reset() {
 	*x = ReadCategoryResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +810,7 @@ func (x *ReadCategoryResponse) String() string {
 func (*ReadCategoryResponse) ProtoMessage() {}
 
 func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +823,7 @@ func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryResponse.ProtoReflect.Descriptor instead.
 func (*ReadCategoryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadCategoryResponse) GetMessages() []*Message {
@@ -709,7 +851,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +863,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +876,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadAllRequest) GetGlobalPosition() int64 {
@@ -768,7 +910,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +922,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +935,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadAllResponse) GetMessages() []*Message {
@@ -822,7 +964,7 @@ type LastMessageRequest struct {
 
 func (x *LastMessageRequest) Reset() {
 	*x = LastMessageRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +976,7 @@ func (x *LastMessageRequest) String() string {
 func (*LastMessageRequest) ProtoMessage() {}
 
 func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +989,7 @@ func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageRequest.ProtoReflect.Descriptor instead.
 func (*LastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LastMessageRequest) GetStream() string {
@@ -881,7 +1023,7 @@ type LastMessageResponse struct {
 
 func (x *LastMessageResponse) Reset() {
 	*x = LastMessageResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1035,7 @@ func (x *LastMessageResponse) String() string {
 func (*LastMessageResponse) ProtoMessage() {}
 
 func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1048,7 @@ func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageResponse.ProtoReflect.Descriptor instead.
 func (*LastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LastMessageResponse) GetMessage() *Message {
@@ -933,7 +1075,7 @@ type StreamVersionRequest struct {
 
 func (x *StreamVersionRequest) Reset() {
 	*x = StreamVersionRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1087,7 @@ func (x *StreamVersionRequest) String() string {
 func (*StreamVersionRequest) ProtoMessage() {}
 
 func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1100,7 @@ func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionRequest.ProtoReflect.Descriptor instead.
 func (*StreamVersionRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamVersionRequest) GetStream() string {
@@ -986,7 +1128,7 @@ type StreamVersionResponse struct {
 
 func (x *StreamVersionResponse) Reset() {
 	*x = StreamVersionResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1140,7 @@ func (x *StreamVersionResponse) String() string {
 func (*StreamVersionResponse) ProtoMessage() {}
 
 func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1153,7 @@ func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionResponse.ProtoReflect.Descriptor instead.
 func (*StreamVersionResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StreamVersionResponse) GetVersion() int64 {
@@ -1042,7 +1184,7 @@ type ListStreamsRequest struct {
 
 func (x *ListStreamsRequest) Reset() {
 	*x = ListStreamsRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1196,7 @@ func (x *ListStreamsRequest) String() string {
 func (*ListStreamsRequest) ProtoMessage() {}
 
 func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1209,7 @@ func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListStreamsRequest) GetPrefix() string {
@@ -1109,7 +1251,7 @@ type StreamInfo struct {
 
 func (x *StreamInfo) Reset() {
 	*x = StreamInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1263,7 @@ func (x *StreamInfo) String() string {
 func (*StreamInfo) ProtoMessage() {}
 
 func (x *StreamInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1276,7 @@ func (x *StreamInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInfo.ProtoReflect.Descriptor instead.
 func (*StreamInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamInfo) GetStream() string {
@@ -1170,7 +1312,7 @@ type ListStreamsResponse struct {
 
 func (x *ListStreamsResponse) Reset() {
 	*x = ListStreamsResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1324,7 @@ func (x *ListStreamsResponse) String() string {
 func (*ListStreamsResponse) ProtoMessage() {}
 
 func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1337,7 @@ func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListStreamsResponse) GetStreams() []*StreamInfo {
@@ -1228,7 +1370,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1382,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1395,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCategoriesRequest) GetRead() *ReadOptions {
@@ -1274,7 +1416,7 @@ type CategoryInfo struct {
 
 func (x *CategoryInfo) Reset() {
 	*x = CategoryInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1428,7 @@ func (x *CategoryInfo) String() string {
 func (*CategoryInfo) ProtoMessage() {}
 
 func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1441,7 @@ func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CategoryInfo.ProtoReflect.Descriptor instead.
 func (*CategoryInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CategoryInfo) GetCategory() string {
@@ -1333,7 +1475,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1487,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1500,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*CategoryInfo {
@@ -1397,7 +1539,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1551,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1564,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubscribeRequest) GetTarget() isSubscribeRequest_Target {
@@ -1530,7 +1672,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1684,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1697,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1624,7 +1766,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1778,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1791,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CaughtUp) GetAppliedIndex() uint64 {
@@ -1670,7 +1812,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1824,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1837,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -1718,7 +1860,7 @@ type DeleteStreamRequest struct {
 
 func (x *DeleteStreamRequest) Reset() {
 	*x = DeleteStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1872,7 @@ func (x *DeleteStreamRequest) String() string {
 func (*DeleteStreamRequest) ProtoMessage() {}
 
 func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1885,7 @@ func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteStreamRequest) GetStream() string {
@@ -1780,7 +1922,7 @@ type DeleteStreamResponse struct {
 
 func (x *DeleteStreamResponse) Reset() {
 	*x = DeleteStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1934,7 @@ func (x *DeleteStreamResponse) String() string {
 func (*DeleteStreamResponse) ProtoMessage() {}
 
 func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1947,7 @@ func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteStreamResponse) GetMessagesDeleted() int64 {
@@ -1841,7 +1983,7 @@ type TruncateStreamRequest struct {
 
 func (x *TruncateStreamRequest) Reset() {
 	*x = TruncateStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[28]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1995,7 @@ func (x *TruncateStreamRequest) String() string {
 func (*TruncateStreamRequest) ProtoMessage() {}
 
 func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[28]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2008,7 @@ func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamRequest.ProtoReflect.Descriptor instead.
 func (*TruncateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{28}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TruncateStreamRequest) GetStream() string {
@@ -1894,7 +2036,7 @@ type TruncateStreamResponse struct {
 
 func (x *TruncateStreamResponse) Reset() {
 	*x = TruncateStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[29]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2048,7 @@ func (x *TruncateStreamResponse) String() string {
 func (*TruncateStreamResponse) ProtoMessage() {}
 
 func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[29]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2061,7 @@ func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamResponse.ProtoReflect.Descriptor instead.
 func (*TruncateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{29}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TruncateStreamResponse) GetMessagesDeleted() int64 {
@@ -1956,7 +2098,7 @@ type DeleteByWatermarkRequest struct {
 
 func (x *DeleteByWatermarkRequest) Reset() {
 	*x = DeleteByWatermarkRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[30]
+	mi := &file_skald_v1_event_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2110,7 @@ func (x *DeleteByWatermarkRequest) String() string {
 func (*DeleteByWatermarkRequest) ProtoMessage() {}
 
 func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[30]
+	mi := &file_skald_v1_event_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2123,7 @@ func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{30}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteByWatermarkRequest) GetCategory() string {
@@ -2017,7 +2159,7 @@ type DeleteByWatermarkResponse struct {
 
 func (x *DeleteByWatermarkResponse) Reset() {
 	*x = DeleteByWatermarkResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[31]
+	mi := &file_skald_v1_event_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2171,7 @@ func (x *DeleteByWatermarkResponse) String() string {
 func (*DeleteByWatermarkResponse) ProtoMessage() {}
 
 func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[31]
+	mi := &file_skald_v1_event_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2184,7 @@ func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkResponse.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{31}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteByWatermarkResponse) GetMessagesDeleted() int64 {
@@ -2070,11 +2212,12 @@ var File_skald_v1_event_store_proto protoreflect.FileDescriptor
 
 const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/v1/event_store.proto\x12\bskald.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\x9e\x01\n" +
+	"\x1askald/v1/event_store.proto\x12\bskald.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\xd7\x01\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
 	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
-	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x127\n" +
+	"\tcondition\x18\x04 \x01(\v2\x19.skald.v1.AppendConditionR\tconditionB\x13\n" +
 	"\x11_expected_version\"\xf6\x01\n" +
 	"\x0eAppendResponse\x12%\n" +
 	"\x0efirst_position\x18\x01 \x01(\x03R\rfirstPosition\x12#\n" +
@@ -2082,9 +2225,10 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"F\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\x7f\n" +
 	"\x12AppendMultiRequest\x120\n" +
-	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\"\x9d\x01\n" +
+	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\x127\n" +
+	"\tcondition\x18\x02 \x01(\v2\x19.skald.v1.AppendConditionR\tcondition\"\x9d\x01\n" +
 	"\fStreamAppend\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
 	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
@@ -2101,7 +2245,15 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x0efirst_position\x18\x02 \x01(\x03R\rfirstPosition\x12#\n" +
 	"\rlast_position\x18\x03 \x01(\x03R\flastPosition\x122\n" +
 	"\x15first_global_position\x18\x04 \x01(\x03R\x13firstGlobalPosition\x120\n" +
-	"\x14last_global_position\x18\x05 \x01(\x03R\x12lastGlobalPosition\"\xca\x01\n" +
+	"\x14last_global_position\x18\x05 \x01(\x03R\x12lastGlobalPosition\"\x8c\x01\n" +
+	"\fQueryRequest\x12%\n" +
+	"\x05query\x18\x01 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12)\n" +
+	"\x04read\x18\x04 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"c\n" +
+	"\rQueryResponse\x12-\n" +
+	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\xca\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
@@ -2217,11 +2369,12 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x19DeleteByWatermarkResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
 	"\astreams\x18\x02 \x01(\x03R\astreams\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index2\x99\b\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index2\xd8\b\n" +
 	"\n" +
 	"EventStore\x12;\n" +
 	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12J\n" +
-	"\vAppendMulti\x12\x1c.skald.v1.AppendMultiRequest\x1a\x1d.skald.v1.AppendMultiResponse\x12L\n" +
+	"\vAppendMulti\x12\x1c.skald.v1.AppendMultiRequest\x1a\x1d.skald.v1.AppendMultiResponse\x12=\n" +
+	"\x05Query\x12\x16.skald.v1.QueryRequest\x1a\x17.skald.v1.QueryResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\n" +
 	"ReadStream\x12\x1b.skald.v1.ReadStreamRequest\x1a\x1c.skald.v1.ReadStreamResponse\"\x03\x90\x02\x01\x12R\n" +
 	"\fReadCategory\x12\x1d.skald.v1.ReadCategoryRequest\x1a\x1e.skald.v1.ReadCategoryResponse\"\x03\x90\x02\x01\x12C\n" +
@@ -2247,7 +2400,7 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),             // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),            // 1: skald.v1.AppendResponse
@@ -2255,97 +2408,108 @@ var file_skald_v1_event_store_proto_goTypes = []any{
 	(*StreamAppend)(nil),              // 3: skald.v1.StreamAppend
 	(*AppendMultiResponse)(nil),       // 4: skald.v1.AppendMultiResponse
 	(*StreamAppendResult)(nil),        // 5: skald.v1.StreamAppendResult
-	(*ReadStreamRequest)(nil),         // 6: skald.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),        // 7: skald.v1.ReadStreamResponse
-	(*ReadCategoryRequest)(nil),       // 8: skald.v1.ReadCategoryRequest
-	(*ReadCategoryResponse)(nil),      // 9: skald.v1.ReadCategoryResponse
-	(*ReadAllRequest)(nil),            // 10: skald.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),           // 11: skald.v1.ReadAllResponse
-	(*LastMessageRequest)(nil),        // 12: skald.v1.LastMessageRequest
-	(*LastMessageResponse)(nil),       // 13: skald.v1.LastMessageResponse
-	(*StreamVersionRequest)(nil),      // 14: skald.v1.StreamVersionRequest
-	(*StreamVersionResponse)(nil),     // 15: skald.v1.StreamVersionResponse
-	(*ListStreamsRequest)(nil),        // 16: skald.v1.ListStreamsRequest
-	(*StreamInfo)(nil),                // 17: skald.v1.StreamInfo
-	(*ListStreamsResponse)(nil),       // 18: skald.v1.ListStreamsResponse
-	(*ListCategoriesRequest)(nil),     // 19: skald.v1.ListCategoriesRequest
-	(*CategoryInfo)(nil),              // 20: skald.v1.CategoryInfo
-	(*ListCategoriesResponse)(nil),    // 21: skald.v1.ListCategoriesResponse
-	(*SubscribeRequest)(nil),          // 22: skald.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 23: skald.v1.SubscribeResponse
-	(*CaughtUp)(nil),                  // 24: skald.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 25: skald.v1.Heartbeat
-	(*DeleteStreamRequest)(nil),       // 26: skald.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil),      // 27: skald.v1.DeleteStreamResponse
-	(*TruncateStreamRequest)(nil),     // 28: skald.v1.TruncateStreamRequest
-	(*TruncateStreamResponse)(nil),    // 29: skald.v1.TruncateStreamResponse
-	(*DeleteByWatermarkRequest)(nil),  // 30: skald.v1.DeleteByWatermarkRequest
-	(*DeleteByWatermarkResponse)(nil), // 31: skald.v1.DeleteByWatermarkResponse
-	nil,                               // 32: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	(*NewMessage)(nil),                // 33: skald.v1.NewMessage
-	(*ReadOptions)(nil),               // 34: skald.v1.ReadOptions
-	(*Message)(nil),                   // 35: skald.v1.Message
-	(*ConsumerGroup)(nil),             // 36: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
+	(*QueryRequest)(nil),              // 6: skald.v1.QueryRequest
+	(*QueryResponse)(nil),             // 7: skald.v1.QueryResponse
+	(*ReadStreamRequest)(nil),         // 8: skald.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),        // 9: skald.v1.ReadStreamResponse
+	(*ReadCategoryRequest)(nil),       // 10: skald.v1.ReadCategoryRequest
+	(*ReadCategoryResponse)(nil),      // 11: skald.v1.ReadCategoryResponse
+	(*ReadAllRequest)(nil),            // 12: skald.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),           // 13: skald.v1.ReadAllResponse
+	(*LastMessageRequest)(nil),        // 14: skald.v1.LastMessageRequest
+	(*LastMessageResponse)(nil),       // 15: skald.v1.LastMessageResponse
+	(*StreamVersionRequest)(nil),      // 16: skald.v1.StreamVersionRequest
+	(*StreamVersionResponse)(nil),     // 17: skald.v1.StreamVersionResponse
+	(*ListStreamsRequest)(nil),        // 18: skald.v1.ListStreamsRequest
+	(*StreamInfo)(nil),                // 19: skald.v1.StreamInfo
+	(*ListStreamsResponse)(nil),       // 20: skald.v1.ListStreamsResponse
+	(*ListCategoriesRequest)(nil),     // 21: skald.v1.ListCategoriesRequest
+	(*CategoryInfo)(nil),              // 22: skald.v1.CategoryInfo
+	(*ListCategoriesResponse)(nil),    // 23: skald.v1.ListCategoriesResponse
+	(*SubscribeRequest)(nil),          // 24: skald.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 25: skald.v1.SubscribeResponse
+	(*CaughtUp)(nil),                  // 26: skald.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 27: skald.v1.Heartbeat
+	(*DeleteStreamRequest)(nil),       // 28: skald.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 29: skald.v1.DeleteStreamResponse
+	(*TruncateStreamRequest)(nil),     // 30: skald.v1.TruncateStreamRequest
+	(*TruncateStreamResponse)(nil),    // 31: skald.v1.TruncateStreamResponse
+	(*DeleteByWatermarkRequest)(nil),  // 32: skald.v1.DeleteByWatermarkRequest
+	(*DeleteByWatermarkResponse)(nil), // 33: skald.v1.DeleteByWatermarkResponse
+	nil,                               // 34: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	(*NewMessage)(nil),                // 35: skald.v1.NewMessage
+	(*AppendCondition)(nil),           // 36: skald.v1.AppendCondition
+	(*Query)(nil),                     // 37: skald.v1.Query
+	(*ReadOptions)(nil),               // 38: skald.v1.ReadOptions
+	(*Message)(nil),                   // 39: skald.v1.Message
+	(*ConsumerGroup)(nil),             // 40: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),     // 41: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	33, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	3,  // 1: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
-	33, // 2: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
-	5,  // 3: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
-	34, // 4: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	35, // 5: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	36, // 6: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	34, // 7: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	35, // 8: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	34, // 9: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	35, // 10: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	34, // 11: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	35, // 12: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	34, // 13: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	34, // 14: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	37, // 15: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
-	17, // 16: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	34, // 17: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
-	20, // 18: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	36, // 19: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	34, // 20: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	35, // 21: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
-	24, // 22: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
-	25, // 23: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	37, // 24: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	32, // 25: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	0,  // 26: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 27: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
-	6,  // 28: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	8,  // 29: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	10, // 30: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	12, // 31: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	14, // 32: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	16, // 33: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	19, // 34: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	22, // 35: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	26, // 36: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
-	28, // 37: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
-	30, // 38: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
-	1,  // 39: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	4,  // 40: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
-	7,  // 41: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	9,  // 42: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	11, // 43: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	13, // 44: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	15, // 45: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	18, // 46: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	21, // 47: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	23, // 48: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	27, // 49: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
-	29, // 50: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
-	31, // 51: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
-	39, // [39:52] is the sub-list for method output_type
-	26, // [26:39] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	35, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	36, // 1: skald.v1.AppendRequest.condition:type_name -> skald.v1.AppendCondition
+	3,  // 2: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
+	36, // 3: skald.v1.AppendMultiRequest.condition:type_name -> skald.v1.AppendCondition
+	35, // 4: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
+	5,  // 5: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
+	37, // 6: skald.v1.QueryRequest.query:type_name -> skald.v1.Query
+	38, // 7: skald.v1.QueryRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 8: skald.v1.QueryResponse.messages:type_name -> skald.v1.Message
+	38, // 9: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 10: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	40, // 11: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	38, // 12: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 13: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	38, // 14: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 15: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	38, // 16: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 17: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	38, // 18: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	38, // 19: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	41, // 20: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	19, // 21: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
+	38, // 22: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	22, // 23: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
+	40, // 24: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	38, // 25: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 26: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	26, // 27: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
+	27, // 28: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	41, // 29: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	34, // 30: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	0,  // 31: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 32: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
+	6,  // 33: skald.v1.EventStore.Query:input_type -> skald.v1.QueryRequest
+	8,  // 34: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	10, // 35: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	12, // 36: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	14, // 37: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	16, // 38: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	18, // 39: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	21, // 40: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	24, // 41: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	28, // 42: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	30, // 43: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	32, // 44: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
+	1,  // 45: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	4,  // 46: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
+	7,  // 47: skald.v1.EventStore.Query:output_type -> skald.v1.QueryResponse
+	9,  // 48: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	11, // 49: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	13, // 50: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	15, // 51: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	17, // 52: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	20, // 53: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	23, // 54: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	25, // 55: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	29, // 56: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	31, // 57: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	33, // 58: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -2356,26 +2520,26 @@ func file_skald_v1_event_store_proto_init() {
 	file_skald_v1_types_proto_init()
 	file_skald_v1_event_store_proto_msgTypes[0].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[6].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[13].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[22].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[8].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[15].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[24].OneofWrappers = []any{
 		(*SubscribeRequest_Stream)(nil),
 		(*SubscribeRequest_Category)(nil),
 		(*SubscribeRequest_All)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[23].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[25].OneofWrappers = []any{
 		(*SubscribeResponse_Message)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[26].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

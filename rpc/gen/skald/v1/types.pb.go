@@ -200,10 +200,15 @@ func (x *ConsumerGroup) GetSize() int64 {
 type NewMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional UUID; the server generates one when empty.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Type          string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	Metadata      []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Id       string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Type     string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Data     []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Metadata []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Tags for Query and append conditions (DCB), e.g. "course:c1": at most
+	// 32 per message, each 1..256 bytes of UTF-8 without NUL, no repeats.
+	// Only messages with at least one tag are indexed: an untagged message
+	// is never matched by a query or a condition, and costs nothing extra.
+	Tags          []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -266,6 +271,13 @@ func (x *NewMessage) GetMetadata() []byte {
 	return nil
 }
 
+func (x *NewMessage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
 // Message is a stored message.
 type Message struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -277,8 +289,10 @@ type Message struct {
 	Data           []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
 	Metadata       []byte                 `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	Time           *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=time,proto3" json:"time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tags the message was written with.
+	Tags          []string `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -367,6 +381,227 @@ func (x *Message) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Message) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// Query selects tagged messages: those matching any of its items (1..16).
+// Messages written without tags are in no index and never match.
+type Query struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*QueryItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Query) Reset() {
+	*x = Query{}
+	mi := &file_skald_v1_types_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Query) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Query) ProtoMessage() {}
+
+func (x *Query) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Query.ProtoReflect.Descriptor instead.
+func (*Query) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Query) GetItems() []*QueryItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// QueryItem matches a message whose type is any of types (any type when
+// empty) and which carries every one of tags. An item names at least one
+// type or tag; at most 32 of each.
+type QueryItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Types         []string               `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryItem) Reset() {
+	*x = QueryItem{}
+	mi := &file_skald_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryItem) ProtoMessage() {}
+
+func (x *QueryItem) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryItem.ProtoReflect.Descriptor instead.
+func (*QueryItem) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueryItem) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *QueryItem) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// AppendCondition makes an append conditional (Dynamic Consistency
+// Boundary): it fails with FAILED_PRECONDITION when any message matching
+// fail_if_events_match has a global position above after (0: any message).
+// The server decides it when it applies the append, against every write
+// ordered before it. after must not be above the namespace's last global
+// position.
+type AppendCondition struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	FailIfEventsMatch *Query                 `protobuf:"bytes,1,opt,name=fail_if_events_match,json=failIfEventsMatch,proto3" json:"fail_if_events_match,omitempty"`
+	After             int64                  `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AppendCondition) Reset() {
+	*x = AppendCondition{}
+	mi := &file_skald_v1_types_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendCondition) ProtoMessage() {}
+
+func (x *AppendCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendCondition.ProtoReflect.Descriptor instead.
+func (*AppendCondition) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *AppendCondition) GetFailIfEventsMatch() *Query {
+	if x != nil {
+		return x.FailIfEventsMatch
+	}
+	return nil
+}
+
+func (x *AppendCondition) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// ConditionFailed is the error detail (with FAILED_PRECONDITION) of an
+// append whose condition matched a message.
+type ConditionFailed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first matching message's global position above after.
+	GlobalPosition int64 `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
+	After          int64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConditionFailed) Reset() {
+	*x = ConditionFailed{}
+	mi := &file_skald_v1_types_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConditionFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConditionFailed) ProtoMessage() {}
+
+func (x *ConditionFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_types_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConditionFailed.ProtoReflect.Descriptor instead.
+func (*ConditionFailed) Descriptor() ([]byte, []int) {
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConditionFailed) GetGlobalPosition() int64 {
+	if x != nil {
+		return x.GlobalPosition
+	}
+	return 0
+}
+
+func (x *ConditionFailed) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
 // VersionConflict is the error detail of an append whose expected version
 // did not match.
 type VersionConflict struct {
@@ -380,7 +615,7 @@ type VersionConflict struct {
 
 func (x *VersionConflict) Reset() {
 	*x = VersionConflict{}
-	mi := &file_skald_v1_types_proto_msgTypes[4]
+	mi := &file_skald_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +627,7 @@ func (x *VersionConflict) String() string {
 func (*VersionConflict) ProtoMessage() {}
 
 func (x *VersionConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_types_proto_msgTypes[4]
+	mi := &file_skald_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +640,7 @@ func (x *VersionConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionConflict.ProtoReflect.Descriptor instead.
 func (*VersionConflict) Descriptor() ([]byte, []int) {
-	return file_skald_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VersionConflict) GetStream() string {
@@ -440,7 +675,7 @@ type VersionConflicts struct {
 
 func (x *VersionConflicts) Reset() {
 	*x = VersionConflicts{}
-	mi := &file_skald_v1_types_proto_msgTypes[5]
+	mi := &file_skald_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +687,7 @@ func (x *VersionConflicts) String() string {
 func (*VersionConflicts) ProtoMessage() {}
 
 func (x *VersionConflicts) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_types_proto_msgTypes[5]
+	mi := &file_skald_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +700,7 @@ func (x *VersionConflicts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionConflicts.ProtoReflect.Descriptor instead.
 func (*VersionConflicts) Descriptor() ([]byte, []int) {
-	return file_skald_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VersionConflicts) GetConflicts() []*VersionConflict {
@@ -500,7 +735,7 @@ type DuplicateMessageId struct {
 
 func (x *DuplicateMessageId) Reset() {
 	*x = DuplicateMessageId{}
-	mi := &file_skald_v1_types_proto_msgTypes[6]
+	mi := &file_skald_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +747,7 @@ func (x *DuplicateMessageId) String() string {
 func (*DuplicateMessageId) ProtoMessage() {}
 
 func (x *DuplicateMessageId) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_types_proto_msgTypes[6]
+	mi := &file_skald_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +760,7 @@ func (x *DuplicateMessageId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateMessageId.ProtoReflect.Descriptor instead.
 func (*DuplicateMessageId) Descriptor() ([]byte, []int) {
-	return file_skald_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DuplicateMessageId) GetMessage() int32 {
@@ -588,13 +823,14 @@ const file_skald_v1_types_proto_rawDesc = "" +
 	"\rmax_staleness\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fmaxStaleness\";\n" +
 	"\rConsumerGroup\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x03R\x06member\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"`\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"t\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
-	"\bmetadata\x18\x04 \x01(\fR\bmetadata\"\xea\x01\n" +
+	"\bmetadata\x18\x04 \x01(\fR\bmetadata\x12\x12\n" +
+	"\x04tags\x18\x05 \x03(\tR\x04tags\"\xfe\x01\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
@@ -603,7 +839,19 @@ const file_skald_v1_types_proto_rawDesc = "" +
 	"\x0fglobal_position\x18\x05 \x01(\x03R\x0eglobalPosition\x12\x12\n" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\a \x01(\fR\bmetadata\x12.\n" +
-	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"{\n" +
+	"\x04time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04tags\x18\t \x03(\tR\x04tags\"2\n" +
+	"\x05Query\x12)\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.skald.v1.QueryItemR\x05items\"5\n" +
+	"\tQueryItem\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"i\n" +
+	"\x0fAppendCondition\x12@\n" +
+	"\x14fail_if_events_match\x18\x01 \x01(\v2\x0f.skald.v1.QueryR\x11failIfEventsMatch\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\"P\n" +
+	"\x0fConditionFailed\x12'\n" +
+	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\"{\n" +
 	"\x0fVersionConflict\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
@@ -637,29 +885,35 @@ func file_skald_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_skald_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_skald_v1_types_proto_goTypes = []any{
 	(Consistency)(0),              // 0: skald.v1.Consistency
 	(*ReadOptions)(nil),           // 1: skald.v1.ReadOptions
 	(*ConsumerGroup)(nil),         // 2: skald.v1.ConsumerGroup
 	(*NewMessage)(nil),            // 3: skald.v1.NewMessage
 	(*Message)(nil),               // 4: skald.v1.Message
-	(*VersionConflict)(nil),       // 5: skald.v1.VersionConflict
-	(*VersionConflicts)(nil),      // 6: skald.v1.VersionConflicts
-	(*DuplicateMessageId)(nil),    // 7: skald.v1.DuplicateMessageId
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*Query)(nil),                 // 5: skald.v1.Query
+	(*QueryItem)(nil),             // 6: skald.v1.QueryItem
+	(*AppendCondition)(nil),       // 7: skald.v1.AppendCondition
+	(*ConditionFailed)(nil),       // 8: skald.v1.ConditionFailed
+	(*VersionConflict)(nil),       // 9: skald.v1.VersionConflict
+	(*VersionConflicts)(nil),      // 10: skald.v1.VersionConflicts
+	(*DuplicateMessageId)(nil),    // 11: skald.v1.DuplicateMessageId
+	(*durationpb.Duration)(nil),   // 12: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
 }
 var file_skald_v1_types_proto_depIdxs = []int32{
-	0, // 0: skald.v1.ReadOptions.consistency:type_name -> skald.v1.Consistency
-	8, // 1: skald.v1.ReadOptions.max_staleness:type_name -> google.protobuf.Duration
-	9, // 2: skald.v1.Message.time:type_name -> google.protobuf.Timestamp
-	5, // 3: skald.v1.VersionConflicts.conflicts:type_name -> skald.v1.VersionConflict
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: skald.v1.ReadOptions.consistency:type_name -> skald.v1.Consistency
+	12, // 1: skald.v1.ReadOptions.max_staleness:type_name -> google.protobuf.Duration
+	13, // 2: skald.v1.Message.time:type_name -> google.protobuf.Timestamp
+	6,  // 3: skald.v1.Query.items:type_name -> skald.v1.QueryItem
+	5,  // 4: skald.v1.AppendCondition.fail_if_events_match:type_name -> skald.v1.Query
+	9,  // 5: skald.v1.VersionConflicts.conflicts:type_name -> skald.v1.VersionConflict
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_types_proto_init() }
@@ -673,7 +927,7 @@ func file_skald_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_types_proto_rawDesc), len(file_skald_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6,7 +6,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { ConsumerGroup, Message as Message$1, NewMessage, ReadOptions } from "./types_pb";
+import type { AppendCondition, ConsumerGroup, Message as Message$1, NewMessage, Query, ReadOptions } from "./types_pb";
 import { file_skald_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/event_store.proto.
  */
 export const file_skald_v1_event_store: GenFile = /*@__PURE__*/
-  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiewoNQXBwZW5kUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKeAQoOQXBwZW5kUmVzcG9uc2USFgoOZmlyc3RfcG9zaXRpb24YASABKAMSFQoNbGFzdF9wb3NpdGlvbhgCIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSDQoFaW5kZXgYBSABKAQSEQoJZHVwbGljYXRlGAYgASgIIj0KEkFwcGVuZE11bHRpUmVxdWVzdBInCgdzdHJlYW1zGAEgAygLMhYuc2thbGQudjEuU3RyZWFtQXBwZW5kInoKDFN0cmVhbUFwcGVuZBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKjAQoTQXBwZW5kTXVsdGlSZXNwb25zZRItCgdzdHJlYW1zGAEgAygLMhwuc2thbGQudjEuU3RyZWFtQXBwZW5kUmVzdWx0Eh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgCIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxINCgVpbmRleBgEIAEoBBIRCglkdXBsaWNhdGUYBSABKAgikAEKElN0cmVhbUFwcGVuZFJlc3VsdBIOCgZzdHJlYW0YASABKAkSFgoOZmlyc3RfcG9zaXRpb24YAiABKAMSFQoNbGFzdF9wb3NpdGlvbhgDIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBSABKAMimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIrYBChhEZWxldGVCeVdhdGVybWFya1JlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSRgoKd2F0ZXJtYXJrcxgCIAMoCzIyLnNrYWxkLnYxLkRlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdC5XYXRlcm1hcmtzRW50cnkSDQoFdHlwZXMYAyADKAkaMQoPV2F0ZXJtYXJrc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiVQoZRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3N0cmVhbXMYAiABKAMSDQoFaW5kZXgYAyABKAQymQgKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlEkoKC0FwcGVuZE11bHRpEhwuc2thbGQudjEuQXBwZW5kTXVsdGlSZXF1ZXN0Gh0uc2thbGQudjEuQXBwZW5kTXVsdGlSZXNwb25zZRJMCgpSZWFkU3RyZWFtEhsuc2thbGQudjEuUmVhZFN0cmVhbVJlcXVlc3QaHC5za2FsZC52MS5SZWFkU3RyZWFtUmVzcG9uc2UiA5ACARJSCgxSZWFkQ2F0ZWdvcnkSHS5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXF1ZXN0Gh4uc2thbGQudjEuUmVhZENhdGVnb3J5UmVzcG9uc2UiA5ACARJDCgdSZWFkQWxsEhguc2thbGQudjEuUmVhZEFsbFJlcXVlc3QaGS5za2FsZC52MS5SZWFkQWxsUmVzcG9uc2UiA5ACARJPCgtMYXN0TWVzc2FnZRIcLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVxdWVzdBodLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVzcG9uc2UiA5ACARJVCg1TdHJlYW1WZXJzaW9uEh4uc2thbGQudjEuU3RyZWFtVmVyc2lvblJlcXVlc3QaHy5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVzcG9uc2UiA5ACARJPCgtMaXN0U3RyZWFtcxIcLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVxdWVzdBodLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVzcG9uc2UiA5ACARJYCg5MaXN0Q2F0ZWdvcmllcxIfLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVxdWVzdBogLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVzcG9uc2UiA5ACARJGCglTdWJzY3JpYmUSGi5za2FsZC52MS5TdWJzY3JpYmVSZXF1ZXN0Ghsuc2thbGQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJNCgxEZWxldGVTdHJlYW0SHS5za2FsZC52MS5EZWxldGVTdHJlYW1SZXF1ZXN0Gh4uc2thbGQudjEuRGVsZXRlU3RyZWFtUmVzcG9uc2USUwoOVHJ1bmNhdGVTdHJlYW0SHy5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlcXVlc3QaIC5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlc3BvbnNlElwKEURlbGV0ZUJ5V2F0ZXJtYXJrEiIuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXF1ZXN0GiMuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZUIzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiqQEKDUFwcGVuZFJlcXVlc3QSDgoGc3RyZWFtGAEgASgJEiYKCG1lc3NhZ2VzGAIgAygLMhQuc2thbGQudjEuTmV3TWVzc2FnZRIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQESLAoJY29uZGl0aW9uGAQgASgLMhkuc2thbGQudjEuQXBwZW5kQ29uZGl0aW9uQhMKEV9leHBlY3RlZF92ZXJzaW9uIp4BCg5BcHBlbmRSZXNwb25zZRIWCg5maXJzdF9wb3NpdGlvbhgBIAEoAxIVCg1sYXN0X3Bvc2l0aW9uGAIgASgDEh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgEIAEoAxINCgVpbmRleBgFIAEoBBIRCglkdXBsaWNhdGUYBiABKAgiawoSQXBwZW5kTXVsdGlSZXF1ZXN0EicKB3N0cmVhbXMYASADKAsyFi5za2FsZC52MS5TdHJlYW1BcHBlbmQSLAoJY29uZGl0aW9uGAIgASgLMhkuc2thbGQudjEuQXBwZW5kQ29uZGl0aW9uInoKDFN0cmVhbUFwcGVuZBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKjAQoTQXBwZW5kTXVsdGlSZXNwb25zZRItCgdzdHJlYW1zGAEgAygLMhwuc2thbGQudjEuU3RyZWFtQXBwZW5kUmVzdWx0Eh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgCIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxINCgVpbmRleBgEIAEoBBIRCglkdXBsaWNhdGUYBSABKAgikAEKElN0cmVhbUFwcGVuZFJlc3VsdBIOCgZzdHJlYW0YASABKAkSFgoOZmlyc3RfcG9zaXRpb24YAiABKAMSFQoNbGFzdF9wb3NpdGlvbhgDIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBSABKAMicQoMUXVlcnlSZXF1ZXN0Eh4KBXF1ZXJ5GAEgASgLMg8uc2thbGQudjEuUXVlcnkSDQoFYWZ0ZXIYAiABKAMSDQoFbGltaXQYAyABKAMSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIksKDVF1ZXJ5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQimwEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCEgoQX2dsb2JhbF9wb3NpdGlvbiJQChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiugEKE1JlYWRDYXRlZ29yeVJlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSFwoPZ2xvYmFsX3Bvc2l0aW9uGAIgASgDEg0KBWxpbWl0GAMgASgDEhMKC2NvcnJlbGF0aW9uGAQgASgJEi8KDmNvbnN1bWVyX2dyb3VwGAUgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBIjCgRyZWFkGAYgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiUgoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiXQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJNCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIj8KFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiaAoSTGlzdFN0cmVhbXNSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImAKClN0cmVhbUluZm8SDgoGc3RyZWFtGAEgASgJEg8KB3ZlcnNpb24YAiABKAMSMQoNbGFzdF9hY3Rpdml0eRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiaAoTTGlzdFN0cmVhbXNSZXNwb25zZRIlCgdzdHJlYW1zGAEgAygLMhQuc2thbGQudjEuU3RyZWFtSW5mbxITCgtuZXh0X2N1cnNvchgCIAEoCRIVCg1hcHBsaWVkX2luZGV4GAMgASgEIjwKFUxpc3RDYXRlZ29yaWVzUmVxdWVzdBIjCgRyZWFkGAEgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDIlsKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIrYBChhEZWxldGVCeVdhdGVybWFya1JlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSRgoKd2F0ZXJtYXJrcxgCIAMoCzIyLnNrYWxkLnYxLkRlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdC5XYXRlcm1hcmtzRW50cnkSDQoFdHlwZXMYAyADKAkaMQoPV2F0ZXJtYXJrc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiVQoZRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3N0cmVhbXMYAiABKAMSDQoFaW5kZXgYAyABKAQy2AgKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlEkoKC0FwcGVuZE11bHRpEhwuc2thbGQudjEuQXBwZW5kTXVsdGlSZXF1ZXN0Gh0uc2thbGQudjEuQXBwZW5kTXVsdGlSZXNwb25zZRI9CgVRdWVyeRIWLnNrYWxkLnYxLlF1ZXJ5UmVxdWVzdBoXLnNrYWxkLnYxLlF1ZXJ5UmVzcG9uc2UiA5ACARJMCgpSZWFkU3RyZWFtEhsuc2thbGQudjEuUmVhZFN0cmVhbVJlcXVlc3QaHC5za2FsZC52MS5SZWFkU3RyZWFtUmVzcG9uc2UiA5ACARJSCgxSZWFkQ2F0ZWdvcnkSHS5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXF1ZXN0Gh4uc2thbGQudjEuUmVhZENhdGVnb3J5UmVzcG9uc2UiA5ACARJDCgdSZWFkQWxsEhguc2thbGQudjEuUmVhZEFsbFJlcXVlc3QaGS5za2FsZC52MS5SZWFkQWxsUmVzcG9uc2UiA5ACARJPCgtMYXN0TWVzc2FnZRIcLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVxdWVzdBodLnNrYWxkLnYxLkxhc3RNZXNzYWdlUmVzcG9uc2UiA5ACARJVCg1TdHJlYW1WZXJzaW9uEh4uc2thbGQudjEuU3RyZWFtVmVyc2lvblJlcXVlc3QaHy5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVzcG9uc2UiA5ACARJPCgtMaXN0U3RyZWFtcxIcLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVxdWVzdBodLnNrYWxkLnYxLkxpc3RTdHJlYW1zUmVzcG9uc2UiA5ACARJYCg5MaXN0Q2F0ZWdvcmllcxIfLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVxdWVzdBogLnNrYWxkLnYxLkxpc3RDYXRlZ29yaWVzUmVzcG9uc2UiA5ACARJGCglTdWJzY3JpYmUSGi5za2FsZC52MS5TdWJzY3JpYmVSZXF1ZXN0Ghsuc2thbGQudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJNCgxEZWxldGVTdHJlYW0SHS5za2FsZC52MS5EZWxldGVTdHJlYW1SZXF1ZXN0Gh4uc2thbGQudjEuRGVsZXRlU3RyZWFtUmVzcG9uc2USUwoOVHJ1bmNhdGVTdHJlYW0SHy5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlcXVlc3QaIC5za2FsZC52MS5UcnVuY2F0ZVN0cmVhbVJlc3BvbnNlElwKEURlbGV0ZUJ5V2F0ZXJtYXJrEiIuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXF1ZXN0GiMuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZUIzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.AppendRequest
@@ -34,6 +34,15 @@ export type AppendRequest = Message<"skald.v1.AppendRequest"> & {
    * @generated from field: optional int64 expected_version = 3;
    */
   expectedVersion?: bigint | undefined;
+
+  /**
+   * When set, the append fails (FAILED_PRECONDITION, ConditionFailed
+   * detail) if a message matching the condition's query exists after its
+   * position. Unknown fields anywhere in the request are refused.
+   *
+   * @generated from field: skald.v1.AppendCondition condition = 4;
+   */
+  condition?: AppendCondition | undefined;
 };
 
 /**
@@ -100,6 +109,13 @@ export type AppendMultiRequest = Message<"skald.v1.AppendMultiRequest"> & {
    * @generated from field: repeated skald.v1.StreamAppend streams = 1;
    */
   streams: StreamAppend[];
+
+  /**
+   * As AppendRequest.condition, for the whole call.
+   *
+   * @generated from field: skald.v1.AppendCondition condition = 2;
+   */
+  condition?: AppendCondition | undefined;
 };
 
 /**
@@ -218,6 +234,64 @@ export const StreamAppendResultSchema: GenMessage<StreamAppendResult> = /*@__PUR
   messageDesc(file_skald_v1_event_store, 5);
 
 /**
+ * @generated from message skald.v1.QueryRequest
+ */
+export type QueryRequest = Message<"skald.v1.QueryRequest"> & {
+  /**
+   * @generated from field: skald.v1.Query query = 1;
+   */
+  query?: Query | undefined;
+
+  /**
+   * Only messages whose global position is above this (0: from the start).
+   *
+   * @generated from field: int64 after = 2;
+   */
+  after: bigint;
+
+  /**
+   * 0 means 1000, -1 unlimited, at most 10000.
+   *
+   * @generated from field: int64 limit = 3;
+   */
+  limit: bigint;
+
+  /**
+   * @generated from field: skald.v1.ReadOptions read = 4;
+   */
+  read?: ReadOptions | undefined;
+};
+
+/**
+ * Describes the message skald.v1.QueryRequest.
+ * Use `create(QueryRequestSchema)` to create a new message.
+ */
+export const QueryRequestSchema: GenMessage<QueryRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 6);
+
+/**
+ * @generated from message skald.v1.QueryResponse
+ */
+export type QueryResponse = Message<"skald.v1.QueryResponse"> & {
+  /**
+   * @generated from field: repeated skald.v1.Message messages = 1;
+   */
+  messages: Message$1[];
+
+  /**
+   * @generated from field: uint64 applied_index = 2;
+   */
+  appliedIndex: bigint;
+};
+
+/**
+ * Describes the message skald.v1.QueryResponse.
+ * Use `create(QueryResponseSchema)` to create a new message.
+ */
+export const QueryResponseSchema: GenMessage<QueryResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 7);
+
+/**
  * @generated from message skald.v1.ReadStreamRequest
  */
 export type ReadStreamRequest = Message<"skald.v1.ReadStreamRequest"> & {
@@ -256,7 +330,7 @@ export type ReadStreamRequest = Message<"skald.v1.ReadStreamRequest"> & {
  * Use `create(ReadStreamRequestSchema)` to create a new message.
  */
 export const ReadStreamRequestSchema: GenMessage<ReadStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 6);
+  messageDesc(file_skald_v1_event_store, 8);
 
 /**
  * @generated from message skald.v1.ReadStreamResponse
@@ -278,7 +352,7 @@ export type ReadStreamResponse = Message<"skald.v1.ReadStreamResponse"> & {
  * Use `create(ReadStreamResponseSchema)` to create a new message.
  */
 export const ReadStreamResponseSchema: GenMessage<ReadStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 7);
+  messageDesc(file_skald_v1_event_store, 9);
 
 /**
  * @generated from message skald.v1.ReadCategoryRequest
@@ -322,7 +396,7 @@ export type ReadCategoryRequest = Message<"skald.v1.ReadCategoryRequest"> & {
  * Use `create(ReadCategoryRequestSchema)` to create a new message.
  */
 export const ReadCategoryRequestSchema: GenMessage<ReadCategoryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 8);
+  messageDesc(file_skald_v1_event_store, 10);
 
 /**
  * @generated from message skald.v1.ReadCategoryResponse
@@ -344,7 +418,7 @@ export type ReadCategoryResponse = Message<"skald.v1.ReadCategoryResponse"> & {
  * Use `create(ReadCategoryResponseSchema)` to create a new message.
  */
 export const ReadCategoryResponseSchema: GenMessage<ReadCategoryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 9);
+  messageDesc(file_skald_v1_event_store, 11);
 
 /**
  * @generated from message skald.v1.ReadAllRequest
@@ -371,7 +445,7 @@ export type ReadAllRequest = Message<"skald.v1.ReadAllRequest"> & {
  * Use `create(ReadAllRequestSchema)` to create a new message.
  */
 export const ReadAllRequestSchema: GenMessage<ReadAllRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 10);
+  messageDesc(file_skald_v1_event_store, 12);
 
 /**
  * @generated from message skald.v1.ReadAllResponse
@@ -393,7 +467,7 @@ export type ReadAllResponse = Message<"skald.v1.ReadAllResponse"> & {
  * Use `create(ReadAllResponseSchema)` to create a new message.
  */
 export const ReadAllResponseSchema: GenMessage<ReadAllResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 11);
+  messageDesc(file_skald_v1_event_store, 13);
 
 /**
  * @generated from message skald.v1.LastMessageRequest
@@ -422,7 +496,7 @@ export type LastMessageRequest = Message<"skald.v1.LastMessageRequest"> & {
  * Use `create(LastMessageRequestSchema)` to create a new message.
  */
 export const LastMessageRequestSchema: GenMessage<LastMessageRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 12);
+  messageDesc(file_skald_v1_event_store, 14);
 
 /**
  * @generated from message skald.v1.LastMessageResponse
@@ -444,7 +518,7 @@ export type LastMessageResponse = Message<"skald.v1.LastMessageResponse"> & {
  * Use `create(LastMessageResponseSchema)` to create a new message.
  */
 export const LastMessageResponseSchema: GenMessage<LastMessageResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 13);
+  messageDesc(file_skald_v1_event_store, 15);
 
 /**
  * @generated from message skald.v1.StreamVersionRequest
@@ -466,7 +540,7 @@ export type StreamVersionRequest = Message<"skald.v1.StreamVersionRequest"> & {
  * Use `create(StreamVersionRequestSchema)` to create a new message.
  */
 export const StreamVersionRequestSchema: GenMessage<StreamVersionRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 14);
+  messageDesc(file_skald_v1_event_store, 16);
 
 /**
  * @generated from message skald.v1.StreamVersionResponse
@@ -490,7 +564,7 @@ export type StreamVersionResponse = Message<"skald.v1.StreamVersionResponse"> & 
  * Use `create(StreamVersionResponseSchema)` to create a new message.
  */
 export const StreamVersionResponseSchema: GenMessage<StreamVersionResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 15);
+  messageDesc(file_skald_v1_event_store, 17);
 
 /**
  * @generated from message skald.v1.ListStreamsRequest
@@ -526,7 +600,7 @@ export type ListStreamsRequest = Message<"skald.v1.ListStreamsRequest"> & {
  * Use `create(ListStreamsRequestSchema)` to create a new message.
  */
 export const ListStreamsRequestSchema: GenMessage<ListStreamsRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 16);
+  messageDesc(file_skald_v1_event_store, 18);
 
 /**
  * @generated from message skald.v1.StreamInfo
@@ -553,7 +627,7 @@ export type StreamInfo = Message<"skald.v1.StreamInfo"> & {
  * Use `create(StreamInfoSchema)` to create a new message.
  */
 export const StreamInfoSchema: GenMessage<StreamInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 17);
+  messageDesc(file_skald_v1_event_store, 19);
 
 /**
  * @generated from message skald.v1.ListStreamsResponse
@@ -582,7 +656,7 @@ export type ListStreamsResponse = Message<"skald.v1.ListStreamsResponse"> & {
  * Use `create(ListStreamsResponseSchema)` to create a new message.
  */
 export const ListStreamsResponseSchema: GenMessage<ListStreamsResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 18);
+  messageDesc(file_skald_v1_event_store, 20);
 
 /**
  * @generated from message skald.v1.ListCategoriesRequest
@@ -599,7 +673,7 @@ export type ListCategoriesRequest = Message<"skald.v1.ListCategoriesRequest"> & 
  * Use `create(ListCategoriesRequestSchema)` to create a new message.
  */
 export const ListCategoriesRequestSchema: GenMessage<ListCategoriesRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 19);
+  messageDesc(file_skald_v1_event_store, 21);
 
 /**
  * @generated from message skald.v1.CategoryInfo
@@ -626,7 +700,7 @@ export type CategoryInfo = Message<"skald.v1.CategoryInfo"> & {
  * Use `create(CategoryInfoSchema)` to create a new message.
  */
 export const CategoryInfoSchema: GenMessage<CategoryInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 20);
+  messageDesc(file_skald_v1_event_store, 22);
 
 /**
  * @generated from message skald.v1.ListCategoriesResponse
@@ -648,7 +722,7 @@ export type ListCategoriesResponse = Message<"skald.v1.ListCategoriesResponse"> 
  * Use `create(ListCategoriesResponseSchema)` to create a new message.
  */
 export const ListCategoriesResponseSchema: GenMessage<ListCategoriesResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 21);
+  messageDesc(file_skald_v1_event_store, 23);
 
 /**
  * @generated from message skald.v1.SubscribeRequest
@@ -714,7 +788,7 @@ export type SubscribeRequest = Message<"skald.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 22);
+  messageDesc(file_skald_v1_event_store, 24);
 
 /**
  * @generated from message skald.v1.SubscribeResponse
@@ -749,7 +823,7 @@ export type SubscribeResponse = Message<"skald.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 23);
+  messageDesc(file_skald_v1_event_store, 25);
 
 /**
  * CaughtUp is sent once, after the stored matches.
@@ -768,7 +842,7 @@ export type CaughtUp = Message<"skald.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 24);
+  messageDesc(file_skald_v1_event_store, 26);
 
 /**
  * Heartbeat is sent after 15 s without a message, so proxies keep the
@@ -788,7 +862,7 @@ export type Heartbeat = Message<"skald.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 25);
+  messageDesc(file_skald_v1_event_store, 27);
 
 /**
  * @generated from message skald.v1.DeleteStreamRequest
@@ -819,7 +893,7 @@ export type DeleteStreamRequest = Message<"skald.v1.DeleteStreamRequest"> & {
  * Use `create(DeleteStreamRequestSchema)` to create a new message.
  */
 export const DeleteStreamRequestSchema: GenMessage<DeleteStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 26);
+  messageDesc(file_skald_v1_event_store, 28);
 
 /**
  * @generated from message skald.v1.DeleteStreamResponse
@@ -850,7 +924,7 @@ export type DeleteStreamResponse = Message<"skald.v1.DeleteStreamResponse"> & {
  * Use `create(DeleteStreamResponseSchema)` to create a new message.
  */
 export const DeleteStreamResponseSchema: GenMessage<DeleteStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 27);
+  messageDesc(file_skald_v1_event_store, 29);
 
 /**
  * @generated from message skald.v1.TruncateStreamRequest
@@ -875,7 +949,7 @@ export type TruncateStreamRequest = Message<"skald.v1.TruncateStreamRequest"> & 
  * Use `create(TruncateStreamRequestSchema)` to create a new message.
  */
 export const TruncateStreamRequestSchema: GenMessage<TruncateStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 28);
+  messageDesc(file_skald_v1_event_store, 30);
 
 /**
  * @generated from message skald.v1.TruncateStreamResponse
@@ -902,7 +976,7 @@ export type TruncateStreamResponse = Message<"skald.v1.TruncateStreamResponse"> 
  * Use `create(TruncateStreamResponseSchema)` to create a new message.
  */
 export const TruncateStreamResponseSchema: GenMessage<TruncateStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 29);
+  messageDesc(file_skald_v1_event_store, 31);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkRequest
@@ -933,7 +1007,7 @@ export type DeleteByWatermarkRequest = Message<"skald.v1.DeleteByWatermarkReques
  * Use `create(DeleteByWatermarkRequestSchema)` to create a new message.
  */
 export const DeleteByWatermarkRequestSchema: GenMessage<DeleteByWatermarkRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 30);
+  messageDesc(file_skald_v1_event_store, 32);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkResponse
@@ -962,7 +1036,7 @@ export type DeleteByWatermarkResponse = Message<"skald.v1.DeleteByWatermarkRespo
  * Use `create(DeleteByWatermarkResponseSchema)` to create a new message.
  */
 export const DeleteByWatermarkResponseSchema: GenMessage<DeleteByWatermarkResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 31);
+  messageDesc(file_skald_v1_event_store, 33);
 
 /**
  * EventStore reads and writes the messages of the caller's namespace (the
@@ -999,6 +1073,19 @@ export const EventStore: GenService<{
     methodKind: "unary";
     input: typeof AppendMultiRequestSchema;
     output: typeof AppendMultiResponseSchema;
+  },
+  /**
+   * Query reads the namespace's tagged messages that match a query (OR of
+   * items; an item: any of its types AND all of its tags) above a global
+   * position, in global order. It costs in proportion to the matches (it
+   * merges the type and tag indexes), never a scan of the namespace.
+   *
+   * @generated from rpc skald.v1.EventStore.Query
+   */
+  query: {
+    methodKind: "unary";
+    input: typeof QueryRequestSchema;
+    output: typeof QueryResponseSchema;
   },
   /**
    * @generated from rpc skald.v1.EventStore.ReadStream

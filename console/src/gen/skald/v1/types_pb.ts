@@ -12,7 +12,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file skald/v1/types.proto.
  */
 export const file_skald_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRza2FsZC92MS90eXBlcy5wcm90bxIIc2thbGQudjEifgoLUmVhZE9wdGlvbnMSKgoLY29uc2lzdGVuY3kYASABKA4yFS5za2FsZC52MS5Db25zaXN0ZW5jeRIRCgltaW5faW5kZXgYAiABKAQSMAoNbWF4X3N0YWxlbmVzcxgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiItCg1Db25zdW1lckdyb3VwEg4KBm1lbWJlchgBIAEoAxIMCgRzaXplGAIgASgDIkYKCk5ld01lc3NhZ2USCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIMCgRkYXRhGAMgASgMEhAKCG1ldGFkYXRhGAQgASgMIqgBCgdNZXNzYWdlEgoKAmlkGAEgASgJEg4KBnN0cmVhbRgCIAEoCRIMCgR0eXBlGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIMCgRkYXRhGAYgASgMEhAKCG1ldGFkYXRhGAcgASgMEigKBHRpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlMKD1ZlcnNpb25Db25mbGljdBIOCgZzdHJlYW0YASABKAkSGAoQZXhwZWN0ZWRfdmVyc2lvbhgCIAEoAxIWCg5hY3R1YWxfdmVyc2lvbhgDIAEoAyJAChBWZXJzaW9uQ29uZmxpY3RzEiwKCWNvbmZsaWN0cxgBIAMoCzIZLnNrYWxkLnYxLlZlcnNpb25Db25mbGljdCKLAQoSRHVwbGljYXRlTWVzc2FnZUlkEg8KB21lc3NhZ2UYASABKAUSCgoCaWQYAiABKAkSDgoGc3RyZWFtGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIOCgZyZWFzb24YBiABKAkSDQoFZmllbGQYByABKAkqeAoLQ29uc2lzdGVuY3kSGwoXQ09OU0lTVEVOQ1lfVU5TUEVDSUZJRUQQABIcChhDT05TSVNURU5DWV9MSU5FQVJJWkFCTEUQARIXChNDT05TSVNURU5DWV9TRVNTSU9OEAISFQoRQ09OU0lTVEVOQ1lfTE9DQUwQA0IzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChRza2FsZC92MS90eXBlcy5wcm90bxIIc2thbGQudjEifgoLUmVhZE9wdGlvbnMSKgoLY29uc2lzdGVuY3kYASABKA4yFS5za2FsZC52MS5Db25zaXN0ZW5jeRIRCgltaW5faW5kZXgYAiABKAQSMAoNbWF4X3N0YWxlbmVzcxgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiItCg1Db25zdW1lckdyb3VwEg4KBm1lbWJlchgBIAEoAxIMCgRzaXplGAIgASgDIlQKCk5ld01lc3NhZ2USCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIMCgRkYXRhGAMgASgMEhAKCG1ldGFkYXRhGAQgASgMEgwKBHRhZ3MYBSADKAkitgEKB01lc3NhZ2USCgoCaWQYASABKAkSDgoGc3RyZWFtGAIgASgJEgwKBHR5cGUYAyABKAkSEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEgwKBGRhdGEYBiABKAwSEAoIbWV0YWRhdGEYByABKAwSKAoEdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdGFncxgJIAMoCSIrCgVRdWVyeRIiCgVpdGVtcxgBIAMoCzITLnNrYWxkLnYxLlF1ZXJ5SXRlbSIoCglRdWVyeUl0ZW0SDQoFdHlwZXMYASADKAkSDAoEdGFncxgCIAMoCSJPCg9BcHBlbmRDb25kaXRpb24SLQoUZmFpbF9pZl9ldmVudHNfbWF0Y2gYASABKAsyDy5za2FsZC52MS5RdWVyeRINCgVhZnRlchgCIAEoAyI5Cg9Db25kaXRpb25GYWlsZWQSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWFmdGVyGAIgASgDIlMKD1ZlcnNpb25Db25mbGljdBIOCgZzdHJlYW0YASABKAkSGAoQZXhwZWN0ZWRfdmVyc2lvbhgCIAEoAxIWCg5hY3R1YWxfdmVyc2lvbhgDIAEoAyJAChBWZXJzaW9uQ29uZmxpY3RzEiwKCWNvbmZsaWN0cxgBIAMoCzIZLnNrYWxkLnYxLlZlcnNpb25Db25mbGljdCKLAQoSRHVwbGljYXRlTWVzc2FnZUlkEg8KB21lc3NhZ2UYASABKAUSCgoCaWQYAiABKAkSDgoGc3RyZWFtGAMgASgJEhAKCHBvc2l0aW9uGAQgASgDEhcKD2dsb2JhbF9wb3NpdGlvbhgFIAEoAxIOCgZyZWFzb24YBiABKAkSDQoFZmllbGQYByABKAkqeAoLQ29uc2lzdGVuY3kSGwoXQ09OU0lTVEVOQ1lfVU5TUEVDSUZJRUQQABIcChhDT05TSVNURU5DWV9MSU5FQVJJWkFCTEUQARIXChNDT05TSVNURU5DWV9TRVNTSU9OEAISFQoRQ09OU0lTVEVOQ1lfTE9DQUwQA0IzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * ReadOptions selects a read's consistency.
@@ -96,6 +96,16 @@ export type NewMessage = Message$1<"skald.v1.NewMessage"> & {
    * @generated from field: bytes metadata = 4;
    */
   metadata: Uint8Array;
+
+  /**
+   * Tags for Query and append conditions (DCB), e.g. "course:c1": at most
+   * 32 per message, each 1..256 bytes of UTF-8 without NUL, no repeats.
+   * Only messages with at least one tag are indexed: an untagged message
+   * is never matched by a query or a condition, and costs nothing extra.
+   *
+   * @generated from field: repeated string tags = 5;
+   */
+  tags: string[];
 };
 
 /**
@@ -150,6 +160,13 @@ export type Message = Message$1<"skald.v1.Message"> & {
    * @generated from field: google.protobuf.Timestamp time = 8;
    */
   time?: Timestamp | undefined;
+
+  /**
+   * The tags the message was written with.
+   *
+   * @generated from field: repeated string tags = 9;
+   */
+  tags: string[];
 };
 
 /**
@@ -158,6 +175,108 @@ export type Message = Message$1<"skald.v1.Message"> & {
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_skald_v1_types, 3);
+
+/**
+ * Query selects tagged messages: those matching any of its items (1..16).
+ * Messages written without tags are in no index and never match.
+ *
+ * @generated from message skald.v1.Query
+ */
+export type Query = Message$1<"skald.v1.Query"> & {
+  /**
+   * @generated from field: repeated skald.v1.QueryItem items = 1;
+   */
+  items: QueryItem[];
+};
+
+/**
+ * Describes the message skald.v1.Query.
+ * Use `create(QuerySchema)` to create a new message.
+ */
+export const QuerySchema: GenMessage<Query> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 4);
+
+/**
+ * QueryItem matches a message whose type is any of types (any type when
+ * empty) and which carries every one of tags. An item names at least one
+ * type or tag; at most 32 of each.
+ *
+ * @generated from message skald.v1.QueryItem
+ */
+export type QueryItem = Message$1<"skald.v1.QueryItem"> & {
+  /**
+   * @generated from field: repeated string types = 1;
+   */
+  types: string[];
+
+  /**
+   * @generated from field: repeated string tags = 2;
+   */
+  tags: string[];
+};
+
+/**
+ * Describes the message skald.v1.QueryItem.
+ * Use `create(QueryItemSchema)` to create a new message.
+ */
+export const QueryItemSchema: GenMessage<QueryItem> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 5);
+
+/**
+ * AppendCondition makes an append conditional (Dynamic Consistency
+ * Boundary): it fails with FAILED_PRECONDITION when any message matching
+ * fail_if_events_match has a global position above after (0: any message).
+ * The server decides it when it applies the append, against every write
+ * ordered before it. after must not be above the namespace's last global
+ * position.
+ *
+ * @generated from message skald.v1.AppendCondition
+ */
+export type AppendCondition = Message$1<"skald.v1.AppendCondition"> & {
+  /**
+   * @generated from field: skald.v1.Query fail_if_events_match = 1;
+   */
+  failIfEventsMatch?: Query | undefined;
+
+  /**
+   * @generated from field: int64 after = 2;
+   */
+  after: bigint;
+};
+
+/**
+ * Describes the message skald.v1.AppendCondition.
+ * Use `create(AppendConditionSchema)` to create a new message.
+ */
+export const AppendConditionSchema: GenMessage<AppendCondition> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 6);
+
+/**
+ * ConditionFailed is the error detail (with FAILED_PRECONDITION) of an
+ * append whose condition matched a message.
+ *
+ * @generated from message skald.v1.ConditionFailed
+ */
+export type ConditionFailed = Message$1<"skald.v1.ConditionFailed"> & {
+  /**
+   * The first matching message's global position above after.
+   *
+   * @generated from field: int64 global_position = 1;
+   */
+  globalPosition: bigint;
+
+  /**
+   * @generated from field: int64 after = 2;
+   */
+  after: bigint;
+};
+
+/**
+ * Describes the message skald.v1.ConditionFailed.
+ * Use `create(ConditionFailedSchema)` to create a new message.
+ */
+export const ConditionFailedSchema: GenMessage<ConditionFailed> = /*@__PURE__*/
+  messageDesc(file_skald_v1_types, 7);
 
 /**
  * VersionConflict is the error detail of an append whose expected version
@@ -187,7 +306,7 @@ export type VersionConflict = Message$1<"skald.v1.VersionConflict"> & {
  * Use `create(VersionConflictSchema)` to create a new message.
  */
 export const VersionConflictSchema: GenMessage<VersionConflict> = /*@__PURE__*/
-  messageDesc(file_skald_v1_types, 4);
+  messageDesc(file_skald_v1_types, 8);
 
 /**
  * VersionConflicts is the error detail (with ABORTED) of an AppendMulti
@@ -207,7 +326,7 @@ export type VersionConflicts = Message$1<"skald.v1.VersionConflicts"> & {
  * Use `create(VersionConflictsSchema)` to create a new message.
  */
 export const VersionConflictsSchema: GenMessage<VersionConflicts> = /*@__PURE__*/
-  messageDesc(file_skald_v1_types, 5);
+  messageDesc(file_skald_v1_types, 9);
 
 /**
  * DuplicateMessageId is the error detail (with ALREADY_EXISTS) of an
@@ -269,7 +388,7 @@ export type DuplicateMessageId = Message$1<"skald.v1.DuplicateMessageId"> & {
  * Use `create(DuplicateMessageIdSchema)` to create a new message.
  */
 export const DuplicateMessageIdSchema: GenMessage<DuplicateMessageId> = /*@__PURE__*/
-  messageDesc(file_skald_v1_types, 6);
+  messageDesc(file_skald_v1_types, 10);
 
 /**
  * Consistency is the guarantee a read asks for.

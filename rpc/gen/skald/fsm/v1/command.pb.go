@@ -555,7 +555,10 @@ type Append struct {
 	ExpectedVersion *int64        `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	Messages        []*NewMessage `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano  int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	TimeUnixNano int64 `protobuf:"varint,5,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// When set, the append succeeds only if no message matching the
+	// condition's query exists after its position (DCB, fsm/query.go).
+	Condition     *AppendCondition `protobuf:"bytes,8,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -625,6 +628,13 @@ func (x *Append) GetTimeUnixNano() int64 {
 	return 0
 }
 
+func (x *Append) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
+}
+
 // AppendMulti writes to several streams of one namespace, all or nothing:
 // every expected version must match, then every stream's messages are
 // written in the order given, with contiguous global positions.
@@ -633,7 +643,10 @@ type AppendMulti struct {
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Streams   []*StreamAppend        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
 	// The leader's clock when it proposed the entry.
-	TimeUnixNano  int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	TimeUnixNano int64 `protobuf:"varint,3,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// When set, the call succeeds only if no message matching the
+	// condition's query exists after its position.
+	Condition     *AppendCondition `protobuf:"bytes,4,opt,name=condition,proto3" json:"condition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +700,13 @@ func (x *AppendMulti) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
+}
+
+func (x *AppendMulti) GetCondition() *AppendCondition {
+	if x != nil {
+		return x.Condition
+	}
+	return nil
 }
 
 // StreamAppend is one stream's part of an AppendMulti.
@@ -765,7 +785,11 @@ type NewMessage struct {
 	// namespace that remembers ids: a write of ids already written returns
 	// the original positions. Entries written by binaries older than this
 	// field leave it false and apply exactly as before.
-	ClientId      bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientId bool `protobuf:"varint,5,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Tags (DCB): 0..32 distinct strings of 1..256 bytes, stored with the
+	// message; a tagged message is indexed by type and per tag for queries.
+	// Entries written before this field carry none.
+	Tags          []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -835,6 +859,168 @@ func (x *NewMessage) GetClientId() bool {
 	return false
 }
 
+func (x *NewMessage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// AppendCondition is the Dynamic Consistency Boundary condition of an
+// append: it fails when a message matching fail_if_events_match exists with
+// a global position above after (0: any). Decided inside apply.
+type AppendCondition struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	FailIfEventsMatch *Query                 `protobuf:"bytes,1,opt,name=fail_if_events_match,json=failIfEventsMatch,proto3" json:"fail_if_events_match,omitempty"`
+	After             int64                  `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *AppendCondition) Reset() {
+	*x = AppendCondition{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendCondition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendCondition) ProtoMessage() {}
+
+func (x *AppendCondition) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendCondition.ProtoReflect.Descriptor instead.
+func (*AppendCondition) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AppendCondition) GetFailIfEventsMatch() *Query {
+	if x != nil {
+		return x.FailIfEventsMatch
+	}
+	return nil
+}
+
+func (x *AppendCondition) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// Query selects messages: those matching any of its items.
+type Query struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*QueryItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Query) Reset() {
+	*x = Query{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Query) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Query) ProtoMessage() {}
+
+func (x *Query) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Query.ProtoReflect.Descriptor instead.
+func (*Query) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Query) GetItems() []*QueryItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// QueryItem matches a message whose type is any of types (or any type
+// when types is empty) and which carries every one of tags. At least one
+// of the two is given.
+type QueryItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Types         []string               `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
+	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryItem) Reset() {
+	*x = QueryItem{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryItem) ProtoMessage() {}
+
+func (x *QueryItem) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryItem.ProtoReflect.Descriptor instead.
+func (*QueryItem) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueryItem) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *QueryItem) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
 // TruncateStream removes the messages of a stream whose position is below
 // before. The stream keeps its version: its next message takes the next
 // position, and positions and global positions are never reused.
@@ -849,7 +1035,7 @@ type TruncateStream struct {
 
 func (x *TruncateStream) Reset() {
 	*x = TruncateStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1047,7 @@ func (x *TruncateStream) String() string {
 func (*TruncateStream) ProtoMessage() {}
 
 func (x *TruncateStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[7]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1060,7 @@ func (x *TruncateStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStream.ProtoReflect.Descriptor instead.
 func (*TruncateStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{7}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TruncateStream) GetNamespace() string {
@@ -915,7 +1101,7 @@ type DeleteStream struct {
 
 func (x *DeleteStream) Reset() {
 	*x = DeleteStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1113,7 @@ func (x *DeleteStream) String() string {
 func (*DeleteStream) ProtoMessage() {}
 
 func (x *DeleteStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1126,7 @@ func (x *DeleteStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStream.ProtoReflect.Descriptor instead.
 func (*DeleteStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteStream) GetNamespace() string {
@@ -987,7 +1173,7 @@ type DeleteByWatermark struct {
 
 func (x *DeleteByWatermark) Reset() {
 	*x = DeleteByWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1185,7 @@ func (x *DeleteByWatermark) String() string {
 func (*DeleteByWatermark) ProtoMessage() {}
 
 func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1198,7 @@ func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermark.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteByWatermark) GetNamespace() string {
@@ -1063,7 +1249,7 @@ type RetentionPolicy struct {
 
 func (x *RetentionPolicy) Reset() {
 	*x = RetentionPolicy{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1261,7 @@ func (x *RetentionPolicy) String() string {
 func (*RetentionPolicy) ProtoMessage() {}
 
 func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1274,7 @@ func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
 func (*RetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RetentionPolicy) GetScope() RetentionScope {
@@ -1131,7 +1317,7 @@ type SetRetentionPolicy struct {
 
 func (x *SetRetentionPolicy) Reset() {
 	*x = SetRetentionPolicy{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1329,7 @@ func (x *SetRetentionPolicy) String() string {
 func (*SetRetentionPolicy) ProtoMessage() {}
 
 func (x *SetRetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1342,7 @@ func (x *SetRetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRetentionPolicy.ProtoReflect.Descriptor instead.
 func (*SetRetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetRetentionPolicy) GetNamespace() string {
@@ -1193,7 +1379,7 @@ type ExpireMessages struct {
 
 func (x *ExpireMessages) Reset() {
 	*x = ExpireMessages{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1391,7 @@ func (x *ExpireMessages) String() string {
 func (*ExpireMessages) ProtoMessage() {}
 
 func (x *ExpireMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1404,7 @@ func (x *ExpireMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireMessages.ProtoReflect.Descriptor instead.
 func (*ExpireMessages) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExpireMessages) GetNamespace() string {
@@ -1252,7 +1438,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1450,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1463,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -1311,7 +1497,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1509,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1522,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Import) GetNamespace() string {
@@ -1377,7 +1563,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1575,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1588,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -1473,7 +1659,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1671,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1684,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -1549,30 +1735,41 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xa0\x02\n" +
+	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xdd\x02\n" +
 	"\x06Append\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x03 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x04 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessages\x12$\n" +
-	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNanoB\x13\n" +
-	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\x87\x01\n" +
+	"\x0etime_unix_nano\x18\x05 \x01(\x03R\ftimeUnixNano\x12;\n" +
+	"\tcondition\x18\b \x01(\v2\x1d.skald.fsm.v1.AppendConditionR\tconditionB\x13\n" +
+	"\x11_expected_versionJ\x04\b\x06\x10\aJ\x04\b\a\x10\bR\x18proposed_global_positionR\x19dedupe_decided_at_propose\"\xc4\x01\n" +
 	"\vAppendMulti\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x124\n" +
 	"\astreams\x18\x02 \x03(\v2\x1a.skald.fsm.v1.StreamAppendR\astreams\x12$\n" +
-	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\"\xa1\x01\n" +
+	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12;\n" +
+	"\tcondition\x18\x04 \x01(\v2\x1d.skald.fsm.v1.AppendConditionR\tcondition\"\xa1\x01\n" +
 	"\fStreamAppend\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12.\n" +
 	"\x10expected_version\x18\x02 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x124\n" +
 	"\bmessages\x18\x03 \x03(\v2\x18.skald.fsm.v1.NewMessageR\bmessagesB\x13\n" +
-	"\x11_expected_version\"}\n" +
+	"\x11_expected_version\"\x91\x01\n" +
 	"\n" +
 	"NewMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\fR\bmetadata\x12\x1b\n" +
-	"\tclient_id\x18\x05 \x01(\bR\bclientId\"^\n" +
+	"\tclient_id\x18\x05 \x01(\bR\bclientId\x12\x12\n" +
+	"\x04tags\x18\x06 \x03(\tR\x04tags\"s\n" +
+	"\x0fAppendCondition\x12D\n" +
+	"\x14fail_if_events_match\x18\x01 \x01(\v2\x13.skald.fsm.v1.QueryR\x11failIfEventsMatch\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05afterJ\x04\b\x03\x10\x04\"6\n" +
+	"\x05Query\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.skald.fsm.v1.QueryItemR\x05items\"5\n" +
+	"\tQueryItem\x12\x14\n" +
+	"\x05types\x18\x01 \x03(\tR\x05types\x12\x12\n" +
+	"\x04tags\x18\x02 \x03(\tR\x04tags\"^\n" +
 	"\x0eTruncateStream\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
@@ -1641,7 +1838,7 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_fsm_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(RetentionScope)(0),        // 0: skald.fsm.v1.RetentionScope
 	(*Command)(nil),            // 1: skald.fsm.v1.Command
@@ -1651,53 +1848,60 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*AppendMulti)(nil),        // 5: skald.fsm.v1.AppendMulti
 	(*StreamAppend)(nil),       // 6: skald.fsm.v1.StreamAppend
 	(*NewMessage)(nil),         // 7: skald.fsm.v1.NewMessage
-	(*TruncateStream)(nil),     // 8: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),       // 9: skald.fsm.v1.DeleteStream
-	(*DeleteByWatermark)(nil),  // 10: skald.fsm.v1.DeleteByWatermark
-	(*RetentionPolicy)(nil),    // 11: skald.fsm.v1.RetentionPolicy
-	(*SetRetentionPolicy)(nil), // 12: skald.fsm.v1.SetRetentionPolicy
-	(*ExpireMessages)(nil),     // 13: skald.fsm.v1.ExpireMessages
-	(*StreamWatermark)(nil),    // 14: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),             // 15: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),    // 16: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),        // 17: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),        // 18: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),        // 19: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),        // 20: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),      // 21: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),       // 22: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),       // 23: skald.fsm.v1.DeleteParked
+	(*AppendCondition)(nil),    // 8: skald.fsm.v1.AppendCondition
+	(*Query)(nil),              // 9: skald.fsm.v1.Query
+	(*QueryItem)(nil),          // 10: skald.fsm.v1.QueryItem
+	(*TruncateStream)(nil),     // 11: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),       // 12: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil),  // 13: skald.fsm.v1.DeleteByWatermark
+	(*RetentionPolicy)(nil),    // 14: skald.fsm.v1.RetentionPolicy
+	(*SetRetentionPolicy)(nil), // 15: skald.fsm.v1.SetRetentionPolicy
+	(*ExpireMessages)(nil),     // 16: skald.fsm.v1.ExpireMessages
+	(*StreamWatermark)(nil),    // 17: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),             // 18: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),    // 19: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),        // 20: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),        // 21: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 22: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 23: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 24: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 25: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 26: skald.fsm.v1.DeleteParked
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	3,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	4,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	15, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	17, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	18, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	20, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
 	5,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
-	8,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	9,  // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	10, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	12, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
-	13, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
-	18, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	19, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	20, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	21, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	22, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	23, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	11, // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	12, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	13, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	15, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
+	16, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
+	21, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	22, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	23, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	24, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	25, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	26, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
 	7,  // 17: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	6,  // 18: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	7,  // 19: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	14, // 20: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 21: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	11, // 22: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	16, // 23: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	8,  // 18: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 19: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 20: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 21: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	9,  // 22: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	10, // 23: skald.fsm.v1.Query.items:type_name -> skald.fsm.v1.QueryItem
+	17, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	14, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	19, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1727,14 +1931,14 @@ func file_skald_fsm_v1_command_proto_init() {
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
-	file_skald_fsm_v1_command_proto_msgTypes[8].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,8 +31,10 @@ type StoredMessage struct {
 	Position int64                  `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
 	Data     []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
 	// Empty means null.
-	Metadata      []byte `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	TimeUnixNano  int64  `protobuf:"varint,7,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Metadata     []byte `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	TimeUnixNano int64  `protobuf:"varint,7,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// Tags (DCB); messages written before tags existed have none.
+	Tags          []string `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +116,13 @@ func (x *StoredMessage) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
+}
+
+func (x *StoredMessage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
 }
 
 // NamespaceRecord is the value of an NS key in the _metadata database.
@@ -279,7 +288,7 @@ var File_skald_fsm_v1_record_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_record_proto_rawDesc = "" +
 	"\n" +
-	"\x19skald/fsm/v1/record.proto\x12\fskald.fsm.v1\"\xbd\x01\n" +
+	"\x19skald/fsm/v1/record.proto\x12\fskald.fsm.v1\"\xd1\x01\n" +
 	"\rStoredMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
@@ -287,7 +296,8 @@ const file_skald_fsm_v1_record_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\x03R\bposition\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\x06 \x01(\fR\bmetadata\x12$\n" +
-	"\x0etime_unix_nano\x18\a \x01(\x03R\ftimeUnixNano\"\xd2\x01\n" +
+	"\x0etime_unix_nano\x18\a \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04tags\x18\b \x03(\tR\x04tags\"\xd2\x01\n" +
 	"\x0fNamespaceRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12 \n" +

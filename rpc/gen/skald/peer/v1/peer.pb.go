@@ -98,11 +98,14 @@ const (
 	Reason_REASON_VERSION_CONFLICTS   Reason = 8
 	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
 	Reason_REASON_STREAM_DELETED      Reason = 10
-	Reason_REASON_GROUP_NOT_FOUND     Reason = 16
-	Reason_REASON_GROUP_EXISTS        Reason = 17
-	Reason_REASON_PARKED_NOT_FOUND    Reason = 18
-	Reason_REASON_NOT_IN_FLIGHT       Reason = 19
-	Reason_REASON_TOO_MANY_CONSUMERS  Reason = 20
+	// The append's condition matched a message (global_position: the first
+	// match above the condition's after, which travels in position).
+	Reason_REASON_CONDITION_FAILED   Reason = 11
+	Reason_REASON_GROUP_NOT_FOUND    Reason = 16
+	Reason_REASON_GROUP_EXISTS       Reason = 17
+	Reason_REASON_PARKED_NOT_FOUND   Reason = 18
+	Reason_REASON_NOT_IN_FLIGHT      Reason = 19
+	Reason_REASON_TOO_MANY_CONSUMERS Reason = 20
 )
 
 // Enum value maps for Reason.
@@ -119,6 +122,7 @@ var (
 		8:  "REASON_VERSION_CONFLICTS",
 		9:  "REASON_STREAM_NOT_FOUND",
 		10: "REASON_STREAM_DELETED",
+		11: "REASON_CONDITION_FAILED",
 		16: "REASON_GROUP_NOT_FOUND",
 		17: "REASON_GROUP_EXISTS",
 		18: "REASON_PARKED_NOT_FOUND",
@@ -137,6 +141,7 @@ var (
 		"REASON_VERSION_CONFLICTS":   8,
 		"REASON_STREAM_NOT_FOUND":    9,
 		"REASON_STREAM_DELETED":      10,
+		"REASON_CONDITION_FAILED":    11,
 		"REASON_GROUP_NOT_FOUND":     16,
 		"REASON_GROUP_EXISTS":        17,
 		"REASON_PARKED_NOT_FOUND":    18,
@@ -2468,7 +2473,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xbc\x03\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xd9\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -2481,7 +2486,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
 	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
 	"\x15REASON_STREAM_DELETED\x10\n" +
-	"\x12\x1a\n" +
+	"\x12\x1b\n" +
+	"\x17REASON_CONDITION_FAILED\x10\v\x12\x1a\n" +
 	"\x16REASON_GROUP_NOT_FOUND\x10\x10\x12\x17\n" +
 	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
 	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +

@@ -37,6 +37,8 @@ const (
 	EventStoreAppendProcedure = "/skald.v1.EventStore/Append"
 	// EventStoreAppendMultiProcedure is the fully-qualified name of the EventStore's AppendMulti RPC.
 	EventStoreAppendMultiProcedure = "/skald.v1.EventStore/AppendMulti"
+	// EventStoreQueryProcedure is the fully-qualified name of the EventStore's Query RPC.
+	EventStoreQueryProcedure = "/skald.v1.EventStore/Query"
 	// EventStoreReadStreamProcedure is the fully-qualified name of the EventStore's ReadStream RPC.
 	EventStoreReadStreamProcedure = "/skald.v1.EventStore/ReadStream"
 	// EventStoreReadCategoryProcedure is the fully-qualified name of the EventStore's ReadCategory RPC.
@@ -80,6 +82,11 @@ type EventStoreClient interface {
 	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
 	// like Append: a retry of the same call answers the original positions.
 	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
+	// Query reads the namespace's tagged messages that match a query (OR of
+	// items; an item: any of its types AND all of its tags) above a global
+	// position, in global order. It costs in proportion to the matches (it
+	// merges the type and tag indexes), never a scan of the namespace.
+	Query(context.Context, *connect.Request[v1.QueryRequest]) (*connect.Response[v1.QueryResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
@@ -127,6 +134,13 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+EventStoreAppendMultiProcedure,
 			connect.WithSchema(eventStoreMethods.ByName("AppendMulti")),
+			connect.WithClientOptions(opts...),
+		),
+		query: connect.NewClient[v1.QueryRequest, v1.QueryResponse](
+			httpClient,
+			baseURL+EventStoreQueryProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("Query")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
 		readStream: connect.NewClient[v1.ReadStreamRequest, v1.ReadStreamResponse](
@@ -209,6 +223,7 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 type eventStoreClient struct {
 	append            *connect.Client[v1.AppendRequest, v1.AppendResponse]
 	appendMulti       *connect.Client[v1.AppendMultiRequest, v1.AppendMultiResponse]
+	query             *connect.Client[v1.QueryRequest, v1.QueryResponse]
 	readStream        *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
 	readCategory      *connect.Client[v1.ReadCategoryRequest, v1.ReadCategoryResponse]
 	readAll           *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
@@ -230,6 +245,11 @@ func (c *eventStoreClient) Append(ctx context.Context, req *connect.Request[v1.A
 // AppendMulti calls skald.v1.EventStore.AppendMulti.
 func (c *eventStoreClient) AppendMulti(ctx context.Context, req *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error) {
 	return c.appendMulti.CallUnary(ctx, req)
+}
+
+// Query calls skald.v1.EventStore.Query.
+func (c *eventStoreClient) Query(ctx context.Context, req *connect.Request[v1.QueryRequest]) (*connect.Response[v1.QueryResponse], error) {
+	return c.query.CallUnary(ctx, req)
 }
 
 // ReadStream calls skald.v1.EventStore.ReadStream.
@@ -302,6 +322,11 @@ type EventStoreHandler interface {
 	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
 	// like Append: a retry of the same call answers the original positions.
 	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
+	// Query reads the namespace's tagged messages that match a query (OR of
+	// items; an item: any of its types AND all of its tags) above a global
+	// position, in global order. It costs in proportion to the matches (it
+	// merges the type and tag indexes), never a scan of the namespace.
+	Query(context.Context, *connect.Request[v1.QueryRequest]) (*connect.Response[v1.QueryResponse], error)
 	ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error)
 	ReadCategory(context.Context, *connect.Request[v1.ReadCategoryRequest]) (*connect.Response[v1.ReadCategoryResponse], error)
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
@@ -345,6 +370,13 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		EventStoreAppendMultiProcedure,
 		svc.AppendMulti,
 		connect.WithSchema(eventStoreMethods.ByName("AppendMulti")),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventStoreQueryHandler := connect.NewUnaryHandler(
+		EventStoreQueryProcedure,
+		svc.Query,
+		connect.WithSchema(eventStoreMethods.ByName("Query")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
 	eventStoreReadStreamHandler := connect.NewUnaryHandler(
@@ -426,6 +458,8 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 			eventStoreAppendHandler.ServeHTTP(w, r)
 		case EventStoreAppendMultiProcedure:
 			eventStoreAppendMultiHandler.ServeHTTP(w, r)
+		case EventStoreQueryProcedure:
+			eventStoreQueryHandler.ServeHTTP(w, r)
 		case EventStoreReadStreamProcedure:
 			eventStoreReadStreamHandler.ServeHTTP(w, r)
 		case EventStoreReadCategoryProcedure:
@@ -463,6 +497,10 @@ func (UnimplementedEventStoreHandler) Append(context.Context, *connect.Request[v
 
 func (UnimplementedEventStoreHandler) AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.AppendMulti is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) Query(context.Context, *connect.Request[v1.QueryRequest]) (*connect.Response[v1.QueryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.Query is not implemented"))
 }
 
 func (UnimplementedEventStoreHandler) ReadStream(context.Context, *connect.Request[v1.ReadStreamRequest]) (*connect.Response[v1.ReadStreamResponse], error) {

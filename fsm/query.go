@@ -1,0 +1,237 @@
+package fsm
+
+import (
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Queries (DCB) read the namespace's type and tag indexes:
+//
+//	QT type 0x00 gp -> empty   one key per tagged message
+//	QG tag 0x00 gp  -> empty   one key per tag of a message
+//
+// Only messages with at least one tag are indexed, so only they are seen
+// by queries and append conditions. Indexing every message's type would
+// let a type-only query see untagged messages too, but cost writes that
+// use no tags about a fifth more CPU (BenchmarkApplyAppend, process CPU
+// per run, fsm/DESIGN.md); a namespace that does not use tags pays
+// nothing.
+//
+// Each index is a sorted list of global positions (a posting list). A
+// query item is the intersection of the union of its types' lists with
+// each of its tags' lists, and a query is the union of its items, merged
+// lazily: a leapfrog join whose intersections seek every list to the
+// largest position any of them reached. A read costs O(matches x lists x
+// a seek), never a scan of the namespace, and needs no key per tag
+// subset.
+//
+// Index keys outlive the messages the deletion paths remove (they do not
+// read the messages, so they do not know their tags): a candidate whose M
+// key is gone is skipped. Global positions are never reused (an import's
+// clear deletes the index with everything else), so a dangling entry
+// never names another message.
+
+// postings yields ascending global positions.
+//
+// INVARIANT: the targets of successive seek calls never decrease, so an
+// answer at or above the new target is still the right one.
+type postings interface {
+	// seek returns the first position at or above gp; ok is false when
+	// there is none.
+	seek(gp int64) (pos int64, ok bool, err error)
+}
+
+// iterReader is what a query reads: a database or a snapshot of one.
+type iterReader interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// indexList is the posting list of one type or tag.
+type indexList struct {
+	it   *pebble.Iterator
+	key  []byte // seek key: the prefix, then 8 bytes
+	plen int
+	cur  int64 // the last answer; 0 before the first
+	done bool
+}
+
+func (l *indexList) seek(gp int64) (int64, bool, error) {
+	if l.done {
+		return 0, false, nil
+	}
+	if l.cur != 0 {
+		if l.cur >= gp {
+			return l.cur, true, nil
+		}
+		// The next entry is usually the answer (a list read alone, or
+		// the rarest of an intersection): a Next is far cheaper than a
+		// seek, which follows only when it falls short.
+		if !l.it.Next() {
+			l.done = true
+			return 0, false, l.it.Error()
+		}
+		if l.cur = keySuffixUint64(l.it.Key()); l.cur >= gp {
+			return l.cur, true, nil
+		}
+	}
+	l.key = appendUint64(l.key[:l.plen], uint64(gp))
+	if !l.it.SeekGE(l.key) {
+		l.done = true
+		return 0, false, l.it.Error()
+	}
+	l.cur = keySuffixUint64(l.it.Key())
+	return l.cur, true, nil
+}
+
+// union yields the positions of any of its lists.
+type union []postings
+
+func (u union) seek(gp int64) (int64, bool, error) {
+	best, found := int64(0), false
+	for _, p := range u {
+		pos, ok, err := p.seek(gp)
+		if err != nil {
+			return 0, false, err
+		}
+		if ok && (!found || pos < best) {
+			best, found = pos, true
+		}
+	}
+	return best, found, nil
+}
+
+// intersection yields the positions every one of its lists holds.
+type intersection []postings
+
+func (x intersection) seek(gp int64) (int64, bool, error) {
+	target := gp
+	for {
+		agreed := true
+		for _, p := range x {
+			pos, ok, err := p.seek(target)
+			if err != nil || !ok {
+				return 0, false, err
+			}
+			if pos > target {
+				target, agreed = pos, false
+				break
+			}
+		}
+		if agreed {
+			return target, true, nil
+		}
+	}
+}
+
+// queryPlan is an opened query: its postings and the iterators to close.
+type queryPlan struct {
+	root  postings
+	iters []*pebble.Iterator
+}
+
+// openQuery opens one index iterator per type and tag of each item. The
+// query must be valid (ValidateQuery). Close the plan.
+func openQuery(r iterReader, q Query) (*queryPlan, error) {
+	qp := &queryPlan{}
+	// Each use of a name gets its own iterator: a list shared by two
+	// items would see their seeks interleaved, breaking the invariant.
+	list := func(family []byte, name string) (postings, error) {
+		p := indexPrefix(family, name)
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			return nil, err
+		}
+		qp.iters = append(qp.iters, it)
+		return &indexList{it: it, key: p, plen: len(p)}, nil
+	}
+	items := make(union, 0, len(q.Items))
+	for _, item := range q.Items {
+		// Tags first: usually far rarer than types, so the join's first
+		// seeks land on few candidates (and an unused tag ends it at once).
+		var parts intersection
+		for _, t := range dedupe(item.Tags) {
+			l, err := list(prefixTagIdx, t)
+			if err != nil {
+				return nil, errors.Join(err, qp.close())
+			}
+			parts = append(parts, l)
+		}
+		if len(item.Types) > 0 {
+			types := make(union, 0, len(item.Types))
+			for _, t := range dedupe(item.Types) {
+				l, err := list(prefixTypeIdx, t)
+				if err != nil {
+					return nil, errors.Join(err, qp.close())
+				}
+				types = append(types, l)
+			}
+			parts = append(parts, one(types))
+		}
+		if len(parts) == 1 {
+			items = append(items, parts[0])
+		} else {
+			items = append(items, parts)
+		}
+	}
+	qp.root = one(items)
+	return qp, nil
+}
+
+// one is u itself, or its only list.
+func one(u union) postings {
+	if len(u) == 1 {
+		return u[0]
+	}
+	return u
+}
+
+func dedupe(names []string) []string {
+	out := names[:0:0]
+	for i, n := range names {
+		seen := false
+		for _, m := range names[:i] {
+			seen = seen || m == n
+		}
+		if !seen {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (qp *queryPlan) close() error {
+	var errs []error
+	for _, it := range qp.iters {
+		errs = append(errs, it.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Query returns the messages matching q whose global position is above
+// after, in global order, at most limit (0 means DefaultLimit, negative
+// unlimited). q must be valid (ValidateQuery).
+func (v *View) Query(q Query, after int64, limit int) (out []Message, err error) {
+	limit = normLimit(limit)
+	qp, err := openQuery(v.snap, q)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, qp.close()) }()
+	out = newPage(limit)
+	for next := max(after, 0) + 1; !full(out, limit); {
+		gp, ok, err := qp.root.seek(next)
+		if err != nil || !ok {
+			return out, err
+		}
+		m, found, err := v.lookupMessage(gp)
+		if err != nil {
+			return nil, err
+		}
+		if found { // else removed by a deletion: its index entries stay
+			out = append(out, m)
+		}
+		next = gp + 1
+	}
+	return out, nil
+}
