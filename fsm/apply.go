@@ -118,6 +118,7 @@ type applier struct {
 	metaSync    bool // a namespace was deleted: make that durable before its directory goes
 	config      *configRecord
 	nodes       map[string]string
+	retained    map[string]bool // retention hints set (true) or dropped
 
 	// Registry changes, published after commit.
 	created map[string]*namespace // name -> handle created in this call
@@ -153,6 +154,10 @@ func (a *applier) command(l *raft.Log) any {
 		return a.deleteStream(l, k.DeleteStream)
 	case *fsmv1.Command_DeleteByWatermark:
 		return a.deleteByWatermark(l, k.DeleteByWatermark)
+	case *fsmv1.Command_SetRetentionPolicy:
+		return a.setRetentionPolicy(l, k.SetRetentionPolicy)
+	case *fsmv1.Command_ExpireMessages:
+		return a.expireMessages(l, k.ExpireMessages)
 	case *fsmv1.Command_CreateGroup:
 		return a.createGroup(l, k.CreateGroup)
 	case *fsmv1.Command_UpdateGroup:
@@ -458,6 +463,7 @@ func (a *applier) deleteNamespace(l *raft.Log, c *fsmv1.DeleteNamespace) any {
 		a.fatal("stage namespace delete: %v", err)
 	}
 	a.metaSync = true
+	a.retainedHint(c.Name, false)
 	delete(a.created, c.Name)
 	if a.deleted == nil {
 		a.deleted = make(map[string]bool)
@@ -528,6 +534,13 @@ func (a *applier) commit() {
 			delete(s.mu.namespaces, ns.rec.Name)
 		}
 		ns.deleted = true
+	}
+	for name, on := range a.retained {
+		if on {
+			s.mu.retained[name] = true
+		} else {
+			delete(s.mu.retained, name)
+		}
 	}
 	for id, addr := range a.nodes {
 		if addr == "" {

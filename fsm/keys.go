@@ -21,6 +21,8 @@ import (
 //	GP                           -> next global position
 //	DI bucket id                 -> gp, pos, stream: a remembered client-given message id (dedupe.go)
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
+//	RP scope name                -> RetentionPolicy (protobuf); scope is '1' namespace (name empty), '2' category, '3' stream
+//	RQ stream                    -> empty: the stream may hold positions beyond its count limit (retention.go)
 //	SG name                      -> GroupRecord: a subscription group (group.go)
 //	SP name 0x00 gp              -> ParkedMessage: a group's parked message
 //	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again
@@ -44,6 +46,7 @@ import (
 //	NO node id -> API address
 //	RC         -> latest Raft configuration: index, then raft.EncodeConfiguration bytes
 //	FL         -> durable floor: CheckpointMeta (protobuf)
+//	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
 //	A          -> applied Raft index, term
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
@@ -61,11 +64,16 @@ var (
 	prefixTypeIdx  = []byte("QT")
 	prefixTagIdx   = []byte("QG")
 	keyApplied     = []byte("A")
+	// Retention (retention.go). RP sorts right before RQ: an import's
+	// clear keeps the policies and drops the queue.
+	prefixRetention   = []byte("RP")
+	prefixExpiryQueue = []byte("RQ")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
 	keyConfig       = []byte("RC")
 	keyFloor        = []byte("FL")
+	prefixRetained  = []byte("RN")
 )
 
 // errCorruptValue is returned when a stored value cannot be decoded. It means

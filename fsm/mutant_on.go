@@ -10,14 +10,17 @@ import (
 
 // The chaos harness's mutant leaders (node/mutant_on.go) pass what they
 // decided before proposing in the Raft entry's Extensions, never in the
-// replicated command: a global position they chose, and whether they
-// already decided the append's client ids or its condition. Compiled only
-// with -tags mutants; mutant_off.go makes every reader constant.
+// replicated command: a global position they chose, whether they already
+// decided the append's client ids or its condition, and how an expiry
+// entry must go wrong. Compiled only with -tags mutants; mutant_off.go
+// makes every reader constant.
 
 // Decisions a mutant leader took before proposing.
 const (
 	IDsDecided       byte = 1 << iota // dedupe-at-propose
 	ConditionDecided                  // condition-at-propose
+	ExpireOneTooMany                  // expire-one-too-many: expiry removes one position more than the limits allow
+	ExpireAgeEarly                    // expire-age-early: expiry counts age limits as half as long
 )
 
 // MutantExtensions encodes a mutant leader's decisions for an entry: the
@@ -48,4 +51,15 @@ func idsDecidedByLeader(l *raft.Log) bool {
 // already evaluated l's condition: the mutant's bug is that apply does not.
 func conditionDecidedByLeader(l *raft.Log) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&ConditionDecided != 0
+}
+
+// expireOneTooMany and expireAgeEarly report an expiry mutant's bug for
+// entry l (an ExpireMessages of an expire-one-too-many or
+// expire-age-early leader).
+func expireOneTooMany(l *raft.Log) bool {
+	return len(l.Extensions) == 9 && l.Extensions[8]&ExpireOneTooMany != 0
+}
+
+func expireAgeEarly(l *raft.Log) bool {
+	return len(l.Extensions) == 9 && l.Extensions[8]&ExpireAgeEarly != 0
 }

@@ -35,6 +35,9 @@ type namespace struct {
 	// idf mirrors the committed id index in memory (idfilter.go); nil
 	// until apply first needs it after the database opened.
 	idf *idFilter
+	// retention holds the namespace's retention policies (nil: none),
+	// loaded with the database and changed in place by apply.
+	retention *retention
 	// metaCache holds committed VI and CC values (absent streams as a
 	// zero count), so apply reads the database only for streams it has not
 	// seen lately. Filled only by commit: it never holds staged state.
@@ -188,7 +191,13 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 			return fmt.Errorf("fsm: load namespace %q dedupe clock: %w", ns.rec.Name, err)
 		}
 	}
+	rt, err := loadRetention(db)
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("fsm: load namespace %q retention policies: %w", ns.rec.Name, err)
+	}
 	ns.db, ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = db, applied, nextGP, counts, clock
+	ns.retention = rt
 	ns.idf = nil
 	s.mu.lru.pushFront(ns)
 	return nil

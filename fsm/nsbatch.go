@@ -187,6 +187,9 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	nb.counts.messages++
 	nb.counts.lastActivity = max(nb.counts.lastActivity, m.TimeUnixNano)
 	nb.dirty = true
+	if nb.ns.retention != nil {
+		nb.queueIfCapped(m.Stream, st)
+	}
 }
 
 // clear stages the deletion of every key and resets the overlays to an
@@ -195,8 +198,11 @@ func (nb *nsBatch) clear() {
 	if len(nb.sets.kvs) > 0 {
 		panic("fsm: clear with staged writes: they would land after the range deletion")
 	}
-	if err := nb.b.DeleteRange([]byte{}, []byte{0xff}, nil); err != nil {
-		panic(fmt.Errorf("fsm: storage failure, stopping: stage clear: %w", err))
+	// Everything but the retention policies (configuration, not data).
+	for _, r := range [][2][]byte{{{}, prefixRetention}, {prefixEnd(prefixRetention), {0xff}}} {
+		if err := nb.b.DeleteRange(r[0], r[1], nil); err != nil {
+			panic(fmt.Errorf("fsm: storage failure, stopping: stage clear: %w", err))
+		}
 	}
 	nb.streams = make(map[string]*streamState)
 	nb.cats = make(map[string]*catState)

@@ -61,6 +61,12 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 				types = []string{"Moved"}
 			}
 			add(watermarkCmd(ns, Category(stream), types, stream, rng.Intn(5)))
+		case churn && r < 14:
+			scope := fsmv1.RetentionScope(1 + rng.Intn(3))
+			name := map[fsmv1.RetentionScope]string{1: "", 2: Category(stream), 3: stream}[scope]
+			add(policyCmd(ns, scope, name, time.Duration(rng.Intn(4))*20*time.Second, int64(rng.Intn(6))))
+		case churn && r < 16:
+			add(expireCmd(ns, now, int64(rng.Intn(2)*3)))
 		case len(sent) > 0 && r < 20:
 			// A client retry (idempotent writes) of an earlier append, now
 			// and then changed (a content clash, a mixed batch).
@@ -144,6 +150,7 @@ func applyInBatches(s *Store, rng *rand.Rand, logs []*raft.Log) []any {
 }
 
 func TestDeterminism(t *testing.T) {
+	expired := 0 // expiry entries that removed something, over every seed
 	for seed := int64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			logs := randomLog(t, rand.New(rand.NewSource(seed)), 1500, true)
@@ -170,13 +177,19 @@ func TestDeterminism(t *testing.T) {
 				if ar, ok := r.(*AppendResult); ok && ar.Duplicate {
 					kinds["duplicate"]++
 				}
+				if er, ok := r.(*ExpiryResult); ok && er.MessagesDeleted > 0 {
+					expired++
+				}
 			}
-			for _, k := range []string{"*fsm.AppendMultiResult", "*fsm.VersionConflictsError", "duplicate", "*fsm.DuplicateIDError", "*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult"} {
+			for _, k := range []string{"*fsm.AppendMultiResult", "*fsm.VersionConflictsError", "duplicate", "*fsm.DuplicateIDError", "*fsm.AppendResult", "*fsm.VersionConflictError", "*fsm.DeleteNamespaceResult", "*fsm.ImportResult", "*fsm.SetNodeInfoResult", "*fsm.RetentionPolicyResult", "*fsm.ExpiryResult"} {
 				if kinds[k] == 0 {
 					t.Fatalf("log produced no %s: %v", k, kinds)
 				}
 			}
 		})
+	}
+	if expired == 0 {
+		t.Fatal("no expiry entry of any log removed a message")
 	}
 }
 

@@ -132,7 +132,8 @@ type Store struct {
 		restoring  bool
 		namespaces map[string]*namespace
 		nodes      map[string]string
-		lru        lruList // open namespaces, most recently used first
+		retained   map[string]bool // namespaces with retention policies (a hint: RN keys)
+		lru        lruList         // open namespaces, most recently used first
 	}
 }
 
@@ -180,6 +181,7 @@ func (s *Store) load() error {
 	}
 	namespaces := make(map[string]*namespace)
 	nodes := make(map[string]string)
+	retained := make(map[string]bool)
 	var applied appliedRecord
 	var config configRecord
 	err = func() error {
@@ -217,6 +219,16 @@ func (s *Store) load() error {
 		for it.First(); it.Valid(); it.Next() {
 			nodes[string(it.Key()[len(prefixNode):])] = string(it.Value())
 		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		it, err = meta.NewIter(&pebble.IterOptions{LowerBound: prefixRetained, UpperBound: prefixEnd(prefixRetained)})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			retained[string(it.Key()[len(prefixRetained):])] = true
+		}
 		return it.Close()
 	}()
 	if err != nil {
@@ -239,7 +251,7 @@ func (s *Store) load() error {
 	s.applied.Store(applied.index)
 	s.appliedTerm.Store(applied.term)
 	s.mu.Lock()
-	s.mu.namespaces, s.mu.nodes = namespaces, nodes
+	s.mu.namespaces, s.mu.nodes, s.mu.retained = namespaces, nodes, retained
 	s.mu.Unlock()
 	return nil
 }

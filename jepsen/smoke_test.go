@@ -138,10 +138,11 @@ func TestSmokeConsumers(t *testing.T) {
 	}
 }
 
-// TestSmokeRetention: appends racing truncates and soft deletes under
-// kills and partitions must be valid: no node keeps and no later read
-// returns a removed message, no acknowledged message a removal did not
-// cover is lost, every node ends with the same log.
+// TestSmokeRetention: appends racing truncates and soft deletes, and a
+// max-count policy expiring a category's messages, under kills and
+// partitions must be valid: no node keeps and no later read returns a
+// removed message, no acknowledged message a removal or the policy did
+// not cover is lost, every node ends with the same log.
 func TestSmokeRetention(t *testing.T) {
 	res := validSmokeRun(t, "retention", "kill,partition", 15*time.Second)
 	st := res.Stats
@@ -154,7 +155,10 @@ func TestSmokeRetention(t *testing.T) {
 	if oks := st.ByF[history.FDelete][history.OK]; oks < 1 {
 		t.Fatalf("no acknowledged delete (%v)", st.ByF[history.FDelete])
 	}
-	for _, name := range []string{"removals", "retention-streams", "durability", "convergence"} {
+	if oks := st.ByF[history.FWatermark][history.OK]; oks < 1 {
+		t.Fatalf("no acknowledged watermark deletion (%v)", st.ByF[history.FWatermark])
+	}
+	for _, name := range []string{"removals", "retention-streams", "expiry", "durability", "convergence"} {
 		if res.Checkers[name] != "valid" {
 			t.Fatalf("checker %s: %q, want valid (checkers %v)", name, res.Checkers[name], res.Checkers)
 		}
@@ -228,6 +232,8 @@ var mutantCases = []struct {
 	{node.MutantRYWNoWait, "ryw", "pause", 200, 10, 20 * time.Second, []string{"ryw-violation"}, false},
 	{node.MutantForwardRetry, "append", "none", 1000, 20, 15 * time.Second, []string{"duplicate"}, true},
 	{node.MutantDedupeAtPropose, "idempotent", "none", 1000, 20, 10 * time.Second, []string{"duplicate", "retry-mismatch"}, false},
+	{node.MutantExpireOneTooMany, "retention", "none", 100, 10, 10 * time.Second, []string{"capped-lost", "lost"}, false},
+	{node.MutantExpireAgeEarly, "retention", "none", 100, 10, 10 * time.Second, []string{"aged-early"}, false},
 	{node.MutantCheckpointAhead, "consumers", "transfer", 300, 10, 20 * time.Second, []string{"group-undelivered", "group-unacked"}, false},
 	{node.MutantConditionAtPropose, "dcb", "none", 1000, 20, 10 * time.Second, []string{"dcb-conflict"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,

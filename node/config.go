@@ -96,6 +96,13 @@ type Config struct {
 	// free space (when MinFreeDisk is set). Default 1 s.
 	DiskCheckInterval time.Duration
 
+	// RetentionInterval is how often the leader proposes an expiry entry
+	// for each namespace with retention policies (fsm/retention.go): how
+	// late a message past its max-age or max-count may still be read.
+	// Default 10 s; negative disables expiry (policies are kept, nothing
+	// is removed).
+	RetentionInterval time.Duration
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
@@ -193,6 +200,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.DiskCheckInterval == 0 {
 		out.DiskCheckInterval = time.Second
 	}
+	if out.RetentionInterval == 0 {
+		out.RetentionInterval = DefaultRetentionInterval
+	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second
 	}
@@ -210,3 +220,6 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	return out, nil
 }
+
+// DefaultRetentionInterval is Config.RetentionInterval's default.
+const DefaultRetentionInterval = 10 * time.Second

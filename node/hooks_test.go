@@ -33,6 +33,8 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantDedupeAtPropose, []string{"propose"}},
 		{MutantCheckpointAhead, []string{"groupCheckpoint"}},
 		{MutantConditionAtPropose, []string{"propose"}},
+		{MutantExpireOneTooMany, []string{"propose"}},
+		{MutantExpireAgeEarly, []string{"propose"}},
 	}
 	if len(cases) != len(Mutants)+1 {
 		t.Fatalf("%d cases for %d mutants: add the new mutant here", len(cases)-1, len(Mutants))

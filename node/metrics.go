@@ -16,6 +16,7 @@ type metrics struct {
 	forwardBatch   prometheus.Histogram
 	readWait       prometheus.Histogram
 	readIndexBatch prometheus.Histogram
+	expired        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -43,6 +44,10 @@ func newMetrics() *metrics {
 			Namespace: "skald", Subsystem: "node", Name: "read_index_batch_reads",
 			Help: "Linearizable reads served by one read-index confirmation.", Buckets: sizes,
 		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "node", Name: "expired_messages_total",
+			Help: "Messages removed by retention policies through the expiry entries this node proposed as leader.",
+		}),
 		readWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "skald", Subsystem: "node", Name: "read_wait_seconds",
 			Help: "Time reads waited for their consistency level before reading.", Buckets: buckets,
@@ -56,7 +61,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "skald", Subsystem: "raft", Name: name, Help: help}, f)
 	}
 	cs := []prometheus.Collector{
-		m.applyBatch, m.applyLatency, m.forwardLatency, m.forwardBatch, m.readWait, m.readIndexBatch,
+		m.applyBatch, m.applyLatency, m.forwardLatency, m.forwardBatch, m.readWait, m.readIndexBatch, m.expired,
 		gauge("state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.", func() float64 { return float64(n.raft.State()) }),
 		gauge("term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),
 		gauge("commit_index", "Raft commit index.", func() float64 { return float64(n.raft.CommitIndex()) }),

@@ -45,10 +45,18 @@ const (
 	// decided (apply skips it): two deciders whose conditions each miss the
 	// other's in-flight append both succeed.
 	MutantConditionAtPropose = "condition-at-propose"
+	// MutantExpireOneTooMany has the leader's expiry entries remove one
+	// position more than the retention policies allow: the oldest message
+	// a max-count policy keeps goes too (and the first message younger
+	// than an age limit).
+	MutantExpireOneTooMany = "expire-one-too-many"
+	// MutantExpireAgeEarly has the leader's expiry entries count max-age
+	// limits as half as long: messages go while still young enough to keep.
+	MutantExpireAgeEarly = "expire-age-early"
 )
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly}
 
 func checkMutant(name string) error {
 	if name == "" {

@@ -42,6 +42,18 @@ func (n *Node) installMutant() {
 			}
 			return nil, false, nil, nil
 		}
+	case MutantExpireOneTooMany, MutantExpireAgeEarly:
+		flag := fsm.ExpireOneTooMany
+		if n.cfg.Mutant == MutantExpireAgeEarly {
+			flag = fsm.ExpireAgeEarly
+		}
+		ext := fsm.MutantExtensions(0, flag)
+		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+			if cmd.GetExpireMessages() == nil {
+				return nil, false, nil, nil
+			}
+			return nil, false, ext, nil
+		}
 	case MutantCheckpointAhead:
 		n.hooks.groupCheckpoint = func(_, read int64) int64 { return read }
 	case MutantDedupeAtPropose:

@@ -105,10 +105,11 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.leaderLoop()
 	go n.watchdog()
 	go n.diskWatch()
+	go n.expiryLoop()
 	return n, nil
 }
 

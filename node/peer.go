@@ -314,6 +314,14 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_StreamDeletion{StreamDeletion: &peerv1.StreamDeletionResult{
 			Namespace: r.Namespace, Stream: r.Stream, MessagesDeleted: r.MessagesDeleted, Version: r.Version,
 		}}}, nil
+	case *fsm.RetentionPolicyResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_RetentionPolicy{RetentionPolicy: &peerv1.RetentionPolicyResult{
+			Namespace: r.Namespace, Replaced: r.Replaced,
+		}}}, nil
+	case *fsm.ExpiryResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Expiry{Expiry: &peerv1.ExpiryResult{
+			Namespace: r.Namespace, MessagesDeleted: r.MessagesDeleted, Streams: r.Streams, More: r.More,
+		}}}, nil
 	case *fsm.GroupResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Group{Group: &peerv1.GroupResult{Namespace: r.Namespace, Group: r.Group}}}, nil
 	case *fsm.ParkedChangeResult:
@@ -404,6 +412,11 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_StreamDeletion:
 		d := r.StreamDeletion
 		return &fsm.StreamDeletionResult{Namespace: d.Namespace, Stream: d.Stream, MessagesDeleted: d.MessagesDeleted, Version: d.Version, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_RetentionPolicy:
+		return &fsm.RetentionPolicyResult{Namespace: r.RetentionPolicy.Namespace, Replaced: r.RetentionPolicy.Replaced, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Expiry:
+		e := r.Expiry
+		return &fsm.ExpiryResult{Namespace: e.Namespace, MessagesDeleted: e.MessagesDeleted, Streams: e.Streams, More: e.More, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Group:
 		return &fsm.GroupResult{Namespace: r.Group.Namespace, Group: r.Group.Group, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_ParkedChange:

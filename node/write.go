@@ -173,6 +173,8 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		if k.DeleteNamespace.DeletedUnixNano == 0 {
 			k.DeleteNamespace.DeletedUnixNano = ns
 		}
+	case *fsmv1.Command_ExpireMessages:
+		k.ExpireMessages.TimeUnixNano = ns // always the leader's clock
 	}
 }
 

@@ -27,6 +27,8 @@ var evMethods = map[string]evMethod{
 	"ns.info":                    (*evdb).nsInfo,
 	"ns.streams":                 (*evdb).nsStreams,
 	"ns.categories":              (*evdb).nsCategories,
+	"ns.setRetention":            (*evdb).nsSetRetention,
+	"ns.retention":               (*evdb).nsRetention,
 	"sys.version":                func(*evdb, context.Context, evArgs) (any, *evError) { return evdbVersion, nil },
 	"sys.health": func(*evdb, context.Context, evArgs) (any, *evError) {
 		return map[string]any{"status": "ok", "backend": "pebble", "connections": 0}, nil

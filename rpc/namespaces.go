@@ -18,6 +18,7 @@ import (
 type tenants interface {
 	CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error)
 	DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error)
+	SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error)
 	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
 	Store() *fsm.Store

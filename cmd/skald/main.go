@@ -30,6 +30,8 @@ Usage:
   skald category NAME           read a category [--member M --size S --correlation C]
   skald stream delete|truncate|delete-by-watermark
                                 remove messages (see skald stream --help)
+  skald retention set|list|clear
+                                retention policies: max-age, max-count (see skald retention --help)
   skald sub create|list|info|update|delete|consume|parked|replay
                                 persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
@@ -140,6 +142,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCategory(ctx, args[1:], stdout, stderr)
 	case "stream":
 		return runStream(ctx, args[1:], stdout, stderr)
+	case "retention":
+		return runRetention(ctx, args[1:], stdout, stderr)
 	case "sub":
 		return runSub(ctx, args[1:], stdout, stderr)
 	case "tail":

@@ -38,7 +38,7 @@ type serverFlags struct {
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
 	snapshotThreshold, trailingLogs                                     uint64
-	commitTimeout                                                       time.Duration
+	commitTimeout, retentionInterval                                    time.Duration
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
@@ -80,6 +80,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "Go GC percent (GOGC): the heap grows this much over live data between collections; higher spends less CPU per request and more memory (GOGC in the environment wins)")
 	fs.Uint64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap (GOMEMLIMIT); near it the GC runs as often as needed whatever --gc-percent says; 0: 75% of the container's or machine's memory (GOMEMLIMIT in the environment wins)")
 	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
+	fs.DurationVar(&f.retentionInterval, "retention-interval", node.DefaultRetentionInterval, "how often the leader applies retention policies (max-age, max-count; skald retention --help): the longest a message past its limits may still be read; negative turns expiry off")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
@@ -248,6 +249,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
+		RetentionInterval: f.retentionInterval,
 	})
 	if err != nil {
 		return err

@@ -132,6 +132,9 @@ func (c *Cluster) start(bootstrap bool) *Node {
 		DataDir: c.t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "test-cluster-secret",
 		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 5 * time.Second, ReadWait: 5 * time.Second, Registerer: reg,
 		TLS: certs,
+		// Expiry acts only in namespaces with retention policies: fast
+		// enough for tests that set one to see it.
+		RetentionInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		ln.Close()

@@ -22,6 +22,13 @@ type Input struct {
 	// Nodes is every node of the run; a node without a final log makes the
 	// result unknown.
 	Nodes []string
+	// MaxCount maps a category to the max-count retention policy its
+	// streams had for the whole run (set before traffic): the server's
+	// expiry may remove a stream's positions up to its version - count.
+	MaxCount map[string]int64
+	// MaxAge maps a category to the max-age retention policy its streams
+	// had for the whole run: expiry may remove a message once older.
+	MaxAge map[string]time.Duration
 }
 
 // Options tunes checking.
@@ -103,6 +110,21 @@ type state struct {
 	removals map[string][]removal
 	// seen is, per id, the message as the earliest read saw it.
 	seen map[string]history.Event
+	// maxCount and maxAge are Input's; top is, per stream, the highest
+	// position any acknowledgement, read or final log showed (expiry
+	// removes at most up to top - max-count); acked maps a stream position
+	// to what an acknowledged append put there.
+	maxCount map[string]int64
+	maxAge   map[string]time.Duration
+	top      map[string]int64
+	acked    map[history.Event]ackedMsg
+}
+
+// ackedMsg is a message an acknowledged append wrote: its id, and when
+// the append was invoked (the leader stamped its time after that).
+type ackedMsg struct {
+	id   string
+	call int64
 }
 
 func (s *state) add(kind string, ops []int, format string, args ...any) {
@@ -140,6 +162,7 @@ var retentionRules = []rule{
 	{"convergence", nil},
 	{"removals", checkRemovals},
 	{"retention-streams", checkRetentionStreams},
+	{"expiry", checkExpiry},
 	{"realtime-order", checkRealtimeOrder},
 }
 
@@ -161,7 +184,7 @@ func Check(in Input, opts Options) Result {
 		res.Unknown = append(res.Unknown, "history: "+err.Error())
 		return res
 	}
-	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final}
+	s := &state{opts: opts, pairs: pairs, res: &res, perKind: map[string]int{}, final: in.Final, maxCount: in.MaxCount, maxAge: in.MaxAge}
 	s.stats(in)
 	mergeRetries(s) // after stats: those count every attempt
 

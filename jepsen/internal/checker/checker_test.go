@@ -1,8 +1,10 @@
 package checker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skalddb/skald/jepsen/internal/history"
 )
@@ -305,6 +307,14 @@ func (h *hist) truncate(proc int, stream string, before int64, call, ret int64, 
 	h.op(proc, history.FTruncate, call, ret, t, history.Value{Stream: stream, From: before}, r)
 }
 
+func (h *hist) watermark(proc int, category string, marks map[string]int64, call, ret int64, t history.Type) {
+	var r *history.Result
+	if t == history.OK {
+		r = &history.Result{Index: 32}
+	}
+	h.op(proc, history.FWatermark, call, ret, t, history.Value{Category: category, Watermarks: marks}, r)
+}
+
 func (h *hist) deleteStream(proc int, stream string, exp int64, call, ret int64, t history.Type) {
 	var r *history.Result
 	if t == history.OK {
@@ -391,6 +401,29 @@ func TestCheckRetention(t *testing.T) {
 			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
 			return without(f, "r2"), without(f, "r2")
 		}, want: true},
+		{name: "a watermark at 2 removes position 2", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.OK)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "what a watermark removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.OK)
+			return f, f
+		}, want: false, anomaly: "removed-present"},
+		{name: "a failed watermark removes nothing", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.watermark(5, "ret", map[string]int64{"ret-1": 2}, 200, 210, history.Fail)
+			return without(f, "r2"), without(f, "r2")
+		}, want: false, anomaly: "lost"},
+		{name: "a hard delete, then appends fail", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.op(5, history.FDelete, 200, 210, history.OK, history.Value{Stream: "ret-1", Expected: ptr(2), Hard: true}, &history.Result{Version: 2})
+			h.append(6, "ret-1", "r3", nil, 220, 230, history.Fail, 0, 0, 0)
+			return without(f, "r2"), without(f, "r2")
+		}, want: true},
+		{name: "an append after a hard delete succeeds", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
+			h.op(5, history.FDelete, 200, 210, history.OK, history.Value{Stream: "ret-1", Expected: ptr(2), Hard: true}, &history.Result{Version: 2})
+			h.append(6, "ret-1", "r3", nil, 220, 230, history.OK, 3, 11, 40)
+			f = append(without(f, "r2"), r3)
+			return f, f
+		}, want: false, anomaly: "tombstone-write"},
 		{name: "what a delete removed survives", mutate: func(h *hist, f []history.Event) ([]history.Event, []history.Event) {
 			h.deleteStream(5, "ret-1", 2, 200, 210, history.OK)
 			return f, f
@@ -493,6 +526,115 @@ func TestCheckConsumers(t *testing.T) {
 			}
 			if tc.name == "good" && (res.Stats.Deliveries != 4 || res.Stats.Redeliveries != 1 || res.Checkers["consumers"] != "valid") {
 				t.Fatalf("stats %+v, checkers %v", res.Stats, res.Checkers)
+			}
+		})
+	}
+}
+
+// TestCheckMaxCount: the order category keeps 4 positions per stream;
+// order-1 got positions 0..11 acknowledged. Expiry may take up to 7, never
+// 8 or later while 11 is the last.
+func TestCheckMaxCount(t *testing.T) {
+	order := func(from, to int64) []history.Event {
+		var out []history.Event
+		for p := from; p <= to; p++ {
+			out = append(out, ev(fmt.Sprintf("o%d", p), "order-1", p, p+1))
+		}
+		return out
+	}
+	base := func() *hist {
+		h := &hist{}
+		for p := int64(0); p <= 11; p++ {
+			h.append(1, "order-1", fmt.Sprintf("o%d", p), nil, 10*p+1, 10*p+5, history.OK, p, p+1, uint64(p+1))
+		}
+		return h
+	}
+	cases := []struct {
+		name    string
+		read    []history.Event // a linearizable read of order-1 from 4, at the end
+		final   []history.Event
+		want    any
+		anomaly string
+	}{
+		{name: "expired to the cap", final: order(8, 11), want: true},
+		{name: "not expired yet", final: order(5, 11), want: true},
+		{name: "a read of an older state", read: order(4, 7), final: order(8, 11), want: true},
+		{name: "one too many in the final log", final: order(9, 11), want: false, anomaly: "capped-lost"},
+		{name: "one too many in a read", read: order(9, 11), final: order(8, 11), want: false, anomaly: "capped-lost"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base()
+			if tc.read != nil {
+				h.op(2, history.FReadStream, 500, 510, history.OK, history.Value{Stream: "order-1", Consistency: history.Linearizable, From: 4, Limit: 100}, &history.Result{Events: tc.read})
+			}
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": tc.final, "n2": tc.final}, Nodes: []string{"n1", "n2"},
+				MaxCount: map[string]int64{"order": 4}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
+			}
+			if res.Checkers["expiry"] == "" {
+				t.Fatalf("checkers %v: the expiry rule did not run", res.Checkers)
+			}
+		})
+	}
+}
+
+// TestCheckMaxAge: the temp category keeps messages 1.5 s; temp-1 got
+// positions 0..3 appended at 0, 1, 2 and 3 s (and 10 more streams, so the
+// history has enough appends). A read returning at 3.5 s may lack 0 and 1,
+// never 2 (appended 1.5 s before, minus the slack, is not yet); every
+// message may be gone from the final logs (read after an unknown wait).
+func TestCheckMaxAge(t *testing.T) {
+	sec := int64(time.Second)
+	temp := func(ps ...int64) []history.Event {
+		var out []history.Event
+		for _, p := range ps {
+			out = append(out, ev(fmt.Sprintf("t%d", p), "temp-1", p, p+1))
+		}
+		return out
+	}
+	base := func() *hist {
+		h := &hist{}
+		for p := int64(0); p <= 3; p++ {
+			h.append(1, "temp-1", fmt.Sprintf("t%d", p), nil, p*sec, p*sec+10, history.OK, p, p+1, uint64(p+1))
+		}
+		for i := range 10 {
+			h.append(2, fmt.Sprintf("acct-%d", i), fmt.Sprintf("a%d", i), nil, 5*sec+int64(i), 5*sec+int64(i)+5, history.OK, 0, int64(5+i), uint64(5+i))
+		}
+		return h
+	}
+	var others []history.Event
+	for i := range 10 {
+		others = append(others, ev(fmt.Sprintf("a%d", i), fmt.Sprintf("acct-%d", i), 0, int64(5+i)))
+	}
+	cases := []struct {
+		name    string
+		ret     int64
+		read    []history.Event
+		final   []history.Event
+		want    any
+		anomaly string
+	}{
+		{name: "old ones gone", ret: 3*sec + sec/2, read: temp(2, 3), final: others, want: true},
+		{name: "nothing gone yet", ret: 3*sec + sec/2, read: temp(0, 1, 2, 3), final: append(temp(0, 1, 2, 3), others...), want: true},
+		{name: "a young one gone", ret: 3*sec + 3*sec/10, read: temp(3), final: others, want: false, anomaly: "aged-early"},
+		{name: "gone once old enough", ret: 3*sec + 9*sec/10, read: temp(3), final: others, want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base()
+			h.op(3, history.FReadStream, tc.ret-sec/10, tc.ret, history.OK, history.Value{Stream: "temp-1", Consistency: history.Linearizable, Limit: 100}, &history.Result{Events: tc.read})
+			res := Check(Input{Ops: h.ops, Final: map[string][]history.Event{"n1": tc.final, "n2": tc.final}, Nodes: []string{"n1", "n2"},
+				MaxAge: map[string]time.Duration{"temp": 1500 * time.Millisecond}}, Options{})
+			if res.Valid != tc.want {
+				t.Fatalf("valid = %v, want %v; anomalies %v, examples %+v, unknown %v", res.Valid, tc.want, res.Anomalies, res.Examples, res.Unknown)
+			}
+			if tc.anomaly != "" && res.Anomalies[tc.anomaly] == 0 {
+				t.Fatalf("anomalies %v, want %s", res.Anomalies, tc.anomaly)
 			}
 		})
 	}

@@ -132,16 +132,29 @@ func (c *Client) Truncate(ctx context.Context, process int, node, stream string,
 	})
 }
 
-// DeleteStream soft-deletes stream if it is at version exp: every message
-// up to exp goes.
-func (c *Client) DeleteStream(ctx context.Context, process int, node, stream string, exp int64) history.Op {
-	v := history.Value{Stream: stream, Expected: &exp}
+// DeleteStream deletes stream if it is at version exp: every message up to
+// exp goes; hard also leaves a tombstone (every later append fails).
+func (c *Client) DeleteStream(ctx context.Context, process int, node, stream string, exp int64, hard bool) history.Op {
+	v := history.Value{Stream: stream, Expected: &exp, Hard: hard}
 	return c.call(ctx, process, node, history.FDelete, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
-		resp, err := es.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: stream, ExpectedVersion: &exp}))
+		resp, err := es.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: stream, ExpectedVersion: &exp, Hard: hard}))
 		if err != nil {
 			return nil, err
 		}
 		return &history.Result{Version: resp.Msg.Version, Index: resp.Msg.Index, Deleted: resp.Msg.MessagesDeleted}, nil
+	})
+}
+
+// DeleteByWatermark removes, in category, each stream's positions up to
+// its watermark.
+func (c *Client) DeleteByWatermark(ctx context.Context, process int, node, category string, marks map[string]int64) history.Op {
+	v := history.Value{Category: category, Watermarks: marks}
+	return c.call(ctx, process, node, history.FWatermark, v, func(ctx context.Context, es skaldv1connect.EventStoreClient) (*history.Result, error) {
+		resp, err := es.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: category, Watermarks: marks}))
+		if err != nil {
+			return nil, err
+		}
+		return &history.Result{Index: resp.Msg.Index, Deleted: resp.Msg.MessagesDeleted}, nil
 	})
 }
 

@@ -341,6 +341,31 @@ func (c *Cluster) CreateNamespace(ctx context.Context, name string, dedupeOff bo
 	return "", fmt.Errorf("create namespace %s: %w", name, last)
 }
 
+// SetRetention gives every stream of category in namespace ns a retention
+// policy, retrying through the nodes until one accepts (setting a policy
+// twice is harmless).
+func (c *Cluster) SetRetention(ctx context.Context, ns, category string, maxAge time.Duration, count int64) error {
+	p := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope_RETENTION_SCOPE_CATEGORY, Name: category, MaxCount: count}
+	if maxAge > 0 {
+		p.MaxAge = durationpb.New(maxAge)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		for _, n := range c.Nodes {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.admin[n.Name].SetRetentionPolicy(cctx, connect.NewRequest(&skaldv1.SetRetentionPolicyRequest{Namespace: ns, Policy: p}))
+			cancel()
+			if err == nil {
+				return nil
+			}
+			last = err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("set the retention policy of %s/%s: %w", ns, category, last)
+}
+
 // URLs maps node names to API base URLs.
 func (c *Cluster) URLs() map[string]string {
 	m := map[string]string{}

@@ -38,6 +38,10 @@ const (
 	// removes: positions up to it).
 	FTruncate = "truncate"
 	FDelete   = "delete-stream"
+	// FWatermark removes, per stream of Value.Watermarks, the positions up
+	// to its watermark (the workload names positions the stream already
+	// has, so each removes exactly those).
+	FWatermark = "delete-by-watermark"
 	// Persistent subscriptions (the consumers workload): a delivery is
 	// recorded as an invocation and an ok completion when the consumer
 	// receives it (Value.Group, Value.IDs the message id, Result Pos,
@@ -52,7 +56,7 @@ const (
 
 // IsWrite reports whether f changes the log (so an error may leave its
 // outcome unknown).
-func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete }
+func IsWrite(f string) bool { return f == FAppend || f == FTruncate || f == FDelete || f == FWatermark }
 
 // MayApply reports whether an error of f may leave its effect unknown: a
 // write, or an ack (an unanswered ack may have settled the message).
@@ -95,7 +99,11 @@ type Value struct {
 	From        int64    `json:"from,omitempty"` // stream position or global position
 	Limit       int64    `json:"limit,omitempty"`
 	Nemesis     string   `json:"nemesis,omitempty"` // what a nemesis line did
-	Group       string   `json:"group,omitempty"`   // subscription group of a delivery or ack
+	// Watermarks of a delete-by-watermark: stream → last position removed.
+	Watermarks map[string]int64 `json:"watermarks,omitempty"`
+	// Hard: a delete-stream that leaves a tombstone (later appends fail).
+	Hard  bool   `json:"hard,omitempty"`
+	Group string `json:"group,omitempty"` // subscription group of a delivery or ack
 	// Tags: an append's message tags, or a query's tags (any of them).
 	Tags []string `json:"tags,omitempty"`
 	// Condition: a conditional append's condition (the dcb workload).

@@ -98,7 +98,9 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	c, err := cluster.Start(ctx, cluster.Config{
 		Bin: o.Bin, Nodes: o.Nodes, Dir: filepath.Join(dir, "nodes"), Net: net, Mutant: o.Mutant, Logf: o.Logf,
 		// Small snapshots so lagging followers need InstallSnapshot.
-		Args: []string{"--raft-snapshot-threshold", "500", "--raft-trailing-logs", "200", "--log-level", "debug"},
+		// Expiry every 200 ms: the retention workload's capped streams
+		// lose messages while traffic runs (other workloads set no policy).
+		Args: []string{"--raft-snapshot-threshold", "500", "--raft-trailing-logs", "200", "--log-level", "debug", "--retention-interval", "200ms"},
 	})
 	if err != nil {
 		net.Close()
@@ -109,6 +111,20 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	token, err := c.CreateNamespace(ctx, "jepsen", o.DedupeOff)
 	if err != nil {
 		return out, err
+	}
+	var (
+		maxCount map[string]int64
+		maxAge   map[string]time.Duration
+	)
+	if o.Workload == "retention" {
+		if err := c.SetRetention(ctx, "jepsen", workload.RetentionCategory, 0, workload.RetentionMaxCount); err != nil {
+			return out, err
+		}
+		if err := c.SetRetention(ctx, "jepsen", workload.AgeCategory, workload.RetentionMaxAge, 0); err != nil {
+			return out, err
+		}
+		maxCount = map[string]int64{workload.RetentionCategory: workload.RetentionMaxCount}
+		maxAge = map[string]time.Duration{workload.AgeCategory: workload.RetentionMaxAge}
 	}
 
 	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
@@ -174,6 +190,22 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	if err := c.WaitHealthy(ctx, 60*time.Second); err != nil {
 		run.Errors = append(run.Errors, "after healing: "+err.Error())
 	}
+	if o.Workload == "retention" {
+		// Expiry would go on removing while the nodes' final logs are read
+		// one after another (they would differ): remove the policies
+		// first; the marker the final reads wait for comes after, so every
+		// node has applied the removal when it is read.
+		for cat := range maxCount {
+			if err := c.SetRetention(ctx, "jepsen", cat, 0, 0); err != nil {
+				run.Errors = append(run.Errors, "clearing the retention policies: "+err.Error())
+			}
+		}
+		for cat := range maxAge {
+			if err := c.SetRetention(ctx, "jepsen", cat, 0, 0); err != nil {
+				run.Errors = append(run.Errors, "clearing the retention policies: "+err.Error())
+			}
+		}
+	}
 	final := finalReads(ctx, cl, rec, c, names, o, &run)
 	if consumers != nil {
 		// Every message of the group's category must be acknowledged:
@@ -202,7 +234,7 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	}
 
 	ops := rec.Ops()
-	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount, MaxAge: maxAge}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
 	out.Result, out.Run = res, run
 	if err := report.Write(dir, run, res, ops); err != nil {
 		return out, err

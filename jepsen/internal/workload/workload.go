@@ -7,8 +7,13 @@
 // again, as a new operation of a new process, with the same ids and data
 // (the server must apply it once), and some appends are sent twice at once
 // through two nodes (a hedged request), so retries race their originals.
-// The retention workload adds truncates and soft deletes (with an expected
-// version, so each names the positions it removes) racing the appends.
+// The retention workload adds truncates, soft deletes (with an expected
+// version) and watermark deletions (up to positions the streams are known
+// to have), so each names the positions it removes, and hard deletes of
+// streams of their own (after which appends must fail), racing the appends of
+// the "acct" streams, while a max-count policy (RetentionMaxCount on the
+// category RetentionCategory, set by the runner) caps the "order" streams
+// through the leader's expiry entries.
 // The dcb workload's deciders read by tags (a course and a student), then
 // append a message with both tags on condition that nothing carrying
 // either appeared after what they read (Dynamic Consistency Boundary).
@@ -18,11 +23,23 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/skalddb/skald/jepsen/internal/client"
 	"github.com/skalddb/skald/jepsen/internal/history"
+)
+
+// The retention workload's policies: every stream of RetentionCategory
+// keeps only its last RetentionMaxCount positions, and the messages of
+// AgeCategory go once older than RetentionMaxAge. Explicit removals leave
+// those categories alone, so what their streams lose is the expiry's doing.
+const (
+	RetentionCategory       = "order"
+	RetentionMaxCount int64 = 8
+	AgeCategory             = "temp"
+	RetentionMaxAge         = 1500 * time.Millisecond
 )
 
 // Names lists the workloads.
@@ -51,7 +68,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	case "idempotent":
 		mix = []weighted{{70, opIdemAppend}, {20, opReadStream}, {10, opReadCategory}}
 	case "retention":
-		mix = []weighted{{55, opAppend}, {12, opTruncate}, {3, opDelete}, {20, opReadStream}, {10, opReadCategory}}
+		mix = []weighted{{53, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {2, opTombstone}, {20, opReadStream}, {10, opReadCategory}}
 	case "dcb":
 		mix = []weighted{{85, opDecide}, {10, opReadStream}, {5, opReadCategory}}
 	case "mixed":
@@ -126,6 +143,8 @@ const (
 	opIdemAppend
 	opTruncate
 	opDelete
+	opWatermark
+	opTombstone
 	opDecide
 )
 
@@ -245,11 +264,27 @@ func (w *worker) stream() string {
 	if w.cfg.Name == "dcb" {
 		return fmt.Sprintf("course-c%d", w.rng.IntN(dcbCourses))
 	}
-	cat := "acct"
-	if w.rng.IntN(2) == 1 {
-		cat = "order"
+	cats := []string{"acct", "order"}
+	if w.cfg.Name == "retention" {
+		cats = append(cats, AgeCategory)
 	}
-	return fmt.Sprintf("%s-%d", cat, w.rng.IntN(w.cfg.Streams))
+	return fmt.Sprintf("%s-%d", cats[w.rng.IntN(len(cats))], w.rng.IntN(w.cfg.Streams))
+}
+
+// readFrom is where a stream read starts: near the end, but from the
+// start for the streams an age limit keeps short (so a read shows which
+// of their messages survive).
+func (w *worker) readFrom(stream string) int64 {
+	if strings.HasPrefix(stream, AgeCategory+"-") {
+		return 0
+	}
+	return w.known.streamFrom(stream)
+}
+
+// removable picks a stream for a truncate or delete: one outside
+// RetentionCategory.
+func (w *worker) removable() string {
+	return fmt.Sprintf("acct-%d", w.rng.IntN(w.cfg.Streams))
 }
 
 func (w *worker) pick() opKind {
@@ -298,22 +333,51 @@ func (w *worker) step(ctx context.Context) {
 		// A bound near the end of the stream (up to 11 below the last
 		// known position + 1), so removals race the appends there and a
 		// tail of acknowledged messages survives for durability to check.
-		st := w.stream()
+		st := w.removable()
 		node := w.node()
 		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-int64(w.rng.IntN(12))))
 		w.lastWrit = node
 	case opDelete:
 		// At the last known version: a delete that names what it removes
 		// (often refused: the stream moved on).
-		st := w.stream()
+		st := w.removable()
 		node := w.node()
-		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st))
+		op = w.c.DeleteStream(ctx, w.pid, node, st, w.known.last(st), false)
+		w.lastWrit = node
+	case opWatermark:
+		// One to all of the acct streams, each up to a position it is
+		// known to have (up to 5 below the last known), so each names
+		// exactly what it removes.
+		marks := map[string]int64{}
+		for i := range w.cfg.Streams {
+			st := fmt.Sprintf("acct-%d", i)
+			if last := w.known.last(st); last >= 0 && w.rng.IntN(2) == 0 {
+				marks[st] = max(0, last-int64(w.rng.IntN(6)))
+			}
+		}
+		if len(marks) == 0 {
+			return
+		}
+		node := w.node()
+		op = w.c.DeleteByWatermark(ctx, w.pid, node, "acct", marks)
+		w.lastWrit = node
+	case opTombstone:
+		// The tomb streams are written only here: an append, or a hard
+		// delete at the last known version, after which every append to
+		// the stream must fail.
+		st := fmt.Sprintf("tomb-%d", w.rng.IntN(20))
+		node := w.node()
+		if last := w.known.last(st); last < 0 || w.rng.IntN(2) == 0 {
+			op = w.c.Append(ctx, w.pid, node, st, []string{w.c.NewID(w.pid)}, nil)
+		} else {
+			op = w.c.DeleteStream(ctx, w.pid, node, st, last, true)
+		}
 		w.lastWrit = node
 	case opVersion:
 		op = w.c.Version(ctx, w.pid, w.node(), w.stream(), client.ReadOptions{Consistency: history.Linearizable})
 	case opReadStream:
 		st := w.stream()
-		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.known.streamFrom(st), 100, client.ReadOptions{Consistency: history.Linearizable})
+		op = w.c.ReadStream(ctx, w.pid, w.node(), st, w.readFrom(st), 100, client.ReadOptions{Consistency: history.Linearizable})
 	case opReadCategory:
 		op = w.c.ReadCategory(ctx, w.pid, w.node(), w.category(), w.known.globalFrom(), 200, client.ReadOptions{Consistency: history.Linearizable})
 	case opSessionStream:

@@ -23,6 +23,352 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RetentionScope says what a retention policy covers.
+type RetentionScope int32
+
+const (
+	RetentionScope_RETENTION_SCOPE_UNSPECIFIED RetentionScope = 0
+	// Every stream of the namespace; name must be empty.
+	RetentionScope_RETENTION_SCOPE_NAMESPACE RetentionScope = 1
+	// Every stream of one category: name is the category (no '-'), the text
+	// before a stream name's first '-' (so "account" covers "account-1" and
+	// "account-2+retry", and the stream named "account").
+	RetentionScope_RETENTION_SCOPE_CATEGORY RetentionScope = 2
+	// One stream: name is the stream.
+	RetentionScope_RETENTION_SCOPE_STREAM RetentionScope = 3
+)
+
+// Enum value maps for RetentionScope.
+var (
+	RetentionScope_name = map[int32]string{
+		0: "RETENTION_SCOPE_UNSPECIFIED",
+		1: "RETENTION_SCOPE_NAMESPACE",
+		2: "RETENTION_SCOPE_CATEGORY",
+		3: "RETENTION_SCOPE_STREAM",
+	}
+	RetentionScope_value = map[string]int32{
+		"RETENTION_SCOPE_UNSPECIFIED": 0,
+		"RETENTION_SCOPE_NAMESPACE":   1,
+		"RETENTION_SCOPE_CATEGORY":    2,
+		"RETENTION_SCOPE_STREAM":      3,
+	}
+)
+
+func (x RetentionScope) Enum() *RetentionScope {
+	p := new(RetentionScope)
+	*p = x
+	return p
+}
+
+func (x RetentionScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetentionScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_v1_namespaces_proto_enumTypes[0].Descriptor()
+}
+
+func (RetentionScope) Type() protoreflect.EnumType {
+	return &file_skald_v1_namespaces_proto_enumTypes[0]
+}
+
+func (x RetentionScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetentionScope.Descriptor instead.
+func (RetentionScope) EnumDescriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{0}
+}
+
+// RetentionPolicy bounds what the streams of its scope keep. Limits
+// combine: a message is removed when any policy covering its stream (the
+// namespace's, its category's, its own) removes it.
+type RetentionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope RetentionScope         `protobuf:"varint,1,opt,name=scope,proto3,enum=skald.v1.RetentionScope" json:"scope,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Messages older than this (by their time against the leader's clock at
+	// expiry) are removed. Unset or zero: no age limit.
+	MaxAge *durationpb.Duration `protobuf:"bytes,3,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
+	// Each stream keeps only the positions above its version - max_count
+	// (KurrentDB's $maxCount). Zero: no count limit.
+	MaxCount      int64 `protobuf:"varint,4,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicy) Reset() {
+	*x = RetentionPolicy{}
+	mi := &file_skald_v1_namespaces_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicy) ProtoMessage() {}
+
+func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_namespaces_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
+func (*RetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RetentionPolicy) GetScope() RetentionScope {
+	if x != nil {
+		return x.Scope
+	}
+	return RetentionScope_RETENTION_SCOPE_UNSPECIFIED
+}
+
+func (x *RetentionPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RetentionPolicy) GetMaxAge() *durationpb.Duration {
+	if x != nil {
+		return x.MaxAge
+	}
+	return nil
+}
+
+func (x *RetentionPolicy) GetMaxCount() int64 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+type SetRetentionPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace; empty means the caller's own (a namespace token's).
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Both limits zero removes the scope's policy.
+	Policy        *RetentionPolicy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRetentionPolicyRequest) Reset() {
+	*x = SetRetentionPolicyRequest{}
+	mi := &file_skald_v1_namespaces_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRetentionPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRetentionPolicyRequest) ProtoMessage() {}
+
+func (x *SetRetentionPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_namespaces_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRetentionPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetRetentionPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetRetentionPolicyRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetRetentionPolicyRequest) GetPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type SetRetentionPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The scope had a policy before (now replaced or removed).
+	Replaced      bool   `protobuf:"varint,1,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRetentionPolicyResponse) Reset() {
+	*x = SetRetentionPolicyResponse{}
+	mi := &file_skald_v1_namespaces_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRetentionPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRetentionPolicyResponse) ProtoMessage() {}
+
+func (x *SetRetentionPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_namespaces_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRetentionPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetRetentionPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SetRetentionPolicyResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
+func (x *SetRetentionPolicyResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type ListRetentionPoliciesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace; empty means the caller's own.
+	Namespace     string       `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Read          *ReadOptions `protobuf:"bytes,2,opt,name=read,proto3" json:"read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRetentionPoliciesRequest) Reset() {
+	*x = ListRetentionPoliciesRequest{}
+	mi := &file_skald_v1_namespaces_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRetentionPoliciesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRetentionPoliciesRequest) ProtoMessage() {}
+
+func (x *ListRetentionPoliciesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_namespaces_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRetentionPoliciesRequest.ProtoReflect.Descriptor instead.
+func (*ListRetentionPoliciesRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListRetentionPoliciesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListRetentionPoliciesRequest) GetRead() *ReadOptions {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+type ListRetentionPoliciesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace first, then categories, then streams, each by name.
+	Policies      []*RetentionPolicy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	AppliedIndex  uint64             `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRetentionPoliciesResponse) Reset() {
+	*x = ListRetentionPoliciesResponse{}
+	mi := &file_skald_v1_namespaces_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRetentionPoliciesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRetentionPoliciesResponse) ProtoMessage() {}
+
+func (x *ListRetentionPoliciesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_namespaces_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRetentionPoliciesResponse.ProtoReflect.Descriptor instead.
+func (*ListRetentionPoliciesResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListRetentionPoliciesResponse) GetPolicies() []*RetentionPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *ListRetentionPoliciesResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 type CreateRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -43,7 +389,7 @@ type CreateRequest struct {
 
 func (x *CreateRequest) Reset() {
 	*x = CreateRequest{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[0]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +401,7 @@ func (x *CreateRequest) String() string {
 func (*CreateRequest) ProtoMessage() {}
 
 func (x *CreateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[0]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +414,7 @@ func (x *CreateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequest.ProtoReflect.Descriptor instead.
 func (*CreateRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{0}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateRequest) GetName() string {
@@ -119,7 +465,7 @@ type CreateResponse struct {
 
 func (x *CreateResponse) Reset() {
 	*x = CreateResponse{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[1]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +477,7 @@ func (x *CreateResponse) String() string {
 func (*CreateResponse) ProtoMessage() {}
 
 func (x *CreateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[1]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +490,7 @@ func (x *CreateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponse.ProtoReflect.Descriptor instead.
 func (*CreateResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{1}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateResponse) GetName() string {
@@ -184,7 +530,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[2]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +542,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[2]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +555,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{2}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRequest) GetName() string {
@@ -231,7 +577,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[3]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -243,7 +589,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[3]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -256,7 +602,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteResponse) GetName() string {
@@ -295,7 +641,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[4]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +653,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[4]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +666,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{4}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{9}
 }
 
 type NamespaceInfo struct {
@@ -340,7 +686,7 @@ type NamespaceInfo struct {
 
 func (x *NamespaceInfo) Reset() {
 	*x = NamespaceInfo{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[5]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +698,7 @@ func (x *NamespaceInfo) String() string {
 func (*NamespaceInfo) ProtoMessage() {}
 
 func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[5]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -365,7 +711,7 @@ func (x *NamespaceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceInfo.ProtoReflect.Descriptor instead.
 func (*NamespaceInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NamespaceInfo) GetName() string {
@@ -433,7 +779,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[6]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +791,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[6]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +804,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetNamespaces() []*NamespaceInfo {
@@ -477,7 +823,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_skald_v1_namespaces_proto_msgTypes[7]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +835,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_namespaces_proto_msgTypes[7]
+	mi := &file_skald_v1_namespaces_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +848,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetRequest) GetName() string {
@@ -516,7 +862,24 @@ var File_skald_v1_namespaces_proto protoreflect.FileDescriptor
 
 const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"\n" +
-	"\x19skald/v1/namespaces.proto\x12\bskald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x19skald/v1/namespaces.proto\x12\bskald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\xa6\x01\n" +
+	"\x0fRetentionPolicy\x12.\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x18.skald.v1.RetentionScopeR\x05scope\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x122\n" +
+	"\amax_age\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
+	"\tmax_count\x18\x04 \x01(\x03R\bmaxCount\"l\n" +
+	"\x19SetRetentionPolicyRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x121\n" +
+	"\x06policy\x18\x02 \x01(\v2\x19.skald.v1.RetentionPolicyR\x06policy\"N\n" +
+	"\x1aSetRetentionPolicyResponse\x12\x1a\n" +
+	"\breplaced\x18\x01 \x01(\bR\breplaced\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"g\n" +
+	"\x1cListRetentionPoliciesRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
+	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"{\n" +
+	"\x1dListRetentionPoliciesResponse\x125\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x19.skald.v1.RetentionPolicyR\bpolicies\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\xd9\x01\n" +
 	"\rCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
@@ -555,13 +918,20 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"namespaces\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name2\xfd\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name*\x8a\x01\n" +
+	"\x0eRetentionScope\x12\x1f\n" +
+	"\x1bRETENTION_SCOPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RETENTION_SCOPE_NAMESPACE\x10\x01\x12\x1c\n" +
+	"\x18RETENTION_SCOPE_CATEGORY\x10\x02\x12\x1a\n" +
+	"\x16RETENTION_SCOPE_STREAM\x10\x032\xcd\x03\n" +
 	"\n" +
 	"Namespaces\x12;\n" +
 	"\x06Create\x12\x17.skald.v1.CreateRequest\x1a\x18.skald.v1.CreateResponse\x12;\n" +
 	"\x06Delete\x12\x17.skald.v1.DeleteRequest\x1a\x18.skald.v1.DeleteResponse\x12:\n" +
 	"\x04List\x12\x15.skald.v1.ListRequest\x1a\x16.skald.v1.ListResponse\"\x03\x90\x02\x01\x129\n" +
-	"\x03Get\x12\x14.skald.v1.GetRequest\x1a\x17.skald.v1.NamespaceInfo\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x03Get\x12\x14.skald.v1.GetRequest\x1a\x17.skald.v1.NamespaceInfo\"\x03\x90\x02\x01\x12_\n" +
+	"\x12SetRetentionPolicy\x12#.skald.v1.SetRetentionPolicyRequest\x1a$.skald.v1.SetRetentionPolicyResponse\x12m\n" +
+	"\x15ListRetentionPolicies\x12&.skald.v1.ListRetentionPoliciesRequest\x1a'.skald.v1.ListRetentionPoliciesResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_namespaces_proto_rawDescOnce sync.Once
@@ -575,40 +945,57 @@ func file_skald_v1_namespaces_proto_rawDescGZIP() []byte {
 	return file_skald_v1_namespaces_proto_rawDescData
 }
 
-var file_skald_v1_namespaces_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_skald_v1_namespaces_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_skald_v1_namespaces_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_skald_v1_namespaces_proto_goTypes = []any{
-	(*CreateRequest)(nil),         // 0: skald.v1.CreateRequest
-	(*CreateResponse)(nil),        // 1: skald.v1.CreateResponse
-	(*DeleteRequest)(nil),         // 2: skald.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 3: skald.v1.DeleteResponse
-	(*ListRequest)(nil),           // 4: skald.v1.ListRequest
-	(*NamespaceInfo)(nil),         // 5: skald.v1.NamespaceInfo
-	(*ListResponse)(nil),          // 6: skald.v1.ListResponse
-	(*GetRequest)(nil),            // 7: skald.v1.GetRequest
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(RetentionScope)(0),                   // 0: skald.v1.RetentionScope
+	(*RetentionPolicy)(nil),               // 1: skald.v1.RetentionPolicy
+	(*SetRetentionPolicyRequest)(nil),     // 2: skald.v1.SetRetentionPolicyRequest
+	(*SetRetentionPolicyResponse)(nil),    // 3: skald.v1.SetRetentionPolicyResponse
+	(*ListRetentionPoliciesRequest)(nil),  // 4: skald.v1.ListRetentionPoliciesRequest
+	(*ListRetentionPoliciesResponse)(nil), // 5: skald.v1.ListRetentionPoliciesResponse
+	(*CreateRequest)(nil),                 // 6: skald.v1.CreateRequest
+	(*CreateResponse)(nil),                // 7: skald.v1.CreateResponse
+	(*DeleteRequest)(nil),                 // 8: skald.v1.DeleteRequest
+	(*DeleteResponse)(nil),                // 9: skald.v1.DeleteResponse
+	(*ListRequest)(nil),                   // 10: skald.v1.ListRequest
+	(*NamespaceInfo)(nil),                 // 11: skald.v1.NamespaceInfo
+	(*ListResponse)(nil),                  // 12: skald.v1.ListResponse
+	(*GetRequest)(nil),                    // 13: skald.v1.GetRequest
+	(*durationpb.Duration)(nil),           // 14: google.protobuf.Duration
+	(*ReadOptions)(nil),                   // 15: skald.v1.ReadOptions
+	(*timestamppb.Timestamp)(nil),         // 16: google.protobuf.Timestamp
 }
 var file_skald_v1_namespaces_proto_depIdxs = []int32{
-	8,  // 0: skald.v1.CreateRequest.dedupe_window:type_name -> google.protobuf.Duration
-	9,  // 1: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
-	9,  // 3: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
-	8,  // 5: skald.v1.NamespaceInfo.dedupe_window:type_name -> google.protobuf.Duration
-	5,  // 6: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
-	0,  // 7: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
-	2,  // 8: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
-	4,  // 9: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
-	7,  // 10: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
-	1,  // 11: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
-	3,  // 12: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
-	6,  // 13: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
-	5,  // 14: skald.v1.Namespaces.Get:output_type -> skald.v1.NamespaceInfo
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	0,  // 0: skald.v1.RetentionPolicy.scope:type_name -> skald.v1.RetentionScope
+	14, // 1: skald.v1.RetentionPolicy.max_age:type_name -> google.protobuf.Duration
+	1,  // 2: skald.v1.SetRetentionPolicyRequest.policy:type_name -> skald.v1.RetentionPolicy
+	15, // 3: skald.v1.ListRetentionPoliciesRequest.read:type_name -> skald.v1.ReadOptions
+	1,  // 4: skald.v1.ListRetentionPoliciesResponse.policies:type_name -> skald.v1.RetentionPolicy
+	14, // 5: skald.v1.CreateRequest.dedupe_window:type_name -> google.protobuf.Duration
+	16, // 6: skald.v1.CreateResponse.created_at:type_name -> google.protobuf.Timestamp
+	16, // 7: skald.v1.DeleteResponse.deleted_at:type_name -> google.protobuf.Timestamp
+	16, // 8: skald.v1.NamespaceInfo.created_at:type_name -> google.protobuf.Timestamp
+	16, // 9: skald.v1.NamespaceInfo.last_activity:type_name -> google.protobuf.Timestamp
+	14, // 10: skald.v1.NamespaceInfo.dedupe_window:type_name -> google.protobuf.Duration
+	11, // 11: skald.v1.ListResponse.namespaces:type_name -> skald.v1.NamespaceInfo
+	6,  // 12: skald.v1.Namespaces.Create:input_type -> skald.v1.CreateRequest
+	8,  // 13: skald.v1.Namespaces.Delete:input_type -> skald.v1.DeleteRequest
+	10, // 14: skald.v1.Namespaces.List:input_type -> skald.v1.ListRequest
+	13, // 15: skald.v1.Namespaces.Get:input_type -> skald.v1.GetRequest
+	2,  // 16: skald.v1.Namespaces.SetRetentionPolicy:input_type -> skald.v1.SetRetentionPolicyRequest
+	4,  // 17: skald.v1.Namespaces.ListRetentionPolicies:input_type -> skald.v1.ListRetentionPoliciesRequest
+	7,  // 18: skald.v1.Namespaces.Create:output_type -> skald.v1.CreateResponse
+	9,  // 19: skald.v1.Namespaces.Delete:output_type -> skald.v1.DeleteResponse
+	12, // 20: skald.v1.Namespaces.List:output_type -> skald.v1.ListResponse
+	11, // 21: skald.v1.Namespaces.Get:output_type -> skald.v1.NamespaceInfo
+	3,  // 22: skald.v1.Namespaces.SetRetentionPolicy:output_type -> skald.v1.SetRetentionPolicyResponse
+	5,  // 23: skald.v1.Namespaces.ListRetentionPolicies:output_type -> skald.v1.ListRetentionPoliciesResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_namespaces_proto_init() }
@@ -616,19 +1003,21 @@ func file_skald_v1_namespaces_proto_init() {
 	if File_skald_v1_namespaces_proto != nil {
 		return
 	}
-	file_skald_v1_namespaces_proto_msgTypes[0].OneofWrappers = []any{}
+	file_skald_v1_types_proto_init()
+	file_skald_v1_namespaces_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_namespaces_proto_rawDesc), len(file_skald_v1_namespaces_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_skald_v1_namespaces_proto_goTypes,
 		DependencyIndexes: file_skald_v1_namespaces_proto_depIdxs,
+		EnumInfos:         file_skald_v1_namespaces_proto_enumTypes,
 		MessageInfos:      file_skald_v1_namespaces_proto_msgTypes,
 	}.Build()
 	File_skald_v1_namespaces_proto = out.File

@@ -2,17 +2,159 @@
 // @generated from file skald/v1/namespaces.proto (package skald.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { ReadOptions } from "./types_pb";
+import { file_skald_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file skald/v1/namespaces.proto.
  */
 export const file_skald_v1_namespaces: GenFile = /*@__PURE__*/
-  fileDesc("Chlza2FsZC92MS9uYW1lc3BhY2VzLnByb3RvEghza2FsZC52MSKiAQoNQ3JlYXRlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXRva2VuGAMgASgJEjUKDWRlZHVwZV93aW5kb3cYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25IAIgBARIWCg5kZWR1cGVfZm9yZXZlchgFIAEoCEIQCg5fZGVkdXBlX3dpbmRvdyJsCg5DcmVhdGVSZXNwb25zZRIMCgRuYW1lGAEgASgJEg0KBXRva2VuGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWluZGV4GAQgASgEIh0KDURlbGV0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSJ3Cg5EZWxldGVSZXNwb25zZRIMCgRuYW1lGAEgASgJEi4KCmRlbGV0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEG1lc3NhZ2VzX2RlbGV0ZWQYAyABKAMSDQoFaW5kZXgYBCABKAQiDQoLTGlzdFJlcXVlc3QijAIKDU5hbWVzcGFjZUluZm8SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1tZXNzYWdlX2NvdW50GAQgASgDEhQKDHN0cmVhbV9jb3VudBgFIAEoAxIxCg1sYXN0X2FjdGl2aXR5GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg1kZWR1cGVfd2luZG93GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDmRlZHVwZV9mb3JldmVyGAggASgIIjsKDExpc3RSZXNwb25zZRIrCgpuYW1lc3BhY2VzGAEgAygLMhcuc2thbGQudjEuTmFtZXNwYWNlSW5mbyIaCgpHZXRSZXF1ZXN0EgwKBG5hbWUYASABKAky/QEKCk5hbWVzcGFjZXMSOwoGQ3JlYXRlEhcuc2thbGQudjEuQ3JlYXRlUmVxdWVzdBoYLnNrYWxkLnYxLkNyZWF0ZVJlc3BvbnNlEjsKBkRlbGV0ZRIXLnNrYWxkLnYxLkRlbGV0ZVJlcXVlc3QaGC5za2FsZC52MS5EZWxldGVSZXNwb25zZRI6CgRMaXN0EhUuc2thbGQudjEuTGlzdFJlcXVlc3QaFi5za2FsZC52MS5MaXN0UmVzcG9uc2UiA5ACARI5CgNHZXQSFC5za2FsZC52MS5HZXRSZXF1ZXN0Ghcuc2thbGQudjEuTmFtZXNwYWNlSW5mbyIDkAIBQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chlza2FsZC92MS9uYW1lc3BhY2VzLnByb3RvEghza2FsZC52MSKHAQoPUmV0ZW50aW9uUG9saWN5EicKBXNjb3BlGAEgASgOMhguc2thbGQudjEuUmV0ZW50aW9uU2NvcGUSDAoEbmFtZRgCIAEoCRIqCgdtYXhfYWdlGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9jb3VudBgEIAEoAyJZChlTZXRSZXRlbnRpb25Qb2xpY3lSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIpCgZwb2xpY3kYAiABKAsyGS5za2FsZC52MS5SZXRlbnRpb25Qb2xpY3kiPQoaU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USEAoIcmVwbGFjZWQYASABKAgSDQoFaW5kZXgYAiABKAQiVgocTGlzdFJldGVudGlvblBvbGljaWVzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zImMKHUxpc3RSZXRlbnRpb25Qb2xpY2llc1Jlc3BvbnNlEisKCHBvbGljaWVzGAEgAygLMhkuc2thbGQudjEuUmV0ZW50aW9uUG9saWN5EhUKDWFwcGxpZWRfaW5kZXgYAiABKAQiogEKDUNyZWF0ZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRINCgV0b2tlbhgDIAEoCRI1Cg1kZWR1cGVfd2luZG93GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uSACIAQESFgoOZGVkdXBlX2ZvcmV2ZXIYBSABKAhCEAoOX2RlZHVwZV93aW5kb3cibAoOQ3JlYXRlUmVzcG9uc2USDAoEbmFtZRgBIAEoCRINCgV0b2tlbhgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVpbmRleBgEIAEoBCIdCg1EZWxldGVSZXF1ZXN0EgwKBG5hbWUYASABKAkidwoORGVsZXRlUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIuCgpkZWxldGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBtZXNzYWdlc19kZWxldGVkGAMgASgDEg0KBWluZGV4GAQgASgEIg0KC0xpc3RSZXF1ZXN0IowCCg1OYW1lc3BhY2VJbmZvEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbWVzc2FnZV9jb3VudBgEIAEoAxIUCgxzdHJlYW1fY291bnQYBSABKAMSMQoNbGFzdF9hY3Rpdml0eRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoNZGVkdXBlX3dpbmRvdxgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIWCg5kZWR1cGVfZm9yZXZlchgIIAEoCCI7CgxMaXN0UmVzcG9uc2USKwoKbmFtZXNwYWNlcxgBIAMoCzIXLnNrYWxkLnYxLk5hbWVzcGFjZUluZm8iGgoKR2V0UmVxdWVzdBIMCgRuYW1lGAEgASgJKooBCg5SZXRlbnRpb25TY29wZRIfChtSRVRFTlRJT05fU0NPUEVfVU5TUEVDSUZJRUQQABIdChlSRVRFTlRJT05fU0NPUEVfTkFNRVNQQUNFEAESHAoYUkVURU5USU9OX1NDT1BFX0NBVEVHT1JZEAISGgoWUkVURU5USU9OX1NDT1BFX1NUUkVBTRADMs0DCgpOYW1lc3BhY2VzEjsKBkNyZWF0ZRIXLnNrYWxkLnYxLkNyZWF0ZVJlcXVlc3QaGC5za2FsZC52MS5DcmVhdGVSZXNwb25zZRI7CgZEZWxldGUSFy5za2FsZC52MS5EZWxldGVSZXF1ZXN0Ghguc2thbGQudjEuRGVsZXRlUmVzcG9uc2USOgoETGlzdBIVLnNrYWxkLnYxLkxpc3RSZXF1ZXN0GhYuc2thbGQudjEuTGlzdFJlc3BvbnNlIgOQAgESOQoDR2V0EhQuc2thbGQudjEuR2V0UmVxdWVzdBoXLnNrYWxkLnYxLk5hbWVzcGFjZUluZm8iA5ACARJfChJTZXRSZXRlbnRpb25Qb2xpY3kSIy5za2FsZC52MS5TZXRSZXRlbnRpb25Qb2xpY3lSZXF1ZXN0GiQuc2thbGQudjEuU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USbQoVTGlzdFJldGVudGlvblBvbGljaWVzEiYuc2thbGQudjEuTGlzdFJldGVudGlvblBvbGljaWVzUmVxdWVzdBonLnNrYWxkLnYxLkxpc3RSZXRlbnRpb25Qb2xpY2llc1Jlc3BvbnNlIgOQAgFCM1oxZ2l0aHViLmNvbS9za2FsZGRiL3NrYWxkL3JwYy9nZW4vc2thbGQvdjE7c2thbGR2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
+
+/**
+ * RetentionPolicy bounds what the streams of its scope keep. Limits
+ * combine: a message is removed when any policy covering its stream (the
+ * namespace's, its category's, its own) removes it.
+ *
+ * @generated from message skald.v1.RetentionPolicy
+ */
+export type RetentionPolicy = Message<"skald.v1.RetentionPolicy"> & {
+  /**
+   * @generated from field: skald.v1.RetentionScope scope = 1;
+   */
+  scope: RetentionScope;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Messages older than this (by their time against the leader's clock at
+   * expiry) are removed. Unset or zero: no age limit.
+   *
+   * @generated from field: google.protobuf.Duration max_age = 3;
+   */
+  maxAge?: Duration | undefined;
+
+  /**
+   * Each stream keeps only the positions above its version - max_count
+   * (KurrentDB's $maxCount). Zero: no count limit.
+   *
+   * @generated from field: int64 max_count = 4;
+   */
+  maxCount: bigint;
+};
+
+/**
+ * Describes the message skald.v1.RetentionPolicy.
+ * Use `create(RetentionPolicySchema)` to create a new message.
+ */
+export const RetentionPolicySchema: GenMessage<RetentionPolicy> = /*@__PURE__*/
+  messageDesc(file_skald_v1_namespaces, 0);
+
+/**
+ * @generated from message skald.v1.SetRetentionPolicyRequest
+ */
+export type SetRetentionPolicyRequest = Message<"skald.v1.SetRetentionPolicyRequest"> & {
+  /**
+   * The namespace; empty means the caller's own (a namespace token's).
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * Both limits zero removes the scope's policy.
+   *
+   * @generated from field: skald.v1.RetentionPolicy policy = 2;
+   */
+  policy?: RetentionPolicy | undefined;
+};
+
+/**
+ * Describes the message skald.v1.SetRetentionPolicyRequest.
+ * Use `create(SetRetentionPolicyRequestSchema)` to create a new message.
+ */
+export const SetRetentionPolicyRequestSchema: GenMessage<SetRetentionPolicyRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_namespaces, 1);
+
+/**
+ * @generated from message skald.v1.SetRetentionPolicyResponse
+ */
+export type SetRetentionPolicyResponse = Message<"skald.v1.SetRetentionPolicyResponse"> & {
+  /**
+   * The scope had a policy before (now replaced or removed).
+   *
+   * @generated from field: bool replaced = 1;
+   */
+  replaced: boolean;
+
+  /**
+   * @generated from field: uint64 index = 2;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.SetRetentionPolicyResponse.
+ * Use `create(SetRetentionPolicyResponseSchema)` to create a new message.
+ */
+export const SetRetentionPolicyResponseSchema: GenMessage<SetRetentionPolicyResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_namespaces, 2);
+
+/**
+ * @generated from message skald.v1.ListRetentionPoliciesRequest
+ */
+export type ListRetentionPoliciesRequest = Message<"skald.v1.ListRetentionPoliciesRequest"> & {
+  /**
+   * The namespace; empty means the caller's own.
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: skald.v1.ReadOptions read = 2;
+   */
+  read?: ReadOptions | undefined;
+};
+
+/**
+ * Describes the message skald.v1.ListRetentionPoliciesRequest.
+ * Use `create(ListRetentionPoliciesRequestSchema)` to create a new message.
+ */
+export const ListRetentionPoliciesRequestSchema: GenMessage<ListRetentionPoliciesRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_namespaces, 3);
+
+/**
+ * @generated from message skald.v1.ListRetentionPoliciesResponse
+ */
+export type ListRetentionPoliciesResponse = Message<"skald.v1.ListRetentionPoliciesResponse"> & {
+  /**
+   * Namespace first, then categories, then streams, each by name.
+   *
+   * @generated from field: repeated skald.v1.RetentionPolicy policies = 1;
+   */
+  policies: RetentionPolicy[];
+
+  /**
+   * @generated from field: uint64 applied_index = 2;
+   */
+  appliedIndex: bigint;
+};
+
+/**
+ * Describes the message skald.v1.ListRetentionPoliciesResponse.
+ * Use `create(ListRetentionPoliciesResponseSchema)` to create a new message.
+ */
+export const ListRetentionPoliciesResponseSchema: GenMessage<ListRetentionPoliciesResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_namespaces, 4);
 
 /**
  * @generated from message skald.v1.CreateRequest
@@ -59,7 +201,7 @@ export type CreateRequest = Message<"skald.v1.CreateRequest"> & {
  * Use `create(CreateRequestSchema)` to create a new message.
  */
 export const CreateRequestSchema: GenMessage<CreateRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 0);
+  messageDesc(file_skald_v1_namespaces, 5);
 
 /**
  * @generated from message skald.v1.CreateResponse
@@ -93,7 +235,7 @@ export type CreateResponse = Message<"skald.v1.CreateResponse"> & {
  * Use `create(CreateResponseSchema)` to create a new message.
  */
 export const CreateResponseSchema: GenMessage<CreateResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 1);
+  messageDesc(file_skald_v1_namespaces, 6);
 
 /**
  * @generated from message skald.v1.DeleteRequest
@@ -110,7 +252,7 @@ export type DeleteRequest = Message<"skald.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 2);
+  messageDesc(file_skald_v1_namespaces, 7);
 
 /**
  * @generated from message skald.v1.DeleteResponse
@@ -142,7 +284,7 @@ export type DeleteResponse = Message<"skald.v1.DeleteResponse"> & {
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 3);
+  messageDesc(file_skald_v1_namespaces, 8);
 
 /**
  * @generated from message skald.v1.ListRequest
@@ -155,7 +297,7 @@ export type ListRequest = Message<"skald.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 4);
+  messageDesc(file_skald_v1_namespaces, 9);
 
 /**
  * @generated from message skald.v1.NamespaceInfo
@@ -209,7 +351,7 @@ export type NamespaceInfo = Message<"skald.v1.NamespaceInfo"> & {
  * Use `create(NamespaceInfoSchema)` to create a new message.
  */
 export const NamespaceInfoSchema: GenMessage<NamespaceInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 5);
+  messageDesc(file_skald_v1_namespaces, 10);
 
 /**
  * @generated from message skald.v1.ListResponse
@@ -226,7 +368,7 @@ export type ListResponse = Message<"skald.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 6);
+  messageDesc(file_skald_v1_namespaces, 11);
 
 /**
  * @generated from message skald.v1.GetRequest
@@ -243,11 +385,53 @@ export type GetRequest = Message<"skald.v1.GetRequest"> & {
  * Use `create(GetRequestSchema)` to create a new message.
  */
 export const GetRequestSchema: GenMessage<GetRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_namespaces, 7);
+  messageDesc(file_skald_v1_namespaces, 12);
 
 /**
- * Namespaces manages tenants. Only the admin token may call it, except Get
- * of the caller's own namespace.
+ * RetentionScope says what a retention policy covers.
+ *
+ * @generated from enum skald.v1.RetentionScope
+ */
+export enum RetentionScope {
+  /**
+   * @generated from enum value: RETENTION_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Every stream of the namespace; name must be empty.
+   *
+   * @generated from enum value: RETENTION_SCOPE_NAMESPACE = 1;
+   */
+  NAMESPACE = 1,
+
+  /**
+   * Every stream of one category: name is the category (no '-'), the text
+   * before a stream name's first '-' (so "account" covers "account-1" and
+   * "account-2+retry", and the stream named "account").
+   *
+   * @generated from enum value: RETENTION_SCOPE_CATEGORY = 2;
+   */
+  CATEGORY = 2,
+
+  /**
+   * One stream: name is the stream.
+   *
+   * @generated from enum value: RETENTION_SCOPE_STREAM = 3;
+   */
+  STREAM = 3,
+}
+
+/**
+ * Describes the enum skald.v1.RetentionScope.
+ */
+export const RetentionScopeSchema: GenEnum<RetentionScope> = /*@__PURE__*/
+  enumDesc(file_skald_v1_namespaces, 0);
+
+/**
+ * Namespaces manages tenants. Only the admin token may call it, except Get,
+ * SetRetentionPolicy and ListRetentionPolicies of the caller's own
+ * namespace.
  *
  * @generated from service skald.v1.Namespaces
  */
@@ -286,6 +470,28 @@ export const Namespaces: GenService<{
     methodKind: "unary";
     input: typeof GetRequestSchema;
     output: typeof NamespaceInfoSchema;
+  },
+  /**
+   * SetRetentionPolicy sets (or, with no limit, removes) the retention
+   * policy of the namespace, of one category, or of one stream. Expiry
+   * runs on the leader's schedule (--retention-interval).
+   *
+   * @generated from rpc skald.v1.Namespaces.SetRetentionPolicy
+   */
+  setRetentionPolicy: {
+    methodKind: "unary";
+    input: typeof SetRetentionPolicyRequestSchema;
+    output: typeof SetRetentionPolicyResponseSchema;
+  },
+  /**
+   * ListRetentionPolicies lists a namespace's retention policies.
+   *
+   * @generated from rpc skald.v1.Namespaces.ListRetentionPolicies
+   */
+  listRetentionPolicies: {
+    methodKind: "unary";
+    input: typeof ListRetentionPoliciesRequestSchema;
+    output: typeof ListRetentionPoliciesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skald_v1_namespaces, 0);

@@ -26,6 +26,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RetentionScope says what a retention policy covers.
+type RetentionScope int32
+
+const (
+	RetentionScope_RETENTION_SCOPE_UNSPECIFIED RetentionScope = 0
+	// Every stream of the namespace (name is empty).
+	RetentionScope_RETENTION_SCOPE_NAMESPACE RetentionScope = 1
+	// Every stream of one category (name: the category, the text of a
+	// stream name before its first '-').
+	RetentionScope_RETENTION_SCOPE_CATEGORY RetentionScope = 2
+	// One stream (name: the stream).
+	RetentionScope_RETENTION_SCOPE_STREAM RetentionScope = 3
+)
+
+// Enum value maps for RetentionScope.
+var (
+	RetentionScope_name = map[int32]string{
+		0: "RETENTION_SCOPE_UNSPECIFIED",
+		1: "RETENTION_SCOPE_NAMESPACE",
+		2: "RETENTION_SCOPE_CATEGORY",
+		3: "RETENTION_SCOPE_STREAM",
+	}
+	RetentionScope_value = map[string]int32{
+		"RETENTION_SCOPE_UNSPECIFIED": 0,
+		"RETENTION_SCOPE_NAMESPACE":   1,
+		"RETENTION_SCOPE_CATEGORY":    2,
+		"RETENTION_SCOPE_STREAM":      3,
+	}
+)
+
+func (x RetentionScope) Enum() *RetentionScope {
+	p := new(RetentionScope)
+	*p = x
+	return p
+}
+
+func (x RetentionScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RetentionScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_fsm_v1_command_proto_enumTypes[0].Descriptor()
+}
+
+func (RetentionScope) Type() protoreflect.EnumType {
+	return &file_skald_fsm_v1_command_proto_enumTypes[0]
+}
+
+func (x RetentionScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RetentionScope.Descriptor instead.
+func (RetentionScope) EnumDescriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{0}
+}
+
 // Command is the payload of one Raft log entry. Everything that apply needs
 // (message ids, timestamps, token hashes) is stamped by the leader before it
 // proposes, so applying a command is deterministic on every replica.
@@ -42,6 +99,8 @@ type Command struct {
 	//	*Command_TruncateStream
 	//	*Command_DeleteStream
 	//	*Command_DeleteByWatermark
+	//	*Command_SetRetentionPolicy
+	//	*Command_ExpireMessages
 	//	*Command_CreateGroup
 	//	*Command_UpdateGroup
 	//	*Command_DeleteGroup
@@ -171,6 +230,24 @@ func (x *Command) GetDeleteByWatermark() *DeleteByWatermark {
 	return nil
 }
 
+func (x *Command) GetSetRetentionPolicy() *SetRetentionPolicy {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetRetentionPolicy); ok {
+			return x.SetRetentionPolicy
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExpireMessages() *ExpireMessages {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_ExpireMessages); ok {
+			return x.ExpireMessages
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetCreateGroup() *CreateGroup {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_CreateGroup); ok {
@@ -265,6 +342,14 @@ type Command_DeleteByWatermark struct {
 	DeleteByWatermark *DeleteByWatermark `protobuf:"bytes,9,opt,name=delete_by_watermark,json=deleteByWatermark,proto3,oneof"`
 }
 
+type Command_SetRetentionPolicy struct {
+	SetRetentionPolicy *SetRetentionPolicy `protobuf:"bytes,10,opt,name=set_retention_policy,json=setRetentionPolicy,proto3,oneof"`
+}
+
+type Command_ExpireMessages struct {
+	ExpireMessages *ExpireMessages `protobuf:"bytes,11,opt,name=expire_messages,json=expireMessages,proto3,oneof"`
+}
+
 type Command_CreateGroup struct {
 	// Subscription groups (group.proto).
 	CreateGroup *CreateGroup `protobuf:"bytes,14,opt,name=create_group,json=createGroup,proto3,oneof"`
@@ -307,6 +392,10 @@ func (*Command_TruncateStream) isCommand_Kind() {}
 func (*Command_DeleteStream) isCommand_Kind() {}
 
 func (*Command_DeleteByWatermark) isCommand_Kind() {}
+
+func (*Command_SetRetentionPolicy) isCommand_Kind() {}
+
+func (*Command_ExpireMessages) isCommand_Kind() {}
 
 func (*Command_CreateGroup) isCommand_Kind() {}
 
@@ -1140,6 +1229,205 @@ func (x *DeleteByWatermark) GetTypes() []string {
 	return nil
 }
 
+// RetentionPolicy bounds the messages kept in the streams of its scope. It
+// is also the value stored under the namespace's RP key. Limits combine:
+// a message goes when any policy covering its stream (its namespace's, its
+// category's, its own) removes it.
+type RetentionPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope RetentionScope         `protobuf:"varint,1,opt,name=scope,proto3,enum=skald.fsm.v1.RetentionScope" json:"scope,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Messages older than this (by their leader-stamped time, against the
+	// time of the ExpireMessages entry) are removed; 0: no age limit.
+	MaxAgeNanos int64 `protobuf:"varint,3,opt,name=max_age_nanos,json=maxAgeNanos,proto3" json:"max_age_nanos,omitempty"`
+	// Each stream keeps only positions above its version - max_count; 0: no
+	// count limit.
+	MaxCount      int64 `protobuf:"varint,4,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicy) Reset() {
+	*x = RetentionPolicy{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicy) ProtoMessage() {}
+
+func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
+func (*RetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RetentionPolicy) GetScope() RetentionScope {
+	if x != nil {
+		return x.Scope
+	}
+	return RetentionScope_RETENTION_SCOPE_UNSPECIFIED
+}
+
+func (x *RetentionPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RetentionPolicy) GetMaxAgeNanos() int64 {
+	if x != nil {
+		return x.MaxAgeNanos
+	}
+	return 0
+}
+
+func (x *RetentionPolicy) GetMaxCount() int64 {
+	if x != nil {
+		return x.MaxCount
+	}
+	return 0
+}
+
+// SetRetentionPolicy sets the policy of one scope of a namespace, replacing
+// the one it had; with both limits 0 it removes the scope's policy.
+type SetRetentionPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Policy        *RetentionPolicy       `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRetentionPolicy) Reset() {
+	*x = SetRetentionPolicy{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRetentionPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRetentionPolicy) ProtoMessage() {}
+
+func (x *SetRetentionPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRetentionPolicy.ProtoReflect.Descriptor instead.
+func (*SetRetentionPolicy) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetRetentionPolicy) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetRetentionPolicy) GetPolicy() *RetentionPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+// ExpireMessages applies the namespace's retention policies at the
+// leader's time: proposed by the leader every retention interval for each
+// namespace with a policy, so every replica removes the same messages.
+type ExpireMessages struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The leader's clock when it proposed the entry; ages are measured
+	// against it, never against a replica's clock.
+	TimeUnixNano int64 `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// A bound on the entry's work (0: none): it stops once the messages it
+	// removed plus the queued streams its count pass visited reach this. An
+	// age walk stops there; a count removal takes one stream's excess whole
+	// (so one stream may carry it past). The rest wait for the next entry.
+	MaxMessages   int64 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireMessages) Reset() {
+	*x = ExpireMessages{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireMessages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireMessages) ProtoMessage() {}
+
+func (x *ExpireMessages) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireMessages.ProtoReflect.Descriptor instead.
+func (*ExpireMessages) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExpireMessages) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ExpireMessages) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *ExpireMessages) GetMaxMessages() int64 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
 type StreamWatermark struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -1150,7 +1438,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1450,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1463,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -1209,7 +1497,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1509,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1522,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Import) GetNamespace() string {
@@ -1275,7 +1563,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1575,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1588,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -1371,7 +1659,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1671,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1684,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -1417,7 +1705,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\"\xf5\a\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\"\x94\t\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1427,7 +1715,10 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\fappend_multi\x18\x06 \x01(\v2\x19.skald.fsm.v1.AppendMultiH\x00R\vappendMulti\x12G\n" +
 	"\x0ftruncate_stream\x18\a \x01(\v2\x1c.skald.fsm.v1.TruncateStreamH\x00R\x0etruncateStream\x12A\n" +
 	"\rdelete_stream\x18\b \x01(\v2\x1a.skald.fsm.v1.DeleteStreamH\x00R\fdeleteStream\x12Q\n" +
-	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermark\x12>\n" +
+	"\x13delete_by_watermark\x18\t \x01(\v2\x1f.skald.fsm.v1.DeleteByWatermarkH\x00R\x11deleteByWatermark\x12T\n" +
+	"\x14set_retention_policy\x18\n" +
+	" \x01(\v2 .skald.fsm.v1.SetRetentionPolicyH\x00R\x12setRetentionPolicy\x12G\n" +
+	"\x0fexpire_messages\x18\v \x01(\v2\x1c.skald.fsm.v1.ExpireMessagesH\x00R\x0eexpireMessages\x12>\n" +
 	"\fcreate_group\x18\x0e \x01(\v2\x19.skald.fsm.v1.CreateGroupH\x00R\vcreateGroup\x12>\n" +
 	"\fupdate_group\x18\x0f \x01(\v2\x19.skald.fsm.v1.UpdateGroupH\x00R\vupdateGroup\x12>\n" +
 	"\fdelete_group\x18\x10 \x01(\v2\x19.skald.fsm.v1.DeleteGroupH\x00R\vdeleteGroup\x12D\n" +
@@ -1495,7 +1786,19 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"watermarks\x18\x03 \x03(\v2\x1d.skald.fsm.v1.StreamWatermarkR\n" +
 	"watermarks\x12\x14\n" +
-	"\x05types\x18\x04 \x03(\tR\x05types\"E\n" +
+	"\x05types\x18\x04 \x03(\tR\x05types\"\x9a\x01\n" +
+	"\x0fRetentionPolicy\x122\n" +
+	"\x05scope\x18\x01 \x01(\x0e2\x1c.skald.fsm.v1.RetentionScopeR\x05scope\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
+	"\rmax_age_nanos\x18\x03 \x01(\x03R\vmaxAgeNanos\x12\x1b\n" +
+	"\tmax_count\x18\x04 \x01(\x03R\bmaxCount\"i\n" +
+	"\x12SetRetentionPolicy\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
+	"\x06policy\x18\x02 \x01(\v2\x1d.skald.fsm.v1.RetentionPolicyR\x06policy\"w\n" +
+	"\x0eExpireMessages\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12$\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\"E\n" +
 	"\x0fStreamWatermark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
@@ -1515,7 +1818,12 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\vSetNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +
-	"apiAddressB5Z3github.com/skalddb/skald/rpc/gen/skald/fsm/v1;fsmv1b\x06proto3"
+	"apiAddress*\x8a\x01\n" +
+	"\x0eRetentionScope\x12\x1f\n" +
+	"\x1bRETENTION_SCOPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19RETENTION_SCOPE_NAMESPACE\x10\x01\x12\x1c\n" +
+	"\x18RETENTION_SCOPE_CATEGORY\x10\x02\x12\x1a\n" +
+	"\x16RETENTION_SCOPE_STREAM\x10\x03B5Z3github.com/skalddb/skald/rpc/gen/skald/fsm/v1;fsmv1b\x06proto3"
 
 var (
 	file_skald_fsm_v1_command_proto_rawDescOnce sync.Once
@@ -1529,62 +1837,71 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_command_proto_rawDescData
 }
 
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_skald_fsm_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
-	(*Command)(nil),           // 0: skald.fsm.v1.Command
-	(*CreateNamespace)(nil),   // 1: skald.fsm.v1.CreateNamespace
-	(*DeleteNamespace)(nil),   // 2: skald.fsm.v1.DeleteNamespace
-	(*Append)(nil),            // 3: skald.fsm.v1.Append
-	(*AppendMulti)(nil),       // 4: skald.fsm.v1.AppendMulti
-	(*StreamAppend)(nil),      // 5: skald.fsm.v1.StreamAppend
-	(*NewMessage)(nil),        // 6: skald.fsm.v1.NewMessage
-	(*AppendCondition)(nil),   // 7: skald.fsm.v1.AppendCondition
-	(*Query)(nil),             // 8: skald.fsm.v1.Query
-	(*QueryItem)(nil),         // 9: skald.fsm.v1.QueryItem
-	(*TruncateStream)(nil),    // 10: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),      // 11: skald.fsm.v1.DeleteStream
-	(*DeleteByWatermark)(nil), // 12: skald.fsm.v1.DeleteByWatermark
-	(*StreamWatermark)(nil),   // 13: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),            // 14: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),   // 15: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),       // 16: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),       // 17: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),       // 18: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),       // 19: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),     // 20: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),      // 21: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),      // 22: skald.fsm.v1.DeleteParked
+	(RetentionScope)(0),        // 0: skald.fsm.v1.RetentionScope
+	(*Command)(nil),            // 1: skald.fsm.v1.Command
+	(*CreateNamespace)(nil),    // 2: skald.fsm.v1.CreateNamespace
+	(*DeleteNamespace)(nil),    // 3: skald.fsm.v1.DeleteNamespace
+	(*Append)(nil),             // 4: skald.fsm.v1.Append
+	(*AppendMulti)(nil),        // 5: skald.fsm.v1.AppendMulti
+	(*StreamAppend)(nil),       // 6: skald.fsm.v1.StreamAppend
+	(*NewMessage)(nil),         // 7: skald.fsm.v1.NewMessage
+	(*AppendCondition)(nil),    // 8: skald.fsm.v1.AppendCondition
+	(*Query)(nil),              // 9: skald.fsm.v1.Query
+	(*QueryItem)(nil),          // 10: skald.fsm.v1.QueryItem
+	(*TruncateStream)(nil),     // 11: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),       // 12: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil),  // 13: skald.fsm.v1.DeleteByWatermark
+	(*RetentionPolicy)(nil),    // 14: skald.fsm.v1.RetentionPolicy
+	(*SetRetentionPolicy)(nil), // 15: skald.fsm.v1.SetRetentionPolicy
+	(*ExpireMessages)(nil),     // 16: skald.fsm.v1.ExpireMessages
+	(*StreamWatermark)(nil),    // 17: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),             // 18: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),    // 19: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),        // 20: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),        // 21: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 22: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 23: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 24: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 25: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 26: skald.fsm.v1.DeleteParked
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
-	1,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
-	2,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
-	3,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	14, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	16, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
-	4,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
-	10, // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	11, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	12, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	17, // 9: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	18, // 10: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	19, // 11: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	20, // 12: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	21, // 13: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	22, // 14: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
-	6,  // 15: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	7,  // 16: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
-	5,  // 17: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	7,  // 18: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
-	6,  // 19: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 20: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	9,  // 21: skald.fsm.v1.Query.items:type_name -> skald.fsm.v1.QueryItem
-	13, // 22: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	15, // 23: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
+	3,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
+	4,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
+	18, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	20, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	5,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
+	11, // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	12, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	13, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	15, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
+	16, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
+	21, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	22, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	23, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	24, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	25, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	26, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	7,  // 17: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 18: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 19: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 20: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 21: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	9,  // 22: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	10, // 23: skald.fsm.v1.Query.items:type_name -> skald.fsm.v1.QueryItem
+	17, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	14, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	19, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1603,6 +1920,8 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_TruncateStream)(nil),
 		(*Command_DeleteStream)(nil),
 		(*Command_DeleteByWatermark)(nil),
+		(*Command_SetRetentionPolicy)(nil),
+		(*Command_ExpireMessages)(nil),
 		(*Command_CreateGroup)(nil),
 		(*Command_UpdateGroup)(nil),
 		(*Command_DeleteGroup)(nil),
@@ -1618,13 +1937,14 @@ func file_skald_fsm_v1_command_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   17,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_skald_fsm_v1_command_proto_goTypes,
 		DependencyIndexes: file_skald_fsm_v1_command_proto_depIdxs,
+		EnumInfos:         file_skald_fsm_v1_command_proto_enumTypes,
 		MessageInfos:      file_skald_fsm_v1_command_proto_msgTypes,
 	}.Build()
 	File_skald_fsm_v1_command_proto = out.File

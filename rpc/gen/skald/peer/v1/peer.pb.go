@@ -625,6 +625,8 @@ type ApplyResponse struct {
 	//	*ApplyResponse_AppendMulti
 	//	*ApplyResponse_StreamDeletion
 	//	*ApplyResponse_WatermarkDeletion
+	//	*ApplyResponse_RetentionPolicy
+	//	*ApplyResponse_Expiry
 	//	*ApplyResponse_Group
 	//	*ApplyResponse_ParkedChange
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
@@ -757,6 +759,24 @@ func (x *ApplyResponse) GetWatermarkDeletion() *WatermarkDeletionResult {
 	return nil
 }
 
+func (x *ApplyResponse) GetRetentionPolicy() *RetentionPolicyResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_RetentionPolicy); ok {
+			return x.RetentionPolicy
+		}
+	}
+	return nil
+}
+
+func (x *ApplyResponse) GetExpiry() *ExpiryResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_Expiry); ok {
+			return x.Expiry
+		}
+	}
+	return nil
+}
+
 func (x *ApplyResponse) GetGroup() *GroupResult {
 	if x != nil {
 		if x, ok := x.Result.(*ApplyResponse_Group); ok {
@@ -817,6 +837,14 @@ type ApplyResponse_WatermarkDeletion struct {
 	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,10,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
 }
 
+type ApplyResponse_RetentionPolicy struct {
+	RetentionPolicy *RetentionPolicyResult `protobuf:"bytes,11,opt,name=retention_policy,json=retentionPolicy,proto3,oneof"`
+}
+
+type ApplyResponse_Expiry struct {
+	Expiry *ExpiryResult `protobuf:"bytes,12,opt,name=expiry,proto3,oneof"`
+}
+
 type ApplyResponse_Group struct {
 	// Subscription groups: the record after the change.
 	Group *GroupResult `protobuf:"bytes,15,opt,name=group,proto3,oneof"`
@@ -844,9 +872,138 @@ func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
 
 func (*ApplyResponse_WatermarkDeletion) isApplyResponse_Result() {}
 
+func (*ApplyResponse_RetentionPolicy) isApplyResponse_Result() {}
+
+func (*ApplyResponse_Expiry) isApplyResponse_Result() {}
+
 func (*ApplyResponse_Group) isApplyResponse_Result() {}
 
 func (*ApplyResponse_ParkedChange) isApplyResponse_Result() {}
+
+// RetentionPolicyResult answers a SetRetentionPolicy.
+type RetentionPolicyResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The scope had a policy before (replaced or removed).
+	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetentionPolicyResult) Reset() {
+	*x = RetentionPolicyResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetentionPolicyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetentionPolicyResult) ProtoMessage() {}
+
+func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetentionPolicyResult.ProtoReflect.Descriptor instead.
+func (*RetentionPolicyResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RetentionPolicyResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RetentionPolicyResult) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
+}
+
+// ExpiryResult answers an ExpireMessages.
+type ExpiryResult struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	MessagesDeleted int64                  `protobuf:"varint,2,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
+	// Streams that lost at least one message.
+	Streams int64 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
+	// The entry stopped at its max_messages: more may be due.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpiryResult) Reset() {
+	*x = ExpiryResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpiryResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpiryResult) ProtoMessage() {}
+
+func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpiryResult.ProtoReflect.Descriptor instead.
+func (*ExpiryResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExpiryResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ExpiryResult) GetMessagesDeleted() int64 {
+	if x != nil {
+		return x.MessagesDeleted
+	}
+	return 0
+}
+
+func (x *ExpiryResult) GetStreams() int64 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+func (x *ExpiryResult) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
 
 // GroupResult answers CreateGroup, UpdateGroup, DeleteGroup and
 // GroupProgress.
@@ -860,7 +1017,7 @@ type GroupResult struct {
 
 func (x *GroupResult) Reset() {
 	*x = GroupResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1029,7 @@ func (x *GroupResult) String() string {
 func (*GroupResult) ProtoMessage() {}
 
 func (x *GroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1042,7 @@ func (x *GroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
 func (*GroupResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GroupResult) GetNamespace() string {
@@ -916,7 +1073,7 @@ type ParkedChangeResult struct {
 
 func (x *ParkedChangeResult) Reset() {
 	*x = ParkedChangeResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1085,7 @@ func (x *ParkedChangeResult) String() string {
 func (*ParkedChangeResult) ProtoMessage() {}
 
 func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1098,7 @@ func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
 func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ParkedChangeResult) GetNamespace() string {
@@ -985,7 +1142,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1154,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1167,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -1047,7 +1204,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1216,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1229,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -1112,7 +1269,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1281,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1294,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
@@ -1157,7 +1314,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1326,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1339,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -1207,7 +1364,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1376,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1389,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -1288,7 +1445,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1457,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1470,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -1346,7 +1503,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1515,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1528,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -1436,7 +1593,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1605,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1618,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -1510,7 +1667,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1679,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1692,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1570,7 +1727,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1739,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1752,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1630,7 +1787,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1799,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1812,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1707,7 +1864,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1876,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1889,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -1837,7 +1994,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2006,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2019,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -1894,7 +2051,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2063,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2076,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 type ReadIndexResponse struct {
@@ -1931,7 +2088,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2100,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2113,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -1974,7 +2131,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2143,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2156,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
 }
 
 type StatsResponse struct {
@@ -2021,7 +2178,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2190,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2203,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -2093,7 +2250,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2262,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2275,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2136,7 +2293,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2305,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2318,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{30}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
@@ -2197,7 +2354,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x13GroupSettleResponse\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.skald.peer.v1.RejectionR\trejection\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x91\x06\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9b\a\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -2209,10 +2366,20 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMulti\x12N\n" +
 	"\x0fstream_deletion\x18\t \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
 	"\x12watermark_deletion\x18\n" +
-	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x122\n" +
+	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x12Q\n" +
+	"\x10retention_policy\x18\v \x01(\v2$.skald.peer.v1.RetentionPolicyResultH\x00R\x0fretentionPolicy\x125\n" +
+	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiry\x122\n" +
 	"\x05group\x18\x0f \x01(\v2\x1a.skald.peer.v1.GroupResultH\x00R\x05group\x12H\n" +
 	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChangeB\b\n" +
-	"\x06result\"\\\n" +
+	"\x06result\"Q\n" +
+	"\x15RetentionPolicyResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\breplaced\x18\x02 \x01(\bR\breplaced\"\x85\x01\n" +
+	"\fExpiryResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
+	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
+	"\astreams\x18\x03 \x01(\x03R\astreams\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\\\n" +
 	"\vGroupResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12/\n" +
 	"\x05group\x18\x02 \x01(\v2\x19.skald.fsm.v1.GroupRecordR\x05group\"z\n" +
@@ -2351,7 +2518,7 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
@@ -2363,75 +2530,79 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
 	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
 	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
-	(*GroupResult)(nil),             // 10: skald.peer.v1.GroupResult
-	(*ParkedChangeResult)(nil),      // 11: skald.peer.v1.ParkedChangeResult
-	(*WatermarkDeletionResult)(nil), // 12: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 13: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 14: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 15: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 16: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 17: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 18: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 19: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 20: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 21: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 22: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 23: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 24: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 25: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 26: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 27: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 28: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 29: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 30: skald.peer.v1.RemoveServerResponse
-	(*v1.StoredMessage)(nil),        // 31: skald.fsm.v1.StoredMessage
-	(*v1.Command)(nil),              // 32: skald.fsm.v1.Command
-	(*v1.GroupRecord)(nil),          // 33: skald.fsm.v1.GroupRecord
+	(*RetentionPolicyResult)(nil),   // 10: skald.peer.v1.RetentionPolicyResult
+	(*ExpiryResult)(nil),            // 11: skald.peer.v1.ExpiryResult
+	(*GroupResult)(nil),             // 12: skald.peer.v1.GroupResult
+	(*ParkedChangeResult)(nil),      // 13: skald.peer.v1.ParkedChangeResult
+	(*WatermarkDeletionResult)(nil), // 14: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 15: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 16: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 17: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 18: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 19: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 20: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 21: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 22: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 23: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 24: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 25: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 26: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 27: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 28: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 29: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 30: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 31: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 32: skald.peer.v1.RemoveServerResponse
+	(*v1.StoredMessage)(nil),        // 33: skald.fsm.v1.StoredMessage
+	(*v1.Command)(nil),              // 34: skald.fsm.v1.Command
+	(*v1.GroupRecord)(nil),          // 35: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	31, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
-	23, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
-	32, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	18, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	20, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	21, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	22, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	23, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	19, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	13, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	12, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	10, // 11: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
-	11, // 12: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
-	33, // 13: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
-	32, // 14: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	16, // 15: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	9,  // 16: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	17, // 17: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 18: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	18, // 19: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 20: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	24, // 21: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	8,  // 22: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	14, // 23: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	25, // 24: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	27, // 25: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	29, // 26: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	4,  // 27: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
-	6,  // 28: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
-	2,  // 29: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
-	9,  // 30: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	15, // 31: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	26, // 32: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	28, // 33: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	30, // 34: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	5,  // 35: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
-	7,  // 36: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
-	3,  // 37: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	33, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	25, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
+	34, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	20, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	22, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	23, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	24, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	25, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	21, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	15, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	14, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	10, // 11: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
+	11, // 12: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
+	12, // 13: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
+	13, // 14: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
+	35, // 15: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
+	34, // 16: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	18, // 17: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	9,  // 18: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	19, // 19: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 20: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	20, // 21: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 22: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	26, // 23: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	8,  // 24: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	16, // 25: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	27, // 26: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	29, // 27: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	31, // 28: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	4,  // 29: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	6,  // 30: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	2,  // 31: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	9,  // 32: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	17, // 33: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	28, // 34: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	30, // 35: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	32, // 36: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	5,  // 37: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	7,  // 38: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	3,  // 39: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	32, // [32:40] is the sub-list for method output_type
+	24, // [24:32] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -2449,21 +2620,23 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_AppendMulti)(nil),
 		(*ApplyResponse_StreamDeletion)(nil),
 		(*ApplyResponse_WatermarkDeletion)(nil),
+		(*ApplyResponse_RetentionPolicy)(nil),
+		(*ApplyResponse_Expiry)(nil),
 		(*ApplyResponse_Group)(nil),
 		(*ApplyResponse_ParkedChange)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[16].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[26].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,12 @@ const (
 	NamespacesListProcedure = "/skald.v1.Namespaces/List"
 	// NamespacesGetProcedure is the fully-qualified name of the Namespaces's Get RPC.
 	NamespacesGetProcedure = "/skald.v1.Namespaces/Get"
+	// NamespacesSetRetentionPolicyProcedure is the fully-qualified name of the Namespaces's
+	// SetRetentionPolicy RPC.
+	NamespacesSetRetentionPolicyProcedure = "/skald.v1.Namespaces/SetRetentionPolicy"
+	// NamespacesListRetentionPoliciesProcedure is the fully-qualified name of the Namespaces's
+	// ListRetentionPolicies RPC.
+	NamespacesListRetentionPoliciesProcedure = "/skald.v1.Namespaces/ListRetentionPolicies"
 )
 
 // NamespacesClient is a client for the skald.v1.Namespaces service.
@@ -51,6 +57,12 @@ type NamespacesClient interface {
 	// Get returns the namespace itself, as Google's API guide has Get
 	// return the resource (AIP-131).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error)
+	// SetRetentionPolicy sets (or, with no limit, removes) the retention
+	// policy of the namespace, of one category, or of one stream. Expiry
+	// runs on the leader's schedule (--retention-interval).
+	SetRetentionPolicy(context.Context, *connect.Request[v1.SetRetentionPolicyRequest]) (*connect.Response[v1.SetRetentionPolicyResponse], error)
+	// ListRetentionPolicies lists a namespace's retention policies.
+	ListRetentionPolicies(context.Context, *connect.Request[v1.ListRetentionPoliciesRequest]) (*connect.Response[v1.ListRetentionPoliciesResponse], error)
 }
 
 // NewNamespacesClient constructs a client for the skald.v1.Namespaces service. By default, it uses
@@ -90,15 +102,30 @@ func NewNamespacesClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		setRetentionPolicy: connect.NewClient[v1.SetRetentionPolicyRequest, v1.SetRetentionPolicyResponse](
+			httpClient,
+			baseURL+NamespacesSetRetentionPolicyProcedure,
+			connect.WithSchema(namespacesMethods.ByName("SetRetentionPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		listRetentionPolicies: connect.NewClient[v1.ListRetentionPoliciesRequest, v1.ListRetentionPoliciesResponse](
+			httpClient,
+			baseURL+NamespacesListRetentionPoliciesProcedure,
+			connect.WithSchema(namespacesMethods.ByName("ListRetentionPolicies")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // namespacesClient implements NamespacesClient.
 type namespacesClient struct {
-	create *connect.Client[v1.CreateRequest, v1.CreateResponse]
-	delete *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
-	list   *connect.Client[v1.ListRequest, v1.ListResponse]
-	get    *connect.Client[v1.GetRequest, v1.NamespaceInfo]
+	create                *connect.Client[v1.CreateRequest, v1.CreateResponse]
+	delete                *connect.Client[v1.DeleteRequest, v1.DeleteResponse]
+	list                  *connect.Client[v1.ListRequest, v1.ListResponse]
+	get                   *connect.Client[v1.GetRequest, v1.NamespaceInfo]
+	setRetentionPolicy    *connect.Client[v1.SetRetentionPolicyRequest, v1.SetRetentionPolicyResponse]
+	listRetentionPolicies *connect.Client[v1.ListRetentionPoliciesRequest, v1.ListRetentionPoliciesResponse]
 }
 
 // Create calls skald.v1.Namespaces.Create.
@@ -121,6 +148,16 @@ func (c *namespacesClient) Get(ctx context.Context, req *connect.Request[v1.GetR
 	return c.get.CallUnary(ctx, req)
 }
 
+// SetRetentionPolicy calls skald.v1.Namespaces.SetRetentionPolicy.
+func (c *namespacesClient) SetRetentionPolicy(ctx context.Context, req *connect.Request[v1.SetRetentionPolicyRequest]) (*connect.Response[v1.SetRetentionPolicyResponse], error) {
+	return c.setRetentionPolicy.CallUnary(ctx, req)
+}
+
+// ListRetentionPolicies calls skald.v1.Namespaces.ListRetentionPolicies.
+func (c *namespacesClient) ListRetentionPolicies(ctx context.Context, req *connect.Request[v1.ListRetentionPoliciesRequest]) (*connect.Response[v1.ListRetentionPoliciesResponse], error) {
+	return c.listRetentionPolicies.CallUnary(ctx, req)
+}
+
 // NamespacesHandler is an implementation of the skald.v1.Namespaces service.
 type NamespacesHandler interface {
 	Create(context.Context, *connect.Request[v1.CreateRequest]) (*connect.Response[v1.CreateResponse], error)
@@ -129,6 +166,12 @@ type NamespacesHandler interface {
 	// Get returns the namespace itself, as Google's API guide has Get
 	// return the resource (AIP-131).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error)
+	// SetRetentionPolicy sets (or, with no limit, removes) the retention
+	// policy of the namespace, of one category, or of one stream. Expiry
+	// runs on the leader's schedule (--retention-interval).
+	SetRetentionPolicy(context.Context, *connect.Request[v1.SetRetentionPolicyRequest]) (*connect.Response[v1.SetRetentionPolicyResponse], error)
+	// ListRetentionPolicies lists a namespace's retention policies.
+	ListRetentionPolicies(context.Context, *connect.Request[v1.ListRetentionPoliciesRequest]) (*connect.Response[v1.ListRetentionPoliciesResponse], error)
 }
 
 // NewNamespacesHandler builds an HTTP handler from the service implementation. It returns the path
@@ -164,6 +207,19 @@ func NewNamespacesHandler(svc NamespacesHandler, opts ...connect.HandlerOption) 
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	namespacesSetRetentionPolicyHandler := connect.NewUnaryHandler(
+		NamespacesSetRetentionPolicyProcedure,
+		svc.SetRetentionPolicy,
+		connect.WithSchema(namespacesMethods.ByName("SetRetentionPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	namespacesListRetentionPoliciesHandler := connect.NewUnaryHandler(
+		NamespacesListRetentionPoliciesProcedure,
+		svc.ListRetentionPolicies,
+		connect.WithSchema(namespacesMethods.ByName("ListRetentionPolicies")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/skald.v1.Namespaces/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case NamespacesCreateProcedure:
@@ -174,6 +230,10 @@ func NewNamespacesHandler(svc NamespacesHandler, opts ...connect.HandlerOption) 
 			namespacesListHandler.ServeHTTP(w, r)
 		case NamespacesGetProcedure:
 			namespacesGetHandler.ServeHTTP(w, r)
+		case NamespacesSetRetentionPolicyProcedure:
+			namespacesSetRetentionPolicyHandler.ServeHTTP(w, r)
+		case NamespacesListRetentionPoliciesProcedure:
+			namespacesListRetentionPoliciesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -197,4 +257,12 @@ func (UnimplementedNamespacesHandler) List(context.Context, *connect.Request[v1.
 
 func (UnimplementedNamespacesHandler) Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.NamespaceInfo], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Namespaces.Get is not implemented"))
+}
+
+func (UnimplementedNamespacesHandler) SetRetentionPolicy(context.Context, *connect.Request[v1.SetRetentionPolicyRequest]) (*connect.Response[v1.SetRetentionPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Namespaces.SetRetentionPolicy is not implemented"))
+}
+
+func (UnimplementedNamespacesHandler) ListRetentionPolicies(context.Context, *connect.Request[v1.ListRetentionPoliciesRequest]) (*connect.Response[v1.ListRetentionPoliciesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Namespaces.ListRetentionPolicies is not implemented"))
 }

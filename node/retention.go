@@ -1,0 +1,87 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// SetRetentionPolicy is Apply for a retention policy change.
+func (n *Node) SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error) {
+	return applyAs[*fsm.RetentionPolicyResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_SetRetentionPolicy{SetRetentionPolicy: c}})
+}
+
+// ExpireNow proposes one ExpireMessages entry for namespace at the
+// leader's clock (the expiry loop's step, also for tests and tools).
+func (n *Node) ExpireNow(ctx context.Context, namespace string) (*fsm.ExpiryResult, error) {
+	return applyAs[*fsm.ExpiryResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
+		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch,
+	}}})
+}
+
+// expiryLoop proposes, while this node leads, one ExpireMessages entry per
+// namespace with retention policies every Config.RetentionInterval. The
+// entry carries the leader's clock (stamp), and apply decides from it, so
+// every replica removes the same messages whenever it applies the entry.
+// An entry that stopped at its bound is followed at once by the next.
+func (n *Node) expiryLoop() {
+	defer n.wg.Done()
+	if n.cfg.RetentionInterval < 0 {
+		return
+	}
+	tick := time.NewTicker(n.cfg.RetentionInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		if n.raft.State() != raft.Leader {
+			continue
+		}
+		for _, ns := range n.store.RetainedNamespaces() {
+			for more := true; more; {
+				more = false
+				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+				res, err := n.expireLocal(ctx, ns)
+				cancel()
+				if err != nil {
+					n.log.Debug("expiry not applied", "namespace", ns, "err", err)
+					break
+				}
+				if res.MessagesDeleted > 0 {
+					n.m.expired.Add(float64(res.MessagesDeleted))
+					n.log.Debug("expired messages", "namespace", ns, "messages", res.MessagesDeleted, "streams", res.Streams)
+				}
+				select {
+				case <-n.closing:
+					return
+				default:
+				}
+				more = res.More
+			}
+		}
+	}
+}
+
+// expireLocal proposes an expiry only on this node, as the leader: a
+// follower never forwards one (the leader runs its own loop).
+func (n *Node) expireLocal(ctx context.Context, namespace string) (*fsm.ExpiryResult, error) {
+	res, err := n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
+		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*fsm.ExpiryResult)
+	if !ok {
+		return nil, fmt.Errorf("node: unexpected result %T for an expiry", res)
+	}
+	return r, nil
+}

@@ -1,0 +1,123 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+)
+
+// EventoDB-shaped retention policies (Skald's extensions): scopes by name,
+// max-age in milliseconds.
+var (
+	evScopes = map[string]fsmv1.RetentionScope{
+		"namespace": fsmv1.RetentionScope_RETENTION_SCOPE_NAMESPACE,
+		"category":  fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY,
+		"stream":    fsmv1.RetentionScope_RETENTION_SCOPE_STREAM,
+	}
+	evScopeNames = map[fsmv1.RetentionScope]string{
+		fsmv1.RetentionScope_RETENTION_SCOPE_NAMESPACE: "namespace",
+		fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY:  "category",
+		fsmv1.RetentionScope_RETENTION_SCOPE_STREAM:    "stream",
+	}
+)
+
+// evRetentionNamespace resolves a retention call's "namespace" option as
+// Namespaces.SetRetentionPolicy does: empty is the caller's own; a
+// namespace token reaches only its own; "default" takes no policy.
+func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
+	name, _, everr := opts.str("namespace")
+	if everr != nil {
+		return "", everr
+	}
+	c := callerFrom(ctx)
+	if name == "" {
+		name = c.namespace
+	}
+	if !c.admin && name != c.namespace {
+		return "", &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
+			message: fmt.Sprintf("a namespace token may only manage the retention of its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
+	}
+	if name == AdminNamespace {
+		return "", evInvalid("the %q namespace holds the admin token and takes no retention policy", AdminNamespace)
+	}
+	return name, nil
+}
+
+// nsSetRetention is ["ns.setRetention", {"scope": "namespace"|"category"|
+// "stream", "name", "maxAgeMs", "maxCount", "namespace"}] →
+// {"replaced": bool}: Connect's Namespaces.SetRetentionPolicy. No limit
+// removes the scope's policy.
+func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	ns, everr := evRetentionNamespace(ctx, opts)
+	if everr != nil {
+		return nil, everr
+	}
+	scopeName, _, everr := opts.str("scope")
+	if everr != nil {
+		return nil, everr
+	}
+	scope, ok := evScopes[scopeName]
+	if !ok {
+		return nil, evInvalid("option scope must be namespace, category or stream, got %q", scopeName)
+	}
+	name, _, everr := opts.str("name")
+	if everr != nil {
+		return nil, everr
+	}
+	ageMs, _, everr := opts.num("maxAgeMs")
+	if everr != nil {
+		return nil, everr
+	}
+	count, _, everr := opts.num("maxCount")
+	if everr != nil {
+		return nil, everr
+	}
+	if ageMs < 0 || ageMs > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return nil, evInvalid("option maxAgeMs must be 0 (no limit) or a positive number of milliseconds, got %d", ageMs)
+	}
+	p := &fsmv1.RetentionPolicy{Scope: scope, Name: name, MaxAgeNanos: ageMs * int64(time.Millisecond), MaxCount: count}
+	if err := fsm.ValidateRetentionPolicy(p); err != nil {
+		return nil, e.backendError(ctx, err)
+	}
+	res, err := e.b.SetRetentionPolicy(ctx, &fsmv1.SetRetentionPolicy{Namespace: ns, Policy: p})
+	if err != nil {
+		return nil, e.backendError(ctx, namedNamespace(ns, err))
+	}
+	return map[string]any{"replaced": res.Replaced}, nil
+}
+
+// nsRetention is ["ns.retention", {"namespace"}] → {"policies": [{"scope",
+// "name", "maxAgeMs", "maxCount"}]}: Connect's
+// Namespaces.ListRetentionPolicies (namespace first, then categories, then
+// streams, each by name).
+func (e *evdb) nsRetention(ctx context.Context, args evArgs) (any, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	ns, everr := evRetentionNamespace(ctx, opts)
+	if everr != nil {
+		return nil, everr
+	}
+	var ps []*fsmv1.RetentionPolicy
+	if _, err := e.b.Read(ctx, ns, linearizable, func(v *fsm.View) (err error) {
+		ps, err = v.RetentionPolicies()
+		return err
+	}); err != nil {
+		return nil, e.backendError(ctx, namedNamespace(ns, err))
+	}
+	out := make([]map[string]any, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, map[string]any{"scope": evScopeNames[p.Scope], "name": p.Name,
+			"maxAgeMs": p.MaxAgeNanos / int64(time.Millisecond), "maxCount": p.MaxCount})
+	}
+	return map[string]any{"policies": out}, nil
+}

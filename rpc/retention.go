@@ -1,0 +1,101 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// retentionNamespace resolves the namespace a retention call names: empty
+// means the caller's own; a namespace token reaches only its own; the
+// reserved admin namespace takes no policy.
+func retentionNamespace(ctx context.Context, name string) (string, error) {
+	c := callerFrom(ctx)
+	if name == "" {
+		name = c.namespace
+	}
+	if !c.admin && name != c.namespace {
+		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only manage the retention of its own namespace %q", c.namespace))
+	}
+	if name == AdminNamespace {
+		return "", invalidField("namespace", "the %q namespace holds the admin token and takes no retention policy", AdminNamespace)
+	}
+	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// retentionPolicyIn converts and validates a policy of the API.
+func retentionPolicyIn(p *skaldv1.RetentionPolicy) (*fsmv1.RetentionPolicy, error) {
+	if p == nil {
+		return nil, invalidField("policy", "is required")
+	}
+	out := &fsmv1.RetentionPolicy{Scope: fsmv1.RetentionScope(p.Scope), Name: p.Name, MaxCount: p.MaxCount}
+	if p.MaxAge != nil {
+		if err := p.MaxAge.CheckValid(); err != nil {
+			return nil, invalidField("policy.max_age", "%v", err)
+		}
+		out.MaxAgeNanos = int64(p.MaxAge.AsDuration())
+	}
+	if err := asInvalid(fsm.ValidateRetentionPolicy(out)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// retentionPolicyOut is a stored policy in the API's shape.
+func retentionPolicyOut(p *fsmv1.RetentionPolicy) *skaldv1.RetentionPolicy {
+	out := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope(p.Scope), Name: p.Name, MaxCount: p.MaxCount}
+	if p.MaxAgeNanos > 0 {
+		out.MaxAge = durationpb.New(time.Duration(p.MaxAgeNanos))
+	}
+	return out
+}
+
+func (s *namespaces) SetRetentionPolicy(ctx context.Context, req *connect.Request[skaldv1.SetRetentionPolicyRequest]) (*connect.Response[skaldv1.SetRetentionPolicyResponse], error) {
+	name, err := retentionNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	p, err := retentionPolicyIn(req.Msg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.SetRetentionPolicy(ctx, &fsmv1.SetRetentionPolicy{Namespace: name, Policy: p})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
+	}
+	return connect.NewResponse(&skaldv1.SetRetentionPolicyResponse{Replaced: res.Replaced, Index: res.Index}), nil
+}
+
+func (s *namespaces) ListRetentionPolicies(ctx context.Context, req *connect.Request[skaldv1.ListRetentionPoliciesRequest]) (*connect.Response[skaldv1.ListRetentionPoliciesResponse], error) {
+	name, err := retentionNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := readOptions(req.Msg.Read)
+	if err != nil {
+		return nil, err
+	}
+	var ps []*fsmv1.RetentionPolicy
+	applied, err := s.b.Read(ctx, name, opts, func(v *fsm.View) (err error) {
+		ps, err = v.RetentionPolicies()
+		return err
+	})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
+	}
+	resp := &skaldv1.ListRetentionPoliciesResponse{AppliedIndex: applied}
+	for _, p := range ps {
+		resp.Policies = append(resp.Policies, retentionPolicyOut(p))
+	}
+	return connect.NewResponse(resp), nil
+}
