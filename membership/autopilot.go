@@ -31,7 +31,8 @@ func (p *pilot) AutopilotConfig() *autopilot.Config {
 func (p *pilot) NotifyState(*autopilot.State) {}
 
 func (p *pilot) KnownServers() map[raft.ServerID]*autopilot.Server {
-	_, leader := p.m.node.Raft().LeaderWithID()
+	leaderID, _ := p.m.node.Leader()
+	leader := raft.ServerID(leaderID)
 	out := make(map[raft.ServerID]*autopilot.Server)
 	for _, mem := range p.m.Members() {
 		status := autopilot.NodeUnknown

@@ -19,7 +19,9 @@ import (
 // Node is what membership needs from the local cluster member.
 type Node interface {
 	ID() string
-	Raft() *raft.Raft
+	IsLeader() bool
+	Leader() (id, raftAddr string)
+	Raft() *raft.Raft // for autopilot only
 	HasState() bool
 	BootstrapCluster(servers []raft.Server) error
 	Servers() ([]raft.Server, error)
@@ -312,7 +314,7 @@ func (m *Membership) joinLoop(ctx context.Context) {
 // remove it from the Raft configuration, returning once that is
 // committed.
 func (m *Membership) Leave(ctx context.Context) error {
-	if m.node.Raft().State() == raft.Leader {
+	if m.node.IsLeader() {
 		if err := m.node.TransferLeadership(ctx, ""); err != nil {
 			m.log.Warn("leave: leadership transfer", "err", err)
 		}

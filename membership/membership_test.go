@@ -155,8 +155,8 @@ func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
 		l := leaderOf(nodes)
 		return l != nil && voters(l.n)[fourth.n.ID()]
 	})
-	if _, ok := fourth.n.Store().Namespace("app"); !ok {
-		testutil.Eventually(t, waitTimeout, "the fourth node to replicate", func() bool { _, ok := fourth.n.Store().Namespace("app"); return ok })
+	if _, ok := fourth.n.Namespace("app"); !ok {
+		testutil.Eventually(t, waitTimeout, "the fourth node to replicate", func() bool { _, ok := fourth.n.Namespace("app"); return ok })
 	}
 
 	// A graceful leave removes it.
@@ -272,7 +272,7 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 	if _, err := l.n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "after-move"}); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, waitTimeout, "the moved node to replicate", func() bool { _, ok := f.n.Store().Namespace("after-move"); return ok })
+	testutil.Eventually(t, waitTimeout, "the moved node to replicate", func() bool { _, ok := f.n.Namespace("after-move"); return ok })
 }
 
 // logLines is a slog handler that keeps every message, for tests that
@@ -332,7 +332,7 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 	}
 	// The leader's reconcile registers API addresses: once the follower's
 	// is known, the leader has seen it in the configuration.
-	testutil.Eventually(t, waitTimeout, "the leader to reconcile the follower", func() bool { _, ok := l.n.Store().NodeAddr(f.n.ID()); return ok })
+	testutil.Eventually(t, waitTimeout, "the leader to reconcile the follower", func() bool { _, ok := l.n.NodeAddr(f.n.ID()); return ok })
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	// Remove it from Raft only: its gossip stays alive, as when the leave

@@ -42,7 +42,7 @@ func (m *Membership) reconcileLoop(ctx context.Context) {
 				m.log.Warn("update gossip metadata", "err", err)
 			}
 		}
-		leader := m.node.Raft().State() == raft.Leader
+		leader := m.node.IsLeader()
 		switch {
 		case leader && !piloting:
 			m.ap.Start(ctx)

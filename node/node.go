@@ -174,10 +174,6 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 // APIAddr returns the API address this node registers for forwarding.
 func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 
-// Store returns the state machine, for reads that need no consistency
-// level (registry lookups). Writes must go through Apply.
-func (n *Node) Store() *fsm.Store { return n.store }
-
 // Feed returns the change feed for subscribers.
 func (n *Node) Feed() *Feed { return n.feed }
 
@@ -194,7 +190,9 @@ func (n *Node) Leader() (id, raftAddr string) {
 // AppliedIndex returns the index of the last entry whose effects reads see.
 func (n *Node) AppliedIndex() uint64 { return n.sm.appliedIndex() }
 
-// Raft exposes the Raft instance to membership and status code.
+// Raft exposes the Raft instance to membership's autopilot, which drives
+// it directly (raft-autopilot needs a *raft.Raft). Everything else reads
+// Status, Members and the registry methods (registry.go).
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // SetPeerAddress records the current Raft address of a server (from
@@ -281,15 +279,6 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	return n.configChange(ctx, f)
 }
 
-// Servers returns the Raft configuration.
-func (n *Node) Servers() ([]raft.Server, error) {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
-	}
-	return f.Configuration().Servers, nil
-}
-
 // PeerHandler returns the path and handler of the node-to-node service, to
 // mount on the API port.
 func (n *Node) PeerHandler() (string, http.Handler) { return newPeerHandler(n) }
@@ -342,6 +331,10 @@ func (n *Node) onLeader() {
 // Close shuts the node down gracefully: a leader first hands leadership to
 // another voter, then Raft stops, and the state machine flushes and closes.
 func (n *Node) Close() error { return n.shutdown(true) }
+
+// Halt stops the node without handing leadership over: to the others it
+// looks like a crash (tests and the chaos harness use it).
+func (n *Node) Halt() error { return n.shutdown(false) }
 
 func (n *Node) shutdown(transfer bool) error {
 	var err error

@@ -246,7 +246,7 @@ func testRestartSkipsApplied(t *testing.T, mod func(*Config)) {
 	c.waitConverged()
 	for _, tn := range []*tnode{c.followers()[0], c.leader()} {
 		testutil.Eventually(t, waitTimeout, "a snapshot (durable floor) on the node", func() bool {
-			floor, _ := tn.Store().Floor()
+			floor, _ := tn.store.Floor()
 			return floor.Index > 100
 		})
 		before := tn.AppliedIndex()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -60,7 +61,7 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name, err := ParseToken(created.Msg.Token); err != nil || name != ns || created.Msg.CreatedAt == nil || created.Msg.Index == 0 {
+	if name, err := nstoken.Parse(created.Msg.Token); err != nil || name != ns || created.Msg.CreatedAt == nil || created.Msg.Index == 0 {
 		t.Fatalf("create response %+v (%v)", created.Msg, err)
 	}
 	c := newClients(s, p, created.Msg.Token)
@@ -226,17 +227,17 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 		wantCode(t, "list with a namespace token", err, connect.CodePermissionDenied)
 		_, err = c.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "x"}))
 		wantCode(t, "create with a namespace token", err, connect.CodePermissionDenied)
-		_, err = c.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: AdminNamespace}))
+		_, err = c.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: nstoken.AdminNamespace}))
 		wantCode(t, "get another namespace", err, connect.CodePermissionDenied)
 		_, err = c.cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
 		wantCode(t, "cluster status with a namespace token", err, connect.CodePermissionDenied)
 		_, err = admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: ns}))
 		wantCode(t, "create existing", err, connect.CodeAlreadyExists)
-		_, err = admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: AdminNamespace}))
+		_, err = admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: nstoken.AdminNamespace}))
 		wantCode(t, "create default", err, connect.CodeAlreadyExists)
 		_, err = admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "other", Token: created.Msg.Token}))
 		wantField(t, "token of another namespace", err, "token")
-		_, err = admin.namespaces.Delete(ctxT(t), connect.NewRequest(&skaldv1.DeleteRequest{Name: AdminNamespace}))
+		_, err = admin.namespaces.Delete(ctxT(t), connect.NewRequest(&skaldv1.DeleteRequest{Name: nstoken.AdminNamespace}))
 		wantField(t, "delete default", err, "name")
 		_, err = admin.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: "missing"}))
 		wantCode(t, "get missing", err, connect.CodeNotFound)
@@ -254,7 +255,7 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 		for _, n := range list.Msg.Namespaces {
 			names[n.Name] = true
 		}
-		if !names[AdminNamespace] || !names[ns] {
+		if !names[nstoken.AdminNamespace] || !names[ns] {
 			t.Fatalf("namespace list %v", names)
 		}
 		// Namespaces are isolated: the admin's default namespace has none of ns's streams.

@@ -12,10 +12,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 )
-
-// AdminNamespace is the namespace whose token is the admin token.
-const AdminNamespace = "default"
 
 // caller is who a request acts for: the token's namespace, and whether the
 // token is the admin token.
@@ -33,7 +31,7 @@ func callerFrom(ctx context.Context) caller {
 
 // tokenChecker resolves bearer tokens against the namespace registry.
 type tokenChecker interface {
-	Store() *fsm.Store
+	Namespace(name string) (fsm.NamespaceInfo, bool)
 	LinearizableIndex(ctx context.Context) (uint64, error)
 }
 
@@ -61,7 +59,7 @@ func bearer(h http.Header) (string, error) {
 // the leader: a namespace is usable on every node once its creation is
 // acknowledged.
 func (a authenticator) check(ctx context.Context, token string) (caller, error) {
-	name, err := ParseToken(token)
+	name, err := nstoken.Parse(token)
 	if err != nil {
 		return caller{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("malformed token: %w", err))
 	}
@@ -79,10 +77,10 @@ func (a authenticator) check(ctx context.Context, token string) (caller, error) 
 // ok is false for an unknown namespace or a wrong secret; err reports a
 // failed catch-up with the leader.
 func lookupToken(ctx context.Context, b tokenChecker, name, token string) (c caller, ok bool, err error) {
-	hash := TokenHash(token)
+	hash := nstoken.Hash(token)
 	for attempt := 0; attempt < 2; attempt++ {
-		if info, found := b.Store().Namespace(name); found && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
-			return caller{namespace: name, admin: name == AdminNamespace}, true, nil
+		if info, found := b.Namespace(name); found && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1 {
+			return caller{namespace: name, admin: name == nstoken.AdminNamespace}, true, nil
 		}
 		if attempt == 0 {
 			if _, err := b.LinearizableIndex(ctx); err != nil {

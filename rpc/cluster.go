@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -21,11 +19,13 @@ import (
 type members interface {
 	ID() string
 	Leader() (id, raftAddr string)
-	Raft() *raft.Raft
-	Servers() ([]raft.Server, error)
+	IsLeader() bool
+	Status() node.Status
+	Members() ([]node.Member, error)
 	AppliedIndex() uint64
 	ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error)
-	Store() *fsm.Store
+	NodeAddr(id string) (string, bool)
+	NodeAddrs() map[string]string
 	TransferLeadership(ctx context.Context, id string) error
 	RemoveServer(ctx context.Context, id string) error
 }
@@ -41,35 +41,35 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	r := s.b.Raft()
-	leader, _ := s.b.Leader()
+	st := s.b.Status()
+	leader := st.LeaderID
 	resp := &skaldv1.StatusResponse{
-		NodeId: s.b.ID(), LeaderId: leader, Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: s.b.AppliedIndex(),
+		NodeId: st.ID, LeaderId: leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 	}
-	servers, err := s.b.Servers()
+	servers, err := s.b.Members()
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	apis := s.b.Store().Nodes()
+	apis := s.b.NodeAddrs()
 	for _, srv := range servers {
-		out := &skaldv1.Server{Id: string(srv.ID), RaftAddress: string(srv.Address), ApiAddress: apis[string(srv.ID)], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
-		if srv.Suffrage != raft.Voter {
+		out := &skaldv1.Server{Id: srv.ID, RaftAddress: srv.RaftAddr, ApiAddress: apis[srv.ID], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
+		if !srv.Voter {
 			out.Suffrage = skaldv1.Suffrage_SUFFRAGE_NONVOTER
 		}
 		// Autopilot (on the leader) judges every server; otherwise this
 		// node reports its own.
 		if s.health != nil {
-			if healthy, lc, ok := s.health(string(srv.ID)); ok {
+			if healthy, lc, ok := s.health(srv.ID); ok {
 				out.Healthy, out.LastContact = healthy, durationpb.New(lc)
 			}
 		}
-		if string(srv.ID) == s.b.ID() {
+		if srv.ID == st.ID {
 			out.AppliedIndex = s.b.AppliedIndex()
 			if out.LastContact == nil {
 				out.Healthy = leader != ""
 			}
-			if string(srv.ID) != leader {
-				if lc := r.LastContact(); !lc.IsZero() {
+			if srv.ID != leader {
+				if lc := st.LastContact; !lc.IsZero() {
 					out.LastContact = durationpb.New(time.Since(lc))
 				}
 			} else {
@@ -113,7 +113,7 @@ func (s *cluster) askAppliedIndexes(ctx context.Context, servers []*skaldv1.Serv
 // notLeader reports that a membership change must be made on the leader.
 func (s *cluster) notLeader() error {
 	leader, _ := s.b.Leader()
-	addr, _ := s.b.Store().NodeAddr(leader)
+	addr, _ := s.b.NodeAddr(leader)
 	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this node is not the leader; call the leader at %q", addr))
 }
 
@@ -121,7 +121,7 @@ func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[s
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	if s.b.Raft().State() != raft.Leader {
+	if !s.b.IsLeader() {
 		return nil, s.notLeader()
 	}
 	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); errors.Is(err, node.ErrUnknownServer) {

@@ -369,7 +369,7 @@ func TestStorageFullErrors(t *testing.T) {
 // and from nowhere else.
 func TestCORSMembers(t *testing.T) {
 	s := single(t)
-	testutil.Eventually(t, waitTimeout, "the node's API address", func() bool { _, ok := s.n.Store().NodeAddr(s.n.ID()); return ok })
+	testutil.Eventually(t, waitTimeout, "the node's API address", func() bool { _, ok := s.n.NodeAddr(s.n.ID()); return ok })
 	preflight := func(origin string) string {
 		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, "http://"+s.addr+"/skald.v1.Cluster/Status", nil)
 		req.Header.Set("Origin", origin)
@@ -382,7 +382,7 @@ func TestCORSMembers(t *testing.T) {
 		resp.Body.Close()
 		return resp.Header.Get("Access-Control-Allow-Origin")
 	}
-	addr, _ := s.n.Store().NodeAddr(s.n.ID())
+	addr, _ := s.n.NodeAddr(s.n.ID())
 	for _, o := range []string{"http://" + addr, "https://" + addr} {
 		if got := preflight(o); got != o {
 			t.Errorf("preflight from member origin %s: Allow-Origin %q", o, got)

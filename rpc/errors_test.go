@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
@@ -153,7 +154,7 @@ func TestErrorTable(t *testing.T) {
 		{name: "namespace_not_found", err: fmt.Errorf("read: %w", fsm.ErrNamespaceNotFound),
 			own: want{connectReply{code: connect.CodeUnauthenticated, message: "the token's namespace no longer exists"},
 				&evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "the token's namespace no longer exists",
-					details: map[string]any{"namespace": AdminNamespace}}},
+					details: map[string]any{"namespace": nstoken.AdminNamespace}}},
 			named: &want{connectReply{code: connect.CodeNotFound, message: "namespace not found"},
 				&evError{status: http.StatusNotFound, code: "NAMESPACE_NOT_FOUND", message: `namespace "shop" not found`}}},
 		{name: "namespace_exists", err: fsm.ErrNamespaceExists, own: want{
@@ -217,7 +218,7 @@ func TestErrorTable(t *testing.T) {
 		}
 	}
 	log := slog.New(slog.DiscardHandler)
-	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
 	appendReq := connect.NewRequest(&skaldv1.AppendRequest{Stream: "account-1", Messages: []*skaldv1.NewMessage{{Type: "Opened", Data: []byte(`{}`)}}})
 	writeArgs := evArgs{json.RawMessage(`"account-1"`), json.RawMessage(`{"type":"Opened","data":{}}`)}
 	for _, c := range cases {
@@ -259,7 +260,7 @@ func TestErrorTable(t *testing.T) {
 func TestErrorTableDeadlinePassed(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	ctx = context.WithValue(ctx, callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	ctx = context.WithValue(ctx, callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
 	log := slog.New(slog.DiscardHandler)
 	cases := []struct {
 		err     error
@@ -302,7 +303,7 @@ func TestToConnectPassesConnectErrors(t *testing.T) {
 // A watermark that fsm refuses is the same InvalidArgument on both APIs.
 func TestWatermarkRefusal(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
 	_, err := (&eventStore{log: log}).DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{
 		Category: "account", Watermarks: map[string]int64{"order-1": 3}}))
 	got := connectReplyOf(t, err)
@@ -320,8 +321,8 @@ func TestWatermarkRefusal(t *testing.T) {
 // namespace; both APIs say so in their own words.
 func TestCreateNamespaceBadToken(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: AdminNamespace, admin: true})
-	other, err := NewToken("other")
+	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
+	other, err := nstoken.New("other")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 )
 
 // The EventoDB-compatible HTTP API (docs/eventodb-api.md):
@@ -117,7 +118,7 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 	if everr != nil {
 		return caller{}, everr
 	}
-	name, err := ParseToken(token)
+	name, err := nstoken.Parse(token)
 	if err != nil {
 		return caller{}, &evError{status: http.StatusUnauthorized, code: "AUTH_INVALID_TOKEN", message: "malformed token", details: map[string]any{"error": err.Error()}}
 	}

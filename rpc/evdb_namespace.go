@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -47,7 +48,7 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	res, err := e.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, Description: desc, TokenHash: TokenHash(token)})
+	res, err := e.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, Description: desc, TokenHash: nstoken.Hash(token)})
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
@@ -62,8 +63,8 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	if name == AdminNamespace {
-		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
+	if name == nstoken.AdminNamespace {
+		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", nstoken.AdminNamespace)
 	}
 	res, err := e.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
 	if err != nil {

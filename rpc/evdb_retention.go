@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
@@ -41,8 +42,8 @@ func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
 		return "", &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
 			message: fmt.Sprintf("a namespace token may only manage the retention of its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
 	}
-	if name == AdminNamespace {
-		return "", evInvalid("the %q namespace holds the admin token and takes no retention policy", AdminNamespace)
+	if name == nstoken.AdminNamespace {
+		return "", evInvalid("the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)
 	}
 	return name, nil
 }

@@ -25,7 +25,6 @@ type events interface {
 	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
 	AppliedIndex() uint64
 	Feed() *node.Feed
-	Store() *fsm.Store
 }
 
 // eventStore implements skald.v1.EventStore for the caller's namespace.

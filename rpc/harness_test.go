@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -68,7 +69,7 @@ func createAdmin(t testing.TB, n *node.Node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if _, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: AdminNamespace, TokenHash: TokenHash(adminToken)}); err != nil {
+	if _, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: nstoken.AdminNamespace, TokenHash: nstoken.Hash(adminToken)}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
-	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
@@ -31,11 +30,11 @@ type leaderHint struct{ b Backend }
 func (h leaderHint) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		resp, err := next(ctx, req)
-		if !writeProcedures[req.Spec().Procedure] || h.b.Raft().State() == raft.Leader {
+		if !writeProcedures[req.Spec().Procedure] || h.b.IsLeader() {
 			return resp, err
 		}
 		id, _ := h.b.Leader()
-		addr, ok := h.b.Store().NodeAddr(id)
+		addr, ok := h.b.NodeAddr(id)
 		if id == "" || !ok {
 			return resp, err
 		}

@@ -14,7 +14,7 @@ func TestLeaderHintOnForwardedWrites(t *testing.T) {
 	f := followerOfThree(t)
 	c := newClients(f, protocols[1], adminToken)
 	lid, _ := f.n.Leader()
-	want, ok := f.n.Store().NodeAddr(lid)
+	want, ok := f.n.NodeAddr(lid)
 	if !ok {
 		t.Fatal("the follower does not know the leader's API address")
 	}

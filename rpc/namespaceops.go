@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
 )
 
@@ -33,9 +34,9 @@ func (e *badTokenError) Error() string {
 // *badTokenError), or a new one when it is empty.
 func namespaceToken(name, token string) (string, error) {
 	if token == "" {
-		return NewToken(name)
+		return nstoken.New(name)
 	}
-	tn, err := ParseToken(token)
+	tn, err := nstoken.Parse(token)
 	switch {
 	case err != nil:
 		return "", &badTokenError{err: err, want: name}
@@ -75,7 +76,7 @@ func listNamespaces(ctx context.Context, b tenants) ([]namespaceEntry, error) {
 		return nil, err
 	}
 	var out []namespaceEntry
-	for _, ns := range b.Store().Namespaces() {
+	for _, ns := range b.Namespaces() {
 		info, stats, err := namespaceStats(ctx, b, ns.Name, node.ReadOptions{Consistency: node.Local})
 		if errors.Is(err, fsm.ErrNamespaceNotFound) {
 			continue // deleted meanwhile

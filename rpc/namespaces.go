@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
@@ -21,7 +22,8 @@ type tenants interface {
 	SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error)
 	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
-	Store() *fsm.Store
+	Namespace(name string) (fsm.NamespaceInfo, bool)
+	Namespaces() []fsm.NamespaceInfo
 }
 
 type namespaces struct {
@@ -45,7 +47,7 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: m.Name, Description: m.Description, TokenHash: TokenHash(token), DedupeWindowNanos: window})
+	res, err := s.b.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: m.Name, Description: m.Description, TokenHash: nstoken.Hash(token), DedupeWindowNanos: window})
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
@@ -57,8 +59,8 @@ func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.De
 		return nil, err
 	}
 	name := req.Msg.Name
-	if name == AdminNamespace {
-		return nil, invalidField("name", "the %q namespace holds the admin token and cannot be deleted", AdminNamespace)
+	if name == nstoken.AdminNamespace {
+		return nil, invalidField("name", "the %q namespace holds the admin token and cannot be deleted", nstoken.AdminNamespace)
 	}
 	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -24,8 +25,8 @@ func retentionNamespace(ctx context.Context, name string) (string, error) {
 	if !c.admin && name != c.namespace {
 		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only manage the retention of its own namespace %q", c.namespace))
 	}
-	if name == AdminNamespace {
-		return "", invalidField("namespace", "the %q namespace holds the admin token and takes no retention policy", AdminNamespace)
+	if name == nstoken.AdminNamespace {
+		return "", invalidField("namespace", "the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)
 	}
 	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
 		return "", err

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/skalddb/skald/internal/nstoken"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -89,7 +90,7 @@ func TestRetentionAPI(t *testing.T) {
 		{"no scope", own, "", policy(0, "", 0, 1), connect.CodeInvalidArgument},
 		{"no policy", own, "", nil, connect.CodeInvalidArgument},
 		{"the reserved namespace", admin, "", policy(skaldv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 0), connect.CodeInvalidArgument},
-		{"the reserved namespace by name", admin, AdminNamespace, policy(skaldv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 0), connect.CodeInvalidArgument},
+		{"the reserved namespace by name", admin, nstoken.AdminNamespace, policy(skaldv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 0), connect.CodeInvalidArgument},
 		{"an unknown namespace", admin, "nope", policy(skaldv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 0), connect.CodeNotFound},
 		{"another namespace's", own, "other", policy(skaldv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 0), connect.CodePermissionDenied},
 	} {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
@@ -186,7 +187,7 @@ func allowOrigin(b Backend, configured []string) func(origin string) bool {
 				return false
 			}
 		}
-		for _, addr := range b.Store().Nodes() {
+		for _, addr := range b.NodeAddrs() {
 			if addr == host {
 				return true
 			}
@@ -252,7 +253,7 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "catching up: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		if _, ok := h.b.Store().Namespace(AdminNamespace); !ok {
+		if _, ok := h.b.Namespace(nstoken.AdminNamespace); !ok {
 			http.Error(w, "the admin namespace is not created yet", http.StatusServiceUnavailable)
 			return
 		}

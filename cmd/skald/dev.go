@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/internal/nstoken"
 )
 
 // devState is what a dev cluster keeps between runs in <dir>/dev.json, so
@@ -41,7 +41,7 @@ func loadDevState(dir string) (devState, error) {
 	if _, err := rand.Read(key); err != nil {
 		return st, err
 	}
-	token, err := rpc.NewToken(rpc.AdminNamespace)
+	token, err := nstoken.New(nstoken.AdminNamespace)
 	if err != nil {
 		return st, err
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/internal/nstoken"
 )
 
 // exportRecord is one NDJSON line, in the EventoDB import format; time
@@ -34,7 +34,7 @@ type exportRecord struct {
 // tokenNamespace checks --ns against the token's namespace: data calls act
 // on the token's namespace only.
 func tokenNamespace(token, ns string) (string, error) {
-	name, err := rpc.ParseToken(token)
+	name, err := nstoken.Parse(token)
 	if err != nil {
 		return "", &exitError{exitUsage, fmt.Errorf("--token: %v", err)}
 	}

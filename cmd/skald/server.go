@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
@@ -210,8 +211,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	gc := applyGCSettings(f.gcPercent, f.memoryLimit, os.Getenv, totalMemory)
 	log.Info("go runtime", gc.logAttrs()...)
 	if f.adminToken != "" {
-		if name, err := rpc.ParseToken(f.adminToken); err != nil || name != rpc.AdminNamespace {
-			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", rpc.AdminNamespace)}
+		if name, err := nstoken.Parse(f.adminToken); err != nil || name != nstoken.AdminNamespace {
+			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", nstoken.AdminNamespace)}
 		}
 	}
 	gossipKey, secret, err := f.secrets()
@@ -365,18 +366,18 @@ func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writ
 	generated := token == ""
 	if generated {
 		var err error
-		if token, err = rpc.NewToken(rpc.AdminNamespace); err != nil {
+		if token, err = nstoken.New(nstoken.AdminNamespace); err != nil {
 			return fmt.Errorf("generate the admin token: %w", err)
 		}
 	}
-	hash := rpc.TokenHash(token)
+	hash := nstoken.Hash(token)
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		// A cluster forming by bootstrap-expect may wait for its last
 		// member; a follower waits for the leader's creation to arrive.
 		if _, err := n.LinearizableIndex(ctx); err != nil {
 			lastErr = fmt.Errorf("wait for a leader: %w", err)
-		} else if info, ok := n.Store().Namespace(rpc.AdminNamespace); ok {
+		} else if info, ok := n.Namespace(nstoken.AdminNamespace); ok {
 			same := string(info.TokenHash) == string(hash)
 			switch {
 			case generated && same:
@@ -386,7 +387,7 @@ func ensureAdmin(ctx context.Context, n *node.Node, token string, stdout io.Writ
 			}
 			return nil
 		} else if n.IsLeader() {
-			_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, Description: "admin", TokenHash: hash})
+			_, err := n.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: nstoken.AdminNamespace, Description: "admin", TokenHash: hash})
 			if err == nil || errors.Is(err, fsm.ErrNamespaceExists) {
 				continue // read it back
 			}

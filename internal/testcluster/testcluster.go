@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
 	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
@@ -98,13 +99,13 @@ func start(t T, c *Cluster, size int) *Cluster {
 	l := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	if _, err := l.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: rpc.AdminNamespace, TokenHash: rpc.TokenHash(AdminToken)}); err != nil {
+	if _, err := l.CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: nstoken.AdminNamespace, TokenHash: nstoken.Hash(AdminToken)}); err != nil {
 		t.Fatalf("create the admin namespace: %v", err)
 	}
 	// Every node must know every API address (Cluster.Status reports them).
 	WaitFor(t, "every node to know every API address", func() bool {
 		for _, n := range c.Nodes {
-			if len(n.Store().Nodes()) < size || n.AppliedIndex() < l.AppliedIndex() {
+			if len(n.NodeAddrs()) < size || n.AppliedIndex() < l.AppliedIndex() {
 				return false
 			}
 		}
@@ -197,10 +198,7 @@ func (c *Cluster) Kill(n *Node) {
 		return
 	}
 	n.srv.Close()
-	if err := n.Raft().Shutdown().Error(); err != nil {
-		c.t.Logf("kill %s: raft shutdown: %v", n.ID(), err)
-	}
-	if err := n.Close(); err != nil {
+	if err := n.Halt(); err != nil {
 		c.t.Logf("kill %s: %v", n.ID(), err)
 	}
 	n.Node = nil
@@ -258,13 +256,13 @@ func (m *Main) Close() {
 // forever) on the leader and returns its token.
 func (c *Cluster) CreateNamespace(t T, name string, dedupeWindowNanos int64) string {
 	t.Helper()
-	token, err := rpc.NewToken(name)
+	token, err := nstoken.New(name)
 	if err != nil {
 		t.Fatalf("token for %s: %v", name, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	if _, err := c.Leader().CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, TokenHash: rpc.TokenHash(token), DedupeWindowNanos: dedupeWindowNanos}); err != nil {
+	if _, err := c.Leader().CreateNamespace(ctx, &fsmv1.CreateNamespace{Name: name, TokenHash: nstoken.Hash(token), DedupeWindowNanos: dedupeWindowNanos}); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
 	return token

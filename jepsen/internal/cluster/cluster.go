@@ -22,8 +22,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/jepsen/internal/client"
-	"github.com/skalddb/skald/rpc"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
@@ -84,7 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	admin, err := rpc.NewToken(rpc.AdminNamespace)
+	admin, err := nstoken.New(nstoken.AdminNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 // (the cluster is new), so it succeeds with the same token. dedupeOff
 // turns idempotent writes off for it.
 func (c *Cluster) CreateNamespace(ctx context.Context, name string, dedupeOff bool) (string, error) {
-	token, err := rpc.NewToken(name)
+	token, err := nstoken.New(name)
 	if err != nil {
 		return "", err
 	}

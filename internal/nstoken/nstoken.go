@@ -1,4 +1,8 @@
-package rpc
+// Package nstoken owns the namespace token format that Skald shares with
+// EventoDB: ns_<base64url(namespace), no padding>_<64 hex>. It makes,
+// parses and hashes tokens and names the admin namespace; it holds no
+// state and never looks a token up (the server's auth does).
+package nstoken
 
 import (
 	"crypto/rand"
@@ -10,21 +14,24 @@ import (
 	"strings"
 )
 
-// Tokens have the EventoDB form ns_<base64url(namespace), no padding>_<64
-// hex>: the namespace is read from the token itself, and the server keeps
-// only SHA-256 of the whole token.
+// AdminNamespace is the namespace whose token is the admin token: it may
+// call every namespace and the cluster services.
+const AdminNamespace = "default"
 
-// NewToken returns a random token for namespace name.
-func NewToken(name string) (string, error) {
+// The namespace is read from the token itself, and the server keeps only
+// SHA-256 of the whole token.
+
+// New returns a random token for namespace name.
+func New(name string) (string, error) {
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return "", fmt.Errorf("rpc: token secret: %w", err)
+		return "", fmt.Errorf("nstoken: secret: %w", err)
 	}
 	return "ns_" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "_" + hex.EncodeToString(secret), nil
 }
 
-// ParseToken returns the namespace a token names, or why it is malformed.
-func ParseToken(token string) (string, error) {
+// Parse returns the namespace a token names, or why it is malformed.
+func Parse(token string) (string, error) {
 	rest, ok := strings.CutPrefix(token, "ns_")
 	if !ok {
 		return "", errors.New(`token must start with "ns_"`)
@@ -46,8 +53,8 @@ func ParseToken(token string) (string, error) {
 	return string(name), nil
 }
 
-// TokenHash is what the server stores for a token.
-func TokenHash(token string) []byte {
+// Hash is what the server stores for a token.
+func Hash(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
 }
