@@ -16,16 +16,20 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	cd rpc && $(BUF) lint && $(BUF) format --diff --exit-code
 
-## generate: format the .proto sources and regenerate rpc/gen
-generate:
-	cd rpc && $(BUF) format -w && $(BUF) generate
+GENERATED := rpc/gen fsm/fsmv1 node/peerv1
 
-## check-generated: fail when rpc/gen differs from what rpc/proto generates
+## generate: format the .proto sources and regenerate rpc/gen (public API), fsm/fsmv1 and node/peerv1 (internal)
+generate:
+	cd rpc && $(BUF) format -w && $(BUF) generate --path proto/skald/v1 && \
+		$(BUF) generate --template buf.gen.internal.yaml --path proto/skald/fsm --path proto/skald/peer
+
+## check-generated: fail when the generated Go differs from what rpc/proto generates
 check-generated: lint
-	cd rpc && $(BUF) generate
-	@if [ -n "$$(git status --porcelain -- rpc/gen)" ]; then \
-		git status --porcelain -- rpc/gen; \
-		echo "rpc/gen is stale: run 'make generate' and commit"; exit 1; fi
+	cd rpc && $(BUF) generate --path proto/skald/v1 && \
+		$(BUF) generate --template buf.gen.internal.yaml --path proto/skald/fsm --path proto/skald/peer
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --porcelain -- $(GENERATED); \
+		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi
 
 ## console: regenerate the console's TypeScript clients from rpc/proto and rebuild console/dist (npm ci, buf, tsc, esbuild; all pinned)
 console:

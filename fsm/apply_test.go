@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 func TestAppendAssignsPositions(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // fillCategory writes streams x perStream messages of 200 bytes to the

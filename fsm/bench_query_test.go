@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // BenchmarkQuery1M queries a namespace of 1,000,000 messages (1000

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // Benchmarks run on the real filesystem (b.TempDir), as production does.

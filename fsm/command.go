@@ -3,7 +3,7 @@ package fsm
 import (
 	"google.golang.org/protobuf/proto"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // EncodeCommand returns the bytes of a Raft log entry for cmd. The

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // ConditionFailedError is returned when an append's condition (DCB) found

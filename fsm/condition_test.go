@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 func TestAppendCondition(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 func groupCmd(c proto.Message) *fsmv1.Command {

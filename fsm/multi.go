@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // Limits of an AppendMulti (one log entry). Messages in all: at most

@@ -5,8 +5,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/durable"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 // namespace is one namespace's registry entry and, while open, its database.

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // nsBatch stages one ApplyBatch call's writes to one namespace database.

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // readFixture builds namespace "app":

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // Retention policies (max-age, max-count) and their expiry. See DESIGN.md

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // SnapshotMeta is the Raft position a state reflects: the durable floor, or

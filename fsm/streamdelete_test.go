@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // deletionFixture: account-1 holds positions 0..4 (types A,B,A,B,A), gps

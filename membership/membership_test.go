@@ -13,9 +13,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 var _ Node = (*node.Node)(nil)

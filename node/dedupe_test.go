@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 // TestDedupeAcrossSnapshotInstallAndLeaderChange: a follower whose disk

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // The disk-space alarm, like etcd's NOSPACE: a voter whose disk fills up

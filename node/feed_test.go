@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // subscribe follows the Feed's documented pattern with watch w of ns on n

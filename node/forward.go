@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // maxForwardCalls bounds the ApplyBatch calls a follower has in flight to

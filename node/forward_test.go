@@ -12,10 +12,10 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
-	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/peer/v1/peerv1connect"
+	peerv1 "github.com/skalddb/skald/node/peerv1"
+	"github.com/skalddb/skald/node/peerv1/peerv1connect"
 )
 
 // stubLeader is a peer service on a real socket that answers each append

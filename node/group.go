@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
-	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	peerv1 "github.com/skalddb/skald/node/peerv1"
 )
 
 // Subscription groups: the replicated commands (Apply like any write) and

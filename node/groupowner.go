@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // groupOwner runs, on the leader, one dispatcher per subscription group

@@ -10,8 +10,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
-	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	peerv1 "github.com/skalddb/skald/node/peerv1"
 )
 
 // Relaying subscription-group consumers and settlements from a follower

@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // hooks are the points where the chaos harness's mutants change what a

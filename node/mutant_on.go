@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // MutantsBuilt reports whether this binary carries the mutants (see

@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // Node is one cluster member: the state machine, Raft around it, and the

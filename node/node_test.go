@@ -18,8 +18,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 func TestForwardedWrite(t *testing.T) {

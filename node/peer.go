@@ -14,9 +14,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
-	peerv1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/peer/v1/peerv1connect"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	peerv1 "github.com/skalddb/skald/node/peerv1"
+	"github.com/skalddb/skald/node/peerv1/peerv1connect"
 )
 
 // The peer service authenticates callers with the cluster secret in this

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 func retentionPolicy(ns string, scope fsmv1.RetentionScope, name string, age time.Duration, count int64) *fsmv1.SetRetentionPolicy {

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 

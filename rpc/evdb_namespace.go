@@ -6,8 +6,8 @@ import (
 	"net/http"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 // EventoDB's namespace methods (ns.*), Skald's extensions of the

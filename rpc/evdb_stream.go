@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // EventoDB's stream methods: stream.write, stream.get, stream.last,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // streamDelete is ["stream.delete", stream, {hard, expectedVersion}] →

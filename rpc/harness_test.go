@@ -11,10 +11,10 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 

@@ -8,7 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 

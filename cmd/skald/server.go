@@ -23,11 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 type serverFlags struct {

@@ -17,10 +17,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
-	fsmv1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
 )
 
 // AdminToken is the admin token of every test cluster.

@@ -12,7 +12,7 @@
 package peerv1
 
 import (
-	v1 "github.com/skalddb/skald/rpc/gen/skald/fsm/v1"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -386,7 +386,7 @@ func (x *GroupConsumeRequest) GetConsumer() string {
 type GroupConsumeResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	GlobalPosition int64                  `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
-	Message        *v1.StoredMessage      `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message        *fsmv1.StoredMessage   `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Delivery       int32                  `protobuf:"varint,3,opt,name=delivery,proto3" json:"delivery,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -429,7 +429,7 @@ func (x *GroupConsumeResponse) GetGlobalPosition() int64 {
 	return 0
 }
 
-func (x *GroupConsumeResponse) GetMessage() *v1.StoredMessage {
+func (x *GroupConsumeResponse) GetMessage() *fsmv1.StoredMessage {
 	if x != nil {
 		return x.Message
 	}
@@ -568,7 +568,7 @@ func (x *GroupSettleResponse) GetRejection() *Rejection {
 
 type ApplyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       *v1.Command            `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Command       *fsmv1.Command         `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -603,7 +603,7 @@ func (*ApplyRequest) Descriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *ApplyRequest) GetCommand() *v1.Command {
+func (x *ApplyRequest) GetCommand() *fsmv1.Command {
 	if x != nil {
 		return x.Command
 	}
@@ -1010,7 +1010,7 @@ func (x *ExpiryResult) GetMore() bool {
 type GroupResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Group         *v1.GroupRecord        `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Group         *fsmv1.GroupRecord     `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1052,7 +1052,7 @@ func (x *GroupResult) GetNamespace() string {
 	return ""
 }
 
-func (x *GroupResult) GetGroup() *v1.GroupRecord {
+func (x *GroupResult) GetGroup() *fsmv1.GroupRecord {
 	if x != nil {
 		return x.Group
 	}
@@ -1262,7 +1262,7 @@ func (x *StreamDeletionResult) GetVersion() int64 {
 
 type ApplyBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Commands      []*v1.Command          `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	Commands      []*fsmv1.Command       `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1297,7 +1297,7 @@ func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *ApplyBatchRequest) GetCommands() []*v1.Command {
+func (x *ApplyBatchRequest) GetCommands() []*fsmv1.Command {
 	if x != nil {
 		return x.Commands
 	}
@@ -2503,7 +2503,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\fGroupConsume\x12\".skald.peer.v1.GroupConsumeRequest\x1a#.skald.peer.v1.GroupConsumeResponse0\x01\x12T\n" +
 	"\vGroupSettle\x12!.skald.peer.v1.GroupSettleRequest\x1a\".skald.peer.v1.GroupSettleResponse\x12V\n" +
 	"\n" +
-	"GroupStats\x12 .skald.peer.v1.GroupStatsRequest\x1a!.skald.peer.v1.GroupStatsResponse\"\x03\x90\x02\x01B7Z5github.com/skalddb/skald/rpc/gen/skald/peer/v1;peerv1b\x06proto3"
+	"GroupStats\x12 .skald.peer.v1.GroupStatsRequest\x1a!.skald.peer.v1.GroupStatsResponse\"\x03\x90\x02\x01B-Z+github.com/skalddb/skald/node/peerv1;peerv1b\x06proto3"
 
 var (
 	file_skald_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -2553,9 +2553,9 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*StatsResponse)(nil),           // 30: skald.peer.v1.StatsResponse
 	(*RemoveServerRequest)(nil),     // 31: skald.peer.v1.RemoveServerRequest
 	(*RemoveServerResponse)(nil),    // 32: skald.peer.v1.RemoveServerResponse
-	(*v1.StoredMessage)(nil),        // 33: skald.fsm.v1.StoredMessage
-	(*v1.Command)(nil),              // 34: skald.fsm.v1.Command
-	(*v1.GroupRecord)(nil),          // 35: skald.fsm.v1.GroupRecord
+	(*fsmv1.StoredMessage)(nil),     // 33: skald.fsm.v1.StoredMessage
+	(*fsmv1.Command)(nil),           // 34: skald.fsm.v1.Command
+	(*fsmv1.GroupRecord)(nil),       // 35: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
 	33, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage

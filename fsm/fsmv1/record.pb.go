@@ -310,7 +310,7 @@ const file_skald_fsm_v1_record_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12$\n" +
 	"\rconfiguration\x18\x03 \x01(\fR\rconfiguration\x12/\n" +
-	"\x13configuration_index\x18\x04 \x01(\x04R\x12configurationIndexB5Z3github.com/skalddb/skald/rpc/gen/skald/fsm/v1;fsmv1b\x06proto3"
+	"\x13configuration_index\x18\x04 \x01(\x04R\x12configurationIndexB*Z(github.com/skalddb/skald/fsm/fsmv1;fsmv1b\x06proto3"
 
 var (
 	file_skald_fsm_v1_record_proto_rawDescOnce sync.Once

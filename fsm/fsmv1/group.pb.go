@@ -976,7 +976,7 @@ const file_skald_fsm_v1_group_proto_rawDesc = "" +
 	"\rGroupStrategy\x12\x1e\n" +
 	"\x1aGROUP_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aGROUP_STRATEGY_ROUND_ROBIN\x10\x01\x12\x19\n" +
-	"\x15GROUP_STRATEGY_PINNED\x10\x02B5Z3github.com/skalddb/skald/rpc/gen/skald/fsm/v1;fsmv1b\x06proto3"
+	"\x15GROUP_STRATEGY_PINNED\x10\x02B*Z(github.com/skalddb/skald/fsm/fsmv1;fsmv1b\x06proto3"
 
 var (
 	file_skald_fsm_v1_group_proto_rawDescOnce sync.Once

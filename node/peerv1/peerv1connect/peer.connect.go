@@ -12,7 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	v1 "github.com/skalddb/skald/rpc/gen/skald/peer/v1"
+	peerv1 "github.com/skalddb/skald/node/peerv1"
 	http "net/http"
 	strings "strings"
 )
@@ -62,29 +62,29 @@ type PeerServiceClient interface {
 	// Apply proposes a command on the leader. A node that is not the leader
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
-	Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error)
+	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error)
 	// ApplyBatch proposes several commands on the leader, each as its own
 	// log entry, and answers each one: a follower coalesces the writes its
 	// clients send at the same time into one call. A failure of the call
 	// itself may leave any of them applied.
-	ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error)
+	ApplyBatch(context.Context, *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error)
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
-	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	ReadIndex(context.Context, *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error)
 	// Stats reports the callee's Raft progress, for autopilot's health
 	// checks on the leader.
-	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
+	Stats(context.Context, *connect.Request[peerv1.StatsRequest]) (*connect.Response[peerv1.StatsResponse], error)
 	// RemoveServer removes a server from the Raft configuration on the
 	// leader (a graceful leave asks for its own removal this way).
-	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	RemoveServer(context.Context, *connect.Request[peerv1.RemoveServerRequest]) (*connect.Response[peerv1.RemoveServerResponse], error)
 	// GroupConsume attaches a consumer to a subscription group on the
 	// leader, which owns the group's deliveries; a follower serving a
 	// client's Consume relays it. It ends when the callee stops leading.
-	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest]) (*connect.ServerStreamForClient[v1.GroupConsumeResponse], error)
+	GroupConsume(context.Context, *connect.Request[peerv1.GroupConsumeRequest]) (*connect.ServerStreamForClient[peerv1.GroupConsumeResponse], error)
 	// GroupSettle acknowledges or rejects delivered messages on the leader.
-	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	GroupSettle(context.Context, *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error)
 	// GroupStats reports the leader's live state of a subscription group.
-	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
+	GroupStats(context.Context, *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the skald.peer.v1.PeerService service. By default,
@@ -96,52 +96,52 @@ type PeerServiceClient interface {
 // http://api.acme.com or https://acme.com/grpc).
 func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) PeerServiceClient {
 	baseURL = strings.TrimRight(baseURL, "/")
-	peerServiceMethods := v1.File_skald_peer_v1_peer_proto.Services().ByName("PeerService").Methods()
+	peerServiceMethods := peerv1.File_skald_peer_v1_peer_proto.Services().ByName("PeerService").Methods()
 	return &peerServiceClient{
-		apply: connect.NewClient[v1.ApplyRequest, v1.ApplyResponse](
+		apply: connect.NewClient[peerv1.ApplyRequest, peerv1.ApplyResponse](
 			httpClient,
 			baseURL+PeerServiceApplyProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("Apply")),
 			connect.WithClientOptions(opts...),
 		),
-		applyBatch: connect.NewClient[v1.ApplyBatchRequest, v1.ApplyBatchResponse](
+		applyBatch: connect.NewClient[peerv1.ApplyBatchRequest, peerv1.ApplyBatchResponse](
 			httpClient,
 			baseURL+PeerServiceApplyBatchProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("ApplyBatch")),
 			connect.WithClientOptions(opts...),
 		),
-		readIndex: connect.NewClient[v1.ReadIndexRequest, v1.ReadIndexResponse](
+		readIndex: connect.NewClient[peerv1.ReadIndexRequest, peerv1.ReadIndexResponse](
 			httpClient,
 			baseURL+PeerServiceReadIndexProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("ReadIndex")),
 			connect.WithClientOptions(opts...),
 		),
-		stats: connect.NewClient[v1.StatsRequest, v1.StatsResponse](
+		stats: connect.NewClient[peerv1.StatsRequest, peerv1.StatsResponse](
 			httpClient,
 			baseURL+PeerServiceStatsProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("Stats")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		removeServer: connect.NewClient[v1.RemoveServerRequest, v1.RemoveServerResponse](
+		removeServer: connect.NewClient[peerv1.RemoveServerRequest, peerv1.RemoveServerResponse](
 			httpClient,
 			baseURL+PeerServiceRemoveServerProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("RemoveServer")),
 			connect.WithClientOptions(opts...),
 		),
-		groupConsume: connect.NewClient[v1.GroupConsumeRequest, v1.GroupConsumeResponse](
+		groupConsume: connect.NewClient[peerv1.GroupConsumeRequest, peerv1.GroupConsumeResponse](
 			httpClient,
 			baseURL+PeerServiceGroupConsumeProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("GroupConsume")),
 			connect.WithClientOptions(opts...),
 		),
-		groupSettle: connect.NewClient[v1.GroupSettleRequest, v1.GroupSettleResponse](
+		groupSettle: connect.NewClient[peerv1.GroupSettleRequest, peerv1.GroupSettleResponse](
 			httpClient,
 			baseURL+PeerServiceGroupSettleProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("GroupSettle")),
 			connect.WithClientOptions(opts...),
 		),
-		groupStats: connect.NewClient[v1.GroupStatsRequest, v1.GroupStatsResponse](
+		groupStats: connect.NewClient[peerv1.GroupStatsRequest, peerv1.GroupStatsResponse](
 			httpClient,
 			baseURL+PeerServiceGroupStatsProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("GroupStats")),
@@ -153,53 +153,53 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
-	apply        *connect.Client[v1.ApplyRequest, v1.ApplyResponse]
-	applyBatch   *connect.Client[v1.ApplyBatchRequest, v1.ApplyBatchResponse]
-	readIndex    *connect.Client[v1.ReadIndexRequest, v1.ReadIndexResponse]
-	stats        *connect.Client[v1.StatsRequest, v1.StatsResponse]
-	removeServer *connect.Client[v1.RemoveServerRequest, v1.RemoveServerResponse]
-	groupConsume *connect.Client[v1.GroupConsumeRequest, v1.GroupConsumeResponse]
-	groupSettle  *connect.Client[v1.GroupSettleRequest, v1.GroupSettleResponse]
-	groupStats   *connect.Client[v1.GroupStatsRequest, v1.GroupStatsResponse]
+	apply        *connect.Client[peerv1.ApplyRequest, peerv1.ApplyResponse]
+	applyBatch   *connect.Client[peerv1.ApplyBatchRequest, peerv1.ApplyBatchResponse]
+	readIndex    *connect.Client[peerv1.ReadIndexRequest, peerv1.ReadIndexResponse]
+	stats        *connect.Client[peerv1.StatsRequest, peerv1.StatsResponse]
+	removeServer *connect.Client[peerv1.RemoveServerRequest, peerv1.RemoveServerResponse]
+	groupConsume *connect.Client[peerv1.GroupConsumeRequest, peerv1.GroupConsumeResponse]
+	groupSettle  *connect.Client[peerv1.GroupSettleRequest, peerv1.GroupSettleResponse]
+	groupStats   *connect.Client[peerv1.GroupStatsRequest, peerv1.GroupStatsResponse]
 }
 
 // Apply calls skald.peer.v1.PeerService.Apply.
-func (c *peerServiceClient) Apply(ctx context.Context, req *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error) {
+func (c *peerServiceClient) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
 	return c.apply.CallUnary(ctx, req)
 }
 
 // ApplyBatch calls skald.peer.v1.PeerService.ApplyBatch.
-func (c *peerServiceClient) ApplyBatch(ctx context.Context, req *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error) {
+func (c *peerServiceClient) ApplyBatch(ctx context.Context, req *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error) {
 	return c.applyBatch.CallUnary(ctx, req)
 }
 
 // ReadIndex calls skald.peer.v1.PeerService.ReadIndex.
-func (c *peerServiceClient) ReadIndex(ctx context.Context, req *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error) {
+func (c *peerServiceClient) ReadIndex(ctx context.Context, req *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error) {
 	return c.readIndex.CallUnary(ctx, req)
 }
 
 // Stats calls skald.peer.v1.PeerService.Stats.
-func (c *peerServiceClient) Stats(ctx context.Context, req *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
+func (c *peerServiceClient) Stats(ctx context.Context, req *connect.Request[peerv1.StatsRequest]) (*connect.Response[peerv1.StatsResponse], error) {
 	return c.stats.CallUnary(ctx, req)
 }
 
 // RemoveServer calls skald.peer.v1.PeerService.RemoveServer.
-func (c *peerServiceClient) RemoveServer(ctx context.Context, req *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
+func (c *peerServiceClient) RemoveServer(ctx context.Context, req *connect.Request[peerv1.RemoveServerRequest]) (*connect.Response[peerv1.RemoveServerResponse], error) {
 	return c.removeServer.CallUnary(ctx, req)
 }
 
 // GroupConsume calls skald.peer.v1.PeerService.GroupConsume.
-func (c *peerServiceClient) GroupConsume(ctx context.Context, req *connect.Request[v1.GroupConsumeRequest]) (*connect.ServerStreamForClient[v1.GroupConsumeResponse], error) {
+func (c *peerServiceClient) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest]) (*connect.ServerStreamForClient[peerv1.GroupConsumeResponse], error) {
 	return c.groupConsume.CallServerStream(ctx, req)
 }
 
 // GroupSettle calls skald.peer.v1.PeerService.GroupSettle.
-func (c *peerServiceClient) GroupSettle(ctx context.Context, req *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error) {
+func (c *peerServiceClient) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
 	return c.groupSettle.CallUnary(ctx, req)
 }
 
 // GroupStats calls skald.peer.v1.PeerService.GroupStats.
-func (c *peerServiceClient) GroupStats(ctx context.Context, req *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+func (c *peerServiceClient) GroupStats(ctx context.Context, req *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
 	return c.groupStats.CallUnary(ctx, req)
 }
 
@@ -208,29 +208,29 @@ type PeerServiceHandler interface {
 	// Apply proposes a command on the leader. A node that is not the leader
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
-	Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error)
+	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error)
 	// ApplyBatch proposes several commands on the leader, each as its own
 	// log entry, and answers each one: a follower coalesces the writes its
 	// clients send at the same time into one call. A failure of the call
 	// itself may leave any of them applied.
-	ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error)
+	ApplyBatch(context.Context, *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error)
 	// ReadIndex returns an index at or above every write acknowledged before
 	// the call; a follower that has applied it serves a linearizable read.
-	ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error)
+	ReadIndex(context.Context, *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error)
 	// Stats reports the callee's Raft progress, for autopilot's health
 	// checks on the leader.
-	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
+	Stats(context.Context, *connect.Request[peerv1.StatsRequest]) (*connect.Response[peerv1.StatsResponse], error)
 	// RemoveServer removes a server from the Raft configuration on the
 	// leader (a graceful leave asks for its own removal this way).
-	RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error)
+	RemoveServer(context.Context, *connect.Request[peerv1.RemoveServerRequest]) (*connect.Response[peerv1.RemoveServerResponse], error)
 	// GroupConsume attaches a consumer to a subscription group on the
 	// leader, which owns the group's deliveries; a follower serving a
 	// client's Consume relays it. It ends when the callee stops leading.
-	GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest], *connect.ServerStream[v1.GroupConsumeResponse]) error
+	GroupConsume(context.Context, *connect.Request[peerv1.GroupConsumeRequest], *connect.ServerStream[peerv1.GroupConsumeResponse]) error
 	// GroupSettle acknowledges or rejects delivered messages on the leader.
-	GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error)
+	GroupSettle(context.Context, *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error)
 	// GroupStats reports the leader's live state of a subscription group.
-	GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error)
+	GroupStats(context.Context, *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -239,7 +239,7 @@ type PeerServiceHandler interface {
 // By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
 // and JSON codecs. They also support gzip compression.
 func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
-	peerServiceMethods := v1.File_skald_peer_v1_peer_proto.Services().ByName("PeerService").Methods()
+	peerServiceMethods := peerv1.File_skald_peer_v1_peer_proto.Services().ByName("PeerService").Methods()
 	peerServiceApplyHandler := connect.NewUnaryHandler(
 		PeerServiceApplyProcedure,
 		svc.Apply,
@@ -317,34 +317,34 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 // UnimplementedPeerServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedPeerServiceHandler struct{}
 
-func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[v1.ApplyRequest]) (*connect.Response[v1.ApplyResponse], error) {
+func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.Apply is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) ApplyBatch(context.Context, *connect.Request[v1.ApplyBatchRequest]) (*connect.Response[v1.ApplyBatchResponse], error) {
+func (UnimplementedPeerServiceHandler) ApplyBatch(context.Context, *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.ApplyBatch is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) ReadIndex(context.Context, *connect.Request[v1.ReadIndexRequest]) (*connect.Response[v1.ReadIndexResponse], error) {
+func (UnimplementedPeerServiceHandler) ReadIndex(context.Context, *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.ReadIndex is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
+func (UnimplementedPeerServiceHandler) Stats(context.Context, *connect.Request[peerv1.StatsRequest]) (*connect.Response[peerv1.StatsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.Stats is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) RemoveServer(context.Context, *connect.Request[v1.RemoveServerRequest]) (*connect.Response[v1.RemoveServerResponse], error) {
+func (UnimplementedPeerServiceHandler) RemoveServer(context.Context, *connect.Request[peerv1.RemoveServerRequest]) (*connect.Response[peerv1.RemoveServerResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.RemoveServer is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) GroupConsume(context.Context, *connect.Request[v1.GroupConsumeRequest], *connect.ServerStream[v1.GroupConsumeResponse]) error {
+func (UnimplementedPeerServiceHandler) GroupConsume(context.Context, *connect.Request[peerv1.GroupConsumeRequest], *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupConsume is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) GroupSettle(context.Context, *connect.Request[v1.GroupSettleRequest]) (*connect.Response[v1.GroupSettleResponse], error) {
+func (UnimplementedPeerServiceHandler) GroupSettle(context.Context, *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupSettle is not implemented"))
 }
 
-func (UnimplementedPeerServiceHandler) GroupStats(context.Context, *connect.Request[v1.GroupStatsRequest]) (*connect.Response[v1.GroupStatsResponse], error) {
+func (UnimplementedPeerServiceHandler) GroupStats(context.Context, *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.GroupStats is not implemented"))
 }

@@ -1823,7 +1823,7 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x1bRETENTION_SCOPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19RETENTION_SCOPE_NAMESPACE\x10\x01\x12\x1c\n" +
 	"\x18RETENTION_SCOPE_CATEGORY\x10\x02\x12\x1a\n" +
-	"\x16RETENTION_SCOPE_STREAM\x10\x03B5Z3github.com/skalddb/skald/rpc/gen/skald/fsm/v1;fsmv1b\x06proto3"
+	"\x16RETENTION_SCOPE_STREAM\x10\x03B*Z(github.com/skalddb/skald/fsm/fsmv1;fsmv1b\x06proto3"
 
 var (
 	file_skald_fsm_v1_command_proto_rawDescOnce sync.Once
