@@ -79,28 +79,10 @@ func (c *benchConfig) consume(ctx context.Context, clients benchClients, stderr 
 	start = time.Now()
 	mu.Unlock()
 	stopCPU := c.cpu.start(ctx)
-	interval := time.Second / time.Duration(max(c.rate, 1))
-	var sent, errs atomic.Int64
-	wctx, wcancel := context.WithTimeout(ctx, c.duration)
-	defer wcancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for next := time.Now(); wctx.Err() == nil; next = next.Add(interval) {
-		time.Sleep(time.Until(next))
-		sem <- struct{}{}
-		i := sent.Add(1) - 1
-		wg.Go(func() {
-			defer func() { <-sem }()
-			data := fmt.Appendf(nil, `{"T":%d}`, time.Now().UnixNano())
-			if _, err := writer.Append(ctx, c.stream(int(i)), []client.NewMessage{{Type: "Tick", Data: data}}); err != nil {
-				errs.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	sent, errs := c.paceTicks(ctx, writer, 64)
 	elapsed := time.Since(start)
 	deadline := time.Now().Add(10 * time.Second)
-	for acked.Load() < sent.Load()-errs.Load() && time.Now().Before(deadline) {
+	for acked.Load() < sent-errs && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cpuS, cpuOK := stopCPU()
@@ -109,8 +91,8 @@ func (c *benchConfig) consume(ctx context.Context, clients benchClients, stderr 
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Fprintf(stderr, "sent %d appends at %d/s; %d delivered and acknowledged by %d consumers (%d redelivered, %d ack errors)\n",
-		sent.Load(), c.rate, acked.Load(), c.concurrency, redeliv.Load(), ackErrs.Load())
-	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs.Load(), elapsed)
+		sent, c.rate, acked.Load(), c.concurrency, redeliv.Load(), ackErrs.Load())
+	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, elapsed)
 	res.setCPU(cpuS, cpuOK)
 	return res, nil
 }

@@ -59,31 +59,13 @@ func (c *benchConfig) subscribe(ctx context.Context, clients benchClients, stder
 	start = time.Now()
 	mu.Unlock()
 	stopCPU := c.cpu.start(ctx)
-	interval := time.Second / time.Duration(max(c.rate, 1))
-	var sent, errs atomic.Int64
-	wctx, wcancel := context.WithTimeout(ctx, c.duration)
-	defer wcancel()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, c.concurrency)
-	for next := time.Now(); wctx.Err() == nil; next = next.Add(interval) {
-		time.Sleep(time.Until(next))
-		sem <- struct{}{}
-		i := sent.Add(1) - 1
-		wg.Go(func() {
-			defer func() { <-sem }()
-			data := fmt.Appendf(nil, `{"T":%d}`, time.Now().UnixNano())
-			if _, err := writer.Append(ctx, c.stream(int(i)), []client.NewMessage{{Type: "Tick", Data: data}}); err != nil {
-				errs.Add(1)
-			}
-		})
-	}
-	wg.Wait()
+	sent, errs := c.paceTicks(ctx, writer, c.concurrency)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		mu.Lock()
 		n := int64(len(lat))
 		mu.Unlock()
-		if n >= sent.Load()-errs.Load() || time.Now().After(deadline) {
+		if n >= sent-errs || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -93,8 +75,36 @@ func (c *benchConfig) subscribe(ctx context.Context, clients benchClients, stder
 	<-stopped
 	mu.Lock()
 	defer mu.Unlock()
-	fmt.Fprintf(stderr, "sent %d appends at %d/s, %d delivered on %s\n", sent.Load(), c.rate, len(lat), where)
-	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs.Load(), time.Since(start))
+	fmt.Fprintf(stderr, "sent %d appends at %d/s, %d delivered on %s\n", sent, c.rate, len(lat), where)
+	res := c.result(lat, nil, int64(len(lat)), int64(len(lat)), errs, time.Since(start))
 	res.setCPU(cpuS, cpuOK)
 	return res, nil
+}
+
+// paceTicks appends one Tick message, its data the time it was sent
+// ({"T": unix ns}), every 1/c.rate for c.duration, round robin over c's
+// streams, with at most parallel appends in flight. It returns how many
+// it sent and how many of those failed; the deliveries' latency is what
+// the subscribe and consume workloads measure.
+func (c *benchConfig) paceTicks(ctx context.Context, writer *client.Client, parallel int) (sent, failed int64) {
+	interval := time.Second / time.Duration(max(c.rate, 1))
+	var n, errs atomic.Int64
+	wctx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for next := time.Now(); wctx.Err() == nil; next = next.Add(interval) {
+		time.Sleep(time.Until(next))
+		sem <- struct{}{}
+		i := n.Add(1) - 1
+		wg.Go(func() {
+			defer func() { <-sem }()
+			data := fmt.Appendf(nil, `{"T":%d}`, time.Now().UnixNano())
+			if _, err := writer.Append(ctx, c.stream(int(i)), []client.NewMessage{{Type: "Tick", Data: data}}); err != nil {
+				errs.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return n.Load(), errs.Load()
 }

@@ -734,6 +734,7 @@ func TestBenchCLI(t *testing.T) {
 		{"mixed through the cluster client", []string{"--workload", "mixed", "--target", "cluster", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, -1},
 		{"subscribe", []string{"--workload", "subscribe", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"consume through a subscription group", []string{"--workload", "consume", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
