@@ -70,12 +70,15 @@ func (s GroupSettings) wire() *skaldv1.GroupSettings {
 	return w
 }
 
-// GroupSpec describes a new group. Source: Stream, or Category, or
-// neither (the whole namespace). Start: StartGlobalPosition (0 = from the
-// first message) or StartAtEnd (only messages written after the create).
+// GroupSpec describes a new group. Source: at most one of Stream,
+// Category or Query (the messages matching it; only tagged messages are
+// indexed, so only they match), none for the whole namespace. Start:
+// StartGlobalPosition (0 = from the first message) or StartAtEnd (only
+// messages written after the create).
 type GroupSpec struct {
 	Name                string
 	Stream, Category    string
+	Query               Query
 	StartGlobalPosition int64
 	StartAtEnd          bool
 	Settings            GroupSettings
@@ -84,7 +87,8 @@ type GroupSpec struct {
 // GroupInfo is a group as the server reports it.
 type GroupInfo struct {
 	Name             string
-	Stream, Category string // both empty: the whole namespace
+	Stream, Category string // all three empty: the whole namespace
+	Query            Query
 	Start            int64
 	Settings         GroupSettings
 	Created          time.Time
@@ -119,6 +123,9 @@ func groupFromWire(g *skaldv1.GroupInfo) GroupInfo {
 		Settings: GroupSettings{MaxInFlightPerConsumer: s.GetMaxInFlightPerConsumer(), MaxInFlight: s.GetMaxInFlight(),
 			AckTimeout: s.GetAckTimeout().AsDuration(), MaxRetries: s.MaxRetries, MaxConsumers: s.GetMaxConsumers(), Strategy: &strategy,
 			CheckpointAfter: s.GetCheckpointAfter(), CheckpointInterval: s.GetCheckpointInterval().AsDuration()}}
+	for _, it := range g.GetQuery().GetItems() {
+		out.Query = append(out.Query, QueryItem{Types: it.Types, Tags: it.Tags})
+	}
 	if g.CreatedAt != nil {
 		out.Created = g.CreatedAt.AsTime()
 	}
@@ -133,15 +140,25 @@ func groupFromWire(g *skaldv1.GroupInfo) GroupInfo {
 // its outcome is unknown (a retry could meet its own group:
 // ErrAlreadyExists).
 //
-// Errors: ErrAlreadyExists, ErrInvalidArgument (name, source, a setting
-// out of range); nothing was created.
+// Errors: ErrAlreadyExists, ErrInvalidArgument (name, source, a query
+// or a setting out of range); nothing was created.
 func (c *Client) CreateGroup(ctx context.Context, spec GroupSpec) (GroupInfo, error) {
 	req := &skaldv1.CreateGroupRequest{Name: spec.Name, Settings: spec.Settings.wire()}
+	n := 0
+	for _, set := range []bool{spec.Stream != "", spec.Category != "", spec.Query != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
+	case n > 1:
+		return GroupInfo{}, &Error{Kind: ErrInvalidArgument, Err: errors.New("GroupSpec: set at most one of Stream, Category and Query")}
 	case spec.Stream != "":
 		req.Source = &skaldv1.CreateGroupRequest_Stream{Stream: spec.Stream}
 	case spec.Category != "":
 		req.Source = &skaldv1.CreateGroupRequest_Category{Category: spec.Category}
+	case spec.Query != nil:
+		req.Source = &skaldv1.CreateGroupRequest_Query{Query: spec.Query.wire()}
 	default:
 		req.Source = &skaldv1.CreateGroupRequest_All{All: true}
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -28,6 +29,16 @@ func TestGroups(t *testing.T) {
 	}
 	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "x", Settings: GroupSettings{MaxInFlight: 200_000}}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("create out of range: %v", err)
+	}
+	q := Query{{Types: []string{"Do"}, Tags: []string{"urgent"}}}
+	if g, err := c.CreateGroup(ctx, GroupSpec{Name: "urgent", Query: q}); err != nil || !reflect.DeepEqual(g.Query, q) || g.Category != "" {
+		t.Fatalf("create on a query: %+v %v", g, err)
+	}
+	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "y", Category: "task", Query: q}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("create on a category and a query: %v", err)
+	}
+	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "y", Query: Query{{}}}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("create on an empty query item: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -84,7 +95,7 @@ func TestGroups(t *testing.T) {
 		return err == nil && g.Checkpoint == 4 && g.Parked == 0 && g.Replaying == 0
 	})
 	groups, err := c.ListGroups(ctx)
-	if err != nil || len(groups) != 1 || groups[0].Name != "workers" {
+	if err != nil || len(groups) != 2 || groups[0].Name != "urgent" || groups[1].Name != "workers" {
 		t.Fatalf("list: %+v %v", groups, err)
 	}
 	if err := c.DeleteGroup(ctx, "workers"); err != nil {

@@ -53,6 +53,17 @@ func TestGroupCreateValidation(t *testing.T) {
 		{"bad name", &fsmv1.CreateGroup{Namespace: "ns", Name: "a b"}, "name", nil},
 		{"stream and category", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{Stream: "a-1", Category: "a"}}, "source", nil},
 		{"category with dash", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{Category: "a-1"}}, "category", nil},
+		{"query and category", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{Category: "a",
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Tags: []string{"t"}}}}}}, "source", nil},
+		{"query and stream", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{Stream: "a-1",
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Tags: []string{"t"}}}}}}, "source", nil},
+		{"empty query", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{Query: &fsmv1.Query{}}}, "query.items", nil},
+		{"empty query item", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Tags: []string{"t"}}, {}}}}}, "query.items[1]", nil},
+		{"bad query tag", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Source: &fsmv1.GroupSource{
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Tags: []string{""}}}}}}, "query.items[0].tags[0]", nil},
+		{"query", &fsmv1.CreateGroup{Namespace: "ns", Name: "gq", Source: &fsmv1.GroupSource{
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Types: []string{"A"}, Tags: []string{"t"}}}}}}, "", nil},
 		{"negative start", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Start: -1}, "start_global_position", nil},
 		{"in flight 0 is default", &fsmv1.CreateGroup{Namespace: "ns", Name: "g0", Settings: &fsmv1.GroupSettings{MaxInFlight: 0}}, "", nil},
 		{"in flight too high", &fsmv1.CreateGroup{Namespace: "ns", Name: "g", Settings: &fsmv1.GroupSettings{MaxInFlight: 100_001}}, "settings.max_in_flight", nil},
@@ -80,10 +91,13 @@ func TestGroupCreateValidation(t *testing.T) {
 			}
 		})
 	}
-	// Only g0 exists: every refusal changed nothing.
+	// Only g0 and gq exist: every refusal changed nothing.
 	gs, err := view(t, s, "ns").Groups()
-	if err != nil || len(gs) != 1 || gs[0].Name != "g0" {
-		t.Fatalf("groups %v %v, want only g0", gs, err)
+	if err != nil || len(gs) != 2 || gs[0].Name != "g0" || gs[1].Name != "gq" {
+		t.Fatalf("groups %v %v, want only g0 and gq", gs, err)
+	}
+	if q := gs[1].Source.GetQuery(); len(q.GetItems()) != 1 || !slices.Equal(q.Items[0].Types, []string{"A"}) || !slices.Equal(q.Items[0].Tags, []string{"t"}) {
+		t.Fatalf("gq's source %v, want the query of type A tag t", gs[1].Source)
 	}
 }
 

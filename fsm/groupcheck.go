@@ -35,20 +35,27 @@ func ValidateGroupName(field, name string) error {
 }
 
 // ValidateGroupSource checks a group's source: a valid stream name, or a
-// category (no '-'), or neither (the whole namespace), never both.
+// category (no '-'), or a valid query (ValidateQuery), or none of them
+// (the whole namespace); never two.
 func ValidateGroupSource(s *fsmv1.GroupSource) error {
+	n := 0
+	for _, set := range []bool{s.GetStream() != "", s.GetCategory() != "", s.GetQuery() != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case s == nil:
-		return nil
-	case s.Stream != "" && s.Category != "":
-		return invalid("source", "must be one stream, one category or the whole namespace, not both")
-	case s.Stream != "":
+	case n > 1:
+		return invalid("source", "must be one stream, one category, one query or the whole namespace, not several")
+	case s.GetStream() != "":
 		return ValidateStreamName("stream", s.Stream)
-	case s.Category != "":
+	case s.GetCategory() != "":
 		if strings.Contains(s.Category, "-") {
 			return invalid("category", "must not contain '-': %q names a stream, not a category", s.Category)
 		}
 		return ValidateStreamName("category", s.Category)
+	case s.GetQuery() != nil:
+		return ValidateQuery("query", QueryOf(s.Query))
 	}
 	return nil
 }

@@ -622,7 +622,8 @@ func (d *dispatcher) pendingCapLocked() int {
 // readSource reads up to n messages of source from global position from
 // on, and returns the position to read from next: past the last message
 // read, or the head of the namespace when the page came up short (nothing
-// of the source lies below it unread).
+// of the source lies below it unread). A query source sees only tagged
+// messages (the only ones indexed); its after is exclusive, hence from-1.
 func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.Message, int64, error) {
 	var msgs []fsm.Message
 	var err error
@@ -631,6 +632,8 @@ func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.M
 		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: src.Stream, GlobalPosition: from, Limit: n})
 	case src.GetCategory() != "":
 		msgs, err = v.ReadCategory(fsm.CategoryQuery{Category: src.Category, GlobalPosition: from, Limit: n})
+	case src.GetQuery() != nil:
+		msgs, err = v.Query(fsm.QueryOf(src.Query), from-1, n)
 	default:
 		msgs, err = v.ReadAll(from, n)
 	}

@@ -99,6 +99,8 @@ func (s *subscriptions) groupInfo(ctx context.Context, ns string, r *fsmv1.Group
 		g.Source = &skaldv1.GroupInfo_Stream{Stream: r.Source.Stream}
 	case r.Source.GetCategory() != "":
 		g.Source = &skaldv1.GroupInfo_Category{Category: r.Source.Category}
+	case r.Source.GetQuery() != nil:
+		g.Source = &skaldv1.GroupInfo_Query{Query: queryInfo(r.Source.Query)}
 	default:
 		g.Source = &skaldv1.GroupInfo_All{All: true}
 	}
@@ -107,6 +109,15 @@ func (s *subscriptions) groupInfo(ctx context.Context, ns string, r *fsmv1.Group
 			Redeliveries: st.Redeliveries, Acked: st.Acked, ParkedSinceStart: st.Parked}
 	}
 	return g
+}
+
+// queryInfo is a stored query as the API's Query.
+func queryInfo(q *fsmv1.Query) *skaldv1.Query {
+	out := &skaldv1.Query{Items: make([]*skaldv1.QueryItem, len(q.Items))}
+	for i, it := range q.Items {
+		out.Items[i] = &skaldv1.QueryItem{Types: it.Types, Tags: it.Tags}
+	}
+	return out
 }
 
 func checkGroupName(field, name string) error { return asInvalid(fsm.ValidateGroupName(field, name)) }
@@ -133,8 +144,14 @@ func (s *subscriptions) CreateGroup(ctx context.Context, req *connect.Request[sk
 		if !src.All {
 			return nil, invalidField("all", "must be true when it is the source")
 		}
+	case *skaldv1.CreateGroupRequest_Query:
+		q, err := queryOf("query", src.Query)
+		if err != nil {
+			return nil, err
+		}
+		c.Source.Query = q
 	default:
-		return nil, invalidField("source", "one of stream, category or all is required")
+		return nil, invalidField("source", "one of stream, category, all or query is required")
 	}
 	switch st := m.Start.(type) {
 	case *skaldv1.CreateGroupRequest_StartGlobalPosition:

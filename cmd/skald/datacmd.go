@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -135,27 +136,38 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return printMessages(stdout, cf.output, msgs)
 }
 
-func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
-	var types, tags stringList
-	fs.Var(&types, "type", "messages of this `type` (repeat: any of them)")
-	fs.Var(&tags, "tag", "messages carrying this `tag` (repeat: all of them)")
-	query := fs.String("query", "", `a whole query instead, JSON or @FILE: {"items":[{"types":["T"],"tags":["a","b"]}, ...]} (items OR'd)`)
-	after := fs.Int64("after", 0, "only messages whose global position is above this")
-	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
-		return err
-	}
+// queryFlags are the flags that give a query: --type and --tag (one
+// item), or --query (a whole query, JSON). skald query and skald sub
+// create share them.
+type queryFlags struct {
+	types, tags stringList
+	query       *string
+}
+
+func addQueryFlags(fs *flag.FlagSet) *queryFlags {
+	f := &queryFlags{}
+	fs.Var(&f.types, "type", "messages of this `type` (repeat: any of them)")
+	fs.Var(&f.tags, "tag", "messages carrying this `tag` (repeat: all of them)")
+	f.query = fs.String("query", "", `a whole query instead, JSON or @FILE: {"items":[{"types":["T"],"tags":["a","b"]}, ...]} (items OR'd)`)
+	return f
+}
+
+// set reports whether any of the flags was given.
+func (f *queryFlags) set() bool { return *f.query != "" || len(f.types) > 0 || len(f.tags) > 0 }
+
+// build returns the query the flags give (a usage error for none, or for
+// --query with --type/--tag). The server checks the query itself.
+func (f *queryFlags) build() (client.Query, error) {
 	var q client.Query
 	switch {
-	case *query != "" && (len(types) > 0 || len(tags) > 0):
-		return &exitError{exitUsage, errors.New("give --query or --type/--tag, not both")}
-	case *query != "":
-		raw, err := jsonArg("--query", *query, os.Stdin)
+	case *f.query != "" && (len(f.types) > 0 || len(f.tags) > 0):
+		return nil, &exitError{exitUsage, errors.New("give --query or --type/--tag, not both")}
+	case *f.query != "":
+		raw, err := jsonArg("--query", *f.query, os.Stdin)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		var f struct {
+		var j struct {
 			Items []struct {
 				Types []string `json:"types"`
 				Tags  []string `json:"tags"`
@@ -163,16 +175,31 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return &exitError{exitUsage, fmt.Errorf("--query: %v", err)}
+		if err := dec.Decode(&j); err != nil {
+			return nil, &exitError{exitUsage, fmt.Errorf("--query: %v", err)}
 		}
-		for _, it := range f.Items {
+		for _, it := range j.Items {
 			q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
 		}
-	case len(types) > 0 || len(tags) > 0:
-		q = client.Query{{Types: types, Tags: tags}}
+	case len(f.types) > 0 || len(f.tags) > 0:
+		q = client.Query{{Types: f.types, Tags: f.tags}}
 	default:
-		return &exitError{exitUsage, errors.New("give --type, --tag or --query")}
+		return nil, &exitError{exitUsage, errors.New("give --type, --tag or --query")}
+	}
+	return q, nil
+}
+
+func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
+	qf := addQueryFlags(fs)
+	after := fs.Int64("after", 0, "only messages whose global position is above this")
+	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	q, err := qf.build()
+	if err != nil {
+		return err
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {

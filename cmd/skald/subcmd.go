@@ -24,7 +24,9 @@ each message of the group's source to one consumer, redelivers what is not ackno
 the ack timeout, and parks what fails more than --max-retries times. At least once: a message
 can be delivered again (docs/api.md).
 
-  skald sub create GROUP (--stream S | --category C | --all) [--start GP | --from-end] [settings]
+  skald sub create GROUP (--stream S | --category C | --all | QUERY) [--start GP | --from-end] [settings]
+      QUERY: --type T... --tag A... (one item), or --query JSON|@FILE, as in skald query; only
+      tagged messages are indexed, so only they match
   skald sub update GROUP [settings]          change only the settings given
   skald sub list
   skald sub info GROUP                       settings, checkpoint, parked count, live state
@@ -132,10 +134,11 @@ func (s *settingsFlags) settings() (client.GroupSettings, error) {
 }
 
 func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all) [--start GP | --from-end] [settings]", stderr)
+	fs, cf := newClientFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all | --type T... --tag A... | --query JSON|@FILE) [--start GP | --from-end] [settings]", stderr)
 	stream := fs.String("stream", "", "the group reads this stream")
 	category := fs.String("category", "", "the group reads this category")
 	all := fs.Bool("all", false, "the group reads the whole namespace")
+	qf := addQueryFlags(fs) // the group reads the (tagged) messages matching the query
 	var start optionalInt64
 	fs.Var(&start, "start", "first global position to deliver (`GP`, default 1: every stored message)")
 	fromEnd := fs.Bool("from-end", false, "deliver only messages written after the group is created")
@@ -146,13 +149,18 @@ func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	spec := client.GroupSpec{Name: rest[0], Stream: *stream, Category: *category, StartAtEnd: *fromEnd, StartGlobalPosition: start.v}
 	n := 0
-	for _, set := range []bool{*stream != "", *category != "", *all} {
+	for _, set := range []bool{*stream != "", *category != "", *all, qf.set()} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return cf.usageError(fs, "give exactly one of --stream, --category or --all")
+		return cf.usageError(fs, "give exactly one of --stream, --category, --all or a query (--type/--tag or --query)")
+	}
+	if qf.set() {
+		if spec.Query, err = qf.build(); err != nil {
+			return err
+		}
 	}
 	if start.set && *fromEnd {
 		return cf.usageError(fs, "give --start or --from-end, not both")
@@ -392,8 +400,38 @@ func sourceOf(g client.GroupInfo) string {
 		return "stream " + g.Stream
 	case g.Category != "":
 		return "category " + g.Category
+	case g.Query != nil:
+		return "query " + queryText(g.Query)
 	}
 	return "all"
+}
+
+// queryText is q as --query JSON ({"items":[{"types":[...],"tags":[...]}]}).
+func queryText(q client.Query) string {
+	type item struct {
+		Types []string `json:"types,omitempty"`
+		Tags  []string `json:"tags,omitempty"`
+	}
+	var j struct {
+		Items []item `json:"items"`
+	}
+	for _, it := range q {
+		j.Items = append(j.Items, item{it.Types, it.Tags})
+	}
+	b, err := json.Marshal(j)
+	if err != nil { // strings only: cannot fail
+		return fmt.Sprint(q)
+	}
+	return string(b)
+}
+
+// queryReply is q as the API's Query.
+func queryReply(q client.Query) *skaldv1.Query {
+	out := &skaldv1.Query{}
+	for _, it := range q {
+		out.Items = append(out.Items, &skaldv1.QueryItem{Types: it.Types, Tags: it.Tags})
+	}
+	return out
 }
 
 func strategyName(s *client.GroupStrategy) string {
@@ -423,6 +461,8 @@ func groupReply(g client.GroupInfo) *skaldv1.GroupInfo {
 		out.Source = &skaldv1.GroupInfo_Stream{Stream: g.Stream}
 	case g.Category != "":
 		out.Source = &skaldv1.GroupInfo_Category{Category: g.Category}
+	case g.Query != nil:
+		out.Source = &skaldv1.GroupInfo_Query{Query: queryReply(g.Query)}
 	default:
 		out.Source = &skaldv1.GroupInfo_All{All: true}
 	}

@@ -33,6 +33,19 @@ func TestSubCLI(t *testing.T) {
 		{"replay unknown", []string{"sub", "replay", "g", "5"}, exitNotFound, `^$`, `not_found`},
 		{"info unknown", []string{"sub", "info", "nope"}, exitNotFound, `^$`, `not_found: subscription group not found`},
 		{"delete", []string{"sub", "delete", "g"}, 0, `Deleted group g\.`, ""},
+		// A group on a query: only the tagged messages that match.
+		{"create on tags", []string{"sub", "create", "q", "--type", "Run", "--tag", "urgent"}, 0,
+			`(?s)Created group q\..*source:\s+query \{"items":\[\{"types":\["Run"\],"tags":\["urgent"\]\}\]\}`, ""},
+		{"create query and category", []string{"sub", "create", "x", "--category", "job", "--tag", "a"}, exitUsage, `^$`, `exactly one of`},
+		{"create --query and --tag", []string{"sub", "create", "x", "--tag", "a", "--query", `{"items":[{"tags":["b"]}]}`}, exitUsage, `^$`, `not both`},
+		{"create empty query item", []string{"sub", "create", "x", "--query", `{"items":[{}]}`}, exitUsage, `^$`, `invalid_argument: query\.items\[0\]: must name at least one type or tag`},
+		{"append tagged", []string{"append", "job-3", "Run", `{"n":3}`, "--tag", "urgent"}, 0, ``, ""},
+		{"append untagged", []string{"append", "job-4", "Run", `{"n":4}`}, 0, ``, ""},
+		{"append other type", []string{"append", "job-5", "Stop", `{"n":5}`, "--tag", "urgent"}, 0, ``, ""},
+		{"append tagged 2", []string{"append", "job-6", "Run", `{"n":6}`, "--tag", "urgent", "--tag", "x"}, 0, ``, ""},
+		{"consume query", []string{"sub", "consume", "q", "--count", "2"}, 0, `^job-3\t0\t3\tRun\t1\t\{"n":3\}\njob-6\t0\t6\tRun\t1\t\{"n":6\}\n$`, ""},
+		{"list query", []string{"sub", "list"}, 0, `(?s)GROUP.*q\s+query \{"items":\[\{"types":\["Run"\],"tags":\["urgent"\]\}\]\}\s+\d+`, ""},
+		{"info query json", []string{"sub", "info", "q", "-o", "json"}, 0, `"query":\s*\{"items":\s*\[\{"types":\s*\["Run"\],\s*"tags":\s*\["urgent"\]\}\]\}`, ""},
 		{"unknown subcommand", []string{"sub", "frob"}, exitUsage, `^$`, `(?s)^Usage.*unknown subcommand "frob"`},
 	}
 	for _, c := range cases {

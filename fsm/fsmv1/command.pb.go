@@ -921,106 +921,6 @@ func (x *AppendCondition) GetAfter() int64 {
 	return 0
 }
 
-// Query selects messages: those matching any of its items.
-type Query struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*QueryItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Query) Reset() {
-	*x = Query{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Query) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Query) ProtoMessage() {}
-
-func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Query.ProtoReflect.Descriptor instead.
-func (*Query) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *Query) GetItems() []*QueryItem {
-	if x != nil {
-		return x.Items
-	}
-	return nil
-}
-
-// QueryItem matches a message whose type is any of types (or any type
-// when types is empty) and which carries every one of tags. At least one
-// of the two is given.
-type QueryItem struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Types         []string               `protobuf:"bytes,1,rep,name=types,proto3" json:"types,omitempty"`
-	Tags          []string               `protobuf:"bytes,2,rep,name=tags,proto3" json:"tags,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *QueryItem) Reset() {
-	*x = QueryItem{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *QueryItem) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*QueryItem) ProtoMessage() {}
-
-func (x *QueryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use QueryItem.ProtoReflect.Descriptor instead.
-func (*QueryItem) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
-}
-
-func (x *QueryItem) GetTypes() []string {
-	if x != nil {
-		return x.Types
-	}
-	return nil
-}
-
-func (x *QueryItem) GetTags() []string {
-	if x != nil {
-		return x.Tags
-	}
-	return nil
-}
-
 // TruncateStream removes the messages of a stream whose position is below
 // before. The stream keeps its version: its next message takes the next
 // position, and positions and global positions are never reused.
@@ -1035,7 +935,7 @@ type TruncateStream struct {
 
 func (x *TruncateStream) Reset() {
 	*x = TruncateStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +947,7 @@ func (x *TruncateStream) String() string {
 func (*TruncateStream) ProtoMessage() {}
 
 func (x *TruncateStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +960,7 @@ func (x *TruncateStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStream.ProtoReflect.Descriptor instead.
 func (*TruncateStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TruncateStream) GetNamespace() string {
@@ -1101,7 +1001,7 @@ type DeleteStream struct {
 
 func (x *DeleteStream) Reset() {
 	*x = DeleteStream{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1013,7 @@ func (x *DeleteStream) String() string {
 func (*DeleteStream) ProtoMessage() {}
 
 func (x *DeleteStream) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1026,7 @@ func (x *DeleteStream) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStream.ProtoReflect.Descriptor instead.
 func (*DeleteStream) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteStream) GetNamespace() string {
@@ -1173,7 +1073,7 @@ type DeleteByWatermark struct {
 
 func (x *DeleteByWatermark) Reset() {
 	*x = DeleteByWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1085,7 @@ func (x *DeleteByWatermark) String() string {
 func (*DeleteByWatermark) ProtoMessage() {}
 
 func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1098,7 @@ func (x *DeleteByWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermark.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteByWatermark) GetNamespace() string {
@@ -1249,7 +1149,7 @@ type RetentionPolicy struct {
 
 func (x *RetentionPolicy) Reset() {
 	*x = RetentionPolicy{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1161,7 @@ func (x *RetentionPolicy) String() string {
 func (*RetentionPolicy) ProtoMessage() {}
 
 func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1174,7 @@ func (x *RetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicy.ProtoReflect.Descriptor instead.
 func (*RetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RetentionPolicy) GetScope() RetentionScope {
@@ -1317,7 +1217,7 @@ type SetRetentionPolicy struct {
 
 func (x *SetRetentionPolicy) Reset() {
 	*x = SetRetentionPolicy{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1229,7 @@ func (x *SetRetentionPolicy) String() string {
 func (*SetRetentionPolicy) ProtoMessage() {}
 
 func (x *SetRetentionPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1242,7 @@ func (x *SetRetentionPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRetentionPolicy.ProtoReflect.Descriptor instead.
 func (*SetRetentionPolicy) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetRetentionPolicy) GetNamespace() string {
@@ -1379,7 +1279,7 @@ type ExpireMessages struct {
 
 func (x *ExpireMessages) Reset() {
 	*x = ExpireMessages{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1291,7 @@ func (x *ExpireMessages) String() string {
 func (*ExpireMessages) ProtoMessage() {}
 
 func (x *ExpireMessages) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1304,7 @@ func (x *ExpireMessages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireMessages.ProtoReflect.Descriptor instead.
 func (*ExpireMessages) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExpireMessages) GetNamespace() string {
@@ -1438,7 +1338,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1350,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1363,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -1497,7 +1397,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1409,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1422,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Import) GetNamespace() string {
@@ -1563,7 +1463,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1475,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1488,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{18}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -1659,7 +1559,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1571,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1584,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{19}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -1705,7 +1605,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\"\x94\t\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\x94\t\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1764,12 +1664,7 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x04tags\x18\x06 \x03(\tR\x04tags\"s\n" +
 	"\x0fAppendCondition\x12D\n" +
 	"\x14fail_if_events_match\x18\x01 \x01(\v2\x13.skald.fsm.v1.QueryR\x11failIfEventsMatch\x12\x14\n" +
-	"\x05after\x18\x02 \x01(\x03R\x05afterJ\x04\b\x03\x10\x04\"6\n" +
-	"\x05Query\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.skald.fsm.v1.QueryItemR\x05items\"5\n" +
-	"\tQueryItem\x12\x14\n" +
-	"\x05types\x18\x01 \x03(\tR\x05types\x12\x12\n" +
-	"\x04tags\x18\x02 \x03(\tR\x04tags\"^\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05afterJ\x04\b\x03\x10\x04\"^\n" +
 	"\x0eTruncateStream\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x16\n" +
@@ -1838,7 +1733,7 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_fsm_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(RetentionScope)(0),        // 0: skald.fsm.v1.RetentionScope
 	(*Command)(nil),            // 1: skald.fsm.v1.Command
@@ -1849,59 +1744,57 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*StreamAppend)(nil),       // 6: skald.fsm.v1.StreamAppend
 	(*NewMessage)(nil),         // 7: skald.fsm.v1.NewMessage
 	(*AppendCondition)(nil),    // 8: skald.fsm.v1.AppendCondition
-	(*Query)(nil),              // 9: skald.fsm.v1.Query
-	(*QueryItem)(nil),          // 10: skald.fsm.v1.QueryItem
-	(*TruncateStream)(nil),     // 11: skald.fsm.v1.TruncateStream
-	(*DeleteStream)(nil),       // 12: skald.fsm.v1.DeleteStream
-	(*DeleteByWatermark)(nil),  // 13: skald.fsm.v1.DeleteByWatermark
-	(*RetentionPolicy)(nil),    // 14: skald.fsm.v1.RetentionPolicy
-	(*SetRetentionPolicy)(nil), // 15: skald.fsm.v1.SetRetentionPolicy
-	(*ExpireMessages)(nil),     // 16: skald.fsm.v1.ExpireMessages
-	(*StreamWatermark)(nil),    // 17: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),             // 18: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),    // 19: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),        // 20: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),        // 21: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),        // 22: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),        // 23: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),      // 24: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),       // 25: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),       // 26: skald.fsm.v1.DeleteParked
+	(*TruncateStream)(nil),     // 9: skald.fsm.v1.TruncateStream
+	(*DeleteStream)(nil),       // 10: skald.fsm.v1.DeleteStream
+	(*DeleteByWatermark)(nil),  // 11: skald.fsm.v1.DeleteByWatermark
+	(*RetentionPolicy)(nil),    // 12: skald.fsm.v1.RetentionPolicy
+	(*SetRetentionPolicy)(nil), // 13: skald.fsm.v1.SetRetentionPolicy
+	(*ExpireMessages)(nil),     // 14: skald.fsm.v1.ExpireMessages
+	(*StreamWatermark)(nil),    // 15: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),             // 16: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),    // 17: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),        // 18: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),        // 19: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 20: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 21: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 22: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 23: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 24: skald.fsm.v1.DeleteParked
+	(*Query)(nil),              // 25: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	3,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	4,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	18, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	20, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	16, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	18, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
 	5,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
-	11, // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
-	12, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
-	13, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
-	15, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
-	16, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
-	21, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	22, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	23, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	24, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	25, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	26, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	9,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
+	10, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
+	11, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
+	13, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
+	14, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
+	19, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	20, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	21, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	22, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	23, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	24, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
 	7,  // 17: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
 	8,  // 18: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
 	6,  // 19: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
 	8,  // 20: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
 	7,  // 21: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	9,  // 22: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	10, // 23: skald.fsm.v1.Query.items:type_name -> skald.fsm.v1.QueryItem
-	17, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	14, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	19, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	25, // 22: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	15, // 23: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 24: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	12, // 25: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	17, // 26: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1910,6 +1803,7 @@ func file_skald_fsm_v1_command_proto_init() {
 		return
 	}
 	file_skald_fsm_v1_group_proto_init()
+	file_skald_fsm_v1_query_proto_init()
 	file_skald_fsm_v1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
@@ -1931,14 +1825,14 @@ func file_skald_fsm_v1_command_proto_init() {
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
-	file_skald_fsm_v1_command_proto_msgTypes[11].OneofWrappers = []any{}
+	file_skald_fsm_v1_command_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

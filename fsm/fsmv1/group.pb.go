@@ -72,12 +72,14 @@ func (GroupStrategy) EnumDescriptor() ([]byte, []int) {
 	return file_skald_fsm_v1_group_proto_rawDescGZIP(), []int{0}
 }
 
-// GroupSource is what a group reads: one stream, one category, or the whole
-// namespace (neither set).
+// GroupSource is what a group reads: one stream, one category, the
+// messages matching a query (only tagged messages are indexed, so only they
+// match), or the whole namespace (none set). At most one is set.
 type GroupSource struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
 	Category      string                 `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
+	Query         *Query                 `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +126,13 @@ func (x *GroupSource) GetCategory() string {
 		return x.Category
 	}
 	return ""
+}
+
+func (x *GroupSource) GetQuery() *Query {
+	if x != nil {
+		return x.Query
+	}
+	return nil
 }
 
 // GroupSettings bounds how a group hands out messages. Zero means the
@@ -898,10 +907,11 @@ var File_skald_fsm_v1_group_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_group_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/fsm/v1/group.proto\x12\fskald.fsm.v1\"A\n" +
+	"\x18skald/fsm/v1/group.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/query.proto\"l\n" +
 	"\vGroupSource\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
-	"\bcategory\x18\x02 \x01(\tR\bcategory\"\x96\x03\n" +
+	"\bcategory\x18\x02 \x01(\tR\bcategory\x12)\n" +
+	"\x05query\x18\x03 \x01(\v2\x13.skald.fsm.v1.QueryR\x05query\"\x96\x03\n" +
 	"\rGroupSettings\x12:\n" +
 	"\x1amax_in_flight_per_consumer\x18\x01 \x01(\x05R\x16maxInFlightPerConsumer\x12\"\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\x12*\n" +
@@ -1004,20 +1014,22 @@ var file_skald_fsm_v1_group_proto_goTypes = []any{
 	(*DeleteParked)(nil),  // 8: skald.fsm.v1.DeleteParked
 	(*GroupRecord)(nil),   // 9: skald.fsm.v1.GroupRecord
 	(*ParkedMessage)(nil), // 10: skald.fsm.v1.ParkedMessage
+	(*Query)(nil),         // 11: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_group_proto_depIdxs = []int32{
-	0,  // 0: skald.fsm.v1.GroupSettings.strategy:type_name -> skald.fsm.v1.GroupStrategy
-	1,  // 1: skald.fsm.v1.CreateGroup.source:type_name -> skald.fsm.v1.GroupSource
-	2,  // 2: skald.fsm.v1.CreateGroup.settings:type_name -> skald.fsm.v1.GroupSettings
-	2,  // 3: skald.fsm.v1.UpdateGroup.settings:type_name -> skald.fsm.v1.GroupSettings
-	10, // 4: skald.fsm.v1.GroupProgress.parked:type_name -> skald.fsm.v1.ParkedMessage
-	1,  // 5: skald.fsm.v1.GroupRecord.source:type_name -> skald.fsm.v1.GroupSource
-	2,  // 6: skald.fsm.v1.GroupRecord.settings:type_name -> skald.fsm.v1.GroupSettings
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	11, // 0: skald.fsm.v1.GroupSource.query:type_name -> skald.fsm.v1.Query
+	0,  // 1: skald.fsm.v1.GroupSettings.strategy:type_name -> skald.fsm.v1.GroupStrategy
+	1,  // 2: skald.fsm.v1.CreateGroup.source:type_name -> skald.fsm.v1.GroupSource
+	2,  // 3: skald.fsm.v1.CreateGroup.settings:type_name -> skald.fsm.v1.GroupSettings
+	2,  // 4: skald.fsm.v1.UpdateGroup.settings:type_name -> skald.fsm.v1.GroupSettings
+	10, // 5: skald.fsm.v1.GroupProgress.parked:type_name -> skald.fsm.v1.ParkedMessage
+	1,  // 6: skald.fsm.v1.GroupRecord.source:type_name -> skald.fsm.v1.GroupSource
+	2,  // 7: skald.fsm.v1.GroupRecord.settings:type_name -> skald.fsm.v1.GroupSettings
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_group_proto_init() }
@@ -1025,6 +1037,7 @@ func file_skald_fsm_v1_group_proto_init() {
 	if File_skald_fsm_v1_group_proto != nil {
 		return
 	}
+	file_skald_fsm_v1_query_proto_init()
 	file_skald_fsm_v1_group_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -242,6 +242,7 @@ type GroupInfo struct {
 	//	*GroupInfo_Stream
 	//	*GroupInfo_Category
 	//	*GroupInfo_All
+	//	*GroupInfo_Query
 	Source    isGroupInfo_Source     `protobuf_oneof:"source"`
 	Start     int64                  `protobuf:"varint,5,opt,name=start,proto3" json:"start,omitempty"`
 	Settings  *GroupSettings         `protobuf:"bytes,6,opt,name=settings,proto3" json:"settings,omitempty"`
@@ -328,6 +329,15 @@ func (x *GroupInfo) GetAll() bool {
 	return false
 }
 
+func (x *GroupInfo) GetQuery() *Query {
+	if x != nil {
+		if x, ok := x.Source.(*GroupInfo_Query); ok {
+			return x.Query
+		}
+	}
+	return nil
+}
+
 func (x *GroupInfo) GetStart() int64 {
 	if x != nil {
 		return x.Start
@@ -393,11 +403,17 @@ type GroupInfo_All struct {
 	All bool `protobuf:"varint,4,opt,name=all,proto3,oneof"`
 }
 
+type GroupInfo_Query struct {
+	Query *Query `protobuf:"bytes,12,opt,name=query,proto3,oneof"`
+}
+
 func (*GroupInfo_Stream) isGroupInfo_Source() {}
 
 func (*GroupInfo_Category) isGroupInfo_Source() {}
 
 func (*GroupInfo_All) isGroupInfo_Source() {}
+
+func (*GroupInfo_Query) isGroupInfo_Source() {}
 
 // GroupState is the owner's in-memory view of a group.
 type GroupState struct {
@@ -503,6 +519,7 @@ type CreateGroupRequest struct {
 	//	*CreateGroupRequest_Stream
 	//	*CreateGroupRequest_Category
 	//	*CreateGroupRequest_All
+	//	*CreateGroupRequest_Query
 	Source isCreateGroupRequest_Source `protobuf_oneof:"source"`
 	// Types that are valid to be assigned to Start:
 	//
@@ -585,6 +602,15 @@ func (x *CreateGroupRequest) GetAll() bool {
 	return false
 }
 
+func (x *CreateGroupRequest) GetQuery() *Query {
+	if x != nil {
+		if x, ok := x.Source.(*CreateGroupRequest_Query); ok {
+			return x.Query
+		}
+	}
+	return nil
+}
+
 func (x *CreateGroupRequest) GetStart() isCreateGroupRequest_Start {
 	if x != nil {
 		return x.Start
@@ -633,11 +659,19 @@ type CreateGroupRequest_All struct {
 	All bool `protobuf:"varint,4,opt,name=all,proto3,oneof"`
 }
 
+type CreateGroupRequest_Query struct {
+	// The namespace's messages matching this query (DCB). Only messages
+	// with at least one tag are indexed, so only they can match.
+	Query *Query `protobuf:"bytes,8,opt,name=query,proto3,oneof"`
+}
+
 func (*CreateGroupRequest_Stream) isCreateGroupRequest_Source() {}
 
 func (*CreateGroupRequest_Category) isCreateGroupRequest_Source() {}
 
 func (*CreateGroupRequest_All) isCreateGroupRequest_Source() {}
+
+func (*CreateGroupRequest_Query) isCreateGroupRequest_Source() {}
 
 type isCreateGroupRequest_Start interface {
 	isCreateGroupRequest_Start()
@@ -1952,12 +1986,13 @@ const file_skald_v1_subscriptions_proto_rawDesc = "" +
 	"\f_max_retriesB\x10\n" +
 	"\x0e_max_consumersB\x13\n" +
 	"\x11_checkpoint_afterB\x16\n" +
-	"\x14_checkpoint_interval\"\xfd\x02\n" +
+	"\x14_checkpoint_interval\"\xa6\x03\n" +
 	"\tGroupInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\x06stream\x18\x02 \x01(\tH\x00R\x06stream\x12\x1c\n" +
 	"\bcategory\x18\x03 \x01(\tH\x00R\bcategory\x12\x12\n" +
-	"\x03all\x18\x04 \x01(\bH\x00R\x03all\x12\x14\n" +
+	"\x03all\x18\x04 \x01(\bH\x00R\x03all\x12'\n" +
+	"\x05query\x18\f \x01(\v2\x0f.skald.v1.QueryH\x00R\x05query\x12\x14\n" +
 	"\x05start\x18\x05 \x01(\x03R\x05start\x123\n" +
 	"\bsettings\x18\x06 \x01(\v2\x17.skald.v1.GroupSettingsR\bsettings\x129\n" +
 	"\n" +
@@ -1978,12 +2013,13 @@ const file_skald_v1_subscriptions_proto_rawDesc = "" +
 	"\x03lag\x18\x04 \x01(\x03R\x03lag\x12\"\n" +
 	"\fredeliveries\x18\x05 \x01(\x03R\fredeliveries\x12\x14\n" +
 	"\x05acked\x18\x06 \x01(\x03R\x05acked\x12,\n" +
-	"\x12parked_since_start\x18\a \x01(\x03R\x10parkedSinceStart\"\x96\x02\n" +
+	"\x12parked_since_start\x18\a \x01(\x03R\x10parkedSinceStart\"\xbf\x02\n" +
 	"\x12CreateGroupRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\x06stream\x18\x02 \x01(\tH\x00R\x06stream\x12\x1c\n" +
 	"\bcategory\x18\x03 \x01(\tH\x00R\bcategory\x12\x12\n" +
-	"\x03all\x18\x04 \x01(\bH\x00R\x03all\x124\n" +
+	"\x03all\x18\x04 \x01(\bH\x00R\x03all\x12'\n" +
+	"\x05query\x18\b \x01(\v2\x0f.skald.v1.QueryH\x00R\x05query\x124\n" +
 	"\x15start_global_position\x18\x05 \x01(\x03H\x01R\x13startGlobalPosition\x12\"\n" +
 	"\fstart_at_end\x18\x06 \x01(\bH\x01R\n" +
 	"startAtEnd\x123\n" +
@@ -2138,60 +2174,63 @@ var file_skald_v1_subscriptions_proto_goTypes = []any{
 	(*DeleteParkedRequest)(nil),   // 27: skald.v1.DeleteParkedRequest
 	(*DeleteParkedResponse)(nil),  // 28: skald.v1.DeleteParkedResponse
 	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*ReadOptions)(nil),           // 31: skald.v1.ReadOptions
-	(*Heartbeat)(nil),             // 32: skald.v1.Heartbeat
-	(*Message)(nil),               // 33: skald.v1.Message
+	(*Query)(nil),                 // 30: skald.v1.Query
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*ReadOptions)(nil),           // 32: skald.v1.ReadOptions
+	(*Heartbeat)(nil),             // 33: skald.v1.Heartbeat
+	(*Message)(nil),               // 34: skald.v1.Message
 }
 var file_skald_v1_subscriptions_proto_depIdxs = []int32{
 	29, // 0: skald.v1.GroupSettings.ack_timeout:type_name -> google.protobuf.Duration
 	0,  // 1: skald.v1.GroupSettings.strategy:type_name -> skald.v1.ConsumerStrategy
 	29, // 2: skald.v1.GroupSettings.checkpoint_interval:type_name -> google.protobuf.Duration
-	2,  // 3: skald.v1.GroupInfo.settings:type_name -> skald.v1.GroupSettings
-	30, // 4: skald.v1.GroupInfo.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 5: skald.v1.GroupInfo.state:type_name -> skald.v1.GroupState
-	2,  // 6: skald.v1.CreateGroupRequest.settings:type_name -> skald.v1.GroupSettings
-	3,  // 7: skald.v1.CreateGroupResponse.group:type_name -> skald.v1.GroupInfo
-	31, // 8: skald.v1.GetGroupRequest.read:type_name -> skald.v1.ReadOptions
-	3,  // 9: skald.v1.GetGroupResponse.group:type_name -> skald.v1.GroupInfo
-	31, // 10: skald.v1.ListGroupsRequest.read:type_name -> skald.v1.ReadOptions
-	3,  // 11: skald.v1.ListGroupsResponse.groups:type_name -> skald.v1.GroupInfo
-	2,  // 12: skald.v1.UpdateGroupRequest.settings:type_name -> skald.v1.GroupSettings
-	3,  // 13: skald.v1.UpdateGroupResponse.group:type_name -> skald.v1.GroupInfo
-	17, // 14: skald.v1.ConsumeResponse.delivery:type_name -> skald.v1.Delivery
-	32, // 15: skald.v1.ConsumeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	33, // 16: skald.v1.Delivery.message:type_name -> skald.v1.Message
-	1,  // 17: skald.v1.NackRequest.action:type_name -> skald.v1.NackAction
-	30, // 18: skald.v1.ParkedMessage.parked_at:type_name -> google.protobuf.Timestamp
-	31, // 19: skald.v1.ListParkedRequest.read:type_name -> skald.v1.ReadOptions
-	22, // 20: skald.v1.ListParkedResponse.messages:type_name -> skald.v1.ParkedMessage
-	5,  // 21: skald.v1.Subscriptions.CreateGroup:input_type -> skald.v1.CreateGroupRequest
-	7,  // 22: skald.v1.Subscriptions.GetGroup:input_type -> skald.v1.GetGroupRequest
-	9,  // 23: skald.v1.Subscriptions.ListGroups:input_type -> skald.v1.ListGroupsRequest
-	11, // 24: skald.v1.Subscriptions.UpdateGroup:input_type -> skald.v1.UpdateGroupRequest
-	13, // 25: skald.v1.Subscriptions.DeleteGroup:input_type -> skald.v1.DeleteGroupRequest
-	15, // 26: skald.v1.Subscriptions.Consume:input_type -> skald.v1.ConsumeRequest
-	18, // 27: skald.v1.Subscriptions.Ack:input_type -> skald.v1.AckRequest
-	20, // 28: skald.v1.Subscriptions.Nack:input_type -> skald.v1.NackRequest
-	23, // 29: skald.v1.Subscriptions.ListParked:input_type -> skald.v1.ListParkedRequest
-	25, // 30: skald.v1.Subscriptions.ReplayParked:input_type -> skald.v1.ReplayParkedRequest
-	27, // 31: skald.v1.Subscriptions.DeleteParked:input_type -> skald.v1.DeleteParkedRequest
-	6,  // 32: skald.v1.Subscriptions.CreateGroup:output_type -> skald.v1.CreateGroupResponse
-	8,  // 33: skald.v1.Subscriptions.GetGroup:output_type -> skald.v1.GetGroupResponse
-	10, // 34: skald.v1.Subscriptions.ListGroups:output_type -> skald.v1.ListGroupsResponse
-	12, // 35: skald.v1.Subscriptions.UpdateGroup:output_type -> skald.v1.UpdateGroupResponse
-	14, // 36: skald.v1.Subscriptions.DeleteGroup:output_type -> skald.v1.DeleteGroupResponse
-	16, // 37: skald.v1.Subscriptions.Consume:output_type -> skald.v1.ConsumeResponse
-	19, // 38: skald.v1.Subscriptions.Ack:output_type -> skald.v1.AckResponse
-	21, // 39: skald.v1.Subscriptions.Nack:output_type -> skald.v1.NackResponse
-	24, // 40: skald.v1.Subscriptions.ListParked:output_type -> skald.v1.ListParkedResponse
-	26, // 41: skald.v1.Subscriptions.ReplayParked:output_type -> skald.v1.ReplayParkedResponse
-	28, // 42: skald.v1.Subscriptions.DeleteParked:output_type -> skald.v1.DeleteParkedResponse
-	32, // [32:43] is the sub-list for method output_type
-	21, // [21:32] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	30, // 3: skald.v1.GroupInfo.query:type_name -> skald.v1.Query
+	2,  // 4: skald.v1.GroupInfo.settings:type_name -> skald.v1.GroupSettings
+	31, // 5: skald.v1.GroupInfo.created_at:type_name -> google.protobuf.Timestamp
+	4,  // 6: skald.v1.GroupInfo.state:type_name -> skald.v1.GroupState
+	30, // 7: skald.v1.CreateGroupRequest.query:type_name -> skald.v1.Query
+	2,  // 8: skald.v1.CreateGroupRequest.settings:type_name -> skald.v1.GroupSettings
+	3,  // 9: skald.v1.CreateGroupResponse.group:type_name -> skald.v1.GroupInfo
+	32, // 10: skald.v1.GetGroupRequest.read:type_name -> skald.v1.ReadOptions
+	3,  // 11: skald.v1.GetGroupResponse.group:type_name -> skald.v1.GroupInfo
+	32, // 12: skald.v1.ListGroupsRequest.read:type_name -> skald.v1.ReadOptions
+	3,  // 13: skald.v1.ListGroupsResponse.groups:type_name -> skald.v1.GroupInfo
+	2,  // 14: skald.v1.UpdateGroupRequest.settings:type_name -> skald.v1.GroupSettings
+	3,  // 15: skald.v1.UpdateGroupResponse.group:type_name -> skald.v1.GroupInfo
+	17, // 16: skald.v1.ConsumeResponse.delivery:type_name -> skald.v1.Delivery
+	33, // 17: skald.v1.ConsumeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	34, // 18: skald.v1.Delivery.message:type_name -> skald.v1.Message
+	1,  // 19: skald.v1.NackRequest.action:type_name -> skald.v1.NackAction
+	31, // 20: skald.v1.ParkedMessage.parked_at:type_name -> google.protobuf.Timestamp
+	32, // 21: skald.v1.ListParkedRequest.read:type_name -> skald.v1.ReadOptions
+	22, // 22: skald.v1.ListParkedResponse.messages:type_name -> skald.v1.ParkedMessage
+	5,  // 23: skald.v1.Subscriptions.CreateGroup:input_type -> skald.v1.CreateGroupRequest
+	7,  // 24: skald.v1.Subscriptions.GetGroup:input_type -> skald.v1.GetGroupRequest
+	9,  // 25: skald.v1.Subscriptions.ListGroups:input_type -> skald.v1.ListGroupsRequest
+	11, // 26: skald.v1.Subscriptions.UpdateGroup:input_type -> skald.v1.UpdateGroupRequest
+	13, // 27: skald.v1.Subscriptions.DeleteGroup:input_type -> skald.v1.DeleteGroupRequest
+	15, // 28: skald.v1.Subscriptions.Consume:input_type -> skald.v1.ConsumeRequest
+	18, // 29: skald.v1.Subscriptions.Ack:input_type -> skald.v1.AckRequest
+	20, // 30: skald.v1.Subscriptions.Nack:input_type -> skald.v1.NackRequest
+	23, // 31: skald.v1.Subscriptions.ListParked:input_type -> skald.v1.ListParkedRequest
+	25, // 32: skald.v1.Subscriptions.ReplayParked:input_type -> skald.v1.ReplayParkedRequest
+	27, // 33: skald.v1.Subscriptions.DeleteParked:input_type -> skald.v1.DeleteParkedRequest
+	6,  // 34: skald.v1.Subscriptions.CreateGroup:output_type -> skald.v1.CreateGroupResponse
+	8,  // 35: skald.v1.Subscriptions.GetGroup:output_type -> skald.v1.GetGroupResponse
+	10, // 36: skald.v1.Subscriptions.ListGroups:output_type -> skald.v1.ListGroupsResponse
+	12, // 37: skald.v1.Subscriptions.UpdateGroup:output_type -> skald.v1.UpdateGroupResponse
+	14, // 38: skald.v1.Subscriptions.DeleteGroup:output_type -> skald.v1.DeleteGroupResponse
+	16, // 39: skald.v1.Subscriptions.Consume:output_type -> skald.v1.ConsumeResponse
+	19, // 40: skald.v1.Subscriptions.Ack:output_type -> skald.v1.AckResponse
+	21, // 41: skald.v1.Subscriptions.Nack:output_type -> skald.v1.NackResponse
+	24, // 42: skald.v1.Subscriptions.ListParked:output_type -> skald.v1.ListParkedResponse
+	26, // 43: skald.v1.Subscriptions.ReplayParked:output_type -> skald.v1.ReplayParkedResponse
+	28, // 44: skald.v1.Subscriptions.DeleteParked:output_type -> skald.v1.DeleteParkedResponse
+	34, // [34:45] is the sub-list for method output_type
+	23, // [23:34] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_subscriptions_proto_init() }
@@ -2206,11 +2245,13 @@ func file_skald_v1_subscriptions_proto_init() {
 		(*GroupInfo_Stream)(nil),
 		(*GroupInfo_Category)(nil),
 		(*GroupInfo_All)(nil),
+		(*GroupInfo_Query)(nil),
 	}
 	file_skald_v1_subscriptions_proto_msgTypes[3].OneofWrappers = []any{
 		(*CreateGroupRequest_Stream)(nil),
 		(*CreateGroupRequest_Category)(nil),
 		(*CreateGroupRequest_All)(nil),
+		(*CreateGroupRequest_Query)(nil),
 		(*CreateGroupRequest_StartGlobalPosition)(nil),
 		(*CreateGroupRequest_StartAtEnd)(nil),
 	}
