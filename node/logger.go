@@ -13,7 +13,10 @@ import (
 // hclogFor returns an hclog.Logger (what Raft takes) that writes into log
 // with kebab-case keys as Raft emits them. Trace lines are dropped.
 func hclogFor(log *slog.Logger, name string) hclog.Logger {
-	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Debug, Output: io.Discard})
+	// The base logger is Off: every call still reaches the sink (an
+	// intercept logger hands sinks every level), and nothing is formatted
+	// into io.Discard first.
+	l := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: name, Level: hclog.Off, Output: io.Discard})
 	l.RegisterSink(slogSink{log})
 	return l
 }

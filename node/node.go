@@ -151,6 +151,9 @@ func (n *Node) open() error {
 	if n.trans, err = openTransport(n.cfg, n.addrs); err != nil {
 		return err
 	}
+	// Raft looks up its own address on every AppendEntries it sends or
+	// answers; knowing it spares the fallback (an error and a log call).
+	n.addrs.set(raft.ServerID(n.id), n.trans.LocalAddr())
 	conf := raftConfig(n.cfg, n.id, n.notify)
 	if err := n.recoverFromPeersFile(conf, snaps); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -94,8 +95,13 @@ func (b *addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	if a, ok := b.addrs[id]; ok {
 		return a, nil
 	}
-	return "", fmt.Errorf("node: no known address for server %s", id)
+	return "", errNoAddress
 }
+
+// errNoAddress makes the transport use the configuration's address. It is
+// one value, not a formatted error: Raft asks for its own id's address on
+// every AppendEntries it sends or answers.
+var errNoAddress = errors.New("node: no address reported for this server")
 
 func (b *addressBook) set(id raft.ServerID, addr raft.ServerAddress) {
 	b.mu.Lock()
