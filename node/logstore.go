@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 
 	"github.com/skalddb/skald/internal/durable"
@@ -151,5 +153,6 @@ func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
 			return nil, err
 		}
 	}
-	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")))
+	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")),
+		raftwal.WithSegmentFiler(segment.NewFiler(dir, walFS{walfs.New()})))
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 func TestChooseLogStore(t *testing.T) {
@@ -101,6 +103,51 @@ func TestLogStoreReopen(t *testing.T) {
 			if first != 11 || last != 100 || term != 7 || string(vote) != "n2" {
 				t.Fatalf("reopened: log %d..%d, term %d, vote %q", first, last, term, vote)
 			}
+
+			// The reopened tail takes more entries, and keeps them too.
+			if err := logs.StoreLog(&raft.Log{Index: 101, Term: 3, Type: raft.LogCommand, Data: []byte{101}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := stable.Close(); err != nil {
+				t.Fatal(err)
+			}
+			stable, logs, _, err = openLogStore(dir, "", nil)
+			if err != nil {
+				t.Fatalf("second reopen: %v", err)
+			}
+			last, _ = logs.LastIndex()
+			if err := logs.GetLog(101, &l); err != nil || last != 101 || l.Term != 3 || l.Data[0] != 101 {
+				t.Fatalf("after second reopen: last %d, entry 101 %+v, %v", last, l, err)
+			}
 		})
+	}
+}
+
+// Segments raft-wal creates or reopens sync with fdatasync (walFS).
+func TestWALSegmentsUseDataSync(t *testing.T) {
+	dir := t.TempDir()
+	fs := walFS{walfs.New()}
+	for _, c := range []struct {
+		name string
+		open func() (types.WritableFile, error)
+	}{
+		{"create", func() (types.WritableFile, error) { return fs.Create(dir, "seg", 1<<20) }},
+		{"reopen", func() (types.WritableFile, error) { return fs.OpenWriter(dir, "seg") }},
+	} {
+		name := c.name
+		f, err := c.open()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, ok := f.(*dataSyncFile); !ok {
+			t.Errorf("%s: segment file is %T, want *dataSyncFile", name, f)
+		}
+		if _, err := f.WriteAt([]byte("entry"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatalf("%s: sync: %v", name, err)
+		}
+		f.Close()
 	}
 }
