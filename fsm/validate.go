@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // Limits of the data model (DESIGN §2).
@@ -89,7 +91,7 @@ func isNullJSON(b []byte) bool {
 
 func isJSONObject(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
-	return len(t) > 0 && t[0] == '{' && validJSON(t)
+	return len(t) > 0 && t[0] == '{' && jsonscan.Valid(t)
 }
 
 // correlationKey is the metadata field naming a correlated stream.

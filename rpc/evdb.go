@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/jsonscan"
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
@@ -173,6 +174,13 @@ func decodeRPC(body io.Reader) (string, evArgs, *evError) {
 		}
 		return "", nil, evInvalid("read request body: %v", err)
 	}
+	if arr, ok := jsonscan.Elements(raw); ok && len(arr) > 0 {
+		if method, ok := jsonscan.String(arr[0]); ok {
+			return method, evArgs(arr[1:]), nil
+		}
+	}
+	// Not a plain ["method", ...] array: encoding/json decides, and words
+	// every error.
 	var arr []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&arr); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // EventoDB's stream methods: stream.write, stream.get, stream.last,
@@ -28,7 +29,7 @@ func streamArg(args evArgs) (string, *evError) {
 // isObject reports whether raw is a JSON object.
 func isObject(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && t[0] == '{' && json.Valid(t)
+	return len(t) > 0 && t[0] == '{' && jsonscan.Valid(t)
 }
 
 func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
@@ -39,12 +40,17 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 	if len(args) < 2 {
 		return nil, evInvalid("missing argument 2 (message)")
 	}
-	var msg map[string]json.RawMessage
-	if isNull(args[1]) || json.Unmarshal(args[1], &msg) != nil {
+	msg, ok := jsonscan.Members(args[1])
+	if !ok && (isNull(args[1]) || json.Unmarshal(args[1], &msg) != nil) {
 		return nil, evInvalid("argument 2 (message) must be an object")
 	}
-	var typ string
-	if raw, ok := msg["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ == "" {
+	typ, ok := jsonscan.String(msg["type"])
+	if !ok {
+		if raw, present := msg["type"]; !present || json.Unmarshal(raw, &typ) != nil {
+			return nil, evInvalid("message.type must be a non-empty string")
+		}
+	}
+	if typ == "" {
 		return nil, evInvalid("message.type must be a non-empty string")
 	}
 	if err := fsm.ValidateTypeName("type", typ); err != nil {
@@ -93,16 +99,14 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 }
 
 // compactJSON strips insignificant whitespace (what EventoDB's float64
-// round trip also does) while keeping the number text exact.
+// round trip also does) while keeping the number text exact. raw is valid
+// JSON (both callers checked it is an object); without whitespace to strip
+// it is returned as is.
 func compactJSON(raw []byte) []byte {
 	if len(raw) == 0 {
 		return nil
 	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return raw
-	}
-	return b.Bytes()
+	return jsonscan.Compact(raw)
 }
 
 func rawOrNull(b []byte) json.RawMessage {

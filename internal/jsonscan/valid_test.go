@@ -1,4 +1,4 @@
-package fsm
+package jsonscan
 
 import (
 	"encoding/json"
@@ -54,8 +54,8 @@ func TestValidJSON(t *testing.T) {
 			name = name[:40]
 		}
 		t.Run(name, func(t *testing.T) {
-			if got := validJSON([]byte(tc.in)); got != tc.want {
-				t.Fatalf("validJSON(%q) = %v, want %v", name, got, tc.want)
+			if got := Valid([]byte(tc.in)); got != tc.want {
+				t.Fatalf("Valid(%q) = %v, want %v", name, got, tc.want)
 			}
 			if ref := json.Valid([]byte(tc.in)); ref != tc.want {
 				t.Fatalf("encoding/json.Valid(%q) = %v: the table is wrong", name, ref)
@@ -64,15 +64,15 @@ func TestValidJSON(t *testing.T) {
 	}
 }
 
-// FuzzValidJSON holds validJSON equal to encoding/json.Valid: apply
+// FuzzValidJSON holds Valid equal to encoding/json.Valid: apply
 // decides with it, and replicas of different versions must agree.
 func FuzzValidJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":[1,2.5e-3,"x\"y",true,null]}`, `[`, `"\u00zz"`, `-01`, "{\"\x7f\":1}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, want := validJSON(b), json.Valid(b); got != want {
-			t.Fatalf("validJSON(%q) = %v, encoding/json.Valid = %v", b, got, want)
+		if got, want := Valid(b), json.Valid(b); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json.Valid = %v", b, got, want)
 		}
 	})
 }
@@ -82,7 +82,7 @@ func BenchmarkValidJSON(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		valid func([]byte) bool
-	}{{"encoding/json", json.Valid}, {"validJSON", validJSON}} {
+	}{{"encoding/json", json.Valid}, {"Valid", Valid}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(msg)))
 			for b.Loop() {

@@ -1,6 +1,6 @@
-package fsm
+package jsonscan
 
-// validJSON reports whether b is one valid JSON value with optional
+// Valid reports whether b is one valid JSON value with optional
 // surrounding whitespace, exactly as encoding/json.Valid does (same
 // grammar, same whitespace set, same limit of maxJSONDepth nested arrays
 // and objects, bytes of strings not checked as UTF-8). Apply runs it on
@@ -9,7 +9,7 @@ package fsm
 // (FuzzValidJSON holds the two equal); it is a hand-written scanner
 // because encoding/json's table of state functions cost about a tenth
 // of a follower's CPU under batched appends.
-func validJSON(b []byte) bool {
+func Valid(b []byte) bool {
 	v := jsonValidator{b: b}
 	v.space()
 	if !v.value(0) {
