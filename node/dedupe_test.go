@@ -8,6 +8,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestDedupeAcrossSnapshotInstallAndLeaderChange: a follower whose disk
@@ -65,7 +66,7 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 		}
 	}
 	c.waitConverged()
-	if n := len(readAll(t, f.Node, "app", ReadOptions{})); n != 106 {
+	if n := len(readAll(t, f.Node, "app", nodeapi.ReadOptions{})); n != 106 {
 		t.Fatalf("namespace holds %d messages, want 106", n)
 	}
 }

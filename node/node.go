@@ -18,6 +18,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Node is one cluster member: the state machine, Raft around it, and the
@@ -28,7 +29,7 @@ type Node struct {
 	log   *slog.Logger
 	store *fsm.Store
 	sm    *stateMachine
-	feed  *Feed
+	feed  *nodeapi.Feed
 	m     *metrics
 
 	fs      vfs.FS        // the disk, or memory (Config.InMemory)
@@ -80,7 +81,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
+		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), fs: fs, dataDir: dataDir,
 	}
 	if cfg.InMemory {
@@ -175,7 +176,7 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 
 // Feed returns the change feed for subscribers.
-func (n *Node) Feed() *Feed { return n.feed }
+func (n *Node) Feed() *nodeapi.Feed { return n.feed }
 
 // IsLeader reports whether this node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
@@ -231,7 +232,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return ErrNoLeader
+			return nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return err
@@ -272,7 +273,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			}
 		}
 		if addr == "" {
-			return fmt.Errorf("%w: %s", ErrUnknownServer, id)
+			return fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
@@ -397,6 +398,6 @@ func (n *Node) sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.closing:
-		return ErrShutdown
+		return nodeapi.ErrShutdown
 	}
 }

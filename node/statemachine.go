@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // stateMachine adapts fsm.Store for Raft. It tracks the applied index (the
@@ -21,7 +22,7 @@ type stateMachine struct {
 	before    func()    // test hook, nil in production
 	onFailure func(any) // logs a storage failure inside apply
 	store     *fsm.Store
-	feed      *Feed
+	feed      *nodeapi.Feed
 	metrics   *metrics
 
 	applied atomic.Uint64
@@ -29,7 +30,7 @@ type stateMachine struct {
 	changed chan struct{} // closed and replaced when applied changes
 }
 
-func newStateMachine(store *fsm.Store, feed *Feed, m *metrics, start uint64) *stateMachine {
+func newStateMachine(store *fsm.Store, feed *nodeapi.Feed, m *metrics, start uint64) *stateMachine {
 	sm := &stateMachine{store: store, feed: feed, metrics: m, changed: make(chan struct{})}
 	sm.applied.Store(start)
 	return sm
@@ -54,7 +55,7 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	}
 	out := sm.store.ApplyBatch(logs)
 	sm.metrics.applyBatch.Observe(float64(len(logs)))
-	sm.feed.publish(out)
+	sm.feed.Publish(out)
 	sm.advance(logs[len(logs)-1].Index)
 	return out
 }
@@ -75,7 +76,7 @@ func (sm *stateMachine) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	sm.feed.endAll()
+	sm.feed.EndAll()
 	sm.set(floor.Index)
 	return nil
 }
