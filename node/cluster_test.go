@@ -306,7 +306,7 @@ func (c *cluster) followers() []*tnode {
 func (c *cluster) waitConverged() {
 	c.t.Helper()
 	l := c.leader()
-	target := l.Raft().LastIndex()
+	target := l.raft.LastIndex()
 	for _, tn := range c.nodes {
 		if tn.Node == nil {
 			continue

@@ -47,7 +47,7 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	f.start(false)
 	c.waitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
-		snap := f.Raft().Stats()["last_snapshot_index"]
+		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	if err := l.TransferLeadership(ctxT(t), f.ID()); err != nil {

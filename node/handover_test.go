@@ -113,7 +113,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 // reached the log.
 func TestRefusedBeforeLog(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	r := c.nodes[0].Raft()
+	r := c.nodes[0].raft
 	if err := r.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -53,6 +54,8 @@ type Node struct {
 	alarm       diskAlarm     // the leader's disk-space refusal
 
 	hooks hooks // nil unless a mutant is on (hooks.go)
+
+	autopilot atomic.Pointer[autopilot.Autopilot] // NewAutopilot's, stopped at shutdown
 
 	closeOnce sync.Once
 	life      context.Context    // ends at shutdown; bounds work no single caller owns
@@ -191,10 +194,16 @@ func (n *Node) Leader() (id, raftAddr string) {
 // AppliedIndex returns the index of the last entry whose effects reads see.
 func (n *Node) AppliedIndex() uint64 { return n.sm.appliedIndex() }
 
-// Raft exposes the Raft instance to membership's autopilot, which drives
-// it directly (raft-autopilot needs a *raft.Raft). Everything else reads
-// Status, Members and the registry methods (registry.go).
-func (n *Node) Raft() *raft.Raft { return n.raft }
+// NewAutopilot builds raft-autopilot over this node's Raft (it needs the
+// *raft.Raft, which stays inside node) for membership, which supplies the
+// application side and starts and stops it as leadership moves. A node has
+// one: a later call replaces it. The node stops it when it shuts down, before
+// Raft.
+func (n *Node) NewAutopilot(app autopilot.ApplicationIntegration, opts ...autopilot.Option) *autopilot.Autopilot {
+	ap := autopilot.New(n.raft, app, opts...)
+	n.autopilot.Store(ap)
+	return ap
+}
 
 // SetPeerAddress records the current Raft address of a server (from
 // membership); "" forgets it.
@@ -349,6 +358,9 @@ func (n *Node) shutdown(transfer bool) error {
 			}
 		}
 		n.endLife()
+		if ap := n.autopilot.Load(); ap != nil {
+			<-ap.Stop()
+		}
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}

@@ -293,7 +293,7 @@ func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
 	f.start(false)
 	c.waitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to record an installed snapshot", func() bool {
-		snap := f.Raft().Stats()["last_snapshot_index"]
+		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	writeN(t, l.Node, "app", 10) // and log replay continues after it
@@ -469,7 +469,7 @@ func TestLocalReadStaleness(t *testing.T) {
 		_, err := read(f.Node, nodeapi.ReadOptions{Consistency: nodeapi.Local, MaxStaleness: bound})
 		return errors.Is(err, nodeapi.ErrStale)
 	})
-	if since := time.Since(f.Raft().LastContact()); since < bound {
+	if since := time.Since(f.raft.LastContact()); since < bound {
 		t.Fatalf("stale after only %s without the leader (bound %s)", since, bound)
 	}
 	if v, err := read(f.Node, nodeapi.ReadOptions{Consistency: nodeapi.Local}); err != nil || v != -1 {
@@ -516,7 +516,7 @@ func TestNoLeaderFailsUnavailable(t *testing.T) {
 	if _, err := survivor.Read(ctxT(t), "app", nodeapi.ReadOptions{}, func(*fsm.View) error { return nil }); !errors.Is(err, nodeapi.ErrNoLeader) {
 		t.Fatalf("linearizable read without a quorum: %v", err)
 	}
-	if survivor.Raft().State() == raft.Leader {
+	if survivor.raft.State() == raft.Leader {
 		t.Fatal("a single survivor of three became leader")
 	}
 }

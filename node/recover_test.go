@@ -46,7 +46,7 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	if _, err := os.Stat(peers + ".applied"); err != nil {
 		t.Fatalf("peers file not renamed: %v", err)
 	}
-	cfg := survivor.Raft().GetConfiguration()
+	cfg := survivor.raft.GetConfiguration()
 	if err := cfg.Error(); err != nil || len(cfg.Configuration().Servers) != 1 {
 		t.Fatalf("configuration after recovery: %+v, %v", cfg.Configuration().Servers, err)
 	}
