@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
-	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -101,12 +99,7 @@ func TestDiskFullAlarm(t *testing.T) {
 // stops the node (the panic goes on), after logging what happened and
 // what the operator should do.
 func TestApplyStorageFailureSaysWhatToDo(t *testing.T) {
-	store, err := fsm.Open(fsm.Options{Dir: "/fsm", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sm := newStateMachine(store, nodeapi.NewFeed(), newMetrics(), 0)
+	_, sm := memStateMachine(t)
 	var logged string
 	sm.onFailure = func(r any) { logged = storageFailure(r, "/data/skald") }
 	sm.before = func() { // as the state machine fails on a full disk

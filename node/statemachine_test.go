@@ -17,12 +17,7 @@ import (
 // their index, term, kind and bytes; the conversion reuses its buffer (no
 // allocation per batch once grown) and keeps no log's bytes afterwards.
 func TestStateMachineAdaptsRaftEntries(t *testing.T) {
-	store, err := fsm.Open(fsm.Options{Dir: "/fsm", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sm := newStateMachine(store, nodeapi.NewFeed(), newMetrics(), 0)
+	store, sm := memStateMachine(t)
 	create, err := fsm.EncodeCommand(&fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{Name: "app"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +63,18 @@ func TestFloorSnapshotPersistsNothing(t *testing.T) {
 	if err := (floorSnapshot{}).Persist(sink); err != nil || !sink.closed || sink.Len() != 0 {
 		t.Fatalf("persist: %v closed=%v wrote %d bytes", err, sink.closed, sink.Len())
 	}
+}
+
+// memStateMachine is a state machine over an in-memory store, closed at
+// the end of the test.
+func memStateMachine(t *testing.T) (*fsm.Store, *stateMachine) {
+	t.Helper()
+	store, err := fsm.Open(fsm.Options{Dir: "/fsm", FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store, newStateMachine(store, nodeapi.NewFeed(), newMetrics(), 0)
 }
 
 type memSink struct {
