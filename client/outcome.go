@@ -40,7 +40,7 @@ const (
 )
 
 // notProposed are the server messages of an Unavailable write that
-// certainly proposed nothing: node.ErrNoLeader, node.ErrShutdown (the
+// certainly proposed nothing: nodeapi.ErrNoLeader, nodeapi.ErrShutdown (the
 // write path's wait for a leader ended) and hashicorp/raft's refusal
 // during a leadership transfer, which the server (until the issue #16 fix)
 // wraps as an unknown outcome although raft refused it before the log.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -76,31 +75,31 @@ func (e *PositionExistsError) Error() string {
 // Is makes errors.Is(err, ErrPositionExists) true.
 func (e *PositionExistsError) Is(target error) bool { return target == ErrPositionExists }
 
-// Apply implements raft.FSM.
-func (s *Store) Apply(l *raft.Log) any { return s.ApplyBatch([]*raft.Log{l})[0] }
-
-// ApplyBatch implements raft.BatchingFSM. All entries of the call become one
-// Pebble batch per touched namespace database (plus one for _metadata when
-// namespaces or nodes change), each ending with its A record. It panics on a
-// storage error: the node must stop rather than skip an entry.
-func (s *Store) ApplyBatch(logs []*raft.Log) []any {
-	out := make([]any, len(logs))
-	if len(logs) == 0 {
+// ApplyBatch applies committed entries, in log order, and returns one
+// result per entry. All entries of the call become one Pebble batch per
+// touched namespace database (plus one for _metadata when namespaces or
+// nodes change), each ending with its A record. It panics on a storage
+// error: the node must stop rather than skip an entry. It keeps no
+// reference to entries or their bytes after it returns.
+func (s *Store) ApplyBatch(entries []Entry) []any {
+	out := make([]any, len(entries))
+	if len(entries) == 0 {
 		return out
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	a := &applier{s: s, batches: make(map[*namespace]*nsBatch)}
-	for i, l := range logs {
-		switch l.Type {
-		case raft.LogCommand:
+	for i := range entries {
+		l := &entries[i]
+		switch l.Kind {
+		case EntryCommand:
 			out[i] = a.command(l)
-		case raft.LogConfiguration:
+		case EntryConfiguration:
 			a.configuration(l)
 		}
 	}
 	a.commit()
-	last := logs[len(logs)-1]
+	last := &entries[len(entries)-1]
 	s.applied.Store(last.Index)
 	s.appliedTerm.Store(last.Term)
 	return out
@@ -130,7 +129,7 @@ func (a *applier) fatal(format string, args ...any) {
 	panic(fmt.Errorf("fsm: storage failure, stopping: "+format, args...))
 }
 
-func (a *applier) command(l *raft.Log) any {
+func (a *applier) command(l *Entry) any {
 	cmd := &fsmv1.Command{}
 	if err := proto.Unmarshal(l.Data, cmd); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
@@ -209,7 +208,7 @@ func (a *applier) batch(ns *namespace) *nsBatch {
 // target returns the batch of the namespace entry l writes to. done is set,
 // with the entry's result, when the entry must not be applied: the
 // namespace does not exist, or it already holds the entry (see skip).
-func (a *applier) target(l *raft.Log, name string) (nb *nsBatch, result any, done bool) {
+func (a *applier) target(l *Entry, name string) (nb *nsBatch, result any, done bool) {
 	ns := a.lookup(name)
 	if ns == nil {
 		return nil, ErrNamespaceNotFound, true
@@ -225,13 +224,13 @@ func (a *applier) target(l *raft.Log, name string) (nb *nsBatch, result any, don
 // index, or older than this incarnation of the name (an entry for an
 // earlier namespace of the same name, replayed after the name was deleted
 // and created again).
-func skip(ns *namespace, nb *nsBatch, l *raft.Log) bool {
+func skip(ns *namespace, nb *nsBatch, l *Entry) bool {
 	return l.Index <= nb.applied.index || l.Index <= ns.rec.Id
 }
 
 // touchMeta starts the _metadata batch, reporting false when the entry is
 // already held there.
-func (a *applier) touchMeta(l *raft.Log) bool {
+func (a *applier) touchMeta(l *Entry) bool {
 	if l.Index <= a.s.metaApplied.index {
 		return false
 	}
@@ -242,7 +241,7 @@ func (a *applier) touchMeta(l *raft.Log) bool {
 	return true
 }
 
-func (a *applier) configuration(l *raft.Log) {
+func (a *applier) configuration(l *Entry) {
 	if !a.touchMeta(l) {
 		return
 	}
@@ -253,7 +252,7 @@ func (a *applier) configuration(l *raft.Log) {
 	}
 }
 
-func (a *applier) append(l *raft.Log, c *fsmv1.Append) any {
+func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped
@@ -338,7 +337,7 @@ func validateAppend(c *fsmv1.Append) error {
 	return ValidateCondition(c.Condition)
 }
 
-func (a *applier) importChunk(l *raft.Log, c *fsmv1.Import) any {
+func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped
@@ -406,7 +405,7 @@ func (a *applier) flush(nb *nsBatch) {
 	}
 }
 
-func (a *applier) createNamespace(l *raft.Log, c *fsmv1.CreateNamespace) any {
+func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	if err := ValidateNamespaceName(c.Name); err != nil {
 		return err
 	}
@@ -447,7 +446,7 @@ func (a *applier) createNamespace(l *raft.Log, c *fsmv1.CreateNamespace) any {
 	return &CreateNamespaceResult{Name: c.Name, ID: l.Index, CreatedAt: c.CreatedUnixNano, Index: l.Index}
 }
 
-func (a *applier) deleteNamespace(l *raft.Log, c *fsmv1.DeleteNamespace) any {
+func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {
 	if l.Index <= a.s.metaApplied.index {
 		return nil // _metadata already holds this entry
 	}
@@ -473,7 +472,7 @@ func (a *applier) deleteNamespace(l *raft.Log, c *fsmv1.DeleteNamespace) any {
 	return res
 }
 
-func (a *applier) setNodeInfo(l *raft.Log, c *fsmv1.SetNodeInfo) any {
+func (a *applier) setNodeInfo(l *Entry, c *fsmv1.SetNodeInfo) any {
 	if c.NodeId == "" {
 		return invalid("node_id", "must not be empty")
 	}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -166,10 +164,10 @@ func TestMetadataNullIsStoredAsNull(t *testing.T) {
 
 func TestBadCommandAndConfiguration(t *testing.T) {
 	s := openTestStore(t, nil)
-	res := s.ApplyBatch([]*raft.Log{
-		{Index: 1, Term: 1, Type: raft.LogCommand, Data: []byte{0xff, 0xff, 0xff}},
-		{Index: 2, Term: 1, Type: raft.LogConfiguration, Data: []byte("config-bytes")},
-		{Index: 3, Term: 2, Type: raft.LogCommand, Data: nil},
+	res := s.ApplyBatch([]Entry{
+		{Index: 1, Term: 1, Data: []byte{0xff, 0xff, 0xff}},
+		{Index: 2, Term: 1, Kind: EntryConfiguration, Data: []byte("config-bytes")},
+		{Index: 3, Term: 2, Data: nil},
 	})
 	if err, _ := res[0].(error); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("garbage entry: %v", res[0])

@@ -74,7 +74,7 @@ func BenchmarkDeleteByWatermark1M(b *testing.B) {
 			marks = append(marks, n, 999)
 		}
 		cmd := watermarkCmd("bench", "account", nil, marks...)
-		logs := raftLog(b, f.next, cmd)
+		logs := commandEntries(b, f.next, cmd)
 		b.StartTimer()
 		start := time.Now()
 		r := s.ApplyBatch(logs)[0]
@@ -165,7 +165,7 @@ func BenchmarkExpire(b *testing.B) {
 				s := benchStore(b)
 				f := fillCategory(b, s, 1000, 100)
 				f.must(tc.policy)
-				logs := raftLog(b, f.next, expireCmd("bench", tc.at, 0))
+				logs := commandEntries(b, f.next, expireCmd("bench", tc.at, 0))
 				f.next++
 				b.StartTimer()
 				r := s.ApplyBatch(logs)[0]
@@ -203,8 +203,8 @@ func BenchmarkSetCountPolicy(b *testing.B) {
 			}
 		}
 		f.apply(cmds...)
-		set := raftLog(b, f.next, policyCmd("bench", scopeNS, "", 0, 1))
-		expire := raftLog(b, f.next+1, expireCmd("bench", testTime, 0))
+		set := commandEntries(b, f.next, policyCmd("bench", scopeNS, "", 0, 1))
+		expire := commandEntries(b, f.next+1, expireCmd("bench", testTime, 0))
 		f.next += 2
 		b.StartTimer()
 		start := time.Now()

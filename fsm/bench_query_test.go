@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -137,7 +135,7 @@ func BenchmarkApplyAppendTagged(b *testing.B) {
 			f := newFeeder(b, s)
 			f.must(createNS("bench"))
 			const batch = 64
-			ring := make([]*raft.Log, 64*batch)
+			ring := make([]Entry, 64*batch)
 			for i := range ring {
 				m := &fsmv1.NewMessage{Id: fmt.Sprintf("0192f0c4-0000-7000-8000-%012d", i), Type: "Deposited", Data: payload200}
 				if tc.tags {
@@ -152,10 +150,10 @@ func BenchmarkApplyAppendTagged(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				ring[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data}
+				ring[i] = Entry{Term: 1, Data: data}
 			}
 			next := f.next
-			logs := make([]*raft.Log, batch)
+			logs := make([]Entry, batch)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -40,7 +38,7 @@ func BenchmarkApplyAppend(b *testing.B) {
 	f.must(createNS("bench"))
 	const batch = 64
 	// Pre-encode a ring of entries; indexes are set per iteration.
-	ring := make([]*raft.Log, 64*batch)
+	ring := make([]Entry, 64*batch)
 	for i := range ring {
 		data, err := EncodeCommand(appendCmd("bench", fmt.Sprintf("account-%d", i%1000), &fsmv1.NewMessage{
 			Id: fmt.Sprintf("0192f0c4-0000-7000-8000-%012d", i), Type: "Deposited", Data: payload200,
@@ -48,10 +46,10 @@ func BenchmarkApplyAppend(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ring[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data}
+		ring[i] = Entry{Term: 1, Data: data}
 	}
 	next := f.next
-	logs := make([]*raft.Log, batch)
+	logs := make([]Entry, batch)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -63,12 +61,11 @@ func BenchmarkApplyAppend(b *testing.B) {
 // applyRing fills logs with copies of ring's entries from position from
 // on (wrapping), numbered from next, applies them as one call, checks each
 // is an append, and returns the index after the last.
-func applyRing(b *testing.B, s *Store, ring []*raft.Log, from int, logs []*raft.Log, next uint64) uint64 {
+func applyRing(b *testing.B, s *Store, ring []Entry, from int, logs []Entry, next uint64) uint64 {
 	for j := range logs {
-		l := *ring[(from+j)%len(ring)]
-		l.Index = next
+		logs[j] = ring[(from+j)%len(ring)]
+		logs[j].Index = next
 		next++
-		logs[j] = &l
 	}
 	for _, r := range s.ApplyBatch(logs) {
 		if _, ok := r.(*AppendResult); !ok {
@@ -183,7 +180,7 @@ func BenchmarkApplyAppendBatchSustained(b *testing.B) {
 	// Random letters, as skald bench sends: compressible like text, not
 	// like a repeated byte.
 	r := rand.New(rand.NewPCG(1, 2))
-	ring := make([]*raft.Log, 64)
+	ring := make([]Entry, 64)
 	for i := range ring {
 		msgs := make([]*fsmv1.NewMessage, batch)
 		for j := range msgs {
@@ -197,10 +194,10 @@ func BenchmarkApplyAppendBatchSustained(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ring[i] = &raft.Log{Term: 1, Type: raft.LogCommand, Data: data}
+		ring[i] = Entry{Term: 1, Data: data}
 	}
 	next := f.next
-	logs := make([]*raft.Log, 16)
+	logs := make([]Entry, 16)
 	cpu0 := processCPU(b)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -263,7 +260,7 @@ func BenchmarkApplyAppendDedupe(b *testing.B) {
 			create.GetCreateNamespace().DedupeWindowNanos = bc.window
 			f.must(create)
 			const batch = 64
-			logs := make([]*raft.Log, batch)
+			logs := make([]Entry, batch)
 			next, seq := f.next, 0
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -279,7 +276,7 @@ func BenchmarkApplyAppendDedupe(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					logs[j] = &raft.Log{Index: next, Term: 1, Type: raft.LogCommand, Data: data}
+					logs[j] = Entry{Index: next, Term: 1, Data: data}
 					next++
 				}
 				b.StartTimer()

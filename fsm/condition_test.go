@@ -198,7 +198,7 @@ func TestConditionDeterministic(t *testing.T) {
 		cmds = append(cmds, c)
 		gp += int64(i % 2) // some writes fail, so grow slowly
 	}
-	logs := raftLog(t, 1, cmds...)
+	logs := commandEntries(t, 1, cmds...)
 	var want []string
 	var wantHash string
 	for _, split := range []int{1, 2, 5, len(logs)} {

@@ -3,8 +3,9 @@
 // the key schema, apply, reads, and the snapshot primitives the node's
 // snapshot store is built on.
 //
-// It must never know about Raft networking, HTTP or clients: it receives
-// committed log entries, applies them deterministically, and answers reads
-// from consistent Pebble snapshots. DESIGN.md beside this file explains the
-// mechanisms and the trade-offs.
+// It must never know about Raft networking, HTTP or clients, nor import
+// hashicorp/raft: it receives committed log entries as Entry values (node
+// adapts raft.FSM onto Store), applies them deterministically, and answers
+// reads from consistent Pebble snapshots. DESIGN.md beside this file
+// explains the mechanisms and the trade-offs.
 package fsm

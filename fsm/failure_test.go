@@ -57,7 +57,7 @@ func TestStorageErrorStopsApply(t *testing.T) {
 	if applied != 2 {
 		t.Fatalf("namespace applied index %d: the failed entry 3 must not count as applied", applied)
 	}
-	res := r.ApplyBatch(raftLog(t, 3, appendCmd("app", "s-1", newMsg("T", `{}`))))
+	res := r.ApplyBatch(commandEntries(t, 3, appendCmd("app", "s-1", newMsg("T", `{}`))))
 	if a, ok := res[0].(*AppendResult); !ok || a.FirstPosition != 1 {
 		t.Fatalf("re-delivered entry after restart: %v", res[0])
 	}

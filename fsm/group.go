@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -79,7 +78,7 @@ func groupItemKey(prefix []byte, name string, gp int64) []byte {
 
 // groupOp is the common frame of a group command: the namespace batch
 // committed, the record read.
-func (a *applier) groupOp(l *raft.Log, namespace string) (nb *nsBatch, result any, done bool) {
+func (a *applier) groupOp(l *Entry, namespace string) (nb *nsBatch, result any, done bool) {
 	nb, result, done = a.target(l, namespace)
 	if done {
 		return nil, result, true
@@ -114,12 +113,12 @@ func (a *applier) writeGroup(nb *nsBatch, rec *fsmv1.GroupRecord) {
 }
 
 // finishGroup commits the entry's writes (A included).
-func (a *applier) finishGroup(l *raft.Log, nb *nsBatch) {
+func (a *applier) finishGroup(l *Entry, nb *nsBatch) {
 	nb.done(l)
 	a.flush(nb)
 }
 
-func (a *applier) createGroup(l *raft.Log, c *fsmv1.CreateGroup) any {
+func (a *applier) createGroup(l *Entry, c *fsmv1.CreateGroup) any {
 	if err := ValidateGroupName("name", c.Name); err != nil {
 		return err
 	}
@@ -157,7 +156,7 @@ func (a *applier) createGroup(l *raft.Log, c *fsmv1.CreateGroup) any {
 	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
 }
 
-func (a *applier) updateGroup(l *raft.Log, c *fsmv1.UpdateGroup) any {
+func (a *applier) updateGroup(l *Entry, c *fsmv1.UpdateGroup) any {
 	nb, skipped, done := a.groupOp(l, c.Namespace)
 	if done {
 		return skipped
@@ -176,7 +175,7 @@ func (a *applier) updateGroup(l *raft.Log, c *fsmv1.UpdateGroup) any {
 	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
 }
 
-func (a *applier) deleteGroup(l *raft.Log, c *fsmv1.DeleteGroup) any {
+func (a *applier) deleteGroup(l *Entry, c *fsmv1.DeleteGroup) any {
 	nb, skipped, done := a.groupOp(l, c.Namespace)
 	if done {
 		return skipped
@@ -201,7 +200,7 @@ func (a *applier) deleteGroup(l *raft.Log, c *fsmv1.DeleteGroup) any {
 // groupProgress saves a group's checkpoint and its newly parked and
 // re-settled replayed messages, atomically: a message parked in the same
 // entry that moves the checkpoint past it is never lost.
-func (a *applier) groupProgress(l *raft.Log, c *fsmv1.GroupProgress) any {
+func (a *applier) groupProgress(l *Entry, c *fsmv1.GroupProgress) any {
 	if c.Checkpoint < 0 {
 		return invalid("checkpoint", "must be 0 or more, got %d", c.Checkpoint)
 	}
@@ -313,16 +312,16 @@ func (a *applier) selectParked(nb *nsBatch, name string, gps []int64, limit int3
 	return out, nil
 }
 
-func (a *applier) replayParked(l *raft.Log, c *fsmv1.ReplayParked) any {
+func (a *applier) replayParked(l *Entry, c *fsmv1.ReplayParked) any {
 	return a.changeParked(l, c.Namespace, c.Name, c.GlobalPositions, c.Limit, true)
 }
 
-func (a *applier) deleteParked(l *raft.Log, c *fsmv1.DeleteParked) any {
+func (a *applier) deleteParked(l *Entry, c *fsmv1.DeleteParked) any {
 	return a.changeParked(l, c.Namespace, c.Name, c.GlobalPositions, c.Limit, false)
 }
 
 // changeParked moves parked messages to replay (replay) or forgets them.
-func (a *applier) changeParked(l *raft.Log, namespace, name string, gps []int64, limit int32, replay bool) any {
+func (a *applier) changeParked(l *Entry, namespace, name string, gps []int64, limit int32, replay bool) any {
 	if err := validateGroupPositions(gps, limit); err != nil {
 		return err
 	}

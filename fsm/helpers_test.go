@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/hashicorp/raft"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -35,16 +34,17 @@ func openTestStore(t testing.TB, fs vfs.FS, mod ...func(*Options)) *Store {
 	return s
 }
 
-// raftLog turns commands into consecutive log entries starting at index.
-func raftLog(t testing.TB, index uint64, cmds ...*fsmv1.Command) []*raft.Log {
+// commandEntries turns commands into consecutive log entries starting at
+// index.
+func commandEntries(t testing.TB, index uint64, cmds ...*fsmv1.Command) []Entry {
 	t.Helper()
-	logs := make([]*raft.Log, len(cmds))
+	logs := make([]Entry, len(cmds))
 	for i, c := range cmds {
 		data, err := EncodeCommand(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs[i] = &raft.Log{Index: index + uint64(i), Term: 1, Type: raft.LogCommand, Data: data}
+		logs[i] = Entry{Index: index + uint64(i), Term: 1, Data: data}
 	}
 	return logs
 }
@@ -63,7 +63,7 @@ func newFeeder(t testing.TB, s *Store) *feeder {
 // apply applies cmds as one ApplyBatch and returns the results.
 func (f *feeder) apply(cmds ...*fsmv1.Command) []any {
 	f.t.Helper()
-	logs := raftLog(f.t, f.next, cmds...)
+	logs := commandEntries(f.t, f.next, cmds...)
 	f.next += uint64(len(cmds))
 	return f.s.ApplyBatch(logs)
 }

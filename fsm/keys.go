@@ -44,7 +44,7 @@ import (
 //
 //	NS name    -> NamespaceRecord (protobuf)
 //	NO node id -> API address
-//	RC         -> latest Raft configuration: index, then raft.EncodeConfiguration bytes
+//	RC         -> latest Raft configuration: index, then the entry's Data (raft.EncodeConfiguration bytes, opaque here)
 //	FL         -> durable floor: CheckpointMeta (protobuf)
 //	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
 //	A          -> applied Raft index, term

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/raft"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -112,7 +110,7 @@ func part(c *fsmv1.AppendMulti, i int) *fsmv1.Append {
 	return &fsmv1.Append{Namespace: c.Namespace, Stream: s.Stream, ExpectedVersion: s.ExpectedVersion, Messages: s.Messages, TimeUnixNano: c.TimeUnixNano}
 }
 
-func (a *applier) appendMulti(l *raft.Log, c *fsmv1.AppendMulti) any {
+func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped

@@ -2,19 +2,17 @@
 
 package fsm
 
-import "github.com/hashicorp/raft"
-
-// In normal builds apply ignores a Raft entry's Extensions: global
+// In normal builds apply ignores an entry's Extensions: global
 // positions are assigned at apply in log order, apply decides every
 // append's client ids and condition itself, and expiry removes exactly
 // what the limits allow (see mutant_on.go for the mutants).
 
-func proposedGlobal(*raft.Log) int64 { return 0 }
+func proposedGlobal(*Entry) int64 { return 0 }
 
-func idsDecidedByLeader(*raft.Log) bool { return false }
+func idsDecidedByLeader(*Entry) bool { return false }
 
-func conditionDecidedByLeader(*raft.Log) bool { return false }
+func conditionDecidedByLeader(*Entry) bool { return false }
 
-func expireOneTooMany(*raft.Log) bool { return false }
+func expireOneTooMany(*Entry) bool { return false }
 
-func expireAgeEarly(*raft.Log) bool { return false }
+func expireAgeEarly(*Entry) bool { return false }

@@ -2,11 +2,7 @@
 
 package fsm
 
-import (
-	"encoding/binary"
-
-	"github.com/hashicorp/raft"
-)
+import "encoding/binary"
 
 // The chaos harness's mutant leaders (node/mutant_on.go) pass what they
 // decided before proposing in the Raft entry's Extensions, never in the
@@ -34,7 +30,7 @@ func MutantExtensions(proposedGlobal int64, decided byte) []byte {
 
 // proposedGlobal is the global position a global-pos-at-propose leader
 // chose for l, 0 when none: the mutant's bug is that apply trusts it.
-func proposedGlobal(l *raft.Log) int64 {
+func proposedGlobal(l *Entry) int64 {
 	if len(l.Extensions) != 9 {
 		return 0
 	}
@@ -43,23 +39,23 @@ func proposedGlobal(l *raft.Log) int64 {
 
 // idsDecidedByLeader reports that a dedupe-at-propose leader already
 // decided l's client ids: the mutant's bug is that apply skips its check.
-func idsDecidedByLeader(l *raft.Log) bool {
+func idsDecidedByLeader(l *Entry) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&IDsDecided != 0
 }
 
 // conditionDecidedByLeader reports that a condition-at-propose leader
 // already evaluated l's condition: the mutant's bug is that apply does not.
-func conditionDecidedByLeader(l *raft.Log) bool {
+func conditionDecidedByLeader(l *Entry) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&ConditionDecided != 0
 }
 
 // expireOneTooMany and expireAgeEarly report an expiry mutant's bug for
 // entry l (an ExpireMessages of an expire-one-too-many or
 // expire-age-early leader).
-func expireOneTooMany(l *raft.Log) bool {
+func expireOneTooMany(l *Entry) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&ExpireOneTooMany != 0
 }
 
-func expireAgeEarly(l *raft.Log) bool {
+func expireAgeEarly(l *Entry) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&ExpireAgeEarly != 0
 }

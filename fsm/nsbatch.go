@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -80,7 +79,7 @@ func (nb *nsBatch) reload() {
 	nb.cleared = false
 }
 
-func (nb *nsBatch) done(l *raft.Log) {
+func (nb *nsBatch) done(l *Entry) {
 	nb.applied = appliedRecord{l.Index, l.Term}
 	nb.dirty = true
 }

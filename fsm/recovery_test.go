@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -19,16 +18,16 @@ import (
 // creates, appends with and without (sometimes wrong) expected versions,
 // and, when churn is set, imports, deletes and re-creates, node info and
 // configuration entries.
-func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
+func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []Entry {
 	t.Helper()
 	nss := []string{"a", "b", "c"}
-	logs := make([]*raft.Log, 0, n)
+	logs := make([]Entry, 0, n)
 	add := func(c *fsmv1.Command) {
 		data, err := EncodeCommand(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Term: 1 + uint64(len(logs)/50), Type: raft.LogCommand, Data: data})
+		logs = append(logs, Entry{Index: uint64(len(logs) + 1), Term: 1 + uint64(len(logs)/50), Data: data})
 	}
 	for _, ns := range nss {
 		add(createNS(ns))
@@ -50,7 +49,7 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 		case churn && r < 8:
 			add(nodeInfo(fmt.Sprintf("node-%d", rng.Intn(3)), fmt.Sprintf("127.0.0.1:%d", 8000+rng.Intn(100))))
 		case churn && r < 9:
-			logs = append(logs, &raft.Log{Index: uint64(len(logs) + 1), Term: 1, Type: raft.LogConfiguration, Data: []byte(fmt.Sprintf("cfg-%d", len(logs)))})
+			logs = append(logs, Entry{Index: uint64(len(logs) + 1), Term: 1, Kind: EntryConfiguration, Data: []byte(fmt.Sprintf("cfg-%d", len(logs)))})
 		case churn && r < 11:
 			add(truncateCmd(ns, stream, int64(rng.Intn(4))))
 		case churn && r < 12:
@@ -139,7 +138,7 @@ func randomLog(t testing.TB, rng *rand.Rand, n int, churn bool) []*raft.Log {
 
 // applyInBatches applies logs in random-sized ApplyBatch calls and returns
 // the results.
-func applyInBatches(s *Store, rng *rand.Rand, logs []*raft.Log) []any {
+func applyInBatches(s *Store, rng *rand.Rand, logs []Entry) []any {
 	var out []any
 	for len(logs) > 0 {
 		k := min(len(logs), 1+rng.Intn(64))
@@ -198,7 +197,7 @@ func TestReplaySkipsApplied(t *testing.T) {
 	for i := 0; i < 150; i++ {
 		cmds = append(cmds, appendCmd("app", fmt.Sprintf("s-%d", i%7), newMsg("T", fmt.Sprintf(`{"i":%d}`, i))))
 	}
-	logs := raftLog(t, 1, cmds...) // indexes 1..151, 150 messages
+	logs := commandEntries(t, 1, cmds...) // indexes 1..151, 150 messages
 
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)

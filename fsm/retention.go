@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -269,7 +268,7 @@ func (s *Store) RetainedNamespaces() []string {
 	return out
 }
 
-func (a *applier) setRetentionPolicy(l *raft.Log, c *fsmv1.SetRetentionPolicy) any {
+func (a *applier) setRetentionPolicy(l *Entry, c *fsmv1.SetRetentionPolicy) any {
 	if err := ValidateRetentionPolicy(c.Policy); err != nil {
 		return err
 	}
@@ -387,7 +386,7 @@ func (nb *nsBatch) queueIfCapped(stream string, st *streamState) {
 	}
 }
 
-func (a *applier) expireMessages(l *raft.Log, c *fsmv1.ExpireMessages) any {
+func (a *applier) expireMessages(l *Entry, c *fsmv1.ExpireMessages) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped

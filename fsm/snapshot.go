@@ -7,7 +7,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -18,8 +17,9 @@ import (
 type SnapshotMeta struct {
 	Index uint64
 	Term  uint64
-	// Configuration is raft.EncodeConfiguration of the latest configuration
-	// entry applied at Index (nil before the first), from ConfigurationIndex.
+	// Configuration is the Data of the latest EntryConfiguration applied
+	// at Index (nil before the first), from ConfigurationIndex: the node
+	// stores raft.EncodeConfiguration bytes there, which fsm never decodes.
 	Configuration      []byte
 	ConfigurationIndex uint64
 }
@@ -121,29 +121,11 @@ func writeFloor(meta *pebble.DB, m SnapshotMeta) error {
 	return nil
 }
 
-// Snapshot implements raft.FSM. The store is its own snapshot: Snapshot
-// makes the applied state durable (SyncFloor) so Raft may compact its log,
-// and Persist writes nothing. It is meant for a snapshot store in the Vault
-// style, whose sink records the position (RecordFloor) when nothing was
-// written and whose Open streams a Checkpoint to followers that need one;
-// it is not usable with raft.FileSnapshotStore.
-func (s *Store) Snapshot() (raft.FSMSnapshot, error) {
-	if _, err := s.SyncFloor(); err != nil {
-		return nil, err
-	}
-	return floorSnapshot{}, nil
-}
-
-type floorSnapshot struct{}
-
-func (floorSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
-func (floorSnapshot) Release()                             {}
-
 // RecordFloor raises the durable floor to m when m is above it. The caller
 // guarantees that every state change at or below m.Index is durable: Raft's
-// snapshot index after Snapshot returned (the entries between the last
-// applied command and that index are no-ops and barriers, which change no
-// state). A lower m is ignored; at the same index m replaces the floor,
+// snapshot index after SyncFloor returned for the node's FSM snapshot (the
+// entries between the last applied command and that index are no-ops and
+// barriers, which change no state). A lower m is ignored; at the same index m replaces the floor,
 // since Raft's configuration is the authority (raft.RecoverCluster records
 // a rewritten one at the index the state machine already synced).
 func (s *Store) RecordFloor(m SnapshotMeta) error {
@@ -159,20 +141,16 @@ func (s *Store) RecordFloor(m SnapshotMeta) error {
 	return writeFloor(s.meta, m)
 }
 
-// Restore implements raft.FSM: it replaces the whole state with the
-// checkpoint set read from rc (the stream CheckpointSet.WriteTo produced).
-// When rc (unwrapped from raft's wrapper) is a *StagedCheckpoint, its
-// already extracted directory is swapped in without copying.
+// Restore replaces the whole state with the checkpoint set read from rc
+// (the stream CheckpointSet.WriteTo produced), and closes rc. When rc is a
+// *StagedCheckpoint, its already extracted directory is swapped in without
+// copying.
 func (s *Store) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var inner io.ReadCloser = rc
-	if w, ok := rc.(raft.ReadCloserWrapper); ok {
-		inner = w.WrappedReadCloser()
-	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	staging := stagingDir(s.opts.Dir)
-	if staged, ok := inner.(*StagedCheckpoint); ok {
+	if staged, ok := rc.(*StagedCheckpoint); ok {
 		if staged.Dir != staging {
 			if err := s.fs.RemoveAll(staging); err != nil {
 				return err
@@ -181,7 +159,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 				return fmt.Errorf("fsm: restore: move staged checkpoint: %w", err)
 			}
 		}
-	} else if _, err := stageCheckpoint(s.fs, staging, inner); err != nil {
+	} else if _, err := stageCheckpoint(s.fs, staging, rc); err != nil {
 		return err
 	}
 	if err := markComplete(s.fs, staging); err != nil {

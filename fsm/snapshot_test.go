@@ -3,19 +3,17 @@ package fsm
 import (
 	"archive/tar"
 	"bytes"
-	"errors"
 	"io"
 	"math/rand"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/hashicorp/raft"
 )
 
 // populated returns a store that applied a random log with churn, and the
 // log.
-func populated(t *testing.T, seed int64, n int) (*Store, []*raft.Log) {
+func populated(t *testing.T, seed int64, n int) (*Store, []Entry) {
 	t.Helper()
 	logs := randomLog(t, rand.New(rand.NewSource(seed)), n, true)
 	s := openTestStore(t, nil)
@@ -221,15 +219,11 @@ func TestStageRejectsForeignEntries(t *testing.T) {
 	}
 }
 
-func TestSnapshotAndRecordFloor(t *testing.T) {
+func TestSyncFloorAndRecordFloor(t *testing.T) {
 	s, logs := populated(t, 21, 200)
-	snap, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil || !sink.closed || sink.Len() != 0 {
-		t.Fatalf("persist: %v closed=%v wrote %d bytes", err, sink.closed, sink.Len())
+	synced, err := s.SyncFloor()
+	if err != nil || synced.Index != uint64(len(logs)) {
+		t.Fatalf("sync floor %+v %v", synced, err)
 	}
 	floor, err := s.Floor()
 	if err != nil || floor.Index != uint64(len(logs)) {
@@ -245,12 +239,3 @@ func TestSnapshotAndRecordFloor(t *testing.T) {
 		}
 	}
 }
-
-type memSink struct {
-	bytes.Buffer
-	closed bool
-}
-
-func (m *memSink) ID() string    { return "mem" }
-func (m *memSink) Cancel() error { return errors.New("cancelled") }
-func (m *memSink) Close() error  { m.closed = true; return nil }

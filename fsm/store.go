@@ -90,8 +90,10 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// Store is the replicated state machine and its storage. It implements
-// raft.FSM and raft.BatchingFSM.
+// Store is the replicated state machine and its storage. The node adapts
+// it to raft.FSM and raft.BatchingFSM (node/statemachine.go): ApplyBatch
+// takes the committed entries, SyncFloor is the FSM snapshot and Restore
+// installs a checkpoint set.
 //
 // Invariants:
 //

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/hashicorp/raft"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -19,7 +18,7 @@ type StreamDeletionResult struct {
 	Index           uint64
 }
 
-func (a *applier) truncateStream(l *raft.Log, c *fsmv1.TruncateStream) any {
+func (a *applier) truncateStream(l *Entry, c *fsmv1.TruncateStream) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped
@@ -42,7 +41,7 @@ func (a *applier) truncateStream(l *raft.Log, c *fsmv1.TruncateStream) any {
 	return a.removeBefore(l, nb, c.Namespace, c.Stream, c.Before, 0)
 }
 
-func (a *applier) deleteStream(l *raft.Log, c *fsmv1.DeleteStream) any {
+func (a *applier) deleteStream(l *Entry, c *fsmv1.DeleteStream) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped
@@ -70,7 +69,7 @@ func (a *applier) deleteStream(l *raft.Log, c *fsmv1.DeleteStream) any {
 
 // removeBefore removes the messages of stream whose position is below
 // before and sets flags on its VI record, as one entry: see removing.
-func (a *applier) removeBefore(l *raft.Log, nb *nsBatch, namespace, stream string, before int64, flags uint64) any {
+func (a *applier) removeBefore(l *Entry, nb *nsBatch, namespace, stream string, before int64, flags uint64) any {
 	a.flush(nb)
 	removed := a.removeRange(nb, stream, before)
 	a.removed(nb, stream, removed, flags)
@@ -233,7 +232,7 @@ type WatermarkDeletionResult struct {
 	Index           uint64
 }
 
-func (a *applier) deleteByWatermark(l *raft.Log, c *fsmv1.DeleteByWatermark) any {
+func (a *applier) deleteByWatermark(l *Entry, c *fsmv1.DeleteByWatermark) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
 		return skipped

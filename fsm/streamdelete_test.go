@@ -232,7 +232,7 @@ func TestStreamDeletionDeterministic(t *testing.T) {
 			cmds = append(cmds, appendCmd("ns", stream, newMsg("A", `{}`), newMsg("B", `{}`)))
 		}
 	}
-	logs := raftLog(t, 1, cmds...)
+	logs := commandEntries(t, 1, cmds...)
 	var want string
 	for _, split := range []int{1, 3, 7, len(logs)} {
 		s := openTestStore(t, nil)

@@ -21,7 +21,7 @@ type Node interface {
 	ID() string
 	IsLeader() bool
 	Leader() (id, raftAddr string)
-	Raft() *raft.Raft // for autopilot only
+	NewAutopilot(app autopilot.ApplicationIntegration, opts ...autopilot.Option) *autopilot.Autopilot
 	HasState() bool
 	BootstrapCluster(servers []raft.Server) error
 	Servers() ([]raft.Server, error)
@@ -151,7 +151,7 @@ func Start(node Node, cfg Config) (*Membership, error) {
 	m.cancel = cancel
 	// Autopilot runs on the leader only; the reconcile loop starts and
 	// stops it as leadership comes and goes.
-	m.ap = autopilot.New(node.Raft(), &pilot{m}, autopilot.WithLogger(hclogFor(m.log)),
+	m.ap = node.NewAutopilot(&pilot{m}, autopilot.WithLogger(hclogFor(m.log)),
 		autopilot.WithReconcileInterval(cfg.ReconcileInterval), autopilot.WithUpdateInterval(cfg.ReconcileInterval))
 	m.wg.Add(2)
 	go m.joinLoop(ctx)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestBackupRestore backs up a 3-node cluster while writers run, restores
@@ -76,8 +77,8 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("restored node id %s, RestoreBackup said %s", n.ID(), id)
 	}
 	testutil.Eventually(t, waitTimeout, "the restored node to lead itself", n.IsLeader)
-	got := readAll(t, n, "app", ReadOptions{})
-	want := readAll(t, l.Node, "app", ReadOptions{})
+	got := readAll(t, n, "app", nodeapi.ReadOptions{})
+	want := readAll(t, l.Node, "app", nodeapi.ReadOptions{})
 	if len(got) == 0 || len(got) >= len(want) || !reflect.DeepEqual(got, want[:len(got)]) {
 		t.Fatalf("restored %d messages; they must be a proper prefix of the cluster's %d", len(got), len(want))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // The in-process cluster: N real nodes on loopback, each with its own data
@@ -305,7 +306,7 @@ func (c *cluster) followers() []*tnode {
 func (c *cluster) waitConverged() {
 	c.t.Helper()
 	l := c.leader()
-	target := l.Raft().LastIndex()
+	target := l.raft.LastIndex()
 	for _, tn := range c.nodes {
 		if tn.Node == nil {
 			continue
@@ -337,7 +338,7 @@ func appendOne(ctx context.Context, n *Node, ns, stream, id string) (*fsm.Append
 }
 
 // readAll reads every message of ns on n at the given consistency.
-func readAll(t testing.TB, n *Node, ns string, opts ReadOptions) []fsm.Message {
+func readAll(t testing.TB, n *Node, ns string, opts nodeapi.ReadOptions) []fsm.Message {
 	t.Helper()
 	var msgs []fsm.Message
 	_, err := n.Read(ctxT(t), ns, opts, func(v *fsm.View) (err error) {
@@ -351,5 +352,5 @@ func readAll(t testing.TB, n *Node, ns string, opts ReadOptions) []fsm.Message {
 }
 
 func isUnknownOrUnavailable(err error) bool {
-	return errors.Is(err, ErrUnknownOutcome) || errors.Is(err, ErrNoLeader) || errors.Is(err, ErrShutdown)
+	return errors.Is(err, nodeapi.ErrUnknownOutcome) || errors.Is(err, nodeapi.ErrNoLeader) || errors.Is(err, nodeapi.ErrShutdown)
 }

@@ -64,7 +64,7 @@ type Config struct {
 	ApplyTimeout time.Duration
 
 	// LeaderWait is how long a write or a linearizable read waits for a
-	// leader (during an election) before failing with ErrNoLeader.
+	// leader (during an election) before failing with nodeapi.ErrNoLeader.
 	// Default 5 s.
 	LeaderWait time.Duration
 
@@ -88,7 +88,7 @@ type Config struct {
 	LogStore string
 
 	// MinFreeDisk: while any voter has fewer free bytes for its data, the
-	// leader refuses writes (ErrStorageFull) instead of proposing entries
+	// leader refuses writes (nodeapi.ErrStorageFull) instead of proposing entries
 	// that could fill a disk and stop a node. 0 turns the check off.
 	MinFreeDisk uint64
 

@@ -8,6 +8,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestDedupeAcrossSnapshotInstallAndLeaderChange: a follower whose disk
@@ -46,7 +47,7 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	f.start(false)
 	c.waitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
-		snap := f.Raft().Stats()["last_snapshot_index"]
+		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	if err := l.TransferLeadership(ctxT(t), f.ID()); err != nil {
@@ -65,7 +66,7 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 		}
 	}
 	c.waitConverged()
-	if n := len(readAll(t, f.Node, "app", ReadOptions{})); n != 106 {
+	if n := len(readAll(t, f.Node, "app", nodeapi.ReadOptions{})); n != 106 {
 		t.Fatalf("namespace holds %d messages, want 106", n)
 	}
 }

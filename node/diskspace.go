@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // The disk-space alarm, like etcd's NOSPACE: a voter whose disk fills up
@@ -134,7 +135,7 @@ func (n *Node) checkVoterDisks(ctx context.Context) error {
 			return fmt.Errorf("%w: server %s has %s free for its data, under the %s minimum (--min-free-disk); "+
 				"free space on its data volume (delete namespaces or other files, or grow the volume) or lower the minimum; "+
 				"writes resume by themselves and reads keep working",
-				ErrStorageFull, id, mib(free), mib(n.cfg.MinFreeDisk))
+				nodeapi.ErrStorageFull, id, mib(free), mib(n.cfg.MinFreeDisk))
 		}
 	}
 	return nil

@@ -12,17 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
-	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestDiskFullAlarm fills a follower's disk (each node's data directory
 // is its own small tmpfs): the leader refuses writes through every node
-// with ErrStorageFull, never an unknown outcome, while reads and a
+// with nodeapi.ErrStorageFull, never an unknown outcome, while reads and a
 // namespace deletion still work; once space is freed, writes go again.
 func TestDiskFullAlarm(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -68,16 +67,16 @@ func TestDiskFullAlarm(t *testing.T) {
 		_, refused = appendOne(ctxT(t), c.leader().Node, "app", "s-1", "")
 		return refused != nil
 	})
-	if !errors.Is(refused, ErrStorageFull) || !strings.Contains(refused.Error(), "server "+full.ID()+" has") {
+	if !errors.Is(refused, nodeapi.ErrStorageFull) || !strings.Contains(refused.Error(), "server "+full.ID()+" has") {
 		t.Fatalf("write on a full cluster: %v, want ErrStorageFull naming %s", refused, full.ID())
 	}
 	t.Logf("refused: %v", refused)
 	for _, tn := range c.nodes {
 		_, err := appendOne(ctxT(t), tn.Node, "app", "s-1", "")
-		if !errors.Is(err, ErrStorageFull) || errors.Is(err, ErrUnknownOutcome) {
+		if !errors.Is(err, nodeapi.ErrStorageFull) || errors.Is(err, nodeapi.ErrUnknownOutcome) {
 			t.Fatalf("write through %s while full: %v, want ErrStorageFull", tn.ID(), err)
 		}
-		if got := len(readAll(t, tn.Node, "app", ReadOptions{Consistency: Linearizable})); got < 20 {
+		if got := len(readAll(t, tn.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable})); got < 20 {
 			t.Fatalf("read through %s while full: %d messages", tn.ID(), got)
 		}
 	}
@@ -100,12 +99,7 @@ func TestDiskFullAlarm(t *testing.T) {
 // stops the node (the panic goes on), after logging what happened and
 // what the operator should do.
 func TestApplyStorageFailureSaysWhatToDo(t *testing.T) {
-	store, err := fsm.Open(fsm.Options{Dir: "/fsm", FS: vfs.NewMem()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	sm := newStateMachine(store, newFeed(), newMetrics(), 0)
+	_, sm := memStateMachine(t)
 	var logged string
 	sm.onFailure = func(r any) { logged = storageFailure(r, "/data/skald") }
 	sm.before = func() { // as the state machine fails on a full disk

@@ -2,38 +2,7 @@ package node
 
 import "errors"
 
-var (
-	// ErrNoLeader is returned when no leader was known within
-	// Config.LeaderWait. Nothing was proposed: the caller may retry.
-	ErrNoLeader = errors.New("node: no leader")
-
-	// ErrUnknownOutcome is returned when a write was proposed (or
-	// forwarded) but its result is unknown: leadership was lost after the
-	// proposal, or the forwarded call failed after it was sent. The write
-	// may or may not be applied; the caller must not assume either.
-	ErrUnknownOutcome = errors.New("node: write outcome unknown")
-
-	// ErrNotCaughtUp is returned when a read could not reach the required
-	// applied index in time (SESSION min index, a follower's read index).
-	ErrNotCaughtUp = errors.New("node: not caught up")
-
-	// ErrStale is returned by a LOCAL read whose max staleness bound has
-	// passed since the last contact with the leader.
-	ErrStale = errors.New("node: too stale")
-
-	// ErrUnknownServer is returned when a call names a server that is not
-	// in the Raft configuration.
-	ErrUnknownServer = errors.New("node: no such server in the configuration")
-
-	// ErrStorageFull is returned (wrapped, naming the server and what to
-	// free) when the leader refuses a write because a voter has less free
-	// disk space than Config.MinFreeDisk. Nothing was proposed.
-	ErrStorageFull = errors.New("node: storage full")
-
-	// ErrShutdown is returned by calls on a closed node.
-	ErrShutdown = errors.New("node: shut down")
-
-	// errNotLeader is the local leader path's refusal; the forwarding loop
-	// retries on it and the peer service reports it as FAILED_PRECONDITION.
-	errNotLeader = errors.New("node: not the leader")
-)
+// errNotLeader is the local leader path's refusal; the forwarding loop
+// retries on it and the peer service reports it as FAILED_PRECONDITION.
+// The errors callers see are in nodeapi.
+var errNotLeader = errors.New("node: not the leader")

@@ -9,12 +9,13 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
-// subscribe follows the Feed's documented pattern with watch w of ns on n
+// subscribe follows the nodeapi.Feed's documented pattern with watch w of ns on n
 // until it has seen want messages (or the watch ends), returning their
 // global positions.
-func subscribe(ctx context.Context, n *Node, w *Watch, ns string, want int) ([]int64, bool) {
+func subscribe(ctx context.Context, n *Node, w *nodeapi.Watch, ns string, want int) ([]int64, bool) {
 	var seen []int64
 	next := int64(1)
 	for len(seen) < want {
@@ -23,7 +24,7 @@ func subscribe(ctx context.Context, n *Node, w *Watch, ns string, want int) ([]i
 			return seen, true
 		}
 		var msgs []fsm.Message
-		n.Read(ctx, ns, ReadOptions{Consistency: Local}, func(v *fsm.View) (err error) {
+		n.Read(ctx, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			msgs, err = v.ReadAll(next, 100)
 			return err
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // maxForwardCalls bounds the ApplyBatch calls a follower has in flight to
@@ -86,7 +87,7 @@ func (f *forwarder) apply(ctx context.Context, addr string, cmd *fsmv1.Command) 
 	if !taken {
 		return nil, ctx.Err()
 	}
-	return nil, fmt.Errorf("%w: forwarded write: %v", ErrUnknownOutcome, ctx.Err())
+	return nil, fmt.Errorf("%w: forwarded write: %v", nodeapi.ErrUnknownOutcome, ctx.Err())
 }
 
 // send makes calls for addr's queue until it is empty.

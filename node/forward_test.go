@@ -14,6 +14,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 	"github.com/skalddb/skald/node/peerv1/peerv1connect"
 )
@@ -176,11 +177,11 @@ func TestForwarderFailures(t *testing.T) {
 		want     error // nil: success through single Apply calls
 	}{
 		{"leader refuses the call: nothing proposed", notApplied(connect.CodeFailedPrecondition, errors.New("not leader")), 0, errNotLeader},
-		{"call fails otherwise: outcome unknown", connect.NewError(connect.CodeInternal, errors.New("boom")), 0, ErrUnknownOutcome},
+		{"call fails otherwise: outcome unknown", connect.NewError(connect.CodeInternal, errors.New("boom")), 0, nodeapi.ErrUnknownOutcome},
 		{"older leader without ApplyBatch: single calls", connect.NewError(connect.CodeUnimplemented, errors.New("no such method")), 0, nil},
 		{"outcome not leader", nil, peerv1.FailureKind_FAILURE_KIND_NOT_LEADER, errNotLeader},
-		{"outcome no leader", nil, peerv1.FailureKind_FAILURE_KIND_NO_LEADER, ErrNoLeader},
-		{"outcome unknown", nil, peerv1.FailureKind_FAILURE_KIND_UNKNOWN, ErrUnknownOutcome},
+		{"outcome no leader", nil, peerv1.FailureKind_FAILURE_KIND_NO_LEADER, nodeapi.ErrNoLeader},
+		{"outcome unknown", nil, peerv1.FailureKind_FAILURE_KIND_UNKNOWN, nodeapi.ErrUnknownOutcome},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,42 +9,13 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 )
 
 // Subscription groups: the replicated commands (Apply like any write) and
 // the consumer side (Consume, Settle), which the leader owns: see
 // groupowner.go and DESIGN.md "Subscription groups".
-
-// ErrTooManyConsumers is returned when a consumer would exceed its
-// group's max_consumers. Nothing changed.
-var ErrTooManyConsumers = errors.New("node: too many consumers in the group")
-
-// NotInFlightError is returned by Settle when some ids are not delivered
-// and unsettled in the group (unknown, already settled, or delivered by a
-// former leader). Nothing was settled.
-type NotInFlightError struct{ IDs []string }
-
-func (e *NotInFlightError) Error() string {
-	return fmt.Sprintf("node: not in flight in the group: %s", strings.Join(e.IDs, ", "))
-}
-
-// SettleAction is what Settle does with delivered messages.
-type SettleAction int32
-
-const (
-	SettleAck   SettleAction = iota // done
-	SettleRetry                     // deliver again (parked past max retries)
-	SettlePark                      // park now
-	SettleSkip                      // done, without processing: like an ack
-)
-
-// GroupDelivery is one message handed to a consumer.
-type GroupDelivery struct {
-	Message fsm.Message
-	// Delivery counts deliveries of this message: 1 the first time.
-	Delivery int32
-}
 
 // CreateGroup is Apply for a group creation.
 func (n *Node) CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsm.GroupResult, error) {
@@ -75,15 +46,15 @@ func (n *Node) DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.Pa
 
 // Consume attaches a consumer named consumer to group of namespace ns and
 // calls deliver for each message handed to it, until ctx ends, deliver
-// fails, or the group's owner stops (leadership moved: ErrNoLeader, or
+// fails, or the group's owner stops (leadership moved: nodeapi.ErrNoLeader, or
 // the group was deleted: fsm.ErrGroupNotFound). heartbeat is called once
 // the consumer is attached, then after every idle interval
 // (Config.GroupHeartbeat) so relays keep the connection alive. On a follower
 // the consumer is attached to the leader through the peer service;
 // messages still unsettled when it ends are redelivered.
-func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver func(GroupDelivery) error, heartbeat func() error) error {
+func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	delivered := false
-	counted := func(d GroupDelivery) error {
+	counted := func(d nodeapi.GroupDelivery) error {
 		delivered = true
 		return deliver(d)
 	}
@@ -107,7 +78,7 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 			}
 		}
 		if time.Now().After(deadline) {
-			return ErrNoLeader
+			return nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return err
@@ -117,8 +88,8 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 
 // Settle acknowledges (or retries, parks, skips) the delivered messages
 // ids of group, all or nothing: any id not in flight fails the call with a
-// *NotInFlightError and settles none. reason is kept with parked messages.
-func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action SettleAction, reason string) error {
+// *nodeapi.NotInFlightError and settles none. reason is kept with parked messages.
+func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	for attempt := 0; ; attempt++ {
 		err := n.groups.settle(ns, group, ids, action, reason)
@@ -134,7 +105,7 @@ func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, actio
 			}
 		}
 		if time.Now().After(deadline) {
-			return ErrNoLeader
+			return nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return err
@@ -142,41 +113,27 @@ func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, actio
 	}
 }
 
-// GroupState is the owner's live view of a group (GroupStats).
-type GroupState struct {
-	Active    bool
-	Consumers int
-	InFlight  int64
-	// Lag: messages the owner holds unsettled, plus every message of the
-	// namespace past its read position (an upper bound for a stream or
-	// category source).
-	Lag          int64
-	Redeliveries int64
-	Acked        int64
-	Parked       int64
-}
-
 // GroupStats returns the live state of a group from its owner, the
 // leader (asked through the peer service from a follower); ok is false
 // when no consumer is attached or the leader cannot be asked within ctx.
-func (n *Node) GroupStats(ctx context.Context, ns, group string) (GroupState, bool) {
+func (n *Node) GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupState, bool) {
 	if n.groups.leading() {
 		return n.groups.stats(ns, group)
 	}
 	lid, _ := n.Leader()
 	addr, ok := n.store.NodeAddr(lid)
 	if lid == "" || lid == n.id || !ok {
-		return GroupState{}, false
+		return nodeapi.GroupState{}, false
 	}
 	return n.peers.groupStats(ctx, addr, ns, group)
 }
 
 func groupRejectionOf(err error) (*peerv1.Rejection, bool) {
-	var nf *NotInFlightError
+	var nf *nodeapi.NotInFlightError
 	switch {
 	case errors.As(err, &nf):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NOT_IN_FLIGHT, Message: strings.Join(nf.IDs, ",")}, true
-	case errors.Is(err, ErrTooManyConsumers):
+	case errors.Is(err, nodeapi.ErrTooManyConsumers):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_TOO_MANY_CONSUMERS, Message: err.Error()}, true
 	}
 	return nil, false
@@ -192,9 +149,9 @@ func groupErrorOf(r *peerv1.Rejection) error {
 	case peerv1.Reason_REASON_PARKED_NOT_FOUND:
 		return fmt.Errorf("%w: %s", fsm.ErrParkedNotFound, trim(fsm.ErrParkedNotFound))
 	case peerv1.Reason_REASON_NOT_IN_FLIGHT:
-		return &NotInFlightError{IDs: strings.Split(r.Message, ",")}
+		return &nodeapi.NotInFlightError{IDs: strings.Split(r.Message, ",")}
 	case peerv1.Reason_REASON_TOO_MANY_CONSUMERS:
-		return fmt.Errorf("%w: %s", ErrTooManyConsumers, trim(ErrTooManyConsumers))
+		return fmt.Errorf("%w: %s", nodeapi.ErrTooManyConsumers, trim(nodeapi.ErrTooManyConsumers))
 	}
 	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // groupOwner runs, on the leader, one dispatcher per subscription group
@@ -61,7 +62,7 @@ func (o *groupOwner) attach(ns, group, name string) (*dispatcher, *groupConsumer
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n.life.Err() != nil {
-		return nil, nil, ErrShutdown
+		return nil, nil, nodeapi.ErrShutdown
 	}
 	d, ok := o.active[ownerKey(ns, group)]
 	if !ok {
@@ -100,7 +101,7 @@ func (o *groupOwner) stopAll(err error) {
 	}
 }
 
-func (o *groupOwner) consume(ctx context.Context, ns, group, name string, deliver func(GroupDelivery) error, heartbeat func() error) error {
+func (o *groupOwner) consume(ctx context.Context, ns, group, name string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	d, c, err := o.attach(ns, group, name)
 	if err != nil {
 		return err
@@ -135,7 +136,7 @@ func (o *groupOwner) consume(ctx context.Context, ns, group, name string, delive
 	}
 }
 
-func (o *groupOwner) settle(ns, group string, ids []string, action SettleAction, reason string) error {
+func (o *groupOwner) settle(ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
 	d, err := o.dispatcherFor(ns, group)
 	if err != nil {
 		return err
@@ -146,15 +147,15 @@ func (o *groupOwner) settle(ns, group string, ids []string, action SettleAction,
 		if _, err := o.record(ns, group); err != nil {
 			return err
 		}
-		return &NotInFlightError{IDs: ids}
+		return &nodeapi.NotInFlightError{IDs: ids}
 	}
 	return d.settle(ids, action, reason)
 }
 
-func (o *groupOwner) stats(ns, group string) (GroupState, bool) {
+func (o *groupOwner) stats(ns, group string) (nodeapi.GroupState, bool) {
 	d, err := o.dispatcherFor(ns, group)
 	if err != nil || d == nil {
-		return GroupState{}, false
+		return nodeapi.GroupState{}, false
 	}
 	return d.state(), true
 }
@@ -206,7 +207,7 @@ type dispatcher struct {
 		replayDone []int64
 		unsaved    int       // settled since the last save
 		dirtySince time.Time // first unsaved settle
-		stats      GroupState
+		stats      nodeapi.GroupState
 	}
 	err error // why it stopped; set before done closes
 }
@@ -224,8 +225,8 @@ type groupConsumer struct {
 	id       uint64
 	name     string
 	inflight int
-	queue    []GroupDelivery // under dispatcher.mu
-	notify   chan struct{}   // cap 1
+	queue    []nodeapi.GroupDelivery // under dispatcher.mu
+	notify   chan struct{}           // cap 1
 }
 
 func newDispatcher(o *groupOwner, ns, name string) (*dispatcher, error) {
@@ -265,7 +266,7 @@ func (d *dispatcher) attach(name string) (*groupConsumer, error) {
 		return nil, d.err
 	}
 	if max := int(d.mu.rec.Settings.MaxConsumers); len(d.mu.consumers) >= max {
-		return nil, fmt.Errorf("%w: group %q allows %d", ErrTooManyConsumers, d.name, max)
+		return nil, fmt.Errorf("%w: group %q allows %d", nodeapi.ErrTooManyConsumers, d.name, max)
 	}
 	d.mu.seq++
 	c := &groupConsumer{id: d.mu.seq, name: name, notify: make(chan struct{}, 1)}
@@ -290,7 +291,7 @@ func (d *dispatcher) detach(c *groupConsumer) {
 }
 
 // take hands c its queued deliveries.
-func (d *dispatcher) take(c *groupConsumer) []GroupDelivery {
+func (d *dispatcher) take(c *groupConsumer) []nodeapi.GroupDelivery {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := c.queue
@@ -298,7 +299,7 @@ func (d *dispatcher) take(c *groupConsumer) []GroupDelivery {
 	return q
 }
 
-func (d *dispatcher) settle(ids []string, action SettleAction, reason string) error {
+func (d *dispatcher) settle(ids []string, action nodeapi.SettleAction, reason string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mu.stopped {
@@ -313,16 +314,16 @@ func (d *dispatcher) settle(ids []string, action SettleAction, reason string) er
 		seen[id] = true
 	}
 	if len(missing) > 0 {
-		return &NotInFlightError{IDs: missing}
+		return &nodeapi.NotInFlightError{IDs: missing}
 	}
 	for _, id := range ids {
 		it := d.mu.inflight[id]
 		delete(d.mu.inflight, id)
 		it.consumer.inflight--
 		switch action {
-		case SettleRetry:
+		case nodeapi.SettleRetry:
 			d.failLocked(it, "nack")
-		case SettlePark:
+		case nodeapi.SettlePark:
 			it.reason = reason
 			if it.reason == "" {
 				it.reason = "parked by the consumer"
@@ -410,7 +411,7 @@ func (d *dispatcher) checkpointLocked() int64 {
 	return cp
 }
 
-func (d *dispatcher) state() GroupState {
+func (d *dispatcher) state() nodeapi.GroupState {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.mu.stats
@@ -452,7 +453,7 @@ func (d *dispatcher) run() {
 		case <-d.done:
 			return
 		case <-d.o.n.closing:
-			d.finish(ErrShutdown)
+			d.finish(nodeapi.ErrShutdown)
 			return
 		case <-changed:
 		case <-d.wake:
@@ -752,7 +753,7 @@ func (d *dispatcher) deliverLocked(it *groupItem, c *groupConsumer, now time.Tim
 	it.deadline = now.Add(time.Duration(d.mu.rec.Settings.AckTimeoutNanos))
 	d.mu.inflight[it.msg.ID] = it
 	c.inflight++
-	c.queue = append(c.queue, GroupDelivery{Message: it.msg, Delivery: it.deliveries})
+	c.queue = append(c.queue, nodeapi.GroupDelivery{Message: it.msg, Delivery: it.deliveries})
 	select {
 	case c.notify <- struct{}{}:
 	default:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 )
 
@@ -34,7 +35,7 @@ func (p *peerServer) checkSecret(h http.Header) error {
 // leader as a not-applied FAILED_PRECONDITION (the follower retries
 // elsewhere), a rejection as a message the follower decodes.
 func groupCallError(err error) error {
-	if errors.Is(err, errNotLeader) || errors.Is(err, ErrShutdown) {
+	if errors.Is(err, errNotLeader) || errors.Is(err, nodeapi.ErrShutdown) {
 		return notApplied(connect.CodeFailedPrecondition, err)
 	}
 	if rej, ok := rejectionOf(err); ok {
@@ -66,10 +67,10 @@ func groupPeerError(err error, what string) error {
 		}
 	}
 	c := classify(err, what)
-	if errors.Is(c, ErrUnknownOutcome) {
+	if errors.Is(c, nodeapi.ErrUnknownOutcome) {
 		// Nothing here is a write whose outcome matters: the consumer
 		// reconnects, an unanswered ack is redelivered.
-		return ErrNoLeader
+		return nodeapi.ErrNoLeader
 	}
 	return c
 }
@@ -80,7 +81,7 @@ func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peer
 	}
 	m := req.Msg
 	// Only the local owner: a peer never relays again.
-	err := p.n.groups.consume(ctx, m.Namespace, m.Group, m.Consumer, func(d GroupDelivery) error {
+	err := p.n.groups.consume(ctx, m.Namespace, m.Group, m.Consumer, func(d nodeapi.GroupDelivery) error {
 		return stream.Send(&peerv1.GroupConsumeResponse{GlobalPosition: d.Message.GlobalPosition, Delivery: d.Delivery, Message: storedOf(d.Message)})
 	}, func() error { return stream.Send(&peerv1.GroupConsumeResponse{}) })
 	return groupCallError(err)
@@ -88,7 +89,7 @@ func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peer
 
 func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
 	m := req.Msg
-	err := p.n.groups.settle(m.Namespace, m.Group, m.Ids, SettleAction(m.Action), m.Reason)
+	err := p.n.groups.settle(m.Namespace, m.Group, m.Ids, nodeapi.SettleAction(m.Action), m.Reason)
 	if err == nil {
 		return connect.NewResponse(&peerv1.GroupSettleResponse{}), nil
 	}
@@ -107,7 +108,7 @@ func messageOf(gp int64, s *fsmv1.StoredMessage) fsm.Message {
 }
 
 // groupConsume relays a consumer to the leader at addr.
-func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string, deliver func(GroupDelivery) error, heartbeat func() error) error {
+func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	req := connect.NewRequest(&peerv1.GroupConsumeRequest{Namespace: ns, Group: group, Consumer: consumer})
 	req.Header().Set(secretHeader, c.secret)
 	ctx, cancel := context.WithCancel(ctx)
@@ -125,7 +126,7 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 			}
 			continue
 		}
-		if err := deliver(GroupDelivery{Message: messageOf(m.GlobalPosition, m.Message), Delivery: m.Delivery}); err != nil {
+		if err := deliver(nodeapi.GroupDelivery{Message: messageOf(m.GlobalPosition, m.Message), Delivery: m.Delivery}); err != nil {
 			return err
 		}
 	}
@@ -135,7 +136,7 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 	if err := stream.Err(); err != nil {
 		return groupPeerError(err, "relay consumer")
 	}
-	return ErrNoLeader // the leader ended the stream without an error: it is going away
+	return nodeapi.ErrNoLeader // the leader ended the stream without an error: it is going away
 }
 
 func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.GroupSettleRequest) error {
@@ -157,16 +158,16 @@ func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.G
 		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked}), nil
 }
 
-func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (GroupState, bool) {
+func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (nodeapi.GroupState, bool) {
 	req := connect.NewRequest(&peerv1.GroupStatsRequest{Namespace: ns, Group: group})
 	req.Header().Set(secretHeader, c.secret)
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	resp, err := c.client(addr).GroupStats(ctx, req)
 	if err != nil {
-		return GroupState{}, false
+		return nodeapi.GroupState{}, false
 	}
 	m := resp.Msg
-	return GroupState{Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag, Redeliveries: m.Redeliveries,
+	return nodeapi.GroupState{Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag, Redeliveries: m.Redeliveries,
 		Acked: m.Acked, Parked: m.Parked}, m.Active
 }

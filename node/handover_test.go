@@ -14,6 +14,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestWritesAcrossLeadershipTransfers moves leadership again and again
@@ -88,7 +89,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 		t.Fatalf("%d of %d writes failed across %d leadership transfers", len(failed), len(failed)+len(acked), transfers)
 	}
 	c.waitConverged()
-	stored := readAll(t, c.leader().Node, "app", ReadOptions{})
+	stored := readAll(t, c.leader().Node, "app", nodeapi.ReadOptions{})
 	count := map[string]int{}
 	for _, m := range stored {
 		count[m.ID]++
@@ -112,7 +113,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 // reached the log.
 func TestRefusedBeforeLog(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	r := c.nodes[0].Raft()
+	r := c.nodes[0].raft
 	if err := r.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // hooks are the points where the chaos harness's mutants change what a
@@ -22,7 +23,7 @@ type hooks struct {
 	// before it commits.
 	proposed func(cmd *fsmv1.Command) (res any, done bool)
 	// skipReadBarrier reports that a read at c may skip its wait.
-	skipReadBarrier func(c Consistency) bool
+	skipReadBarrier func(c nodeapi.Consistency) bool
 	// groupCheckpoint, when set, replaces the checkpoint a subscription
 	// group saves (the lowest unsettled global position) given its read
 	// position.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestInMemoryCluster runs a 3-node cluster with Config.InMemory: writes
@@ -45,11 +46,11 @@ func TestInMemoryCluster(t *testing.T) {
 	})
 	writeN(t, c.leader().Node, "app", 10)
 	c.waitConverged()
-	want := readAll(t, c.leader().Node, "app", ReadOptions{})
+	want := readAll(t, c.leader().Node, "app", nodeapi.ReadOptions{})
 	if len(want) != 210 {
 		t.Fatalf("leader holds %d messages, want 210", len(want))
 	}
-	if got := readAll(t, gone.Node, "app", ReadOptions{}); !reflect.DeepEqual(got, want) {
+	if got := readAll(t, gone.Node, "app", nodeapi.ReadOptions{}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the replacement holds %d messages, differing from the leader's %d", len(got), len(want))
 	}
 

@@ -33,9 +33,9 @@ func TestGracefulCloseHandsOverLeadership(t *testing.T) {
 	// From now on an election would wait 30 s for a timeout: within the
 	// 10 s below, only a handover can produce a leader.
 	for _, tn := range c.nodes {
-		rc := tn.Raft().ReloadableConfig()
+		rc := tn.raft.ReloadableConfig()
 		rc.HeartbeatTimeout, rc.ElectionTimeout = 30*time.Second, 30*time.Second
-		if err := tn.Raft().ReloadConfig(rc); err != nil {
+		if err := tn.raft.ReloadConfig(rc); err != nil {
 			t.Fatal(err)
 		}
 	}

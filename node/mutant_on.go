@@ -10,6 +10,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // MutantsBuilt reports whether this binary carries the mutants (see
@@ -29,9 +30,9 @@ func (n *Node) installMutant() {
 	case MutantAckBeforeCommit:
 		n.hooks.proposed = n.ackBeforeCommit
 	case MutantStaleLinearizable:
-		n.hooks.skipReadBarrier = func(c Consistency) bool { return c == Linearizable }
+		n.hooks.skipReadBarrier = func(c nodeapi.Consistency) bool { return c == nodeapi.Linearizable }
 	case MutantRYWNoWait:
-		n.hooks.skipReadBarrier = func(c Consistency) bool { return c == Session }
+		n.hooks.skipReadBarrier = func(c nodeapi.Consistency) bool { return c == nodeapi.Session }
 	case MutantForwardRetry:
 		n.hooks.forward = n.forwardRetry
 	case MutantGlobalPosAtPropose:
@@ -84,7 +85,7 @@ func (n *Node) forwardRetry(ctx context.Context, addr string, cmd *fsmv1.Command
 	fctx, cancel := context.WithTimeout(ctx, forwardRetryTimeout)
 	res, err := n.peers.apply(fctx, addr, cmd)
 	cancel()
-	if errors.Is(err, ErrUnknownOutcome) && ctx.Err() == nil {
+	if errors.Is(err, nodeapi.ErrUnknownOutcome) && ctx.Err() == nil {
 		err = errNotSent
 	}
 	return res, err

@@ -15,9 +15,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Node is one cluster member: the state machine, Raft around it, and the
@@ -28,7 +30,7 @@ type Node struct {
 	log   *slog.Logger
 	store *fsm.Store
 	sm    *stateMachine
-	feed  *Feed
+	feed  *nodeapi.Feed
 	m     *metrics
 
 	fs      vfs.FS        // the disk, or memory (Config.InMemory)
@@ -52,6 +54,8 @@ type Node struct {
 	alarm       diskAlarm     // the leader's disk-space refusal
 
 	hooks hooks // nil unless a mutant is on (hooks.go)
+
+	autopilot atomic.Pointer[autopilot.Autopilot] // NewAutopilot's, stopped at shutdown
 
 	closeOnce sync.Once
 	life      context.Context    // ends at shutdown; bounds work no single caller owns
@@ -80,7 +84,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: newFeed(), m: newMetrics(),
+		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), fs: fs, dataDir: dataDir,
 	}
 	if cfg.InMemory {
@@ -178,7 +182,7 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 
 // Feed returns the change feed for subscribers.
-func (n *Node) Feed() *Feed { return n.feed }
+func (n *Node) Feed() *nodeapi.Feed { return n.feed }
 
 // IsLeader reports whether this node is the Raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
@@ -193,10 +197,16 @@ func (n *Node) Leader() (id, raftAddr string) {
 // AppliedIndex returns the index of the last entry whose effects reads see.
 func (n *Node) AppliedIndex() uint64 { return n.sm.appliedIndex() }
 
-// Raft exposes the Raft instance to membership's autopilot, which drives
-// it directly (raft-autopilot needs a *raft.Raft). Everything else reads
-// Status, Members and the registry methods (registry.go).
-func (n *Node) Raft() *raft.Raft { return n.raft }
+// NewAutopilot builds raft-autopilot over this node's Raft (it needs the
+// *raft.Raft, which stays inside node) for membership, which supplies the
+// application side and starts and stops it as leadership moves. A node has
+// one: a later call replaces it. The node stops it when it shuts down, before
+// Raft.
+func (n *Node) NewAutopilot(app autopilot.ApplicationIntegration, opts ...autopilot.Option) *autopilot.Autopilot {
+	ap := autopilot.New(n.raft, app, opts...)
+	n.autopilot.Store(ap)
+	return ap
+}
 
 // SetPeerAddress records the current Raft address of a server (from
 // membership); "" forgets it.
@@ -234,7 +244,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return ErrNoLeader
+			return nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return err
@@ -275,7 +285,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			}
 		}
 		if addr == "" {
-			return fmt.Errorf("%w: %s", ErrUnknownServer, id)
+			return fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
@@ -351,6 +361,9 @@ func (n *Node) shutdown(transfer bool) error {
 			}
 		}
 		n.endLife()
+		if ap := n.autopilot.Load(); ap != nil {
+			<-ap.Stop()
+		}
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
@@ -400,6 +413,6 @@ func (n *Node) sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-n.closing:
-		return ErrShutdown
+		return nodeapi.ErrShutdown
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 func TestForwardedWrite(t *testing.T) {
@@ -56,7 +57,7 @@ func TestForwardedWrite(t *testing.T) {
 	// Exactly once, everywhere, with leader-stamped ids and times.
 	var want []fsm.Message
 	for i, tn := range c.nodes {
-		msgs := readAll(t, tn.Node, "app", ReadOptions{})
+		msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{})
 		if len(msgs) != 3 {
 			t.Fatalf("node %d holds %d messages, want 3", i, len(msgs))
 		}
@@ -149,7 +150,7 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 		if tn.Node == nil {
 			continue
 		}
-		msgs := readAll(t, tn.Node, "app", ReadOptions{})
+		msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{})
 		if reference == nil {
 			reference = msgs
 		} else if !reflect.DeepEqual(msgs, reference) {
@@ -262,7 +263,7 @@ func testRestartSkipsApplied(t *testing.T, mod func(*Config)) {
 		}
 	}
 	for _, tn := range c.nodes {
-		checkHistory(t, readAll(t, tn.Node, "app", ReadOptions{}), 340)
+		checkHistory(t, readAll(t, tn.Node, "app", nodeapi.ReadOptions{}), 340)
 	}
 }
 
@@ -292,14 +293,14 @@ func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
 	f.start(false)
 	c.waitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to record an installed snapshot", func() bool {
-		snap := f.Raft().Stats()["last_snapshot_index"]
+		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	writeN(t, l.Node, "app", 10) // and log replay continues after it
 	c.waitConverged()
-	want := readAll(t, l.Node, "app", ReadOptions{})
+	want := readAll(t, l.Node, "app", nodeapi.ReadOptions{})
 	checkHistory(t, want, 310)
-	if got := readAll(t, f.Node, "app", ReadOptions{Consistency: Local}); !reflect.DeepEqual(got, want) {
+	if got := readAll(t, f.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("wiped follower holds %d messages, leader %d, or they differ", len(got), len(want))
 	}
 }
@@ -366,7 +367,7 @@ func TestConcurrentForwardedWrites(t *testing.T) {
 		t.Fatalf("%d calls carried %v writes: want %d writes in fewer calls", calls, forwarded, writes)
 	}
 	for i, tn := range c.nodes {
-		if msgs := readAll(t, tn.Node, "app", ReadOptions{}); len(msgs) != writes {
+		if msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{}); len(msgs) != writes {
 			t.Fatalf("node %d holds %d messages, want %d", i, len(msgs), writes)
 		}
 	}
@@ -384,7 +385,7 @@ func TestFollowerLinearizableRead(t *testing.T) {
 		}
 		var version int64
 		n := f[i%2].Node
-		applied, err := n.Read(ctxT(t), "app", ReadOptions{Consistency: Linearizable}, func(v *fsm.View) (err error) {
+		applied, err := n.Read(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) (err error) {
 			version, err = v.StreamVersion("acct-1")
 			return err
 		})
@@ -408,7 +409,7 @@ func TestSessionRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	version := func(ctx context.Context, opts ReadOptions) (int64, error) {
+	version := func(ctx context.Context, opts nodeapi.ReadOptions) (int64, error) {
 		var v int64
 		_, err := f.Read(ctx, "app", opts, func(view *fsm.View) (err error) {
 			v, err = view.StreamVersion("acct-1")
@@ -419,16 +420,16 @@ func TestSessionRead(t *testing.T) {
 	// While lagging, a session read with the write's index waits and gives up.
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := version(short, ReadOptions{Consistency: Session, MinIndex: res.Index}); !errors.Is(err, ErrNotCaughtUp) {
+	if _, err := version(short, nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}); !errors.Is(err, nodeapi.ErrNotCaughtUp) {
 		t.Fatalf("session read on a lagging follower: %v", err)
 	}
-	if v, err := version(ctxT(t), ReadOptions{Consistency: Local}); err != nil || v != -1 {
+	if v, err := version(ctxT(t), nodeapi.ReadOptions{Consistency: nodeapi.Local}); err != nil || v != -1 {
 		t.Fatalf("local read on the lagging follower saw version %d (%v): it should not have the write yet", v, err)
 	}
 	// The session read started while lagging returns once the follower catches up.
 	got := make(chan error, 1)
 	go func() {
-		v, err := version(ctxT(t), ReadOptions{Consistency: Session, MinIndex: res.Index})
+		v, err := version(ctxT(t), nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index})
 		if err == nil && v != 0 {
 			err = fmt.Errorf("version %d, want 0", v)
 		}
@@ -455,7 +456,7 @@ func TestLocalReadStaleness(t *testing.T) {
 	if _, err := appendOne(ctxT(t), l.Node, "app", "acct-1", ""); err != nil {
 		t.Fatal(err)
 	}
-	read := func(n *Node, opts ReadOptions) (int64, error) {
+	read := func(n *Node, opts nodeapi.ReadOptions) (int64, error) {
 		var v int64
 		_, err := n.Read(ctxT(t), "app", opts, func(view *fsm.View) (err error) {
 			v, err = view.StreamVersion("acct-1")
@@ -465,16 +466,16 @@ func TestLocalReadStaleness(t *testing.T) {
 	}
 	bound := 300 * time.Millisecond
 	testutil.Eventually(t, waitTimeout, "the isolated follower's bounded local read to fail as stale", func() bool {
-		_, err := read(f.Node, ReadOptions{Consistency: Local, MaxStaleness: bound})
-		return errors.Is(err, ErrStale)
+		_, err := read(f.Node, nodeapi.ReadOptions{Consistency: nodeapi.Local, MaxStaleness: bound})
+		return errors.Is(err, nodeapi.ErrStale)
 	})
-	if since := time.Since(f.Raft().LastContact()); since < bound {
+	if since := time.Since(f.raft.LastContact()); since < bound {
 		t.Fatalf("stale after only %s without the leader (bound %s)", since, bound)
 	}
-	if v, err := read(f.Node, ReadOptions{Consistency: Local}); err != nil || v != -1 {
+	if v, err := read(f.Node, nodeapi.ReadOptions{Consistency: nodeapi.Local}); err != nil || v != -1 {
 		t.Fatalf("unbounded local read: version %d, %v; want the stale answer -1", v, err)
 	}
-	if v, err := read(l.Node, ReadOptions{Consistency: Local, MaxStaleness: time.Nanosecond}); err != nil || v != 0 {
+	if v, err := read(l.Node, nodeapi.ReadOptions{Consistency: nodeapi.Local, MaxStaleness: time.Nanosecond}); err != nil || v != 0 {
 		t.Fatalf("leader's bounded local read: version %d, %v", v, err)
 	}
 }
@@ -492,7 +493,7 @@ func TestPeerServiceNeedsSecret(t *testing.T) {
 			t.Fatalf("peer call with secret %q succeeded", secret)
 		}
 	}
-	if msgs := readAll(t, l.Node, "app", ReadOptions{}); len(msgs) != 0 {
+	if msgs := readAll(t, l.Node, "app", nodeapi.ReadOptions{}); len(msgs) != 0 {
 		t.Fatalf("unauthenticated peer calls wrote %d messages", len(msgs))
 	}
 }
@@ -509,13 +510,13 @@ func TestNoLeaderFailsUnavailable(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, waitTimeout, "the survivor to lose its leader", func() bool { id, _ := survivor.Leader(); return id == "" })
-	if _, err := appendOne(ctxT(t), survivor.Node, "app", "s-1", ""); !errors.Is(err, ErrNoLeader) {
+	if _, err := appendOne(ctxT(t), survivor.Node, "app", "s-1", ""); !errors.Is(err, nodeapi.ErrNoLeader) {
 		t.Fatalf("append without a quorum: %v", err)
 	}
-	if _, err := survivor.Read(ctxT(t), "app", ReadOptions{}, func(*fsm.View) error { return nil }); !errors.Is(err, ErrNoLeader) {
+	if _, err := survivor.Read(ctxT(t), "app", nodeapi.ReadOptions{}, func(*fsm.View) error { return nil }); !errors.Is(err, nodeapi.ErrNoLeader) {
 		t.Fatalf("linearizable read without a quorum: %v", err)
 	}
-	if survivor.Raft().State() == raft.Leader {
+	if survivor.raft.State() == raft.Leader {
 		t.Fatal("a single survivor of three became leader")
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 	"github.com/skalddb/skald/node/peerv1/peerv1connect"
 )
@@ -70,11 +71,11 @@ func (p *peerServer) Apply(ctx context.Context, req *connect.Request[peerv1.Appl
 	switch {
 	case errors.Is(err, errNotLeader):
 		return nil, notApplied(connect.CodeFailedPrecondition, err)
-	case errors.Is(err, ErrNoLeader):
+	case errors.Is(err, nodeapi.ErrNoLeader):
 		return nil, notApplied(connect.CodeUnavailable, err)
-	case errors.Is(err, ErrStorageFull):
+	case errors.Is(err, nodeapi.ErrStorageFull):
 		return nil, notApplied(connect.CodeResourceExhausted, err)
-	case errors.Is(err, ErrUnknownOutcome):
+	case errors.Is(err, nodeapi.ErrUnknownOutcome):
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
 	resp, cerr := encodeResult(res, err)
@@ -120,11 +121,11 @@ func outcomeOf(res any, err error) *peerv1.ApplyOutcome {
 	switch {
 	case errors.Is(err, errNotLeader):
 		return fail(peerv1.FailureKind_FAILURE_KIND_NOT_LEADER, err)
-	case errors.Is(err, ErrNoLeader):
+	case errors.Is(err, nodeapi.ErrNoLeader):
 		return fail(peerv1.FailureKind_FAILURE_KIND_NO_LEADER, err)
-	case errors.Is(err, ErrStorageFull):
+	case errors.Is(err, nodeapi.ErrStorageFull):
 		return fail(peerv1.FailureKind_FAILURE_KIND_STORAGE_FULL, err)
-	case errors.Is(err, ErrUnknownOutcome):
+	case errors.Is(err, nodeapi.ErrUnknownOutcome):
 		return fail(peerv1.FailureKind_FAILURE_KIND_UNKNOWN, err)
 	}
 	resp, cerr := encodeResult(res, err)
@@ -134,9 +135,9 @@ func outcomeOf(res any, err error) *peerv1.ApplyOutcome {
 	return &peerv1.ApplyOutcome{Outcome: &peerv1.ApplyOutcome_Response{Response: resp}}
 }
 
-// storageFull rebuilds the leader's ErrStorageFull from its message.
+// storageFull rebuilds the leader's nodeapi.ErrStorageFull from its message.
 func storageFull(msg string) error {
-	return fmt.Errorf("%w: %s", ErrStorageFull, strings.TrimPrefix(msg, ErrStorageFull.Error()+": "))
+	return fmt.Errorf("%w: %s", nodeapi.ErrStorageFull, strings.TrimPrefix(msg, nodeapi.ErrStorageFull.Error()+": "))
 }
 
 // resultOf is the inverse of outcomeOf.
@@ -149,13 +150,13 @@ func resultOf(o *peerv1.ApplyOutcome) (any, error) {
 		case peerv1.FailureKind_FAILURE_KIND_NOT_LEADER:
 			return nil, errNotLeader
 		case peerv1.FailureKind_FAILURE_KIND_NO_LEADER:
-			return nil, fmt.Errorf("%w: forwarded write: %s", ErrNoLeader, r.Failure.Message)
+			return nil, fmt.Errorf("%w: forwarded write: %s", nodeapi.ErrNoLeader, r.Failure.Message)
 		case peerv1.FailureKind_FAILURE_KIND_STORAGE_FULL:
 			return nil, storageFull(r.Failure.Message)
 		}
-		return nil, fmt.Errorf("%w: forwarded write: %s", ErrUnknownOutcome, r.Failure.Message)
+		return nil, fmt.Errorf("%w: forwarded write: %s", nodeapi.ErrUnknownOutcome, r.Failure.Message)
 	}
-	return nil, fmt.Errorf("%w: peer sent an empty outcome", ErrUnknownOutcome)
+	return nil, fmt.Errorf("%w: peer sent an empty outcome", nodeapi.ErrUnknownOutcome)
 }
 
 func (p *peerServer) ReadIndex(ctx context.Context, _ *connect.Request[peerv1.ReadIndexRequest]) (*connect.Response[peerv1.ReadIndexResponse], error) {
@@ -232,7 +233,7 @@ func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1
 		return nil, classify(err, "forward writes")
 	}
 	if len(resp.Msg.Outcomes) != len(cmds) {
-		return nil, fmt.Errorf("%w: forward writes: %d outcomes for %d commands", ErrUnknownOutcome, len(resp.Msg.Outcomes), len(cmds))
+		return nil, fmt.Errorf("%w: forward writes: %d outcomes for %d commands", nodeapi.ErrUnknownOutcome, len(resp.Msg.Outcomes), len(cmds))
 	}
 	return resp.Msg.Outcomes, nil
 }
@@ -258,7 +259,7 @@ func classify(err error, what string) error {
 		case connect.CodeResourceExhausted:
 			return storageFull(ce.Message())
 		}
-		return fmt.Errorf("%w: %s: %v", ErrNoLeader, what, ce.Message())
+		return fmt.Errorf("%w: %s: %v", nodeapi.ErrNoLeader, what, ce.Message())
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -266,7 +267,7 @@ func classify(err error, what string) error {
 	}
 	// Anything else may have reached the leader: a timeout, a reset, a
 	// leader that lost leadership after proposing.
-	return fmt.Errorf("%w: %s: %v", ErrUnknownOutcome, what, err)
+	return fmt.Errorf("%w: %s: %v", nodeapi.ErrUnknownOutcome, what, err)
 }
 
 // encodeResult turns an applied command's result (or business rejection)
@@ -425,7 +426,7 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
-	return nil, fmt.Errorf("%w: peer sent an empty result", ErrUnknownOutcome)
+	return nil, fmt.Errorf("%w: peer sent an empty result", nodeapi.ErrUnknownOutcome)
 }
 
 func errorOf(r *peerv1.Rejection) error {

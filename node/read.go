@@ -9,38 +9,18 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node/nodeapi"
 )
-
-// Consistency is the guarantee a read asks for (DESIGN §6).
-type Consistency int
-
-const (
-	// Linearizable reads see every write acknowledged before the read
-	// began, on any node. The default.
-	Linearizable Consistency = iota
-	// Session reads see at least the writes up to ReadOptions.MinIndex
-	// (the index a write reply carried).
-	Session
-	// Local reads see whatever this node has applied; with MaxStaleness
-	// they fail when the leader has not been heard from for that long.
-	Local
-)
-
-// ReadOptions selects a read's consistency.
-type ReadOptions struct {
-	Consistency  Consistency
-	MinIndex     uint64        // Session
-	MaxStaleness time.Duration // Local; 0 means no bound
-}
 
 // Read waits until this node may serve a read at the requested
 // consistency, then calls fn with a consistent view of namespace ns. It
 // returns the applied index the view reflects at least.
 //
-// Errors: fsm.ErrNamespaceNotFound; ErrNoLeader (linearizable without a
-// leader); ErrNotCaughtUp (the required index was not reached within
-// Config.ReadWait or the context); ErrStale (local, past MaxStaleness).
-func (n *Node) Read(ctx context.Context, ns string, opts ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+// Errors: fsm.ErrNamespaceNotFound; nodeapi.ErrNoLeader (linearizable
+// without a leader); nodeapi.ErrNotCaughtUp (the required index was not
+// reached within Config.ReadWait or the context); nodeapi.ErrStale
+// (local, past MaxStaleness).
+func (n *Node) Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
 	if err := n.ReadBarrier(ctx, opts); err != nil {
 		return 0, err
 	}
@@ -55,30 +35,30 @@ func (n *Node) Read(ctx context.Context, ns string, opts ReadOptions, fn func(*f
 
 // ReadBarrier waits until a read at opts may be served here: what Read
 // does before it opens its view.
-func (n *Node) ReadBarrier(ctx context.Context, opts ReadOptions) error {
+func (n *Node) ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error {
 	start := time.Now()
 	defer func() { n.m.readWait.Observe(time.Since(start).Seconds()) }()
 	if n.hooks.skipReadBarrier != nil && n.hooks.skipReadBarrier(opts.Consistency) {
 		return nil
 	}
 	switch opts.Consistency {
-	case Linearizable:
+	case nodeapi.Linearizable:
 		_, err := n.LinearizableIndex(ctx)
 		return err
-	case Session:
+	case nodeapi.Session:
 		ctx, cancel := n.readContext(ctx)
 		defer cancel()
 		if err := n.waitApplied(ctx, opts.MinIndex); err != nil {
-			return fmt.Errorf("%w: index %d not applied (at %d): %v", ErrNotCaughtUp, opts.MinIndex, n.sm.appliedIndex(), err)
+			return fmt.Errorf("%w: index %d not applied (at %d): %v", nodeapi.ErrNotCaughtUp, opts.MinIndex, n.sm.appliedIndex(), err)
 		}
 		return nil
-	case Local:
+	case nodeapi.Local:
 		if opts.MaxStaleness <= 0 || n.raft.State() == raft.Leader {
 			return nil
 		}
 		last := n.raft.LastContact()
 		if last.IsZero() || time.Since(last) > opts.MaxStaleness {
-			return fmt.Errorf("%w: leader last heard %s ago, bound %s", ErrStale, sinceOrNever(last), opts.MaxStaleness)
+			return fmt.Errorf("%w: leader last heard %s ago, bound %s", nodeapi.ErrStale, sinceOrNever(last), opts.MaxStaleness)
 		}
 		return nil
 	}
@@ -108,18 +88,18 @@ func (n *Node) LinearizableIndex(ctx context.Context) (uint64, error) {
 		idx, err := n.readIndex(ctx)
 		if err == nil {
 			if werr := n.waitApplied(ctx, idx); werr != nil {
-				return 0, fmt.Errorf("%w: read index %d not applied (at %d): %v", ErrNotCaughtUp, idx, n.sm.appliedIndex(), werr)
+				return 0, fmt.Errorf("%w: read index %d not applied (at %d): %v", nodeapi.ErrNotCaughtUp, idx, n.sm.appliedIndex(), werr)
 			}
 			return idx, nil
 		}
-		if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) && !errors.Is(err, ErrNoLeader) {
+		if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) && !errors.Is(err, nodeapi.ErrNoLeader) {
 			return 0, err
 		}
 		if time.Now().After(deadline) {
-			return 0, ErrNoLeader
+			return 0, nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrNoLeader, err)
+			return 0, fmt.Errorf("%w: %v", nodeapi.ErrNoLeader, err)
 		}
 	}
 }
@@ -139,11 +119,11 @@ func (n *Node) readIndex(ctx context.Context) (uint64, error) {
 func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
 	lid, _ := n.Leader()
 	if lid == "" || lid == n.id {
-		return 0, ErrNoLeader
+		return 0, nodeapi.ErrNoLeader
 	}
 	addr, ok := n.store.NodeAddr(lid)
 	if !ok {
-		return 0, ErrNoLeader
+		return 0, nodeapi.ErrNoLeader
 	}
 	return n.peers.readIndex(ctx, addr)
 }
@@ -211,7 +191,7 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-n.closing:
-			return ErrShutdown
+			return nodeapi.ErrShutdown
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // indexBatcher coalesces concurrent read-index requests, as etcd batches
@@ -55,13 +57,13 @@ func (b *indexBatcher) get(ctx context.Context) (uint64, error) {
 	select {
 	case <-r.done:
 		if r.err != nil && b.life.Err() != nil {
-			return 0, ErrShutdown
+			return 0, nodeapi.ErrShutdown
 		}
 		return r.index, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-b.life.Done():
-		return 0, ErrShutdown
+		return 0, nodeapi.ErrShutdown
 	}
 }
 

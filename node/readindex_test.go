@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Every answer comes from a fetch that started after the request: the
@@ -103,7 +104,7 @@ func TestIndexBatcherErrorsAndCancellation(t *testing.T) {
 		{"caller's context ends first", blockUntilDone,
 			func() context.Context { return ended },
 			false, context.DeadlineExceeded},
-		{"node closing", blockUntilDone, context.Background, true, ErrShutdown},
+		{"node closing", blockUntilDone, context.Background, true, nodeapi.ErrShutdown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

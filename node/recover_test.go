@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // TestRecoverFromPeersFile: a 3-node cluster loses two nodes for good; the
@@ -45,11 +46,11 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	if _, err := os.Stat(peers + ".applied"); err != nil {
 		t.Fatalf("peers file not renamed: %v", err)
 	}
-	cfg := survivor.Raft().GetConfiguration()
+	cfg := survivor.raft.GetConfiguration()
 	if err := cfg.Error(); err != nil || len(cfg.Configuration().Servers) != 1 {
 		t.Fatalf("configuration after recovery: %+v, %v", cfg.Configuration().Servers, err)
 	}
-	if got := readAll(t, survivor.Node, "ns", ReadOptions{}); len(got) != 50 {
+	if got := readAll(t, survivor.Node, "ns", nodeapi.ReadOptions{}); len(got) != 50 {
 		t.Fatalf("after recovery: %d messages, want 50", len(got))
 	}
 	if _, err := appendOne(ctxT(t), survivor.Node, "ns", "s-0", "00000000-0000-4000-8000-000000000999"); err != nil {
@@ -58,7 +59,7 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	survivor.stop(true)
 	survivor.start(false)
 	testutil.Eventually(t, waitTimeout, "the survivor to lead again", survivor.IsLeader)
-	if got := readAll(t, survivor.Node, "ns", ReadOptions{}); len(got) != 51 {
+	if got := readAll(t, survivor.Node, "ns", nodeapi.ReadOptions{}); len(got) != 51 {
 		t.Fatalf("after restart: %d messages, want 51", len(got))
 	}
 }

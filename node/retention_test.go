@@ -10,6 +10,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 func retentionPolicy(ns string, scope fsmv1.RetentionScope, name string, age time.Duration, count int64) *fsmv1.SetRetentionPolicy {
@@ -20,7 +21,7 @@ func retentionPolicy(ns string, scope fsmv1.RetentionScope, name string, age tim
 func streamCount(t *testing.T, n *Node, ns, stream string) int {
 	t.Helper()
 	var c int
-	_, err := n.Read(ctxT(t), ns, ReadOptions{Consistency: Local}, func(v *fsm.View) error {
+	_, err := n.Read(ctxT(t), ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) error {
 		msgs, err := v.ReadStream(fsm.StreamQuery{Stream: stream, Limit: -1})
 		c = len(msgs)
 		return err
@@ -127,7 +128,7 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 	}
 	policies := func(n *Node) []string {
 		var out []string
-		_, err := n.Read(ctxT(t), "app", ReadOptions{Consistency: Local}, func(v *fsm.View) error {
+		_, err := n.Read(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) error {
 			ps, err := v.RetentionPolicies()
 			for _, p := range ps {
 				out = append(out, p.String())

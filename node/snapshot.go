@@ -19,7 +19,7 @@ import (
 //
 //   - List reports one snapshot: the fsm durable floor, so Raft restarts at
 //     the floor and replays only what Pebble may lack.
-//   - A local snapshot (the sink receives no bytes: fsm.Store.Snapshot
+//   - A local snapshot (the sink receives no bytes: stateMachine.Snapshot
 //     already synced everything) raises the floor to Raft's snapshot index
 //     and copies nothing.
 //   - Open streams a fresh checkpoint set of the live state, with its exact

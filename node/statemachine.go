@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // stateMachine adapts fsm.Store for Raft. It tracks the applied index (the
@@ -21,15 +23,19 @@ type stateMachine struct {
 	before    func()    // test hook, nil in production
 	onFailure func(any) // logs a storage failure inside apply
 	store     *fsm.Store
-	feed      *Feed
+	feed      *nodeapi.Feed
 	metrics   *metrics
 
 	applied atomic.Uint64
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when applied changes
+
+	// entries is ApplyBatch's buffer of converted entries, reused from
+	// batch to batch. Raft calls the FSM from its one FSM goroutine.
+	entries []fsm.Entry
 }
 
-func newStateMachine(store *fsm.Store, feed *Feed, m *metrics, start uint64) *stateMachine {
+func newStateMachine(store *fsm.Store, feed *nodeapi.Feed, m *metrics, start uint64) *stateMachine {
 	sm := &stateMachine{store: store, feed: feed, metrics: m, changed: make(chan struct{})}
 	sm.applied.Store(start)
 	return sm
@@ -52,22 +58,68 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if sm.before != nil {
 		sm.before()
 	}
-	out := sm.store.ApplyBatch(logs)
+	entries := sm.entriesOf(logs)
+	out := sm.store.ApplyBatch(entries)
+	clear(entries) // hold no log's bytes until the next batch
 	sm.metrics.applyBatch.Observe(float64(len(logs)))
-	sm.feed.publish(out)
+	sm.feed.Publish(out)
 	sm.advance(logs[len(logs)-1].Index)
 	return out
+}
+
+// entriesOf converts Raft's entries into fsm's, in the reused buffer: the
+// entries share the logs' bytes, so a batch costs no allocation once the
+// buffer has grown to Raft's largest batch.
+func (sm *stateMachine) entriesOf(logs []*raft.Log) []fsm.Entry {
+	entries := slices.Grow(sm.entries[:0], len(logs))[:len(logs)]
+	for i, l := range logs {
+		entries[i] = fsm.Entry{Index: l.Index, Term: l.Term, Kind: entryKind(l.Type), Data: l.Data, Extensions: l.Extensions}
+	}
+	sm.entries = entries
+	return entries
+}
+
+// entryKind maps a Raft log type onto fsm's. Raft hands a BatchingFSM
+// commands and configurations only; fsm applies anything else as a no-op.
+func entryKind(t raft.LogType) fsm.EntryKind {
+	switch t {
+	case raft.LogCommand:
+		return fsm.EntryCommand
+	case raft.LogConfiguration:
+		return fsm.EntryConfiguration // Data: raft.EncodeConfiguration, kept as is
+	}
+	return fsm.EntryOther
 }
 
 // Apply implements raft.FSM.
 func (sm *stateMachine) Apply(l *raft.Log) any { return sm.ApplyBatch([]*raft.Log{l})[0] }
 
-// Snapshot implements raft.FSM.
-func (sm *stateMachine) Snapshot() (raft.FSMSnapshot, error) { return sm.store.Snapshot() }
+// Snapshot implements raft.FSM. The store is its own snapshot: Snapshot
+// makes the applied state durable (fsm.Store.SyncFloor) so Raft may compact
+// its log, and Persist writes nothing. It is meant for the snapshot store
+// of snapshot.go, whose sink records the position (fsm.Store.RecordFloor)
+// when nothing was written and whose Open streams a checkpoint to
+// followers that need one; it is not usable with raft.FileSnapshotStore.
+func (sm *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	if _, err := sm.store.SyncFloor(); err != nil {
+		return nil, err
+	}
+	return floorSnapshot{}, nil
+}
+
+type floorSnapshot struct{}
+
+func (floorSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (floorSnapshot) Release()                             {}
 
 // Restore implements raft.FSM: the whole state is replaced, so every
-// subscriber's watch ends.
+// subscriber's watch ends. Raft may wrap rc (to count what is read);
+// the store gets the reader underneath, so a staged checkpoint is swapped
+// in without copying.
 func (sm *stateMachine) Restore(rc io.ReadCloser) error {
+	if w, ok := rc.(raft.ReadCloserWrapper); ok {
+		rc = w.WrappedReadCloser()
+	}
 	if err := sm.store.Restore(rc); err != nil {
 		return err
 	}
@@ -75,7 +127,7 @@ func (sm *stateMachine) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	sm.feed.endAll()
+	sm.feed.EndAll()
 	sm.set(floor.Index)
 	return nil
 }

@@ -1,31 +1,15 @@
 package node
 
 import (
-	"time"
-
 	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
-// Status is a point-in-time view of this node's part in the Raft group,
-// for status endpoints and operators. Reading it changes nothing.
-type Status struct {
-	ID       string // this node's server id
-	Leader   bool   // this node leads now
-	LeaderID string // the leader this node knows of, "" when none
-	Term     uint64
-	// CommitIndex is the last entry this node knows is committed;
-	// AppliedIndex the last whose effects its reads see.
-	CommitIndex  uint64
-	AppliedIndex uint64
-	// LastContact is when a follower last heard from its leader: zero on
-	// the leader and on a node that never heard one.
-	LastContact time.Time
-}
-
 // Status returns this node's Raft status.
-func (n *Node) Status() Status {
+func (n *Node) Status() nodeapi.Status {
 	lid, _ := n.Leader()
-	st := Status{
+	st := nodeapi.Status{
 		ID: n.id, Leader: n.raft.State() == raft.Leader, LeaderID: lid,
 		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.AppliedIndex(),
 	}
@@ -35,22 +19,15 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// Member is one server of the Raft configuration.
-type Member struct {
-	ID       string
-	RaftAddr string
-	Voter    bool // a voter, not a non-voter catching up
-}
-
 // Members returns the servers of the latest Raft configuration.
-func (n *Node) Members() ([]Member, error) {
+func (n *Node) Members() ([]nodeapi.Member, error) {
 	servers, err := n.Servers()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Member, len(servers))
+	out := make([]nodeapi.Member, len(servers))
 	for i, s := range servers {
-		out[i] = Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter}
+		out[i] = nodeapi.Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter}
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // nsState is what a node serves of a namespace: every message, the
@@ -23,7 +24,7 @@ type nsState struct {
 func stateOf(t *testing.T, n *Node, ns string) nsState {
 	t.Helper()
 	var st nsState
-	_, err := n.Read(ctxT(t), ns, ReadOptions{Consistency: Local}, func(v *fsm.View) (err error) {
+	_, err := n.Read(ctxT(t), ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 		if st.Messages, err = v.ReadAll(1, -1); err != nil {
 			return err
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 func loadTLS(t *testing.T, dir, name string) *TLS {
@@ -32,7 +34,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	c.waitConverged()
 	for _, tn := range c.nodes {
-		if msgs := readAll(t, tn.Node, "app", ReadOptions{}); len(msgs) != 1 {
+		if msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{}); len(msgs) != 1 {
 			t.Fatalf("node %s holds %d messages over TLS, want 1", tn.ID(), len(msgs))
 		}
 	}

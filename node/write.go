@@ -12,6 +12,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Apply proposes cmd through Raft and returns the state machine's result:
@@ -22,11 +23,11 @@ import (
 // error, and nothing was written.
 //
 // On a follower the command is forwarded to the leader. Without a leader
-// the call waits up to Config.LeaderWait, then fails with ErrNoLeader
-// (nothing proposed). A proposal Raft refuses before it reaches the log
-// (see refusedBeforeLog: a leadership transfer in progress among others)
-// is retried the same way. ErrUnknownOutcome means the write may have been
-// applied. A forwarded write is retried only when it certainly was not
+// the call waits up to Config.LeaderWait, then fails with
+// nodeapi.ErrNoLeader (nothing proposed). A proposal Raft refuses before
+// it reaches the log (see refusedBeforeLog: a leadership transfer in
+// progress among others) is retried the same way. nodeapi.ErrUnknownOutcome
+// means the write may have been applied. A forwarded write is retried only when it certainly was not
 // proposed: the peer refused as not leader, or it could not be reached.
 // Concurrent forwarded writes share calls to the leader (forwarder).
 func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
@@ -51,7 +52,7 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, ErrNoLeader
+			return nil, nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return nil, err // nothing was proposed
@@ -96,7 +97,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	}
 	if err = waitFuture(ctx, f); ctx.Err() != nil && err == ctx.Err() {
 		// The entry may still commit.
-		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		return nil, fmt.Errorf("%w: %v", nodeapi.ErrUnknownOutcome, err)
 	}
 	n.m.applyLatency.Observe(time.Since(start).Seconds())
 	switch {
@@ -106,11 +107,11 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		// service tells the follower to.
 		return nil, errNotLeader
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return nil, fmt.Errorf("%w: proposal queue full", ErrNoLeader)
+		return nil, fmt.Errorf("%w: proposal queue full", nodeapi.ErrNoLeader)
 	default:
 		// ErrLeadershipLost, ErrRaftShutdown after dispatch, a log store
 		// error, ...: it may be in the log and may still commit.
-		return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
+		return nil, fmt.Errorf("%w: %v", nodeapi.ErrUnknownOutcome, err)
 	}
 	switch r := f.Response().(type) {
 	case error:

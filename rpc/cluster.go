@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -20,8 +20,8 @@ type members interface {
 	ID() string
 	Leader() (id, raftAddr string)
 	IsLeader() bool
-	Status() node.Status
-	Members() ([]node.Member, error)
+	Status() nodeapi.Status
+	Members() ([]nodeapi.Member, error)
 	AppliedIndex() uint64
 	ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error)
 	NodeAddr(id string) (string, bool)
@@ -124,7 +124,7 @@ func (s *cluster) TransferLeadership(ctx context.Context, req *connect.Request[s
 	if !s.b.IsLeader() {
 		return nil, s.notLeader()
 	}
-	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); errors.Is(err, node.ErrUnknownServer) {
+	if err := s.b.TransferLeadership(ctx, req.Msg.GetToId()); errors.Is(err, nodeapi.ErrUnknownServer) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("to_id: no server %q in the cluster (see Cluster.Status)", req.Msg.GetToId()))
 	} else if err != nil {
 		return nil, toConnect(ctx, s.log, err)
@@ -154,7 +154,7 @@ func (s *cluster) newLeader(ctx context.Context) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("%w: leadership was handed over, but no new leader is known yet: %w", node.ErrNoLeader, ctx.Err())
+			return "", fmt.Errorf("%w: leadership was handed over, but no new leader is known yet: %w", nodeapi.ErrNoLeader, ctx.Err())
 		case <-tick.C:
 		}
 	}

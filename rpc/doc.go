@@ -4,6 +4,8 @@
 // serves health, readiness, metrics, the web console and the node's peer
 // service.
 //
-// It must never touch Pebble or Raft directly: it talks to a Backend (the
-// node) and reads through fsm views the node hands it.
+// It must never touch Pebble or Raft directly, nor import node (or anything
+// that imports hashicorp/raft): it talks to a Backend (the node) in the
+// types of node/nodeapi and fsm, and reads through fsm views the node hands
+// it. Only its tests start real nodes.
 package rpc

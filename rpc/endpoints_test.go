@@ -16,7 +16,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/testutil"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -354,7 +354,7 @@ func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
 // ResourceExhausted on Connect and 503 STORAGE_FULL on the EventoDB API,
 // with the node's explanation (which server, what to free).
 func TestStorageFullErrors(t *testing.T) {
-	err := fmt.Errorf("%w: server n1 has 10.0 MiB free for its data, under the 64.0 MiB minimum", node.ErrStorageFull)
+	err := fmt.Errorf("%w: server n1 has 10.0 MiB free for its data, under the 64.0 MiB minimum", nodeapi.ErrStorageFull)
 	if ce := ConnectError(err); connect.CodeOf(ce) != connect.CodeResourceExhausted || !strings.Contains(ce.Error(), "server n1 has 10.0 MiB free") {
 		t.Fatalf("Connect: %v", ce)
 	}

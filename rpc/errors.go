@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/skalddb/skald/fsm"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -105,7 +105,7 @@ var errorTable = []func(error) (reply, bool){
 		message: "stream not found: it never had a message"}),
 	sentinel(fsm.ErrStreamDeleted, reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusGone, evCode: "STREAM_DELETED",
 		message: "the stream was hard-deleted: it accepts no more writes"}),
-	typed(func(e *node.NotInFlightError) reply {
+	typed(func(e *nodeapi.NotInFlightError) reply {
 		return reply{verdict: true, code: connect.CodeFailedPrecondition, status: http.StatusConflict, evCode: "NOT_IN_FLIGHT",
 			message:   fmt.Sprintf("not in flight in the group (unknown, already settled, or delivered before a leader change and due again): %s", strings.Join(e.IDs, ", ")),
 			evDetails: map[string]any{"ids": e.IDs}}
@@ -116,18 +116,18 @@ var errorTable = []func(error) (reply, bool){
 		message: "subscription group already exists"}),
 	sentinel(fsm.ErrParkedNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "PARKED_NOT_FOUND",
 		message: "the group has not parked a message at that global position"}),
-	sentinel(node.ErrTooManyConsumers, reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "TOO_MANY_CONSUMERS",
+	sentinel(nodeapi.ErrTooManyConsumers, reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "TOO_MANY_CONSUMERS",
 		message: "the group has as many consumers as its max_consumers allows"}),
 	// Not verdicts: the message is the error's own text.
 	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
-	sentinel(node.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true}),
-	sentinel(node.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
+	sentinel(nodeapi.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true}),
+	sentinel(nodeapi.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
 		message: "the write may or may not have been applied: "}),
-	sentinel(node.ErrNoLeader, unavailable),
-	sentinel(node.ErrNotCaughtUp, unavailable),
-	sentinel(node.ErrStale, unavailable),
-	sentinel(node.ErrShutdown, unavailable),
+	sentinel(nodeapi.ErrNoLeader, unavailable),
+	sentinel(nodeapi.ErrNotCaughtUp, unavailable),
+	sentinel(nodeapi.ErrStale, unavailable),
+	sentinel(nodeapi.ErrShutdown, unavailable),
 	sentinel(fsm.ErrClosed, unavailable),
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -36,7 +36,7 @@ func (f failingBackend) DeleteNamespace(context.Context, *fsmv1.DeleteNamespace)
 	return nil, f.err
 }
 
-func (f failingBackend) Read(context.Context, string, node.ReadOptions, func(*fsm.View) error) (uint64, error) {
+func (f failingBackend) Read(context.Context, string, nodeapi.ReadOptions, func(*fsm.View) error) (uint64, error) {
 	return 0, f.err
 }
 
@@ -93,8 +93,8 @@ func TestErrorTable(t *testing.T) {
 		Stream: "account-2", Position: 0, GlobalPosition: 7, Reason: fsm.DuplicateMixed}
 	conflicts := &fsm.VersionConflictsError{Conflicts: []fsm.VersionConflictError{
 		{Stream: "a-1", Expected: 7, Actual: 1}, {Stream: "b-2", Expected: -1, Actual: 0}}}
-	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", node.ErrStorageFull)
-	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", node.ErrUnknownOutcome)
+	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", nodeapi.ErrStorageFull)
+	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", nodeapi.ErrUnknownOutcome)
 	unavailable := func(err error) (connectReply, *evError) {
 		return connectReply{code: connect.CodeUnavailable, message: err.Error()},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: err.Error()}
@@ -175,11 +175,11 @@ func TestErrorTable(t *testing.T) {
 		{name: "parked_not_found", err: fsm.ErrParkedNotFound, own: want{
 			connectReply{code: connect.CodeNotFound, message: "the group has not parked a message at that global position"},
 			&evError{status: http.StatusNotFound, code: "PARKED_NOT_FOUND", message: "the group has not parked a message at that global position"}}},
-		{name: "not_in_flight", err: &node.NotInFlightError{IDs: []string{"a", "b"}}, own: want{
+		{name: "not_in_flight", err: &nodeapi.NotInFlightError{IDs: []string{"a", "b"}}, own: want{
 			connectReply{code: connect.CodeFailedPrecondition, message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b"},
 			&evError{status: http.StatusConflict, code: "NOT_IN_FLIGHT", message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b",
 				details: map[string]any{"ids": []string{"a", "b"}}}}},
-		{name: "too_many_consumers", err: node.ErrTooManyConsumers, own: want{
+		{name: "too_many_consumers", err: nodeapi.ErrTooManyConsumers, own: want{
 			connectReply{code: connect.CodeResourceExhausted, message: "the group has as many consumers as its max_consumers allows"},
 			&evError{status: http.StatusTooManyRequests, code: "TOO_MANY_CONSUMERS", message: "the group has as many consumers as its max_consumers allows"}}},
 		{name: "deadline", err: context.DeadlineExceeded, own: want{
@@ -194,12 +194,12 @@ func TestErrorTable(t *testing.T) {
 		{name: "unknown_outcome", err: unknownOutcome, own: want{
 			connectReply{code: connect.CodeUnavailable, message: "the write may or may not have been applied: " + unknownOutcome.Error()},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + unknownOutcome.Error()}}},
-		{name: "no_leader", err: node.ErrNoLeader},
-		{name: "not_caught_up", err: fmt.Errorf("%w: index 9 not applied (at 7): context deadline exceeded", node.ErrNotCaughtUp)},
+		{name: "no_leader", err: nodeapi.ErrNoLeader},
+		{name: "not_caught_up", err: fmt.Errorf("%w: index 9 not applied (at 7): context deadline exceeded", nodeapi.ErrNotCaughtUp)},
 		// 500 BACKEND_ERROR on EventoDB before the table (unreachable: its
 		// reads are linearizable); retryable, so 503 there too now.
-		{name: "stale", err: fmt.Errorf("%w: leader last heard 3s ago, bound 1s", node.ErrStale)},
-		{name: "shutdown", err: node.ErrShutdown},
+		{name: "stale", err: fmt.Errorf("%w: leader last heard 3s ago, bound 1s", nodeapi.ErrStale)},
+		{name: "shutdown", err: nodeapi.ErrShutdown},
 		{name: "store_closed", err: fsm.ErrClosed},
 		{name: "position_exists", err: &fsm.PositionExistsError{Record: 1, Stream: "a-1", Reason: "taken"}},
 		{name: "bad_command", err: fsm.ErrBadCommand},
@@ -267,11 +267,11 @@ func TestErrorTableDeadlinePassed(t *testing.T) {
 		connect connectReply
 		evdb    *evError
 	}{
-		{node.ErrNoLeader, connectReply{code: connect.CodeDeadlineExceeded, message: "node: no leader"},
+		{nodeapi.ErrNoLeader, connectReply{code: connect.CodeDeadlineExceeded, message: "node: no leader"},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "node: no leader"}},
-		{node.ErrStorageFull, connectReply{code: connect.CodeDeadlineExceeded, message: "node: storage full"},
+		{nodeapi.ErrStorageFull, connectReply{code: connect.CodeDeadlineExceeded, message: "node: storage full"},
 			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: "node: storage full"}},
-		{node.ErrUnknownOutcome, connectReply{code: connect.CodeDeadlineExceeded, message: "node: write outcome unknown"},
+		{nodeapi.ErrUnknownOutcome, connectReply{code: connect.CodeDeadlineExceeded, message: "node: write outcome unknown"},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: node: write outcome unknown"}},
 		{errors.New("disk on fire"), connectReply{code: connect.CodeDeadlineExceeded, message: "disk on fire"},
 			&evError{status: http.StatusInternalServerError, code: "BACKEND_ERROR", message: "storage error"}},

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/skalddb/skald/fsm"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 type evMethod func(e *evdb, ctx context.Context, args evArgs) (any, *evError)
@@ -35,7 +35,7 @@ var evMethods = map[string]evMethod{
 	},
 }
 
-var linearizable = node.ReadOptions{Consistency: node.Linearizable}
+var linearizable = nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}
 
 // read runs fn on a linearizable view of the caller's namespace.
 func (e *evdb) read(ctx context.Context, fn func(*fsm.View) error) *evError {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/skalddb/skald/fsm"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // sseBadRequest answers an invalid /subscribe with 400 and a plain-text
@@ -89,7 +89,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeEvError(w, e.backendError(ctx, err))
 		return
 	}
-	local := node.ReadOptions{Consistency: node.Local}
+	local := nodeapi.ReadOptions{Consistency: nodeapi.Local}
 	if all {
 		// No replay: live from the head (or the position, if later).
 		_, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) error {

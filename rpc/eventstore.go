@@ -9,7 +9,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -21,10 +21,10 @@ type events interface {
 	TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error)
 	DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error)
 	DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsm.WatermarkDeletionResult, error)
-	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
-	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
+	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error
 	AppliedIndex() uint64
-	Feed() *node.Feed
+	Feed() *nodeapi.Feed
 }
 
 // eventStore implements skald.v1.EventStore for the caller's namespace.

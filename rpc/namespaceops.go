@@ -7,7 +7,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/nstoken"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // The namespace operations both APIs call (Namespaces and EventoDB's
@@ -48,7 +48,7 @@ func namespaceToken(name, token string) (string, error) {
 
 // namespaceStats reads a namespace's registry entry and counters on one
 // view.
-func namespaceStats(ctx context.Context, b tenants, name string, opts node.ReadOptions) (fsm.NamespaceInfo, fsm.NamespaceStats, error) {
+func namespaceStats(ctx context.Context, b tenants, name string, opts nodeapi.ReadOptions) (fsm.NamespaceInfo, fsm.NamespaceStats, error) {
 	var (
 		info  fsm.NamespaceInfo
 		stats fsm.NamespaceStats
@@ -72,12 +72,12 @@ type namespaceEntry struct {
 // creation was acknowledged; each is then read on a local view, and one
 // deleted meanwhile is left out.
 func listNamespaces(ctx context.Context, b tenants) ([]namespaceEntry, error) {
-	if err := b.ReadBarrier(ctx, node.ReadOptions{Consistency: node.Linearizable}); err != nil {
+	if err := b.ReadBarrier(ctx, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}); err != nil {
 		return nil, err
 	}
 	var out []namespaceEntry
 	for _, ns := range b.Namespaces() {
-		info, stats, err := namespaceStats(ctx, b, ns.Name, node.ReadOptions{Consistency: node.Local})
+		info, stats, err := namespaceStats(ctx, b, ns.Name, nodeapi.ReadOptions{Consistency: nodeapi.Local})
 		if errors.Is(err, fsm.ErrNamespaceNotFound) {
 			continue // deleted meanwhile
 		}

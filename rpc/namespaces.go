@@ -11,7 +11,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -20,8 +20,8 @@ type tenants interface {
 	CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error)
 	DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error)
 	SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error)
-	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
-	ReadBarrier(ctx context.Context, opts node.ReadOptions) error
+	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error
 	Namespace(name string) (fsm.NamespaceInfo, bool)
 	Namespaces() []fsm.NamespaceInfo
 }
@@ -105,7 +105,7 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 	if !c.admin && name != c.namespace {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only get its own namespace %q", c.namespace))
 	}
-	info, stats, err := namespaceStats(ctx, s.b, name, node.ReadOptions{Consistency: node.Linearizable})
+	info, stats, err := namespaceStats(ctx, s.b, name, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable})
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/skalddb/skald/fsm"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -177,7 +177,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			msgs   []fsm.Message
 			behind int64
 		)
-		_, err := s.b.Read(ctx, ns, node.ReadOptions{Consistency: node.Local}, func(v *fsm.View) (err error) {
+		_, err := s.b.Read(ctx, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			msgs, behind, err = sub.page(v, cfg.Page)
 			return err
 		})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -23,10 +23,10 @@ type groups interface {
 	DeleteGroup(ctx context.Context, c *fsmv1.DeleteGroup) (*fsm.GroupResult, error)
 	ReplayParked(ctx context.Context, c *fsmv1.ReplayParked) (*fsm.ParkedChangeResult, error)
 	DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.ParkedChangeResult, error)
-	Consume(ctx context.Context, ns, group, consumer string, deliver func(node.GroupDelivery) error, heartbeat func() error) error
-	Settle(ctx context.Context, ns, group string, ids []string, action node.SettleAction, reason string) error
-	GroupStats(ctx context.Context, ns, group string) (node.GroupState, bool)
-	Read(ctx context.Context, ns string, opts node.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	Consume(ctx context.Context, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error
+	Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error
+	GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupState, bool)
+	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 }
 
 // subscriptions implements skald.v1.Subscriptions on the caller's
@@ -250,7 +250,7 @@ func (s *subscriptions) Consume(ctx context.Context, req *connect.Request[skaldv
 	if err := checkGroupName("group", req.Msg.Group); err != nil {
 		return err
 	}
-	err := s.b.Consume(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Consumer, func(d node.GroupDelivery) error {
+	err := s.b.Consume(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Consumer, func(d nodeapi.GroupDelivery) error {
 		return stream.Send(&skaldv1.ConsumeResponse{Event: &skaldv1.ConsumeResponse_Delivery{Delivery: &skaldv1.Delivery{Message: message(&d.Message), Delivery: d.Delivery}}})
 	}, func() error {
 		return stream.Send(&skaldv1.ConsumeResponse{Event: &skaldv1.ConsumeResponse_Heartbeat{Heartbeat: &skaldv1.Heartbeat{Time: timestamppb.Now()}}})
@@ -283,7 +283,7 @@ func (s *subscriptions) Ack(ctx context.Context, req *connect.Request[skaldv1.Ac
 	if err := checkIDs(req.Msg.Ids); err != nil {
 		return nil, err
 	}
-	if err := s.b.Settle(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Ids, node.SettleAck, ""); err != nil {
+	if err := s.b.Settle(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Ids, nodeapi.SettleAck, ""); err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
 	return connect.NewResponse(&skaldv1.AckResponse{}), nil
@@ -297,14 +297,14 @@ func (s *subscriptions) Nack(ctx context.Context, req *connect.Request[skaldv1.N
 	if err := checkIDs(m.Ids); err != nil {
 		return nil, err
 	}
-	var action node.SettleAction
+	var action nodeapi.SettleAction
 	switch m.Action {
 	case skaldv1.NackAction_NACK_ACTION_UNSPECIFIED, skaldv1.NackAction_NACK_ACTION_RETRY:
-		action = node.SettleRetry
+		action = nodeapi.SettleRetry
 	case skaldv1.NackAction_NACK_ACTION_PARK:
-		action = node.SettlePark
+		action = nodeapi.SettlePark
 	case skaldv1.NackAction_NACK_ACTION_SKIP:
-		action = node.SettleSkip
+		action = nodeapi.SettleSkip
 	default:
 		return nil, invalidField("action", "unknown action %d", m.Action)
 	}

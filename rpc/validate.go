@@ -9,7 +9,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -132,18 +132,18 @@ func consumerGroup(g *skaldv1.ConsumerGroup) (member, size int64, err error) {
 }
 
 // readOptions converts the API's read options.
-func readOptions(o *skaldv1.ReadOptions) (node.ReadOptions, error) {
+func readOptions(o *skaldv1.ReadOptions) (nodeapi.ReadOptions, error) {
 	if o == nil {
-		return node.ReadOptions{Consistency: node.Linearizable}, nil
+		return nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, nil
 	}
-	var out node.ReadOptions
+	var out nodeapi.ReadOptions
 	switch o.Consistency {
 	case skaldv1.Consistency_CONSISTENCY_UNSPECIFIED, skaldv1.Consistency_CONSISTENCY_LINEARIZABLE:
-		out.Consistency = node.Linearizable
+		out.Consistency = nodeapi.Linearizable
 	case skaldv1.Consistency_CONSISTENCY_SESSION:
-		out.Consistency, out.MinIndex = node.Session, o.MinIndex
+		out.Consistency, out.MinIndex = nodeapi.Session, o.MinIndex
 	case skaldv1.Consistency_CONSISTENCY_LOCAL:
-		out.Consistency = node.Local
+		out.Consistency = nodeapi.Local
 		if o.MaxStaleness != nil {
 			if err := o.MaxStaleness.CheckValid(); err != nil || o.MaxStaleness.AsDuration() < 0 {
 				return out, invalidField("read.max_staleness", "must be a non-negative duration")

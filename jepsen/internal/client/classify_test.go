@@ -11,7 +11,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/jepsen/internal/history"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -29,19 +29,19 @@ func TestClassify(t *testing.T) {
 		{"version conflict", &fsm.VersionConflictError{Stream: "a-1", Expected: 3, Actual: 5}, history.FAppend, history.Fail},
 		{"validation", &fsm.ValidationError{Field: "stream", Reason: "empty"}, history.FAppend, history.Fail},
 		{"namespace missing", fsm.ErrNamespaceNotFound, history.FAppend, history.Fail},
-		{"unknown outcome", fmt.Errorf("%w: leadership lost", node.ErrUnknownOutcome), history.FAppend, history.Info},
+		{"unknown outcome", fmt.Errorf("%w: leadership lost", nodeapi.ErrUnknownOutcome), history.FAppend, history.Info},
 		// No leader shares Unavailable with an unknown outcome: the harness
 		// cannot tell them apart, so it must assume the worst.
-		{"no leader", node.ErrNoLeader, history.FAppend, history.Info},
+		{"no leader", nodeapi.ErrNoLeader, history.FAppend, history.Info},
 		{"deadline", context.DeadlineExceeded, history.FAppend, history.Info},
-		{"shutdown", node.ErrShutdown, history.FAppend, history.Info},
+		{"shutdown", nodeapi.ErrShutdown, history.FAppend, history.Info},
 		{"internal", fmt.Errorf("disk on fire"), history.FAppend, history.Info},
 		{"truncate of a stream never written", fsm.ErrStreamNotFound, history.FTruncate, history.Fail},
 		{"truncate of a tombstone", fsm.ErrStreamDeleted, history.FTruncate, history.Fail},
-		{"truncate outcome unknown", fmt.Errorf("%w: leadership lost", node.ErrUnknownOutcome), history.FTruncate, history.Info},
+		{"truncate outcome unknown", fmt.Errorf("%w: leadership lost", nodeapi.ErrUnknownOutcome), history.FTruncate, history.Info},
 		{"delete at the wrong version", &fsm.VersionConflictError{Stream: "a-1", Expected: 3, Actual: 5}, history.FDelete, history.Fail},
 		{"delete deadline", context.DeadlineExceeded, history.FDelete, history.Info},
-		{"read not caught up", node.ErrNotCaughtUp, history.FReadStream, history.Fail},
+		{"read not caught up", nodeapi.ErrNotCaughtUp, history.FReadStream, history.Fail},
 		{"read deadline", context.DeadlineExceeded, history.FVersion, history.Fail},
 	}
 	for _, tc := range cases {

@@ -1,4 +1,4 @@
-package node
+package nodeapi
 
 import (
 	"sync"
@@ -30,7 +30,8 @@ type topic struct {
 	ended bool          // namespace deleted, or state replaced by a restore
 }
 
-func newFeed() *Feed { return &Feed{topics: make(map[string]*topic)} }
+// NewFeed returns a feed nobody watches yet.
+func NewFeed() *Feed { return &Feed{topics: make(map[string]*topic)} }
 
 // Watch is one subscriber's view of a namespace's changes.
 type Watch struct {
@@ -59,8 +60,10 @@ func (w *Watch) Changed() (<-chan struct{}, bool) {
 	return w.t.ch, w.t.ended
 }
 
-// publish wakes the watchers of every namespace a batch changed.
-func (f *Feed) publish(results []any) {
+// Publish wakes the watchers of every namespace a batch changed: results
+// are what fsm.Store.ApplyBatch returned for it. The node calls it after
+// every applied batch.
+func (f *Feed) Publish(results []any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range results {
@@ -98,8 +101,9 @@ func (f *Feed) endLocked(ns string) {
 	delete(f.topics, ns)
 }
 
-// endAll ends every watch: the state was replaced wholesale.
-func (f *Feed) endAll() {
+// EndAll ends every watch: the state was replaced wholesale (the node
+// restored a snapshot).
+func (f *Feed) EndAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for ns := range f.topics {

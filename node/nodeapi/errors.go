@@ -1,0 +1,56 @@
+package nodeapi
+
+// The node's sentinel errors: callers match them with errors.Is (or
+// errors.As for NotInFlightError) to tell a refusal from an unknown
+// outcome; rpc maps each to a status code.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrNoLeader is returned when no leader was known within
+	// node.Config.LeaderWait. Nothing was proposed: the caller may retry.
+	ErrNoLeader = errors.New("node: no leader")
+
+	// ErrUnknownOutcome is returned when a write was proposed (or
+	// forwarded) but its result is unknown: leadership was lost after the
+	// proposal, or the forwarded call failed after it was sent. The write
+	// may or may not be applied; the caller must not assume either.
+	ErrUnknownOutcome = errors.New("node: write outcome unknown")
+
+	// ErrNotCaughtUp is returned when a read could not reach the required
+	// applied index in time (SESSION min index, a follower's read index).
+	ErrNotCaughtUp = errors.New("node: not caught up")
+
+	// ErrStale is returned by a LOCAL read whose max staleness bound has
+	// passed since the last contact with the leader.
+	ErrStale = errors.New("node: too stale")
+
+	// ErrUnknownServer is returned when a call names a server that is not
+	// in the Raft configuration.
+	ErrUnknownServer = errors.New("node: no such server in the configuration")
+
+	// ErrStorageFull is returned (wrapped, naming the server and what to
+	// free) when the leader refuses a write because a voter has less free
+	// disk space than node.Config.MinFreeDisk. Nothing was proposed.
+	ErrStorageFull = errors.New("node: storage full")
+
+	// ErrShutdown is returned by calls on a closed node.
+	ErrShutdown = errors.New("node: shut down")
+
+	// ErrTooManyConsumers is returned when a consumer would exceed its
+	// group's max_consumers. Nothing changed.
+	ErrTooManyConsumers = errors.New("node: too many consumers in the group")
+)
+
+// NotInFlightError is returned by Settle when some ids are not delivered
+// and unsettled in the group (unknown, already settled, or delivered by a
+// former leader). Nothing was settled.
+type NotInFlightError struct{ IDs []string }
+
+func (e *NotInFlightError) Error() string {
+	return fmt.Sprintf("node: not in flight in the group: %s", strings.Join(e.IDs, ", "))
+}

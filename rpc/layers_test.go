@@ -1,0 +1,41 @@
+package rpc
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportsRunDownward keeps the layering of issue #17: the API layer
+// builds without Raft (it speaks node/nodeapi, not node), and nothing
+// below it imports it back. Test files are not counted: rpc's tests start
+// real nodes.
+func TestImportsRunDownward(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	const mod = "github.com/skalddb/skald/"
+	for _, c := range []struct {
+		pkgs   []string
+		denied func(dep string) bool
+	}{
+		{[]string{mod + "rpc", mod + "fsm", mod + "node/nodeapi"}, func(dep string) bool {
+			return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
+		}},
+		{[]string{mod + "rpc"}, func(dep string) bool { return dep == mod+"node" || dep == mod+"membership" }},
+		{[]string{mod + "fsm", mod + "node"}, func(dep string) bool {
+			return strings.HasPrefix(dep, mod+"rpc") || dep == mod+"membership"
+		}},
+	} {
+		out, err := exec.Command(goBin, append([]string{"list", "-deps"}, c.pkgs...)...).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v: %v", c.pkgs, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if c.denied(dep) {
+				t.Errorf("%v import %s", c.pkgs, dep)
+			}
+		}
+	}
+}
