@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -81,5 +82,22 @@ func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 	}
 	if applyErr == nil {
 		t.Fatalf("the stale leader's proposal succeeded at index %d; want it refused", f.Index())
+	}
+}
+
+// Replication is synchronous: the transport refuses a pipeline, so Raft
+// never runs the pipelined replication that can deadlock (raft.go).
+func TestReplicationNotPipelined(t *testing.T) {
+	tr, err := openTransport(Config{RaftAddr: "127.0.0.1:0"}, newAddressBook())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p, err := tr.AppendEntriesPipeline("n2", "127.0.0.1:1")
+	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		if p != nil {
+			p.Close()
+		}
+		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
 	}
 }

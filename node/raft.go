@@ -46,9 +46,20 @@ func openTransport(cfg Config, addrs *addressBook) (transport, error) {
 		advertise = a
 	}
 	tc := &raft.NetworkTransportConfig{
-		ServerAddressProvider:   addrs,
-		Logger:                  hclogFor(cfg.Logger, "raft-net"),
-		MaxPool:                 3,
+		ServerAddressProvider: addrs,
+		Logger:                hclogFor(cfg.Logger, "raft-net"),
+		MaxPool:               3,
+		// 1 turns off pipelined replication: one AppendEntries in
+		// flight per follower. hashicorp/raft's pipeline (v1.7.3) can
+		// deadlock once a follower answers Success=false: its decoder
+		// parks on an unbuffered channel nobody reads while the sender
+		// parks handing it the next request, so that follower never
+		// gets another entry and Raft.Shutdown never returns (it hung a
+		// client test during a leadership transfer; grafana/pyroscope
+		// #5518 traced the same race). Synchronous replication sends
+		// larger batches, so it costs no CPU: make bench-ab, evdb-append
+		// x64, 176 -> 170 µs per write (bench/README.md).
+		MaxRPCsInFlight:         1,
 		Timeout:                 10 * time.Second,
 		MsgpackUseNewTimeFormat: true,
 	}
