@@ -24,19 +24,12 @@ func Elements(b []byte) (elems []json.RawMessage, ok bool) {
 			return nil, false
 		}
 		elems = append(elems, b[start:v.i:v.i])
-		v.space()
-		if v.i >= len(b) {
+		more, ok := v.sep(']')
+		if !ok {
 			return nil, false
 		}
-		switch b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case ']':
-			v.i++
+		if !more {
 			return elems, v.end()
-		default:
-			return nil, false
 		}
 	}
 }
@@ -82,19 +75,12 @@ func Members(b []byte) (members map[string]json.RawMessage, ok bool) {
 			return nil, false
 		}
 		members[string(name)] = b[vstart:v.i:v.i]
-		v.space()
-		if v.i >= len(b) {
+		more, ok := v.sep('}')
+		if !ok {
 			return nil, false
 		}
-		switch b[v.i] {
-		case ',':
-			v.i++
-			v.space()
-		case '}':
-			v.i++
+		if !more {
 			return members, v.end()
-		default:
-			return nil, false
 		}
 	}
 }
@@ -154,6 +140,25 @@ func compactCopy(b []byte) []byte {
 		out = append(out, c)
 	}
 	return out
+}
+
+// sep scans the space after a container's element, then its ',' (more
+// follows) or its close; ok is false for anything else.
+func (v *jsonValidator) sep(close byte) (more, ok bool) {
+	v.space()
+	if v.i >= len(v.b) {
+		return false, false
+	}
+	switch v.b[v.i] {
+	case ',':
+		v.i++
+		v.space()
+		return true, true
+	case close:
+		v.i++
+		return false, true
+	}
+	return false, false
 }
 
 // end reports whether only whitespace follows.
