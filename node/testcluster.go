@@ -46,11 +46,12 @@ type TestClusterOptions struct {
 	Handler func(tn *TestNode) http.Handler
 }
 
-// TestCluster is N real nodes on loopback for tests: each with its own
-// data directory, HTTP server (the peer service, or Handler's) and Raft
-// transport. Other nodes reach a member's Raft transport through its
-// Proxy, so a test can cut the member off (partition) and heal it. Every
-// wait has a deadline (20 s) and fails the test past it.
+// TestCluster is N real nodes on loopback, for tests only (see the top of
+// testcluster.go): each with its own data directory, HTTP server (the peer
+// service, or Handler's) and Raft transport. Other nodes reach a member's
+// Raft transport through its Proxy, so a test can cut the member off
+// (partition) and heal it. Every wait has a deadline (20 s) and fails the
+// test past it.
 type TestCluster struct {
 	t     TB
 	Nodes []*TestNode
