@@ -19,7 +19,7 @@ import (
 // to the backup's index.
 func TestBackupRestore(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	var (
 		mu    sync.Mutex
@@ -37,7 +37,7 @@ func TestBackupRestore(t *testing.T) {
 					return
 				default:
 				}
-				res, err := appendOne(context.Background(), c.nodes[(w+i)%3].Node, "app", fmt.Sprintf("s-%d", w), "")
+				res, err := appendOne(context.Background(), c.Nodes[(w+i)%3].Node, "app", fmt.Sprintf("s-%d", w), "")
 				if err == nil {
 					mu.Lock()
 					acked = append(acked, res)
@@ -48,7 +48,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	testutil.Eventually(t, waitTimeout, "100 writes", func() bool { mu.Lock(); defer mu.Unlock(); return len(acked) >= 100 })
 	var buf bytes.Buffer
-	meta, err := c.followers()[0].Backup(ctxT(t), &buf, func(int64, fsm.SnapshotMeta) {})
+	meta, err := c.Followers()[0].Backup(ctxT(t), &buf, func(int64, fsm.SnapshotMeta) {})
 	if err != nil {
 		t.Fatal(err)
 	}

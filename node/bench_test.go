@@ -19,7 +19,7 @@ func BenchmarkClusterAppend(b *testing.B) {
 	for _, writers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			c := newCluster(b, 3, func(cfg *Config) { cfg.Timing = ProductionTiming })
-			l := c.leader()
+			l := c.Leader()
 			createNamespace(b, l.Node, "bench")
 			lat := make([][]time.Duration, writers)
 			var wg sync.WaitGroup

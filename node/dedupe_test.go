@@ -18,34 +18,34 @@ import (
 // writes nothing.
 func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	c := newCluster(t, 3, smallSnapshots)
-	createNamespace(t, c.leader().Node, "app")
+	createNamespace(t, c.Leader().Node, "app")
 	const id = "0192f0c4-0000-7000-8000-0000000000f1"
 	retry := func(n *Node) (*fsm.AppendResult, error) {
 		return n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
 			{Id: id, Type: "Opened", Data: []byte(`{"a":1}`), ClientId: true},
 		}})
 	}
-	writeN(t, c.leader().Node, "app", 5)
-	orig, err := retry(c.leader().Node)
+	writeN(t, c.Leader().Node, "app", 5)
+	orig, err := retry(c.Leader().Node)
 	if err != nil || orig.Duplicate {
 		t.Fatalf("original append: %+v, %v", orig, err)
 	}
-	c.waitConverged()
-	f := c.followers()[0]
-	f.stop(true)
+	c.WaitConverged()
+	f := c.Followers()[0]
+	f.Stop()
 	for _, d := range []string{"raft", "fsm"} {
-		if err := os.RemoveAll(filepath.Join(f.dir, d)); err != nil {
+		if err := os.RemoveAll(filepath.Join(f.Dir, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeN(t, c.leader().Node, "app", 100)
-	l := c.leader()
+	writeN(t, c.Leader().Node, "app", 100)
+	l := c.Leader()
 	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > orig.Index
 	})
-	f.start(false)
-	c.waitConverged()
+	f.Restart()
+	c.WaitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to install a snapshot", func() bool {
 		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
@@ -53,8 +53,8 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	if err := l.TransferLeadership(ctxT(t), f.ID()); err != nil {
 		t.Fatalf("transfer leadership to the restored follower: %v", err)
 	}
-	testutil.Eventually(t, waitTimeout, "the restored follower to lead", func() bool { return c.leader() == f })
-	for _, n := range []*tnode{f, c.followers()[0]} {
+	testutil.Eventually(t, waitTimeout, "the restored follower to lead", func() bool { return c.Leader() == f })
+	for _, n := range []*TestNode{f, c.Followers()[0]} {
 		got, err := retry(n.Node)
 		if err != nil {
 			t.Fatalf("retry on %s: %v", n.ID(), err)
@@ -65,7 +65,7 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 			t.Fatalf("retry on %s answered %+v, want %+v", n.ID(), *got, want)
 		}
 	}
-	c.waitConverged()
+	c.WaitConverged()
 	if n := len(readAll(t, f.Node, "app", nodeapi.ReadOptions{})); n != 106 {
 		t.Fatalf("namespace holds %d messages, want 106", n)
 	}

@@ -44,34 +44,31 @@ func TestDiskFullAlarm(t *testing.T) {
 		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, 20*time.Millisecond
 		cfg.MemTableSize = 4 << 20
 	})
-	for _, tn := range c.nodes { // membership's job in production
-		if err := c.leader().RegisterAPIAddress(ctxT(t), tn.ID(), tn.apiAddr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	createNamespace(t, c.leader().Node, "app")
-	createNamespace(t, c.leader().Node, "scratch")
-	writeN(t, c.leader().Node, "app", 20)
+	// The harness registered every API address (membership's job in
+	// production): a refusal names the server.
+	createNamespace(t, c.Leader().Node, "app")
+	createNamespace(t, c.Leader().Node, "scratch")
+	writeN(t, c.Leader().Node, "app", 20)
 
-	full := c.followers()[0]
-	free, err := freeDiskBytes(full.dir)
+	full := c.Followers()[0]
+	free, err := freeDiskBytes(full.Dir)
 	if err != nil || free > size {
 		t.Fatalf("free space of the tmpfs: %d %v", free, err)
 	}
-	filler := filepath.Join(full.dir, "filler")
+	filler := filepath.Join(full.Dir, "filler")
 	if err := os.WriteFile(filler, make([]byte, free-minFree/2), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var refused error
 	testutil.Eventually(t, waitTimeout, "the leader to refuse writes", func() bool {
-		_, refused = appendOne(ctxT(t), c.leader().Node, "app", "s-1", "")
+		_, refused = appendOne(ctxT(t), c.Leader().Node, "app", "s-1", "")
 		return refused != nil
 	})
 	if !errors.Is(refused, nodeapi.ErrStorageFull) || !strings.Contains(refused.Error(), "server "+full.ID()+" has") {
 		t.Fatalf("write on a full cluster: %v, want ErrStorageFull naming %s", refused, full.ID())
 	}
 	t.Logf("refused: %v", refused)
-	for _, tn := range c.nodes {
+	for _, tn := range c.Nodes {
 		_, err := appendOne(ctxT(t), tn.Node, "app", "s-1", "")
 		if !errors.Is(err, nodeapi.ErrStorageFull) || errors.Is(err, nodeapi.ErrUnknownOutcome) {
 			t.Fatalf("write through %s while full: %v, want ErrStorageFull", tn.ID(), err)
@@ -80,7 +77,7 @@ func TestDiskFullAlarm(t *testing.T) {
 			t.Fatalf("read through %s while full: %d messages", tn.ID(), got)
 		}
 	}
-	if _, err := c.followers()[1].DeleteNamespace(ctxT(t), &fsmv1.DeleteNamespace{Name: "scratch"}); err != nil {
+	if _, err := c.Followers()[1].DeleteNamespace(ctxT(t), &fsmv1.DeleteNamespace{Name: "scratch"}); err != nil {
 		t.Fatalf("deleting a namespace (frees space) while full: %v", err)
 	}
 

@@ -46,11 +46,11 @@ func subscribe(ctx context.Context, n *Node, w *nodeapi.Watch, ns string, want i
 
 func TestFeedDeliversEveryMessageOnce(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	c.waitConverged()
+	c.WaitConverged()
 	const writers, each = 4, 50
-	f := c.followers()[0]
+	f := c.Followers()[0]
 	// A watch nobody reads must not hold anything up.
 	f.Feed().Watch("app")
 	results := make(chan []int64, 2)
@@ -67,7 +67,7 @@ func TestFeedDeliversEveryMessageOnce(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				if _, err := appendOne(ctxT(t), c.nodes[(w+i)%3].Node, "app", fmt.Sprintf("s-%d", w), ""); err != nil {
+				if _, err := appendOne(ctxT(t), c.Nodes[(w+i)%3].Node, "app", fmt.Sprintf("s-%d", w), ""); err != nil {
 					t.Error(err)
 					return
 				}
@@ -94,10 +94,10 @@ func TestFeedDeliversEveryMessageOnce(t *testing.T) {
 
 func TestFeedEndsOnDelete(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	c.waitConverged()
-	f := c.followers()[0]
+	c.WaitConverged()
+	f := c.Followers()[0]
 	done := make(chan bool, 1)
 	w := f.Feed().Watch("app")
 	go func() {

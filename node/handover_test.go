@@ -25,7 +25,7 @@ import (
 // acknowledged write stored exactly once where it was acknowledged.
 func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	createNamespace(t, c.leader().Node, "app")
+	createNamespace(t, c.Leader().Node, "app")
 
 	type ack struct {
 		id, stream string
@@ -38,7 +38,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 		stop   = make(chan struct{})
 		wg     sync.WaitGroup
 	)
-	nodes := []*Node{c.nodes[0].Node, c.nodes[1].Node, c.nodes[2].Node}
+	nodes := []*Node{c.Nodes[0].Node, c.Nodes[1].Node, c.Nodes[2].Node}
 	for w := range 6 {
 		wg.Add(1)
 		go func() {
@@ -71,11 +71,11 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 	for i := range transfers {
 		before := countAcked()
 		testutil.Eventually(t, waitTimeout, "writes between transfers", func() bool { return countAcked() >= before+20 })
-		old := c.leader()
+		old := c.Leader()
 		if err := old.TransferLeadership(ctxT(t), ""); err != nil {
 			t.Fatalf("transfer %d from %s: %v", i, old.ID(), err)
 		}
-		testutil.Eventually(t, waitTimeout, "a new leader", func() bool { return c.leader() != old })
+		testutil.Eventually(t, waitTimeout, "a new leader", func() bool { return c.Leader() != old })
 	}
 	before := countAcked()
 	testutil.Eventually(t, waitTimeout, "writes after the last transfer", func() bool { return countAcked() >= before+20 })
@@ -88,8 +88,8 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 		}
 		t.Fatalf("%d of %d writes failed across %d leadership transfers", len(failed), len(failed)+len(acked), transfers)
 	}
-	c.waitConverged()
-	stored := readAll(t, c.leader().Node, "app", nodeapi.ReadOptions{})
+	c.WaitConverged()
+	stored := readAll(t, c.Leader().Node, "app", nodeapi.ReadOptions{})
 	count := map[string]int{}
 	for _, m := range stored {
 		count[m.ID]++
@@ -113,7 +113,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 // reached the log.
 func TestRefusedBeforeLog(t *testing.T) {
 	c := newCluster(t, 1, nil)
-	r := c.nodes[0].raft
+	r := c.Nodes[0].raft
 	if err := r.Shutdown().Error(); err != nil {
 		t.Fatal(err)
 	}

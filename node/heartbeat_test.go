@@ -24,7 +24,7 @@ import (
 // and campaign at T+101), so no log may ever hold an entry of that term.
 func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	leader := c.leader()
+	leader := c.Leader()
 	createNamespace(t, leader.Node, "ns")
 	term := leader.raft.CurrentTerm()
 	intruderTerm := term + 100
@@ -59,8 +59,8 @@ func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 
 	// Whatever happens next (an election at a higher term), no node may
 	// hold an entry of the intruder's term.
-	c.leader()
-	for _, tn := range c.nodes {
+	c.Leader()
+	for _, tn := range c.Nodes {
 		first, err := tn.logs.FirstIndex()
 		if err != nil {
 			t.Fatal(err)

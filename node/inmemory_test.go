@@ -22,7 +22,7 @@ func TestInMemoryCluster(t *testing.T) {
 		cfg.InMemory, cfg.DataDir = true, ""
 		smallSnapshots(cfg)
 	})
-	f := c.followers()
+	f := c.Followers()
 	createNamespace(t, f[0].Node, "app")
 	writeN(t, f[0].Node, "app", 200)
 
@@ -30,23 +30,23 @@ func TestInMemoryCluster(t *testing.T) {
 	// server, and must be sent a snapshot (the log is compacted).
 	gone := f[1]
 	oldID := gone.ID()
-	gone.stop(false)
-	l := c.leader()
+	gone.Kill()
+	l := c.Leader()
 	if err := l.RemoveServer(ctxT(t), oldID); err != nil {
 		t.Fatalf("remove %s: %v", oldID, err)
 	}
-	gone.start(false) // it knows no leader until added: ask l, not c.leader()
+	gone.Restart() // it knows no leader until added: ask l, not c.Leader()
 	if gone.ID() == oldID {
 		t.Fatal("a restarted in-memory node kept its id")
 	}
 	testutil.Eventually(t, waitTimeout, "adding the replacement", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return l.AddVoter(ctx, gone.ID(), gone.proxy.addr()) == nil
+		return l.AddVoter(ctx, gone.ID(), gone.Proxy.Addr()) == nil
 	})
-	writeN(t, c.leader().Node, "app", 10)
-	c.waitConverged()
-	want := readAll(t, c.leader().Node, "app", nodeapi.ReadOptions{})
+	writeN(t, c.Leader().Node, "app", 10)
+	c.WaitConverged()
+	want := readAll(t, c.Leader().Node, "app", nodeapi.ReadOptions{})
 	if len(want) != 210 {
 		t.Fatalf("leader holds %d messages, want 210", len(want))
 	}
@@ -54,12 +54,12 @@ func TestInMemoryCluster(t *testing.T) {
 		t.Fatalf("the replacement holds %d messages, differing from the leader's %d", len(got), len(want))
 	}
 
-	meta, err := c.leader().Backup(ctxT(t), io.Discard, func(int64, fsm.SnapshotMeta) {})
+	meta, err := c.Leader().Backup(ctxT(t), io.Discard, func(int64, fsm.SnapshotMeta) {})
 	if err != nil || meta.Index == 0 {
 		t.Fatalf("backup of an in-memory node: %+v %v", meta, err)
 	}
-	for _, tn := range c.nodes {
-		if entries, err := os.ReadDir(tn.dir); err != nil || len(entries) > 0 {
+	for _, tn := range c.Nodes {
+		if entries, err := os.ReadDir(tn.Dir); err != nil || len(entries) > 0 {
 			t.Fatalf("in-memory node %s wrote to its data directory: %v %v", tn.ID(), entries, err)
 		}
 	}

@@ -17,12 +17,12 @@ import (
 
 func TestTransferLeadership(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	old := c.leader()
-	target := c.followers()[1]
+	old := c.Leader()
+	target := c.Followers()[1]
 	if err := old.TransferLeadership(ctxT(t), target.ID()); err != nil {
 		t.Fatal(err)
 	}
-	if l := c.leader(); l != target {
+	if l := c.Leader(); l != target {
 		t.Fatalf("leader is %s after transfer to %s", l.ID(), target.ID())
 	}
 	createNamespace(t, old.Node, "app") // forwarded to the new leader
@@ -32,18 +32,18 @@ func TestGracefulCloseHandsOverLeadership(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	// From now on an election would wait 30 s for a timeout: within the
 	// 10 s below, only a handover can produce a leader.
-	for _, tn := range c.nodes {
+	for _, tn := range c.Nodes {
 		rc := tn.raft.ReloadableConfig()
 		rc.HeartbeatTimeout, rc.ElectionTimeout = 30*time.Second, 30*time.Second
 		if err := tn.raft.ReloadConfig(rc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := c.leader()
-	old.stop(true)
-	var l *tnode
+	old := c.Leader()
+	old.Stop()
+	var l *TestNode
 	testutil.Eventually(t, 10*time.Second, "a new leader by handover", func() bool {
-		for _, tn := range c.nodes {
+		for _, tn := range c.Nodes {
 			if tn.Node != nil && tn.IsLeader() {
 				l = tn
 				return true
@@ -54,7 +54,7 @@ func TestGracefulCloseHandsOverLeadership(t *testing.T) {
 	if l == old {
 		t.Fatal("stopped node still leads")
 	}
-	createNamespace(t, c.followers()[0].Node, "app")
+	createNamespace(t, c.Followers()[0].Node, "app")
 }
 
 func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
@@ -76,22 +76,22 @@ func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
 		}
 	})
 	defer close(release)
-	old := c.leader()
+	old := c.Leader()
 	createNamespace(t, old.Node, "app")
 	mu.Lock()
-	stalled = old.dir
+	stalled = old.Dir
 	mu.Unlock()
 	go appendOne(context.Background(), old.Node, "app", "s-1", "") // hangs in the stalled state machine
 	testutil.Eventually(t, waitTimeout, "leadership to leave the stalled leader", func() bool {
-		for _, tn := range c.nodes {
+		for _, tn := range c.Nodes {
 			if tn != old && tn.IsLeader() {
 				return true
 			}
 		}
 		return false
 	})
-	var l *tnode
-	for _, tn := range c.nodes {
+	var l *TestNode
+	for _, tn := range c.Nodes {
 		if tn != old && tn.IsLeader() {
 			l = tn
 		}
@@ -107,7 +107,7 @@ func TestMetrics(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) {
 		once.Do(func() { cfg.Registerer = reg }) // the bootstrap node only
 	})
-	l := c.nodes[0]
+	l := c.Nodes[0]
 	if !l.IsLeader() {
 		t.Skip("bootstrap node lost leadership")
 	}
@@ -167,7 +167,7 @@ func TestCloseWithDroppedBarrier(t *testing.T) {
 			return droppedFuture{never}
 		}
 	})
-	tn := c.nodes[0]
+	tn := c.Nodes[0]
 	armed.Store(true)
 	tn.notify <- true // as Raft does on winning an election
 	select {

@@ -25,7 +25,7 @@ import (
 
 func TestForwardedWrite(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	f := c.followers()
+	f := c.Followers()
 	// A namespace created through a follower, then writes through both.
 	createNamespace(t, f[0].Node, "app")
 	r1, err := f[0].Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
@@ -56,7 +56,7 @@ func TestForwardedWrite(t *testing.T) {
 	}
 	// Exactly once, everywhere, with leader-stamped ids and times.
 	var want []fsm.Message
-	for i, tn := range c.nodes {
+	for i, tn := range c.Nodes {
 		msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{})
 		if len(msgs) != 3 {
 			t.Fatalf("node %d holds %d messages, want 3", i, len(msgs))
@@ -76,7 +76,7 @@ func TestForwardedWrite(t *testing.T) {
 
 func TestLeaderFailoverNoLostWrites(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	createNamespace(t, c.leader().Node, "app")
+	createNamespace(t, c.Leader().Node, "app")
 
 	type ack struct {
 		id     string
@@ -94,7 +94,7 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		var out []*Node
-		for _, tn := range c.nodes {
+		for _, tn := range c.Nodes {
 			if tn.Node != nil {
 				out = append(out, tn.Node)
 			}
@@ -135,18 +135,18 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 	}
 	countAcked := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 	testutil.Eventually(t, waitTimeout, "200 acknowledged writes", func() bool { return countAcked() >= 200 })
-	old := c.leader()
+	old := c.Leader()
 	mu.Lock()
-	old.stop(false) // killed mid-load: no leadership transfer
+	old.Kill() // killed mid-load: no leadership transfer
 	mu.Unlock()
 	before := countAcked()
 	testutil.Eventually(t, waitTimeout, "200 more acknowledged writes after the failover", func() bool { return countAcked() >= before+200 })
 	close(stop)
 	wg.Wait()
 
-	c.waitConverged()
+	c.WaitConverged()
 	var reference []fsm.Message
-	for _, tn := range c.nodes {
+	for _, tn := range c.Nodes {
 		if tn.Node == nil {
 			continue
 		}
@@ -236,33 +236,33 @@ func testRestartSkipsApplied(t *testing.T, mod func(*Config)) {
 	c := newCluster(t, 3, mod)
 	var cfg Config
 	mod(&cfg)
-	for _, tn := range c.nodes {
-		if kind, err := existingLogStore(filepath.Join(tn.dir, "raft")); err != nil || kind != cfg.LogStore {
-			t.Fatalf("node %s keeps its log in %q (%v), want %q", tn.dir, kind, err, cfg.LogStore)
+	for _, tn := range c.Nodes {
+		if kind, err := existingLogStore(filepath.Join(tn.Dir, "raft")); err != nil || kind != cfg.LogStore {
+			t.Fatalf("node %s keeps its log in %q (%v), want %q", tn.Dir, kind, err, cfg.LogStore)
 		}
 	}
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 300)
-	c.waitConverged()
-	for _, tn := range []*tnode{c.followers()[0], c.leader()} {
+	c.WaitConverged()
+	for _, tn := range []*TestNode{c.Followers()[0], c.Leader()} {
 		testutil.Eventually(t, waitTimeout, "a snapshot (durable floor) on the node", func() bool {
 			floor, _ := tn.store.Floor()
 			return floor.Index > 100
 		})
 		before := tn.AppliedIndex()
-		tn.stop(true)
-		tn.start(false)
+		tn.Stop()
+		tn.Restart()
 		if got := tn.AppliedIndex(); got == 0 || got > before {
 			t.Fatalf("restarted at applied index %d (was %d)", got, before)
 		}
-		writeN(t, c.leader().Node, "app", 20)
-		c.waitConverged()
+		writeN(t, c.Leader().Node, "app", 20)
+		c.WaitConverged()
 		if tn.AppliedIndex() <= before {
 			t.Fatalf("applied index did not continue: %d after restart, %d before", tn.AppliedIndex(), before)
 		}
 	}
-	for _, tn := range c.nodes {
+	for _, tn := range c.Nodes {
 		checkHistory(t, readAll(t, tn.Node, "app", nodeapi.ReadOptions{}), 340)
 	}
 }
@@ -273,31 +273,31 @@ func TestSnapshotInstallOnWipedFollower(t *testing.T) {
 
 func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
 	c := newCluster(t, 3, mod)
-	createNamespace(t, c.leader().Node, "app")
-	writeN(t, c.leader().Node, "app", 200)
-	c.waitConverged()
-	f := c.followers()[0]
-	f.stop(true)
+	createNamespace(t, c.Leader().Node, "app")
+	writeN(t, c.Leader().Node, "app", 200)
+	c.WaitConverged()
+	f := c.Followers()[0]
+	f.Stop()
 	// Wipe everything but the node id: the same member with an empty disk.
 	for _, d := range []string{"raft", "fsm"} {
-		if err := os.RemoveAll(filepath.Join(f.dir, d)); err != nil {
+		if err := os.RemoveAll(filepath.Join(f.Dir, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeN(t, c.leader().Node, "app", 100)
-	l := c.leader()
+	writeN(t, c.Leader().Node, "app", 100)
+	l := c.Leader()
 	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})
-	f.start(false)
-	c.waitConverged()
+	f.Restart()
+	c.WaitConverged()
 	testutil.Eventually(t, waitTimeout, "the wiped follower to record an installed snapshot", func() bool {
 		snap := f.raft.Stats()["last_snapshot_index"]
 		return snap != "0" && snap != ""
 	})
 	writeN(t, l.Node, "app", 10) // and log replay continues after it
-	c.waitConverged()
+	c.WaitConverged()
 	want := readAll(t, l.Node, "app", nodeapi.ReadOptions{})
 	checkHistory(t, want, 310)
 	if got := readAll(t, f.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); !reflect.DeepEqual(got, want) {
@@ -307,16 +307,16 @@ func testSnapshotInstallOnWipedFollower(t *testing.T, mod func(*Config)) {
 
 func TestRefuseStartWhenStateOlderThanLog(t *testing.T) {
 	c := newCluster(t, 3, smallSnapshots)
-	createNamespace(t, c.leader().Node, "app")
-	writeN(t, c.leader().Node, "app", 200)
-	c.waitConverged()
-	f := c.followers()[0]
+	createNamespace(t, c.Leader().Node, "app")
+	writeN(t, c.Leader().Node, "app", 200)
+	c.WaitConverged()
+	f := c.Followers()[0]
 	testutil.Eventually(t, waitTimeout, "the follower to compact its log", func() bool {
 		first, _ := f.logs.FirstIndex()
 		return first > 10
 	})
-	f.stop(true)
-	if err := os.RemoveAll(filepath.Join(f.dir, "fsm")); err != nil {
+	f.Stop()
+	if err := os.RemoveAll(filepath.Join(f.Dir, "fsm")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(f.config(false))
@@ -329,8 +329,8 @@ func TestRefuseStartWhenStateOlderThanLog(t *testing.T) {
 // and each still gets its own result: every position exactly once.
 func TestConcurrentForwardedWrites(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	createNamespace(t, c.leader().Node, "app")
-	f := c.followers()[0]
+	createNamespace(t, c.Leader().Node, "app")
+	f := c.Followers()[0]
 	const writes = 120
 	positions := make(chan int64, writes)
 	var wg sync.WaitGroup
@@ -366,7 +366,7 @@ func TestConcurrentForwardedWrites(t *testing.T) {
 	if forwarded < writes || calls >= uint64(forwarded) {
 		t.Fatalf("%d calls carried %v writes: want %d writes in fewer calls", calls, forwarded, writes)
 	}
-	for i, tn := range c.nodes {
+	for i, tn := range c.Nodes {
 		if msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{}); len(msgs) != writes {
 			t.Fatalf("node %d holds %d messages, want %d", i, len(msgs), writes)
 		}
@@ -375,9 +375,9 @@ func TestConcurrentForwardedWrites(t *testing.T) {
 
 func TestFollowerLinearizableRead(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	f := c.followers()
+	f := c.Followers()
 	for i := 0; i < 150; i++ {
 		res, err := appendOne(ctxT(t), l.Node, "app", "acct-1", "")
 		if err != nil {
@@ -400,11 +400,11 @@ func TestFollowerLinearizableRead(t *testing.T) {
 
 func TestSessionRead(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	c.waitConverged()
-	f := c.followers()[0]
-	f.proxy.setBlocked(true) // the follower lags: it hears nothing
+	c.WaitConverged()
+	f := c.Followers()[0]
+	f.Proxy.SetBlocked(true) // the follower lags: it hears nothing
 	res, err := appendOne(ctxT(t), l.Node, "app", "acct-1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +435,7 @@ func TestSessionRead(t *testing.T) {
 		}
 		got <- err
 	}()
-	f.proxy.setBlocked(false)
+	f.Proxy.SetBlocked(false)
 	select {
 	case err := <-got:
 		if err != nil {
@@ -448,11 +448,11 @@ func TestSessionRead(t *testing.T) {
 
 func TestLocalReadStaleness(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	c.waitConverged()
-	f := c.followers()[0]
-	f.proxy.setBlocked(true)
+	c.WaitConverged()
+	f := c.Followers()[0]
+	f.Proxy.SetBlocked(true)
 	if _, err := appendOne(ctxT(t), l.Node, "app", "acct-1", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +482,7 @@ func TestLocalReadStaleness(t *testing.T) {
 
 func TestPeerServiceNeedsSecret(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	for _, secret := range []string{"", "wrong"} {
 		pc := newPeerClients(secret, nil, nil)
@@ -500,13 +500,13 @@ func TestPeerServiceNeedsSecret(t *testing.T) {
 
 func TestNoLeaderFailsUnavailable(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = 500 * time.Millisecond })
-	createNamespace(t, c.leader().Node, "app")
-	c.waitConverged()
-	f := c.followers()
+	createNamespace(t, c.Leader().Node, "app")
+	c.WaitConverged()
+	f := c.Followers()
 	survivor := f[0]
-	for _, tn := range c.nodes {
+	for _, tn := range c.Nodes {
 		if tn != survivor {
-			tn.stop(false)
+			tn.Kill()
 		}
 	}
 	testutil.Eventually(t, waitTimeout, "the survivor to lose its leader", func() bool { id, _ := survivor.Leader(); return id == "" })

@@ -16,29 +16,29 @@ import (
 // keeps them across another restart.
 func TestRecoverFromPeersFile(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "ns")
 	for i := range 50 {
 		if _, err := appendOne(ctxT(t), l.Node, "ns", fmt.Sprintf("s-%d", i%5), fmt.Sprintf("00000000-0000-4000-8000-%012d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.waitConverged()
-	survivor := c.followers()[0]
-	for _, tn := range c.nodes {
-		tn.stop(false)
+	c.WaitConverged()
+	survivor := c.Followers()[0]
+	for _, tn := range c.Nodes {
+		tn.Kill()
 	}
 
-	peers := filepath.Join(survivor.dir, "raft", PeersFile)
+	peers := filepath.Join(survivor.Dir, "raft", PeersFile)
 	// A file that leaves the node out is refused and changes nothing.
 	os.WriteFile(peers, []byte(`[{"id":"someone-else","address":"127.0.0.1:1","non_voter":false}]`), 0o644)
 	if n, err := Open(survivor.config(false)); err == nil {
 		n.Close()
 		t.Fatal("recovery without this node: no error")
 	}
-	os.WriteFile(peers, []byte(fmt.Sprintf(`[{"id":%q,"address":%q,"non_voter":false}]`, idOf(t, survivor.dir), survivor.proxy.addr())), 0o644)
+	os.WriteFile(peers, []byte(fmt.Sprintf(`[{"id":%q,"address":%q,"non_voter":false}]`, idOf(t, survivor.Dir), survivor.Proxy.Addr())), 0o644)
 
-	survivor.start(false)
+	survivor.Restart()
 	testutil.Eventually(t, waitTimeout, "the survivor to lead alone", survivor.IsLeader)
 	if _, err := os.Stat(peers); !os.IsNotExist(err) {
 		t.Fatalf("peers file still there after recovery: %v", err)
@@ -56,8 +56,8 @@ func TestRecoverFromPeersFile(t *testing.T) {
 	if _, err := appendOne(ctxT(t), survivor.Node, "ns", "s-0", "00000000-0000-4000-8000-000000000999"); err != nil {
 		t.Fatalf("write after recovery: %v", err)
 	}
-	survivor.stop(true)
-	survivor.start(false)
+	survivor.Stop()
+	survivor.Restart()
 	testutil.Eventually(t, waitTimeout, "the survivor to lead again", survivor.IsLeader)
 	if got := readAll(t, survivor.Node, "ns", nodeapi.ReadOptions{}); len(got) != 51 {
 		t.Fatalf("after restart: %d messages, want 51", len(got))

@@ -42,12 +42,12 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 		smallSnapshots(cfg)
 		cfg.RetentionInterval = 50 * time.Millisecond
 	})
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 50) // s-0..s-4, 10 messages each
-	c.waitConverged()
-	down, via := c.followers()[0], c.followers()[1]
-	down.stop(true)
+	c.WaitConverged()
+	down, via := c.Followers()[0], c.Followers()[1]
+	down.Stop()
 
 	// Through a follower (forwarded): the category s keeps 4 per stream,
 	// old-1 keeps nothing older than 300 ms.
@@ -84,7 +84,7 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 		}
 	}
 	writeOther(t, l.Node, 60) // the leader compacts its log past the expiries
-	c.waitConverged()
+	c.WaitConverged()
 	want := stateOf(t, l.Node, "app")
 	if want.Stats.MessageCount != 5*4+60 || want.Stats.StreamCount != 6 {
 		t.Fatalf("leader counts %+v, want 80 messages in 6 streams (s-0..s-4, other-1; old-1 emptied)", want.Stats)
@@ -95,8 +95,8 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 		}
 	}
 
-	down.start(false)
-	c.waitConverged()
+	down.Restart()
+	c.WaitConverged()
 	if got := stateOf(t, down.Node, "app"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the follower that was down serves %d messages %+v, the leader %d %+v", len(got.Messages), got.Stats, len(want.Messages), want.Stats)
 	}
@@ -108,20 +108,20 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 	if _, err := l.SetRetentionPolicy(ctxT(t), retentionPolicy("app", fsmv1.RetentionScope_RETENTION_SCOPE_NAMESPACE, "", time.Hour, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	via.stop(true)
+	via.Stop()
 	for _, d := range []string{"raft", "fsm"} {
-		if err := os.RemoveAll(filepath.Join(via.dir, d)); err != nil {
+		if err := os.RemoveAll(filepath.Join(via.Dir, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeOther(t, c.leader().Node, 50)
-	l = c.leader()
+	writeOther(t, c.Leader().Node, 50)
+	l = c.Leader()
 	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})
-	via.start(false)
-	c.waitConverged()
+	via.Restart()
+	c.WaitConverged()
 	want = stateOf(t, l.Node, "app")
 	if got := stateOf(t, via.Node, "app"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the follower restored from a snapshot serves %d messages %+v, the leader %d %+v", len(got.Messages), got.Stats, len(want.Messages), want.Stats)
@@ -154,10 +154,10 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 // leader's state: apply decides from the leader's stamp only.
 func TestRetentionReplayFromLog(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.RetentionInterval = 50 * time.Millisecond })
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
-	down := c.followers()[0]
-	down.stop(true)
+	down := c.Followers()[0]
+	down.Stop()
 	if _, err := l.SetRetentionPolicy(ctxT(t), retentionPolicy("app", fsmv1.RetentionScope_RETENTION_SCOPE_CATEGORY, "s", 200*time.Millisecond, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,8 @@ func TestRetentionReplayFromLog(t *testing.T) {
 	if first, _ := l.logs.FirstIndex(); first > 1 {
 		t.Fatalf("the leader compacted its log (first index %d): the follower would not replay", first)
 	}
-	down.start(false)
-	c.waitConverged()
+	down.Restart()
+	c.WaitConverged()
 	want := stateOf(t, l.Node, "app")
 	if want.Stats.MessageCount != 10 {
 		t.Fatalf("leader counts %+v, want the 10 messages written after the policy went", want.Stats)

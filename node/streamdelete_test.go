@@ -46,12 +46,12 @@ func stateOf(t *testing.T, n *Node, ns string) nsState {
 // and rebuilt from a snapshot.
 func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 	c := newCluster(t, 3, smallSnapshots)
-	l := c.leader()
+	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 100) // s-0..s-4, 20 messages each
-	c.waitConverged()
-	down, via := c.followers()[0], c.followers()[1]
-	down.stop(true)
+	c.WaitConverged()
+	down, via := c.Followers()[0], c.Followers()[1]
+	down.Stop()
 
 	res, err := via.TruncateStream(ctxT(t), &fsmv1.TruncateStream{Namespace: "app", Stream: "s-1", Before: 15})
 	if err != nil || res.MessagesDeleted != 15 || res.Version != 19 {
@@ -74,14 +74,14 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 		t.Fatalf("append to a soft-deleted stream: %v", err)
 	}
 	writeOther(t, l.Node, 100) // the leader compacts its log past the deletes
-	c.waitConverged()
+	c.WaitConverged()
 
-	want := stateOf(t, c.leader().Node, "app")
+	want := stateOf(t, c.Leader().Node, "app")
 	if want.Stats.MessageCount != 100-15-20-20+1+100 || want.Stats.StreamCount != 5 {
 		t.Fatalf("leader counts %+v, want 146 messages in 5 streams (s-0, s-1, s-2 again, s-4, other-1)", want.Stats)
 	}
-	down.start(false)
-	c.waitConverged()
+	down.Restart()
+	c.WaitConverged()
 	if got := stateOf(t, down.Node, "app"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the follower that was down serves %d messages %+v, the leader %d %+v", len(got.Messages), got.Stats, len(want.Messages), want.Stats)
 	}
@@ -90,20 +90,20 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 	}
 
 	// Wipe a follower: it comes back from the leader's snapshot.
-	via.stop(true)
+	via.Stop()
 	for _, d := range []string{"raft", "fsm"} {
-		if err := os.RemoveAll(filepath.Join(via.dir, d)); err != nil {
+		if err := os.RemoveAll(filepath.Join(via.Dir, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeOther(t, c.leader().Node, 50)
-	l = c.leader()
+	writeOther(t, c.Leader().Node, 50)
+	l = c.Leader()
 	testutil.Eventually(t, waitTimeout, "the leader to compact its log", func() bool {
 		first, _ := l.logs.FirstIndex()
 		return first > 10
 	})
-	via.start(false)
-	c.waitConverged()
+	via.Restart()
+	c.WaitConverged()
 	want = stateOf(t, l.Node, "app")
 	if got := stateOf(t, via.Node, "app"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the follower restored from a snapshot serves %d messages %+v, the leader %d %+v", len(got.Messages), got.Stats, len(want.Messages), want.Stats)

@@ -27,13 +27,13 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCluster(t, 3, func(cfg *Config) { cfg.TLS = loadTLS(t, dir, "node") })
-	f := c.followers()[0]
+	f := c.Followers()[0]
 	createNamespace(t, f.Node, "app") // forwarded to the leader over HTTPS
 	if _, err := appendOne(ctxT(t), f.Node, "app", "s-1", ""); err != nil {
 		t.Fatal(err)
 	}
-	c.waitConverged()
-	for _, tn := range c.nodes {
+	c.WaitConverged()
+	for _, tn := range c.Nodes {
 		if msgs := readAll(t, tn.Node, "app", nodeapi.ReadOptions{}); len(msgs) != 1 {
 			t.Fatalf("node %s holds %d messages over TLS, want 1", tn.ID(), len(msgs))
 		}
@@ -60,7 +60,7 @@ func TestTLSCluster(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	l := c.leader()
+	l := c.Leader()
 	if conn, err := stranger.Dial(raftAddrOf(l), time.Second); err == nil {
 		conn.Close()
 		t.Fatal("a node with another CA completed a TLS handshake with the leader")
@@ -82,7 +82,7 @@ func TestTLSCluster(t *testing.T) {
 }
 
 // raftAddrOf is the Raft address other nodes dial for tn.
-func raftAddrOf(tn *tnode) raft.ServerAddress { return raft.ServerAddress(tn.proxy.addr()) }
+func raftAddrOf(tn *TestNode) raft.ServerAddress { return raft.ServerAddress(tn.Proxy.Addr()) }
 
 func TestTLSReloadsCertificates(t *testing.T) {
 	dir := t.TempDir()

@@ -284,7 +284,7 @@ func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
 // ready until it holds the admin namespace, so the admin token works the
 // moment /readyz first says yes.
 func TestReadyNeedsAdminNamespace(t *testing.T) {
-	s := startServer(t, true)
+	s := startServer(t)
 	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
 	ready := func() (int, string) {
 		resp, err := http.Get("http://" + s.addr + "/readyz")

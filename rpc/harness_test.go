@@ -3,14 +3,11 @@ package rpc
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
@@ -18,8 +15,8 @@ import (
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
-// The harness runs real nodes (Raft over loopback TCP, Pebble on disk),
-// each behind a real HTTP listener serving NewHandler with h2c, and calls
+// The harness runs real nodes (node.TestCluster: Raft over loopback TCP,
+// Pebble on disk), each serving NewHandler over HTTP/1 and h2c, and calls
 // them with generated connect-go clients over every protocol.
 
 const adminToken = "ns_ZGVmYXVsdA_0000000000000000000000000000000000000000000000000000000000000000"
@@ -31,37 +28,38 @@ type server struct {
 	addr string // host:port of the API
 }
 
-func startServer(t testing.TB, bootstrap bool) *server {
+var defaultOptions = Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}}
+
+// startCluster starts size nodes serving NewHandler(opts) and returns
+// them with the leader; every node has applied the leader's last entry.
+func startCluster(t testing.TB, size int, opts Options) ([]*server, *server) {
 	t.Helper()
-	return startServerWith(t, bootstrap, Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}})
+	c := node.StartTestCluster(t, size, node.TestClusterOptions{
+		Config: func(_ int, cfg *node.Config) { cfg.ReadWait = 2 * time.Second },
+		Handler: func(tn *node.TestNode) http.Handler {
+			o := opts
+			o.Registerer, o.Gatherer = tn.Registry, tn.Registry
+			return NewHandler(tn.Node, o)
+		},
+	})
+	var servers []*server
+	var leader *server
+	l := c.Leader()
+	for _, tn := range c.Nodes {
+		s := &server{n: tn.Node, addr: tn.Addr}
+		servers = append(servers, s)
+		if tn == l {
+			leader = s
+		}
+	}
+	return servers, leader
 }
 
-func startServerWith(t testing.TB, bootstrap bool, opts Options) *server {
+// startServer starts one bootstrapped node, without the admin namespace.
+func startServer(t testing.TB) *server {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	opts.Registerer, opts.Gatherer = reg, reg
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(node.Config{
-		DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: ln.Addr().String(), ClusterSecret: "rpc-test-secret",
-		Bootstrap: bootstrap, Timing: node.FastTiming, LeaderWait: 10 * time.Second, ReadWait: 2 * time.Second,
-		Registerer: reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: NewHandler(n, opts), Protocols: p, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		srv.Close()
-		n.Close()
-	})
-	return &server{n: n, addr: ln.Addr().String()}
+	_, s := startCluster(t, 1, defaultOptions)
+	return s
 }
 
 // createAdmin creates the default namespace with adminToken.
@@ -76,12 +74,12 @@ func createAdmin(t testing.TB, n *node.Node) {
 
 // single starts one bootstrapped node with the admin namespace.
 func single(t testing.TB) *server {
-	return singleWith(t, Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}})
+	return singleWith(t, defaultOptions)
 }
 
 func singleWith(t testing.TB, opts Options) *server {
-	s := startServerWith(t, true, opts)
-	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
+	t.Helper()
+	_, s := startCluster(t, 1, opts)
 	createAdmin(t, s.n)
 	return s
 }
@@ -100,30 +98,8 @@ func followerOfThree(t testing.TB) *server {
 // clusterOfThree starts a 3-node cluster with the admin namespace and
 // returns its servers and the leader; every follower knows the leader.
 func clusterOfThree(t testing.TB) ([]*server, *server) {
-	servers := []*server{startServer(t, true), startServer(t, false), startServer(t, false)}
-	testutil.Eventually(t, waitTimeout, "leadership", servers[0].n.IsLeader)
-	leader := func() *server {
-		for _, s := range servers {
-			if s.n.IsLeader() {
-				return s
-			}
-		}
-		return nil
-	}
-	for _, s := range servers[1:] {
-		// Whoever leads adds it: under load a young leader can step down.
-		testutil.Eventually(t, waitTimeout, "adding a voter", func() bool {
-			l := leader()
-			if l == nil {
-				return false
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return l.n.AddVoter(ctx, s.n.ID(), s.n.RaftAddr()) == nil
-		})
-	}
-	var l *server
-	testutil.Eventually(t, waitTimeout, "a leader", func() bool { l = leader(); return l != nil })
+	t.Helper()
+	servers, l := startCluster(t, 3, defaultOptions)
 	createAdmin(t, l.n)
 	for _, f := range servers {
 		if f != l {

@@ -97,26 +97,39 @@ func launch(t *testing.T, dataDir string, args func(httpAddr, raftAddr string) [
 }
 
 // waitReady waits until ready(p) holds; it returns false (retry) when the
-// process died of a port clash and retrying is allowed.
+// process died of a port clash and retrying is allowed. A process that
+// never gets ready is killed when the test ends.
 func waitReady(t *testing.T, p *serverProc, ready func(*serverProc) bool, mayRetry bool) bool {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ready(p) {
-		select {
-		case err := <-p.done:
-			if mayRetry && strings.Contains(p.stderr.String(), "address already in use") {
-				return false
-			}
-			t.Fatalf("server exited (%v): %s", err, p.stderr)
-		default:
-		}
-		if time.Now().After(deadline) {
+	settled := false // ready, or exited
+	t.Cleanup(func() {
+		if !settled {
 			p.cmd.Process.Kill()
-			t.Fatalf("server not ready: %s", p.stderr)
 		}
-		time.Sleep(50 * time.Millisecond)
+	})
+	var exited bool
+	var exitErr error
+	testutil.Until(t, 30*time.Second, "the server to be ready", func() (bool, string) {
+		if ready(p) {
+			return true, ""
+		}
+		select {
+		case exitErr = <-p.done:
+			exited = true
+			return true, ""
+		default:
+			return false, p.stderr.String()
+		}
+	})
+	settled = true
+	if !exited {
+		return true
 	}
-	return true
+	if mayRetry && strings.Contains(p.stderr.String(), "address already in use") {
+		return false
+	}
+	t.Fatalf("server exited (%v): %s", exitErr, p.stderr)
+	return false
 }
 
 // startServer runs `skald server` with a fresh data directory (or dataDir)

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestSubCLI drives skald sub against a real server process, in order.
@@ -55,17 +57,10 @@ func TestSubCLI(t *testing.T) {
 		}
 		if c.name == "consume" {
 			// The acks were checkpointed (after every settle): a new consumer gets nothing old.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			testutil.Until(t, 10*time.Second, "the checkpoint at 3", func() (bool, string) {
 				out, _, _ := runCLI(t, env, "sub", "info", "g")
-				if regexp.MustCompile(`checkpoint:\s+3\b`).MatchString(out) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("checkpoint not at 3: %s", out)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return regexp.MustCompile(`checkpoint:\s+3\b`).MatchString(out), out
+			})
 		}
 	}
 }

@@ -2,32 +2,42 @@
 // on a condition with a deadline, a free loopback address, and a logger
 // that stays quiet unless SKALD_TEST_LOG is set.
 //
-// Only tests import it; production code must never do so. Nothing here
-// sleeps as an assertion: every wait polls a condition and fails the test
-// at its deadline.
+// Only tests and the test harnesses built for them (node's
+// testcluster.go, internal/testcluster) import it; production code must
+// never call it. Nothing here sleeps as an assertion: every wait polls a
+// condition and fails the test at its deadline.
+//
+// The helpers take TB, not testing.TB, so a harness that also runs
+// outside a testing.T (a TestMain's shared cluster) can use them, and so
+// the package does not import "testing".
 package testutil
 
 import (
 	"log/slog"
 	"net"
 	"os"
-	"testing"
 	"time"
 )
+
+// TB is what the helpers need of a test: testing.TB has it.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // PollInterval is how often Eventually and Until check their condition.
 const PollInterval = 10 * time.Millisecond
 
 // Eventually waits until cond holds, checking every PollInterval; past
 // timeout it fails the test with what it was waiting for.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+func Eventually(t TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	Until(t, timeout, what, func() (bool, string) { return cond(), "" })
 }
 
 // Until is Eventually for a condition that can say why it does not hold
 // yet: the last reason is part of the failure.
-func Until(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
+func Until(t TB, timeout time.Duration, what string, cond func() (ok bool, why string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -48,11 +58,11 @@ func Until(t testing.TB, timeout time.Duration, what string, cond func() (ok boo
 // FreeAddr returns a loopback TCP address that was free a moment ago.
 // Another process may take it before the caller listens: callers that
 // start servers retry on "address already in use".
-func FreeAddr(t testing.TB) string {
+func FreeAddr(t TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("free address: %v", err)
 	}
 	defer l.Close()
 	return l.Addr().String()
@@ -60,7 +70,7 @@ func FreeAddr(t testing.TB) string {
 
 // Logger discards everything unless SKALD_TEST_LOG is set; then it writes
 // debug-level text to stderr, tagged with the test's name.
-func Logger(t testing.TB) *slog.Logger {
+func Logger(t interface{ Name() string }) *slog.Logger {
 	if os.Getenv("SKALD_TEST_LOG") == "" {
 		return slog.New(slog.DiscardHandler)
 	}
