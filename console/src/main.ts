@@ -100,7 +100,9 @@ function render() {
   stop();
   stop = () => {};
   if (!session.token) {
-    signInView();
+    // Signing out renders the form and then the hash change renders
+    // again: keep the form (and what was typed into it) that is there.
+    if (!document.getElementById("signin")) signInView();
     return;
   }
   const [path, ...args] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
