@@ -65,16 +65,16 @@ func (p *pilot) FetchServerStats(ctx context.Context, servers map[raft.ServerID]
 			continue
 		}
 		wg.Add(1)
-		go func(id raft.ServerID, api string) {
+		go func(id raft.ServerID) {
 			defer wg.Done()
-			lc, term, idx, err := p.m.node.ServerStats(ctx, string(id), api)
+			lc, term, idx, err := p.m.node.ServerStats(ctx, string(id))
 			if err != nil {
 				return
 			}
 			mu.Lock()
 			out[id] = &autopilot.ServerStats{LastContact: lc, LastTerm: term, LastIndex: idx}
 			mu.Unlock()
-		}(id, srv.Meta["api"])
+		}(id)
 	}
 	wg.Wait()
 	return out

@@ -31,7 +31,7 @@ type Node interface {
 	TransferLeadership(ctx context.Context, id string) error
 	SetPeerAddress(id, raftAddr string)
 	RegisterAPIAddress(ctx context.Context, id, apiAddr string) error
-	ServerStats(ctx context.Context, id, apiAddr string) (lastContact time.Duration, lastTerm, lastIndex uint64, err error)
+	ServerStats(ctx context.Context, id string) (lastContact time.Duration, lastTerm, lastIndex uint64, err error)
 }
 
 // Config configures membership. Zero values mean the stated defaults.

@@ -56,9 +56,7 @@ func (mn *mnode) start(expect int, join []string) {
 			t.Fatal(err)
 		}
 	}
-	mux := http.NewServeMux()
-	mux.Handle(n.PeerHandler())
-	mn.srv = &http.Server{Handler: mux}
+	mn.srv = &http.Server{Handler: http.NotFoundHandler()}
 	go mn.srv.Serve(ln)
 	var m *Membership
 	for attempt := 0; ; attempt++ {

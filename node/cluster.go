@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Methods membership uses to form and reconcile the cluster.
@@ -44,9 +45,9 @@ func (n *Node) RegisterAPIAddress(ctx context.Context, id, apiAddr string) error
 	return err
 }
 
-// ServerStats returns the Raft progress of the server whose API address is
-// apiAddr (this node's own when it is this node).
-func (n *Node) ServerStats(ctx context.Context, id, apiAddr string) (lastContact time.Duration, lastTerm, lastIndex uint64, err error) {
+// ServerStats returns the Raft progress of server id (asked over the
+// cluster port; this node's own when it is this node).
+func (n *Node) ServerStats(ctx context.Context, id string) (lastContact time.Duration, lastTerm, lastIndex uint64, err error) {
 	var s interface {
 		GetLastContactNanos() int64
 		GetLastTerm() uint64
@@ -55,7 +56,11 @@ func (n *Node) ServerStats(ctx context.Context, id, apiAddr string) (lastContact
 	if id == n.id {
 		s = n.localStats()
 	} else {
-		resp, err := n.peers.stats(ctx, apiAddr)
+		addr, ok := n.peerAddr(id)
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
+		}
+		resp, err := n.peers.stats(ctx, addr)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -68,16 +73,20 @@ func (n *Node) ServerStats(ctx context.Context, id, apiAddr string) (lastContact
 	return lc, s.GetLastTerm(), s.GetLastIndex(), nil
 }
 
-// ServerAppliedIndex returns the applied index (see AppliedIndex) of the
-// server whose API address is apiAddr, this node's own when id is this
-// node; 0 from a server too old to report it.
-func (n *Node) ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error) {
+// ServerAppliedIndex returns the applied index (see AppliedIndex) of
+// server id, this node's own when id is this node; 0 from a server too
+// old to report it.
+func (n *Node) ServerAppliedIndex(ctx context.Context, id string) (uint64, error) {
 	if id == n.id {
 		return n.AppliedIndex(), nil
 	}
-	resp, err := n.peers.stats(ctx, apiAddr)
+	addr, ok := n.peerAddr(id)
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
+	}
+	resp, err := n.peers.stats(ctx, addr)
 	if err != nil {
-		return 0, fmt.Errorf("node: ask %s at %s for its applied index: %w", id, apiAddr, err)
+		return 0, fmt.Errorf("node: ask %s at %s for its applied index: %w", id, addr, err)
 	}
 	return resp.GetAppliedIndex(), nil
 }

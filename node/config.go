@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"time"
@@ -27,19 +29,22 @@ type Config struct {
 	RaftAddr      string
 	RaftAdvertise string
 
-	// APIAddr is the host:port where this node serves its HTTP API (and the
-	// peer service). Followers forward writes to the leader's APIAddr, so
-	// it must be reachable by the other nodes. Required.
+	// APIAddr is the host:port where this node serves its HTTP API, which
+	// it registers so that clients can be pointed to the leader.
+	// Required.
 	APIAddr string
 
-	// ClusterSecret authenticates node-to-node calls. Every member must
-	// have the same value; with none, the peer service refuses every call
-	// (a single node needs none).
+	// ClusterSecret secures the cluster port (RaftAddr: Raft and the
+	// node-to-node peer service) when TLS is nil: every member derives the
+	// same CA from it and trusts only certificates that CA signed (mutual
+	// TLS; see secretCreds). Every member must have the same value. Empty
+	// with no TLS: a random secret, so no other node can join this one or
+	// be joined by it.
 	ClusterSecret string
 
-	// TLS, when set, secures Raft with mutual TLS and makes node-to-node
-	// calls use HTTPS with this node's certificate (the API port must then
-	// serve TLS with the same certificates).
+	// TLS, when set, secures the cluster port with mutual TLS with these
+	// certificates instead (the operator's own CA; ClusterSecret is then
+	// unused). The API port serves TLS with the same certificates.
 	TLS *TLS
 
 	// Bootstrap makes a node with no Raft state bootstrap a single-server
@@ -176,8 +181,10 @@ func (c *Config) withDefaults() (Config, error) {
 	if err := checkMutant(out.Mutant); err != nil {
 		return out, err
 	}
-	if len(out.DialMap) > 0 && out.TLS != nil {
-		return out, errors.New("node: a dial map cannot be used with TLS")
+	if out.ClusterSecret == "" && out.TLS == nil {
+		b := make([]byte, 32)
+		rand.Read(b)
+		out.ClusterSecret = hex.EncodeToString(b)
 	}
 	if out.RaftAddr == "" {
 		out.RaftAddr = "127.0.0.1:8081"

@@ -126,8 +126,8 @@ func (n *Node) checkVoterDisks(ctx context.Context) error {
 		var ok bool
 		if id == n.id {
 			free, ok = n.localFreeDisk()
-		} else if addr, known := n.store.NodeAddr(id); known {
-			if resp, err := n.peers.stats(ctx, addr); err == nil && resp.FreeDiskBytes != nil {
+		} else {
+			if resp, err := n.peers.stats(ctx, n.serverAddr(s)); err == nil && resp.FreeDiskBytes != nil {
 				free, ok = resp.GetFreeDiskBytes(), true
 			}
 		}

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +36,10 @@ type stubLeader struct {
 func newStubLeader(t *testing.T) (*stubLeader, string) {
 	s := &stubLeader{release: make(chan struct{}), seen: make(map[string]bool), inBatches: make(chan int, 1000)}
 	_, h := peerv1connect.NewPeerServiceHandler(s)
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return s, strings.TrimPrefix(srv.URL, "http://")
+	port := newTestPort(t, testClusterSecret)
+	srv := port.servePeers(h)
+	t.Cleanup(func() { srv.Close() })
+	return s, port.Addr().String()
 }
 
 func (s *stubLeader) answer(c *fsmv1.Command) *peerv1.ApplyResponse {
@@ -81,15 +81,15 @@ func appendTo(stream string) *fsmv1.Command {
 	return &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{Namespace: "ns", Stream: stream}}}
 }
 
-func newTestForwarder() *forwarder {
-	return newForwarder(context.Background(), newPeerClients("secret", nil, nil), 5*time.Second, func(int) {})
+func newTestForwarder(t *testing.T) *forwarder {
+	return newForwarder(context.Background(), newPeerClients(testDialer(t, testClusterSecret).peerTransport()), 5*time.Second, func(int) {})
 }
 
 // Writes that arrive while every call is busy share the next call, and
 // each caller gets the outcome of its own write.
 func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
 	leader, addr := newStubLeader(t)
-	f := newTestForwarder()
+	f := newTestForwarder(t)
 	type answer struct {
 		stream string
 		res    any
@@ -135,7 +135,7 @@ func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
 // leader, and the caller learns that nothing was proposed.
 func TestForwarderCancelledWriteIsNeverSent(t *testing.T) {
 	leader, addr := newStubLeader(t)
-	f := newTestForwarder()
+	f := newTestForwarder(t)
 	var wg sync.WaitGroup
 	for i := 0; i < maxForwardCalls; i++ {
 		wg.Add(1)
@@ -188,7 +188,7 @@ func TestForwarderFailures(t *testing.T) {
 			leader, addr := newStubLeader(t)
 			leader.batchErr, leader.failure = tc.batchErr, tc.failure
 			close(leader.release)
-			res, err := newTestForwarder().apply(context.Background(), addr, appendTo("s"))
+			res, err := newTestForwarder(t).apply(context.Background(), addr, appendTo("s"))
 			if tc.want != nil {
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("err = %v, want %v", err, tc.want)

@@ -69,12 +69,10 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 		if !errors.Is(err, errNotLeader) {
 			return err
 		}
-		if lid, _ := n.Leader(); lid != "" && lid != n.id {
-			if addr, ok := n.store.NodeAddr(lid); ok {
-				err := n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, heartbeat)
-				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-					return err
-				}
+		if addr, ok := n.leaderPeer(); ok {
+			err := n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, heartbeat)
+			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+				return err
 			}
 		}
 		if time.Now().After(deadline) {
@@ -96,12 +94,10 @@ func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, actio
 		if !errors.Is(err, errNotLeader) {
 			return err
 		}
-		if lid, _ := n.Leader(); lid != "" && lid != n.id {
-			if addr, ok := n.store.NodeAddr(lid); ok {
-				err := n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
-				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-					return err
-				}
+		if addr, ok := n.leaderPeer(); ok {
+			err := n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
+			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+				return err
 			}
 		}
 		if time.Now().After(deadline) {
@@ -120,9 +116,8 @@ func (n *Node) GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupS
 	if n.groups.leading() {
 		return n.groups.stats(ns, group)
 	}
-	lid, _ := n.Leader()
-	addr, ok := n.store.NodeAddr(lid)
-	if lid == "" || lid == n.id || !ok {
+	addr, ok := n.leaderPeer()
+	if !ok {
 		return nodeapi.GroupState{}, false
 	}
 	return n.peers.groupStats(ctx, addr, ns, group)

@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,19 +15,6 @@ import (
 
 // Relaying subscription-group consumers and settlements from a follower
 // to the leader, which owns every group's deliveries.
-
-// checkSecret is secretAuth for streaming calls (connect's unary
-// interceptors do not see them).
-func (p *peerServer) checkSecret(h http.Header) error {
-	secret := p.n.cfg.ClusterSecret
-	if secret == "" {
-		return connect.NewError(connect.CodePermissionDenied, errors.New("peer service disabled: this node has no cluster secret"))
-	}
-	if subtle.ConstantTimeCompare([]byte(h.Get(secretHeader)), []byte(secret)) != 1 {
-		return connect.NewError(connect.CodeUnauthenticated, errors.New("wrong or missing cluster secret"))
-	}
-	return nil
-}
 
 // groupCallError is how the peer service answers a failed group call: not
 // leader as a not-applied FAILED_PRECONDITION (the follower retries
@@ -76,9 +61,6 @@ func groupPeerError(err error, what string) error {
 }
 
 func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest], stream *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
-	if err := p.checkSecret(req.Header()); err != nil {
-		return err
-	}
 	m := req.Msg
 	// Only the local owner: a peer never relays again.
 	err := p.n.groups.consume(ctx, m.Namespace, m.Group, m.Consumer, func(d nodeapi.GroupDelivery) error {
@@ -110,7 +92,6 @@ func messageOf(gp int64, s *fsmv1.StoredMessage) fsm.Message {
 // groupConsume relays a consumer to the leader at addr.
 func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	req := connect.NewRequest(&peerv1.GroupConsumeRequest{Namespace: ns, Group: group, Consumer: consumer})
-	req.Header().Set(secretHeader, c.secret)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.client(addr).GroupConsume(ctx, req)
@@ -141,7 +122,6 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 
 func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.GroupSettleRequest) error {
 	req := connect.NewRequest(m)
-	req.Header().Set(secretHeader, c.secret)
 	resp, err := c.client(addr).GroupSettle(ctx, req)
 	if err != nil {
 		return groupPeerError(err, "relay settle")
@@ -160,7 +140,6 @@ func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.G
 
 func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (nodeapi.GroupState, bool) {
 	req := connect.NewRequest(&peerv1.GroupStatsRequest{Namespace: ns, Group: group})
-	req.Header().Set(secretHeader, c.secret)
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	resp, err := c.client(addr).GroupStats(ctx, req)

@@ -29,10 +29,11 @@ func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 	term := leader.raft.CurrentTerm()
 	intruderTerm := term + 100
 
-	client, err := raft.NewTCPTransport("127.0.0.1:0", nil, 1, 5*time.Second, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The intruder holds the cluster's credentials (a member with a newer
+	// term, as far as the leader can tell).
+	client := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: newTestPort(t, testClusterSecret), MaxPool: 1, Timeout: 5 * time.Second,
+	})
 	defer client.Close()
 	// A heartbeat is an AppendEntries with a term and a leader and nothing
 	// else; the network transport recognizes exactly that shape.
@@ -88,10 +89,7 @@ func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 // Replication is synchronous: the transport refuses a pipeline, so Raft
 // never runs the pipelined replication that can deadlock (raft.go).
 func TestReplicationNotPipelined(t *testing.T) {
-	tr, err := openTransport(Config{RaftAddr: "127.0.0.1:0"}, newAddressBook())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := openTransport(Config{}, newAddressBook(), newTestPort(t, testClusterSecret))
 	defer tr.Close()
 	p, err := tr.AppendEntriesPipeline("n2", "127.0.0.1:1")
 	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {

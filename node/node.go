@@ -40,6 +40,8 @@ type Node struct {
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
+	port    *clusterPort // Raft and the peer service, over mutual TLS
+	peerSrv *http.Server // the peer service on port
 	trans   transport
 	addrs   *addressBook
 	peers   *peerClients
@@ -92,7 +94,14 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
-	n.peers = newPeerClients(cfg.ClusterSecret, cfg.TLS, cfg.DialMap)
+	creds, err := clusterCredsFor(cfg, id)
+	if err != nil {
+		return nil, err
+	}
+	if n.port, err = openClusterPort(cfg.RaftAddr, cfg.RaftAdvertise, creds, cfg.DialMap, n.log); err != nil {
+		return nil, err
+	}
+	n.peers = newPeerClients(n.port.peerTransport())
 	n.groups = newGroupOwner(n)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
@@ -152,9 +161,7 @@ func (n *Node) open() error {
 	if err != nil {
 		return err
 	}
-	if n.trans, err = openTransport(n.cfg, n.addrs); err != nil {
-		return err
-	}
+	n.trans = openTransport(n.cfg, n.addrs, n.port)
 	// Raft looks up its own address on every AppendEntries it sends or
 	// answers; knowing it spares the fallback (an error and a log call).
 	n.addrs.set(raft.ServerID(n.id), n.trans.LocalAddr())
@@ -168,6 +175,9 @@ func (n *Node) open() error {
 	if n.raft, err = raft.NewRaft(conf, n.sm, n.logs, n.stable, snaps, n.trans); err != nil {
 		return fmt.Errorf("node: start raft: %w", err)
 	}
+	mux := http.NewServeMux()
+	mux.Handle(newPeerHandler(n))
+	n.peerSrv = n.port.servePeers(mux)
 	n.log.Info("node started", "raft-addr", n.trans.LocalAddr(), "api-addr", n.cfg.APIAddr, "floor", floor.Index)
 	return nil
 }
@@ -235,12 +245,10 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		if !errors.Is(err, errNotLeader) {
 			return err
 		}
-		if lid, _ := n.Leader(); lid != "" && lid != n.id {
-			if addr, ok := n.store.NodeAddr(lid); ok {
-				err = n.peers.removeServer(ctx, addr, id)
-				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-					return err
-				}
+		if addr, ok := n.leaderPeer(); ok {
+			err = n.peers.removeServer(ctx, addr, id)
+			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+				return err
 			}
 		}
 		if time.Now().After(deadline) {
@@ -291,10 +299,6 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	}
 	return n.configChange(ctx, f)
 }
-
-// PeerHandler returns the path and handler of the node-to-node service, to
-// mount on the API port.
-func (n *Node) PeerHandler() (string, http.Handler) { return newPeerHandler(n) }
 
 // leaderLoop reacts to leadership changes: a new leader commits a Barrier
 // (so the state machine holds every earlier entry before it serves
@@ -390,8 +394,13 @@ func (n *Node) voters() int {
 
 func (n *Node) closeResources() error {
 	var errs []error
+	if n.peerSrv != nil {
+		errs = append(errs, n.peerSrv.Close())
+	}
 	if n.trans.NetworkTransport != nil {
-		errs = append(errs, n.trans.Close())
+		errs = append(errs, n.trans.Close()) // closes the port
+	} else if n.port != nil {
+		errs = append(errs, n.port.Close())
 	}
 	if n.stable != nil {
 		errs = append(errs, n.stable.Close())

@@ -480,24 +480,6 @@ func TestLocalReadStaleness(t *testing.T) {
 	}
 }
 
-func TestPeerServiceNeedsSecret(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	l := c.Leader()
-	createNamespace(t, l.Node, "app")
-	for _, secret := range []string{"", "wrong"} {
-		pc := newPeerClients(secret, nil, nil)
-		_, err := pc.apply(ctxT(t), l.APIAddr(), &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{
-			Namespace: "app", Stream: "s-1", Messages: []*fsmv1.NewMessage{{Type: "T", Data: []byte(`{}`)}},
-		}}})
-		if err == nil {
-			t.Fatalf("peer call with secret %q succeeded", secret)
-		}
-	}
-	if msgs := readAll(t, l.Node, "app", nodeapi.ReadOptions{}); len(msgs) != 0 {
-		t.Fatalf("unauthenticated peer calls wrote %d messages", len(msgs))
-	}
-}
-
 func TestNoLeaderFailsUnavailable(t *testing.T) {
 	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderWait = 500 * time.Millisecond })
 	createNamespace(t, c.Leader().Node, "app")

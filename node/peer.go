@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -20,10 +19,6 @@ import (
 	"github.com/skalddb/skald/node/peerv1/peerv1connect"
 )
 
-// The peer service authenticates callers with the cluster secret in this
-// header (never the Authorization header, which carries namespace tokens).
-const secretHeader = "Skald-Cluster-Secret"
-
 // outcomeKey is the error metadata key by which a peer says a failed call
 // changed nothing ("not-applied"), so the caller may retry it elsewhere.
 const outcomeKey = "Skald-Outcome"
@@ -34,26 +29,12 @@ var errNotSent = errors.New("node: forward not sent")
 
 type peerServer struct{ n *Node }
 
+// newPeerHandler is the peer service. It is served on the cluster port
+// only, where mutual TLS has already proven the caller a member.
 func newPeerHandler(n *Node) (string, http.Handler) {
 	// Replies are small: gzip (which connect-go applies to every reply a
 	// client accepts it for) cost the leader an eighth of its CPU.
-	return peerv1connect.NewPeerServiceHandler(&peerServer{n}, connect.WithInterceptors(secretAuth(n.cfg.ClusterSecret)), connect.WithCompressMinBytes(1024))
-}
-
-// secretAuth admits only calls carrying the cluster secret.
-func secretAuth(secret string) connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if secret == "" {
-				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("peer service disabled: this node has no cluster secret"))
-			}
-			got := req.Header().Get(secretHeader)
-			if subtle.ConstantTimeCompare([]byte(got), []byte(secret)) != 1 {
-				return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("wrong or missing cluster secret"))
-			}
-			return next(ctx, req)
-		}
-	}
+	return peerv1connect.NewPeerServiceHandler(&peerServer{n}, connect.WithCompressMinBytes(1024))
 }
 
 func notApplied(code connect.Code, err error) *connect.Error {
@@ -170,28 +151,16 @@ func (p *peerServer) ReadIndex(ctx context.Context, _ *connect.Request[peerv1.Re
 	return connect.NewResponse(&peerv1.ReadIndexResponse{Index: idx}), nil
 }
 
-// peerClients holds one Connect client per peer API address.
+// peerClients holds one Connect client per member's cluster port
+// address (its Raft address).
 type peerClients struct {
-	secret string
-	scheme string // http:// or https://
 	http   *http.Client
 	mu     sync.Mutex
 	byAddr map[string]peerv1connect.PeerServiceClient
 }
 
-func newPeerClients(secret string, t *TLS, dials DialMap) *peerClients {
-	tr := &http.Transport{
-		DialContext:         dials.dialContext(&net.Dialer{Timeout: 2 * time.Second}),
-		MaxIdleConnsPerHost: 128,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	scheme := "http://"
-	if t != nil {
-		tr.TLSClientConfig = t.ClientConfig()
-		tr.ForceAttemptHTTP2 = true
-		scheme = "https://"
-	}
-	return &peerClients{secret: secret, scheme: scheme, http: &http.Client{Transport: tr}, byAddr: make(map[string]peerv1connect.PeerServiceClient)}
+func newPeerClients(tr http.RoundTripper) *peerClients {
+	return &peerClients{http: &http.Client{Transport: tr}, byAddr: make(map[string]peerv1connect.PeerServiceClient)}
 }
 
 func (c *peerClients) client(addr string) peerv1connect.PeerServiceClient {
@@ -199,7 +168,7 @@ func (c *peerClients) client(addr string) peerv1connect.PeerServiceClient {
 	defer c.mu.Unlock()
 	cl, ok := c.byAddr[addr]
 	if !ok {
-		cl = peerv1connect.NewPeerServiceClient(c.http, c.scheme+addr)
+		cl = peerv1connect.NewPeerServiceClient(c.http, "https://"+addr)
 		c.byAddr[addr] = cl
 	}
 	return cl
@@ -211,7 +180,6 @@ func (c *peerClients) close() { c.http.CloseIdleConnections() }
 // nothing was proposed.
 func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
 	req := connect.NewRequest(&peerv1.ApplyRequest{Command: cmd})
-	req.Header().Set(secretHeader, c.secret)
 	resp, err := c.client(addr).Apply(ctx, req)
 	if err != nil {
 		return nil, classify(err, "forward write")
@@ -224,7 +192,6 @@ func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command
 // apply's error is.
 func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1.Command) ([]*peerv1.ApplyOutcome, error) {
 	req := connect.NewRequest(&peerv1.ApplyBatchRequest{Commands: cmds})
-	req.Header().Set(secretHeader, c.secret)
 	resp, err := c.client(addr).ApplyBatch(ctx, req)
 	if err != nil {
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
@@ -241,7 +208,6 @@ func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1
 // readIndex asks the peer at addr (the leader) for its read index.
 func (c *peerClients) readIndex(ctx context.Context, addr string) (uint64, error) {
 	req := connect.NewRequest(&peerv1.ReadIndexRequest{})
-	req.Header().Set(secretHeader, c.secret)
 	resp, err := c.client(addr).ReadIndex(ctx, req)
 	if err != nil {
 		return 0, classify(err, "read index")
@@ -487,7 +453,6 @@ func (n *Node) localStats() *peerv1.StatsResponse {
 // stats asks the peer at addr for its Raft progress.
 func (c *peerClients) stats(ctx context.Context, addr string) (*peerv1.StatsResponse, error) {
 	req := connect.NewRequest(&peerv1.StatsRequest{})
-	req.Header().Set(secretHeader, c.secret)
 	resp, err := c.client(addr).Stats(ctx, req)
 	if err != nil {
 		return nil, err
@@ -509,7 +474,6 @@ func (p *peerServer) RemoveServer(ctx context.Context, req *connect.Request[peer
 // removeServer asks the peer at addr (the leader) to remove server id.
 func (c *peerClients) removeServer(ctx context.Context, addr, id string) error {
 	req := connect.NewRequest(&peerv1.RemoveServerRequest{Id: id})
-	req.Header().Set(secretHeader, c.secret)
 	if _, err := c.client(addr).RemoveServer(ctx, req); err != nil {
 		return classify(err, "remove server")
 	}

@@ -2,8 +2,6 @@ package node
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -34,19 +32,12 @@ func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 	return c
 }
 
-// openTransport starts the Raft TCP transport (see transport for the
-// heartbeat fast path it leaves out).
-func openTransport(cfg Config, addrs *addressBook) (transport, error) {
-	var advertise net.Addr
-	if cfg.RaftAdvertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
-		if err != nil {
-			return transport{}, fmt.Errorf("node: raft advertise address %q: %w", cfg.RaftAdvertise, err)
-		}
-		advertise = a
-	}
+// openTransport starts Raft's network transport over the cluster port
+// (see transport for the heartbeat fast path it leaves out).
+func openTransport(cfg Config, addrs *addressBook, port *clusterPort) transport {
 	tc := &raft.NetworkTransportConfig{
 		ServerAddressProvider: addrs,
+		Stream:                port,
 		Logger:                hclogFor(cfg.Logger, "raft-net"),
 		MaxPool:               3,
 		// 1 turns off pipelined replication: one AppendEntries in
@@ -63,27 +54,17 @@ func openTransport(cfg Config, addrs *addressBook) (transport, error) {
 		Timeout:                 10 * time.Second,
 		MsgpackUseNewTimeFormat: true,
 	}
+	return transport{raft.NewNetworkTransportWithConfig(tc)}
+}
+
+// clusterCredsFor returns the credentials of the cluster port: the
+// operator's certificates when cfg.TLS is set, else ones derived from the
+// cluster secret (see secretCreds).
+func clusterCredsFor(cfg Config, nodeID string) (clusterCreds, error) {
 	if cfg.TLS != nil {
-		layer, err := newTLSStreamLayer(cfg.RaftAddr, cfg.RaftAdvertise, cfg.TLS)
-		if err != nil {
-			return transport{}, err
-		}
-		tc.Stream = layer
-		return transport{raft.NewNetworkTransportWithConfig(tc)}, nil
+		return fileCreds{cfg.TLS}, nil
 	}
-	if len(cfg.DialMap) > 0 {
-		layer, err := newMappedStreamLayer(cfg.RaftAddr, advertise, cfg.DialMap)
-		if err != nil {
-			return transport{}, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		tc.Stream = layer
-		return transport{raft.NewNetworkTransportWithConfig(tc)}, nil
-	}
-	t, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tc)
-	if err != nil {
-		return transport{}, fmt.Errorf("node: raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	return transport{t}, nil
+	return newSecretCreds(cfg.ClusterSecret, nodeID)
 }
 
 // addressBook maps server ids to their current Raft address (fed by
@@ -122,4 +103,42 @@ func (b *addressBook) set(id raft.ServerID, addr raft.ServerAddress) {
 		return
 	}
 	b.addrs[id] = addr
+}
+
+// leaderPeer returns the cluster-port address of the leader when another
+// node leads: the address membership reported for it, else the one Raft
+// learned with its leadership.
+func (n *Node) leaderPeer() (string, bool) {
+	addr, lid := n.raft.LeaderWithID()
+	if lid == "" || string(lid) == n.id {
+		return "", false
+	}
+	if a, err := n.addrs.ServerAddr(lid); err == nil {
+		return string(a), true
+	}
+	return string(addr), addr != ""
+}
+
+// peerAddr returns the cluster-port address of server id, as
+// serverAddr does, from the latest configuration.
+func (n *Node) peerAddr(id string) (string, bool) {
+	servers, err := n.Servers()
+	if err != nil {
+		return "", false
+	}
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return n.serverAddr(s), true
+		}
+	}
+	return "", false
+}
+
+// serverAddr returns the cluster-port address of s: the address
+// membership reported for it, else the one in the configuration.
+func (n *Node) serverAddr(s raft.Server) string {
+	if a, err := n.addrs.ServerAddr(s.ID); err == nil {
+		return string(a)
+	}
+	return string(s.Address)
 }

@@ -117,11 +117,7 @@ func (n *Node) readIndex(ctx context.Context) (uint64, error) {
 }
 
 func (n *Node) remoteReadIndex(ctx context.Context) (uint64, error) {
-	lid, _ := n.Leader()
-	if lid == "" || lid == n.id {
-		return 0, nodeapi.ErrNoLeader
-	}
-	addr, ok := n.store.NodeAddr(lid)
+	addr, ok := n.leaderPeer()
 	if !ok {
 		return 0, nodeapi.ErrNoLeader
 	}

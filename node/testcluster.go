@@ -24,6 +24,9 @@ import (
 // testWait bounds every wait of the test cluster.
 const testWait = 20 * time.Second
 
+// testClusterSecret is every test member's cluster secret.
+const testClusterSecret = "test-cluster-secret"
+
 // TB is what the test cluster needs of a test: testing.TB has it, and so
 // has a stand-in for a cluster that a TestMain shares.
 type TB interface {
@@ -182,7 +185,7 @@ func (c *TestCluster) WaitConverged() {
 func (tn *TestNode) config(bootstrap bool) Config {
 	cfg := Config{
 		DataDir: tn.Dir, RaftAddr: tn.raftAddr, RaftAdvertise: tn.Proxy.Addr(), APIAddr: tn.Addr,
-		ClusterSecret: "test-cluster-secret", Bootstrap: bootstrap, Timing: FastTiming,
+		ClusterSecret: testClusterSecret, Bootstrap: bootstrap, Timing: FastTiming,
 		LeaderWait: 10 * time.Second, ReadWait: 10 * time.Second, Logger: testutil.Logger(tn.t),
 		Registerer: tn.Registry,
 	}
@@ -238,9 +241,7 @@ func (tn *TestNode) start(bootstrap bool) {
 	if tn.opts.Handler != nil {
 		h = tn.opts.Handler(tn)
 	} else {
-		mux := http.NewServeMux()
-		mux.Handle(n.PeerHandler())
-		h = mux
+		h = http.NotFoundHandler()
 	}
 	// As skald server: HTTP/1 and h2c, HTTP/2 by ALPN with TLS.
 	p := new(http.Protocols)

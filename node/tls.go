@@ -5,12 +5,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // TLSFiles names PEM files: this node's certificate and key, and the CA
@@ -91,10 +88,15 @@ func (t *TLS) current() (*tls.Certificate, *x509.CertPool) {
 	return t.cert, t.pool
 }
 
-// ServerConfig is for listeners; clientAuth says whether callers must
-// present a certificate signed by the CA (cluster traffic) or may (the
-// API port, where clients authenticate with tokens).
+// ServerConfig is for the API port, where callers may present a
+// certificate signed by the CA (clientAuth says whether they must);
+// clients authenticate with tokens.
 func (t *TLS) ServerConfig(clientAuth tls.ClientAuthType) *tls.Config {
+	return t.serverConfig(clientAuth, []string{"h2", "http/1.1"})
+}
+
+// serverConfig serves the current files, offering protos by ALPN.
+func (t *TLS) serverConfig(clientAuth tls.ClientAuthType, protos []string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -104,7 +106,7 @@ func (t *TLS) ServerConfig(clientAuth tls.ClientAuthType) *tls.Config {
 				Certificates: []tls.Certificate{*cert},
 				ClientCAs:    pool,
 				ClientAuth:   clientAuth,
-				NextProtos:   []string{"h2", "http/1.1"},
+				NextProtos:   protos,
 			}, nil
 		},
 	}
@@ -123,55 +125,8 @@ func (t *TLS) ClientConfig() *tls.Config {
 			return cert, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("node: peer presented no certificate")
-			}
 			_, pool := t.current()
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-			if err != nil {
-				return fmt.Errorf("node: peer certificate not signed by the cluster CA: %w", err)
-			}
-			return nil
+			return verifyChain(cs, pool)
 		},
 	}
-}
-
-// tlsStreamLayer is a raft.StreamLayer over mutual TLS.
-type tlsStreamLayer struct {
-	net.Listener
-	advertise net.Addr
-	t         *TLS
-}
-
-func newTLSStreamLayer(bind, advertise string, t *TLS) (*tlsStreamLayer, error) {
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, fmt.Errorf("node: raft listener on %s: %w", bind, err)
-	}
-	adv := ln.Addr()
-	if advertise != "" {
-		if adv, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("node: raft advertise address %q: %w", advertise, err)
-		}
-	}
-	if a, ok := adv.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("node: raft address %s is not advertisable: set the advertise address", adv)
-	}
-	return &tlsStreamLayer{Listener: tls.NewListener(ln, t.ServerConfig(tls.RequireAndVerifyClientCert)), advertise: adv, t: t}, nil
-}
-
-func (l *tlsStreamLayer) Addr() net.Addr { return l.advertise }
-
-func (l *tlsStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", string(addr), l.t.ClientConfig())
-	if err != nil {
-		return nil, err
-	}
-	return conn, nil
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"crypto/tls"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
@@ -45,31 +45,21 @@ func TestTLSCluster(t *testing.T) {
 	if err := GenerateTLS(other, []string{"stranger"}, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	stranger, err := newTLSStreamLayer("127.0.0.1:0", "", loadTLS(t, other, "stranger"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stranger.Close()
-	go func() { // the stranger's listener completes handshakes, which fail
-		for {
-			conn, err := stranger.Accept()
-			if err != nil {
-				return
-			}
-			conn.(*tls.Conn).Handshake()
-			conn.Close()
+	openPort := func(tl *TLS) *clusterPort {
+		p, err := openClusterPort("127.0.0.1:0", "", fileCreds{tl}, nil, testutil.Logger(t))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	stranger := openPort(loadTLS(t, other, "stranger"))
 	l := c.Leader()
 	if conn, err := stranger.Dial(raftAddrOf(l), time.Second); err == nil {
 		conn.Close()
 		t.Fatal("a node with another CA completed a TLS handshake with the leader")
 	}
-	member, err := newTLSStreamLayer("127.0.0.1:0", "", loadTLS(t, dir, "node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer member.Close()
+	member := openPort(loadTLS(t, dir, "node"))
 	conn, err := member.Dial(raftAddrOf(l), time.Second)
 	if err != nil {
 		t.Fatalf("a node with the cluster's CA cannot dial the leader: %v", err)

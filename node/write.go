@@ -37,18 +37,16 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 		if !errors.Is(err, errNotLeader) {
 			return res, err
 		}
-		if lid, _ := n.Leader(); lid != "" && lid != n.id {
-			if addr, ok := n.store.NodeAddr(lid); ok {
-				forward := n.forward.apply
-				if n.hooks.forward != nil {
-					forward = n.hooks.forward
-				}
-				start := time.Now()
-				res, err := forward(ctx, addr, cmd)
-				if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-					n.m.forwardLatency.Observe(time.Since(start).Seconds())
-					return res, err
-				}
+		if addr, ok := n.leaderPeer(); ok {
+			forward := n.forward.apply
+			if n.hooks.forward != nil {
+				forward = n.hooks.forward
+			}
+			start := time.Now()
+			res, err := forward(ctx, addr, cmd)
+			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+				n.m.forwardLatency.Observe(time.Since(start).Seconds())
+				return res, err
 			}
 		}
 		if time.Now().After(deadline) {

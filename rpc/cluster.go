@@ -23,7 +23,7 @@ type members interface {
 	Status() nodeapi.Status
 	Members() ([]nodeapi.Member, error)
 	AppliedIndex() uint64
-	ServerAppliedIndex(ctx context.Context, id, apiAddr string) (uint64, error)
+	ServerAppliedIndex(ctx context.Context, id string) (uint64, error)
 	NodeAddr(id string) (string, bool)
 	NodeAddrs() map[string]string
 	TransferLeadership(ctx context.Context, id string) error
@@ -99,7 +99,7 @@ func (s *cluster) askAppliedIndexes(ctx context.Context, servers []*skaldv1.Serv
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			idx, err := s.b.ServerAppliedIndex(ctx, srv.Id, srv.ApiAddress)
+			idx, err := s.b.ServerAppliedIndex(ctx, srv.Id)
 			if err != nil {
 				s.log.Debug("cluster status: applied index unknown", "server", srv.Id, "err", err)
 				return

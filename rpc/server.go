@@ -33,7 +33,6 @@ type Backend interface {
 	members
 	groups
 	LinearizableIndex(ctx context.Context) (uint64, error)
-	PeerHandler() (string, http.Handler)
 	Backup(ctx context.Context, w io.Writer, start func(size int64, meta fsm.SnapshotMeta)) (fsm.SnapshotMeta, error)
 }
 
@@ -110,7 +109,6 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleService(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
 	handleService(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
 	handleService(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
-	handleService(b.PeerHandler())
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)

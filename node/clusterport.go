@@ -1,0 +1,323 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The cluster port's ALPN protocols: Raft's RPCs (hashicorp/raft's framing)
+// and the peer service (Connect over HTTP/2).
+const (
+	alpnRaft = "skald-raft/1"
+	alpnPeer = "h2"
+)
+
+// Bounds on connections that have not proven membership yet, so that
+// strangers cannot hold unbounded goroutines and file descriptors, nor
+// crowd members out from one address.
+const (
+	// handshakeTimeout: a connection must complete its TLS handshake in
+	// this time or be closed.
+	handshakeTimeout = 5 * time.Second
+	// maxHandshakes: a connection arriving while this many handshake is
+	// closed at once.
+	maxHandshakes = 256
+	// maxHandshakesPerIP: the same, per remote IP address. A member needs
+	// a handful at most (Raft's pool of 3, one for the peer service).
+	maxHandshakesPerIP = 16
+)
+
+// clusterPort is the one listener of node-to-node traffic (the Raft
+// address): Raft RPCs and the peer service, both over mutual TLS with the
+// cluster's credentials, told apart by ALPN. It is Raft's StreamLayer.
+//
+// INVARIANT: no byte of a connection reaches Raft or the peer service
+// before its TLS handshake has verified the peer's certificate against the
+// cluster CA; connections that do not are closed, and counted.
+type clusterPort struct {
+	memberDialer
+	ln        net.Listener
+	advertise net.Addr
+	log       *slog.Logger
+
+	raftConns chan net.Conn
+	peerConns chan net.Conn
+	refused   atomic.Uint64 // connections closed before or at the handshake
+
+	mu      sync.Mutex
+	pending int            // connections handshaking
+	perIP   map[string]int // the same, by remote IP
+
+	life      context.Context // ends at Close: pending handshakes too
+	stop      context.CancelFunc
+	closed    <-chan struct{} // life.Done()
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// openClusterPort listens on bind and starts accepting. advertise is the
+// address others dial (default: the bound one, which must then be
+// specific).
+func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, log *slog.Logger) (*clusterPort, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("node: raft listener on %s: %w", bind, err)
+	}
+	adv := ln.Addr()
+	if advertise != "" {
+		if adv, err = net.ResolveTCPAddr("tcp", advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("node: raft advertise address %q: %w", advertise, err)
+		}
+	}
+	if a, ok := adv.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		ln.Close()
+		return nil, fmt.Errorf("node: raft address %s is not advertisable: set the advertise address", adv)
+	}
+	p := &clusterPort{
+		memberDialer: memberDialer{creds, dials}, ln: ln, advertise: adv, log: log,
+		raftConns: make(chan net.Conn), peerConns: make(chan net.Conn),
+		perIP: make(map[string]int),
+	}
+	p.life, p.stop = context.WithCancel(context.Background())
+	p.closed = p.life.Done()
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+func (p *clusterPort) acceptLoop() {
+	defer p.wg.Done()
+	cfg := p.creds.serverTLS([]string{alpnRaft, alpnPeer})
+	var delay time.Duration
+	for {
+		conn, err := p.ln.Accept()
+		if err != nil {
+			select {
+			case <-p.closed:
+				return
+			default:
+			}
+			// EMFILE and friends: back off instead of spinning.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			p.log.Warn("raft port: accept failed", "err", err, "retry-in", delay)
+			select {
+			case <-time.After(delay):
+			case <-p.closed:
+				return
+			}
+			continue
+		}
+		delay = 0
+		ip := remoteIP(conn)
+		if !p.admit(ip) {
+			p.refused.Add(1)
+			conn.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.handshake(tls.Server(conn, cfg), ip)
+	}
+}
+
+// admit counts a connection about to handshake, unless that would pass
+// the bounds.
+func (p *clusterPort) admit(ip string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending >= maxHandshakes || p.perIP[ip] >= maxHandshakesPerIP {
+		return false
+	}
+	p.pending++
+	p.perIP[ip]++
+	return true
+}
+
+func (p *clusterPort) release(ip string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending--
+	if p.perIP[ip]--; p.perIP[ip] == 0 {
+		delete(p.perIP, ip)
+	}
+}
+
+func remoteIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return c.RemoteAddr().String()
+}
+
+// handshake authenticates conn and hands it to Raft or the peer service.
+func (p *clusterPort) handshake(conn *tls.Conn, ip string) {
+	defer p.wg.Done()
+	ctx, cancel := context.WithTimeout(p.life, handshakeTimeout)
+	err := conn.HandshakeContext(ctx)
+	cancel()
+	p.release(ip)
+	if err != nil {
+		p.refused.Add(1)
+		p.log.Debug("raft port: refused a connection", "remote", conn.RemoteAddr(), "err", err)
+		conn.Close()
+		return
+	}
+	to := p.peerConns
+	switch proto := conn.ConnectionState().NegotiatedProtocol; proto {
+	case alpnRaft:
+		to = p.raftConns
+	case alpnPeer:
+	default:
+		p.refused.Add(1)
+		conn.Close()
+		return
+	}
+	select {
+	case to <- conn:
+	case <-p.closed:
+		conn.Close()
+	}
+}
+
+// Accept implements net.Listener (raft.StreamLayer): the next
+// authenticated Raft connection.
+func (p *clusterPort) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.raftConns:
+		return c, nil
+	case <-p.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting; connections already handed over stay with their
+// owners (Raft's transport, the peer server), which close them.
+func (p *clusterPort) Close() error {
+	var err error
+	p.closeOnce.Do(func() {
+		p.stop()
+		err = p.ln.Close()
+		p.wg.Wait()
+	})
+	return err
+}
+
+// Addr is the advertised address.
+func (p *clusterPort) Addr() net.Addr { return p.advertise }
+
+// Dial implements raft.StreamLayer: a Raft connection to a member.
+func (p *clusterPort) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return p.dial(ctx, string(addr), alpnRaft)
+}
+
+// memberDialer dials members' cluster ports.
+type memberDialer struct {
+	creds clusterCreds
+	dials DialMap
+}
+
+// dial connects to a member's cluster port for proto and completes the
+// handshake; the peer must prove membership too. Every error is a
+// *net.OpError with Op "dial": nothing was sent (see classify).
+func (d memberDialer) dial(ctx context.Context, addr, proto string) (*tls.Conn, error) {
+	var nd net.Dialer
+	raw, err := nd.DialContext(ctx, "tcp", d.dials.target(addr))
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, d.creds.clientTLS(proto))
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		// %v, not %w: connect-go replaces any error that is io.EOF (a
+		// peer gone mid-handshake) with a bare io.ErrUnexpectedEOF, and
+		// the dial error with it.
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err)}
+	}
+	if got := conn.ConnectionState().NegotiatedProtocol; got != proto {
+		conn.Close()
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, proto)}
+	}
+	return conn, nil
+}
+
+// peerListener is the peer service's side of the port: it yields the
+// authenticated connections that asked for HTTP/2, until it or the port
+// closes.
+type peerListener struct {
+	p      *clusterPort
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.p.peerConns:
+		return c, nil
+	case <-l.p.closed:
+	case <-l.closed:
+	}
+	return nil, net.ErrClosed
+}
+
+func (l *peerListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *peerListener) Addr() net.Addr { return l.p.advertise }
+
+// servePeers serves h to the members' HTTP/2 connections until the port
+// closes; the returned server's Close ends the connections it holds.
+func (p *clusterPort) servePeers(h http.Handler) *http.Server {
+	protos := new(http.Protocols)
+	protos.SetHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         protos,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		// The connections arrive with their handshake done; this only
+		// tells net/http they are TLS (so it speaks HTTP/2 on them).
+		TLSConfig: &tls.Config{NextProtos: []string{alpnPeer}},
+		ErrorLog:  slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		if err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})}); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			p.log.Warn("peer service stopped", "err", err)
+		}
+	}()
+	return srv
+}
+
+// peerDialTimeout bounds connecting to a member's peer service, the
+// handshake included.
+const peerDialTimeout = 5 * time.Second
+
+// peerTransport is the HTTP transport of the peer clients: HTTP/2 over
+// mutual TLS to the members' cluster ports.
+func (d memberDialer) peerTransport() *http.Transport {
+	protos := new(http.Protocols)
+	protos.SetHTTP2(true)
+	return &http.Transport{
+		DialTLSContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, peerDialTimeout)
+			defer cancel()
+			return d.dial(ctx, addr, alpnPeer)
+		},
+		Protocols:           protos,
+		MaxIdleConnsPerHost: 128,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
