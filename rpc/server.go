@@ -73,7 +73,7 @@ const DefaultCompressMinBytes = 1 << 20
 // NewHandler returns the HTTP handler of the API port: the skald.v1
 // services over Connect, gRPC and gRPC-Web, gRPC reflection and health,
 // the EventoDB API (/rpc, /subscribe, /import, /health, /version), the
-// web console (/ui/), the peer service, /healthz, /readyz, /metrics and
+// web console (/ui/), /healthz, /readyz, /metrics and
 // (admin only) /debug/pprof/. Browsers may call from the configured CORS
 // origins and from any member's console. Unknown paths get EventoDB's JSON
 // 404, and calls of unknown procedures UNIMPLEMENTED in the caller's RPC
