@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The cluster port's ALPN protocols: Raft's RPCs (hashicorp/raft's framing)
@@ -210,6 +211,14 @@ func (p *clusterPort) Close() error {
 		p.wg.Wait()
 	})
 	return err
+}
+
+// refusedCounter exports refused as a metric.
+func (p *clusterPort) refusedCounter() prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "skald", Subsystem: "cluster_port", Name: "refused_connections_total",
+		Help: "Connections to the Raft port closed before or at the TLS handshake: no cluster credentials, a timeout, or past the bounds on handshakes.",
+	}, func() float64 { return float64(p.refused.Load()) })
 }
 
 // Addr is the advertised address.

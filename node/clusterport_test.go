@@ -136,8 +136,18 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 			t.Fatalf("node %s applied the intruder's namespace", tn.ID())
 		}
 	}
-	if f.port.refused.Load() == 0 {
-		t.Fatal("the follower's port counted no refused connection")
+	families, err := f.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := -1.0
+	for _, fam := range families {
+		if fam.GetName() == "skald_cluster_port_refused_connections_total" {
+			refused = fam.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if refused < float64(len(rpcs)) {
+		t.Fatalf("skald_cluster_port_refused_connections_total = %v on the follower, want at least %d", refused, len(rpcs))
 	}
 
 	// The control: a stale AppendEntries with the cluster's credentials is
