@@ -43,6 +43,8 @@ type serverFlags struct {
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
+	// secretWarnings are logged once the logger exists (readSecretFiles).
+	secretWarnings []string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -89,6 +91,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
 	}
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
+	secretFiles := serverSecretFiles(f)
+	addSecretFileFlags(fs, secretFiles)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -102,6 +106,11 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if err := envFallback(fs); err != nil {
 		return nil, &exitError{2, err}
 	}
+	warnings, err := readSecretFiles(secretFiles)
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	f.secretWarnings = warnings
 	if set := f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != ""; set && (f.tlsCert == "" || f.tlsKey == "" || f.tlsCA == "") {
 		return nil, &exitError{2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")}
 	}
@@ -208,6 +217,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log = log.With("node", f.nodeName)
+	for _, w := range f.secretWarnings {
+		log.Warn(w)
+	}
 	gc := applyGCSettings(f.gcPercent, f.memoryLimit, os.Getenv, totalMemory)
 	log.Info("go runtime", gc.logAttrs()...)
 	if f.adminToken != "" {
