@@ -469,6 +469,13 @@ func freeBlock(t *testing.T, n int) int {
 // exit cleanly within 30 s).
 func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 	t.Helper()
+	out, _ := startDevCmd(t, base, args...)
+	return out
+}
+
+// startDevCmd is startDev that also returns the dev process.
+func startDevCmd(t *testing.T, base int, args ...string) (*syncBuffer, *exec.Cmd) {
+	t.Helper()
 	out := &syncBuffer{}
 	cmd := exec.Command(binary, append([]string{"dev", "--base-port", strconv.Itoa(base)}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -492,7 +499,7 @@ func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 	testutil.Until(t, 60*time.Second, "cluster ready", func() (bool, string) {
 		return strings.Contains(out.String(), "cluster ready"), out.String()
 	})
-	return out
+	return out, cmd
 }
 
 func TestDevCluster(t *testing.T) {
