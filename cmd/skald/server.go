@@ -43,6 +43,8 @@ type serverFlags struct {
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
+	metricsAddr                                                         string
+	metricsTenantLabels                                                 bool
 	// secretWarnings are logged once the logger exists (readSecretFiles).
 	secretWarnings []string
 }
@@ -91,6 +93,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
 	}
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve /metrics here, every series and no token (bind it where only monitoring reaches); the API port's /metrics serves series naming a namespace or group to the admin token only")
+	fs.BoolVar(&f.metricsTenantLabels, "metrics-tenant-labels", false, "label the subscription-group metrics by namespace and group (default: summed, naming no tenant)")
 	secretFiles := serverSecretFiles(f)
 	addSecretFileFlags(fs, secretFiles)
 	fs.Usage = func() {
@@ -250,6 +254,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dials, _ := parseDialMap(f.dialMap)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if f.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(f.metricsAddr, reg, tlsFiles, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	timing := node.ProductionTiming
 	timing.CommitTimeout = f.commitTimeout
 	dataDir := f.dataDir
@@ -262,7 +273,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
-		RetentionInterval: f.retentionInterval,
+		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels,
 	})
 	if err != nil {
 		return err
