@@ -95,7 +95,7 @@ deploy-check:
 	$(HELM) lint --strict $(CHART)
 	$(HELM) template skald $(CHART) --namespace skald | ($(CHECK) k8s -)
 	$(HELM) template skald $(CHART) --set replicas=5,antiAffinity=hard,serviceMonitor.enabled=true,podDisruptionBudget.enabled=false | ($(CHECK) k8s -)
-	$(HELM) template skald $(CHART) --set tls.enabled=true,tls.secretName=skald-tls,auth.existingSecret=skald-existing | ($(CHECK) k8s -)
+	$(HELM) template skald $(CHART) --set tls.enabled=true,tls.secretName=skald-tls,auth.existingSecret=skald-existing,serviceMonitor.enabled=true,metrics.tenantLabels=true | ($(CHECK) k8s -)
 	$(HELM) template skald $(CHART) --set tls.enabled=true,tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca,serviceMonitor.enabled=true | ($(CHECK) k8s -)
 	@if $(HELM) template skald $(CHART) --set tls.enabled=true >/dev/null 2>&1; then echo "tls without a certificate source must fail"; exit 1; fi
 	$(CHECK) compose ../compose.yaml

@@ -90,3 +90,71 @@ func (n *Node) ServerAppliedIndex(ctx context.Context, id string) (uint64, error
 	}
 	return resp.GetAppliedIndex(), nil
 }
+
+// RemoveServer removes server id from the Raft configuration, on the
+// leader or through it (waiting up to LeaderWait for one). It returns once
+// the change is committed. An id the leader's configuration does not hold
+// is refused with nodeapi.ErrUnknownServer (wrapped, naming the id) and
+// nothing is proposed; hashicorp/raft would otherwise commit an unchanged
+// configuration and report success. The one exception is this node's own
+// id: a node that is no longer in the configuration has left already (a
+// cut-off node autopilot removed, or a Leave whose first reply was lost),
+// so the removal answers nil and membership's Leave stays idempotent.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	err := n.removeServer(ctx, id)
+	if id == n.id && errors.Is(err, nodeapi.ErrUnknownServer) {
+		return nil
+	}
+	return err
+}
+
+func (n *Node) removeServer(ctx context.Context, id string) error {
+	deadline := time.Now().Add(n.cfg.LeaderWait)
+	for attempt := 0; ; attempt++ {
+		err := n.removeServerLocal(ctx, id)
+		if !errors.Is(err, errNotLeader) {
+			return err
+		}
+		if addr, ok := n.leaderPeer(); ok {
+			err = n.peers.removeServer(ctx, addr, id)
+			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return nodeapi.ErrNoLeader
+		}
+		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// removeServerLocal removes id on this node, which must lead. The check
+// reads the latest configuration the leader holds (committed or not);
+// configuration changes are serialized by hashicorp/raft, so a concurrent
+// change can at worst make a just-added id refused or a just-removed one
+// removed again (a no-op), never remove another server.
+func (n *Node) removeServerLocal(ctx context.Context, id string) error {
+	if n.raft.State() != raft.Leader {
+		return errNotLeader
+	}
+	cf := n.raft.GetConfiguration()
+	if err := waitFuture(ctx, cf); err != nil {
+		return fmt.Errorf("node: read the Raft configuration: %w", err)
+	}
+	if !hasServer(cf.Configuration(), id) {
+		return fmt.Errorf("%w: %q", nodeapi.ErrUnknownServer, id)
+	}
+	return n.configChange(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
+}
+
+// hasServer reports whether cfg holds server id (voter or not).
+func hasServer(cfg raft.Configuration, id string) bool {
+	for _, s := range cfg.Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}

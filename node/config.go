@@ -120,6 +120,12 @@ type Config struct {
 	// Registerer receives the node's metrics. Default: none registered.
 	Registerer prometheus.Registerer
 
+	// MetricsTenantLabels labels the subscription-group metrics by
+	// namespace and group. Default false: each is summed over the groups
+	// this node owns, so the metrics name no tenant (anyone who can scrape
+	// them would otherwise learn every namespace and group name).
+	MetricsTenantLabels bool
+
 	// DialMap redirects outgoing peer connections (testing: the chaos
 	// harness's per-link proxies). Not with TLS.
 	DialMap DialMap

@@ -77,7 +77,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 			return time.Since(lc).Seconds()
 		}),
 	}
-	cs = append(cs, newGroupCollector(n.groups), n.port.refusedCounter())
+	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -235,38 +235,6 @@ func (n *Node) AddNonvoter(ctx context.Context, id, raftAddr string) error {
 	return n.configChange(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout))
 }
 
-// RemoveServer removes a server from the configuration, on the leader or
-// through it (waiting up to LeaderWait for one). It returns once the change
-// is committed.
-func (n *Node) RemoveServer(ctx context.Context, id string) error {
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		err := n.removeServerLocal(ctx, id)
-		if !errors.Is(err, errNotLeader) {
-			return err
-		}
-		if addr, ok := n.leaderPeer(); ok {
-			err = n.peers.removeServer(ctx, addr, id)
-			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return nodeapi.ErrNoLeader
-		}
-		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return err
-		}
-	}
-}
-
-func (n *Node) removeServerLocal(ctx context.Context, id string) error {
-	if n.raft.State() != raft.Leader {
-		return errNotLeader
-	}
-	return n.configChange(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
-}
-
 func (n *Node) configChange(ctx context.Context, f raft.Future) error {
 	err := waitFuture(ctx, f)
 	if errors.Is(err, raft.ErrNotLeader) {

@@ -465,6 +465,9 @@ func (p *peerServer) RemoveServer(ctx context.Context, req *connect.Request[peer
 	if errors.Is(err, errNotLeader) {
 		return nil, notApplied(connect.CodeFailedPrecondition, err)
 	}
+	if errors.Is(err, nodeapi.ErrUnknownServer) {
+		return nil, notApplied(connect.CodeNotFound, err)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
@@ -475,6 +478,10 @@ func (p *peerServer) RemoveServer(ctx context.Context, req *connect.Request[peer
 func (c *peerClients) removeServer(ctx context.Context, addr, id string) error {
 	req := connect.NewRequest(&peerv1.RemoveServerRequest{Id: id})
 	if _, err := c.client(addr).RemoveServer(ctx, req); err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Code() == connect.CodeNotFound && ce.Meta().Get(outcomeKey) == "not-applied" {
+			return fmt.Errorf("%w: %q", nodeapi.ErrUnknownServer, id)
+		}
 		return classify(err, "remove server")
 	}
 	return nil

@@ -167,8 +167,11 @@ func (s *cluster) RemoveServer(ctx context.Context, req *connect.Request[skaldv1
 	if req.Msg.Id == "" {
 		return nil, invalidField("id", "must not be empty")
 	}
-	// The node forwards the change to the leader.
-	if err := s.b.RemoveServer(ctx, req.Msg.Id); err != nil {
+	// The node forwards the change to the leader, which refuses an id
+	// its configuration does not hold.
+	if err := s.b.RemoveServer(ctx, req.Msg.Id); errors.Is(err, nodeapi.ErrUnknownServer) {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("id: no server %q in the cluster (see Cluster.Status)", req.Msg.Id))
+	} else if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
 	return connect.NewResponse(&skaldv1.RemoveServerResponse{}), nil

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -102,4 +103,35 @@ func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
 		}
 		return all
 	})
+}
+
+// TestRemoveUnknownServerIsNotFound: Cluster.RemoveServer of an id not in
+// the cluster answers NotFound naming it, on the leader and on a follower
+// (which forwards), in every protocol; it used to answer OK.
+func TestRemoveUnknownServerIsNotFound(t *testing.T) {
+	servers, l := clusterOfThree(t)
+	var f *server
+	for _, s := range servers {
+		if s != l {
+			f = s
+		}
+	}
+	for _, via := range []struct {
+		name string
+		s    *server
+	}{{"leader", l}, {"follower", f}} {
+		for _, p := range protocols {
+			t.Run(via.name+"/"+p.name, func(t *testing.T) {
+				_, err := newClients(via.s, p, adminToken).cluster.RemoveServer(ctxT(t), connect.NewRequest(&skaldv1.RemoveServerRequest{Id: "nosuch"}))
+				ce := wantCode(t, "remove a server not in the cluster", err, connect.CodeNotFound)
+				if want := `id: no server "nosuch" in the cluster`; !strings.Contains(ce.Message(), want) {
+					t.Fatalf("message %q, want it to contain %q", ce.Message(), want)
+				}
+			})
+		}
+	}
+	st, err := newClients(l, protocols[0], adminToken).cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
+	if err != nil || len(st.Msg.Servers) != 3 {
+		t.Fatalf("status after the refused removals: %v %v, want 3 servers", st, err)
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/cors"
 
 	"github.com/skalddb/skald/console"
@@ -39,8 +38,9 @@ type Backend interface {
 // Options configures the API handler.
 type Options struct {
 	Logger *slog.Logger
-	// Gatherer serves /metrics and Registerer receives the RPC metrics.
-	// Both default to a registry of their own.
+	// Gatherer serves /metrics (series naming a namespace or group to the
+	// admin token only: metricsHandler) and Registerer receives the RPC
+	// metrics. Both default to a registry of their own.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
 	// CORSOrigins lists the origins browsers may call from; "*" allows
@@ -139,7 +139,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.Handle("GET /readyz", &readiness{b: b})
 	if opts.Gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", metricsHandler(auth, opts.Gatherer))
 	}
 	mux.Handle("GET /admin/backup", adminOnly(auth, backupHandler(b, log)))
 	mux.Handle("/debug/pprof/", adminOnly(auth, http.HandlerFunc(pprof.Index)))

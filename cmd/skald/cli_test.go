@@ -206,6 +206,8 @@ func TestCLI(t *testing.T) {
 		{"stream":"mm-2","expected_version":0,"messages":[{"type":"A","data":{}}]},
 		{"stream":"mm-3","expected_version":0,"messages":[{"type":"A","data":{}}]}]}`)
 	multiBadFile := write("bad.json", `{"strems":[]}`)
+	adminTokenFile := write("admin-token", testAdmin+"\n")
+	noToken := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}
 	cases := []struct {
 		name     string
 		env      []string
@@ -243,7 +245,11 @@ func TestCLI(t *testing.T) {
 		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":"0", ?"index":"[1-9]\d*"\}\n$`, ""},
 		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":"\d+", ?"commitIndex":"\d+", ?"appliedIndex":"\d+", ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":"[1-9]\d*"\}\]\}\n$`, ""},
 		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitNotFound, `^$`, `not_found: to_id: no server "nosuch" in the cluster`},
-		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch"}, 0, `^Removed server nosuch\.\n$`, ""},
+		{"token from a file", noToken, []string{"ns", "list", "--token-file", adminTokenFile}, 0, `(?s)NAME.*default`, ""},
+		{"token file from the environment", append(noToken, "SKALD_TOKEN_FILE="+adminTokenFile), []string{"ns", "list"}, 0, `(?s)NAME.*default`, ""},
+		{"token and token file", admin, []string{"ns", "list", "--token-file", adminTokenFile}, exitUsage, `^$`, `^skald: --token \(or SKALD_TOKEN\) and --token-file \(or SKALD_TOKEN_FILE\) are both set: give the secret one way\n$`},
+		{"token file missing", noToken, []string{"ns", "list", "--token-file", filepath.Join(dir, "nope")}, exitUsage, `^$`, `^skald: --token-file: open .*/nope: no such file or directory\n$`},
+		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch"}, exitNotFound, `^$`, `^skald: not_found: id: no server "nosuch" in the cluster`},
 		{"ns create dedupe window too short", admin, []string{"ns", "create", "dd1", "--dedupe-window", "500ms"}, exitUsage, `^$`, `invalid_argument: dedupe_window: must be 0 \(off\) or at least 1s, got 500ms`},
 		{"ns create bad dedupe window", admin, []string{"ns", "create", "dd1", "--dedupe-window", "soon"}, exitUsage, `^$`, `--dedupe-window "soon": want a duration \(2m, 1h\), off or forever`},
 		{"ns create dedupe forever", admin, []string{"ns", "create", "dd2", "--dedupe-window", "forever"}, 0, `Created namespace dd2`, ""},
@@ -469,6 +475,13 @@ func freeBlock(t *testing.T, n int) int {
 // exit cleanly within 30 s).
 func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 	t.Helper()
+	out, _ := startDevCmd(t, base, args...)
+	return out
+}
+
+// startDevCmd is startDev that also returns the dev process.
+func startDevCmd(t *testing.T, base int, args ...string) (*syncBuffer, *exec.Cmd) {
+	t.Helper()
 	out := &syncBuffer{}
 	cmd := exec.Command(binary, append([]string{"dev", "--base-port", strconv.Itoa(base)}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -492,7 +505,7 @@ func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 	testutil.Until(t, 60*time.Second, "cluster ready", func() (bool, string) {
 		return strings.Contains(out.String(), "cluster ready"), out.String()
 	})
-	return out
+	return out, cmd
 }
 
 func TestDevCluster(t *testing.T) {

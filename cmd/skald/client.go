@@ -34,7 +34,7 @@ const (
 const clientHelp = `
 Connection flags (every client command):
   --addr    node address, host:port or URL (env SKALD_ADDR; default 127.0.0.1:8080)
-  --token   bearer token (env SKALD_TOKEN)
+  --token   bearer token (env SKALD_TOKEN); --token-file reads it from a file (env SKALD_TOKEN_FILE)
   --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json
 
@@ -46,6 +46,7 @@ hard-deleted), 6 unavailable (no leader yet: retry), 7 unreachable (no answer fr
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
 	addr, token, output, ca string
+	tokenFile               string
 	usage                   string // the command's one-line synopsis
 }
 
@@ -65,6 +66,7 @@ func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *cli
 	}
 	fs.StringVar(&cf.addr, "addr", addr, "node address, host:port or URL (env SKALD_ADDR)")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
+	fs.StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file (surrounding whitespace trimmed): off the command line, which every local user can see")
 	fs.StringVar(&cf.output, "o", "table", "output: table or json")
 	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
 	fs.Usage = func() {
@@ -101,6 +103,16 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN"); ok && !given["token"] {
 		cf.token = v
+	}
+	if v, ok := os.LookupEnv("SKALD_TOKEN_FILE"); ok && !given["token-file"] {
+		cf.tokenFile = v
+	}
+	warnings, err := readSecretFiles([]*secretFile{{name: "token", value: &cf.token, path: cf.tokenFile}})
+	if err != nil {
+		return nil, &exitError{exitUsage, err}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(out, "skald: warning: %s\n", w)
 	}
 	if v, ok := os.LookupEnv("SKALD_CA"); ok && !given["ca"] {
 		cf.ca = v

@@ -53,6 +53,15 @@ func loadDevState(dir string) (devState, error) {
 	return st, os.WriteFile(path, b, 0o600)
 }
 
+// writeSecretFile writes v to path readable by this user only, whatever
+// mode an earlier file there had.
+func writeSecretFile(path, v string) error {
+	if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o600)
+}
+
 // runDev starts a local cluster of real `skald server` processes on
 // loopback ports, with their data under one folder, and stops them all on
 // Ctrl-C.
@@ -76,6 +85,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	st, err := loadDevState(*dir)
 	if err != nil {
 		return fmt.Errorf("dev state in %s: %w", *dir, err)
+	}
+	// The servers read the secrets from files only this user can read:
+	// on their command lines every local user would see them (ps).
+	tokenFile, keyFile := filepath.Join(*dir, "admin-token"), filepath.Join(*dir, "gossip-key")
+	for path, v := range map[string]string{tokenFile: st.AdminToken, keyFile: st.GossipKey} {
+		if err := writeSecretFile(path, v); err != nil {
+			return fmt.Errorf("dev state in %s: %w", *dir, err)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -111,7 +128,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		cmd := exec.Command(self, "server", "--node-name", fmt.Sprintf("node%d", i), "--data-dir", nodeDir,
 			"--http-addr", addr(i, 0), "--raft-addr", addr(i, 1), "--gossip-addr", addr(i, 2),
 			"--bootstrap-expect", strconv.Itoa(*nodes), "--join", addr(0, 2),
-			"--gossip-key", st.GossipKey, "--admin-token", st.AdminToken)
+			"--gossip-key-file", keyFile, "--admin-token-file", tokenFile)
 		if *inMemory {
 			cmd.Args = append(cmd.Args, "--in-memory")
 		}

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 )
 
 // envFallback sets every flag not given on the command line from the
@@ -17,7 +16,7 @@ func envFallback(fs *flag.FlagSet) error {
 		if given[f.Name] || err != nil {
 			return
 		}
-		env := "SKALD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if v, ok := os.LookupEnv(env); ok {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", env, v, serr)

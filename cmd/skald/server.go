@@ -43,6 +43,10 @@ type serverFlags struct {
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	mutant, dialMap, logStore                                           string
+	metricsAddr                                                         string
+	metricsTenantLabels                                                 bool
+	// secretWarnings are logged once the logger exists (readSecretFiles).
+	secretWarnings []string
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -89,6 +93,10 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 		fs.StringVar(&f.mutant, "mutant", "", fmt.Sprintf("switch on a deliberate bug for the chaos harness: one of %v", node.Mutants))
 	}
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve /metrics here, every series and no token (bind it where only monitoring reaches); the API port's /metrics serves series naming a namespace or group to the admin token only")
+	fs.BoolVar(&f.metricsTenantLabels, "metrics-tenant-labels", false, "label the subscription-group metrics by namespace and group (default: summed, naming no tenant)")
+	secretFiles := serverSecretFiles(f)
+	addSecretFileFlags(fs, secretFiles)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -102,6 +110,11 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if err := envFallback(fs); err != nil {
 		return nil, &exitError{2, err}
 	}
+	warnings, err := readSecretFiles(secretFiles)
+	if err != nil {
+		return nil, &exitError{2, err}
+	}
+	f.secretWarnings = warnings
 	if set := f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != ""; set && (f.tlsCert == "" || f.tlsKey == "" || f.tlsCA == "") {
 		return nil, &exitError{2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")}
 	}
@@ -208,6 +221,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	log = log.With("node", f.nodeName)
+	for _, w := range f.secretWarnings {
+		log.Warn(w)
+	}
 	gc := applyGCSettings(f.gcPercent, f.memoryLimit, os.Getenv, totalMemory)
 	log.Info("go runtime", gc.logAttrs()...)
 	if f.adminToken != "" {
@@ -238,6 +254,13 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dials, _ := parseDialMap(f.dialMap)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if f.metricsAddr != "" {
+		stopMetrics, err := serveMetrics(f.metricsAddr, reg, tlsFiles, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	timing := node.ProductionTiming
 	timing.CommitTimeout = f.commitTimeout
 	dataDir := f.dataDir
@@ -250,7 +273,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
-		RetentionInterval: f.retentionInterval,
+		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels,
 	})
 	if err != nil {
 		return err

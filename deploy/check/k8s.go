@@ -49,6 +49,10 @@ type serviceMonitor struct {
 					Secret corev1.SecretKeySelector `json:"secret"`
 				} `json:"ca"`
 			} `json:"tlsConfig"`
+			Authorization *struct {
+				Type        string                   `json:"type"`
+				Credentials corev1.SecretKeySelector `json:"credentials"`
+			} `json:"authorization"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -125,6 +129,16 @@ func checkManifests(b []byte) (int, error) {
 	return n, m.crossCheck()
 }
 
+// underMount reports whether path lies under one of the mounts.
+func underMount(path string, mounts []corev1.VolumeMount) bool {
+	for _, vm := range mounts {
+		if strings.HasPrefix(path, strings.TrimSuffix(vm.MountPath, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func stripComments(doc []byte) []byte {
 	var out [][]byte
 	for _, l := range bytes.Split(doc, []byte("\n")) {
@@ -187,6 +201,14 @@ func (m *manifests) crossCheck() error {
 	vols := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		vols[v.Name] = true
+		if v.Secret == nil {
+			continue
+		}
+		for _, it := range v.Secret.Items {
+			if it.Key == "admin-token" && !m.secrets[v.Secret.SecretName] && !strings.HasSuffix(v.Secret.SecretName, "-existing") {
+				return fmt.Errorf("volume %s: secret %q is not rendered", v.Name, v.Secret.SecretName)
+			}
+		}
 	}
 	for _, t := range ss.Spec.VolumeClaimTemplates {
 		vols[t.Name] = true
@@ -194,6 +216,29 @@ func (m *manifests) crossCheck() error {
 	for _, vm := range c.VolumeMounts {
 		if !vols[vm.Name] {
 			return fmt.Errorf("volume mount %s: no such volume", vm.Name)
+		}
+	}
+	// Secrets come from files (--admin-token-file, the preStop hook's
+	// --token-file): each must lie on a mounted volume, and no secret may
+	// travel in the environment or on the command line instead.
+	for _, arg := range append(append([]string{}, c.Args...), c.Lifecycle.PreStop.Exec.Command...) {
+		name, path, ok := strings.Cut(arg, "=")
+		if !ok || !strings.HasPrefix(name, "--") {
+			continue
+		}
+		for _, secret := range []string{"--admin-token", "--gossip-key", "--cluster-secret", "--token"} {
+			if name == secret {
+				return fmt.Errorf("arg %s: a secret on the command line; use %s-file", name, secret)
+			}
+		}
+		if strings.HasSuffix(name, "-file") && !underMount(path, c.VolumeMounts) {
+			return fmt.Errorf("arg %s: %s is on no volume mount", name, path)
+		}
+	}
+	for _, e := range c.Env {
+		switch e.Name {
+		case "SKALD_ADMIN_TOKEN", "SKALD_GOSSIP_KEY", "SKALD_CLUSTER_SECRET", "SKALD_TOKEN":
+			return fmt.Errorf("env %s: a secret in the environment; mount it and use the -file flag", e.Name)
 		}
 	}
 	headless := false
@@ -240,6 +285,11 @@ func (m *manifests) crossCheck() error {
 		msel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
 		if err != nil || len(sm.Spec.Endpoints) == 0 || sm.Spec.Endpoints[0].Path != "/metrics" {
 			return fmt.Errorf("servicemonitor %s: want a selector and a /metrics endpoint", sm.Name)
+		}
+		if a := sm.Spec.Endpoints[0].Authorization; a != nil {
+			if a.Type != "Bearer" || (!m.secrets[a.Credentials.Name] && !strings.HasSuffix(a.Credentials.Name, "-existing")) || a.Credentials.Key != "admin-token" {
+				return fmt.Errorf("servicemonitor %s: authorization must be Bearer with a rendered secret's admin-token", sm.Name)
+			}
 		}
 		found := false
 		for _, s := range m.services {
