@@ -34,6 +34,12 @@ var (
 	ErrDuplicateID = errors.New("fsm: duplicate message id")
 	// ErrClosed is returned by reads on a closed store.
 	ErrClosed = errors.New("fsm: store closed")
+	// ErrInterrupted is the result of each entry of an ApplyBatch that gave
+	// up waiting for a resource because the store was interrupted
+	// (Store.Interrupt, at shutdown). The entry is not applied; it is
+	// committed, and applies when the node starts again. It is never a
+	// business verdict.
+	ErrInterrupted = errors.New("fsm: apply interrupted while waiting for a resource; the entry applies when the node restarts")
 )
 
 // VersionConflictError is returned when an append's expected version does
