@@ -32,14 +32,14 @@ func (c *pebbleConfig) options(fs vfs.FS) *pebble.Options {
 }
 
 // open opens (creating if needed) the database in dir. Its files sit on
-// waitFS (resource errors waited out once the database is open,
-// waitfs.go).
+// walPreallocFS (WAL preallocated in steps, prealloc.go) under waitFS
+// (resource errors waited out once the database is open, waitfs.go).
 func (c *pebbleConfig) open(dir string) (*pebble.DB, error) {
 	if c.waiter == nil {
-		return pebble.Open(dir, c.options(c.fs))
+		return pebble.Open(dir, c.options(walPreallocFS{c.fs}))
 	}
 	wfs := &waitFS{FS: c.fs, w: c.waiter}
-	db, err := pebble.Open(dir, c.options(wfs))
+	db, err := pebble.Open(dir, c.options(walPreallocFS{wfs}))
 	if err != nil {
 		return nil, err
 	}
