@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -129,6 +130,9 @@ type Config struct {
 	// leaderBarrier, when set (tests only), replaces the Barrier future a
 	// new leader waits on.
 	leaderBarrier func(raft.Future) raft.Future
+	// wrapFS, when set (tests only), wraps the file system the state
+	// machine keeps its data on: a test injects faults through it.
+	wrapFS func(vfs.FS) vfs.FS
 }
 
 // Timing is the set of Raft timeouts.

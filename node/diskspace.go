@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -142,6 +143,22 @@ func (n *Node) checkVoterDisks(ctx context.Context) error {
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// StorageStall says why the state machine is waiting for a resource it
+// ran out of (file descriptors, disk space), for how long and what to
+// free; nil when it is not. A stalled node applies nothing until the
+// resource is free, then resumes by itself: /readyz reports it not ready.
+func (n *Node) StorageStall() error {
+	st, ok := n.store.Stall()
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w for %s: %v; %s", errStorageStalled, time.Since(st.Since).Round(time.Second), st.Err,
+		fsm.ResourceAdvice(st.Err, n.cfg.DataDir))
+}
+
+// errStorageStalled starts StorageStall's answer.
+var errStorageStalled = errors.New("node: the state machine is waiting for a resource")
 
 // storageFailure explains a storage error raised inside apply (the state
 // machine stops the node rather than skip an entry): what happened and
