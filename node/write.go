@@ -74,6 +74,13 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
+	if cmd.GetCreateNamespace() != nil {
+		// A create adds a database on every voter at once: refuse it
+		// while one is nearly full.
+		if err := n.checkCreateSpace(ctx); err != nil {
+			return nil, err // nothing proposed
+		}
+	}
 	var ext []byte
 	if n.hooks.propose != nil {
 		res, done, x, err := n.hooks.propose(cmd)
