@@ -592,6 +592,9 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	if a.lookup(c.Name) != nil {
 		return ErrNamespaceExists
 	}
+	if c.MaxNamespaces > 0 && a.namespaceCount() >= c.MaxNamespaces {
+		return &NamespaceLimitError{Name: c.Name, Limit: c.MaxNamespaces}
+	}
 	a.touchMeta(l)
 	rec := &fsmv1.NamespaceRecord{
 		Name:              c.Name,
@@ -621,6 +624,21 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	}
 	a.created[c.Name] = ns
 	return &CreateNamespaceResult{Name: c.Name, ID: l.Index, CreatedAt: c.CreatedUnixNano, Index: l.Index}
+}
+
+// namespaceCount is the number of namespaces as of the current entry: the
+// registry, less the names this call deleted, plus those it created (a
+// created name in the registry was deleted first, so it is counted once).
+func (a *applier) namespaceCount() int64 {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	n := len(a.s.mu.namespaces) + len(a.created)
+	for name := range a.deleted {
+		if _, ok := a.s.mu.namespaces[name]; ok {
+			n--
+		}
+	}
+	return int64(n)
 }
 
 func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {

@@ -97,6 +97,14 @@ type Config struct {
 	// free space (when MinFreeDisk is set). Default 1 s.
 	DiskCheckInterval time.Duration
 
+	// MaxNamespaces caps the namespaces of the cluster, the admin namespace
+	// included: a create past it is refused (fsm.NamespaceLimitError). The
+	// leader stamps its value into each create it proposes and apply
+	// enforces it, so every replica agrees whatever its own setting; the
+	// leader's value is the one that counts. 0 means no limit. Reloadable
+	// only by restarting the node.
+	MaxNamespaces int64
+
 	// RetentionInterval is how often the leader proposes an expiry entry
 	// for each namespace with retention policies (fsm/retention.go): how
 	// late a message past its max-age or max-count may still be read.

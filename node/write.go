@@ -74,9 +74,10 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
-	if cmd.GetCreateNamespace() != nil {
-		// A create adds a database on every voter at once: refuse it
-		// while one is nearly full.
+	if c := cmd.GetCreateNamespace(); c != nil {
+		// Apply enforces the leader's limit; and a create adds a database
+		// on every voter at once: refuse it while one is nearly full.
+		c.MaxNamespaces = n.cfg.MaxNamespaces
 		if err := n.checkCreateSpace(ctx); err != nil {
 			return nil, err // nothing proposed
 		}
