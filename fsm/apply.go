@@ -107,26 +107,29 @@ func (s *Store) ApplyBatch(entries []Entry) []any {
 	if s.interrupted.Load() {
 		return interruptedResults(out)
 	}
-	var pending map[uint64]*namespace // handles created by an abandoned attempt
-	err := s.waiter.retry(IsResourceError, func() error {
-		var prev []any
-		if pending != nil {
+	a := &applier{s: s, batches: make(map[*namespace]*nsBatch)}
+	if err := a.run(entries, out, nil); err != nil {
+		// Wait for the resource and apply the call again (no closure on
+		// the path without an error).
+		pending := a.abort() // handles the abandoned attempt created
+		err = s.waiter.retryAfter(err, IsResourceError, func() error {
+			var prev []any
 			prev, out = out, make([]any, len(entries))
-		}
-		a := &applier{s: s, batches: make(map[*namespace]*nsBatch), pending: pending}
-		err := a.run(entries, out, prev)
+			a := &applier{s: s, batches: make(map[*namespace]*nsBatch), pending: pending}
+			err := a.run(entries, out, prev)
+			if err != nil {
+				pending = a.abort()
+			}
+			return err
+		})
 		if err != nil {
-			pending = a.abort()
+			// Interrupted while waiting: nothing of the call is in memory,
+			// and the databases hold at most a prefix of it that the skip
+			// rule passes over on the next start.
+			s.interrupted.Store(true)
+			s.closePending(pending)
+			return interruptedResults(out)
 		}
-		return err
-	})
-	if err != nil {
-		// Interrupted while waiting: nothing of the call is in memory, and
-		// the databases hold at most a prefix of it that the skip rule
-		// passes over on the next start.
-		s.interrupted.Store(true)
-		s.closePending(pending)
-		return interruptedResults(out)
 	}
 	last := &entries[len(entries)-1]
 	s.applied.Store(last.Index)

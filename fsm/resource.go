@@ -110,6 +110,12 @@ func (w *waiter) retry(waitable func(error) bool, op func() error) error {
 	if err == nil || !waitable(err) {
 		return err
 	}
+	return w.retryAfter(err, waitable, op)
+}
+
+// retryAfter is retry once op's first attempt failed with err, a waitable
+// error.
+func (w *waiter) retryAfter(err error, waitable func(error) bool, op func() error) error {
 	w.begin(err)
 	defer w.end()
 	for attempt := 0; ; attempt++ {
