@@ -28,22 +28,13 @@ func TestDiskFullAlarm(t *testing.T) {
 		t.Skip("needs root to mount a tmpfs per node")
 	}
 	const size, minFree = 256 << 20, 64 << 20
-	var mu sync.Mutex
-	mounted := map[string]bool{}
+	mount := mountTmpfs(t, "256m")
 	c := newCluster(t, 3, func(cfg *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !mounted[cfg.DataDir] {
-			if err := syscall.Mount("tmpfs", cfg.DataDir, "tmpfs", 0, "size=256m"); err != nil {
-				t.Skipf("cannot mount a tmpfs: %v", err)
-			}
-			dir := cfg.DataDir
-			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-			mounted[dir] = true
-		}
+		mount(cfg)
 		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, 20*time.Millisecond
 		cfg.MemTableSize = 4 << 20
 	})
+	stopFirst(t, c)
 	// The harness registered every API address (membership's job in
 	// production): a refusal names the server.
 	createNamespace(t, c.Leader().Node, "app")
@@ -96,6 +87,8 @@ func TestDiskFullAlarm(t *testing.T) {
 }
 
 // mountTmpfs gives each node's data directory a tmpfs of its own, once.
+// A tmpfs must not go while its node still applies: call stopFirst on the
+// cluster once it started.
 func mountTmpfs(t *testing.T, size string) func(cfg *Config) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs per node")
@@ -116,6 +109,16 @@ func mountTmpfs(t *testing.T, size string) func(cfg *Config) {
 	}
 }
 
+// stopFirst stops c's nodes before the test's earlier cleanups run (the
+// tmpfs unmounts; cleanups run last registered first).
+func stopFirst(t *testing.T, c *TestCluster) {
+	t.Cleanup(func() {
+		for _, tn := range c.Nodes {
+			tn.Kill()
+		}
+	})
+}
+
 // TestCreateNamespaceRefusedWhenDiskFull: a namespace create opens a
 // database on every voter at once, so the leader asks every voter for its
 // free space when it is asked for one, instead of trusting the alarm's
@@ -131,6 +134,7 @@ func TestCreateNamespaceRefusedWhenDiskFull(t *testing.T) {
 		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, time.Hour
 		cfg.MemTableSize = 4 << 20
 	})
+	stopFirst(t, c)
 	createNamespace(t, c.Leader().Node, "app")
 	full := c.Followers()[0]
 	free, err := freeDiskBytes(full.Dir)
