@@ -78,9 +78,25 @@ func (e *PositionExistsError) Is(target error) bool { return target == ErrPositi
 // ApplyBatch applies committed entries, in log order, and returns one
 // result per entry. All entries of the call become one Pebble batch per
 // touched namespace database (plus one for _metadata when namespaces or
-// nodes change), each ending with its A record. It panics on a storage
-// error: the node must stop rather than skip an entry. It keeps no
-// reference to entries or their bytes after it returns.
+// nodes change), each ending with its A record. It keeps no reference to
+// entries or their bytes after it returns.
+//
+// Storage errors. A resource error (IsResourceError: no file descriptor,
+// no space; typically opening a namespace's database, or reading one)
+// makes the call wait and retry: what it staged is dropped, the in-memory
+// state of every namespace it touched is reloaded from the databases, and
+// after a backoff the entries are applied again (Stall reports the wait;
+// so does the log, saying what to free). The retry computes exactly what
+// the first attempt would have: databases commit atomically with their A
+// record, so entries the first attempt committed (imports and deletions
+// commit part way through a call) are skipped by the skip rule and keep
+// the first attempt's results, and every other entry is applied again to
+// the same committed state. One case is not retried: when the entry being
+// applied had already committed part of its own effects (an expiry entry
+// commits between its walks), applying it again could differ, so the node
+// stops as for any other storage error: ApplyBatch panics, since skipping
+// the entry would let replicas diverge. Interrupt ends the wait (see
+// there); the call then applies nothing and answers ErrInterrupted.
 func (s *Store) ApplyBatch(entries []Entry) []any {
 	out := make([]any, len(entries))
 	if len(entries) == 0 {
@@ -88,21 +104,124 @@ func (s *Store) ApplyBatch(entries []Entry) []any {
 	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if s.interrupted.Load() {
+		return interruptedResults(out)
+	}
 	a := &applier{s: s, batches: make(map[*namespace]*nsBatch)}
+	if err := a.run(entries, out, nil); err != nil {
+		// Wait for the resource and apply the call again (no closure on
+		// the path without an error).
+		pending := a.abort() // handles the abandoned attempt created
+		err = s.waiter.retryAfter(err, IsResourceError, func() error {
+			var prev []any
+			prev, out = out, make([]any, len(entries))
+			a := &applier{s: s, batches: make(map[*namespace]*nsBatch), pending: pending}
+			err := a.run(entries, out, prev)
+			if err != nil {
+				pending = a.abort()
+			}
+			return err
+		})
+		if err != nil {
+			// Interrupted while waiting: nothing of the call is in memory,
+			// and the databases hold at most a prefix of it that the skip
+			// rule passes over on the next start.
+			s.interrupted.Store(true)
+			s.closePending(pending)
+			return interruptedResults(out)
+		}
+	}
+	last := &entries[len(entries)-1]
+	s.applied.Store(last.Index)
+	s.appliedTerm.Store(last.Term)
+	return out
+}
+
+func interruptedResults(out []any) []any {
+	for i := range out {
+		out[i] = ErrInterrupted
+	}
+	return out
+}
+
+// run applies entries into out and commits them. A resource error that
+// may be retried (see ApplyBatch) is returned; the caller then abandons
+// the attempt with abort. Any other storage failure panics. prev holds the
+// results of an abandoned attempt: an entry that attempt committed is now
+// skipped, and keeps its result from then.
+func (a *applier) run(entries []Entry, out, prev []any) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		rerr, ok := r.(error)
+		if !ok || !IsResourceError(rerr) || a.committing || a.partial {
+			panic(r)
+		}
+		err = rerr
+	}()
 	for i := range entries {
 		l := &entries[i]
+		a.cur, a.partial = l.Index, false
 		switch l.Kind {
 		case EntryCommand:
 			out[i] = a.command(l)
 		case EntryConfiguration:
 			a.configuration(l)
 		}
+		if out[i] == nil && prev != nil {
+			out[i] = prev[i]
+		}
 	}
+	a.committing = true
 	a.commit()
-	last := &entries[len(entries)-1]
-	s.applied.Store(last.Index)
-	s.appliedTerm.Store(last.Term)
-	return out
+	return nil
+}
+
+// abort drops what an abandoned attempt staged: its batches, its
+// references, and (by marking them stale) the in-memory state of the
+// namespaces it touched. It returns the handles the attempt created for
+// namespaces not registered yet, which the next attempt reuses (their
+// databases are open, and a second handle could not open them).
+func (a *applier) abort() map[uint64]*namespace {
+	s := a.s
+	for _, nb := range a.order {
+		nb.close()
+	}
+	if a.meta != nil {
+		a.meta.Close()
+	}
+	pending := a.pending
+	if pending == nil {
+		pending = make(map[uint64]*namespace)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, nb := range a.order {
+		ns := nb.ns
+		ns.stale = true
+		if s.mu.namespaces[ns.rec.Name] != ns {
+			pending[ns.rec.Id] = ns
+		}
+		s.releaseLocked(ns)
+	}
+	return pending
+}
+
+// closePending closes the handles of namespaces an abandoned ApplyBatch
+// created and no later call registered.
+func (s *Store) closePending(pending map[uint64]*namespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range pending {
+		if s.mu.namespaces[ns.rec.Name] == ns || ns.refs > 0 {
+			continue
+		}
+		if err := s.closeNamespaceLocked(ns); err != nil {
+			s.log.Error("close namespace of an interrupted apply", "namespace", ns.rec.Name, "err", err)
+		}
+	}
 }
 
 // applier holds the state of one ApplyBatch call.
@@ -123,10 +242,41 @@ type applier struct {
 	created map[string]*namespace // name -> handle created in this call
 	deleted map[string]bool       // names deleted in this call (and not re-created since)
 	dropped []*namespace          // handles to close and remove
+	pending map[uint64]*namespace // handles an abandoned attempt created, by id
+
+	// What a storage error may still be retried after (ApplyBatch).
+	cur        uint64 // index of the entry being applied
+	partial    bool   // that entry committed part of its effects already
+	committing bool   // the final commit has begun
+	// mark is the batch the current entry writes to, and how much it
+	// held when the entry began or last committed (see flush).
+	mark struct {
+		nb   *nsBatch
+		ops  uint32
+		sets int
+	}
 }
 
+// storageError is apply's panic on a storage failure: what failed, and
+// the error (Unwrap) when one was given. ApplyBatch retries resource
+// errors; the rest stop the node.
+type storageError struct {
+	what  string
+	cause error
+}
+
+func (e *storageError) Error() string { return "fsm: storage failure, stopping: " + e.what }
+func (e *storageError) Unwrap() error { return e.cause }
+
+// fatal panics with a storageError; its cause is the last error in args.
 func (a *applier) fatal(format string, args ...any) {
-	panic(fmt.Errorf("fsm: storage failure, stopping: "+format, args...))
+	e := &storageError{what: fmt.Sprintf(format, args...)}
+	for _, arg := range args {
+		if err, ok := arg.(error); ok {
+			e.cause = err
+		}
+	}
+	panic(e)
 }
 
 func (a *applier) command(l *Entry) any {
@@ -188,21 +338,33 @@ func (a *applier) lookup(name string) *namespace {
 }
 
 // batch returns the open batch of ns, taking a reference (and opening the
-// database) on first use.
+// database) on first use, and marks it as the current entry's (see flush).
 func (a *applier) batch(ns *namespace) *nsBatch {
-	if nb, ok := a.batches[ns]; ok {
-		return nb
+	nb, ok := a.batches[ns]
+	if !ok {
+		a.s.mu.Lock()
+		err := a.s.refLocked(ns)
+		if err == nil && ns.stale {
+			if err = ns.load(ns.db); err != nil {
+				a.s.releaseLocked(ns)
+			}
+		}
+		a.s.mu.Unlock()
+		if err != nil {
+			a.fatal("%v", err)
+		}
+		nb = newNSBatch(ns)
+		a.batches[ns] = nb
+		a.order = append(a.order, nb)
 	}
-	a.s.mu.Lock()
-	err := a.s.refLocked(ns)
-	a.s.mu.Unlock()
-	if err != nil {
-		a.fatal("%v", err)
-	}
-	nb := newNSBatch(ns)
-	a.batches[ns] = nb
-	a.order = append(a.order, nb)
+	a.markBatch(nb)
 	return nb
+}
+
+// markBatch records what nb holds, so that flush can tell whether a commit
+// takes part of the current entry's effects along.
+func (a *applier) markBatch(nb *nsBatch) {
+	a.mark.nb, a.mark.ops, a.mark.sets = nb, nb.b.Count(), len(nb.sets.kvs)
 }
 
 // target returns the batch of the namespace entry l writes to. done is set,
@@ -398,10 +560,25 @@ func validateImport(c *fsmv1.Import) error {
 	return nil
 }
 
-// flush commits what nb staged so far, so the database holds it.
+// flush commits what nb staged so far, so the database holds it. When the
+// current entry has staged writes in nb and is not done, the commit holds
+// part of its effects without its A record: from then on a storage error
+// in this entry is not retried (ApplyBatch).
 func (a *applier) flush(nb *nsBatch) {
+	if nb.dirty && a.mark.nb == nb && nb.applied.index < a.cur &&
+		(nb.b.Count() != a.mark.ops || len(nb.sets.kvs) != a.mark.sets) {
+		a.partial = true
+	}
+	a.committing = true
 	if err := nb.commit(a.s.opts.SyncApply); err != nil {
 		a.fatal("namespace %q: %v", nb.ns.rec.Name, err)
+	}
+	a.committing = false
+	if a.mark.nb == nb {
+		a.markBatch(nb)
+	}
+	if a.s.afterFlush != nil {
+		a.s.afterFlush()
 	}
 }
 
@@ -417,6 +594,9 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	}
 	if a.lookup(c.Name) != nil {
 		return ErrNamespaceExists
+	}
+	if c.MaxNamespaces > 0 && a.namespaceCount() >= c.MaxNamespaces {
+		return &NamespaceLimitError{Name: c.Name, Limit: c.MaxNamespaces}
 	}
 	a.touchMeta(l)
 	rec := &fsmv1.NamespaceRecord{
@@ -434,7 +614,10 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	if err := a.meta.Set(namespaceKey(c.Name), v, nil); err != nil {
 		a.fatal("stage namespace record: %v", err)
 	}
-	ns := a.s.newNamespace(rec)
+	ns := a.pending[l.Index]
+	if ns == nil {
+		ns = a.s.newNamespace(rec)
+	}
 	nb := a.batch(ns) // opens (creates) its database
 	if nb.applied.index < l.Index {
 		nb.done(l)
@@ -444,6 +627,21 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	}
 	a.created[c.Name] = ns
 	return &CreateNamespaceResult{Name: c.Name, ID: l.Index, CreatedAt: c.CreatedUnixNano, Index: l.Index}
+}
+
+// namespaceCount is the number of namespaces as of the current entry: the
+// registry, less the names this call deleted, plus those it created (a
+// created name in the registry was deleted first, so it is counted once).
+func (a *applier) namespaceCount() int64 {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	n := len(a.s.mu.namespaces) + len(a.created)
+	for name := range a.deleted {
+		if _, ok := a.s.mu.namespaces[name]; ok {
+			n--
+		}
+	}
+	return int64(n)
 }
 
 func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {

@@ -34,7 +34,36 @@ var (
 	ErrDuplicateID = errors.New("fsm: duplicate message id")
 	// ErrClosed is returned by reads on a closed store.
 	ErrClosed = errors.New("fsm: store closed")
+	// ErrNamespaceLimit is matched (errors.Is) by a *NamespaceLimitError:
+	// a namespace create was refused because as many namespaces as the
+	// leader's limit allows exist already.
+	ErrNamespaceLimit = errors.New("fsm: namespace limit reached")
+	// ErrInterrupted is the result of each entry of an ApplyBatch that gave
+	// up waiting for a resource because the store was interrupted
+	// (Store.Interrupt, at shutdown). The entry is not applied; it is
+	// committed, and applies when the node starts again. It is never a
+	// business verdict.
+	ErrInterrupted = errors.New("fsm: apply interrupted while waiting for a resource; the entry applies when the node restarts")
 )
+
+// NamespaceLimitError is returned when a CreateNamespace finds Limit
+// namespaces (CreateNamespace.max_namespaces, stamped by the leader)
+// existing already. Nothing was written. It matches ErrNamespaceLimit.
+type NamespaceLimitError struct {
+	Name  string // the namespace that was not created
+	Limit int64
+}
+
+func (e *NamespaceLimitError) Error() string { return "fsm: " + e.Describe() }
+
+// Describe is the error's text without the package prefix: what the APIs
+// send when they quote it.
+func (e *NamespaceLimitError) Describe() string {
+	return fmt.Sprintf("namespace %q not created: %d namespaces exist, the most the cluster allows (--max-namespaces); delete one or raise the limit", e.Name, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrNamespaceLimit) true.
+func (e *NamespaceLimitError) Is(target error) bool { return target == ErrNamespaceLimit }
 
 // VersionConflictError is returned when an append's expected version does
 // not match the stream's version at apply time. Nothing was written.

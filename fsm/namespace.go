@@ -38,6 +38,11 @@ type namespace struct {
 	// retention holds the namespace's retention policies (nil: none),
 	// loaded with the database and changed in place by apply.
 	retention *retention
+	// stale: an ApplyBatch that staged changes to this namespace was
+	// abandoned (to wait for a resource) and may have changed the fields
+	// above in place; apply reloads them from the database before it
+	// uses the namespace again.
+	stale bool
 	// metaCache holds committed VI and CC values (absent streams as a
 	// zero count), so apply reads the database only for streams it has not
 	// seen lately. Filled only by commit: it never holds staged state.
@@ -176,9 +181,20 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 	if err != nil {
 		return fmt.Errorf("fsm: open namespace %q: %w", ns.rec.Name, err)
 	}
+	if err := ns.load(db); err != nil {
+		db.Close()
+		return err
+	}
+	ns.db = db
+	s.mu.lru.pushFront(ns)
+	return nil
+}
+
+// load reads the apply state of ns from db (its database) into ns: what
+// apply keeps in memory between calls. It clears stale.
+func (ns *namespace) load(db *pebble.DB) error {
 	applied, nextGP, counts, err := loadApplyState(db)
 	if err != nil {
-		db.Close()
 		return fmt.Errorf("fsm: load namespace %q: %w", ns.rec.Name, err)
 	}
 	clock := int64(0)
@@ -187,19 +203,17 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 			clock, err = decodeUint64(v)
 		}
 		if err != nil {
-			db.Close()
 			return fmt.Errorf("fsm: load namespace %q dedupe clock: %w", ns.rec.Name, err)
 		}
 	}
 	rt, err := loadRetention(db)
 	if err != nil {
-		db.Close()
 		return fmt.Errorf("fsm: load namespace %q retention policies: %w", ns.rec.Name, err)
 	}
-	ns.db, ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = db, applied, nextGP, counts, clock
+	ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = applied, nextGP, counts, clock
 	ns.retention = rt
 	ns.idf = nil
-	s.mu.lru.pushFront(ns)
+	ns.stale = false
 	return nil
 }
 

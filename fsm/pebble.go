@@ -14,11 +14,15 @@ type pebbleConfig struct {
 	cache        *pebble.Cache
 	memTableSize uint64
 	log          *slog.Logger
+	// waiter, when set, makes every database wait out resource errors in
+	// its writes once open (waitFS). Nil for the short-lived databases of
+	// tools (reading a checkpoint's floor).
+	waiter *waiter
 }
 
-func (c *pebbleConfig) options() *pebble.Options {
+func (c *pebbleConfig) options(fs vfs.FS) *pebble.Options {
 	return &pebble.Options{
-		FS:                 c.fs,
+		FS:                 fs,
 		Cache:              c.cache,
 		MemTableSize:       c.memTableSize,
 		MaxOpenFiles:       256,
@@ -27,8 +31,20 @@ func (c *pebbleConfig) options() *pebble.Options {
 	}
 }
 
+// open opens (creating if needed) the database in dir. Its files sit on
+// walPreallocFS (WAL preallocated in steps, prealloc.go) under waitFS
+// (resource errors waited out once the database is open, waitfs.go).
 func (c *pebbleConfig) open(dir string) (*pebble.DB, error) {
-	return pebble.Open(dir, c.options())
+	if c.waiter == nil {
+		return pebble.Open(dir, c.options(walPreallocFS{c.fs}))
+	}
+	wfs := &waitFS{FS: c.fs, w: c.waiter}
+	db, err := pebble.Open(dir, c.options(walPreallocFS{wfs}))
+	if err != nil {
+		return nil, err
+	}
+	wfs.armed.Store(true)
+	return db, nil
 }
 
 // pebbleLogger routes Pebble's messages into slog.

@@ -128,9 +128,16 @@ func writeFloor(meta *pebble.DB, m SnapshotMeta) error {
 // barriers, which change no state). A lower m is ignored; at the same index m replaces the floor,
 // since Raft's configuration is the authority (raft.RecoverCluster records
 // a rewritten one at the index the state machine already synced).
+//
+// After an interrupted ApplyBatch (see Interrupt) it refuses with
+// ErrInterrupted: Raft counts that call's entries as applied, the store
+// does not hold them.
 func (s *Store) RecordFloor(m SnapshotMeta) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if s.interrupted.Load() {
+		return ErrInterrupted
+	}
 	cur, err := readFloor(s.meta)
 	if err != nil {
 		return err

@@ -108,8 +108,11 @@ func (o *Options) ensureDefaults() {
 //     (applied index and term) for the last entry it holds.
 //  3. Every database skips entries at or below its A index, so the
 //     re-delivery of entries after a restart changes nothing.
-//  4. A storage error during apply panics: skipping an entry would let
-//     replicas diverge.
+//  4. An entry is applied whole or not at all, and never skipped: a
+//     resource error (IsResourceError: file descriptors, disk space)
+//     makes apply wait for the resource and retry (ApplyBatch), and any
+//     other storage error panics, stopping the node, since skipping the
+//     entry would let replicas diverge.
 //  5. The durable floor F (SyncFloor) is recorded only after every database
 //     was synced: everything at or below F survives a power loss.
 //
@@ -121,6 +124,14 @@ type Store struct {
 	log   *slog.Logger
 	cache interface{ Unref() }
 	pc    *pebbleConfig
+	// waiter makes apply and Pebble's writes wait out resource errors
+	// (resource.go); interrupted is set when an ApplyBatch gave up its
+	// entries because of Interrupt.
+	waiter      *waiter
+	interrupted atomic.Bool
+	// afterFlush, when set (tests only), runs after apply commits a
+	// namespace batch part way through a call.
+	afterFlush func()
 
 	// applyMu serializes everything that changes state.
 	applyMu sync.Mutex
@@ -159,11 +170,11 @@ func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("fsm: Options.Dir is required")
 	}
-	s := &Store{opts: opts, fs: opts.FS, log: opts.Logger}
+	s := &Store{opts: opts, fs: opts.FS, log: opts.Logger, waiter: newWaiter(opts.Logger, opts.Dir)}
 	s.mu.cond = sync.NewCond(&s.mu.Mutex)
 	c := pebble.NewCache(opts.CacheSize)
 	s.cache = c
-	s.pc = &pebbleConfig{fs: s.fs, cache: c, memTableSize: opts.MemTableSize, log: s.log}
+	s.pc = &pebbleConfig{fs: s.fs, cache: c, memTableSize: opts.MemTableSize, log: s.log, waiter: s.waiter}
 	if err := finishRestore(s.fs, opts.Dir); err != nil {
 		c.Unref()
 		return nil, err
@@ -287,8 +298,10 @@ func (s *Store) removeOrphans(known map[string]*namespace) error {
 }
 
 // Close flushes and closes every database. Reads after Close fail with
-// ErrClosed.
+// ErrClosed. It interrupts first (see Interrupt): an ApplyBatch waiting for
+// a resource gives up, and so does a write Pebble is retrying.
 func (s *Store) Close() error {
+	s.Interrupt()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.mu.Lock()

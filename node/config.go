@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -101,6 +102,14 @@ type Config struct {
 	// free space (when MinFreeDisk is set). Default 1 s.
 	DiskCheckInterval time.Duration
 
+	// MaxNamespaces caps the namespaces of the cluster, the admin namespace
+	// included: a create past it is refused (fsm.NamespaceLimitError). The
+	// leader stamps its value into each create it proposes and apply
+	// enforces it, so every replica agrees whatever its own setting; the
+	// leader's value is the one that counts. 0 means no limit. Reloadable
+	// only by restarting the node.
+	MaxNamespaces int64
+
 	// RetentionInterval is how often the leader proposes an expiry entry
 	// for each namespace with retention policies (fsm/retention.go): how
 	// late a message past its max-age or max-count may still be read.
@@ -140,6 +149,9 @@ type Config struct {
 	// leaderBarrier, when set (tests only), replaces the Barrier future a
 	// new leader waits on.
 	leaderBarrier func(raft.Future) raft.Future
+	// wrapFS, when set (tests only), wraps the file system the state
+	// machine keeps its data on: a test injects faults through it.
+	wrapFS func(vfs.FS) vfs.FS
 }
 
 // Timing is the set of Raft timeouts.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -96,7 +97,7 @@ func (n *Node) diskWatch() {
 		var reason error
 		if n.IsLeader() {
 			ctx, cancel := context.WithTimeout(n.life, n.cfg.DiskCheckInterval)
-			reason = n.checkVoterDisks(ctx)
+			reason = n.checkVoterDisks(ctx, n.cfg.MinFreeDisk, "the %s minimum (--min-free-disk)")
 			cancel()
 		}
 		if n.alarm.set(reason) {
@@ -110,9 +111,10 @@ func (n *Node) diskWatch() {
 }
 
 // checkVoterDisks asks every voter (itself included) for its free space
-// and returns the alarm for the first one under the minimum, or nil. A
-// voter that does not answer is not counted: it is not applying either.
-func (n *Node) checkVoterDisks(ctx context.Context) error {
+// and returns the refusal for the first one under min, or nil; under says
+// what min is ("the %s minimum ..."). A voter that does not answer is not
+// counted: it is not applying either.
+func (n *Node) checkVoterDisks(ctx context.Context, min uint64, under string) error {
 	servers, err := n.Servers()
 	if err != nil {
 		return nil
@@ -131,17 +133,56 @@ func (n *Node) checkVoterDisks(ctx context.Context) error {
 				free, ok = resp.GetFreeDiskBytes(), true
 			}
 		}
-		if ok && free < n.cfg.MinFreeDisk {
-			return fmt.Errorf("%w: server %s has %s free for its data, under the %s minimum (--min-free-disk); "+
+		if ok && free < min {
+			return fmt.Errorf("%w: server %s has %s free for its data, under "+under+"; "+
 				"free space on its data volume (delete namespaces or other files, or grow the volume) or lower the minimum; "+
 				"writes resume by themselves and reads keep working",
-				nodeapi.ErrStorageFull, id, mib(free), mib(n.cfg.MinFreeDisk))
+				nodeapi.ErrStorageFull, id, mib(free), mib(min))
 		}
 	}
 	return nil
 }
 
+// CreateReserve is the free space every voter must have for a namespace
+// to be created, even with the disk alarm off (Config.MinFreeDisk 0): a
+// create opens a database on every voter at once, and a voter that cannot
+// stops applying until space is freed.
+const CreateReserve = 16 << 20
+
+// checkCreateSpace refuses a namespace create (nodeapi.ErrStorageFull)
+// while the disk alarm is on, or while any voter has less than
+// max(Config.MinFreeDisk, CreateReserve) free. It asks the voters now,
+// not at the alarm's next check: creates are rare, and a burst of them
+// should not fill a disk between two checks.
+func (n *Node) checkCreateSpace(ctx context.Context) error {
+	if err := n.alarm.err(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if n.cfg.MinFreeDisk >= CreateReserve {
+		return n.checkVoterDisks(ctx, n.cfg.MinFreeDisk, "the %s minimum (--min-free-disk)")
+	}
+	return n.checkVoterDisks(ctx, CreateReserve, "the %s a namespace create needs on every voter")
+}
+
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// StorageStall says why the state machine is waiting for a resource it
+// ran out of (file descriptors, disk space), for how long and what to
+// free; nil when it is not. A stalled node applies nothing until the
+// resource is free, then resumes by itself: /readyz reports it not ready.
+func (n *Node) StorageStall() error {
+	st, ok := n.store.Stall()
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w for %s: %v; %s", errStorageStalled, time.Since(st.Since).Round(time.Second), st.Err,
+		fsm.ResourceAdvice(st.Err, n.cfg.DataDir))
+}
+
+// errStorageStalled starts StorageStall's answer.
+var errStorageStalled = errors.New("node: the state machine is waiting for a resource")
 
 // storageFailure explains a storage error raised inside apply (the state
 // machine stops the node rather than skip an entry): what happened and

@@ -28,22 +28,13 @@ func TestDiskFullAlarm(t *testing.T) {
 		t.Skip("needs root to mount a tmpfs per node")
 	}
 	const size, minFree = 256 << 20, 64 << 20
-	var mu sync.Mutex
-	mounted := map[string]bool{}
+	mount := mountTmpfs(t, "256m")
 	c := newCluster(t, 3, func(cfg *Config) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !mounted[cfg.DataDir] {
-			if err := syscall.Mount("tmpfs", cfg.DataDir, "tmpfs", 0, "size=256m"); err != nil {
-				t.Skipf("cannot mount a tmpfs: %v", err)
-			}
-			dir := cfg.DataDir
-			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-			mounted[dir] = true
-		}
+		mount(cfg)
 		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, 20*time.Millisecond
 		cfg.MemTableSize = 4 << 20
 	})
+	stopFirst(t, c)
 	// The harness registered every API address (membership's job in
 	// production): a refusal names the server.
 	createNamespace(t, c.Leader().Node, "app")
@@ -77,6 +68,9 @@ func TestDiskFullAlarm(t *testing.T) {
 			t.Fatalf("read through %s while full: %d messages", tn.ID(), got)
 		}
 	}
+	if _, err := c.Followers()[1].CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: "more"}); !errors.Is(err, nodeapi.ErrStorageFull) {
+		t.Fatalf("namespace create while full: %v, want ErrStorageFull", err)
+	}
 	if _, err := c.Followers()[1].DeleteNamespace(ctxT(t), &fsmv1.DeleteNamespace{Name: "scratch"}); err != nil {
 		t.Fatalf("deleting a namespace (frees space) while full: %v", err)
 	}
@@ -90,6 +84,80 @@ func TestDiskFullAlarm(t *testing.T) {
 		_, err := appendOne(ctx, full.Node, "app", "s-1", "")
 		return err == nil
 	})
+}
+
+// mountTmpfs gives each node's data directory a tmpfs of its own, once.
+// A tmpfs must not go while its node still applies: call stopFirst on the
+// cluster once it started.
+func mountTmpfs(t *testing.T, size string) func(cfg *Config) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs per node")
+	}
+	var mu sync.Mutex
+	mounted := map[string]bool{}
+	return func(cfg *Config) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !mounted[cfg.DataDir] {
+			if err := syscall.Mount("tmpfs", cfg.DataDir, "tmpfs", 0, "size="+size); err != nil {
+				t.Skipf("cannot mount a tmpfs: %v", err)
+			}
+			dir := cfg.DataDir
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			mounted[dir] = true
+		}
+	}
+}
+
+// stopFirst stops c's nodes before the test's earlier cleanups run (the
+// tmpfs unmounts; cleanups run last registered first).
+func stopFirst(t *testing.T, c *TestCluster) {
+	t.Cleanup(func() {
+		for _, tn := range c.Nodes {
+			tn.Kill()
+		}
+	})
+}
+
+// TestCreateNamespaceRefusedWhenDiskFull: a namespace create opens a
+// database on every voter at once, so the leader asks every voter for its
+// free space when it is asked for one, instead of trusting the alarm's
+// last check: with a follower's disk under the minimum and the alarm not
+// yet raised (its check is an hour away), the create is refused with
+// ErrStorageFull naming that follower, through any node, while appends
+// still go. Once space is freed the create goes.
+func TestCreateNamespaceRefusedWhenDiskFull(t *testing.T) {
+	const minFree = 64 << 20
+	mount := mountTmpfs(t, "256m")
+	c := newCluster(t, 3, func(cfg *Config) {
+		mount(cfg)
+		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, time.Hour
+		cfg.MemTableSize = 4 << 20
+	})
+	stopFirst(t, c)
+	createNamespace(t, c.Leader().Node, "app")
+	full := c.Followers()[0]
+	free, err := freeDiskBytes(full.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(full.Dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-minFree/2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range c.Nodes {
+		_, err := tn.CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: "tenant"})
+		if !errors.Is(err, nodeapi.ErrStorageFull) || !strings.Contains(err.Error(), "server "+full.ID()+" has") {
+			t.Fatalf("create through %s with a full follower: %v, want ErrStorageFull naming %s", tn.ID(), err, full.ID())
+		}
+	}
+	if _, err := appendOne(ctxT(t), c.Leader().Node, "app", "s-1", ""); err != nil {
+		t.Fatalf("append (the alarm is not raised): %v", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, full.Node, "tenant")
 }
 
 // TestApplyStorageFailureSaysWhatToDo: a storage error inside apply still

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 
@@ -154,5 +153,5 @@ func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
 		}
 	}
 	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")),
-		raftwal.WithSegmentFiler(segment.NewFiler(dir, walFS{walfs.New()})))
+		raftwal.WithSegmentFiler(segment.NewFiler(dir, newWALFS())))
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
-	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -126,7 +125,7 @@ func TestLogStoreReopen(t *testing.T) {
 // Segments raft-wal creates or reopens sync with fdatasync (walFS).
 func TestWALSegmentsUseDataSync(t *testing.T) {
 	dir := t.TempDir()
-	fs := walFS{walfs.New()}
+	fs := newWALFS()
 	for _, c := range []struct {
 		name string
 		open func() (types.WritableFile, error)

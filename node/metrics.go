@@ -77,6 +77,27 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 			return time.Since(lc).Seconds()
 		}),
 	}
+	storage := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "skald", Subsystem: "node", Name: name, Help: help}, f)
+	}
+	cs = append(cs,
+		storage("storage_stalled", "1 while the state machine waits for a resource it ran out of (file descriptors, disk space): "+
+			"it applies nothing meanwhile, /readyz answers 503, and it resumes by itself once the resource is free.", func() float64 {
+			if _, ok := n.store.Stall(); ok {
+				return 1
+			}
+			return 0
+		}),
+		storage("storage_stall_seconds", "How long the current storage stall has lasted; 0 when there is none.", func() float64 {
+			if st, ok := n.store.Stall(); ok {
+				return time.Since(st.Since).Seconds()
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "skald", Subsystem: "node", Name: "storage_stalls_total",
+			Help: "Storage stalls (waits for file descriptors or disk space) begun since the node started."},
+			func() float64 { return float64(n.store.Stalls()) }),
+	)
 	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

@@ -85,6 +85,9 @@ func Open(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
+	if cfg.wrapFS != nil {
+		fs = cfg.wrapFS(fs)
+	}
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), fs: fs, dataDir: dataDir,
@@ -333,6 +336,11 @@ func (n *Node) shutdown(transfer bool) error {
 			}
 		}
 		n.endLife()
+		if n.store != nil {
+			// A state machine waiting for a resource must not hold Raft's
+			// shutdown (it waits for the apply goroutine).
+			n.store.Interrupt()
+		}
 		if ap := n.autopilot.Load(); ap != nil {
 			<-ap.Stop()
 		}

@@ -307,8 +307,11 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		de *fsm.DuplicateIDError
 		vs *fsm.VersionConflictsError
 		cf *fsm.ConditionFailedError
+		nl *fsm.NamespaceLimitError
 	)
 	switch {
+	case errors.As(err, &nl):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NAMESPACE_LIMIT, Namespace: nl.Name, Limit: nl.Limit}, true
 	case errors.As(err, &cf):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CONDITION_FAILED, GlobalPosition: cf.GlobalPosition, Position: cf.After}, true
 	case errors.As(err, &de):
@@ -418,6 +421,8 @@ func errorOf(r *peerv1.Rejection) error {
 		return fsm.ErrNamespaceNotFound
 	case peerv1.Reason_REASON_NAMESPACE_EXISTS:
 		return fsm.ErrNamespaceExists
+	case peerv1.Reason_REASON_NAMESPACE_LIMIT:
+		return &fsm.NamespaceLimitError{Name: r.Namespace, Limit: r.Limit}
 	case peerv1.Reason_REASON_BAD_COMMAND:
 		return fmt.Errorf("%w: %s", fsm.ErrBadCommand, r.Message)
 	case peerv1.Reason_REASON_STREAM_NOT_FOUND:

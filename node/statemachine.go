@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -43,9 +44,15 @@ func newStateMachine(store *fsm.Store, feed *nodeapi.Feed, m *metrics, start uin
 
 // ApplyBatch implements raft.BatchingFSM.
 //
-// The state machine panics on a storage error rather than skip an entry;
-// onFailure logs what happened and what to do before the panic goes on
-// and stops the process.
+// A resource error (no file descriptor, no disk space) makes the store
+// wait inside this call until the resource is free (fsm.Store.ApplyBatch;
+// the node reports the stall meanwhile: StorageStall). Any other storage
+// error panics rather than skip an entry; onFailure logs what happened and
+// what to do before the panic goes on and stops the process. When the node
+// shuts down during a wait (fsm.Store.Interrupt) the entries are not
+// applied: each future is answered nodeapi.ErrUnknownOutcome (they are
+// committed and apply on the next start), and the applied index, the feed
+// and the durable floor stay where they were.
 func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if sm.onFailure != nil {
 		defer func() {
@@ -61,6 +68,12 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	entries := sm.entriesOf(logs)
 	out := sm.store.ApplyBatch(entries)
 	clear(entries) // hold no log's bytes until the next batch
+	if sm.store.Interrupted() {
+		for i := range out {
+			out[i] = fmt.Errorf("%w: %w", nodeapi.ErrUnknownOutcome, fsm.ErrInterrupted)
+		}
+		return out
+	}
 	sm.metrics.applyBatch.Observe(float64(len(logs)))
 	sm.feed.Publish(out)
 	sm.advance(logs[len(logs)-1].Index)

@@ -72,6 +72,14 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
+	if c := cmd.GetCreateNamespace(); c != nil {
+		// Apply enforces the leader's limit; and a create adds a database
+		// on every voter at once: refuse it while one is nearly full.
+		c.MaxNamespaces = n.cfg.MaxNamespaces
+		if err := n.checkCreateSpace(ctx); err != nil {
+			return nil, err // nothing proposed
+		}
+	}
 	var ext []byte
 	if n.hooks.propose != nil {
 		res, done, x, err := n.hooks.propose(cmd)

@@ -97,6 +97,10 @@ var errorTable = []func(error) (reply, bool){
 		return reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
 			message: "namespace not found", evMessage: fmt.Sprintf("namespace %q not found", e.name)}
 	}),
+	typed(func(e *fsm.NamespaceLimitError) reply {
+		return reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "NAMESPACE_LIMIT",
+			message: e.Describe(), evDetails: map[string]any{"namespace": e.Name, "limit": e.Limit}}
+	}),
 	sentinel(fsm.ErrNamespaceNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
 		message: "namespace not found"}),
 	sentinel(fsm.ErrNamespaceExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "NAMESPACE_EXISTS",

@@ -160,6 +160,12 @@ func TestErrorTable(t *testing.T) {
 		{name: "namespace_exists", err: fsm.ErrNamespaceExists, own: want{
 			connectReply{code: connect.CodeAlreadyExists, message: "namespace already exists"},
 			&evError{status: http.StatusConflict, code: "NAMESPACE_EXISTS", message: "namespace already exists"}}},
+		{name: "namespace_limit", err: &fsm.NamespaceLimitError{Name: "tenant-301", Limit: 300}, own: want{
+			connectReply{code: connect.CodeResourceExhausted,
+				message: `namespace "tenant-301" not created: 300 namespaces exist, the most the cluster allows (--max-namespaces); delete one or raise the limit`},
+			&evError{status: http.StatusTooManyRequests, code: "NAMESPACE_LIMIT",
+				message: `namespace "tenant-301" not created: 300 namespaces exist, the most the cluster allows (--max-namespaces); delete one or raise the limit`,
+				details: map[string]any{"namespace": "tenant-301", "limit": int64(300)}}}},
 		{name: "stream_not_found", err: fsm.ErrStreamNotFound, own: want{
 			connectReply{code: connect.CodeNotFound, message: "stream not found: it never had a message"},
 			&evError{status: http.StatusNotFound, code: "STREAM_NOT_FOUND", message: "stream not found: it never had a message"}}},

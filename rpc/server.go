@@ -227,7 +227,8 @@ func adminOnly(auth authenticator, h http.Handler) http.Handler {
 	})
 }
 
-// readiness answers /readyz: 200 once the node has a leader, has applied
+// readiness answers /readyz: 503 while the node's storage is stalled
+// (node.Node.StorageStall); otherwise 200 once the node has a leader, has applied
 // everything the leader had committed when it was asked (so a restarted
 // node is not sent traffic while it replays) and holds the admin
 // namespace (so the admin token works here: on a new cluster the server
@@ -240,6 +241,14 @@ type readiness struct {
 }
 
 func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A state machine waiting for a resource (file descriptors, disk
+	// space) applies nothing until it is free: not ready, saying why.
+	if st, ok := h.b.(interface{ StorageStall() error }); ok {
+		if err := st.StorageStall(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
 	if leader, _ := h.b.Leader(); leader == "" {
 		http.Error(w, "no leader", http.StatusServiceUnavailable)
 		return

@@ -324,6 +324,8 @@ func TestCLI(t *testing.T) {
 		{"server memtable too small", nil, []string{"server", "--memtable-bytes", "1000"}, exitUsage, `^$`, `--memtable-bytes must be between 1 MiB and 1 GiB, got 1000`},
 		{"server cache too small", nil, []string{"server", "--cache-bytes", "0"}, exitUsage, `^$`, `--cache-bytes must be between 1 MiB and 1 TiB, got 0`},
 		{"server no open namespaces", nil, []string{"server", "--max-open-namespaces", "0"}, exitUsage, `^$`, `--max-open-namespaces must be at least 1, got 0`},
+		{"server negative namespace limit", nil, []string{"server", "--max-namespaces", "-1"}, exitUsage, `^$`, `--max-namespaces must be 0 \(no limit\) or more, got -1`},
+		{"server namespace limit in help", nil, []string{"server", "--help"}, 0, `^$`, `-max-namespaces int\n\s+most namespaces the cluster holds`},
 		{"server storage flags in help", nil, []string{"server", "--help"}, 0, `^$`, `-memtable-bytes uint\s+largest Pebble memtable of one namespace.*\(default 67108864\)`},
 		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
 		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},

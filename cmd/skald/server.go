@@ -42,6 +42,7 @@ type serverFlags struct {
 	commitTimeout, retentionInterval                                    time.Duration
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
+	maxNamespaces                                                       int64
 	mutant, dialMap, logStore                                           string
 	metricsAddr                                                         string
 	metricsTenantLabels                                                 bool
@@ -87,6 +88,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
 	fs.DurationVar(&f.retentionInterval, "retention-interval", node.DefaultRetentionInterval, "how often the leader applies retention policies (max-age, max-count; skald retention --help): the longest a message past its limits may still be read; negative turns expiry off")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
+	fs.Int64Var(&f.maxNamespaces, "max-namespaces", 0, "most namespaces the cluster holds, the admin namespace included; a create past it is refused (ResourceExhausted, EventoDB NAMESPACE_LIMIT); the leader's value counts; 0: no limit")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
 	if node.MutantsBuilt {
@@ -141,6 +143,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.cacheBytes < 1<<20 || f.cacheBytes > 1<<40 {
 		return nil, &exitError{2, fmt.Errorf("--cache-bytes must be between 1 MiB and 1 TiB, got %d", f.cacheBytes)}
+	}
+	if f.maxNamespaces < 0 {
+		return nil, &exitError{2, fmt.Errorf("--max-namespaces must be 0 (no limit) or more, got %d", f.maxNamespaces)}
 	}
 	if f.maxOpenNamespaces < 1 {
 		return nil, &exitError{2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces)}
@@ -273,7 +278,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
-		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels,
+		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels, MaxNamespaces: f.maxNamespaces,
 	})
 	if err != nil {
 		return err

@@ -423,8 +423,13 @@ type CreateNamespace struct {
 	// also what namespaces made before this field get); -1 turns it off; -2
 	// remembers every id forever; anything else is nanoseconds (1 s or more).
 	DedupeWindowNanos int64 `protobuf:"varint,5,opt,name=dedupe_window_nanos,json=dedupeWindowNanos,proto3" json:"dedupe_window_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The most namespaces there may be, this one included (the leader's
+	// --max-namespaces, stamped when it proposes the entry; 0: no limit).
+	// Apply refuses the create when as many exist already, so every replica
+	// decides alike whatever its own flag says.
+	MaxNamespaces int64 `protobuf:"varint,6,opt,name=max_namespaces,json=maxNamespaces,proto3" json:"max_namespaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateNamespace) Reset() {
@@ -488,6 +493,13 @@ func (x *CreateNamespace) GetCreatedUnixNano() int64 {
 func (x *CreateNamespace) GetDedupeWindowNanos() int64 {
 	if x != nil {
 		return x.DedupeWindowNanos
+	}
+	return 0
+}
+
+func (x *CreateNamespace) GetMaxNamespaces() int64 {
+	if x != nil {
+		return x.MaxNamespaces
 	}
 	return 0
 }
@@ -1625,14 +1637,15 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x0egroup_progress\x18\x11 \x01(\v2\x1b.skald.fsm.v1.GroupProgressH\x00R\rgroupProgress\x12A\n" +
 	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
 	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParkedB\x06\n" +
-	"\x04kind\"\xc2\x01\n" +
+	"\x04kind\"\xe9\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
 	"\n" +
 	"token_hash\x18\x03 \x01(\fR\ttokenHash\x12*\n" +
 	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
-	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\"Q\n" +
+	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\x12%\n" +
+	"\x0emax_namespaces\x18\x06 \x01(\x03R\rmaxNamespaces\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xdd\x02\n" +

@@ -106,6 +106,9 @@ const (
 	Reason_REASON_PARKED_NOT_FOUND   Reason = 18
 	Reason_REASON_NOT_IN_FLIGHT      Reason = 19
 	Reason_REASON_TOO_MANY_CONSUMERS Reason = 20
+	// A namespace create found the leader's --max-namespaces reached
+	// (namespace, limit).
+	Reason_REASON_NAMESPACE_LIMIT Reason = 21
 )
 
 // Enum value maps for Reason.
@@ -128,6 +131,7 @@ var (
 		18: "REASON_PARKED_NOT_FOUND",
 		19: "REASON_NOT_IN_FLIGHT",
 		20: "REASON_TOO_MANY_CONSUMERS",
+		21: "REASON_NAMESPACE_LIMIT",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -147,6 +151,7 @@ var (
 		"REASON_PARKED_NOT_FOUND":    18,
 		"REASON_NOT_IN_FLIGHT":       19,
 		"REASON_TOO_MANY_CONSUMERS":  20,
+		"REASON_NAMESPACE_LIMIT":     21,
 	}
 )
 
@@ -1857,7 +1862,10 @@ type Rejection struct {
 	Id              string `protobuf:"bytes,11,opt,name=id,proto3" json:"id,omitempty"`
 	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
 	// VERSION_CONFLICTS: every stream whose expected version did not match.
-	Conflicts     []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	Conflicts []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// NAMESPACE_LIMIT: the namespace not created, and the limit reached.
+	Namespace     string `protobuf:"bytes,14,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Limit         int64  `protobuf:"varint,15,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1981,6 +1989,20 @@ func (x *Rejection) GetConflicts() []*StreamConflict {
 		return x.Conflicts
 	}
 	return nil
+}
+
+func (x *Rejection) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Rejection) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type StreamConflict struct {
@@ -2433,7 +2455,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x15DeleteNamespaceResult\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12*\n" +
-	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xcb\x03\n" +
+	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xff\x03\n" +
 	"\tRejection\x12-\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x15.skald.peer.v1.ReasonR\x06reason\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
@@ -2448,7 +2470,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	" \x01(\x03R\x0eglobalPosition\x12\x0e\n" +
 	"\x02id\x18\v \x01(\tR\x02id\x12)\n" +
 	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\x12;\n" +
-	"\tconflicts\x18\r \x03(\v2\x1d.skald.peer.v1.StreamConflictR\tconflicts\"z\n" +
+	"\tconflicts\x18\r \x03(\v2\x1d.skald.peer.v1.StreamConflictR\tconflicts\x12\x1c\n" +
+	"\tnamespace\x18\x0e \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05limit\x18\x0f \x01(\x03R\x05limit\"z\n" +
 	"\x0eStreamConflict\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
 	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
@@ -2473,7 +2497,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xd9\x03\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xf5\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -2492,7 +2516,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
 	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
 	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
-	"\x19REASON_TOO_MANY_CONSUMERS\x10\x142\x9f\x05\n" +
+	"\x19REASON_TOO_MANY_CONSUMERS\x10\x14\x12\x1a\n" +
+	"\x16REASON_NAMESPACE_LIMIT\x10\x152\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
 	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
 	"\n" +
