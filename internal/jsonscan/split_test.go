@@ -160,3 +160,23 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkElements splits a typical EventoDB stream.write body (a
+// 200-byte data object), ASCII and with non-ASCII text.
+func BenchmarkElements(b *testing.B) {
+	for _, bc := range []struct{ name, note string }{
+		{"ascii", "monthly subscription renewal, card ending 4242"},
+		{"utf8", "Abo-Verlängerung für Zürich, 東京の支店, señal"},
+	} {
+		body := []byte(`["stream.write","account-0042",{"type":"Deposited","data":{"amount":1250,"currency":"EUR","account":"acc-0042","note":"` +
+			bc.note + `","tags":["billing","recurring"],"at":"2026-11-24T20:19:05Z","ok":true},"metadata":{"correlationStreamName":"billing-7"}},{"expectedVersion":41}]`)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, ok := Elements(body); !ok {
+					b.Fatal("not split")
+				}
+			}
+		})
+	}
+}

@@ -78,18 +78,24 @@ func FuzzValidJSON(f *testing.F) {
 }
 
 func BenchmarkValidJSON(b *testing.B) {
-	msg := []byte(`{"amount": 1250, "currency": "EUR", "account": "acc-0042", "note": "monthly subscription renewal", "tags": ["billing", "recurring"], "at": "2026-11-24T20:19:05Z", "ok": true}`)
+	ascii := []byte(`{"amount": 1250, "currency": "EUR", "account": "acc-0042", "note": "monthly subscription renewal", "tags": ["billing", "recurring"], "at": "2026-11-24T20:19:05Z", "ok": true}`)
+	utf8 := []byte(`{"amount": 1250, "currency": "EUR", "account": "acc-0042", "note": "Abo-Verlängerung für Zürich, 東京の支店", "tags": ["billing", "recurring"], "at": "2026-11-24T20:19:05Z", "ok": true}`)
 	for _, bc := range []struct {
 		name  string
 		valid func([]byte) bool
 	}{{"encoding/json", json.Valid}, {"Valid", Valid}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(msg)))
-			for b.Loop() {
-				if !bc.valid(msg) {
-					b.Fatal("invalid")
+		for _, msg := range []struct {
+			name string
+			b    []byte
+		}{{"ascii", ascii}, {"utf8", utf8}} {
+			b.Run(bc.name+"/"+msg.name, func(b *testing.B) {
+				b.SetBytes(int64(len(msg.b)))
+				for b.Loop() {
+					if !bc.valid(msg.b) {
+						b.Fatal("invalid")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
