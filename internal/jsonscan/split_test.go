@@ -23,6 +23,11 @@ func TestElements(t *testing.T) {
 		{`null`, nil},
 		{`[`, nil},
 		{``, nil},
+		{`["é","\ud83d\ude00"]`, []string{`"é"`, `"\ud83d\ude00"`}}, // UTF-8 and a surrogate pair
+		{"[\"\xff\"]", nil},       // invalid UTF-8: encoding/json would read U+FFFD
+		{`["\ud800"]`, nil},       // unpaired high surrogate escape
+		{`["\udc00\ud800"]`, nil}, // low before high
+		{"[{\"k\xc3\":1}]", nil},  // in a member name (truncated sequence)
 	}
 	for _, tc := range cases {
 		got, ok := Elements([]byte(tc.in))
@@ -110,10 +115,12 @@ func FuzzSplit(f *testing.F) {
 		trimmed := bytes.TrimLeft(b, " \t\r\n")
 		valid := json.Valid(b)
 
+		// Elements also refuses bad text: what encoding/json would read
+		// with U+FFFD (refText is the rule written independently).
 		elems, ok := Elements(b)
-		isArray := valid && len(trimmed) > 0 && trimmed[0] == '['
+		isArray := valid && len(trimmed) > 0 && trimmed[0] == '[' && refText(b)
 		if ok != isArray {
-			t.Fatalf("Elements(%q) ok %v, encoding/json says array %v", b, ok, isArray)
+			t.Fatalf("Elements(%q) ok %v, encoding/json says array of text %v", b, ok, isArray)
 		}
 		if ok {
 			var ref []json.RawMessage
