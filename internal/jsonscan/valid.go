@@ -72,6 +72,9 @@ func (v *jsonValidator) value(depth int) bool {
 	case c == '[':
 		return v.container(depth+1, ']')
 	case c == '"':
+		if v.text { // here, not in str: str stays as fast as it was
+			return v.textStr()
+		}
 		return v.str()
 	case c == '-' || '0' <= c && c <= '9':
 		return v.number()
@@ -131,7 +134,10 @@ func (v *jsonValidator) container(depth int, close byte) bool {
 
 // key scans an object member's name, its colon and the space after.
 func (v *jsonValidator) key() bool {
-	if v.i >= len(v.b) || v.b[v.i] != '"' || !v.str() {
+	if v.i >= len(v.b) || v.b[v.i] != '"' {
+		return false
+	}
+	if ok := v.text && v.textStr() || !v.text && v.str(); !ok {
 		return false
 	}
 	v.space()
@@ -145,9 +151,6 @@ func (v *jsonValidator) key() bool {
 
 // str scans a string starting at its opening quote.
 func (v *jsonValidator) str() bool {
-	if v.text {
-		return v.textStr()
-	}
 	b, i := v.b, v.i+1
 	for i < len(b) {
 		c := b[i]
@@ -208,8 +211,8 @@ func (v *jsonValidator) textStr() bool {
 		case c < 0x20:
 			return false
 		case c >= utf8.RuneSelf:
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n == 1 {
+			n := runeLen(b[i:])
+			if n == 0 {
 				return false
 			}
 			i += n
@@ -246,6 +249,32 @@ func (v *jsonValidator) textStr() bool {
 		}
 	}
 	return false
+}
+
+// runeLen returns the length of the UTF-8 sequence of two to four bytes
+// that starts b, or 0 when b does not start with one (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF). Two- and
+// three-byte sequences, almost all non-ASCII text, are checked here
+// without a call.
+func runeLen(b []byte) int {
+	c := b[0]
+	switch {
+	case c >= 0xc2 && c <= 0xdf:
+		if len(b) >= 2 && b[1]&0xc0 == 0x80 {
+			return 2
+		}
+		return 0
+	case c >= 0xe0 && c <= 0xef:
+		if len(b) < 3 || b[1]&0xc0 != 0x80 || b[2]&0xc0 != 0x80 ||
+			c == 0xe0 && b[1] < 0xa0 || c == 0xed && b[1] > 0x9f {
+			return 0
+		}
+		return 3
+	}
+	if r, n := utf8.DecodeRune(b); r != utf8.RuneError || n != 1 {
+		return n
+	}
+	return 0
 }
 
 // hex4 decodes the four hex digits that start b.

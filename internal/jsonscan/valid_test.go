@@ -139,7 +139,13 @@ func TestValidText(t *testing.T) {
 		{`{"a":"\udc00"}`, false, ".a", false, 6},
 		{`["ok","\\ud800"]`, true, "", false, 0}, // an escaped backslash, then text
 		{`{"a":"\uDBFF\uDFFF"}`, true, "", false, 0},
-		{"{\"a\":\"\xf4\x90\x80\x80\"}", false, ".a", false, 6}, // above U+10FFFF
+		{"{\"a\":\"\xf4\x90\x80\x80\"}", false, ".a", false, 6},                           // above U+10FFFF
+		{"[\"\xc2\xa9 \xef\xbf\xbd \xf0\x9f\x98\x80 \xed\x9f\xbf\"]", true, "", false, 0}, // ©, U+FFFD, 😀, U+D7FF
+		{"[\"\xc0\x80\"]", false, "[0]", false, 2},                                        // overlong NUL
+		{"[\"\xe0\x80\xaf\"]", false, "[0]", false, 2},                                    // overlong '/'
+		{"[\"ab\xe6\x9d\"]", false, "[0]", false, 4},                                      // truncated before the quote
+		{"[\"\xe6\x9d\xb1\xe4\xba\"]", false, "[0]", false, 5},                            // 東, then a truncated one
+		{"[\"\xdf\"]", false, "[0]", false, 2},                                            // a lead byte alone
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
