@@ -229,6 +229,9 @@ type applier struct {
 	s       *Store
 	batches map[*namespace]*nsBatch
 	order   []*nsBatch
+	// rules are the input rules of the entry being applied
+	// (Command.input_rules).
+	rules uint32
 
 	// _metadata changes, committed after the namespace batches.
 	meta        *pebble.Batch
@@ -284,6 +287,7 @@ func (a *applier) command(l *Entry) any {
 	if err := proto.Unmarshal(l.Data, cmd); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
+	a.rules = cmd.InputRules
 	switch k := cmd.Kind.(type) {
 	case *fsmv1.Command_Append:
 		return a.append(l, k.Append)
@@ -419,7 +423,7 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	if done {
 		return skipped
 	}
-	if err := validateAppend(c); err != nil {
+	if err := validateAppend(c, a.rules); err != nil {
 		return err
 	}
 	if err := nb.checkConditionAfter(c.Condition); err != nil {
@@ -453,6 +457,12 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	if gp := proposedGlobal(l); gp > 0 {
 		nb.nextGP = gp // a mutant's bug: the leader's guess is trusted
 	}
+	if err := checkStreamRoom("stream", version, len(c.Messages)); err != nil {
+		return err
+	}
+	if err := checkGlobalRoom(nb.nextGP, len(c.Messages)); err != nil {
+		return err
+	}
 	res := &AppendResult{
 		Namespace:           c.Namespace,
 		Stream:              c.Stream,
@@ -476,7 +486,7 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	return res
 }
 
-func validateAppend(c *fsmv1.Append) error {
+func validateAppend(c *fsmv1.Append, rules uint32) error {
 	if err := ValidateStreamName("stream", c.Stream); err != nil {
 		return err
 	}
@@ -487,7 +497,7 @@ func validateAppend(c *fsmv1.Append) error {
 		return invalid("expected_version", "must be -1 or more, got %d", *c.ExpectedVersion)
 	}
 	for i, m := range c.Messages {
-		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
 			return err
 		}
 		if len(m.Tags) > 0 {
@@ -504,7 +514,7 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 	if done {
 		return skipped
 	}
-	if err := validateImport(c); err != nil {
+	if err := validateImport(c, a.rules); err != nil {
 		return err
 	}
 	// Clash checks read the database, so make it hold everything staged so
@@ -539,21 +549,27 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 	return res
 }
 
-func validateImport(c *fsmv1.Import) error {
+// validateImport checks an import chunk under the entry's input rules.
+// Whatever the rules, no position or global position passes MaxPosition.
+func validateImport(c *fsmv1.Import, rules uint32) error {
 	if n := len(c.Messages); n > MaxImportMessages {
 		return invalid("messages", "must hold at most %d records, got %d", MaxImportMessages, n)
+	}
+	limit := int64(MaxPosition)
+	if rules >= InputRulesStrict {
+		limit = MaxImportedPosition
 	}
 	for i, m := range c.Messages {
 		if err := ValidateStreamName(fmt.Sprintf("messages[%d].stream", i), m.Stream); err != nil {
 			return err
 		}
-		if m.Position < 0 {
-			return invalid(fmt.Sprintf("messages[%d].position", i), "must be 0 or more, got %d", m.Position)
+		if m.Position < 0 || m.Position > limit {
+			return invalid(fmt.Sprintf("messages[%d].position", i), "must be 0..%d, got %d", limit, m.Position)
 		}
-		if m.GlobalPosition < 1 {
-			return invalid(fmt.Sprintf("messages[%d].global_position", i), "must be 1 or more, got %d", m.GlobalPosition)
+		if m.GlobalPosition < 1 || m.GlobalPosition > limit {
+			return invalid(fmt.Sprintf("messages[%d].global_position", i), "must be 1..%d, got %d", limit, m.GlobalPosition)
 		}
-		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
 			return err
 		}
 	}
@@ -583,7 +599,11 @@ func (a *applier) flush(nb *nsBatch) {
 }
 
 func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
-	if err := ValidateNamespaceName(c.Name); err != nil {
+	validateName := ValidateNamespaceName
+	if a.rules >= InputRulesStrict {
+		validateName = ValidateNewNamespaceName
+	}
+	if err := validateName(c.Name); err != nil {
 		return err
 	}
 	if err := ValidateDedupeWindow(c.DedupeWindowNanos); err != nil {

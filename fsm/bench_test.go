@@ -40,9 +40,11 @@ func BenchmarkApplyAppend(b *testing.B) {
 	// Pre-encode a ring of entries; indexes are set per iteration.
 	ring := make([]Entry, 64*batch)
 	for i := range ring {
-		data, err := EncodeCommand(appendCmd("bench", fmt.Sprintf("account-%d", i%1000), &fsmv1.NewMessage{
+		cmd := appendCmd("bench", fmt.Sprintf("account-%d", i%1000), &fsmv1.NewMessage{
 			Id: fmt.Sprintf("0192f0c4-0000-7000-8000-%012d", i), Type: "Deposited", Data: payload200,
-		}))
+		})
+		cmd.InputRules = InputRules // as Node.Apply stamps it
+		data, err := EncodeCommand(cmd)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -24,7 +25,13 @@ const (
 // (reflection, and UTF-8 checks of strings that were checked when written)
 // was 40% of a 100-message read. It must agree with proto.Unmarshal
 // (TestDecodeMessageMatchesProto): unknown fields are skipped, a singular
-// field given twice keeps its last value, tags accumulate in order.
+// field given twice keeps its last value, tags accumulate in order. One
+// exception: data or metadata that is not UTF-8 (stored before the strict
+// input rules refused it, fsm/validate.go) is read with each run of
+// invalid bytes replaced by U+FFFD (bytes.ToValidUTF8), so no reply of
+// either API carries invalid UTF-8. Such bytes can only sit
+// inside JSON strings (the JSON was valid), so the result is valid JSON.
+// The check costs a utf8.Valid pass; the stored bytes are not changed.
 func decodeMessage(gp int64, val []byte) (Message, error) {
 	buf := bytes.Clone(val) // val belongs to Pebble; Data and Metadata alias buf
 	m := Message{GlobalPosition: gp}
@@ -48,9 +55,9 @@ func decodeMessage(gp int64, val []byte) (Message, error) {
 			case smType:
 				m.Type = string(v)
 			case smData:
-				m.Data = v[:len(v):len(v)]
+				m.Data = asText(v)
 			case smMetadata:
-				m.Metadata = v[:len(v):len(v)]
+				m.Metadata = asText(v)
 			case smTags:
 				m.Tags = append(m.Tags, string(v))
 			}
@@ -75,4 +82,13 @@ func decodeMessage(gp int64, val []byte) (Message, error) {
 		}
 	}
 	return m, nil
+}
+
+// asText returns v, capped at its length, or a copy with each run of
+// invalid UTF-8 replaced by U+FFFD.
+func asText(v []byte) []byte {
+	if utf8.Valid(v) {
+		return v[:len(v):len(v)]
+	}
+	return bytes.ToValidUTF8(v, []byte("\uFFFD"))
 }

@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -10,7 +12,9 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
-// decodeMessage must read exactly what proto.Unmarshal reads.
+// decodeMessage must read exactly what proto.Unmarshal reads, but for data
+// and metadata that are not UTF-8 (legacy entries): those read with
+// U+FFFD in place of each invalid sequence.
 func TestDecodeMessageMatchesProto(t *testing.T) {
 	full := &fsmv1.StoredMessage{Id: "0192f0c4-0000-7000-8000-000000000001", Stream: "account-1", Type: "Deposited",
 		Position: 41, Data: []byte(`{"n":1}`), Metadata: []byte(`{"correlationStreamName":"x-1"}`), TimeUnixNano: 1_700_000_000_123_456_789,
@@ -34,6 +38,7 @@ func TestDecodeMessageMatchesProto(t *testing.T) {
 		{"unknown fields", withUnknown},
 		{"last value wins", repeated},
 		{"wrong wire type", wrongWire},
+		{"data and metadata not UTF-8", enc(&fsmv1.StoredMessage{Type: "T", Data: []byte("{\"k\":\"a\xff\xfeb\"}"), Metadata: []byte("{\"m\":\"\xe2\x82\"}")})},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,6 +48,9 @@ func TestDecodeMessageMatchesProto(t *testing.T) {
 			}
 			want := Message{ID: sm.Id, Stream: sm.Stream, Type: sm.Type, Position: sm.Position, GlobalPosition: 9,
 				Data: sm.Data, Metadata: sm.Metadata, Time: sm.TimeUnixNano, Tags: sm.Tags}
+			if !utf8.Valid(sm.Data) || !utf8.Valid(sm.Metadata) {
+				want.Data, want.Metadata = bytes.ToValidUTF8(sm.Data, []byte("\uFFFD")), bytes.ToValidUTF8(sm.Metadata, []byte("\uFFFD"))
+			}
 			got, err := decodeMessage(9, tc.val)
 			if err != nil {
 				t.Fatal(err)

@@ -26,7 +26,8 @@ const (
 	MaxGroupParkedBatch = 1000
 )
 
-// ValidateGroupName checks a group name: the namespace-name rule.
+// ValidateGroupName checks a group name: the character rule of namespace
+// names (ValidateNamespaceName; a group name never names a directory).
 func ValidateGroupName(field, name string) error {
 	if err := ValidateNamespaceName(name); err != nil {
 		return &ValidationError{Field: field, Reason: err.(*ValidationError).Reason}

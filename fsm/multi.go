@@ -59,7 +59,7 @@ func (e *VersionConflictsError) Describe() string {
 	return "expected versions do not match: " + strings.Join(parts, "; ")
 }
 
-func validateAppendMulti(c *fsmv1.AppendMulti) error {
+func validateAppendMulti(c *fsmv1.AppendMulti, rules uint32) error {
 	if n := len(c.Streams); n < 1 || n > MaxMultiStreams {
 		return invalid("streams", "must hold 1..%d streams, got %d", MaxMultiStreams, n)
 	}
@@ -81,7 +81,7 @@ func validateAppendMulti(c *fsmv1.AppendMulti) error {
 			return invalid(field("expected_version"), "must be -1 or more, got %d", *s.ExpectedVersion)
 		}
 		for j, m := range s.Messages {
-			if err := validateMessage(j, m.Id, m.Type, m.Data, m.Metadata); err != nil {
+			if err := validateMessage(j, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
 				ve := err.(*ValidationError)
 				ve.Field = fmt.Sprintf("streams[%d].%s", i, ve.Field)
 				return ve
@@ -115,7 +115,7 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 	if done {
 		return skipped
 	}
-	if err := validateAppendMulti(c); err != nil {
+	if err := validateAppendMulti(c, a.rules); err != nil {
 		return err
 	}
 	if err := nb.checkConditionAfter(c.Condition); err != nil {
@@ -146,6 +146,16 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 		if err := a.checkCondition(nb, c.Condition); err != nil {
 			return err
 		}
+	}
+	total := 0
+	for i, p := range parts {
+		if err := checkStreamRoom(fmt.Sprintf("streams[%d].stream", i), nb.stream(p.Stream).meta.lastPos, len(p.Messages)); err != nil {
+			return err
+		}
+		total += len(p.Messages)
+	}
+	if err := checkGlobalRoom(nb.nextGP, total); err != nil {
+		return err
 	}
 	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), FirstGlobalPosition: nb.nextGP, Index: l.Index}
 	sm := &nb.sm

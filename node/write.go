@@ -30,7 +30,16 @@ import (
 // means the write may have been applied. A forwarded write is retried only when it certainly was not
 // proposed: the peer refused as not leader, or it could not be reached.
 // Concurrent forwarded writes share calls to the leader (forwarder).
+//
+// Apply is the entry point of this node's API edge, which checked cmd
+// against fsm.InputRules: it stamps them on cmd (unless set), so every
+// replica applies the entry under the same rules. A command forwarded to
+// this node keeps the rules of the node that took it (peer.go calls
+// applyLocal).
 func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
+	if cmd.InputRules == fsm.InputRulesLegacy {
+		cmd.InputRules = fsm.InputRules
+	}
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	for attempt := 0; ; attempt++ {
 		res, err := n.applyLocal(ctx, cmd)

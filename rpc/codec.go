@@ -20,11 +20,13 @@ import (
 // (strict.go).
 type jsonCodec struct{ name string }
 
-// jsonCodecs replace both names connect-go registers for JSON.
+// jsonCodecs replace both names connect-go registers for JSON, and its
+// binary codec (protoCodec, strict.go).
 func jsonCodecs() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithCodec(jsonCodec{"json"}),
 		connect.WithCodec(jsonCodec{"json; charset=utf-8"}),
+		connect.WithCodec(protoCodec{}),
 	}
 }
 

@@ -191,6 +191,10 @@ func decodeRPC(body io.Reader) (string, evArgs, *evError) {
 	if dec.More() {
 		return "", nil, evInvalid("body must hold one JSON array")
 	}
+	// Elements refused it, but encoding/json would read bad text as U+FFFD.
+	if terr := jsonscan.BadText(raw); terr != nil {
+		return "", nil, evBadText(terr)
+	}
 	if len(arr) == 0 {
 		return "", nil, evInvalid("empty request array: the first element must be the method name")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 const maxImportLine = 1 << 20
@@ -33,43 +34,73 @@ type importRecord struct {
 	Time   string          `json:"time"`
 }
 
-// importError is an in-band /import failure: the last event.
+// importError is an in-band /import failure: the last event. Field, when
+// set, names the record's field at fault (a Skald extension).
 type importError struct {
 	Code    string `json:"error"`
 	Message string `json:"message"`
 	Line    int    `json:"line"`
+	Field   string `json:"field,omitempty"`
 }
 
 // parseImportLine decodes and checks one record; the error carries the
-// code INVALID_JSON or INVALID_RECORD.
+// code INVALID_JSON or INVALID_RECORD, the line and the field. Positions
+// and global positions must be below 2^62 (fsm.MaxImportedPosition, so
+// writes after the import have room), times within what Skald stores
+// (fsm.ValidateTime), and the line UTF-8 text (strict.go).
 func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) {
 	var rec importRecord
 	dec := json.NewDecoder(bytes.NewReader(line))
 	if err := dec.Decode(&rec); err != nil || dec.More() {
-		return nil, &importError{"INVALID_JSON", fmt.Sprintf("line is not one JSON object: %v", err), n}
+		return nil, &importError{"INVALID_JSON", fmt.Sprintf("line is not one JSON object: %v", err), n, ""}
 	}
-	bad := func(format string, args ...any) (*fsmv1.ImportedMessage, *importError) {
-		return nil, &importError{"INVALID_RECORD", fmt.Sprintf(format, args...), n}
+	// The line is valid JSON; encoding/json read any bad text in it as
+	// U+FFFD.
+	if !jsonscan.ValidText(line) {
+		if ierr := importTextError(jsonscan.BadText(line), n); ierr != nil {
+			return nil, ierr
+		}
+	}
+	bad := func(field, format string, args ...any) (*fsmv1.ImportedMessage, *importError) {
+		return nil, &importError{"INVALID_RECORD", fmt.Sprintf(format, args...), n, field}
+	}
+	refused := func(field string, err error) (*fsmv1.ImportedMessage, *importError) {
+		var ve *fsm.ValidationError
+		if errors.As(err, &ve) {
+			return bad(field, "%s %s", field, ve.Reason)
+		}
+		return bad(field, "%s: %v", field, err)
 	}
 	t, err := time.Parse(time.RFC3339, rec.Time)
 	if err != nil {
-		return bad("time %q is not RFC 3339", rec.Time)
+		return bad("time", "time %q is not RFC 3339", rec.Time)
+	}
+	if err := fsm.ValidateTime("time", t); err != nil {
+		return refused("time", err)
 	}
 	switch {
 	case rec.ID == "":
-		return bad("id is required")
+		return bad("id", "id is required")
 	case fsm.ValidateStreamName("stream", rec.Stream) != nil:
-		return bad("stream must be 1..512 bytes of UTF-8 without NUL")
+		return bad("stream", "stream must be 1..512 bytes of UTF-8 without NUL")
 	case fsm.ValidateTypeName("type", rec.Type) != nil:
-		return bad("type must be 1..256 bytes of UTF-8 without NUL")
-	case rec.Pos == nil || *rec.Pos < 0:
-		return bad("pos must be 0 or more")
-	case rec.GPos == nil || *rec.GPos < 1:
-		return bad("gpos must be 1 or more")
+		return bad("type", "type must be 1..256 bytes of UTF-8 without NUL")
+	case rec.Pos == nil:
+		return bad("pos", "pos is required")
+	case rec.GPos == nil:
+		return bad("gpos", "gpos is required")
+	}
+	if err := fsm.ValidateImportedPosition("pos", *rec.Pos, 0); err != nil {
+		return refused("pos", err)
+	}
+	if err := fsm.ValidateImportedPosition("gpos", *rec.GPos, 1); err != nil {
+		return refused("gpos", err)
+	}
+	switch {
 	case !isObject(rec.Data):
-		return bad("data must be an object")
+		return bad("data", "data must be an object")
 	case len(rec.Meta) > 0 && !isNull(rec.Meta) && !isObject(rec.Meta):
-		return bad("meta must be an object or null")
+		return bad("meta", "meta must be an object or null")
 	}
 	return &fsmv1.ImportedMessage{
 		Id: rec.ID, Stream: rec.Stream, Type: rec.Type, Position: *rec.Pos, GlobalPosition: *rec.GPos,
@@ -133,15 +164,15 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			var ve *fsm.ValidationError
 			switch {
 			case errors.As(err, &pe):
-				return &importError{"POSITION_EXISTS", pe.Error(), lines[pe.Record]}
+				return &importError{"POSITION_EXISTS", pe.Error(), lines[pe.Record], ""}
 			case errors.As(err, &ve):
-				return &importError{"INVALID_RECORD", ve.Error(), lines[0]}
+				return &importError{"INVALID_RECORD", ve.Error(), lines[0], ""}
 			}
 			line := 0
 			if len(lines) > 0 {
 				line = lines[0]
 			}
-			return &importError{"IMPORT_FAILED", e.backendError(ctx, err).message, line}
+			return &importError{"IMPORT_FAILED", e.backendError(ctx, err).message, line, ""}
 		}
 		clear = false
 		imported += res.Imported
@@ -180,7 +211,7 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		} else if errors.Is(err, io.ErrUnexpectedEOF) {
 			msg = "request body ended early"
 		}
-		event(&importError{"READ_ERROR", msg, n + 1})
+		event(&importError{"READ_ERROR", msg, n + 1, ""})
 		return
 	}
 	if ierr := flush(); ierr != nil {

@@ -29,7 +29,7 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	if err := fsm.ValidateNamespaceName(name); err != nil {
+	if err := fsm.ValidateNewNamespaceName(name); err != nil {
 		return nil, evRefused("", err)
 	}
 	opts, everr := args.opts(1)

@@ -36,7 +36,7 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 		return nil, err
 	}
 	m := req.Msg
-	if err := asInvalid(fsm.ValidateNamespaceName(m.Name)); err != nil {
+	if err := asInvalid(fsm.ValidateNewNamespaceName(m.Name)); err != nil {
 		return nil, err
 	}
 	token, err := namespaceToken(m.Name, m.Token)

@@ -2,19 +2,32 @@ package rpc
 
 import (
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/skalddb/skald/internal/jsonscan"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-// Writes and queries refuse fields this server does not know, in every
-// encoding, rather than ignore them as proto3 does elsewhere: a condition
-// sent by a newer client, or one whose field name is misspelled, must not
-// turn a conditional append into an unconditional one. JSON requests are
-// decoded strictly (jsonCodec), binary ones are checked here.
+// Strict input. Writes and queries refuse fields this server does not
+// know, in every encoding, rather than ignore them as proto3 does
+// elsewhere: a condition sent by a newer client, or one whose field name
+// is misspelled, must not turn a conditional append into an
+// unconditional one. JSON requests are decoded strictly (jsonCodec),
+// binary ones are checked here.
+//
+// Text is never repaired: a request whose strings are not UTF-8, or hold
+// an unpaired surrogate escape, is refused with the place named, where
+// encoding/json would have stored U+FFFD in their stead (evBadText for
+// /rpc, importTextError for /import; protobuf refuses such strings
+// itself, protoCodec names the field, and fsm.ValidateData checks data
+// and metadata).
 
 // strictJSON reports whether m's JSON is decoded with unknown fields
 // refused.
@@ -74,4 +87,149 @@ func unknownField(m protoreflect.Message, path string) (string, protowire.Number
 		return !found
 	})
 	return foundPath, foundNum, found
+}
+
+// evBadText is the /rpc refusal of a body that is valid JSON but not
+// text: 400 INVALID_REQUEST naming the argument and the path in it.
+func evBadText(e *jsonscan.TextError) *evError {
+	what, path := "the body", e.Path
+	if rest, ok := strings.CutPrefix(path, "["); ok {
+		if i := strings.IndexByte(rest, ']'); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil {
+				what, path = fmt.Sprintf("argument %d", n), strings.TrimPrefix(rest[i+1:], ".")
+				if n == 0 {
+					what = "the method name"
+				}
+			}
+		}
+	}
+	where := ""
+	switch {
+	case e.InName:
+		where = " in the member name " + path
+	case path != "":
+		where = " at " + path
+	}
+	return &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST",
+		message: fmt.Sprintf("%s is not UTF-8 text%s: %s (byte %d of the body)", what, where, e.Reason, e.Offset),
+		details: map[string]any{"path": e.Path, "offset": e.Offset}}
+}
+
+// importTextError is the /import refusal of a line that is valid JSON but
+// not text: INVALID_RECORD naming the record's field ("data", or "stream"
+// and so on) and the path in it.
+func importTextError(e *jsonscan.TextError, line int) *importError {
+	if e == nil {
+		return nil
+	}
+	path := strings.TrimPrefix(e.Path, ".")
+	field, rest, _ := strings.Cut(path, ".")
+	if i := strings.IndexByte(field, '['); i > 0 {
+		field, rest = field[:i], strings.TrimPrefix(path[i:], ".")
+	}
+	where := ""
+	switch {
+	case field == "":
+		field = "record"
+	case e.InName && rest == "":
+		where = " in a member name"
+	case e.InName:
+		where = " in the member name " + rest
+	case rest != "":
+		where = " at " + rest
+	}
+	return &importError{Code: "INVALID_RECORD", Line: line, Field: field,
+		Message: fmt.Sprintf("%s is not UTF-8 text%s: %s (byte %d of the line)", field, where, e.Reason, e.Offset)}
+}
+
+// protoCodec is connect-go's binary protobuf codec, except that a request
+// refused for a string that is not UTF-8 names the field ("unmarshal
+// message: messages[0].type: string is not valid UTF-8"); protobuf's own
+// error names none.
+type protoCodec struct{}
+
+func (protoCodec) Name() string { return "proto" }
+
+func (protoCodec) Marshal(m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("rpc: proto codec: %T is not a protobuf message", m)
+	}
+	return proto.Marshal(pm)
+}
+
+func (protoCodec) MarshalAppend(dst []byte, m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("rpc: proto codec: %T is not a protobuf message", m)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, pm)
+}
+
+func (protoCodec) MarshalStable(m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("rpc: proto codec: %T is not a protobuf message", m)
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(pm)
+}
+
+func (protoCodec) Unmarshal(b []byte, m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("rpc: proto codec: %T is not a protobuf message", m)
+	}
+	if err := proto.Unmarshal(b, pm); err != nil {
+		if path, ok := badUTF8Field(pm.ProtoReflect().Descriptor(), b, ""); ok {
+			return fmt.Errorf("%s: string is not valid UTF-8 (refused, never repaired)", path)
+		}
+		return fmt.Errorf("unmarshal into %T: %w", m, err)
+	}
+	return nil
+}
+
+func (protoCodec) IsBinary() bool { return true }
+
+// badUTF8Field finds the first string field of the wire message b (of
+// type md) that is not UTF-8, at any depth, and returns its path
+// ("messages[0].type"). Called only for a message protobuf refused.
+func badUTF8Field(md protoreflect.MessageDescriptor, b []byte, path string) (string, bool) {
+	counts := map[protowire.Number]int{} // elements seen of each repeated field
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+		fd := md.Fields().ByNumber(num)
+		if typ != protowire.BytesType || fd == nil || fd.IsMap() {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return "", false
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return "", false
+		}
+		b = b[n:]
+		name := string(fd.Name())
+		if path != "" {
+			name = path + "." + name
+		}
+		if fd.IsList() {
+			name = fmt.Sprintf("%s[%d]", name, counts[num])
+			counts[num]++
+		}
+		switch {
+		case fd.Kind() == protoreflect.StringKind && !utf8.Valid(v):
+			return name, true
+		case fd.Message() != nil:
+			if p, ok := badUTF8Field(fd.Message(), v, name); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }

@@ -107,7 +107,16 @@ type Command struct {
 	//	*Command_GroupProgress
 	//	*Command_ReplayParked
 	//	*Command_DeleteParked
-	Kind          isCommand_Kind `protobuf_oneof:"kind"`
+	Kind isCommand_Kind `protobuf_oneof:"kind"`
+	// The input rules the proposing node checked the command against at its
+	// API edge; apply holds the entry to the same rules (fsm/validate.go,
+	// InputRules). 0: entries from binaries before these rules, applied
+	// exactly as then. 1 (strict input): data and metadata are UTF-8 text
+	// (no unpaired surrogate escapes), imported positions and global
+	// positions are below 2^62, a new namespace's name is not reserved or
+	// path-like. The node that took the request sets it, so a write an
+	// older node forwards keeps 0 and every replica applies it alike.
+	InputRules    uint32 `protobuf:"varint,20,opt,name=input_rules,json=inputRules,proto3" json:"input_rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +309,13 @@ func (x *Command) GetDeleteParked() *DeleteParked {
 		}
 	}
 	return nil
+}
+
+func (x *Command) GetInputRules() uint32 {
+	if x != nil {
+		return x.InputRules
+	}
+	return 0
 }
 
 type isCommand_Kind interface {
@@ -1617,7 +1633,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\x94\t\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\xb5\t\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1636,7 +1652,9 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\fdelete_group\x18\x10 \x01(\v2\x19.skald.fsm.v1.DeleteGroupH\x00R\vdeleteGroup\x12D\n" +
 	"\x0egroup_progress\x18\x11 \x01(\v2\x1b.skald.fsm.v1.GroupProgressH\x00R\rgroupProgress\x12A\n" +
 	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
-	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParkedB\x06\n" +
+	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParked\x12\x1f\n" +
+	"\vinput_rules\x18\x14 \x01(\rR\n" +
+	"inputRulesB\x06\n" +
 	"\x04kind\"\xe9\x01\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +

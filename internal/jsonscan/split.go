@@ -4,9 +4,11 @@ import "encoding/json"
 
 // Elements returns the elements of the JSON array b (whitespace around it
 // allowed), each without the whitespace around it, as sub-slices of b.
-// ok is false when b is not exactly one valid array.
+// ok is false when b is not exactly one valid array of text (ValidText):
+// the EventoDB API then falls back to encoding/json for its error
+// message, after BadText.
 func Elements(b []byte) (elems []json.RawMessage, ok bool) {
-	v := jsonValidator{b: b}
+	v := jsonValidator{b: b, text: true}
 	v.space()
 	if v.i >= len(b) || b[v.i] != '[' {
 		return nil, false

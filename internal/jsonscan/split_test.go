@@ -23,6 +23,11 @@ func TestElements(t *testing.T) {
 		{`null`, nil},
 		{`[`, nil},
 		{``, nil},
+		{`["é","\ud83d\ude00"]`, []string{`"é"`, `"\ud83d\ude00"`}}, // UTF-8 and a surrogate pair
+		{"[\"\xff\"]", nil},       // invalid UTF-8: encoding/json would read U+FFFD
+		{`["\ud800"]`, nil},       // unpaired high surrogate escape
+		{`["\udc00\ud800"]`, nil}, // low before high
+		{"[{\"k\xc3\":1}]", nil},  // in a member name (truncated sequence)
 	}
 	for _, tc := range cases {
 		got, ok := Elements([]byte(tc.in))
@@ -110,10 +115,12 @@ func FuzzSplit(f *testing.F) {
 		trimmed := bytes.TrimLeft(b, " \t\r\n")
 		valid := json.Valid(b)
 
+		// Elements also refuses bad text: what encoding/json would read
+		// with U+FFFD (refText is the rule written independently).
 		elems, ok := Elements(b)
-		isArray := valid && len(trimmed) > 0 && trimmed[0] == '['
+		isArray := valid && len(trimmed) > 0 && trimmed[0] == '[' && refText(b)
 		if ok != isArray {
-			t.Fatalf("Elements(%q) ok %v, encoding/json says array %v", b, ok, isArray)
+			t.Fatalf("Elements(%q) ok %v, encoding/json says array of text %v", b, ok, isArray)
 		}
 		if ok {
 			var ref []json.RawMessage
@@ -159,4 +166,24 @@ func FuzzSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkElements splits a typical EventoDB stream.write body (a
+// 200-byte data object), ASCII and with non-ASCII text.
+func BenchmarkElements(b *testing.B) {
+	for _, bc := range []struct{ name, note string }{
+		{"ascii", "monthly subscription renewal, card ending 4242"},
+		{"utf8", "Abo-Verlängerung für Zürich, 東京の支店, señal"},
+	} {
+		body := []byte(`["stream.write","account-0042",{"type":"Deposited","data":{"amount":1250,"currency":"EUR","account":"acc-0042","note":"` +
+			bc.note + `","tags":["billing","recurring"],"at":"2026-11-24T20:19:05Z","ok":true},"metadata":{"correlationStreamName":"billing-7"}},{"expectedVersion":41}]`)
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, ok := Elements(body); !ok {
+					b.Fatal("not split")
+				}
+			}
+		})
+	}
 }
