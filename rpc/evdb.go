@@ -78,6 +78,7 @@ type evdb struct {
 	log     *slog.Logger
 	sub     subscribeConfig
 	version string // Skald's, for GET /version
+	limits  Limits // with defaults
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -158,6 +159,10 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 	res, everr := h(e, ctx, args)
 	if everr != nil {
 		writeEvError(w, everr)
+		return
+	}
+	if p, ok := res.(*evPages); ok {
+		e.writePages(ctx, w, p)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
