@@ -48,6 +48,12 @@ type Limits struct {
 	// trips made to check tokens this node does not know (auth.go).
 	// Default DefaultUnknownTokenPace.
 	UnknownTokenPace time.Duration
+	// UnknownTokenTTL is how long a token found unknown is answered
+	// unknown without a round trip; namespace creates wait a little
+	// longer than this before they are acknowledged (auth.go). Default
+	// DefaultUnknownTokenTTL; negative remembers nothing (and creates do
+	// not wait).
+	UnknownTokenTTL time.Duration
 }
 
 // Defaults of Limits.
@@ -59,6 +65,7 @@ const (
 	// 4 MiB receive limit (Message.Size bounds a message's encoding).
 	DefaultPageBytes        = 3 << 20
 	DefaultUnknownTokenPace = 20 * time.Millisecond
+	DefaultUnknownTokenTTL  = 250 * time.Millisecond
 	// ReadHeaderTimeout bounds the request line and headers.
 	ReadHeaderTimeout = 10 * time.Second
 	// MaxHeaderBytes bounds the request headers.
@@ -90,6 +97,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.UnknownTokenPace <= 0 {
 		l.UnknownTokenPace = DefaultUnknownTokenPace
+	}
+	switch {
+	case l.UnknownTokenTTL == 0:
+		l.UnknownTokenTTL = DefaultUnknownTokenTTL
+	case l.UnknownTokenTTL < 0:
+		l.UnknownTokenTTL = 0
 	}
 	return l
 }

@@ -92,7 +92,8 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
 	limits := opts.Limits.withDefaults()
-	auth := authenticator{b: b, log: log}
+	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
+	auth := authenticator{b: b, unknown: tokens, log: log}
 	compressMin := opts.CompressMinBytes
 	switch {
 	case compressMin == 0:
@@ -116,7 +117,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		handleService(path, auth.beforeBody(h, errw, metrics))
 	}
 	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe, pageBytes: limits.PageBytes}, handlerOpts...))
-	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
+	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 	handleService(b.PeerHandler())
@@ -127,7 +128,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version, limits: limits}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version, limits: limits, unknown: tokens}
 	if evdb.version == "" {
 		evdb.version = "unknown"
 	}
