@@ -16,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/skalddb/skald/internal/testutil"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -277,6 +278,38 @@ func (c *stallConn) Close() error {
 	return c.Conn.Close()
 }
 
+// serveStalled serves s's API on a listener whose connections stall
+// after 1 KiB of reply; blocked receives one value per stalled
+// connection (room for n).
+func serveStalled(t *testing.T, s *server, n int) (string, chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := &stallListener{Listener: ln, allow: 1024, blocked: make(chan struct{}, n)}
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	srv := &http.Server{Handler: NewHandler(s.n, defaultOptions), Protocols: p}
+	defaultOptions.Limits.Configure(srv)
+	go srv.Serve(stall)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), stall.blocked
+}
+
+// waitStalled waits until n connections have stalled.
+func waitStalled(t *testing.T, blocked chan struct{}, n int) {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	for i := range n {
+		select {
+		case <-blocked:
+		case <-deadline:
+			t.Fatalf("%d of %d requests stalled in time", i, n)
+		}
+	}
+}
+
 // heapInUse is the live heap after two collections (the second empties
 // the pools' victim caches).
 func heapInUse() uint64 {
@@ -297,20 +330,9 @@ func heapInUse() uint64 {
 func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 	s := single(t)
 	bigNamespace(t, s)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const each = 2 // requests of each kind
 	const kinds = 4
-	stall := &stallListener{Listener: ln, allow: 1024, blocked: make(chan struct{}, each*kinds)}
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	srv := &http.Server{Handler: NewHandler(s.n, defaultOptions), Protocols: p}
-	defaultOptions.Limits.Configure(srv)
-	go srv.Serve(stall)
-	t.Cleanup(func() { srv.Close() })
-	addr := ln.Addr().String()
+	addr, blocked := serveStalled(t, s, each*kinds)
 
 	base := heapInUse()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -351,14 +373,7 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.After(waitTimeout)
-	for i := range each * kinds {
-		select {
-		case <-stall.blocked:
-		case <-deadline:
-			t.Fatalf("%d of %d requests stalled in time", i, each*kinds)
-		}
-	}
+	waitStalled(t, blocked, each*kinds)
 	held := int64(heapInUse()) - int64(base)
 	// Per request: a page (3 MiB for a read, 1 MiB for a subscriber) and
 	// the encoding of what is being written.
@@ -366,5 +381,42 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 	t.Logf("%d stalled requests hold %.1f MiB of heap (bound %.1f MiB)", each*kinds, float64(held)/(1<<20), float64(bound)/(1<<20))
 	if held > bound {
 		t.Fatalf("%d stalled requests hold %d bytes of heap, over %d", each*kinds, held, bound)
+	}
+}
+
+// TestStalledConsumerHoldsBoundedMemory: a persistent subscription's
+// consumer that stops reading, with 100 messages of 1 MiB to deliver.
+// The group reads ahead at most 4 MiB and keeps at most 16 MiB in flight
+// (node/groupowner.go); before, it read ahead and put in flight the
+// consumer's 100 messages, 100 MiB.
+func TestStalledConsumerHoldsBoundedMemory(t *testing.T) {
+	s := single(t)
+	bigNamespace(t, s)
+	addr, blocked := serveStalled(t, s, 1)
+	base := heapInUse()
+	c := newClients(&server{n: s.n, addr: addr}, protocols[1], adminToken)
+	if _, err := c.subs.CreateGroup(ctxT(t), connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "big", Source: &skaldv1.CreateGroupRequest_Category{Category: "blob"}})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := c.subs.Consume(ctx, connect.NewRequest(&skaldv1.ConsumeRequest{Group: "big", Consumer: "stalled"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	waitStalled(t, blocked, 1)
+	// The owner goes on reading and delivering up to its bounds: wait
+	// until 15 messages are in flight (16 MiB of them), the most allowed.
+	admin := newClients(s, protocols[1], adminToken)
+	testutil.Eventually(t, waitTimeout, "15 messages in flight", func() bool {
+		g, err := admin.subs.GetGroup(ctxT(t), connect.NewRequest(&skaldv1.GetGroupRequest{Name: "big"}))
+		return err == nil && g.Msg.Group.GetState().GetInFlight() >= 15
+	})
+	held := int64(heapInUse()) - int64(base)
+	const bound = 4<<20 + 16<<20 + 4*DefaultSubscribePageBytes
+	t.Logf("a stalled consumer's group holds %.1f MiB of heap (bound %.1f MiB)", float64(held)/(1<<20), float64(bound)/(1<<20))
+	if held > bound {
+		t.Fatalf("a stalled consumer's group holds %d bytes of heap, over %d", held, bound)
 	}
 }
