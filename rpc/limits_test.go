@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -304,5 +305,127 @@ func TestConnectionCap(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "the closed connection's slot to be freed", func() bool { return ls.ln.Open() == 1 })
 	if err := get(dial()); err != nil {
 		t.Fatalf("a freed slot: %v", err)
+	}
+}
+
+// TestWriteTimeoutCutsStalledReader: a client that stops reading a reply
+// is cut off at the write timeout (from the request's start for a unary
+// reply, per write for a streamed one or a download), so what the reply
+// holds is freed; a Subscribe stream, which has no write deadline, stays.
+func TestWriteTimeoutCutsStalledReader(t *testing.T) {
+	s := single(t)
+	ev := evClient{t: t, addr: s.addr, token: adminToken}
+	data := map[string]any{"x": strings.Repeat("a", 100<<10)}
+	for i := range 20 {
+		ev.ok(nil, "stream.write", fmt.Sprintf("wide-%d", i%2), map[string]any{"type": "T", "data": data})
+	}
+	opts := defaultOptions
+	opts.Limits = Limits{WriteTimeout: time.Second}
+	addr, blocked := serveStalled(t, s, 10, opts)
+	c := newClients(&server{n: s.n, addr: addr}, protocols[1], adminToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stalled := func(start func()) *stallConn {
+		go start()
+		select {
+		case c := <-blocked:
+			return c
+		case <-time.After(waitTimeout):
+			t.Fatal("the request did not stall")
+			return nil
+		}
+	}
+	sub := stalled(func() {
+		if st, err := c.events.Subscribe(ctx, connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Category{Category: "wide"}})); err == nil {
+			<-ctx.Done()
+			st.Close()
+		}
+	})
+	post := func(path, body string) func() {
+		return func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				<-ctx.Done()
+				resp.Body.Close()
+			}
+		}
+	}
+	for _, r := range []struct {
+		name  string
+		start func()
+	}{
+		{"Connect ReadAll", func() { c.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{Limit: -1})) }},
+		{"EventoDB category.get 1000", post("/rpc", `["category.get","wide",{"batchSize":1000}]`)},
+		{"EventoDB category.get -1", post("/rpc", `["category.get","wide",{"batchSize":-1}]`)},
+		{"backup", func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/admin/backup", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				<-ctx.Done()
+				resp.Body.Close()
+			}
+		}},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			conn := stalled(r.start)
+			select {
+			case <-conn.closed:
+			case <-time.After(waitTimeout):
+				t.Fatal("a reader that stopped reading was not cut off")
+			}
+		})
+	}
+	select {
+	case <-sub.closed:
+		t.Fatal("the stalled Subscribe stream was cut off: streams have no write deadline")
+	default:
+	}
+}
+
+// TestImportOutlivesReadTimeout: /import's read deadline moves on with
+// every MiB received, so an import that streams steadily may take longer
+// than the read timeout (here 4 MiB over about 1.5 s, with a 1 s one).
+func TestImportOutlivesReadTimeout(t *testing.T) {
+	s := single(t)
+	opts := defaultOptions
+	opts.Limits = Limits{ReadTimeout: time.Second}
+	ls := serveLimited(t, s.n, opts, 0)
+	const records = 1000
+	pr, pw := io.Pipe()
+	go func() {
+		defer pw.Close()
+		var chunk strings.Builder
+		pad := strings.Repeat("p", 4000)
+		start := time.Now()
+		for i := range records {
+			fmt.Fprintf(&chunk, `{"id":"00000000-0000-4000-8000-%012d","stream":"imp-1","type":"T","pos":%d,"gpos":%d,"data":{"p":%q},"meta":null,"time":"2025-01-15T10:00:00Z"}`+"\n",
+				i, i, i+1, pad)
+			if chunk.Len() >= 256<<10 || i == records-1 {
+				// 256 KiB every 90 ms: a MiB per 360 ms.
+				time.Sleep(time.Until(start.Add(90 * time.Millisecond)))
+				start = time.Now()
+				if _, err := io.WriteString(pw, chunk.String()); err != nil {
+					return
+				}
+				chunk.Reset()
+			}
+		}
+	}()
+	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+ls.addr+"/import", pr)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"done":true`) || !strings.Contains(string(body), fmt.Sprintf(`"imported":%d}`, records)) {
+		t.Fatalf("import over %s: %s", time.Since(start), body)
+	}
+	if elapsed := time.Since(start); elapsed < time.Second {
+		t.Fatalf("the import took %s, not longer than the read timeout: the test proves nothing", elapsed)
 	}
 }

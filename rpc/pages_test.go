@@ -207,7 +207,7 @@ func TestPagedReplyMatchesBatch(t *testing.T) {
 type stallListener struct {
 	net.Listener
 	allow   int
-	blocked chan struct{}
+	blocked chan *stallConn
 }
 
 func (l *stallListener) Accept() (net.Conn, error) {
@@ -255,7 +255,7 @@ func (c *stallConn) Write(b []byte) (int, error) {
 		n, _ = c.Conn.Write(b[:room])
 		c.written += n
 	}
-	c.stallOnce.Do(func() { c.l.blocked <- struct{}{} })
+	c.stallOnce.Do(func() { c.l.blocked <- c })
 	c.mu.Lock()
 	deadline := c.deadline
 	c.mu.Unlock()
@@ -281,24 +281,24 @@ func (c *stallConn) Close() error {
 // serveStalled serves s's API on a listener whose connections stall
 // after 1 KiB of reply; blocked receives one value per stalled
 // connection (room for n).
-func serveStalled(t *testing.T, s *server, n int) (string, chan struct{}) {
+func serveStalled(t *testing.T, s *server, n int, opts Options) (string, chan *stallConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	stall := &stallListener{Listener: ln, allow: 1024, blocked: make(chan struct{}, n)}
+	stall := &stallListener{Listener: ln, allow: 1024, blocked: make(chan *stallConn, n)}
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
-	srv := &http.Server{Handler: NewHandler(s.n, defaultOptions), Protocols: p}
-	defaultOptions.Limits.Configure(srv)
+	srv := &http.Server{Handler: NewHandler(s.n, opts), Protocols: p}
+	opts.Limits.Configure(srv)
 	go srv.Serve(stall)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String(), stall.blocked
 }
 
 // waitStalled waits until n connections have stalled.
-func waitStalled(t *testing.T, blocked chan struct{}, n int) {
+func waitStalled(t *testing.T, blocked chan *stallConn, n int) {
 	t.Helper()
 	deadline := time.After(waitTimeout)
 	for i := range n {
@@ -332,7 +332,7 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 	bigNamespace(t, s)
 	const each = 2 // requests of each kind
 	const kinds = 4
-	addr, blocked := serveStalled(t, s, each*kinds)
+	addr, blocked := serveStalled(t, s, each*kinds, defaultOptions)
 
 	base := heapInUse()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,7 +392,7 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 func TestStalledConsumerHoldsBoundedMemory(t *testing.T) {
 	s := single(t)
 	bigNamespace(t, s)
-	addr, blocked := serveStalled(t, s, 1)
+	addr, blocked := serveStalled(t, s, 1, defaultOptions)
 	base := heapInUse()
 	c := newClients(&server{n: s.n, addr: addr}, protocols[1], adminToken)
 	if _, err := c.subs.CreateGroup(ctxT(t), connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "big", Source: &skaldv1.CreateGroupRequest_Category{Category: "blob"}})); err != nil {
