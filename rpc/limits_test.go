@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,6 +194,37 @@ func TestReadTimeoutCutsTrickle(t *testing.T) {
 			t.Fatalf("still reading the body after %d bytes at a byte per 100 ms (read timeout 1 s)", sent)
 		})
 	}
+	t.Run("gRPC over h2c", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		var sent atomic.Int64
+		go func() {
+			// An envelope announcing a 1 MB message, then its bytes one
+			// at a time.
+			if _, err := pw.Write([]byte{0, 0, 0x0f, 0x42, 0x40}); err != nil {
+				return
+			}
+			for sent.Load() < 100 {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := pw.Write([]byte{0}); err != nil {
+					return
+				}
+				sent.Add(1)
+			}
+		}()
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+ls.addr+"/skald.v1.EventStore/Append", pr)
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := h2c().Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if n := sent.Load(); n >= 40 {
+			t.Fatalf("the stream was still read after %d bytes at a byte per 100 ms (read timeout 1 s)", n)
+		}
+	})
 }
 
 // TestStreamsOutliveReadTimeout checks the exception: a Subscribe and an
