@@ -31,7 +31,9 @@ func TestReadsReadOnPastPageCap(t *testing.T) {
 	}{
 		{"ReadAll all", -1, n, func(l int64) ([]Message, error) { return c.ReadAll(ctx, 0, l) }},
 		{"ReadAll 20", 20, 20, func(l int64) ([]Message, error) { return c.ReadAll(ctx, 0, l) }},
-		{"ReadCategory all", -1, n, func(l int64) ([]Message, error) { return c.ReadCategory(ctx, CategoryQuery{Category: "wide", Limit: l}) }},
+		{"ReadCategory all", -1, n, func(l int64) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "wide", Limit: l})
+		}},
 		{"ReadStream all", -1, n / 2, func(l int64) ([]Message, error) { return c.ReadStream(ctx, StreamQuery{Stream: "wide-0", Limit: l}) }},
 		{"ReadStream 12", 12, 12, func(l int64) ([]Message, error) { return c.ReadStream(ctx, StreamQuery{Stream: "wide-0", Limit: l}) }},
 		{"Query all", -1, n, func(l int64) ([]Message, error) { return c.Query(ctx, Query{{Tags: []string{"wide:1"}}}, 0, l) }},
