@@ -182,23 +182,73 @@ type StreamQuery struct {
 	Limit int64
 }
 
-// ReadStream returns the messages of q.Stream from q.Position on.
+// ReadStream returns the messages of q.Stream from q.Position on. A
+// reply the server cut at its page byte cap is read on (readPages): the
+// result holds q.Limit messages, or all with -1, whatever their size.
 func (c *Client) ReadStream(ctx context.Context, q StreamQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	var out []Message
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: q.Limit, Read: s.wire(c.session.Load())}
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: limit, Read: s.wire(c.session.Load())}
+		if last != nil {
+			req.Position = last.Position + 1
+		}
 		if q.MinGlobalPosition > 0 {
 			req.GlobalPosition = &q.MinGlobalPosition
 		}
 		r, err := m.events.ReadStream(ctx, connect.NewRequest(req))
-		if err == nil {
-			c.observe(r.Msg.AppliedIndex)
-			out = fromWireAll(r.Msg.Messages)
+		if err != nil {
+			return nil, false, err
 		}
-		return err
+		c.observe(r.Msg.AppliedIndex)
+		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
 	})
-	return out, err
+}
+
+// defaultReadLimit is the server's page when a read's limit is 0.
+const defaultReadLimit = 1000
+
+// readPages gathers the pages of one read: page reads up to limit
+// messages after last (nil: from the read's start) and says whether the
+// server cut the reply at its page byte cap. Pages are read until limit
+// messages are gathered (0: 1000; negative: no limit) or a page was not
+// cut. Each page is its own call (its own view of the data, at the
+// read's consistency); a read in position order loses or repeats nothing
+// by going on from the last message.
+func (c *Client) readPages(ctx context.Context, limit int64, page func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error)) ([]Message, error) {
+	if limit == 0 {
+		limit = defaultReadLimit
+	}
+	var (
+		out  []Message
+		last *Message
+	)
+	for {
+		var (
+			msgs []Message
+			cut  bool
+		)
+		err := c.read(ctx, func(ctx context.Context, m *member) (err error) {
+			msgs, cut, err = page(ctx, m, limit, last)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = msgs
+		} else {
+			out = append(out, msgs...)
+		}
+		if !cut || len(msgs) == 0 {
+			return out, nil
+		}
+		if limit > 0 {
+			if limit -= int64(len(msgs)); limit <= 0 {
+				return out, nil
+			}
+		}
+		last = &out[len(out)-1]
+	}
 }
 
 // CategoryQuery selects messages of one category.
@@ -215,57 +265,66 @@ type CategoryQuery struct {
 	Group ConsumerGroup
 }
 
-// ReadCategory returns the messages of q.Category in global order.
+// ReadCategory returns the messages of q.Category in global order (read
+// on past the server's page byte cap, as ReadStream).
 func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	var out []Message
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		from := q.GlobalPosition
+		if last != nil {
+			from = last.GlobalPosition + 1
+		}
 		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
-			Category: q.Category, GlobalPosition: q.GlobalPosition, Limit: q.Limit, Correlation: q.Correlation,
+			Category: q.Category, GlobalPosition: from, Limit: limit, Correlation: q.Correlation,
 			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()),
 		}))
-		if err == nil {
-			c.observe(r.Msg.AppliedIndex)
-			out = fromWireAll(r.Msg.Messages)
+		if err != nil {
+			return nil, false, err
 		}
-		return err
+		c.observe(r.Msg.AppliedIndex)
+		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
 	})
-	return out, err
 }
 
 // ReadAll returns the namespace's messages from globalPosition (0 means 1)
-// in global order; limit 0 means 1000, -1 no limit, at most 10000.
+// in global order; limit 0 means 1000, -1 no limit, at most 10000 (read
+// on past the server's page byte cap, as ReadStream).
 func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	var out []Message
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: globalPosition, Limit: limit, Read: s.wire(c.session.Load())}))
-		if err == nil {
-			c.observe(r.Msg.AppliedIndex)
-			out = fromWireAll(r.Msg.Messages)
+	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		from := globalPosition
+		if last != nil {
+			from = last.GlobalPosition + 1
 		}
-		return err
+		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return nil, false, err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
 	})
-	return out, err
 }
 
 // Query returns the namespace's tagged messages that match q (messages
 // written without tags are in no index and never match), with a global
 // position above after, in global order; limit 0 means 1000, -1 no limit,
-// at most 10000. The server merges its type and tag indexes: the cost
-// follows the matches, not the namespace's size.
+// at most 10000 (read on past the server's page byte cap, as ReadStream).
+// The server merges its type and tag indexes: the cost follows the
+// matches, not the namespace's size.
 func (c *Client) Query(ctx context.Context, q Query, after, limit int64, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	var out []Message
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.events.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{Query: q.wire(), After: after, Limit: limit, Read: s.wire(c.session.Load())}))
-		if err == nil {
-			c.observe(r.Msg.AppliedIndex)
-			out = fromWireAll(r.Msg.Messages)
+	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		from := after
+		if last != nil {
+			from = last.GlobalPosition
 		}
-		return err
+		r, err := m.events.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{Query: q.wire(), After: from, Limit: limit, Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return nil, false, err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
 	})
-	return out, err
 }
 
 // LastMessage returns the last message of stream (of type msgType when

@@ -218,20 +218,20 @@ func (v *View) Query(q Query, after int64, limit int) (out []Message, err error)
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, qp.close()) }()
-	out = newPage(limit)
-	for next := max(after, 0) + 1; !full(out, limit); {
+	p := v.startPage(limit)
+	for next := max(after, 0) + 1; !p.full(); {
 		gp, ok, err := qp.root.seek(next)
 		if err != nil || !ok {
-			return out, err
+			return v.done(&p), err
 		}
 		m, found, err := v.lookupMessage(gp)
 		if err != nil {
 			return nil, err
 		}
 		if found { // else removed by a deletion: its index entries stay
-			out = append(out, m)
+			p.add(m)
 		}
 		next = gp + 1
 	}
-	return out, nil
+	return v.done(&p), nil
 }

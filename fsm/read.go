@@ -33,12 +33,22 @@ type Message struct {
 // it sees the same committed state, whatever apply does meanwhile. A View is
 // not safe for concurrent use; Close it when done (it pins the database
 // open and its snapshot holds back compaction).
+//
+// Pages: with SetPageBytes, every read of messages through the view
+// (ReadStream, ReadCategory, ReadAll, Query) returns at most that many
+// bytes of messages (Message.Size), and always at least one message when
+// one matches: a page stops before the message that would take it past
+// the cap, and PageCapped then reports true. A capped page is a prefix of
+// what the read would otherwise return, so a caller continues after its
+// last message as after a page that reached its limit.
 type View struct {
-	s    *Store
-	ns   *namespace
-	snap *pebble.Snapshot
-	mit  *pebble.Iterator // lazily opened iterator over M
-	mgp  int64            // global position mit is at; 0 when unpositioned
+	s         *Store
+	ns        *namespace
+	snap      *pebble.Snapshot
+	mit       *pebble.Iterator // lazily opened iterator over M
+	mgp       int64            // global position mit is at; 0 when unpositioned
+	pageBytes int              // SetPageBytes; 0 means no cap
+	capped    bool             // the last read of messages stopped at pageBytes
 }
 
 // View opens a consistent view of namespace name.
@@ -68,6 +78,72 @@ func (v *View) Close() error {
 
 func (v *View) iter(lower, upper []byte) (*pebble.Iterator, error) {
 	return v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+// SetPageBytes caps the bytes of every later page read through v (see
+// View); n <= 0 removes the cap.
+func (v *View) SetPageBytes(n int) { v.pageBytes = max(n, 0) }
+
+// PageCapped reports whether the last read of messages through v stopped
+// at the page byte cap: messages after its last one may match too.
+func (v *View) PageCapped() bool { return v.capped }
+
+// messageOverhead is what Size adds to a message's variable fields for
+// its positions, time and encoding: about what one Message costs in a
+// protobuf reply beyond its strings and bytes (field tags, lengths,
+// varints, the timestamp), rounded up.
+const messageOverhead = 64
+
+// Size is the message's bytes as a page counts them: data, metadata, id,
+// stream, type and tags, plus a fixed overhead for the rest. It bounds
+// the message's protobuf encoding in a reply from above.
+func (m *Message) Size() int {
+	n := messageOverhead + len(m.ID) + len(m.Stream) + len(m.Type) + len(m.Data) + len(m.Metadata)
+	for _, t := range m.Tags {
+		n += len(t) + 2
+	}
+	return n
+}
+
+// page collects one read's messages up to a count and a byte cap.
+//
+// INVARIANT: bytes is the sum of Size over msgs, and bytes <= maxBytes
+// unless msgs holds a single message (a page is never empty for want of
+// room).
+type page struct {
+	msgs     []Message
+	limit    int // negative: no count limit
+	maxBytes int // 0: no byte cap
+	bytes    int
+	capped   bool // a message was refused for want of room
+}
+
+func (v *View) startPage(limit int) page {
+	v.capped = false
+	return page{msgs: newPage(limit), limit: limit, maxBytes: v.pageBytes}
+}
+
+// full reports whether the page takes no more messages.
+func (p *page) full() bool { return p.capped || full(p.msgs, p.limit) }
+
+// add appends m, unless m would take a non-empty page past its byte cap:
+// then the page is capped and m is dropped.
+func (p *page) add(m Message) {
+	if p.maxBytes > 0 {
+		size := m.Size()
+		if len(p.msgs) > 0 && p.bytes+size > p.maxBytes {
+			p.capped = true
+			return
+		}
+		p.bytes += size
+	}
+	p.msgs = append(p.msgs, m)
+}
+
+// done returns the page's messages and records whether it was capped.
+func (v *View) done(p *page) []Message {
+	v.capped = p.capped
+	return p.msgs
 }
 
 func normLimit(limit int) int {
@@ -156,8 +232,8 @@ func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 		return nil, err
 	}
 	defer it.Close()
-	out := newPage(limit)
-	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+	p := v.startPage(limit)
+	for ok := it.First(); ok && !p.full(); ok = it.Next() {
 		gp, err := decodeUint64(it.Value())
 		if err != nil {
 			return nil, err
@@ -169,9 +245,9 @@ func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		p.add(m)
 	}
-	return out, it.Error()
+	return v.done(&p), it.Error()
 }
 
 // CategoryQuery selects messages of one category in global order.
@@ -192,7 +268,7 @@ type CategoryQuery struct {
 
 // ReadCategory returns the category's messages in global-position order.
 // Filters combine; the page is filled with matching messages (it is short
-// only when no more match).
+// only when no more match, or when it stopped at the page byte cap).
 func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	limit := normLimit(q.Limit)
 	from := max(q.GlobalPosition, 1)
@@ -213,8 +289,8 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		return nil, err
 	}
 	defer it.Close()
-	out := newPage(limit)
-	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+	p := v.startPage(limit)
+	for ok := it.First(); ok && !p.full(); ok = it.Next() {
 		flags, hash, _, corrCat, err := decodeCatEntry(it.Value())
 		if err != nil {
 			return nil, err
@@ -229,9 +305,9 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		p.add(m)
 	}
-	return out, it.Error()
+	return v.done(&p), it.Error()
 }
 
 // ReadAll returns every message of the namespace from global position from
@@ -246,8 +322,8 @@ func (v *View) readAll(from int64, limit int, keep func(*Message) bool) ([]Messa
 		return nil, err
 	}
 	defer it.Close()
-	out := newPage(limit)
-	for ok := it.First(); ok && !full(out, limit); ok = it.Next() {
+	p := v.startPage(limit)
+	for ok := it.First(); ok && !p.full(); ok = it.Next() {
 		val, err := it.ValueAndErr()
 		if err != nil {
 			return nil, err
@@ -257,10 +333,10 @@ func (v *View) readAll(from int64, limit int, keep func(*Message) bool) ([]Messa
 			return nil, err
 		}
 		if keep == nil || keep(&m) {
-			out = append(out, m)
+			p.add(m)
 		}
 	}
-	return out, it.Error()
+	return v.done(&p), it.Error()
 }
 
 // LastMessage returns the stream's last message, or of the given type when

@@ -203,6 +203,7 @@ type dispatcher struct {
 		replay     []*groupItem // by gp
 		replayVer  uint64       // record replay_version the replay list reflects
 		inflight   map[string]*groupItem
+		inBytes    int // Size of the messages in inflight
 		toPark     []*groupItem
 		replayDone []int64
 		unsaved    int       // settled since the last save
@@ -283,7 +284,7 @@ func (d *dispatcher) detach(c *groupConsumer) {
 	d.mu.consumers = slices.DeleteFunc(d.mu.consumers, func(x *groupConsumer) bool { return x == c })
 	for id, it := range d.mu.inflight {
 		if it.consumer == c {
-			delete(d.mu.inflight, id)
+			d.landLocked(id, it)
 			d.failLocked(it, "consumer left")
 		}
 	}
@@ -318,7 +319,7 @@ func (d *dispatcher) settle(ids []string, action nodeapi.SettleAction, reason st
 	}
 	for _, id := range ids {
 		it := d.mu.inflight[id]
-		delete(d.mu.inflight, id)
+		d.landLocked(id, it)
 		it.consumer.inflight--
 		switch action {
 		case nodeapi.SettleRetry:
@@ -548,6 +549,10 @@ func (d *dispatcher) refresh() error {
 	reloadReplay := rec.ReplayVersion != d.mu.replayVer
 	cursor := d.mu.cursor
 	want := d.pendingCapLocked() - len(d.mu.pending)
+	room := groupPendingBytes - d.pendingBytesLocked()
+	if room <= 0 && len(d.mu.pending) > 0 {
+		want = 0
+	}
 	d.mu.Unlock()
 
 	var replay []*groupItem
@@ -573,6 +578,7 @@ func (d *dispatcher) refresh() error {
 	var msgs []fsm.Message
 	next := cursor
 	if want > 0 {
+		v.SetPageBytes(max(room, 1)) // at least one message
 		msgs, next, err = readSource(v, rec.Source, cursor, want)
 		if err != nil {
 			return err
@@ -620,10 +626,28 @@ func (d *dispatcher) pendingCapLocked() int {
 	return min(int(d.mu.rec.Settings.MaxInFlight)+256, 4096)
 }
 
+// Memory bounds of one group, whatever its consumers do (a consumer that
+// stops reading holds its deliveries until their ack timeout): messages
+// read ahead of delivery, and messages in flight, each at least one.
+const (
+	groupPendingBytes  = 4 << 20
+	groupInFlightBytes = 16 << 20
+)
+
+// pendingBytesLocked is the Size of the messages in pending.
+func (d *dispatcher) pendingBytesLocked() int {
+	n := 0
+	for _, it := range d.mu.pending {
+		n += it.msg.Size()
+	}
+	return n
+}
+
 // readSource reads up to n messages of source from global position from
-// on, and returns the position to read from next: past the last message
-// read, or the head of the namespace when the page came up short (nothing
-// of the source lies below it unread). A query source sees only tagged
+// on (and up to v's page byte cap), and returns the position to read from
+// next: past the last message read, or the head of the namespace when the
+// page came up short of n without reaching the cap (nothing of the source
+// lies below it unread). A query source sees only tagged
 // messages (the only ones indexed); its after is exclusive, hence from-1.
 func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.Message, int64, error) {
 	var msgs []fsm.Message
@@ -645,7 +669,7 @@ func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.M
 	if len(msgs) > 0 {
 		next = msgs[len(msgs)-1].GlobalPosition + 1
 	}
-	if len(msgs) < n {
+	if len(msgs) < n && !v.PageCapped() {
 		head, err := v.NextGlobalPosition()
 		if err != nil {
 			return nil, from, err
@@ -661,7 +685,7 @@ func (d *dispatcher) expire(now time.Time) {
 	defer d.mu.Unlock()
 	for id, it := range d.mu.inflight {
 		if now.After(it.deadline) {
-			delete(d.mu.inflight, id)
+			d.landLocked(id, it)
 			it.consumer.inflight--
 			d.failLocked(it, "ack timeout")
 		}
@@ -688,6 +712,11 @@ func (d *dispatcher) assignLocked(now time.Time) {
 		kept := q[:0]
 		for _, it := range q {
 			if full || room <= 0 {
+				kept = append(kept, it)
+				continue
+			}
+			if len(d.mu.inflight) > 0 && d.mu.inBytes+it.msg.Size() > groupInFlightBytes {
+				full = true // one message always goes, however large
 				kept = append(kept, it)
 				continue
 			}
@@ -723,6 +752,12 @@ func (d *dispatcher) assignLocked(now time.Time) {
 	d.mu.pending = pass(d.mu.pending)
 }
 
+// landLocked takes the delivery of it (under id) out of flight.
+func (d *dispatcher) landLocked(id string, it *groupItem) {
+	delete(d.mu.inflight, id)
+	d.mu.inBytes -= it.msg.Size()
+}
+
 // pinnedLocked is the consumer a stream's messages go to: the stream's
 // hash over the consumers in attach order.
 func (d *dispatcher) pinnedLocked(stream string) *groupConsumer {
@@ -752,6 +787,7 @@ func (d *dispatcher) deliverLocked(it *groupItem, c *groupConsumer, now time.Tim
 	it.consumer = c
 	it.deadline = now.Add(time.Duration(d.mu.rec.Settings.AckTimeoutNanos))
 	d.mu.inflight[it.msg.ID] = it
+	d.mu.inBytes += it.msg.Size()
 	c.inflight++
 	c.queue = append(c.queue, nodeapi.GroupDelivery{Message: it.msg, Delivery: it.deliveries})
 	select {

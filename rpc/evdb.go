@@ -77,7 +77,9 @@ type evdb struct {
 	b       Backend
 	log     *slog.Logger
 	sub     subscribeConfig
-	version string // Skald's, for GET /version
+	version string         // Skald's, for GET /version
+	limits  Limits         // with defaults
+	unknown *unknownTokens // shared with the Connect API's authenticator
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -123,7 +125,7 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 	if err != nil {
 		return caller{}, &evError{status: http.StatusUnauthorized, code: "AUTH_INVALID_TOKEN", message: "malformed token", details: map[string]any{"error": err.Error()}}
 	}
-	c, ok, err := lookupToken(ctx, e.b, name, token)
+	c, ok, err := lookupToken(ctx, e.b, e.unknown, name, token)
 	if err != nil {
 		return caller{}, e.backendError(ctx, err)
 	}
@@ -158,6 +160,10 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 	res, everr := h(e, ctx, args)
 	if everr != nil {
 		writeEvError(w, everr)
+		return
+	}
+	if p, ok := res.(*evPages); ok {
+		e.writePages(ctx, w, p)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

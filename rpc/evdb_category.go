@@ -44,9 +44,17 @@ func (e *evdb) categoryGet(ctx context.Context, args evArgs) (any, *evError) {
 	if strings.Contains(category, "-") {
 		return out, nil // a stream name, not a category: matches nothing
 	}
-	everr = e.read(ctx, func(v *fsm.View) error {
-		msgs, err := v.ReadCategory(fsm.CategoryQuery{Category: category, GlobalPosition: max(pos, 1), Limit: limit,
+	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
+		return v.ReadCategory(fsm.CategoryQuery{Category: category, GlobalPosition: from, Limit: limit,
 			Correlation: correlation, Member: member, Size: size})
+	}
+	if limit < 0 {
+		return &evPages{from: max(pos, 1), read: read, format: categoryFormat,
+			next: func(m *fsm.Message) int64 { return m.GlobalPosition + 1 }}, nil
+	}
+	everr = e.read(ctx, func(v *fsm.View) error {
+		v.SetPageBytes(e.limits.PageBytes)
+		msgs, err := read(v, max(pos, 1), limit)
 		for i := range msgs {
 			out = append(out, categoryFormat(&msgs[i]))
 		}

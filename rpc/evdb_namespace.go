@@ -52,6 +52,7 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
+	waitCreated(ctx, e.unknown.createWait())
 	return map[string]any{"namespace": res.Name, "token": token, "createdAt": rfc3339(res.CreatedAt)}, nil
 }
 

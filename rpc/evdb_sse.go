@@ -115,7 +115,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 	if flusher != nil {
 		flusher.Flush()
 	}
-	page := e.sub.withDefaults().Page
+	cfg := e.sub.withDefaults()
 	for {
 		changed, ended := watch.Changed()
 		if ended {
@@ -125,7 +125,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(sub.category, "-") {
 			msgs = nil // a stream name: matches nothing
 		} else if _, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) (err error) {
-			msgs, _, err = sub.page(v, page)
+			msgs, _, err = sub.page(v, cfg.Page, cfg.PageBytes)
 			return err
 		}); err != nil {
 			return // namespace gone or node stopping: the client reconnects

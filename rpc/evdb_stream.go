@@ -143,9 +143,17 @@ func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
+	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
+		return v.ReadStream(fsm.StreamQuery{Stream: stream, Position: from, GlobalPosition: gp, Limit: limit})
+	}
+	if limit < 0 {
+		return &evPages{from: max(pos, 0), read: read, format: streamFormat,
+			next: func(m *fsm.Message) int64 { return m.Position + 1 }}, nil
+	}
 	out := []any{}
 	everr = e.read(ctx, func(v *fsm.View) error {
-		msgs, err := v.ReadStream(fsm.StreamQuery{Stream: stream, Position: max(pos, 0), GlobalPosition: gp, Limit: limit})
+		v.SetPageBytes(e.limits.PageBytes)
+		msgs, err := read(v, max(pos, 0), limit)
 		for i := range msgs {
 			out = append(out, streamFormat(&msgs[i]))
 		}

@@ -29,9 +29,10 @@ type events interface {
 
 // eventStore implements skald.v1.EventStore for the caller's namespace.
 type eventStore struct {
-	b   events
-	log *slog.Logger
-	sub subscribeConfig
+	b         events
+	log       *slog.Logger
+	sub       subscribeConfig
+	pageBytes int // caps every read's page (Options.PageBytes)
 }
 
 func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {
@@ -151,25 +152,32 @@ func (s *eventStore) Query(ctx context.Context, req *connect.Request[skaldv1.Que
 	if err != nil {
 		return nil, err
 	}
-	var out []fsm.Message
+	var (
+		out       []fsm.Message
+		truncated bool
+	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.Query(fsm.QueryOf(q), m.After, limit)
+		truncated = v.PageCapped()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.QueryResponse{Messages: messages(out), AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.QueryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
 }
 
 // read runs fn on a view of the caller's namespace at the requested
-// consistency.
+// consistency, its pages capped at s.pageBytes.
 func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
 	opts, err := readOptions(o)
 	if err != nil {
 		return 0, err
 	}
-	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, fn)
+	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, func(v *fsm.View) error {
+		v.SetPageBytes(s.pageBytes)
+		return fn(v)
+	})
 	return applied, s.toConnect(ctx, err)
 }
 
@@ -195,15 +203,19 @@ func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv
 	if err := nonNegative("global_position", m.GetGlobalPosition()); err != nil {
 		return nil, err
 	}
-	var out []fsm.Message
+	var (
+		out       []fsm.Message
+		truncated bool
+	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadStream(fsm.StreamQuery{Stream: m.Stream, Position: m.Position, GlobalPosition: m.GetGlobalPosition(), Limit: limit})
+		truncated = v.PageCapped()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadStreamResponse{Messages: messages(out), AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.ReadStreamResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
 }
 
 func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skaldv1.ReadCategoryRequest]) (*connect.Response[skaldv1.ReadCategoryResponse], error) {
@@ -225,18 +237,22 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err != nil {
 		return nil, err
 	}
-	var out []fsm.Message
+	var (
+		out       []fsm.Message
+		truncated bool
+	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadCategory(fsm.CategoryQuery{
 			Category: m.Category, GlobalPosition: m.GlobalPosition, Limit: limit,
 			Correlation: m.Correlation, Member: member, Size: size,
 		})
+		truncated = v.PageCapped()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadCategoryResponse{Messages: messages(out), AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.ReadCategoryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
 }
 
 func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.ReadAllRequest]) (*connect.Response[skaldv1.ReadAllResponse], error) {
@@ -248,15 +264,19 @@ func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.R
 	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
 		return nil, err
 	}
-	var out []fsm.Message
+	var (
+		out       []fsm.Message
+		truncated bool
+	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadAll(m.GlobalPosition, limit)
+		truncated = v.PageCapped()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadAllResponse{Messages: messages(out), AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.ReadAllResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
 }
 
 func (s *eventStore) LastMessage(ctx context.Context, req *connect.Request[skaldv1.LastMessageRequest]) (*connect.Response[skaldv1.LastMessageResponse], error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
@@ -25,7 +26,8 @@ const waitTimeout = 20 * time.Second
 
 type server struct {
 	n    *node.Node
-	addr string // host:port of the API
+	addr string               // host:port of the API
+	reg  *prometheus.Registry // the node's metrics
 }
 
 var defaultOptions = Options{Subscribe: subscribeConfig{Heartbeat: 200 * time.Millisecond}}
@@ -46,7 +48,7 @@ func startCluster(t testing.TB, size int, opts Options) ([]*server, *server) {
 	var leader *server
 	l := c.Leader()
 	for _, tn := range c.Nodes {
-		s := &server{n: tn.Node, addr: tn.Addr}
+		s := &server{n: tn.Node, addr: tn.Addr, reg: tn.Registry}
 		servers = append(servers, s)
 		if tn == l {
 			leader = s

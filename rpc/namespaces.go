@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -27,8 +28,9 @@ type tenants interface {
 }
 
 type namespaces struct {
-	b   tenants
-	log *slog.Logger
+	b          tenants
+	log        *slog.Logger
+	createWait time.Duration // after a create, before its reply (auth.go)
 }
 
 func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.CreateRequest]) (*connect.Response[skaldv1.CreateResponse], error) {
@@ -51,6 +53,7 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
+	waitCreated(ctx, s.createWait)
 	return connect.NewResponse(&skaldv1.CreateResponse{Name: res.Name, Token: token, CreatedAt: timestamp(res.CreatedAt), Index: res.Index}), nil
 }
 

@@ -62,6 +62,9 @@ type Options struct {
 	// EventoDB protocol version sys.version keeps for the SDKs). Default
 	// "unknown".
 	Version string
+	// Limits bounds time, reply sizes and unknown-token checks per client
+	// (limits.go).
+	Limits Limits
 }
 
 // DefaultCompressMinBytes keeps gzip off for all but very large replies:
@@ -87,7 +90,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	auth := authenticator{b: b, log: log}
+	limits := opts.Limits.withDefaults()
+	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
+	auth := authenticator{b: b, unknown: tokens, log: log}
 	compressMin := opts.CompressMinBytes
 	switch {
 	case compressMin == 0:
@@ -95,20 +100,25 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	case compressMin < 0:
 		compressMin = 0
 	}
+	metrics := newRPCMetrics(opts.Registerer)
 	handlerOpts := append([]connect.HandlerOption{
-		connect.WithInterceptors(newRPCMetrics(opts.Registerer), auth, leaderHint{b}),
+		connect.WithInterceptors(metrics, auth, leaderHint{b}),
 		connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMin),
 	}, jsonCodecs()...)
+	errw := connect.NewErrorWriter(handlerOpts...)
 	mux := http.NewServeMux()
 	unknown := newUnknownProcedures()
 	handleService := func(path string, h http.Handler) {
 		mux.Handle(path, withUnknownMethods(strings.Trim(path, "/"), h, unknown))
 	}
-	handleService(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe}, handlerOpts...))
-	handleService(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log}, handlerOpts...))
-	handleService(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
-	handleService(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
+	handleAPI := func(path string, h http.Handler) { // token from the headers first
+		handleService(path, auth.beforeBody(h, errw, metrics))
+	}
+	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe, pageBytes: limits.PageBytes}, handlerOpts...))
+	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
+	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
@@ -116,7 +126,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version, limits: limits, unknown: tokens}
 	if evdb.version == "" {
 		evdb.version = "unknown"
 	}
@@ -154,18 +164,18 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		MaxAge:          7200,
 	}).Handler(mux)
 	if len(opts.CORSOrigins) > 0 {
-		return withCORS
+		return deadlines{limits: limits, errw: errw, next: withCORS}
 	}
 	// Only members' consoles: requests from no browser (no Origin) skip
 	// CORS entirely, as they did before the console, and their replies
 	// carry no Vary header.
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return deadlines{limits: limits, errw: errw, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Origin") == "" {
 			mux.ServeHTTP(w, r)
 			return
 		}
 		withCORS.ServeHTTP(w, r)
-	})
+	})}
 }
 
 // allowOrigin allows browsers on the configured origins ("*": any) and on

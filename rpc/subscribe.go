@@ -24,7 +24,16 @@ type subscribeConfig struct {
 	MaxLag int64
 	// Page is how many messages one store read fetches. Default 500.
 	Page int
+	// PageBytes caps one store read's messages (fsm.View.SetPageBytes):
+	// a subscriber whose client stops reading holds one such page (at
+	// least one message) and the message being sent. Default
+	// DefaultSubscribePageBytes.
+	PageBytes int
 }
+
+// DefaultSubscribePageBytes is subscribeConfig.PageBytes's default: one
+// largest message (1 MiB of data and metadata) per page at worst.
+const DefaultSubscribePageBytes = 1 << 20
 
 func (c subscribeConfig) withDefaults() subscribeConfig {
 	if c.Heartbeat <= 0 {
@@ -35,6 +44,9 @@ func (c subscribeConfig) withDefaults() subscribeConfig {
 	}
 	if c.Page <= 0 {
 		c.Page = 500
+	}
+	if c.PageBytes <= 0 {
+		c.PageBytes = DefaultSubscribePageBytes
 	}
 	return c
 }
@@ -92,11 +104,14 @@ func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
 	return sub, nil
 }
 
-// page reads the next messages after sub.next and how far the head is
-// ahead of sub.next. A category or whole-namespace page shorter than n
-// has seen every match below the view's head, so the position moves up
-// to the head: a quiet category in a busy namespace is not "behind".
-func (sub *subscription) page(v *fsm.View, n int) (msgs []fsm.Message, behind int64, err error) {
+// page reads the next messages after sub.next, at most n of them and
+// maxBytes of them (at least one), and how far the head is ahead of
+// sub.next. A category or whole-namespace page shorter than n, and not
+// cut short by maxBytes, has seen every match below the view's head, so
+// the position moves up to the head: a quiet category in a busy
+// namespace is not "behind".
+func (sub *subscription) page(v *fsm.View, n, maxBytes int) (msgs []fsm.Message, behind int64, err error) {
+	v.SetPageBytes(maxBytes)
 	switch {
 	case sub.stream != "":
 		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: sub.stream, Position: sub.next, Limit: n})
@@ -122,7 +137,7 @@ func (sub *subscription) page(v *fsm.View, n int) (msgs []fsm.Message, behind in
 				next = msgs[len(msgs)-1].GlobalPosition + 1
 			}
 			behind = head - next
-			if err == nil && len(msgs) < n {
+			if err == nil && len(msgs) < n && !v.PageCapped() {
 				sub.skipTo = head
 			}
 		}
@@ -178,7 +193,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			behind int64
 		)
 		_, err := s.b.Read(ctx, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
-			msgs, behind, err = sub.page(v, cfg.Page)
+			msgs, behind, err = sub.page(v, cfg.Page, cfg.PageBytes)
 			return err
 		})
 		if err != nil {

@@ -48,6 +48,7 @@ type serverFlags struct {
 	metricsTenantLabels                                                 bool
 	// secretWarnings are logged once the logger exists (readSecretFiles).
 	secretWarnings []string
+	limits         apiLimitFlags
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -99,6 +100,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.BoolVar(&f.metricsTenantLabels, "metrics-tenant-labels", false, "label the subscription-group metrics by namespace and group (default: summed, naming no tenant)")
 	secretFiles := serverSecretFiles(f)
 	addSecretFileFlags(fs, secretFiles)
+	f.limits.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -146,6 +148,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.maxNamespaces < 0 {
 		return nil, &exitError{2, fmt.Errorf("--max-namespaces must be 0 (no limit) or more, got %d", f.maxNamespaces)}
+	}
+	if err := f.limits.validate(); err != nil {
+		return nil, &exitError{2, err}
 	}
 	if f.maxOpenNamespaces < 1 {
 		return nil, &exitError{2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces)}
@@ -246,6 +251,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("listen on --http-addr: %w", err)
 	}
 	defer ln.Close()
+	maxConns := f.limits.connections(f.maxOpenNamespaces)
+	logFDLimit(log, maxConns, f.maxOpenNamespaces)
 	apiAddr := f.advertiseHTTP
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
@@ -291,7 +298,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		m      *membership.Membership
 		left   = make(chan struct{})
-		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes), Version: skaldVersion()}
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes), Version: skaldVersion(),
+			Limits: f.limits.rpcLimits()}
 	)
 	if f.clustered() {
 		var join []string
@@ -327,12 +335,16 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:           rpc.NewHandler(n, apiOpt),
-		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    1 << 20,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		Handler:     rpc.NewHandler(n, apiOpt),
+		Protocols:   protocols,
+		BaseContext: func(net.Listener) context.Context { return baseCtx },
 	}
+	apiOpt.Limits.Configure(srv) // read, header and idle timeouts; write deadlines are per request
+	capped, err := rpc.LimitListener(ln, maxConns, reg)
+	if err != nil {
+		return err
+	}
+	ln = capped
 	serveErr := make(chan error, 1)
 	if tlsFiles != nil {
 		// Clients may present certificates; they authenticate with tokens,

@@ -522,9 +522,14 @@ func (x *QueryRequest) GetRead() *ReadOptions {
 }
 
 type QueryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The page stopped at the server's page byte cap (--read-page-bytes,
+	// 3 MiB of messages by default) before reaching limit: more messages
+	// may follow. Read on from the last message (after = its global_position). A page that
+	// is not truncated ends where limit or the data ends, as before.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -571,6 +576,13 @@ func (x *QueryResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *QueryResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type ReadStreamRequest struct {
@@ -652,9 +664,14 @@ func (x *ReadStreamRequest) GetRead() *ReadOptions {
 }
 
 type ReadStreamResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The page stopped at the server's page byte cap (--read-page-bytes,
+	// 3 MiB of messages by default) before reaching limit: more messages
+	// may follow. Read on from the last message (position = its position + 1). A page that
+	// is not truncated ends where limit or the data ends, as before.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -701,6 +718,13 @@ func (x *ReadStreamResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *ReadStreamResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type ReadCategoryRequest struct {
@@ -789,9 +813,14 @@ func (x *ReadCategoryRequest) GetRead() *ReadOptions {
 }
 
 type ReadCategoryResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The page stopped at the server's page byte cap (--read-page-bytes,
+	// 3 MiB of messages by default) before reaching limit: more messages
+	// may follow. Read on from the last message (global_position = its global_position + 1). A page that
+	// is not truncated ends where limit or the data ends, as before.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -838,6 +867,13 @@ func (x *ReadCategoryResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *ReadCategoryResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type ReadAllRequest struct {
@@ -901,9 +937,14 @@ func (x *ReadAllRequest) GetRead() *ReadOptions {
 }
 
 type ReadAllResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The page stopped at the server's page byte cap (--read-page-bytes,
+	// 3 MiB of messages by default) before reaching limit: more messages
+	// may follow. Read on from the last message (global_position = its global_position + 1). A page that
+	// is not truncated ends where limit or the data ends, as before.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -950,6 +991,13 @@ func (x *ReadAllResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *ReadAllResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 type LastMessageRequest struct {
@@ -2250,37 +2298,41 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\x03R\x05after\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x04 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"c\n" +
+	"\x04read\x18\x04 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x81\x01\n" +
 	"\rQueryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\xca\x01\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xca\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
 	"\x0fglobal_position\x18\x03 \x01(\x03H\x00R\x0eglobalPosition\x88\x01\x01\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12)\n" +
 	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04readB\x12\n" +
-	"\x10_global_position\"h\n" +
+	"\x10_global_position\"\x86\x01\n" +
 	"\x12ReadStreamResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\xfd\x01\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xfd\x01\n" +
 	"\x13ReadCategoryRequest\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12'\n" +
 	"\x0fglobal_position\x18\x02 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12 \n" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12>\n" +
 	"\x0econsumer_group\x18\x05 \x01(\v2\x17.skald.v1.ConsumerGroupR\rconsumerGroup\x12)\n" +
-	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"j\n" +
+	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x88\x01\n" +
 	"\x14ReadCategoryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"z\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"z\n" +
 	"\x0eReadAllRequest\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"e\n" +
+	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x83\x01\n" +
 	"\x0fReadAllResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"k\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"k\n" +
 	"\x12LastMessageRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12)\n" +

@@ -1,0 +1,57 @@
+package client
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/skalddb/skald/internal/testcluster"
+)
+
+// TestReadsReadOnPastPageCap: the server cuts a reply at its page byte
+// cap (3 MiB) and says so (truncated); the client's reads go on from the
+// last message, so a limit of -1 still returns every message and a
+// positive limit that many, whatever their size.
+func TestReadsReadOnPastPageCap(t *testing.T) {
+	cl := testcluster.Start(t, 1)
+	ctx := ctxT(t)
+	c := newTestClient(t, cl.Endpoints(), cl.CreateNamespace(t, "pages", 0))
+	const n = 30 // of 256 KiB: 7.5 MiB, three pages at least
+	data := []byte(`{"x":"` + strings.Repeat("a", 256<<10) + `"}`)
+	for i := range n {
+		if _, err := c.Append(ctx, fmt.Sprintf("wide-%d", i%2), []NewMessage{{Type: "T", Data: data, Tags: []string{"wide:1"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct {
+		name  string
+		limit int64
+		want  int
+		read  func(limit int64) ([]Message, error)
+	}{
+		{"ReadAll all", -1, n, func(l int64) ([]Message, error) { return c.ReadAll(ctx, 0, l) }},
+		{"ReadAll 20", 20, 20, func(l int64) ([]Message, error) { return c.ReadAll(ctx, 0, l) }},
+		{"ReadCategory all", -1, n, func(l int64) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "wide", Limit: l})
+		}},
+		{"ReadStream all", -1, n / 2, func(l int64) ([]Message, error) { return c.ReadStream(ctx, StreamQuery{Stream: "wide-0", Limit: l}) }},
+		{"ReadStream 12", 12, 12, func(l int64) ([]Message, error) { return c.ReadStream(ctx, StreamQuery{Stream: "wide-0", Limit: l}) }},
+		{"Query all", -1, n, func(l int64) ([]Message, error) { return c.Query(ctx, Query{{Tags: []string{"wide:1"}}}, 0, l) }},
+		{"Query default", 0, n, func(l int64) ([]Message, error) { return c.Query(ctx, Query{{Tags: []string{"wide:1"}}}, 0, l) }},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			msgs, err := r.read(r.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != r.want {
+				t.Fatalf("%d messages, want %d", len(msgs), r.want)
+			}
+			for i := 1; i < len(msgs); i++ {
+				if msgs[i].GlobalPosition <= msgs[i-1].GlobalPosition {
+					t.Fatalf("message %d at global position %d after %d", i, msgs[i].GlobalPosition, msgs[i-1].GlobalPosition)
+				}
+			}
+		})
+	}
+}

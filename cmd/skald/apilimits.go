@@ -1,0 +1,60 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/skalddb/skald/rpc"
+)
+
+// apiLimitFlags are the API port's per-client bounds (rpc.Limits and the
+// connection cap); docs/security.md lists them.
+type apiLimitFlags struct {
+	maxConnections                         int
+	readTimeout, writeTimeout, idleTimeout time.Duration
+	pageBytes                              int
+}
+
+func (a *apiLimitFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&a.maxConnections, "max-connections", 0, fmt.Sprintf("most API connections open at once; past it a new one is closed at once and counted in skald_rpc_connections_refused_total (0: the fd limit less what storage may need for --max-open-namespaces, at most %d)", maxDefaultConnections))
+	fs.DurationVar(&a.readTimeout, "read-timeout", rpc.DefaultReadTimeout, "longest an API request may take to arrive, headers and body (/import: per MiB of body)")
+	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
+	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
+	fs.IntVar(&a.pageBytes, "read-page-bytes", rpc.DefaultPageBytes, "most bytes of messages in one read's reply (Connect: truncated, read on; EventoDB: a shorter batch)")
+}
+
+func (a *apiLimitFlags) validate() error {
+	switch {
+	case a.maxConnections < 0:
+		return fmt.Errorf("--max-connections must not be negative, got %d", a.maxConnections)
+	case a.readTimeout < time.Second:
+		return fmt.Errorf("--read-timeout must be at least 1s, got %s", a.readTimeout)
+	case a.writeTimeout < time.Second:
+		return fmt.Errorf("--write-timeout must be at least 1s, got %s", a.writeTimeout)
+	case a.idleTimeout < time.Second:
+		return fmt.Errorf("--idle-timeout must be at least 1s, got %s", a.idleTimeout)
+	case a.pageBytes < 64<<10 || a.pageBytes > 64<<20:
+		return fmt.Errorf("--read-page-bytes must be between 64 KiB and 64 MiB, got %d", a.pageBytes)
+	}
+	return nil
+}
+
+// rpcLimits returns the limits the handler and server get.
+func (a *apiLimitFlags) rpcLimits() rpc.Limits {
+	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes}
+}
+
+// connections returns --max-connections, or its default under the
+// process's fd limit.
+func (a *apiLimitFlags) connections(maxOpenNamespaces int) int {
+	if a.maxConnections > 0 {
+		return a.maxConnections
+	}
+	soft, _, err := fdLimit()
+	if err != nil {
+		soft = 0
+	}
+	n, _ := defaultMaxConnections(soft, maxOpenNamespaces)
+	return n
+}

@@ -1,0 +1,226 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+)
+
+// Limits bounds what one client can hold on the API port: time (read,
+// write and idle timeouts), reply sizes (the page byte cap) and, through
+// LimitListener, connections. The zero value means the defaults.
+//
+// Deadlines per request (deadlines below): reading a request, headers and
+// body, must finish within ReadTimeout of its start, whatever the route
+// (a client trickling a body is cut off there), except /import, whose
+// deadline moves on by ReadTimeout with every MiB received. Once the body
+// is read net/http lifts the read deadline, so a long reply or stream is
+// not cancelled by it. A unary reply must be written within WriteTimeout
+// of the request's start. Streams (Subscribe, Consume, GET /subscribe)
+// have no write deadline: they send their
+// own heartbeats, and a reader that stalls costs one page at most.
+// Downloads (/admin/backup, pprof profiles and traces), /import's
+// progress events and EventoDB's batchSize -1 replies must make progress:
+// each write must finish within WriteTimeout.
+type Limits struct {
+	// ReadTimeout bounds reading one request (headers and body). Default
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a unary reply from the request's start, and one
+	// write of a download or streamed reply. Default DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a connection with no request in flight for this
+	// long. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// PageBytes caps the messages of one read's reply (Connect reads stop
+	// early with truncated set; EventoDB's stream.get and category.get
+	// return a shorter batch). Default DefaultPageBytes.
+	PageBytes int
+	// UnknownTokenPace is the shortest time between two leader round
+	// trips made to check tokens this node does not know (auth.go).
+	// Default DefaultUnknownTokenPace.
+	UnknownTokenPace time.Duration
+	// UnknownTokenTTL is how long a token found unknown is answered
+	// unknown without a round trip; namespace creates wait a little
+	// longer than this before they are acknowledged (auth.go). Default
+	// DefaultUnknownTokenTTL; negative remembers nothing (and creates do
+	// not wait).
+	UnknownTokenTTL time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 60 * time.Second
+	DefaultIdleTimeout  = 2 * time.Minute
+	// DefaultPageBytes keeps a Connect read's reply under gRPC's default
+	// 4 MiB receive limit (Message.Size bounds a message's encoding).
+	DefaultPageBytes        = 3 << 20
+	DefaultUnknownTokenPace = 20 * time.Millisecond
+	DefaultUnknownTokenTTL  = 250 * time.Millisecond
+	// ReadHeaderTimeout bounds the request line and headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// MaxHeaderBytes bounds the request headers.
+	MaxHeaderBytes = 1 << 20
+)
+
+// importDeadlineStep is how much of an /import body moves its read
+// deadline on by one ReadTimeout: an import must stream at least this
+// much per ReadTimeout (35 KiB/s at the default).
+const importDeadlineStep = 1 << 20
+
+// maxBodyBytes bounds every request body but /import's (checked before
+// anything reads it): the largest request
+// (maxRequestBytes) plus room for gRPC framing.
+const maxBodyBytes = maxRequestBytes + 64<<10
+
+func (l Limits) withDefaults() Limits {
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = DefaultReadTimeout
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultWriteTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.PageBytes <= 0 {
+		l.PageBytes = DefaultPageBytes
+	}
+	if l.UnknownTokenPace <= 0 {
+		l.UnknownTokenPace = DefaultUnknownTokenPace
+	}
+	switch {
+	case l.UnknownTokenTTL == 0:
+		l.UnknownTokenTTL = DefaultUnknownTokenTTL
+	case l.UnknownTokenTTL < 0:
+		l.UnknownTokenTTL = 0
+	}
+	return l
+}
+
+// Configure sets srv's connection timeouts for serving NewHandler with
+// these limits: header, read and idle timeouts. It leaves
+// srv.WriteTimeout zero, since a server-wide write timeout would cut
+// every stream: the handler sets write deadlines per request instead.
+func (l Limits) Configure(srv *http.Server) {
+	l = l.withDefaults()
+	srv.ReadHeaderTimeout = min(ReadHeaderTimeout, l.ReadTimeout)
+	srv.ReadTimeout = l.ReadTimeout
+	srv.IdleTimeout = l.IdleTimeout
+	srv.WriteTimeout = 0
+	srv.MaxHeaderBytes = MaxHeaderBytes
+}
+
+// route is how a request's deadlines are set.
+type route int
+
+const (
+	routeUnary    route = iota // read deadline, then a write deadline from the start
+	routeStream                // read deadline, no write deadline
+	routeDownload              // no body; each write must progress
+	routeUpload                // /import: progress for reads and writes
+)
+
+func routeOf(r *http.Request) route {
+	switch r.URL.Path {
+	case skaldv1connect.EventStoreSubscribeProcedure, skaldv1connect.SubscriptionsConsumeProcedure, "/subscribe":
+		return routeStream
+	case "/admin/backup", "/debug/pprof/profile", "/debug/pprof/trace":
+		return routeDownload
+	case "/import":
+		return routeUpload
+	}
+	return routeUnary
+}
+
+// deadlines applies Limits to each request (see Limits): it sets the
+// request's deadlines by route and caps its body.
+type deadlines struct {
+	limits Limits
+	errw   *connect.ErrorWriter // answers RPC clients in their protocol
+	next   http.Handler
+}
+
+func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	kind := routeOf(r)
+	capped := kind != routeUpload
+	if capped && r.ContentLength > maxBodyBytes {
+		// Refused before a byte of it is read; the connection closes.
+		msg := fmt.Sprintf("request body is larger than %d bytes (%d)", maxBodyBytes, r.ContentLength)
+		w.Header().Set("Connection", "close")
+		if isRPC(r) && d.errw.IsSupported(r) {
+			_ = d.errw.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg)))
+		} else {
+			writeEvError(w, evInvalid("%s", msg))
+		}
+		return
+	}
+	switch kind {
+	case routeUnary:
+		_ = rc.SetWriteDeadline(time.Now().Add(d.limits.WriteTimeout))
+	case routeDownload:
+		w = &progressWriter{ResponseWriter: w, rc: rc, timeout: d.limits.WriteTimeout}
+	case routeUpload:
+		w = &progressWriter{ResponseWriter: w, rc: rc, timeout: d.limits.WriteTimeout}
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		if kind == routeUpload {
+			r.Body = &progressBody{ReadCloser: r.Body, rc: rc, timeout: d.limits.ReadTimeout}
+		}
+		if capped {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		}
+	}
+	d.next.ServeHTTP(w, r)
+}
+
+// progressBody moves the read deadline on by timeout for every
+// importDeadlineStep bytes read. At the body's end net/http lifts the
+// deadline itself (so the background read of HTTP/1.1 cannot cancel the
+// request); the last read must not set it again.
+type progressBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	since   int64 // bytes since the deadline last moved
+}
+
+func (b *progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.since += int64(n)
+	if err == nil && b.since >= importDeadlineStep {
+		b.since = 0
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	return n, err
+}
+
+// progressWriter gives each write timeout to finish: a reply may take any
+// time in all as long as the client keeps reading.
+type progressWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(p.timeout))
+	return p.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher for handlers that assert it.
+func (p *progressWriter) Flush() {
+	_ = p.rc.SetWriteDeadline(time.Now().Add(p.timeout))
+	_ = p.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
