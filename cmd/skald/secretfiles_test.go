@@ -36,7 +36,7 @@ func TestSecretFiles(t *testing.T) {
 	dir := t.TempDir()
 	token := writeSecret(t, dir, "admin-token", "  "+testAdmin+"\n\n", 0o600)
 	key := writeSecret(t, dir, "gossip-key", testGossipKey+"\n", 0o640)
-	secret := writeSecret(t, dir, "cluster-secret", "\tshared secret \n", 0o400)
+	secret := writeSecret(t, dir, "cluster-secret", "\tshared cluster secret \n", 0o400)
 	open := writeSecret(t, dir, "open-token", testAdmin, 0o644)
 	empty := writeSecret(t, dir, "empty", " \n", 0o600)
 	badKey := writeSecret(t, dir, "bad-key", "not-base64!", 0o600)
@@ -64,8 +64,8 @@ func TestSecretFiles(t *testing.T) {
 	}{
 		{"admin token, trimmed", []string{"--admin-token-file", token}, nil, want{adminToken: testAdmin}},
 		{"gossip key from the environment", nil, map[string]string{"SKALD_GOSSIP_KEY_FILE": key}, want{gossipKey: testGossipKey}},
-		{"cluster secret, inner space kept", []string{"--cluster-secret-file", secret}, nil, want{clusterSecret: "shared secret"}},
-		{"all three", []string{"--admin-token-file", token, "--gossip-key-file", key, "--cluster-secret-file", secret}, nil, want{adminToken: testAdmin, gossipKey: testGossipKey, clusterSecret: "shared secret"}},
+		{"cluster secret, inner space kept", []string{"--cluster-secret-file", secret}, nil, want{clusterSecret: "shared cluster secret"}},
+		{"all three", []string{"--admin-token-file", token, "--gossip-key-file", key, "--cluster-secret-file", secret}, nil, want{adminToken: testAdmin, gossipKey: testGossipKey, clusterSecret: "shared cluster secret"}},
 		{"through Kubernetes symlinks", []string{"--gossip-key-file", filepath.Join(k8s, "gossip-key")}, nil, want{gossipKey: testGossipKey}},
 		{"world-readable: a warning", []string{"--admin-token-file", open}, nil, want{adminToken: testAdmin, warning: "--admin-token-file " + open + " is readable by every user of this machine (mode 0644)"}},
 		{"the plain flags still work", []string{"--admin-token", testAdmin}, map[string]string{"SKALD_GOSSIP_KEY": testGossipKey}, want{adminToken: testAdmin, gossipKey: testGossipKey}},

@@ -64,7 +64,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.advertiseHTTP, "advertise-http", "", "API address other nodes use (default: --http-addr)")
 	fs.StringVar(&f.advertiseRaft, "advertise-raft", "", "Raft address other nodes use (default: --raft-addr)")
 	fs.StringVar(&f.adminToken, "admin-token", "", "admin token (the 'default' namespace's) used at first start; generated and printed when empty")
-	fs.StringVar(&f.clusterSecret, "cluster-secret", "", "secret shared by all nodes for node-to-node calls (random when empty: fine for one node)")
+	fs.StringVar(&f.clusterSecret, "cluster-secret", "", "secret shared by all nodes, at least 16 bytes: keys the mutual TLS of the Raft port (Raft and node-to-node calls); default: derived from --gossip-key (random for a single node, which nobody can then join)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.cors, "cors-origins", "", "comma-separated origins allowed to call from browsers ('*' for any); members' own consoles are always allowed")
@@ -180,9 +180,14 @@ func parseDialMap(s string) (node.DialMap, error) {
 // clustered reports whether the node forms a cluster by gossip.
 func (f *serverFlags) clustered() bool { return f.join != "" || f.bootstrapExpect > 0 }
 
-// secrets returns the gossip key and the secret for node-to-node calls:
-// --cluster-secret, else one derived from the gossip key, else (a single
-// node, which calls nobody) a random one.
+// minClusterSecret is the shortest --cluster-secret taken: it keys the
+// mutual TLS of the cluster port, so a guessable one would let strangers in.
+const minClusterSecret = 16
+
+// secrets returns the gossip key and the cluster secret, which keys the
+// cluster port's mutual TLS (Raft and node-to-node calls): --cluster-secret,
+// else one derived from the gossip key, else (a single node, which nobody
+// may join) a random one.
 func (f *serverFlags) secrets() (key []byte, secret string, err error) {
 	if f.gossipKey != "" {
 		if key, err = base64.StdEncoding.DecodeString(f.gossipKey); err != nil {
@@ -194,6 +199,9 @@ func (f *serverFlags) secrets() (key []byte, secret string, err error) {
 	}
 	switch {
 	case f.clusterSecret != "":
+		if len(f.clusterSecret) < minClusterSecret {
+			return nil, "", &exitError{2, fmt.Errorf("--cluster-secret: %d bytes, want at least %d (it keys the cluster's mutual TLS; e.g. openssl rand -hex 32)", len(f.clusterSecret), minClusterSecret)}
+		}
 		return key, f.clusterSecret, nil
 	case key != nil:
 		sum := sha256.Sum256(append([]byte("skald cluster secret\x00"), key...))
