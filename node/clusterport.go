@@ -301,7 +301,7 @@ func (p *clusterPort) servePeers(h http.Handler) *http.Server {
 		Protocols:         protos,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       5 * time.Minute,
-		ErrorLog:  slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	go func() {
 		if err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})}); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
