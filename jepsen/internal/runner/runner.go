@@ -303,10 +303,12 @@ func readAll(ctx context.Context, cl *client.Client, node string) ([]history.Eve
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, evs...)
-		if len(evs) < 1000 {
+		// Only an empty page is the end: the server may cut a page
+		// short at its byte cap (--read-page-bytes).
+		if len(evs) == 0 {
 			return all, nil
 		}
+		all = append(all, evs...)
 		from = evs[len(evs)-1].Global + 1
 	}
 }
