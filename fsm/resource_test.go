@@ -271,23 +271,28 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 // TestApplyRetryOnlyWholeEntries: a resource error is retried only when no
 // part of the failing entry is committed. A stream truncation commits what
 // earlier entries staged before it walks the stream: a failure after that
-// commit is retried, with the results of a store that never failed. A
-// retention policy set after an append in the same call commits the
-// append and the policy record before it walks the category (retention.go,
-// queueScope): its effects are then half in the database without its A
+// commit is retried, with the results of a store that never failed; so is
+// a retention policy set after an append in the same call, whose walk of
+// the category commits the append before the policy stages anything. An
+// expiry commits after its count pass (retention.go, counts): a failure
+// after that commit finds its effects half in the database without its A
 // record, so applying it again could differ, and the node stops.
 func TestApplyRetryOnlyWholeEntries(t *testing.T) {
 	cases := []struct {
-		name  string
-		last  *fsmv1.Command
-		stops bool
+		name   string
+		last   []*fsmv1.Command
+		failAt int // the commit after which the storage error comes
+		stops  bool
 	}{
-		{"failure after a commit of earlier entries", truncateCmd("a", "c-1", 1), false},
-		{"failure after a commit of part of the entry", policyCmd("a", scopeCat, "c", 0, 1), true},
+		{"failure after a commit of earlier entries", []*fsmv1.Command{truncateCmd("a", "c-1", 1)}, 1, false},
+		{"failure after a policy's walk", []*fsmv1.Command{policyCmd("a", scopeCat, "c", 0, 1)}, 1, false},
+		// 1: the policy's walk, 2: the expiry's commit of what came
+		// before it, 3: after its count pass removed a message.
+		{"failure after a commit of part of the entry", []*fsmv1.Command{policyCmd("a", scopeCat, "c", 0, 1), expireCmd("a", testTime, 0)}, 3, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmds := []*fsmv1.Command{createNS("a"), appendCmd("a", "c-1", newMsg("T", `{}`), newMsg("T", `{}`)), tc.last}
+			cmds := append([]*fsmv1.Command{createNS("a"), appendCmd("a", "c-1", newMsg("T", `{}`), newMsg("T", `{}`))}, tc.last...)
 			entries := commandEntries(t, 1, cmds...)
 			want := openTestStore(t, nil).ApplyBatch(entries)
 
@@ -297,10 +302,9 @@ func TestApplyRetryOnlyWholeEntries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			failures := 0
+			flushes := 0
 			s.afterFlush = func() {
-				if failures == 0 {
-					failures++
+				if flushes++; flushes == tc.failAt {
 					panic(&storageError{what: "walk", cause: &os.PathError{Op: "open", Path: "000004.sst", Err: syscall.EMFILE}})
 				}
 			}

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -289,6 +290,16 @@ func (a *applier) setRetentionPolicy(l *Entry, c *fsmv1.SetRetentionPolicy) any 
 	p := proto.Clone(c.Policy).(*fsmv1.RetentionPolicy)
 	rt := nb.ns.retention
 	old := rt.get(p.Scope, p.Name)
+	if hasLimit(p) && old == nil && rt.len() >= MaxRetentionPolicies {
+		return invalid("policy", "the namespace has %d policies, the most it may have", rt.len())
+	}
+	// Queue before staging anything of this entry: the walk commits the
+	// batch so far, and a commit holding part of this entry without its
+	// applied index would be replayed after a crash against its own half
+	// (the policy already stored, so the streams never queued).
+	if p.MaxCount > 0 && p.MaxCount != old.GetMaxCount() {
+		a.queueScope(nb, p)
+	}
 	if !hasLimit(p) {
 		if old != nil {
 			// A set of the same key staged earlier in this batch would
@@ -297,9 +308,6 @@ func (a *applier) setRetentionPolicy(l *Entry, c *fsmv1.SetRetentionPolicy) any 
 			a.deleteKeys(nb, retentionKey(p.Scope, p.Name))
 		}
 	} else {
-		if old == nil && rt.len() >= MaxRetentionPolicies {
-			return invalid("policy", "the namespace has %d policies, the most it may have", rt.len())
-		}
 		v, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 		if err != nil {
 			a.fatal("encode retention policy: %v", err)
@@ -313,9 +321,6 @@ func (a *applier) setRetentionPolicy(l *Entry, c *fsmv1.SetRetentionPolicy) any 
 	rt.put(p)
 	if rt.len() == 0 {
 		nb.ns.retention = nil
-	}
-	if p.MaxCount > 0 && p.MaxCount != old.GetMaxCount() {
-		a.queueScope(nb, p)
 	}
 	nb.done(l)
 	return &RetentionPolicyResult{Namespace: c.Namespace, Replaced: old != nil, Index: l.Index}
@@ -339,7 +344,8 @@ func (a *applier) retainedHint(name string, on bool) {
 
 // queueScope queues the streams of p's scope whose version reaches its
 // count limit: a walk of the scope's VI keys, once, when the limit is set
-// or changed. Staged VI changes of this batch are committed first.
+// or changed. Staged VI changes of this batch are committed first, so it
+// must run before the entry stages anything of its own.
 func (a *applier) queueScope(nb *nsBatch, p *fsmv1.RetentionPolicy) {
 	if p.Scope == fsmv1.RetentionScope_RETENTION_SCOPE_STREAM {
 		if st := nb.stream(p.Name); st.meta.count > 0 && st.meta.lastPos+1 > p.MaxCount {
@@ -398,11 +404,13 @@ func (a *applier) expireMessages(l *Entry, c *fsmv1.ExpireMessages) any {
 	rt := nb.ns.retention
 	if rt.len() > 0 {
 		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{},
-			oneTooMany: expireOneTooMany(l)}
+			oneTooMany: expireOneTooMany(l), index: l.Index}
 		a.flush(nb)
+		e.resume()
 		e.counts()
 		e.ages(rt, c.TimeUnixNano, expireAgeEarly(l))
 		res.Streams = int64(len(e.touched))
+		a.deleteKeys(nb, keyExpiryProgress) // with the applied index
 	}
 	nb.done(l)
 	a.flush(nb)
@@ -410,9 +418,18 @@ func (a *applier) expireMessages(l *Entry, c *fsmv1.ExpireMessages) any {
 }
 
 // expiry is the state of one ExpireMessages apply.
+//
+// An expiry commits between its walks (so that each walk reads what the
+// last removed), before the entry's applied index is stored with its last
+// commit. Each of those commits also stores how much of the entry's bound
+// was used (keyExpiryProgress), and a replay of the entry after a crash
+// between them starts from there (resume): the messages the first run
+// removed are gone, the bound goes on where it stood, and the replay ends
+// where a node that never crashed ends.
 type expiry struct {
 	a       *applier
 	nb      *nsBatch
+	index   uint64 // the entry's
 	res     *ExpiryResult
 	budget  int64 // 0: unbounded; counts removed messages and queued streams visited
 	visited int64 // queued streams the count pass visited
@@ -420,6 +437,34 @@ type expiry struct {
 	// oneTooMany is the expire-one-too-many mutant's bug (only in
 	// binaries built with -tags mutants, and only when the leader asked).
 	oneTooMany bool
+}
+
+// resume restores how much of its bound this entry used before a crash
+// cut it between two of its commits.
+func (e *expiry) resume() {
+	v, err := get(e.nb.ns.db, keyExpiryProgress)
+	if err != nil {
+		e.a.fatal("namespace %q: read expiry progress: %v", e.nb.ns.rec.Name, err)
+	}
+	if v == nil {
+		return
+	}
+	if len(v) != 24 {
+		e.a.fatal("namespace %q: expiry progress: %v", e.nb.ns.rec.Name, errCorruptValue)
+	}
+	if binary.BigEndian.Uint64(v) == e.index {
+		e.res.MessagesDeleted = int64(binary.BigEndian.Uint64(v[8:]))
+		e.visited = int64(binary.BigEndian.Uint64(v[16:]))
+	}
+}
+
+// commit commits what the entry removed so far, with its progress.
+func (e *expiry) commit() {
+	v := appendUint64(appendUint64(appendUint64(make([]byte, 0, 24), e.index), uint64(e.res.MessagesDeleted)), uint64(e.visited))
+	if err := e.nb.b.Set(keyExpiryProgress, v, nil); err != nil {
+		e.a.fatal("stage expiry progress: %v", err)
+	}
+	e.a.flush(e.nb)
 }
 
 // full reports whether the entry's bound is reached.
@@ -483,7 +528,7 @@ func (e *expiry) counts() {
 	case done > 0:
 		e.a.deleteRange(e.nb, prefixExpiryQueue, expiryQueueKey(queued[done]))
 	}
-	e.a.flush(e.nb)
+	e.commit()
 }
 
 // ages applies each age limit at time now: the namespace's over M, each
@@ -576,7 +621,7 @@ func (e *expiry) age(cutoff int64, lo, hi []byte, walk int) {
 	for _, stream := range order {
 		e.remove(stream, before[stream])
 	}
-	e.a.flush(e.nb)
+	e.commit()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
