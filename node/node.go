@@ -97,6 +97,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
+	if cfg.TLS != nil {
+		cfg.TLS.logTo(n.log)
+	}
 	creds, err := clusterCredsFor(cfg, id)
 	if err != nil {
 		return nil, err

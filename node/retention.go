@@ -48,7 +48,7 @@ func (n *Node) expiryLoop() {
 		for _, ns := range n.store.RetainedNamespaces() {
 			for more := true; more; {
 				more = false
-				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+				ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
 				res, err := n.expireLocal(ctx, ns)
 				cancel()
 				if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -28,6 +29,8 @@ type TLS struct {
 	mtimes  [3]time.Time
 	cert    *tls.Certificate
 	pool    *x509.CertPool
+	log     *slog.Logger // nil until a node uses it (logTo)
+	failed  string       // the reload error last logged; "" when the files load
 }
 
 // NewTLS loads the files.
@@ -77,14 +80,33 @@ func (t *TLS) reload(force bool) error {
 	return nil
 }
 
-func (t *TLS) current() (*tls.Certificate, *x509.CertPool) {
-	if err := t.reload(false); err != nil {
-		// Keep serving with the last good files; the error repeats on the
-		// next check.
-		_ = err
-	}
+// logTo makes reload failures visible in log.
+func (t *TLS) logTo(log *slog.Logger) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.log = log
+}
+
+// current returns the certificate and CA to use now. A reload that fails
+// keeps the last good files in use, and is logged once per distinct error
+// (it repeats at every check until the files are fixed), and once more
+// when they load again.
+func (t *TLS) current() (*tls.Certificate, *x509.CertPool) {
+	err := t.reload(false)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil && err.Error() != t.failed:
+		t.failed = err.Error()
+		if t.log != nil {
+			t.log.Error("TLS files not reloaded; serving the last good certificate", "err", err)
+		}
+	case err == nil && t.failed != "":
+		t.failed = ""
+		if t.log != nil {
+			t.log.Info("TLS files reloaded after an earlier failure")
+		}
+	}
 	return t.cert, t.pool
 }
 

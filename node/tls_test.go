@@ -1,8 +1,12 @@
 package node
 
 import (
+	"bytes"
+	"crypto/tls"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +99,55 @@ func TestTLSReloadsCertificates(t *testing.T) {
 	second, _ := tl.current()
 	if string(first.Certificate[0]) == string(second.Certificate[0]) {
 		t.Fatal("certificate not reloaded after the files changed")
+	}
+}
+
+// A reload that fails keeps the last good certificate and says so in the
+// log, once per distinct error, and once more when the files load again.
+func TestTLSReloadFailureIsLogged(t *testing.T) {
+	dir := t.TempDir()
+	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	tl := loadTLS(t, dir, "node")
+	var buf bytes.Buffer
+	tl.logTo(slog.New(slog.NewTextHandler(&buf, nil)))
+	good, _ := tl.current()
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "node-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := 0
+	check := func(touch func()) *tls.Certificate {
+		touch()
+		changes++ // a new modification time each change, so each is reread
+		future := time.Now().Add(time.Duration(changes) * time.Second)
+		os.Chtimes(filepath.Join(dir, "node-key.pem"), future, future)
+		tl.mu.Lock()
+		tl.checked = time.Time{} // skip the once-a-second throttle
+		tl.mu.Unlock()
+		c, _ := tl.current()
+		return c
+	}
+	broken := func() {
+		if err := os.WriteFile(filepath.Join(dir, "node-key.pem"), []byte("not a key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []string{"broken", "broken again"} {
+		if c := check(broken); string(c.Certificate[0]) != string(good.Certificate[0]) {
+			t.Fatalf("%s: the last good certificate is no longer served", step)
+		}
+	}
+	if got := strings.Count(buf.String(), "TLS files not reloaded"); got != 1 {
+		t.Fatalf("logged the same reload failure %d times, want 1:\n%s", got, buf.String())
+	}
+	check(func() {
+		if err := os.WriteFile(filepath.Join(dir, "node-key.pem"), keyPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !strings.Contains(buf.String(), "TLS files reloaded after an earlier failure") {
+		t.Fatalf("no line when the files loaded again:\n%s", buf.String())
 	}
 }
