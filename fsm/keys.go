@@ -23,7 +23,7 @@ import (
 //	DC                           -> dedupe clock: highest entry time (ns) that recorded ids
 //	RP scope name                -> RetentionPolicy (protobuf); scope is '1' namespace (name empty), '2' category, '3' stream
 //	RQ stream                    -> empty: the stream may hold positions beyond its count limit (retention.go)
-//	RE                           -> expiry progress: entry index, messages removed, queued streams visited; only between two commits of one ExpireMessages entry (retention.go)
+//	RE                           -> expiry progress: entry index, messages removed, queued streams visited; only between two commits of one ExpireMessages entry (expiry.go)
 //	SG name                      -> GroupRecord: a subscription group (group.go)
 //	SP name 0x00 gp              -> ParkedMessage: a group's parked message
 //	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again

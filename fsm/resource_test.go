@@ -274,7 +274,7 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 // commit is retried, with the results of a store that never failed; so is
 // a retention policy set after an append in the same call, whose walk of
 // the category commits the append before the policy stages anything. An
-// expiry commits after its count pass (retention.go, counts): a failure
+// expiry commits after its count pass (expiry.go, counts): a failure
 // after that commit finds its effects half in the database without its A
 // record, so applying it again could differ, and the node stops.
 func TestApplyRetryOnlyWholeEntries(t *testing.T) {
