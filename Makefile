@@ -89,7 +89,7 @@ HELM ?= $(shell command -v helm || echo $$($(GO) env GOPATH)/bin/helm)
 CHART := deploy/helm/skald
 CHECK := cd deploy/check && $(GO) run .
 
-## deploy-check: helm lint + every rendered variant strictly decoded as Kubernetes objects, compose and Dockerfile checks (offline)
+## deploy-check: helm lint + every rendered variant strictly decoded as Kubernetes objects, compose, Dockerfile and alert rule checks (offline)
 deploy-check:
 	@test -x "$(HELM)" || $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	$(HELM) lint --strict $(CHART)
@@ -100,3 +100,4 @@ deploy-check:
 	@if $(HELM) template skald $(CHART) --set tls.enabled=true >/dev/null 2>&1; then echo "tls without a certificate source must fail"; exit 1; fi
 	$(CHECK) compose ../compose.yaml
 	$(CHECK) dockerfile ../Dockerfile
+	$(CHECK) rules ../prometheus/alerts.yaml

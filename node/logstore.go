@@ -110,7 +110,9 @@ func chooseLogStore(dir, want string) (string, error) {
 // openLogStore opens the raft log store of dir (see chooseLogStore) and
 // puts a 512-entry cache in front of its log. bolt runs with fsync on, no
 // freelist sync and the map freelist (Vault's settings).
-func openLogStore(dir, want string, log *slog.Logger) (logStore, raft.LogStore, string, error) {
+//
+// synced, when set, is told the time of each raft-wal segment sync.
+func openLogStore(dir, want string, log *slog.Logger, synced func(time.Duration)) (logStore, raft.LogStore, string, error) {
 	kind, err := chooseLogStore(dir, want)
 	if err != nil {
 		return nil, nil, "", err
@@ -118,7 +120,7 @@ func openLogStore(dir, want string, log *slog.Logger) (logStore, raft.LogStore, 
 	var store logStore
 	switch kind {
 	case LogStoreWAL:
-		store, err = openWAL(filepath.Join(dir, walDir), log)
+		store, err = openWAL(filepath.Join(dir, walDir), log, synced)
 	default:
 		store, err = raftboltdb.New(raftboltdb.Options{
 			Path: filepath.Join(dir, boltFile),
@@ -143,7 +145,7 @@ func openLogStore(dir, want string, log *slog.Logger) (logStore, raft.LogStore, 
 
 // openWAL opens raft-wal in dir, creating dir first and syncing its
 // parent so that the directory itself survives a power loss.
-func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
+func openWAL(dir string, log *slog.Logger, synced func(time.Duration)) (*raftwal.WAL, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, err
@@ -153,5 +155,5 @@ func openWAL(dir string, log *slog.Logger) (*raftwal.WAL, error) {
 		}
 	}
 	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")),
-		raftwal.WithSegmentFiler(segment.NewFiler(dir, newWALFS())))
+		raftwal.WithSegmentFiler(segment.NewFiler(dir, newWALFS(synced))))
 }

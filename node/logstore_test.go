@@ -62,7 +62,7 @@ func TestLogStoreReopen(t *testing.T) {
 	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			stable, logs, got, err := openLogStore(dir, kind, nil)
+			stable, logs, got, err := openLogStore(dir, kind, nil, nil)
 			if err != nil || got != kind {
 				t.Fatalf("open: %q, %v", got, err)
 			}
@@ -86,7 +86,7 @@ func TestLogStoreReopen(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			stable, logs, got, err = openLogStore(dir, "", nil)
+			stable, logs, got, err = openLogStore(dir, "", nil, nil)
 			if err != nil || got != kind {
 				t.Fatalf("reopen: %q, %v", got, err)
 			}
@@ -110,7 +110,7 @@ func TestLogStoreReopen(t *testing.T) {
 			if err := stable.Close(); err != nil {
 				t.Fatal(err)
 			}
-			stable, logs, _, err = openLogStore(dir, "", nil)
+			stable, logs, _, err = openLogStore(dir, "", nil, nil)
 			if err != nil {
 				t.Fatalf("second reopen: %v", err)
 			}
@@ -125,7 +125,7 @@ func TestLogStoreReopen(t *testing.T) {
 // Segments raft-wal creates or reopens sync with fdatasync (walFS).
 func TestWALSegmentsUseDataSync(t *testing.T) {
 	dir := t.TempDir()
-	fs := newWALFS()
+	fs := newWALFS(nil)
 	for _, c := range []struct {
 		name string
 		open func() (types.WritableFile, error)

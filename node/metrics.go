@@ -1,10 +1,14 @@
 package node
 
 import (
+	"io/fs"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skalddb/skald/fsm"
 )
 
 // metrics are the node's Prometheus metrics (namespace skald, subsystem
@@ -17,9 +21,41 @@ type metrics struct {
 	readWait       prometheus.Histogram
 	readIndexBatch prometheus.Histogram
 	expired        prometheus.Counter
+
+	// What on-call engineers alert on (deploy/prometheus/alerts.yaml).
+	leaderChanges prometheus.Counter
+	refused       *prometheus.CounterVec // by reason
+	logSync       prometheus.Histogram
+	snapshot      prometheus.Histogram
+	snapshots     *prometheus.CounterVec // by kind: local, sent, received
+	snapshotBytes *prometheus.CounterVec // by direction: sent, received
 }
 
+// Reasons a write is refused before it is proposed
+// (skald_node_proposals_refused_total).
+const (
+	refusedNoLeader  = "no_leader"  // no leader within Config.LeaderWait
+	refusedDiskFull  = "disk_full"  // a voter is under --min-free-disk
+	refusedDiskSpace = "disk_space" // a namespace create, a voter under its reserve
+)
+
 func newMetrics() *metrics {
+	m := newMetricsUnset()
+	// Every label value exported from the start, so an alert on a
+	// rate sees the first refusal or transfer.
+	for _, r := range []string{refusedNoLeader, refusedDiskFull, refusedDiskSpace} {
+		m.refused.WithLabelValues(r)
+	}
+	for _, k := range []string{"local", "sent", "received"} {
+		m.snapshots.WithLabelValues(k)
+	}
+	for _, d := range []string{"sent", "received"} {
+		m.snapshotBytes.WithLabelValues(d)
+	}
+	return m
+}
+
+func newMetricsUnset() *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s
 	sizes := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	return &metrics{
@@ -52,8 +88,36 @@ func newMetrics() *metrics {
 			Namespace: "skald", Subsystem: "node", Name: "read_wait_seconds",
 			Help: "Time reads waited for their consistency level before reading.", Buckets: buckets,
 		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "raft", Name: "leader_changes_total",
+			Help: "Changes of the leader this node observed (a leader lost counts, as does a new one).",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "node", Name: "proposals_refused_total",
+			Help: "Writes refused before they were proposed, by reason: no_leader (none within --leader-wait), " +
+				"disk_full (a voter under --min-free-disk), disk_space (a namespace create, a voter under its reserve).",
+		}, []string{"reason"}),
+		logSync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "skald", Subsystem: "raft", Name: "log_sync_seconds",
+			Help: "Time of each fsync (fdatasync) of the Raft log (raft-wal segments).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "skald", Subsystem: "raft", Name: "snapshot_seconds",
+			Help: "Time of each local snapshot (the state machine made durable so Raft may compact its log).", Buckets: buckets,
+		}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "raft", Name: "snapshots_total",
+			Help: "Snapshots by kind: local (log compaction), sent (a checkpoint streamed to a follower), received (installed from the leader).",
+		}, []string{"kind"}),
+		snapshotBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "skald", Subsystem: "raft", Name: "snapshot_transfer_bytes_total",
+			Help: "Bytes of snapshots streamed to followers (sent) or from the leader (received).",
+		}, []string{"direction"}),
 	}
 }
+
+// observeLogSync is walFS's hook: one fsync of the Raft log took d.
+func (m *metrics) observeLogSync(d time.Duration) { m.logSync.Observe(d.Seconds()) }
 
 // register adds the metrics and the raft gauges of n to reg.
 func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
@@ -62,6 +126,15 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 	}
 	cs := []prometheus.Collector{
 		m.applyBatch, m.applyLatency, m.forwardLatency, m.forwardBatch, m.readWait, m.readIndexBatch, m.expired,
+		m.leaderChanges, m.refused, m.logSync, m.snapshot, m.snapshots, m.snapshotBytes,
+		gauge("has_leader", "1 while this node knows a leader, 0 while there is none (an election, or no quorum).", func() float64 {
+			if addr, _ := n.raft.LeaderWithID(); addr != "" {
+				return 1
+			}
+			return 0
+		}),
+		gauge("last_log_index", "Index of the last entry in this node's Raft log.", func() float64 { return float64(n.raft.LastIndex()) }),
+		gauge("log_bytes", "Bytes of this node's Raft log files on disk (raft-wal preallocates each segment whole; 0 in memory).", func() float64 { return float64(n.raftLogBytes()) }),
 		gauge("state", "Raft state: 0 follower, 1 candidate, 2 leader, 3 shutdown.", func() float64 { return float64(n.raft.State()) }),
 		gauge("term", "Current Raft term.", func() float64 { return float64(n.raft.CurrentTerm()) }),
 		gauge("commit_index", "Raft commit index.", func() float64 { return float64(n.raft.CommitIndex()) }),
@@ -97,6 +170,13 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "skald", Subsystem: "node", Name: "storage_stalls_total",
 			Help: "Storage stalls (waits for file descriptors or disk space) begun since the node started."},
 			func() float64 { return float64(n.store.Stalls()) }),
+		storage("disk_free_bytes", "Bytes unprivileged writers may still use on the file system of the data directory (-1 in memory or unknown).", func() float64 {
+			if free, ok := n.localFreeDisk(); ok {
+				return float64(free)
+			}
+			return -1
+		}),
+		newStorageCollector(n.store),
 	)
 	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
 	for _, c := range cs {
@@ -105,4 +185,88 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		}
 	}
 	return nil
+}
+
+// storageCollector exports the open namespaces' storage, read once per
+// scrape (fsm.Store.StorageStats). Sums over namespaces: a per-namespace
+// series would name tenants (see --metrics-tenant-labels).
+type storageCollector struct {
+	store             *fsm.Store
+	open, bytes, debt *prometheus.Desc
+}
+
+func newStorageCollector(store *fsm.Store) storageCollector {
+	return storageCollector{
+		store: store,
+		open: prometheus.NewDesc("skald_node_open_namespaces",
+			"Namespace databases open on this node (at most --max-open-namespaces; the rest open on use).", nil, nil),
+		bytes: prometheus.NewDesc("skald_node_pebble_bytes",
+			"Bytes the open namespace databases hold on disk (sstables, WAL, manifest).", nil, nil),
+		debt: prometheus.NewDesc("skald_node_compaction_debt_bytes",
+			"Bytes compactions must still rewrite in the open namespace databases (Pebble's estimate); growing without bound means the disk cannot keep up.", nil, nil),
+	}
+}
+
+func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.open
+	ch <- c.bytes
+	ch <- c.debt
+}
+
+func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.store.StorageStats()
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.OpenNamespaces))
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.DiskBytes))
+	ch <- prometheus.MustNewConstMetric(c.debt, prometheus.GaugeValue, float64(st.CompactionDebtBytes))
+}
+
+// watchLeader counts the leader changes this node observes (Raft's leader
+// observations; a burst beyond the channel's room is dropped, so under a
+// storm of elections the counter may run low, never high).
+func (n *Node) watchLeader() {
+	defer n.wg.Done()
+	ch := make(chan raft.Observation, 64)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(obs)
+	defer n.raft.DeregisterObserver(obs)
+	var last raft.ServerID
+	for {
+		select {
+		case <-n.closing:
+			return
+		case o := <-ch:
+			if lo := o.Data.(raft.LeaderObservation); lo.LeaderID != last {
+				last = lo.LeaderID
+				n.m.leaderChanges.Inc()
+			}
+		}
+	}
+}
+
+// raftLogBytes is the size of the Raft log's files (0 in memory or when
+// they cannot be listed). Snapshot transfers in progress are not counted.
+func (n *Node) raftLogBytes() int64 {
+	if n.cfg.InMemory {
+		return 0
+	}
+	dir := filepath.Join(n.cfg.DataDir, "raft")
+	var total int64
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // gone while listed: not counted
+		}
+		if d.IsDir() && d.Name() == "snapshots" && filepath.Dir(path) == dir {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				total += info.Size()
+			}
+		}
+		return nil
+	})
+	return total
 }

@@ -124,8 +124,9 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.leaderLoop()
+	go n.watchLeader()
 	go n.watchdog()
 	go n.diskWatch()
 	go n.expiryLoop()
@@ -155,7 +156,7 @@ func (n *Node) open() error {
 		n.stable, n.logs = mem, mem
 	} else {
 		var kind string
-		if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log); err != nil {
+		if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log, n.m.observeLogSync); err != nil {
 			return err
 		}
 		n.log.Info("raft log store opened", "store", kind, "dir", raftDir)
@@ -163,7 +164,7 @@ func (n *Node) open() error {
 			return err
 		}
 	}
-	snaps, err := newSnapshotStore(store, n.fs, n.fs.PathJoin(raftDir, "snapshots"), n.log)
+	snaps, err := newSnapshotStore(store, n.fs, n.fs.PathJoin(raftDir, "snapshots"), n.log, n.m)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ type snapshotStore struct {
 	fs    vfs.FS // the state machine's
 	dir   string // <data>/raft/snapshots: checkpoints in and out
 	log   *slog.Logger
+	m     *metrics
 
 	mu     sync.Mutex
 	seq    int
@@ -44,7 +45,7 @@ const floorSnapshotID = "fsm-floor"
 
 // newSnapshotStore keeps snapshot transfers under dir on fs, the state
 // machine's filesystem (checkpoints are taken and restored on it).
-func newSnapshotStore(store *fsm.Store, fs vfs.FS, dir string, log *slog.Logger) (*snapshotStore, error) {
+func newSnapshotStore(store *fsm.Store, fs vfs.FS, dir string, log *slog.Logger, m *metrics) (*snapshotStore, error) {
 	// Leftovers of a crash mid-transfer are worthless.
 	if err := fs.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("node: clear %s: %w", dir, err)
@@ -52,7 +53,7 @@ func newSnapshotStore(store *fsm.Store, fs vfs.FS, dir string, log *slog.Logger)
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: create %s: %w", dir, err)
 	}
-	return &snapshotStore{store: store, fs: fs, dir: dir, log: log, staged: make(map[string]*fsm.StagedCheckpoint)}, nil
+	return &snapshotStore{store: store, fs: fs, dir: dir, log: log, m: m, staged: make(map[string]*fsm.StagedCheckpoint)}, nil
 }
 
 func (s *snapshotStore) nextPath(kind string) string {
@@ -134,6 +135,8 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		return nil, nil, err
 	}
 	s.log.Info("streaming checkpoint to a follower", "index", set.Meta.Index, "bytes", set.Size)
+	s.m.snapshots.WithLabelValues("sent").Inc()
+	s.m.snapshotBytes.WithLabelValues("sent").Add(float64(set.Size))
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
@@ -186,7 +189,9 @@ func (k *snapshotSink) Write(p []byte) (int, error) {
 			k.done <- stageResult{staged, err}
 		}()
 	}
-	return k.pw.Write(p)
+	n, err := k.pw.Write(p)
+	k.st.m.snapshotBytes.WithLabelValues("received").Add(float64(n))
+	return n, err
 }
 
 func (k *snapshotSink) Close() error {
@@ -207,6 +212,7 @@ func (k *snapshotSink) Close() error {
 	k.st.mu.Lock()
 	k.st.staged[k.id] = r.staged
 	k.st.mu.Unlock()
+	k.st.m.snapshots.WithLabelValues("received").Inc()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -114,9 +115,12 @@ func (sm *stateMachine) Apply(l *raft.Log) any { return sm.ApplyBatch([]*raft.Lo
 // when nothing was written and whose Open streams a checkpoint to
 // followers that need one; it is not usable with raft.FileSnapshotStore.
 func (sm *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	start := time.Now()
 	if _, err := sm.store.SyncFloor(); err != nil {
 		return nil, err
 	}
+	sm.metrics.snapshot.Observe(time.Since(start).Seconds())
+	sm.metrics.snapshots.WithLabelValues("local").Inc()
 	return floorSnapshot{}, nil
 }
 

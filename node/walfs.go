@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	walfs "github.com/hashicorp/raft-wal/fs"
@@ -39,10 +40,16 @@ import (
 // after a successful Create of ID its next ID, in memory and in the meta
 // store, is above ID, so no later Create asks for ID again. A file named
 // with ID at Create time is therefore left by a Create of ID that failed.
-type walFS struct{ types.VFS }
+//
+// Every Sync of a segment is timed by synced (when set).
+type walFS struct {
+	types.VFS
+	synced func(time.Duration)
+}
 
-// newWALFS is raft-wal's operating-system file system, wrapped.
-func newWALFS() walFS { return walFS{walfs.New()} }
+// newWALFS is raft-wal's operating-system file system, wrapped; synced,
+// when set, is told the time of each segment Sync.
+func newWALFS(synced func(time.Duration)) walFS { return walFS{walfs.New(), synced} }
 
 // Create creates and preallocates a segment as raft-wal does, after
 // removing what failed Creates of the same segment ID left (see walFS),
@@ -64,7 +71,7 @@ func (w walFS) Create(dir, name string, size uint64) (types.WritableFile, error)
 	if !ok {
 		return f, nil // not raft-wal's file: keep its own Sync
 	}
-	d := &dataSyncFile{WritableFile: wf, f: &wf.File, dir: dir}
+	d := &dataSyncFile{WritableFile: wf, f: &wf.File, dir: dir, synced: w.synced}
 	d.newFile.Store(true)
 	return d, nil
 }
@@ -108,7 +115,7 @@ func (w walFS) OpenWriter(dir, name string) (types.WritableFile, error) {
 	if !ok {
 		return f, nil
 	}
-	return &dataSyncFile{WritableFile: f, f: of}, nil
+	return &dataSyncFile{WritableFile: f, f: of, synced: w.synced}, nil
 }
 
 // dataSyncFile is a segment file whose Sync is fdatasync; see walFS.
@@ -117,11 +124,16 @@ type dataSyncFile struct {
 	f       *os.File
 	dir     string
 	newFile atomic.Bool // dir still to be synced
+	synced  func(time.Duration)
 }
 
 func (d *dataSyncFile) Sync() error {
+	start := time.Now()
 	if err := fdatasync(d.f); err != nil {
 		return err
+	}
+	if d.synced != nil {
+		d.synced(time.Since(start))
 	}
 	if d.newFile.Swap(false) {
 		return durable.SyncDir(vfs.Default, d.dir)

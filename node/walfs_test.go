@@ -95,7 +95,7 @@ func TestWALTruncationRecoversFromFullDisk(t *testing.T) {
 			open := func() *raftwal.WAL {
 				t.Helper()
 				w, err := raftwal.Open(dir, raftwal.WithSegmentSize(segmentSize),
-					raftwal.WithSegmentFiler(segment.NewFiler(dir, walFS{inner})))
+					raftwal.WithSegmentFiler(segment.NewFiler(dir, walFS{VFS: inner})))
 				if err != nil {
 					t.Fatalf("open the WAL: %v", err)
 				}

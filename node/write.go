@@ -59,6 +59,7 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			}
 		}
 		if time.Now().After(deadline) {
+			n.m.refused.WithLabelValues(refusedNoLeader).Inc()
 			return nil, nodeapi.ErrNoLeader
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
@@ -78,6 +79,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, errNotLeader
 	}
 	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
+		n.m.refused.WithLabelValues(refusedDiskFull).Inc()
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
@@ -86,6 +88,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		// on every voter at once: refuse it while one is nearly full.
 		c.MaxNamespaces = n.cfg.MaxNamespaces
 		if err := n.checkCreateSpace(ctx); err != nil {
+			n.m.refused.WithLabelValues(refusedDiskSpace).Inc()
 			return nil, err // nothing proposed
 		}
 	}

@@ -714,7 +714,7 @@ func TestBackupRestoreCLI(t *testing.T) {
 }
 
 // TestDashboardMetricsExist checks that every skald_* series the Grafana
-// dashboard queries is exported by a running server.
+// dashboard and the alerting rules query is exported by a running server.
 func TestDashboardMetricsExist(t *testing.T) {
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
@@ -726,17 +726,19 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	dash, err := os.ReadFile("../../deploy/grafana/skald.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := regexp.MustCompile(`skald_[a-z_]+`).FindAllString(string(dash), -1)
-	if len(names) < 10 {
-		t.Fatalf("dashboard queries only %d series", len(names))
-	}
-	for _, n := range names {
-		if !regexp.MustCompile(`(?m)^` + n + `[{ ]`).Match(body) {
-			t.Errorf("dashboard queries %s, which /metrics does not export", n)
+	for _, file := range []string{"../../deploy/grafana/skald.json", "../../deploy/prometheus/alerts.yaml"} {
+		queries, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := regexp.MustCompile(`skald_[a-z_]+`).FindAllString(string(queries), -1)
+		if len(names) < 10 {
+			t.Fatalf("%s queries only %d series", file, len(names))
+		}
+		for _, n := range names {
+			if !regexp.MustCompile(`(?m)^` + n + `(_bucket|_count|_sum)?[{ ]`).Match(body) { // a histogram by its name too
+				t.Errorf("%s queries %s, which /metrics does not export", file, n)
+			}
 		}
 	}
 }

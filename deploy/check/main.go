@@ -4,6 +4,7 @@
 //	helm template ... | go run . k8s -          rendered chart manifests
 //	go run . compose ../compose.yaml            the compose file
 //	go run . dockerfile ../Dockerfile           BuildKit's parser and build checks
+//	go run . rules ../prometheus/alerts.yaml    Prometheus rules, parsed as Prometheus does
 //
 // Built-in Kubernetes kinds are decoded strictly into the k8s.io/api
 // types (an unknown or misspelt field fails), then cross-checked (selectors
@@ -11,8 +12,9 @@
 // volume mounts exist). CRD kinds (cert-manager Certificate, Prometheus
 // ServiceMonitor) are checked against the fields the chart uses. The
 // compose file is loaded by compose-go, which validates it against the
-// compose specification's schema. It lives in its own module so the
-// product does not depend on k8s.io or compose-go.
+// compose specification's schema; alerting rules by Prometheus's own
+// loader. It lives in its own module so the product does not depend on
+// k8s.io, compose-go or Prometheus.
 package main
 
 import (
@@ -23,7 +25,7 @@ import (
 
 func main() {
 	if len(os.Args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: check k8s FILE|-  |  check compose FILE  |  check dockerfile FILE")
+		fmt.Fprintln(os.Stderr, "usage: check k8s FILE|-  |  check compose FILE  |  check dockerfile FILE  |  check rules FILE")
 		os.Exit(2)
 	}
 	var err error
@@ -58,6 +60,12 @@ func main() {
 		n, err = checkCompose(os.Args[2])
 		if err == nil {
 			fmt.Printf("ok: %d services\n", n)
+		}
+	case "rules":
+		var n int
+		n, err = checkRules(os.Args[2])
+		if err == nil {
+			fmt.Printf("ok: %d rules\n", n)
 		}
 	default:
 		err = fmt.Errorf("unknown check %q", os.Args[1])
