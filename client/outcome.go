@@ -39,13 +39,22 @@ const (
 	unknown
 )
 
-// notProposed are the server messages of an Unavailable write that
-// certainly proposed nothing: nodeapi.ErrNoLeader, nodeapi.ErrShutdown (the
-// write path's wait for a leader ended) and hashicorp/raft's refusal
-// during a leadership transfer, which the server (until the issue #16 fix)
-// wraps as an unknown outcome although raft refused it before the log.
-// Every other Unavailable of a write counts as unknown: a whitelist, so a
-// new server message errs on the safe side.
+// outcomeHeader is the error metadata in which a server says what became
+// of a write it refused (rpc.OutcomeHeader); outcomeNotApplied: nothing
+// was proposed, so sending it again cannot apply it twice.
+const (
+	outcomeHeader     = "Skald-Outcome"
+	outcomeNotApplied = "not-applied"
+)
+
+// notProposed is the fallback for servers older than outcomeHeader: the
+// messages of an Unavailable write that certainly proposed nothing:
+// nodeapi.ErrNoLeader, nodeapi.ErrShutdown (the write path's wait for a
+// leader ended) and hashicorp/raft's refusal during a leadership transfer,
+// which servers before the issue #16 fix wrap as an unknown outcome
+// although raft refused it before the log. Every other unmarked
+// Unavailable of a write counts as unknown: a whitelist, so a new server
+// message errs on the safe side.
 var notProposed = []string{"node: no leader", "node: shut down", "leadership transfer in progress"}
 
 // refusal marks an attempt's error as a definite refusal the client
@@ -76,6 +85,12 @@ func classify(err error) verdict {
 			return unknown
 		}
 		return final // the client refused to send it (bad input, too large)
+	}
+	switch ce.Code() {
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+		if ce.Meta().Get(outcomeHeader) == outcomeNotApplied {
+			return refused
+		}
 	}
 	switch ce.Code() {
 	case connect.CodeUnavailable:

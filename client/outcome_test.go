@@ -18,6 +18,11 @@ func TestClassify(t *testing.T) {
 	dial := connect.NewError(connect.CodeUnavailable, fmt.Errorf("post: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}))
 	reset := connect.NewError(connect.CodeUnavailable, fmt.Errorf("post: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}))
 	wire := func(code connect.Code, msg string) error { return connect.NewWireError(code, errors.New(msg)) }
+	marked := func(code connect.Code, msg string) error {
+		e := connect.NewWireError(code, errors.New(msg))
+		e.Meta().Set(outcomeHeader, outcomeNotApplied)
+		return e
+	}
 	tests := []struct {
 		name        string
 		err         error
@@ -27,6 +32,11 @@ func TestClassify(t *testing.T) {
 		{"dial_refused", dial, notSent, notSent},
 		{"connection_reset", reset, unknown, refused},
 		{"caller_deadline", connect.NewError(connect.CodeDeadlineExceeded, context.DeadlineExceeded), unknown, refused},
+		// The server's marker decides, whatever the message says.
+		{"marked_not_applied", marked(connect.CodeUnavailable, "node: no quorum for 3s"), refused, refused},
+		{"marked_past_deadline", marked(connect.CodeDeadlineExceeded, "node: no leader"), refused, refused},
+		{"marked_storage_full", marked(connect.CodeResourceExhausted, "node: storage full"), final, final},
+		// Servers without the marker: the messages known to mean it.
 		{"no_leader", wire(connect.CodeUnavailable, "node: no leader"), refused, refused},
 		{"shut_down", wire(connect.CodeUnavailable, "node: shut down"), refused, refused},
 		{"transfer_in_progress", wire(connect.CodeUnavailable, "the write may or may not have been applied: node: write outcome unknown: leadership transfer in progress"), refused, refused},

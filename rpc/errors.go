@@ -35,7 +35,23 @@ type reply struct {
 	// deadline has passed; any other error then becomes DeadlineExceeded
 	// on Connect.
 	verdict bool
+	// notApplied: the node certainly proposed nothing (it refused before
+	// Raft), so a client may send the write again without applying it
+	// twice. Both surfaces say so in a field clients read instead of the
+	// message: OutcomeHeader on Connect, "outcome" in EventoDB's error.
+	notApplied bool
 }
+
+// OutcomeHeader is the Connect error metadata (an HTTP header or
+// trailer) that says what became of a write the server refused:
+// OutcomeNotApplied when nothing was proposed. EventoDB's error body
+// carries the same value as "outcome". Absent: the reply says nothing
+// about it (a verdict is final anyway; Unavailable without it may have
+// been applied).
+const (
+	OutcomeHeader     = "Skald-Outcome"
+	OutcomeNotApplied = "not-applied"
+)
 
 // internalReply answers an error the table does not know; the error
 // itself is logged, never sent.
@@ -125,18 +141,23 @@ var errorTable = []func(error) (reply, bool){
 	// Not verdicts: the message is the error's own text.
 	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
-	sentinel(nodeapi.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true}),
+	sentinel(nodeapi.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
 		message: "the write may or may not have been applied: "}),
-	sentinel(nodeapi.ErrNoLeader, unavailable),
-	sentinel(nodeapi.ErrNotCaughtUp, unavailable),
-	sentinel(nodeapi.ErrStale, unavailable),
-	sentinel(nodeapi.ErrShutdown, unavailable),
+	sentinel(nodeapi.ErrNoLeader, refusedUnavailable),
+	sentinel(nodeapi.ErrNotCaughtUp, refusedUnavailable),
+	sentinel(nodeapi.ErrStale, refusedUnavailable),
+	sentinel(nodeapi.ErrShutdown, refusedUnavailable),
 	sentinel(fsm.ErrClosed, unavailable),
 }
 
 // unavailable is a retryable condition: nothing was decided.
 var unavailable = reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}
+
+// refusedUnavailable is unavailable, refused before anything was
+// proposed: no leader within the wait, a read not caught up or too
+// stale, the node shutting down before it proposed.
+var refusedUnavailable = reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true, notApplied: true}
 
 // typed is the row of an error type, matched with errors.As.
 func typed[E error](build func(E) reply) func(error) (reply, bool) {
@@ -189,6 +210,9 @@ func (r reply) connectError(cause error) *connect.Error {
 			e.AddDetail(ed)
 		}
 	}
+	if r.notApplied {
+		e.Meta().Set(OutcomeHeader, OutcomeNotApplied)
+	}
 	return e
 }
 
@@ -201,7 +225,7 @@ func (r reply) evdbError(cause error) *evError {
 	case r.evMessage != "":
 		msg = r.evMessage
 	}
-	return &evError{status: r.status, code: r.evCode, message: msg, details: r.evDetails}
+	return &evError{status: r.status, code: r.evCode, message: msg, details: r.evDetails, notApplied: r.notApplied}
 }
 
 // namespaceGoneError replaces fsm.ErrNamespaceNotFound in a call on the
@@ -253,7 +277,11 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	r, known := lookupError(err)
 	if !r.verdict && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		e := connect.NewError(connect.CodeDeadlineExceeded, err)
+		if r.notApplied {
+			e.Meta().Set(OutcomeHeader, OutcomeNotApplied)
+		}
+		return e
 	}
 	if !known {
 		log.Error("internal error", "err", err)

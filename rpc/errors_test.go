@@ -45,6 +45,7 @@ type connectReply struct {
 	code    connect.Code
 	message string
 	details []proto.Message
+	outcome string // the OutcomeHeader metadata
 }
 
 func connectReplyOf(t *testing.T, err error) connectReply {
@@ -53,7 +54,7 @@ func connectReplyOf(t *testing.T, err error) connectReply {
 	if !errors.As(err, &ce) {
 		t.Fatalf("%v (%T) is not a *connect.Error", err, err)
 	}
-	r := connectReply{code: ce.Code(), message: ce.Message()}
+	r := connectReply{code: ce.Code(), message: ce.Message(), outcome: ce.Meta().Get(OutcomeHeader)}
 	for _, d := range ce.Details() {
 		v, derr := d.Value()
 		if derr != nil {
@@ -65,7 +66,7 @@ func connectReplyOf(t *testing.T, err error) connectReply {
 }
 
 func (r connectReply) equal(o connectReply) bool {
-	if r.code != o.code || r.message != o.message || len(r.details) != len(o.details) {
+	if r.code != o.code || r.message != o.message || r.outcome != o.outcome || len(r.details) != len(o.details) {
 		return false
 	}
 	for i := range r.details {
@@ -77,7 +78,7 @@ func (r connectReply) equal(o connectReply) bool {
 }
 
 func (r connectReply) String() string {
-	return fmt.Sprintf("%v %q %v", r.code, r.message, r.details)
+	return fmt.Sprintf("%v %q %v outcome=%q", r.code, r.message, r.details, r.outcome)
 }
 
 // The error table: for every node and state-machine error, the reply of
@@ -95,6 +96,11 @@ func TestErrorTable(t *testing.T) {
 		{Stream: "a-1", Expected: 7, Actual: 1}, {Stream: "b-2", Expected: -1, Actual: 0}}}
 	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", nodeapi.ErrStorageFull)
 	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", nodeapi.ErrUnknownOutcome)
+	// Refused before anything was proposed: both surfaces say so.
+	notApplied := func(err error) (connectReply, *evError) {
+		return connectReply{code: connect.CodeUnavailable, message: err.Error(), outcome: OutcomeNotApplied},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: err.Error(), notApplied: true}
+	}
 	unavailable := func(err error) (connectReply, *evError) {
 		return connectReply{code: connect.CodeUnavailable, message: err.Error()},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: err.Error()}
@@ -195,8 +201,8 @@ func TestErrorTable(t *testing.T) {
 			connectReply{code: connect.CodeCanceled, message: "context canceled"},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "context canceled"}}},
 		{name: "storage_full", err: storageFull, own: want{
-			connectReply{code: connect.CodeResourceExhausted, message: storageFull.Error()},
-			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: storageFull.Error()}}},
+			connectReply{code: connect.CodeResourceExhausted, message: storageFull.Error(), outcome: OutcomeNotApplied},
+			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: storageFull.Error(), notApplied: true}}},
 		{name: "unknown_outcome", err: unknownOutcome, own: want{
 			connectReply{code: connect.CodeUnavailable, message: "the write may or may not have been applied: " + unknownOutcome.Error()},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: " + unknownOutcome.Error()}}},
@@ -219,6 +225,8 @@ func TestErrorTable(t *testing.T) {
 		switch c.name {
 		case "position_exists", "bad_command", "unknown":
 			c.own.connect, c.own.evdb = internal()
+		case "no_leader", "not_caught_up", "stale", "shutdown":
+			c.own.connect, c.own.evdb = notApplied(c.err)
 		default:
 			c.own.connect, c.own.evdb = unavailable(c.err)
 		}
@@ -273,10 +281,10 @@ func TestErrorTableDeadlinePassed(t *testing.T) {
 		connect connectReply
 		evdb    *evError
 	}{
-		{nodeapi.ErrNoLeader, connectReply{code: connect.CodeDeadlineExceeded, message: "node: no leader"},
-			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "node: no leader"}},
-		{nodeapi.ErrStorageFull, connectReply{code: connect.CodeDeadlineExceeded, message: "node: storage full"},
-			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: "node: storage full"}},
+		{nodeapi.ErrNoLeader, connectReply{code: connect.CodeDeadlineExceeded, message: "node: no leader", outcome: OutcomeNotApplied},
+			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "node: no leader", notApplied: true}},
+		{nodeapi.ErrStorageFull, connectReply{code: connect.CodeDeadlineExceeded, message: "node: storage full", outcome: OutcomeNotApplied},
+			&evError{status: http.StatusServiceUnavailable, code: "STORAGE_FULL", message: "node: storage full", notApplied: true}},
 		{nodeapi.ErrUnknownOutcome, connectReply{code: connect.CodeDeadlineExceeded, message: "node: write outcome unknown"},
 			&evError{status: http.StatusServiceUnavailable, code: "UNAVAILABLE", message: "the write may or may not have been applied: node: write outcome unknown"}},
 		{errors.New("disk on fire"), connectReply{code: connect.CodeDeadlineExceeded, message: "disk on fire"},

@@ -40,6 +40,9 @@ type evError struct {
 	code    string
 	message string
 	details map[string]any
+	// notApplied: nothing was proposed ("outcome": "not-applied", a Skald
+	// extension EventoDB's SDKs ignore; see reply.notApplied).
+	notApplied bool
 }
 
 func (e *evError) Error() string { return e.code + ": " + e.message }
@@ -68,6 +71,9 @@ func writeEvError(w http.ResponseWriter, e *evError) {
 	body := map[string]any{"code": e.code, "message": e.message}
 	if e.details != nil {
 		body["details"] = e.details
+	}
+	if e.notApplied {
+		body["outcome"] = OutcomeNotApplied
 	}
 	writeJSON(w, e.status, map[string]any{"error": body})
 }
