@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"connectrpc.com/connect"
 )
 
 const usage = `skald — a highly available event store
@@ -95,6 +98,7 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -108,12 +112,55 @@ func main() {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	if !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "skald:", err)
-	} else {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		code = 0
+	case wantsJSON(os.Args[1:]):
+		printJSONError(os.Stderr, code, err)
+	default:
+		fmt.Fprintln(os.Stderr, "skald:", err)
 	}
 	os.Exit(code)
+}
+
+// wantsJSON reports whether a command line asks for -o json, flags being
+// anywhere before "--" as parseInterspersed takes them: errors are then
+// JSON too.
+func wantsJSON(args []string) bool {
+	for i, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-o", "--o":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case "-o=json", "--o=json":
+			return true
+		}
+	}
+	return false
+}
+
+// printJSONError writes a command's error as one JSON object:
+// {"error":{"exitCode":4,"code":"not_found","message":"..."}}, code being
+// the API's when a server answered.
+func printJSONError(w io.Writer, exitCode int, err error) {
+	type jsonError struct {
+		ExitCode int    `json:"exitCode"`
+		Code     string `json:"code,omitempty"`
+		Message  string `json:"message"`
+	}
+	e := jsonError{ExitCode: exitCode, Message: err.Error()}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		e.Code = ce.Code().String()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
+		Error jsonError `json:"error"`
+	}{e})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
