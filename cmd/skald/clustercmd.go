@@ -14,7 +14,7 @@ const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> .
 
   skald cluster status
   skald cluster transfer-leadership [--to SERVER-ID]   (call the leader)
-  skald cluster remove SERVER-ID                       (from any node)
+  skald cluster remove SERVER-ID [--yes]               (from any node; asks first on a terminal)
   skald leave                                          (the --addr node leaves the cluster and stops)
 `
 
@@ -80,9 +80,14 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "Leader is now %s.\n", leader)
 		return nil
 	case "remove":
-		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID", stderr)
+		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID [--yes]", stderr)
+		yes := addYes(fs)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
+			return err
+		}
+		if err := confirm("cluster remove", "removes server "+rest[0]+" from the cluster",
+			"Remove server "+rest[0]+" from the cluster? It stops being a voter and leaves Raft.", *yes, os.Stdin, stderr); err != nil {
 			return err
 		}
 		c, err := cf.connect(ctx)

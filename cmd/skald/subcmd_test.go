@@ -34,7 +34,7 @@ func TestSubCLI(t *testing.T) {
 		{"parked", []string{"sub", "parked", "g"}, 0, `0 parked in all\.`, ""},
 		{"replay unknown", []string{"sub", "replay", "g", "5"}, exitNotFound, `^$`, `not_found`},
 		{"info unknown", []string{"sub", "info", "nope"}, exitNotFound, `^$`, `not_found: subscription group not found`},
-		{"delete", []string{"sub", "delete", "g"}, 0, `Deleted group g\.`, ""},
+		{"delete", []string{"sub", "delete", "g", "--yes"}, 0, `Deleted group g\.`, ""},
 		// A group on a query: only the tagged messages that match.
 		{"create on tags", []string{"sub", "create", "q", "--type", "Run", "--tag", "urgent"}, 0,
 			`(?s)Created group q\..*source:\s+query \{"items":\[\{"types":\["Run"\],"tags":\["urgent"\]\}\]\}`, ""},
