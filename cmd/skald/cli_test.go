@@ -514,9 +514,14 @@ func TestDevCluster(t *testing.T) {
 	base := freeBlock(t, 3)
 	out := startDev(t, base, "--nodes", "3", "--dir", t.TempDir())
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
-	// The hint works as printed on any --base-port: it names the address.
-	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
+	// The hint works as printed on any --base-port: it names the address,
+	// and the binary as it can be run (this one is not on PATH).
+	try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s %s cluster status", base, token, binary)
+	if !strings.Contains(out.String(), try) {
 		t.Fatalf("dev output lacks %q: %s", try, out)
+	}
+	if hint, err := exec.Command("sh", "-c", strings.TrimPrefix(try, "Try: ")).CombinedOutput(); err != nil {
+		t.Fatalf("the Try: line fails as printed: %v: %s", err, hint)
 	}
 	// So does the console's: the binary serves it.
 	console := fmt.Sprintf("http://127.0.0.1:%d/ui/", base)
@@ -604,6 +609,20 @@ func TestDevCluster(t *testing.T) {
 	}
 	if followers != 2 {
 		t.Fatalf("%d followers, want 2", followers)
+	}
+	// transfer-leadership called on a follower is forwarded to the leader.
+	for i := range 3 {
+		out, _, _ := runCLI(t, node(i), "cluster", "status", "-o", "json")
+		var s struct{ NodeID, LeaderID string }
+		if json.Unmarshal([]byte(out), &s) != nil || s.NodeID == s.LeaderID {
+			continue
+		}
+		moved, errOut, code := runCLI(t, node(i), "cluster", "transfer-leadership")
+		if code != 0 || !strings.Contains(moved, "Leader is now ") || strings.Contains(moved, s.LeaderID) ||
+			!strings.Contains(errOut, fmt.Sprintf("127.0.0.1:%d is a follower; forwarding to the leader at 127.0.0.1:", base+10*i)) {
+			t.Fatalf("transfer-leadership through follower node%d (leader %s): exit %d: %s %s", i, s.LeaderID, code, moved, errOut)
+		}
+		break
 	}
 	// node2 leaves: it is removed from Raft and stops; the others go on.
 	if out, errOut, code := runCLI(t, node(2), "leave"); code != 0 || !strings.Contains(out, "left the cluster") {
