@@ -785,11 +785,30 @@ func TestBenchCLI(t *testing.T) {
 		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"consume through a subscription group", []string{"--workload", "consume", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 	}
+	messagesIn := func(ns string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, env, "ns", "info", ns, "-o", "json")
+		m := regexp.MustCompile(`"messageCount":"?(\d+)`).FindStringSubmatch(out)
+		if code != 0 || m == nil {
+			t.Fatalf("ns info %s: %d %s %s", ns, code, out, errOut)
+		}
+		return m[1]
+	}
+	before := messagesIn("default")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, env, append([]string{"bench", "-o", "json"}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			// Its own namespace, created and deleted; progress in lines
+			// (stderr is no terminal here).
+			if !regexp.MustCompile(`(?m)^bench: writing into namespace bench-\w+ \(deleted after the run; --token-namespace writes into the token's own\)$`).MatchString(errOut) ||
+				!regexp.MustCompile(`(?m)^bench: deleted namespace bench-\w+$`).MatchString(errOut) {
+				t.Fatalf("bench does not say it runs in a namespace of its own: %s", errOut)
+			}
+			if strings.Contains(errOut, "\r") {
+				t.Fatalf("progress with carriage returns on a pipe: %q", errOut)
 			}
 			var res benchResult
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -814,6 +833,30 @@ func TestBenchCLI(t *testing.T) {
 				t.Fatalf("server CPU: %v s, %v µs/op, %v µs/msg over %d ops", res.ServerCPUSeconds, res.ServerCPUUsPerOp, res.ServerCPUUsPerMsg, res.Ops)
 			}
 		})
+	}
+	// Nothing was left behind: no namespace, no message in the token's.
+	if after := messagesIn("default"); after != before {
+		t.Fatalf("bench left messages in the token's namespace: %s before, %s after", before, after)
+	}
+	if out, _, _ := runCLI(t, env, "ns", "list"); strings.Contains(out, "bench-") {
+		t.Fatalf("bench left its namespace: %s", out)
+	}
+	// Unless told: --token-namespace writes into the token's namespace.
+	if _, errOut, code := runCLI(t, env, "bench", "--workload", "append", "--concurrency", "1", "--duration", "1s", "--token-namespace"); code != 0 || strings.Contains(errOut, "bench-") {
+		t.Fatalf("bench --token-namespace: exit %d: %s", code, errOut)
+	}
+	if after := messagesIn("default"); after == before {
+		t.Fatal("bench --token-namespace wrote nothing into the token's namespace")
+	}
+	// A namespace token cannot create a namespace: bench says what to do.
+	out, errOut, code := runCLI(t, env, "ns", "create", "benchns", "-o", "json")
+	var created struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil {
+		t.Fatalf("ns create: %d %s", code, errOut)
+	}
+	nsEnv := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	if _, errOut, code := runCLI(t, nsEnv, "bench", "--duration", "1s"); code != exitAuth || !strings.Contains(errOut, "pass --token-namespace") {
+		t.Fatalf("bench with a namespace token: exit %d: %s", code, errOut)
 	}
 	page, err := os.ReadFile(plot)
 	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 3 {
