@@ -31,6 +31,9 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *dataDir != "" {
 		return offlineBackup(*dataDir, *out, stdout)
 	}
+	if err := cf.needToken(); err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.baseURL()+"/admin/backup", nil)
 	if err != nil {
 		return err

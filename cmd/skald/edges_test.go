@@ -132,6 +132,8 @@ func TestCLIEdges(t *testing.T) {
 		{"usage error json", admin, "", []string{"read", "-o", "json"}, exitUsage, `^$`, `^\{"error":\{"exitCode":2,"message":"read: wrong number of arguments .*"\}\}\n$`},
 		// 15: a missing token says how to give one.
 		{"no token", noToken, "", []string{"read", "s-1"}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token \(or --token-file\)\n$`},
+		{"no token, backup", noToken, "", []string{"backup", "--out", filepath.Join(dir, "b.bak")}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
+		{"no token, export", noToken, "", []string{"export"}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
 		// 15: --max-age takes days.
 		{"max-age in days", admin, "", []string{"ns", "create", "ret"}, 0, `Created namespace ret`, `^$`},
 		{"max-age days", admin, "", []string{"retention", "set", "namespace", "--namespace", "ret", "--max-age", "30d"}, 0, `^Set the policy of namespace: max-age 30d, no count limit\.\n$`, `^$`},

@@ -54,6 +54,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
+	if err := cf.needToken(); err != nil {
+		return err
+	}
 	name, err := tokenNamespace(cf.token, *ns)
 	if err != nil {
 		return err
@@ -142,6 +145,9 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if err := cf.needToken(); err != nil {
 		return err
 	}
 	ns, err := tokenNamespace(cf.token, "")
