@@ -100,6 +100,9 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err := c.RemoveServer(ctx, rest[0]); err != nil {
 			return apiError(err)
 		}
+		if cf.output == "json" {
+			return printJSON(stdout, &skaldv1.RemoveServerResponse{})
+		}
 		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
 		return nil
 	case "-h", "--help", "help":
@@ -111,7 +114,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr)
+	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr, noOutputFlag)
 	ifScaledDown := fs.Bool("if-scaled-down", false, "Kubernetes preStop hook: leave only when this pod's StatefulSet was scaled below it (not on restarts or rolling updates)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err

@@ -151,6 +151,8 @@ func TestCLIEdges(t *testing.T) {
 		{"backup help", admin, "", []string{"backup", "--help"}, 0, `^$`, `(?s)^Usage: skald backup`},
 		{"restore help", admin, "", []string{"restore", "--help"}, 0, `^$`, `(?s)^Usage: skald restore`},
 		{"export help", admin, "", []string{"export", "--help"}, 0, `^$`, `(?s)^Usage: skald export`},
+		{"import help", admin, "", []string{"import", "--help"}, 0, `^$`, `(?s)^Usage: skald import`},
+		{"leave help", admin, "", []string{"leave", "--help"}, 0, `^$`, `(?s)^Usage: skald leave`},
 	}
 	for _, c := range cases {
 		out, errOut, code := runCLIStdin(t, c.env, c.stdin, c.args...)
@@ -159,7 +161,7 @@ func TestCLIEdges(t *testing.T) {
 		}
 		if strings.HasSuffix(c.name, " help") {
 			// Flags that do nothing in the command are not in its help.
-			for _, f := range map[string][]string{"backup": {"-o "}, "restore": {"-o ", "-addr", "-token", "-ca "}, "export": {"-o "}}[c.args[0]] {
+			for _, f := range map[string][]string{"backup": {"-o "}, "restore": {"-o ", "-addr", "-token", "-ca "}, "export": {"-o "}, "import": {"-o "}, "leave": {"-o "}}[c.args[0]] {
 				if strings.Contains(errOut, "\n  "+f) {
 					t.Errorf("%s lists %s, which does nothing there:\n%s", c.name, f, errOut)
 				}
