@@ -356,6 +356,19 @@ func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d parked in all.\n", total)
+	// A full page may have stopped before the end: say how to read on,
+	// as read does.
+	if n := len(msgs); n > 0 && n >= *limit {
+		last := msgs[n-1].GlobalPosition
+		more, _, err := c.ListParked(ctx, rest[0], last, 1)
+		if err != nil {
+			return apiError(err)
+		}
+		if len(more) > 0 {
+			fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(n), "message"),
+				shellArgs("skald", "sub", "parked", rest[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
+		}
+	}
 	return nil
 }
 
