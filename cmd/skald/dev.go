@@ -142,13 +142,21 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	ctl, err := listenDevControl(*dir)
-	if err != nil {
-		return err
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return err // another dev runs here
+	case err != nil:
+		// A folder whose path is too long for a Unix socket (about 100
+		// bytes): the cluster runs, without kill and restart.
+		fmt.Fprintf(stderr, "skald dev: warning: %v: skald dev kill and restart will not reach this cluster\n", err)
+		ctl = nil
+	default:
+		defer ctl.Close()
 	}
-	defer ctl.Close()
 	c := &devCluster{
 		n: *nodes, dir: *dir, base: *base, inMemory: *inMemory, self: self, selfCmd: selfCommand(),
-		tokenFile: tokenFile, keyFile: keyFile, stdout: stdout,
+		tokenFile: tokenFile, keyFile: keyFile, stdout: stdout, noControl: ctl == nil,
 		exited: make(chan devExit, *nodes), readyCh: make(chan int, *nodes),
 	}
 	c.nodes = make([]*devNode, *nodes)
@@ -166,7 +174,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s %s cluster status\n\n", c.addr(0, 0), st.AdminToken, c.selfCmd)
 
 	requests := make(chan devRequest)
-	go ctl.serve(ctx, requests)
+	if ctl != nil {
+		go ctl.serve(ctx, requests)
+	}
 	waiting := *nodes // nodes not yet ready the first time
 	for {
 		select {
@@ -196,6 +206,7 @@ type devCluster struct {
 	dir, self, selfCmd string
 	tokenFile, keyFile string
 	inMemory           bool
+	noControl          bool // no control socket: kill and restart cannot reach dev
 	stdout             io.Writer
 	nodes              []*devNode // nil: never started
 	exited             chan devExit
@@ -328,8 +339,12 @@ func (c *devCluster) noteExit(e devExit) {
 		state = fmt.Sprintf("%s keep%s running (%d of %d, no majority: reads and writes wait until a node is back)", joinAnd(up), map[bool]string{true: "s", false: ""}[len(up) == 1], len(up), c.n)
 	}
 	fmt.Fprintf(c.stdout, "node%d (pid %d) died: %v. %s. Its log: %s\n", e.i, ps.Pid(), ps, state, c.logPath(e.i))
-	if c.inMemory {
+	switch {
+	case c.inMemory:
 		fmt.Fprintln(c.stdout, "Its data was in memory and is gone; restart the whole dev cluster to have it back.")
+		return
+	case c.noControl:
+		fmt.Fprintln(c.stdout, "This dev has no control socket (see the warning above): restart the whole dev cluster to have it back.")
 		return
 	}
 	fmt.Fprintf(c.stdout, "Bring it back: %s dev restart %d --dir %s\n", c.selfCmd, e.i, shellArgs(c.dir))
