@@ -34,16 +34,15 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cf.needToken(); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.baseURL()+"/admin/backup", nil)
+	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/backup", nil)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+cf.token)
+		}
+		return req, err
+	})
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+cf.token)
-	resp, err := cf.httpClient().Do(req)
-	if ue := unreachable(err); ue != nil {
-		return ue
-	} else if err != nil {
-		return &exitError{exitUnavailable, err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -227,8 +227,41 @@ func endpointURL(a string) (string, error) {
 	return strings.TrimSuffix(a, "/"), nil
 }
 
+// do sends the request build makes for each of --addr's endpoints in
+// turn until one answers: a node that cannot be dialled (nothing was
+// sent, so a request body is untouched) moves on to the next. It is how
+// the commands that speak plain HTTP (backup, import) take a list. The
+// error is unreachable's, apiError's for TLS, or exitUnavailable.
+func (cf *clientFlags) do(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, error) {
+	eps, err := cf.endpoints()
+	if err != nil {
+		return nil, err
+	}
+	hc := cf.httpClient()
+	for i, base := range eps {
+		req, err := build(base)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req.WithContext(ctx))
+		switch ue := unreachable(err); {
+		case err == nil:
+			return resp, nil
+		case ue != nil && i < len(eps)-1:
+			continue
+		case ue != nil:
+			return nil, ue
+		}
+		if te := tlsError(err); te != nil {
+			return nil, te
+		}
+		return nil, &exitError{exitUnavailable, err}
+	}
+	return nil, errors.New("no --addr endpoint") // endpoints refuses an empty list
+}
+
 // baseURL is the first of --addr's endpoints: the node a command that
-// calls one node (leave, import) calls.
+// calls one node (leave) calls.
 func (cf *clientFlags) baseURL() string {
 	eps, err := cf.endpoints()
 	if err != nil || len(eps) == 0 {

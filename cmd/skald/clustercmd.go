@@ -119,6 +119,9 @@ func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
+	if eps, _ := cf.endpoints(); len(eps) > 1 {
+		return cf.usageError(fs, "--addr names the node that leaves: give one node, not a list")
+	}
 	if *ifScaledDown {
 		pod := os.Getenv("POD_NAME")
 		if pod == "" {

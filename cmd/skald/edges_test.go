@@ -102,6 +102,8 @@ func TestCLIEdges(t *testing.T) {
 		{"addr list, first down", admin, "", []string{"ns", "list", "--addr", "127.0.0.1:1," + p.addr}, 0, `(?s)NAME.*default`, `^$`},
 		{"addr list, last down", admin, "", []string{"append", "ep-1", "T", `{}`, "--addr", p.addr + ",127.0.0.1:1"}, 0, `^Appended to ep-1 at position 0`, `^$`},
 		{"addr list all down", admin, "", []string{"ns", "list", "--addr", "127.0.0.1:1,127.0.0.1:2"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:[12]`},
+		{"leave addr list", admin, "", []string{"leave", "--addr", p.addr + ",127.0.0.1:1"}, exitUsage, `^$`, `--addr names the node that leaves: give one node`},
+		{"backup addr list, first down", admin, "", []string{"backup", "--out", filepath.Join(dir, "list.bak"), "--addr", "127.0.0.1:1," + p.addr}, 0, `^Backed up \d+ bytes at Raft index \d+ to `, ``},
 		{"addr not a URL", admin, "", []string{"ns", "list", "--addr", "http://"}, exitUsage, `^$`, `--addr "http://": no host`},
 		{"probe help", nil, "", []string{"probe", "--help"}, 0, `^$`, `(?s)Usage: skald probe URL.*exit 0 when`},
 		// 15: a host without a port means Skald's port, 8080 (nothing
@@ -174,7 +176,7 @@ func TestCLIEdges(t *testing.T) {
 }
 
 // TestImportFromStdin: skald import - reads the export from standard
-// input.
+// input, and goes on to the next --addr node when the first is down.
 func TestImportFromStdin(t *testing.T) {
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
@@ -193,7 +195,9 @@ func TestImportFromStdin(t *testing.T) {
 		t.Fatalf("export: %d %s", code, errOut)
 	}
 	dst := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
-	if out, errOut, code := runCLIStdin(t, dst, export, "import", "-"); code != 0 || !strings.Contains(out, "Imported 3 messages") {
+	// Through a list of endpoints whose first is down: the export is
+	// not lost on it.
+	if out, errOut, code := runCLIStdin(t, dst, export, "import", "-", "--addr", "127.0.0.1:1,"+p.addr); code != 0 || !strings.Contains(out, "Imported 3 messages") {
 		t.Fatalf("import -: exit %d: %s %s", code, out, errOut)
 	}
 	if out, _, _ := runCLI(t, dst, "read", "imp-1", "-o", "json"); strings.Count(out, `"type":"T"`) != 3 {

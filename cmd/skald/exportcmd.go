@@ -182,21 +182,21 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		body = zr
 	}
-	url := cf.baseURL() + "/import"
+	query := ""
 	if *force {
-		url += "?force=true"
+		query = "?force=true"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	// A node that cannot be dialled read nothing of body: the next may.
+	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/import"+query, body)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+cf.token)
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
+		return req, err
+	})
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+cf.token)
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	resp, err := cf.httpClient().Do(req)
-	if ue := unreachable(err); ue != nil {
-		return ue
-	} else if err != nil {
-		return &exitError{exitUnavailable, err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
