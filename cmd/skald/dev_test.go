@@ -169,4 +169,11 @@ func TestDevNodeDiesAndComesBack(t *testing.T) {
 	testutil.Until(t, 20*time.Second, "dev to report node2's death", func() (bool, string) {
 		return strings.Contains(out.String(), fmt.Sprintf("node2 (pid %d) died: signal: killed", pid2)), out.String()
 	})
+	// node1 is back, so two of three still run.
+	if !strings.Contains(out.String(), "node0 and node1 keep running (2 of 3, a majority") {
+		t.Fatalf("dev did not say node0 and node1 keep a majority: %s", out)
+	}
+	if _, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != exitFailure || !strings.Contains(errOut, "node2 is not running") {
+		t.Fatalf("dev kill of a dead node: exit %d: %s", code, errOut)
+	}
 }
