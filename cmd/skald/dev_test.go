@@ -161,6 +161,16 @@ func TestDevNodeDiesAndComesBack(t *testing.T) {
 	testutil.Until(t, 30*time.Second, "dev to say node1 is back", func() (bool, string) {
 		return strings.Contains(out.String(), "node1 is ready again"), out.String()
 	})
+	// Restarting a running node stops it first; its exit is no death.
+	if got, errOut, code := runCLI(t, nil, "dev", "restart", "0", "--dir", dir); code != 0 || !strings.Contains(got, "node0 started (pid ") {
+		t.Fatalf("dev restart 0 (running): exit %d: %s %s", code, got, errOut)
+	}
+	testutil.Until(t, 60*time.Second, "node0 to be ready again after its restart", func() (bool, string) {
+		return strings.Contains(out.String(), "node0 stopped for a restart") && strings.Contains(out.String(), "node0 is ready again"), out.String()
+	})
+	if strings.Contains(out.String(), "node0 (pid") {
+		t.Fatalf("dev reported node0's restart as a death: %s", out)
+	}
 	// skald dev kill N: a kill -9 without looking for the pid.
 	pid2 := pidOf(2)
 	if got, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != 0 || !strings.Contains(got, fmt.Sprintf("killed node2 (pid %d)", pid2)) {
