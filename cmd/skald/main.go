@@ -23,6 +23,7 @@ const usage = `skald — a highly available event store
 Usage:
   skald server [flags]          run a node (with no flags: a single node in ./skald-data on 127.0.0.1:8080)
   skald dev [--nodes 3]         run a local cluster of real server processes (data in ./skald-dev)
+  skald dev kill|restart N      kill -9 a node of the running dev cluster, or start it again
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
   skald append STREAM TYPE DATA-JSON [--expected-version N] [--tag T]... [--fail-if-tag T --after GP]
@@ -38,7 +39,7 @@ Usage:
   skald sub create|list|info|update|delete|consume|parked|replay
                                 persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
-                                follow new messages until Ctrl-C
+                                follow new messages until Ctrl-C (--from-start replays)
   skald cluster status|transfer-leadership|remove
   skald leave --addr NODE       make a node leave the cluster and stop
   skald backup --out FILE       a consistent snapshot of the whole cluster state (admin token)
@@ -46,13 +47,14 @@ Usage:
                                 seed a new single-node cluster from a backup
   skald export [--category C] [--since TIME] [--gzip] > FILE
                                 export the token's namespace as NDJSON (EventoDB format)
-  skald import FILE [--force]   import an export into the token's namespace
+  skald import FILE|- [--force] import an export into the token's namespace
   skald tls init                make a CA and node certificates for trying TLS
   skald bench [--workload W]    measure a running cluster (see skald bench --help)
   skald probe URL               exit 0 when GET URL answers 200 (container health checks)
   skald version                 print the version
 
-Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
+Client commands take --addr (SKALD_ADDR; a list tries each), --token (SKALD_TOKEN) and -o table|json.
+Commands that delete ask on a terminal; scripts pass --yes.
 
 Run 'skald <command> --help' for a command's flags.
 `
