@@ -255,18 +255,18 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer c.Close()
-	q := client.CategoryQuery{
+	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
 		Category: rest[0], GlobalPosition: *position, Limit: *limit, Correlation: *correlation,
 		Group: client.ConsumerGroup{Member: *member, Size: *size},
-	}
-	msgs, err := c.ReadCategory(ctx, q)
+	})
 	if err != nil {
 		return apiError(err)
 	}
 	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
-		q := q
-		q.GlobalPosition, q.Limit = last.GlobalPosition+1, 1
-		more, err := c.ReadCategory(ctx, q)
+		more, err := c.ReadCategory(ctx, client.CategoryQuery{
+			Category: rest[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
+			Group: client.ConsumerGroup{Member: *member, Size: *size},
+		})
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
 		args := []string{"skald", "category", rest[0], "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
