@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +19,7 @@ import (
 )
 
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("backup", "skald backup --out FILE [--data-dir DIR]   (admin token; a consistent snapshot of the whole cluster state)", stderr)
+	fs, cf := newClientFlagSet("backup", "skald backup --out FILE [--data-dir DIR]   (admin token; a consistent snapshot of the whole cluster state)", stderr, noOutputFlag)
 	out := fs.String("out", "", "file to write")
 	dataDir := fs.String("data-dir", "", "back up a stopped node's data directory instead of calling a running node")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
@@ -30,16 +31,18 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *dataDir != "" {
 		return offlineBackup(*dataDir, *out, stdout)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cf.baseURL()+"/admin/backup", nil)
-	if err != nil {
+	if err := cf.needToken(); err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+cf.token)
-	resp, err := cf.httpClient().Do(req)
-	if ue := unreachable(err); ue != nil {
-		return ue
-	} else if err != nil {
-		return &exitError{exitUnavailable, err}
+	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/backup", nil)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+cf.token)
+		}
+		return req, err
+	})
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -85,7 +88,14 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 }
 
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, _ := newClientFlagSet("restore", "skald restore --from FILE --data-dir DIR [--raft-addr HOST:PORT]", stderr)
+	// restore works on files alone: no node to call, so none of the
+	// client flags.
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: skald restore --from FILE --data-dir DIR [--raft-addr HOST:PORT]\n\nMakes a new single-node cluster's data directory from a backup (skald backup); no server runs.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	from := fs.String("from", "", "backup file (skald backup)")
 	dataDir := fs.String("data-dir", "", "new, empty data directory")
 	raftAddr := fs.String("raft-addr", "127.0.0.1:8081", "the Raft address the restored node will advertise")

@@ -14,7 +14,9 @@ import (
 
 const benchUsage = `skald bench [flags]
 
-Measures a running cluster (any nodes; the token's namespace, the admin token works).
+Measures a running cluster (any nodes). With the admin token it writes into a namespace of
+its own, bench-<run>, created before and deleted after the run; --token-namespace writes into
+the token's namespace instead (what a namespace token must do) and leaves the data there.
 Workloads:
   append         one message per call
   evdb-append    one message per call as EventoDB's SDKs send it: POST /rpc stream.write (JSON, HTTP/1.1)
@@ -70,11 +72,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	http2 := fs.Bool("http2", false, "call over HTTP/2 (one multiplexed connection per node; more server CPU per request) instead of one HTTP/1.1 connection per caller")
 	plot := fs.String("plot", "", "also write throughput and latency per second to this HTML file")
 	standard := fs.Bool("standard", false, "run the standard set (append x64, append-batch 100 x16, follower reads, mixed, subscribe) and print one table")
+	tokenNS := fs.Bool("token-namespace", false, "write into the token's namespace and leave the data there, instead of a namespace of the run's own (bench-<run>, created and deleted; needs the admin token)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *standard {
-		return runStandardBench(ctx, cf, *duration, *http2, *plot, stdout, stderr)
+		return runStandardBench(ctx, cf, *duration, *http2, *plot, *tokenNS, stdout, stderr)
 	}
 	addrs, err := selectTargets(ctx, cf, strings.Split(cf.addr, ","), *target)
 	if err != nil {
@@ -100,6 +103,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.concurrency < 1 || cfg.batch < 1 || cfg.batch > 1000 || cfg.streams < 1 || cfg.payload < 2 {
 		return &exitError{exitUsage, errors.New("--concurrency, --streams and --payload-bytes must be positive, --batch 1..1000")}
 	}
+	if !*tokenNS {
+		wf, cleanup, err := benchNamespace(ctx, cf, cfg.run, stderr)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		cf = wf
+	}
 	res, err := cfg.execute(ctx, cf, stderr)
 	if err != nil {
 		return err
@@ -108,8 +119,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // runStandardBench runs the set the targets are stated for.
-func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, http2 bool, plot string, stdout, stderr io.Writer) error {
+func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, http2 bool, plot string, tokenNS bool, stdout, stderr io.Writer) error {
 	all := strings.Split(cf.addr, ",")
+	admin := cf // finds the targets and reads /metrics
+	if !tokenNS {
+		wf, cleanup, err := benchNamespace(ctx, cf, "b"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), stderr)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		cf = wf
+	}
 	set := []struct {
 		target string
 		cfg    benchConfig
@@ -127,7 +147,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, htt
 		targets []string
 	)
 	for _, b := range set {
-		addrs, err := selectTargets(ctx, cf, all, b.target)
+		addrs, err := selectTargets(ctx, admin, all, b.target)
 		if err != nil {
 			return err
 		}
@@ -135,7 +155,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, htt
 		cfg.addrs, cfg.duration, cfg.payload, cfg.streams = addrs, d, 200, 1000
 		cfg.target, cfg.http2, cfg.consistency = b.target, http2, client.Linearizable
 		cfg.run = "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-		cfg.cpu = newCPUMeter(cf, all)
+		cfg.cpu = newCPUMeter(admin, all)
 		if cfg.batch == 0 {
 			cfg.batch = 1
 		}

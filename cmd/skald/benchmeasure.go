@@ -59,7 +59,10 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 		}(w, o)
 	}
 	done := make(chan struct{})
+	stopped := make(chan struct{})
+	prog := newProgress(stderr)
 	go func() {
+		defer close(stopped)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		var last int64
@@ -69,7 +72,7 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 				return
 			case <-tick.C:
 				n := nops.Load()
-				fmt.Fprintf(stderr, "\r%5.0fs  %8d ops/s  %8d ops  %d errors   ", time.Since(start).Seconds(), n-last, n, nerr.Load())
+				prog.printf("%5.0fs  %8d ops/s  %8d ops  %d errors   ", time.Since(start).Seconds(), n-last, n, nerr.Load())
 				last = n
 			}
 		}
@@ -78,7 +81,8 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 	elapsed := time.Since(start)
 	cpuS, cpuOK := stopCPU()
 	close(done)
-	fmt.Fprintln(stderr)
+	<-stopped
+	prog.done()
 	if e := firstErr.Load(); e != nil {
 		fmt.Fprintf(stderr, "first error: %s\n", e)
 	}

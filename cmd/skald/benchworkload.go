@@ -25,6 +25,8 @@ func (c *benchConfig) stream(n int) string { return fmt.Sprintf("%s-%d", c.run, 
 // fill writes 100 messages to each stream so reads have something to read.
 func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Writer) error {
 	r := rand.New(rand.NewPCG(1, 2))
+	prog := newProgress(stderr)
+	defer prog.done()
 	for s := 0; s < c.streams; s++ {
 		msgs := make([]client.NewMessage, 100)
 		for i := range msgs {
@@ -34,10 +36,9 @@ func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Wri
 			return apiError(err)
 		}
 		if s%100 == 99 {
-			fmt.Fprintf(stderr, "\rfilling streams: %d/%d", s+1, c.streams)
+			prog.printf("filling streams: %d/%d", s+1, c.streams)
 		}
 	}
-	fmt.Fprintln(stderr)
 	return nil
 }
 

@@ -237,28 +237,28 @@ func TestCLI(t *testing.T) {
 		{"unknown command", admin, []string{"frobnicate"}, exitUsage, `^$`, `unknown command`},
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
 		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
-		{"ns delete", admin, []string{"ns", "delete", "shop"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
+		{"ns delete", admin, []string{"ns", "delete", "shop", "--yes"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		// -o json prints the API's reply message, every field.
-		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":"0", ?"lastPosition":"0", ?"firstGlobalPosition":"\d+", ?"lastGlobalPosition":"\d+", ?"index":"[1-9]\d*", ?"duplicate":false\}\n$`, ""},
-		{"ns create json", admin, []string{"ns", "create", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"token":"ns_dG1w_[0-9a-f]{64}", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"index":"[1-9]\d*"\}\n$`, ""},
-		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":"0", ?"streamCount":"0", ?"lastActivity":null, ?"dedupeWindow":"120s", ?"dedupeForever":false\}\n$`, ""},
-		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":"0", ?"index":"[1-9]\d*"\}\n$`, ""},
-		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":"\d+", ?"commitIndex":"\d+", ?"appliedIndex":"\d+", ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":"[1-9]\d*"\}\]\}\n$`, ""},
+		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":0, ?"lastPosition":0, ?"firstGlobalPosition":\d+, ?"lastGlobalPosition":\d+, ?"index":[1-9]\d*, ?"duplicate":false\}\n$`, ""},
+		{"ns create json", admin, []string{"ns", "create", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"token":"ns_dG1w_[0-9a-f]{64}", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"index":[1-9]\d*\}\n$`, ""},
+		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":0, ?"streamCount":0, ?"lastActivity":null, ?"dedupeWindow":"120s", ?"dedupeForever":false\}\n$`, ""},
+		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json", "--yes"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":0, ?"index":[1-9]\d*\}\n$`, ""},
+		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":\d+, ?"commitIndex":\d+, ?"appliedIndex":\d+, ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":[1-9]\d*\}\]\}\n$`, ""},
 		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitNotFound, `^$`, `not_found: to_id: no server "nosuch" in the cluster`},
 		{"token from a file", noToken, []string{"ns", "list", "--token-file", adminTokenFile}, 0, `(?s)NAME.*default`, ""},
 		{"token file from the environment", append(noToken, "SKALD_TOKEN_FILE="+adminTokenFile), []string{"ns", "list"}, 0, `(?s)NAME.*default`, ""},
 		{"token and token file", admin, []string{"ns", "list", "--token-file", adminTokenFile}, exitUsage, `^$`, `^skald: --token \(or SKALD_TOKEN\) and --token-file \(or SKALD_TOKEN_FILE\) are both set: give the secret one way\n$`},
 		{"token file missing", noToken, []string{"ns", "list", "--token-file", filepath.Join(dir, "nope")}, exitUsage, `^$`, `^skald: --token-file: open .*/nope: no such file or directory\n$`},
-		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch"}, exitNotFound, `^$`, `^skald: not_found: id: no server "nosuch" in the cluster`},
+		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch", "--yes"}, exitNotFound, `^$`, `^skald: not_found: id: no server "nosuch" in the cluster`},
 		{"ns create dedupe window too short", admin, []string{"ns", "create", "dd1", "--dedupe-window", "500ms"}, exitUsage, `^$`, `invalid_argument: dedupe_window: must be 0 \(off\) or at least 1s, got 500ms`},
 		{"ns create bad dedupe window", admin, []string{"ns", "create", "dd1", "--dedupe-window", "soon"}, exitUsage, `^$`, `--dedupe-window "soon": want a duration \(2m, 1h\), off or forever`},
 		{"ns create dedupe forever", admin, []string{"ns", "create", "dd2", "--dedupe-window", "forever"}, 0, `Created namespace dd2`, ""},
 		{"ns info dedupe", admin, []string{"ns", "info", "dd2"}, 0, `(?s)DEDUPE WINDOW\n.*dd2.*forever\n`, ""},
 		// Retention policies (issue #20), on dd2 through the admin token.
 		{"retention set stream", admin, []string{"retention", "set", "stream", "dd-9", "--max-count", "2", "--namespace", "dd2"}, 0, `^Set the policy of stream dd-9: no age limit, max-count 2\.\n$`, ""},
-		{"retention set category", admin, []string{"retention", "set", "category", "dd", "--max-age", "720h", "--namespace", "dd2"}, 0, `^Set the policy of category dd: max-age 720h0m0s, no count limit\.\n$`, ""},
-		{"retention list", admin, []string{"retention", "list", "--namespace", "dd2"}, 0, `(?s)^SCOPE\s+NAME\s+MAX-AGE\s+MAX-COUNT\ncategory\s+dd\s+720h0m0s\s+-\s*\nstream\s+dd-9\s+-\s+2\s*\n$`, ""},
-		{"retention list json", admin, []string{"retention", "list", "--namespace", "dd2", "-o", "json"}, 0, `^\{"policies":\[\{"scope":"RETENTION_SCOPE_CATEGORY", ?"name":"dd", ?"maxAge":"2592000s", ?"maxCount":"0"\}, ?\{"scope":"RETENTION_SCOPE_STREAM", ?"name":"dd-9", ?"maxAge":null, ?"maxCount":"2"\}\], ?"appliedIndex":"0"\}\n$`, ""},
+		{"retention set category", admin, []string{"retention", "set", "category", "dd", "--max-age", "720h", "--namespace", "dd2"}, 0, `^Set the policy of category dd: max-age 30d, no count limit\.\n$`, ""},
+		{"retention list", admin, []string{"retention", "list", "--namespace", "dd2"}, 0, `(?s)^SCOPE\s+NAME\s+MAX-AGE\s+MAX-COUNT\ncategory\s+dd\s+30d\s+-\s*\nstream\s+dd-9\s+-\s+2\s*\n$`, ""},
+		{"retention list json", admin, []string{"retention", "list", "--namespace", "dd2", "-o", "json"}, 0, `^\{"policies":\[\{"scope":"RETENTION_SCOPE_CATEGORY", ?"name":"dd", ?"maxAge":"2592000s", ?"maxCount":0\}, ?\{"scope":"RETENTION_SCOPE_STREAM", ?"name":"dd-9", ?"maxAge":null, ?"maxCount":2\}\], ?"appliedIndex":0\}\n$`, ""},
 		{"retention negative count", admin, []string{"retention", "set", "namespace", "--max-count", "-1", "--namespace", "dd2"}, exitUsage, `^$`, `invalid_argument: policy\.max_count: must be 0 \(no limit\) or more, got -1`},
 		{"retention on the reserved namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h"}, exitUsage, `^$`, `invalid_argument: namespace: the "default" namespace holds the admin token and takes no retention policy`},
 		{"retention on an unknown namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h", "--namespace", "nope"}, exitNotFound, `^$`, `not_found`},
@@ -280,26 +280,26 @@ func TestCLI(t *testing.T) {
 		{"stream append 0", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 0`, ""},
 		{"stream append 1", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 1`, ""},
 		{"stream append 2", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 2`, ""},
-		{"stream truncate", admin, []string{"stream", "truncate", "rt-1", "--before", "2"}, 0, `^Truncated rt-1 before position 2: 2 messages removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
-		{"stream truncate json", admin, []string{"stream", "truncate", "rt-1", "--before", "2", "-o", "json"}, 0, `^\{"messagesDeleted":"0", ?"version":"2", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"stream truncate", admin, []string{"stream", "truncate", "rt-1", "--before", "2", "--yes"}, 0, `^Truncated rt-1 before position 2: 2 messages removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
+		{"stream truncate json", admin, []string{"stream", "truncate", "rt-1", "--before", "2", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":0, ?"version":2, ?"index":[1-9]\d*\}\n$`, ""},
 		{"stream read after truncate", admin, []string{"read", "rt-1", "-o", "json"}, 0, `^\{"messages":\[\{[^]]*"position":2,[^]]*\}\]\}\n$`, ""},
-		{"stream truncate beyond the version", admin, []string{"stream", "truncate", "rt-1", "--before", "4"}, exitUsage, `^$`, `invalid_argument: before: must be at most the stream's version \+ 1 \(3\), got 4`},
+		{"stream truncate beyond the version", admin, []string{"stream", "truncate", "rt-1", "--before", "4", "--yes"}, exitUsage, `^$`, `invalid_argument: before: must be at most the stream's version \+ 1 \(3\), got 4`},
 		{"stream truncate without --before", admin, []string{"stream", "truncate", "rt-1"}, exitUsage, `^$`, `stream truncate: --before is required`},
-		{"stream truncate never written", admin, []string{"stream", "truncate", "rt-9", "--before", "1"}, exitNotFound, `^$`, `not_found: stream not found`},
-		{"stream delete at the wrong version", admin, []string{"stream", "delete", "rt-1", "--expected-version", "0"}, exitConflict, `^$`, `aborted: stream "rt-1" is at version 2, expected 0`},
-		{"stream delete", admin, []string{"stream", "delete", "rt-1", "--expected-version", "2"}, 0, `^Deleted rt-1: 1 messages removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
+		{"stream truncate never written", admin, []string{"stream", "truncate", "rt-9", "--before", "1", "--yes"}, exitNotFound, `^$`, `not_found: stream not found`},
+		{"stream delete at the wrong version", admin, []string{"stream", "delete", "rt-1", "--expected-version", "0", "--yes"}, exitConflict, `^$`, `aborted: stream "rt-1" is at version 2, expected 0`},
+		{"stream delete", admin, []string{"stream", "delete", "rt-1", "--expected-version", "2", "--yes"}, 0, `^Deleted rt-1: 1 message removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
 		{"stream append after delete", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 3`, ""},
-		{"stream hard delete json", admin, []string{"stream", "delete", "rt-1", "--hard", "-o", "json"}, 0, `^\{"messagesDeleted":"1", ?"version":"3", ?"index":"[1-9]\d*"\}\n$`, ""},
+		{"stream hard delete json", admin, []string{"stream", "delete", "rt-1", "--hard", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":1, ?"version":3, ?"index":[1-9]\d*\}\n$`, ""},
 		{"stream append to a tombstone", admin, []string{"append", "rt-1", "T", `{}`}, exitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
-		{"stream truncate a tombstone", admin, []string{"stream", "truncate", "rt-1", "--before", "1"}, exitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
-		{"stream delete never written", admin, []string{"stream", "delete", "rt-9"}, exitNotFound, `^$`, `not_found: stream not found`},
+		{"stream truncate a tombstone", admin, []string{"stream", "truncate", "rt-1", "--before", "1", "--yes"}, exitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
+		{"stream delete never written", admin, []string{"stream", "delete", "rt-9", "--yes"}, exitNotFound, `^$`, `not_found: stream not found`},
 		{"stream watermark append 0", admin, []string{"append", "wm-1", "A", `{}`}, 0, `position 0`, ""},
 		{"stream watermark append 1", admin, []string{"append", "wm-1", "B", `{}`}, 0, `position 1`, ""},
 		{"stream watermark append 2", admin, []string{"append", "wm-2", "A", `{}`}, 0, `position 0`, ""},
-		{"stream delete-by-watermark by type", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=5", "--type", "B", "-o", "json"}, 0, `^\{"messagesDeleted":"1", ?"streams":"1", ?"index":"[1-9]\d*"\}\n$`, ""},
-		{"stream delete-by-watermark", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=0", "wm-2=7"}, 0, `^Deleted 2 messages from 2 streams of wm \(index [1-9]\d*\)\.\n$`, ""},
+		{"stream delete-by-watermark by type", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=5", "--type", "B", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":1, ?"streams":1, ?"index":[1-9]\d*\}\n$`, ""},
+		{"stream delete-by-watermark", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=0", "wm-2=7", "--yes"}, 0, `^Deleted 2 messages from 2 streams of wm \(index [1-9]\d*\)\.\n$`, ""},
 		{"stream delete-by-watermark bad pair", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1"}, exitUsage, `^$`, `"wm-1": want STREAM=POS`},
-		{"stream delete-by-watermark other category", admin, []string{"stream", "delete-by-watermark", "wm", "xx-1=0"}, exitUsage, `^$`, `invalid_argument: watermarks\[0\]\.stream: "xx-1" is not in category "wm"`},
+		{"stream delete-by-watermark other category", admin, []string{"stream", "delete-by-watermark", "wm", "xx-1=0", "--yes"}, exitUsage, `^$`, `invalid_argument: watermarks\[0\]\.stream: "xx-1" is not in category "wm"`},
 		{"stream unknown subcommand", admin, []string{"stream", "shred", "x"}, exitUsage, `^$`, `stream: unknown subcommand "shred"`},
 		{"stream help", admin, []string{"stream", "--help"}, 0, `(?s)skald stream delete STREAM \[--hard\].*delete-by-watermark CATEGORY STREAM=POS`, ""},
 		// Tags, query and conditional appends (issue #18), in order on the default namespace.
@@ -514,9 +514,14 @@ func TestDevCluster(t *testing.T) {
 	base := freeBlock(t, 3)
 	out := startDev(t, base, "--nodes", "3", "--dir", t.TempDir())
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
-	// The hint works as printed on any --base-port: it names the address.
-	if try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s skald cluster status", base, token); !strings.Contains(out.String(), try) {
+	// The hint works as printed on any --base-port: it names the address,
+	// and the binary as it can be run (this one is not on PATH).
+	try := fmt.Sprintf("Try: SKALD_ADDR=127.0.0.1:%d SKALD_TOKEN=%s %s cluster status", base, token, binary)
+	if !strings.Contains(out.String(), try) {
 		t.Fatalf("dev output lacks %q: %s", try, out)
+	}
+	if hint, err := exec.Command("sh", "-c", strings.TrimPrefix(try, "Try: ")).CombinedOutput(); err != nil {
+		t.Fatalf("the Try: line fails as printed: %v: %s", err, hint)
 	}
 	// So does the console's: the binary serves it.
 	console := fmt.Sprintf("http://127.0.0.1:%d/ui/", base)
@@ -605,6 +610,20 @@ func TestDevCluster(t *testing.T) {
 	if followers != 2 {
 		t.Fatalf("%d followers, want 2", followers)
 	}
+	// transfer-leadership called on a follower is forwarded to the leader.
+	for i := range 3 {
+		out, _, _ := runCLI(t, node(i), "cluster", "status", "-o", "json")
+		var s struct{ NodeID, LeaderID string }
+		if json.Unmarshal([]byte(out), &s) != nil || s.NodeID == s.LeaderID {
+			continue
+		}
+		moved, errOut, code := runCLI(t, node(i), "cluster", "transfer-leadership")
+		if code != 0 || !strings.Contains(moved, "Leader is now ") || strings.Contains(moved, s.LeaderID) ||
+			!strings.Contains(errOut, fmt.Sprintf("127.0.0.1:%d is a follower; forwarding to the leader at 127.0.0.1:", base+10*i)) {
+			t.Fatalf("transfer-leadership through follower node%d (leader %s): exit %d: %s %s", i, s.LeaderID, code, moved, errOut)
+		}
+		break
+	}
 	// node2 leaves: it is removed from Raft and stops; the others go on.
 	if out, errOut, code := runCLI(t, node(2), "leave"); code != 0 || !strings.Contains(out, "left the cluster") {
 		t.Fatalf("leave: %d %s %s", code, out, errOut)
@@ -641,8 +660,10 @@ func TestServerTLS(t *testing.T) {
 		t.Fatalf("read over TLS: %d %s %s", code, out, errOut)
 	}
 	noCA := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA="}
-	if _, errOut, code := runCLI(t, noCA, "read", "a-1"); code == 0 || !strings.Contains(errOut, "certificate") {
-		t.Fatalf("a client without the CA was served: %d %s", code, errOut)
+	// An untrusted certificate is no "unavailable: retry" (exit 6): the
+	// error says what to give.
+	if _, errOut, code := runCLI(t, noCA, "read", "a-1"); code != exitFailure || !strings.Contains(errOut, "certificate") || !strings.Contains(errOut, "--ca") {
+		t.Fatalf("a client without the CA: exit %d, %s; want exit %d naming --ca", code, errOut, exitFailure)
 	}
 	if _, errOut, code := runCLI(t, env[:2], "read", "a-1", "--addr", "http://"+p.addr); code == 0 {
 		t.Fatalf("plain HTTP was served on a TLS port: %s", errOut)
@@ -766,11 +787,30 @@ func TestBenchCLI(t *testing.T) {
 		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"consume through a subscription group", []string{"--workload", "consume", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 	}
+	messagesIn := func(ns string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, env, "ns", "info", ns, "-o", "json")
+		m := regexp.MustCompile(`"messageCount":"?(\d+)`).FindStringSubmatch(out)
+		if code != 0 || m == nil {
+			t.Fatalf("ns info %s: %d %s %s", ns, code, out, errOut)
+		}
+		return m[1]
+	}
+	before := messagesIn("default")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, env, append([]string{"bench", "-o", "json"}, tc.args...)...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			// Its own namespace, created and deleted; progress in lines
+			// (stderr is no terminal here).
+			if !regexp.MustCompile(`(?m)^bench: writing into namespace bench-\w+ \(deleted after the run; --token-namespace writes into the token's own\)$`).MatchString(errOut) ||
+				!regexp.MustCompile(`(?m)^bench: deleted namespace bench-\w+$`).MatchString(errOut) {
+				t.Fatalf("bench does not say it runs in a namespace of its own: %s", errOut)
+			}
+			if strings.Contains(errOut, "\r") {
+				t.Fatalf("progress with carriage returns on a pipe: %q", errOut)
 			}
 			var res benchResult
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -795,6 +835,30 @@ func TestBenchCLI(t *testing.T) {
 				t.Fatalf("server CPU: %v s, %v µs/op, %v µs/msg over %d ops", res.ServerCPUSeconds, res.ServerCPUUsPerOp, res.ServerCPUUsPerMsg, res.Ops)
 			}
 		})
+	}
+	// Nothing was left behind: no namespace, no message in the token's.
+	if after := messagesIn("default"); after != before {
+		t.Fatalf("bench left messages in the token's namespace: %s before, %s after", before, after)
+	}
+	if out, _, _ := runCLI(t, env, "ns", "list"); strings.Contains(out, "bench-") {
+		t.Fatalf("bench left its namespace: %s", out)
+	}
+	// Unless told: --token-namespace writes into the token's namespace.
+	if _, errOut, code := runCLI(t, env, "bench", "--workload", "append", "--concurrency", "1", "--duration", "1s", "--token-namespace"); code != 0 || strings.Contains(errOut, "bench-") {
+		t.Fatalf("bench --token-namespace: exit %d: %s", code, errOut)
+	}
+	if after := messagesIn("default"); after == before {
+		t.Fatal("bench --token-namespace wrote nothing into the token's namespace")
+	}
+	// A namespace token cannot create a namespace: bench says what to do.
+	out, errOut, code := runCLI(t, env, "ns", "create", "benchns", "-o", "json")
+	var created struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil {
+		t.Fatalf("ns create: %d %s", code, errOut)
+	}
+	nsEnv := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	if _, errOut, code := runCLI(t, nsEnv, "bench", "--duration", "1s"); code != exitAuth || !strings.Contains(errOut, "pass --token-namespace") {
+		t.Fatalf("bench with a namespace token: exit %d: %s", code, errOut)
 	}
 	page, err := os.ReadFile(plot)
 	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 3 {

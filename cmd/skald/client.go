@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -33,46 +34,71 @@ const (
 
 const clientHelp = `
 Connection flags (every client command):
-  --addr    node address, host:port or URL (env SKALD_ADDR; default 127.0.0.1:8080)
+  --addr    node address: host[:port] or URL; a comma-separated list tries each in turn
+            (env SKALD_ADDR; default 127.0.0.1:8080; a host without a port means :8080)
   --token   bearer token (env SKALD_TOKEN); --token-file reads it from a file (env SKALD_TOKEN_FILE)
   --ca      CA for https:// addresses (env SKALD_CA)
-  -o        output: table (default) or json
+  -o        output: table (default) or json (errors too, on stderr)
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 auth, 4 not found, 5 conflict (version, exists, stream
 hard-deleted), 6 unavailable (no leader yet: retry), 7 unreachable (no answer from the node at
 --addr).
 `
 
+// clientHelpNoOutput is clientHelp for the commands without -o.
+var clientHelpNoOutput = strings.Replace(clientHelp, "  -o        output: table (default) or json (errors too, on stderr)\n", "", 1)
+
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
 	addr, token, output, ca string
 	tokenFile               string
 	usage                   string // the command's one-line synopsis
+	noOutput                bool   // the command has no -o
 }
 
 // cliReadTimeout bounds one read of a client command, a node that hangs.
 const cliReadTimeout = time.Minute
 
-// defaultAddr is the node a client command calls without --addr.
-const defaultAddr = "127.0.0.1:8080"
+// defaultAddr is the node a client command calls without --addr, and
+// defaultPort the port of an --addr host given without one.
+const (
+	defaultAddr = "127.0.0.1:8080"
+	defaultPort = "8080"
+)
 
-func newClientFlagSet(name, usage string, stderr io.Writer) (*flag.FlagSet, *clientFlags) {
+// flagSetOption changes what newClientFlagSet defines.
+type flagSetOption int
+
+// noOutputFlag leaves out -o, for commands whose output has one form
+// (backup, export).
+const noOutputFlag flagSetOption = 1
+
+func newClientFlagSet(name, usage string, stderr io.Writer, opts ...flagSetOption) (*flag.FlagSet, *clientFlags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cf := &clientFlags{usage: usage}
+	cf := &clientFlags{usage: usage, output: "table"}
+	for _, o := range opts {
+		cf.noOutput = cf.noOutput || o == noOutputFlag
+	}
 	addr := defaultAddr
 	if v, ok := os.LookupEnv("SKALD_ADDR"); ok && v != "" {
 		addr = v // so --help shows the default in effect
 	}
-	fs.StringVar(&cf.addr, "addr", addr, "node address, host:port or URL (env SKALD_ADDR)")
+	fs.StringVar(&cf.addr, "addr", addr, "node address, host[:port] or URL; a comma-separated list tries each in turn (env SKALD_ADDR)")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
 	fs.StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file (surrounding whitespace trimmed): off the command line, which every local user can see")
-	fs.StringVar(&cf.output, "o", "table", "output: table or json")
+	if !cf.noOutput {
+		fs.StringVar(&cf.output, "o", "table", "output: table or json")
+	}
 	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", usage)
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, clientHelp)
+		if cf.noOutput {
+			fmt.Fprint(stderr, clientHelpNoOutput)
+		} else {
+			fmt.Fprint(stderr, clientHelp)
+		}
 	}
 	return fs, cf
 }
@@ -120,6 +146,9 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 	if cf.output != "table" && cf.output != "json" {
 		return nil, &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", cf.output)}
 	}
+	if _, err := cf.endpoints(); err != nil {
+		return nil, err
+	}
 	if len(rest) < minArgs || len(rest) > maxArgs {
 		return nil, cf.usageError(fs, "wrong number of arguments")
 	}
@@ -159,11 +188,86 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func (cf *clientFlags) baseURL() string {
-	if strings.HasPrefix(cf.addr, "http://") || strings.HasPrefix(cf.addr, "https://") {
-		return strings.TrimSuffix(cf.addr, "/")
+// endpoints are --addr's nodes as base URLs, in the order given: a
+// comma-separated list, as etcdctl's --endpoints and nats -s take. A host
+// without a scheme is http:// and, without a port, Skald's port 8080; a
+// URL keeps its scheme's port.
+func (cf *clientFlags) endpoints() ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(cf.addr, ",") {
+		u, err := endpointURL(strings.TrimSpace(a))
+		if err != nil {
+			return nil, &exitError{exitUsage, fmt.Errorf("--addr %q: %w", cf.addr, err)}
+		}
+		out = append(out, u)
 	}
-	return "http://" + cf.addr
+	return out, nil
+}
+
+// endpointURL is one --addr entry as a base URL.
+func endpointURL(a string) (string, error) {
+	if a == "" {
+		return "", errors.New("empty address")
+	}
+	if !strings.Contains(a, "://") {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			a = net.JoinHostPort(strings.Trim(a, "[]"), defaultPort) // a host, or an IPv6 address, alone
+		}
+		a = "http://" + a
+	}
+	u, err := url.Parse(a)
+	switch {
+	case err != nil:
+		return "", err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("scheme %q: want http or https", u.Scheme)
+	case u.Host == "" || u.Hostname() == "":
+		return "", errors.New("no host")
+	}
+	return strings.TrimSuffix(a, "/"), nil
+}
+
+// do sends the request build makes for each of --addr's endpoints in
+// turn until one answers: a node that cannot be dialled (nothing was
+// sent, so a request body is untouched) moves on to the next. It is how
+// the commands that speak plain HTTP (backup, import) take a list. The
+// error is unreachable's, apiError's for TLS, or exitUnavailable.
+func (cf *clientFlags) do(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, error) {
+	eps, err := cf.endpoints()
+	if err != nil {
+		return nil, err
+	}
+	hc := cf.httpClient()
+	for i, base := range eps {
+		req, err := build(base)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req.WithContext(ctx))
+		switch ue := unreachable(err); {
+		case err == nil:
+			return resp, nil
+		case ue != nil && i < len(eps)-1:
+			continue
+		case ue != nil:
+			return nil, ue
+		}
+		if te := tlsError(err); te != nil {
+			return nil, te
+		}
+		return nil, &exitError{exitUnavailable, err}
+	}
+	return nil, errors.New("no --addr endpoint") // endpoints refuses an empty list
+}
+
+// baseURL is the first of --addr's endpoints: the node a command that
+// calls one node (leave) calls.
+func (cf *clientFlags) baseURL() string {
+	eps, err := cf.endpoints()
+	if err != nil || len(eps) == 0 {
+		return "http://" + defaultAddr // parse refused it already
+	}
+	return eps[0]
 }
 
 // tlsConfig trusts --ca when given; nil means the system's roots.
@@ -198,9 +302,19 @@ func (cf *clientFlags) httpClient() *http.Client {
 // server's own bound on waiting (5 s for a leader or an index), so the
 // user sees the server's reason rather than a client-side deadline. Close
 // it when done.
+//
+// With several --addr endpoints, each call goes to one of them and moves
+// on to the next when a node does not answer.
 func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
+	eps, err := cf.endpoints()
+	if err != nil {
+		return nil, err
+	}
+	if err := cf.needToken(); err != nil {
+		return nil, err
+	}
 	c, err := client.New(ctx, client.Config{
-		Endpoints: []string{cf.baseURL()}, Token: cf.token, TLS: cf.tlsConfig(),
+		Endpoints: eps, Token: cf.token, TLS: cf.tlsConfig(),
 		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
 	})
 	if err != nil {
@@ -209,15 +323,30 @@ func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
 	return c, nil
 }
 
+// needToken refuses a call without a token before it is made: the
+// server's answer would not say where a token comes from.
+func (cf *clientFlags) needToken() error {
+	if cf.token != "" {
+		return nil
+	}
+	return &exitError{exitAuth, errors.New("unauthenticated: no token: set SKALD_TOKEN or pass --token (or --token-file)")}
+}
+
 // apiError turns a client error into a message and an exit code: the
 // server's code and message, as "code: message", and the field violations
-// the message does not already name.
+// the message does not already name. The *connect.Error stays wrapped, so
+// -o json can print its code.
 //
 // A call that could not connect is exitUnreachable, naming the address
 // tried: a node that does not answer is not a cluster without a leader.
+// A certificate the client does not trust is exitFailure, naming --ca:
+// trying again changes nothing.
 func apiError(err error) error {
 	if ue := unreachable(err); ue != nil {
 		return ue
+	}
+	if te := tlsError(err); te != nil {
+		return te
 	}
 	code := exitFailure
 	switch {
@@ -241,21 +370,31 @@ func apiError(err error) error {
 			code = exitUnavailable
 		}
 	}
-	msg := err.Error()
 	var ce *connect.Error
-	if errors.As(err, &ce) {
-		msg = fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
-		var e *client.Error
-		if errors.As(err, &e) {
-			for _, fv := range e.Fields {
-				if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
-					msg += "\n  " + line
-				}
+	if !errors.As(err, &ce) {
+		return &exitError{code, err}
+	}
+	msg := fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
+	var e *client.Error
+	if errors.As(err, &e) {
+		for _, fv := range e.Fields {
+			if line := fmt.Sprintf("%s: %s", fv.Field, fv.Description); line != ce.Message() {
+				msg += "\n  " + line
 			}
 		}
 	}
-	return &exitError{code, errors.New(msg)}
+	return &exitError{code, &serverError{msg: msg, err: ce}}
 }
+
+// serverError is a server's answer as the CLI prints it; it wraps the
+// *connect.Error.
+type serverError struct {
+	msg string
+	err *connect.Error
+}
+
+func (e *serverError) Error() string { return e.msg }
+func (e *serverError) Unwrap() error { return e.err }
 
 // unreachable returns the exitUnreachable error for a call that could not
 // connect (refused, no route, unknown host), naming the address tried; nil
@@ -270,4 +409,35 @@ func unreachable(err error) error {
 		addr = op.Addr.String()
 	}
 	return &exitError{exitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err)}
+}
+
+// tlsError returns the exitFailure error for a TLS handshake that failed
+// on the node's certificate (not trusted, expired, for another name) or
+// on a node that does not speak TLS, saying what to change; nil for any
+// other error.
+func tlsError(err error) error {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
+		return &exitError{exitFailure, fmt.Errorf("tls: the node's certificate is not accepted (trust its CA with --ca or SKALD_CA; check the address's host name): %w", tlsCause(err))}
+	case errors.As(err, &record):
+		return &exitError{exitFailure, fmt.Errorf("tls: the node does not speak TLS (use an http:// address): %w", tlsCause(err))}
+	}
+	return nil
+}
+
+// tlsCause is the innermost error below the client's and Connect's
+// wrapping: what the TLS handshake said.
+func tlsCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

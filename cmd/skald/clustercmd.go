@@ -13,8 +13,8 @@ import (
 const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> ...   (admin token)
 
   skald cluster status
-  skald cluster transfer-leadership [--to SERVER-ID]   (call the leader)
-  skald cluster remove SERVER-ID                       (from any node)
+  skald cluster transfer-leadership [--to SERVER-ID]   (through a follower: forwarded to the leader)
+  skald cluster remove SERVER-ID [--yes]               (from any node; asks first on a terminal)
   skald leave                                          (the --addr node leaves the cluster and stops)
 `
 
@@ -65,7 +65,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		c, err := cf.connect(ctx)
+		c, err := leaderClient(ctx, cf, stderr)
 		if err != nil {
 			return err
 		}
@@ -80,9 +80,14 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "Leader is now %s.\n", leader)
 		return nil
 	case "remove":
-		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID", stderr)
+		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID [--yes]", stderr)
+		yes := addYes(fs)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
+			return err
+		}
+		if err := confirm("cluster remove", "removes server "+rest[0]+" from the cluster",
+			"Remove server "+rest[0]+" from the cluster? It stops being a voter and leaves Raft.", *yes, os.Stdin, stderr); err != nil {
 			return err
 		}
 		c, err := cf.connect(ctx)
@@ -92,6 +97,9 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer c.Close()
 		if err := c.RemoveServer(ctx, rest[0]); err != nil {
 			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, &skaldv1.RemoveServerResponse{})
 		}
 		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
 		return nil
@@ -104,10 +112,13 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr)
+	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr, noOutputFlag)
 	ifScaledDown := fs.Bool("if-scaled-down", false, "Kubernetes preStop hook: leave only when this pod's StatefulSet was scaled below it (not on restarts or rolling updates)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	if eps, _ := cf.endpoints(); len(eps) > 1 {
+		return cf.usageError(fs, "--addr names the node that leaves: give one node, not a list")
 	}
 	if *ifScaledDown {
 		pod := os.Getenv("POD_NAME")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,16 +71,21 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // jsonArg reads a JSON argument: the text itself, @FILE for a file's
 // content, or - for standard input (payloads beyond the argument size
-// limit). Text that does not parse is a usage error naming the parser's
-// complaint; the server still checks what the value must be.
+// limit). What a file or stdin holds is taken without the whitespace
+// around it (the newline that ends a file, or echo's), which JSON ignores
+// but the message would keep. Text that does not parse is a usage error
+// naming the parser's complaint; the server still checks what the value
+// must be.
 func jsonArg(what, arg string, stdin io.Reader) ([]byte, error) {
 	var b []byte
 	var err error
 	switch {
 	case arg == "-":
 		b, err = io.ReadAll(stdin)
+		b = bytes.TrimSpace(b)
 	case strings.HasPrefix(arg, "@"):
 		b, err = os.ReadFile(arg[1:])
+		b = bytes.TrimSpace(b)
 	default:
 		b = []byte(arg)
 	}
@@ -133,7 +139,12 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, msgs)
+	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+		more, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: last.Position + 1, Limit: 1})
+		return len(more) > 0, err
+	}, func(last client.Message) readOn {
+		return readOn{last.Position + 1, shellArgs("skald", "read", rest[0], "--position", strconv.FormatInt(last.Position+1, 10))}
+	})
 }
 
 // queryFlags are the flags that give a query: --type and --tag (one
@@ -210,7 +221,22 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, msgs)
+	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+		more, err := c.Query(ctx, q, last.GlobalPosition, 1)
+		return len(more) > 0, err
+	}, func(last client.Message) readOn {
+		args := []string{"skald", "query"}
+		for _, t := range qf.types {
+			args = append(args, "--type", t)
+		}
+		for _, t := range qf.tags {
+			args = append(args, "--tag", t)
+		}
+		if *qf.query != "" {
+			args = append(args, "--query", *qf.query)
+		}
+		return readOn{last.GlobalPosition, shellArgs(append(args, "--after", strconv.FormatInt(last.GlobalPosition, 10))...)}
+	})
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -236,31 +262,54 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, msgs)
+	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+		more, err := c.ReadCategory(ctx, client.CategoryQuery{
+			Category: rest[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
+			Group: client.ConsumerGroup{Member: *member, Size: *size},
+		})
+		return len(more) > 0, err
+	}, func(last client.Message) readOn {
+		args := []string{"skald", "category", rest[0], "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
+		if *size > 0 {
+			args = append(args, "--member", strconv.FormatInt(*member, 10), "--size", strconv.FormatInt(*size, 10))
+		}
+		if *correlation != "" {
+			args = append(args, "--correlation", *correlation)
+		}
+		return readOn{last.GlobalPosition + 1, shellArgs(args...)}
+	})
 }
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("tail", "skald tail [STREAM] [--category C [--member M --size S]] [--all] [--position N]", stderr)
+	fs, cf := newClientFlagSet("tail", "skald tail [STREAM] [--category C [--member M --size S]] [--all] [--from-start | --position N]", stderr)
 	category := fs.String("category", "", "follow a category")
 	all := fs.Bool("all", false, "follow the whole namespace")
-	position := fs.Int64("position", 0, "start at this stream position (stream) or global position")
+	fromStart := fs.Bool("from-start", false, "replay every stored message first, then follow")
+	var position optionalInt64
+	fs.Var(&position, "position", "replay from this stream position (STREAM) or global position (--category, --all), then follow (default: only new messages)")
 	member := fs.Int64("member", 0, "consumer group member (with --size)")
 	size := fs.Int64("size", 0, "consumer group size")
 	rest, err := cf.parse(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}
+	switch {
+	case *fromStart && position.set:
+		return cf.usageError(fs, "give --from-start or --position, not both")
+	case position.set && position.v < 0:
+		return cf.usageError(fs, fmt.Sprintf("--position %d: positions start at 0; without --position tail follows from the end", position.v))
+	}
 	sub := client.Subscription{CaughtUp: func() {
 		fmt.Fprintln(stderr, "-- caught up; waiting for new messages (Ctrl-C to stop)")
 	}}
 	switch {
 	case len(rest) == 1 && *category == "" && !*all:
-		sub.Stream, sub.Position = rest[0], *position
+		sub.Stream = rest[0]
 	case len(rest) == 0 && *category != "" && !*all:
-		sub.Category, sub.GlobalPosition = *category, *position
+		sub.Category = *category
 		sub.Group = client.ConsumerGroup{Member: *member, Size: *size}
 	case len(rest) == 0 && *category == "" && *all:
-		sub.All, sub.GlobalPosition = true, *position
+		sub.All = true
 	default:
 		return cf.usageError(fs, "give exactly one of STREAM, --category or --all")
 	}
@@ -269,6 +318,9 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.Close()
+	if err := tailStart(ctx, c, &sub, *fromStart, position, stderr); err != nil {
+		return apiError(err)
+	}
 	enc := json.NewEncoder(stdout)
 	for m, err := range c.Subscribe(ctx, sub) {
 		if err != nil {

@@ -3,11 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestDevSecretsNotOnCommandLine: the servers skald dev starts get the
@@ -101,4 +107,83 @@ func childProcesses(t *testing.T, ppid int) []int {
 		}
 	}
 	return kids
+}
+
+// TestDevNodeDiesAndComesBack: when a node of skald dev dies (kill -9),
+// the others keep running and dev says what happened and how to bring it
+// back; skald dev restart N brings it back with its data, and skald dev
+// kill N kills one for a demo.
+func TestDevNodeDiesAndComesBack(t *testing.T) {
+	base := freeBlock(t, 3)
+	dir := t.TempDir()
+	out, _ := startDevCmd(t, base, "--nodes", "3", "--dir", dir)
+	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
+	pidOf := func(i int) int {
+		t.Helper()
+		m := regexp.MustCompile(fmt.Sprintf(`(?m)^node%d .* pid (\d+)$`, i)).FindAllStringSubmatch(out.String(), -1)
+		if len(m) == 0 {
+			t.Fatalf("dev output names no pid of node%d: %s", i, out)
+		}
+		pid, _ := strconv.Atoi(m[len(m)-1][1])
+		return pid
+	}
+	node := func(i int) []string {
+		return []string{"SKALD_ADDR=127.0.0.1:" + strconv.Itoa(base+10*i), "SKALD_TOKEN=" + token}
+	}
+	testutil.Until(t, 30*time.Second, "a leader and three voters", func() (bool, string) {
+		out, errOut, code := runCLI(t, node(0), "cluster", "status", "-o", "json")
+		return code == 0 && strings.Count(out, "SUFFRAGE_VOTER") == 3 && !strings.Contains(out, `"leaderId":""`), out + errOut
+	})
+	if err := syscall.Kill(pidOf(1), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Until(t, 20*time.Second, "dev to report node1's death", func() (bool, string) {
+		return regexp.MustCompile(`(?s)node1 \(pid \d+\) died: signal: killed\. node0 and node2 keep running \(2 of 3, a majority: the cluster still serves\)\..*Bring it back: \S+ dev restart 1 --dir ` + regexp.QuoteMeta(dir)).MatchString(out.String()), out.String()
+	})
+	// The others serve on: a write lands while node1 is down.
+	testutil.Until(t, 30*time.Second, "an append on node0 with node1 down", func() (bool, string) {
+		_, errOut, code := runCLI(t, node(0), "append", "down-1", "T", `{"while":"node1 was down"}`, "--id", "0192f0c4-0000-7000-8000-0000000000d1")
+		return code == 0, errOut
+	})
+	if _, errOut, code := runCLI(t, nil, "dev", "restart", "7", "--dir", dir); code != exitUsage || !strings.Contains(errOut, "no node7") {
+		t.Fatalf("dev restart 7: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, nil, "dev", "restart", "1", "--dir", t.TempDir()); code != exitUnreachable || !strings.Contains(errOut, "no skald dev runs in") {
+		t.Fatalf("dev restart without a dev: exit %d: %s", code, errOut)
+	}
+	if got, errOut, code := runCLI(t, nil, "dev", "restart", "1", "--dir", dir); code != 0 || !strings.Contains(got, "node1 started (pid ") {
+		t.Fatalf("dev restart 1: exit %d: %s %s", code, got, errOut)
+	}
+	testutil.Until(t, 60*time.Second, "node1 to serve again with what was written while it was down", func() (bool, string) {
+		got, errOut, _ := runCLI(t, node(1), "read", "down-1", "-o", "json")
+		return strings.Contains(got, `"data":{"while":"node1 was down"}`), got + errOut
+	})
+	testutil.Until(t, 30*time.Second, "dev to say node1 is back", func() (bool, string) {
+		return strings.Contains(out.String(), "node1 is ready again"), out.String()
+	})
+	// Restarting a running node stops it first; its exit is no death.
+	if got, errOut, code := runCLI(t, nil, "dev", "restart", "0", "--dir", dir); code != 0 || !strings.Contains(got, "node0 started (pid ") {
+		t.Fatalf("dev restart 0 (running): exit %d: %s %s", code, got, errOut)
+	}
+	testutil.Until(t, 60*time.Second, "node0 to be ready again after its restart", func() (bool, string) {
+		return strings.Contains(out.String(), "node0 stopped for a restart") && strings.Contains(out.String(), "node0 is ready again"), out.String()
+	})
+	if strings.Contains(out.String(), "node0 (pid") {
+		t.Fatalf("dev reported node0's restart as a death: %s", out)
+	}
+	// skald dev kill N: a kill -9 without looking for the pid.
+	pid2 := pidOf(2)
+	if got, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != 0 || !strings.Contains(got, fmt.Sprintf("killed node2 (pid %d)", pid2)) {
+		t.Fatalf("dev kill 2: exit %d: %s %s", code, got, errOut)
+	}
+	testutil.Until(t, 20*time.Second, "dev to report node2's death", func() (bool, string) {
+		return strings.Contains(out.String(), fmt.Sprintf("node2 (pid %d) died: signal: killed", pid2)), out.String()
+	})
+	// node1 is back, so two of three still run.
+	if !strings.Contains(out.String(), "node0 and node1 keep running (2 of 3, a majority") {
+		t.Fatalf("dev did not say node0 and node1 keep a majority: %s", out)
+	}
+	if _, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != exitFailure || !strings.Contains(errOut, "node2 is not running") {
+		t.Fatalf("dev kill of a dead node: exit %d: %s", code, errOut)
+	}
 }

@@ -45,13 +45,16 @@ func tokenNamespace(token, ns string) (string, error) {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr)
+	fs, cf := newClientFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr, noOutputFlag)
 	ns := fs.String("ns", "", "namespace to export (must be the token's)")
 	category := fs.String("category", "", "export only this category")
 	since := fs.String("since", "", "only messages written at or after this RFC 3339 time")
 	gz := fs.Bool("gzip", false, "gzip the output")
 	out := fs.String("out", "-", "output file (- for stdout)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if err := cf.needToken(); err != nil {
 		return err
 	}
 	name, err := tokenNamespace(cf.token, *ns)
@@ -137,21 +140,40 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("import", "skald import FILE.ndjson[.gz] [--force]", stderr)
+	fs, cf := newClientFlagSet("import", "skald import FILE.ndjson[.gz]|- [--force [--yes]]   (- reads standard input)", stderr, noOutputFlag)
 	force := fs.Bool("force", false, "delete every message of the namespace first")
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	if _, err := tokenNamespace(cf.token, ""); err != nil {
+	if err := cf.needToken(); err != nil {
 		return err
 	}
-	f, err := os.Open(rest[0])
+	ns, err := tokenNamespace(cf.token, "")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	br := bufio.NewReader(f)
+	var in io.Reader = os.Stdin
+	if rest[0] != "-" {
+		f, err := os.Open(rest[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	if *force {
+		ask := os.Stdin
+		if rest[0] == "-" {
+			ask = nil // standard input is the data: no one to ask
+		}
+		if err := confirm("import --force", "deletes every message of namespace "+ns+" first",
+			"Delete every message of namespace "+ns+" before importing?", *yes, ask, stderr); err != nil {
+			return err
+		}
+	}
+	br := bufio.NewReader(in)
 	var body io.Reader = br
 	if magic, _ := br.Peek(2); bytes.Equal(magic, []byte{0x1f, 0x8b}) {
 		zr, err := gzip.NewReader(br)
@@ -160,21 +182,21 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		body = zr
 	}
-	url := cf.baseURL() + "/import"
+	query := ""
 	if *force {
-		url += "?force=true"
+		query = "?force=true"
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	// A node that cannot be dialled read nothing of body: the next may.
+	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/import"+query, body)
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+cf.token)
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		}
+		return req, err
+	})
 	if err != nil {
 		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+cf.token)
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	resp, err := cf.httpClient().Do(req)
-	if ue := unreachable(err); ue != nil {
-		return ue
-	} else if err != nil {
-		return &exitError{exitUnavailable, err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -213,7 +235,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return &exitError{code, fmt.Errorf("import stopped at line %d: %s: %s (chunks before it are imported)", ev.Line, ev.Error, ev.Message)}
 		case ev.Done:
-			fmt.Fprintf(stdout, "Imported %d messages in %s.\n", ev.Imported, ev.Elapsed)
+			fmt.Fprintf(stdout, "Imported %s in %s.\n", plural(ev.Imported, "message"), ev.Elapsed)
 			return nil
 		default:
 			fmt.Fprintf(stderr, "imported %d messages (global position %d)\n", ev.Imported, ev.GPos)

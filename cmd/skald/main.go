@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"connectrpc.com/connect"
 )
 
 const usage = `skald — a highly available event store
@@ -20,6 +23,7 @@ const usage = `skald — a highly available event store
 Usage:
   skald server [flags]          run a node (with no flags: a single node in ./skald-data on 127.0.0.1:8080)
   skald dev [--nodes 3]         run a local cluster of real server processes (data in ./skald-dev)
+  skald dev kill|restart N      kill -9 a node of the running dev cluster, or start it again
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
   skald append STREAM TYPE DATA-JSON [--expected-version N] [--tag T]... [--fail-if-tag T --after GP]
@@ -35,7 +39,7 @@ Usage:
   skald sub create|list|info|update|delete|consume|parked|replay
                                 persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
-                                follow new messages until Ctrl-C
+                                follow new messages until Ctrl-C (--from-start replays)
   skald cluster status|transfer-leadership|remove
   skald leave --addr NODE       make a node leave the cluster and stop
   skald backup --out FILE       a consistent snapshot of the whole cluster state (admin token)
@@ -43,13 +47,14 @@ Usage:
                                 seed a new single-node cluster from a backup
   skald export [--category C] [--since TIME] [--gzip] > FILE
                                 export the token's namespace as NDJSON (EventoDB format)
-  skald import FILE [--force]   import an export into the token's namespace
+  skald import FILE|- [--force] import an export into the token's namespace
   skald tls init                make a CA and node certificates for trying TLS
   skald bench [--workload W]    measure a running cluster (see skald bench --help)
   skald probe URL               exit 0 when GET URL answers 200 (container health checks)
   skald version                 print the version
 
-Client commands take --addr (SKALD_ADDR), --token (SKALD_TOKEN) and -o table|json.
+Client commands take --addr (SKALD_ADDR; a list tries each), --token (SKALD_TOKEN) and -o table|json.
+Commands that delete ask on a terminal; scripts pass --yes.
 
 Run 'skald <command> --help' for a command's flags.
 `
@@ -95,6 +100,7 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -108,12 +114,55 @@ func main() {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	if !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "skald:", err)
-	} else {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		code = 0
+	case wantsJSON(os.Args[1:]):
+		printJSONError(os.Stderr, code, err)
+	default:
+		fmt.Fprintln(os.Stderr, "skald:", err)
 	}
 	os.Exit(code)
+}
+
+// wantsJSON reports whether a command line asks for -o json, flags being
+// anywhere before "--" as parseInterspersed takes them: errors are then
+// JSON too.
+func wantsJSON(args []string) bool {
+	for i, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-o", "--o":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case "-o=json", "--o=json":
+			return true
+		}
+	}
+	return false
+}
+
+// printJSONError writes a command's error as one JSON object:
+// {"error":{"exitCode":4,"code":"not_found","message":"..."}}, code being
+// the API's when a server answered.
+func printJSONError(w io.Writer, exitCode int, err error) {
+	type jsonError struct {
+		ExitCode int    `json:"exitCode"`
+		Code     string `json:"code,omitempty"`
+		Message  string `json:"message"`
+	}
+	e := jsonError{ExitCode: exitCode, Message: err.Error()}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		e.Code = ce.Code().String()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(struct {
+		Error jsonError `json:"error"`
+	}{e})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -23,9 +23,9 @@ for standard input) is JSON:
                    "id": "0192f0c4-0000-7000-8000-000000000001", "tags": ["account:2"]}]}
   ]}
 
-expected_version (optional): the stream's version must be this (-1: no
-message yet); when any stream's is not, nothing is written and every such
-stream is named. Limits: 1..100 streams, each once; 1..1000 messages and
+expected_version (optional; or expectedVersion, the API's JSON name): the
+stream's version must be this (-1: no message yet); when any stream's is
+not, nothing is written and every such stream is named. Limits: 1..100 streams, each once; 1..1000 messages and
 8 MiB of data and metadata in all. Messages with an id are idempotent: the
 same call sent again writes nothing and prints the original positions.
 Tags (optional, per message) and a condition (optional, for the call):
@@ -34,13 +34,16 @@ Tags (optional, per message) and a condition (optional, for the call):
                 "after": 17}
 
 fails the call, writing nothing, when a message matching any item exists
-after global position 17.`
+after global position 17 (failIfEventsMatch is taken too).`
 
-// multiFile is the JSON that append-multi reads.
+// multiFile is the JSON that append-multi reads. Its two-word names are
+// taken as the proto spells them and as the API's JSON (protojson) does,
+// one of the two per object.
 type multiFile struct {
 	Streams []struct {
 		Stream          string `json:"stream"`
 		ExpectedVersion *int64 `json:"expected_version"`
+		ExpectedCamel   *int64 `json:"expectedVersion"`
 		Messages        []struct {
 			ID       string          `json:"id"`
 			Type     string          `json:"type"`
@@ -50,14 +53,30 @@ type multiFile struct {
 		} `json:"messages"`
 	} `json:"streams"`
 	Condition *struct {
-		FailIfEventsMatch struct {
-			Items []struct {
-				Types []string `json:"types"`
-				Tags  []string `json:"tags"`
-			} `json:"items"`
-		} `json:"fail_if_events_match"`
-		After int64 `json:"after"`
+		FailIfEventsMatch *multiQuery `json:"fail_if_events_match"`
+		FailCamel         *multiQuery `json:"failIfEventsMatch"`
+		After             int64       `json:"after"`
 	} `json:"condition"`
+}
+
+// multiQuery is a condition's query in the file.
+type multiQuery struct {
+	Items []struct {
+		Types []string `json:"types"`
+		Tags  []string `json:"tags"`
+	} `json:"items"`
+}
+
+// oneOf is whichever of the two spellings of a field the file gave; both
+// is an error naming them.
+func oneOf[T any](where, proto, camel string, a, b *T) (*T, error) {
+	if a != nil && b != nil {
+		return nil, fmt.Errorf("%s: give %s or %s, not both", where, camel, proto)
+	}
+	if a != nil {
+		return a, nil
+	}
+	return b, nil
 }
 
 func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -87,8 +106,12 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 		return &exitError{exitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", rest[0], err)}
 	}
 	var parts []client.StreamAppend
-	for _, s := range f.Streams {
-		p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: s.ExpectedVersion}
+	for i, s := range f.Streams {
+		expected, err := oneOf(fmt.Sprintf("streams[%d]", i), "expected_version", "expectedVersion", s.ExpectedVersion, s.ExpectedCamel)
+		if err != nil {
+			return &exitError{exitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err)}
+		}
+		p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: expected}
 		for _, m := range s.Messages {
 			var meta []byte
 			if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
@@ -98,19 +121,25 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		parts = append(parts, p)
 	}
+	var opts []client.AppendOption
+	if cond := f.Condition; cond != nil {
+		match, err := oneOf("condition", "fail_if_events_match", "failIfEventsMatch", cond.FailIfEventsMatch, cond.FailCamel)
+		if err != nil {
+			return &exitError{exitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err)}
+		}
+		var q client.Query
+		if match != nil {
+			for _, it := range match.Items {
+				q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
+			}
+		}
+		opts = append(opts, client.FailIfMatch(q, cond.After))
+	}
 	c, err := cf.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	var opts []client.AppendOption
-	if cond := f.Condition; cond != nil {
-		var q client.Query
-		for _, it := range cond.FailIfEventsMatch.Items {
-			q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
-		}
-		opts = append(opts, client.FailIfMatch(q, cond.After))
-	}
 	res, err := c.AppendMulti(ctx, parts, opts...)
 	if err != nil {
 		return apiError(err)

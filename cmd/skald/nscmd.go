@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
@@ -16,7 +17,9 @@ const nsUsage = `Usage: skald ns <create|list|info|delete> ...
   skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]   (admin token)
   skald ns list                                                  (admin token)
   skald ns info NAME                                             (admin, or the namespace's own token)
-  skald ns delete NAME                                           (admin token)
+  skald ns delete NAME [--yes]                                   (admin token)
+
+A command that deletes asks first on a terminal; without one (a script, a pipe) it needs --yes.
 `
 
 func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -110,9 +113,14 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		row := append(nsRow(ns), dedupeOf(ns))
 		return table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION\tDEDUPE WINDOW", [][]string{row})
 	case "delete":
-		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME", stderr)
+		fs, cf := newClientFlagSet("ns delete", "skald ns delete NAME [--yes]", stderr)
+		yes := addYes(fs)
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
+			return err
+		}
+		if err := confirm("ns delete", fmt.Sprintf("deletes namespace %s and its messages", rest[0]),
+			fmt.Sprintf("Delete namespace %s and every message in it? This cannot be undone.", rest[0]), *yes, os.Stdin, stderr); err != nil {
 			return err
 		}
 		c, err := cf.connect(ctx)
@@ -127,7 +135,7 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cf.output == "json" {
 			return printJSON(stdout, deleteReply(ns))
 		}
-		fmt.Fprintf(stdout, "Deleted namespace %s (%d messages).\n", ns.Name, ns.MessagesDeleted)
+		fmt.Fprintf(stdout, "Deleted namespace %s (%s).\n", ns.Name, plural(ns.MessagesDeleted, "message"))
 		return nil
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, nsUsage, clientHelp)

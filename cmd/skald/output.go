@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,17 +21,182 @@ import (
 )
 
 // The JSON of the admin commands (-o json) is the API's reply message in
-// protojson, as scripts have always parsed it: the client's replies are
-// turned back into those messages, field for field, to print them.
+// protojson (lowerCamel names, every field, timestamps and durations as
+// strings), with one change: 64-bit integers are JSON numbers, as the
+// messages of read, query and tail print them, not protojson's strings.
+// Every count, position and index the CLI prints is far below 2^53, so
+// every JSON reader takes them exactly. The client's replies are turned
+// back into those messages, field for field, to print them.
 
-// printJSON writes one protobuf message as a JSON object.
+// printJSON writes one protobuf message as a JSON object on one line.
 func printJSON(w io.Writer, m proto.Message) error {
 	b, err := protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	v, err := decodeOrdered(dec)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	writeJSON(&out, numbersFor(m.ProtoReflect().Descriptor(), v))
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
 	return err
+}
+
+// orderedObject is a JSON object with its keys in the order read.
+type orderedObject []struct {
+	key string
+	val any
+}
+
+// decodeOrdered reads one JSON value: objects as orderedObject, arrays as
+// []any, numbers as json.Number.
+func decodeOrdered(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		var obj orderedObject
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := decodeOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			obj = append(obj, struct {
+				key string
+				val any
+			}{k.(string), v})
+		}
+		_, err := dec.Token() // }
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for dec.More() {
+			v, err := decodeOrdered(dec)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := dec.Token() // ]
+		return arr, err
+	}
+	return tok, nil
+}
+
+// numbersFor turns the 64-bit integer fields of a message of type md,
+// which protojson writes as strings, into numbers, down through nested
+// messages, lists and maps.
+func numbersFor(md protoreflect.MessageDescriptor, v any) any {
+	obj, ok := v.(orderedObject)
+	if !ok {
+		return v
+	}
+	if md.FullName() == "google.protobuf.Int64Value" || md.FullName() == "google.protobuf.UInt64Value" {
+		return asNumber(v) // a wrapper is its value
+	}
+	fields := md.Fields()
+	for i := range obj {
+		fd := fields.ByJSONName(obj[i].key)
+		if fd == nil {
+			continue
+		}
+		convert := func(x any) any { return fieldNumbers(fd, x) }
+		switch {
+		case fd.IsMap():
+			if m, ok := obj[i].val.(orderedObject); ok {
+				for j := range m {
+					m[j].val = fieldNumbers(fd.MapValue(), m[j].val)
+				}
+			}
+		case fd.IsList():
+			if l, ok := obj[i].val.([]any); ok {
+				for j := range l {
+					l[j] = convert(l[j])
+				}
+			}
+		default:
+			obj[i].val = convert(obj[i].val)
+		}
+	}
+	return obj
+}
+
+// fieldNumbers converts one value of the field fd.
+func fieldNumbers(fd protoreflect.FieldDescriptor, v any) any {
+	switch fd.Kind() {
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
+		protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		return asNumber(v)
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return numbersFor(fd.Message(), v)
+	}
+	return v
+}
+
+// asNumber is a protojson integer string as a number; anything else as
+// it is.
+func asNumber(v any) any {
+	if s, ok := v.(string); ok {
+		if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return json.Number(s)
+		}
+		if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return json.Number(s)
+		}
+	}
+	return v
+}
+
+// writeJSON writes v compactly, objects in their order.
+func writeJSON(b *bytes.Buffer, v any) {
+	switch x := v.(type) {
+	case orderedObject:
+		b.WriteByte('{')
+		for i, kv := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSONString(b, kv.key)
+			b.WriteByte(':')
+			writeJSON(b, kv.val)
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeJSON(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		writeJSONString(b, x)
+	case json.Number:
+		b.WriteString(x.String())
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case nil:
+		b.WriteString("null")
+	}
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
 // timestampOf is t as a protobuf timestamp; nil (JSON null) for the zero

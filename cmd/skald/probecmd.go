@@ -2,17 +2,29 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 )
 
+const probeUsage = `Usage: skald probe URL
+
+For container health checks in images without curl: exit 0 when GET URL
+answers 200 within 5 s, 6 otherwise (2 for a bad URL). Example:
+  skald probe http://127.0.0.1:8080/readyz
+`
+
 // runProbe is for container health checks in images without curl:
 // `skald probe URL` exits 0 when GET URL answers 200 within 5 s.
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stderr, probeUsage)
+		return flag.ErrHelp
+	}
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "Usage: skald probe URL   (exit 0 when GET URL answers 200)")
+		fmt.Fprint(stderr, probeUsage)
 		return &exitError{exitUsage, fmt.Errorf("probe: want one URL")}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

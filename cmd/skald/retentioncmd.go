@@ -18,7 +18,7 @@ const retentionUsage = `Usage: skald retention <set|list|clear> ...
   skald retention set namespace|category NAME|stream NAME [--max-age DURATION] [--max-count N]
       set the policy of the whole namespace, of one category (the text before a stream
       name's first '-': "account" covers account-1 and account-2+retry), or of one stream,
-      replacing the one it had. --max-age (e.g. 720h): messages older than this go.
+      replacing the one it had. --max-age (e.g. 30d, 1d12h or 720h): messages older than this go.
       --max-count: each stream keeps only the positions above its version - N.
   skald retention list
       list the namespace's policies
@@ -76,15 +76,21 @@ func runRetentionSet(ctx context.Context, verb string, args []string, stdout, st
 	}
 	fs, cf := newClientFlagSet("retention "+verb, usage, stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	var maxAge time.Duration
+	var age string
 	var maxCount int64
 	if verb == "set" {
-		fs.DurationVar(&maxAge, "max-age", 0, "remove messages older than this (e.g. 720h; 0: no age limit)")
+		fs.StringVar(&age, "max-age", "", "remove messages older than this (e.g. 30d, 1d12h or 720h; 0: no age limit)")
 		fs.Int64Var(&maxCount, "max-count", 0, "each stream keeps only the positions above its version - N (0: no count limit)")
 	}
 	rest, err := cf.parse(fs, args, 1, 2)
 	if err != nil {
 		return err
+	}
+	var maxAge time.Duration
+	if age != "" {
+		if maxAge, err = parseDays(age); err != nil {
+			return cf.usageError(fs, fmt.Sprintf("--max-age %q: want a duration such as 720h, 30d or 1d12h", age))
+		}
 	}
 	scope, name, err := retentionScope(rest)
 	if err != nil {
@@ -124,7 +130,7 @@ func runRetentionSet(ctx context.Context, verb string, args []string, stdout, st
 func limits(p client.RetentionPolicy) string {
 	age, count := "no age limit", "no count limit"
 	if p.MaxAge > 0 {
-		age = "max-age " + p.MaxAge.String()
+		age = "max-age " + formatDays(p.MaxAge)
 	}
 	if p.MaxCount > 0 {
 		count = "max-count " + strconv.FormatInt(p.MaxCount, 10)
@@ -162,7 +168,7 @@ func runRetentionList(ctx context.Context, args []string, stdout, stderr io.Writ
 	for _, p := range ps {
 		age, count := "-", "-"
 		if p.MaxAge > 0 {
-			age = p.MaxAge.String()
+			age = formatDays(p.MaxAge)
 		}
 		if p.MaxCount > 0 {
 			count = strconv.FormatInt(p.MaxCount, 10)

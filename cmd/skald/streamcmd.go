@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,8 @@ Removed messages are gone from every read; positions are never reused. A stream 
 had a message: exit 4. When the answer is lost (exit 1 or 6, "may have been applied"), a
 truncate, a watermark deletion, a hard delete or a delete with --expected-version may be run
 again: repeating them removes nothing more. A soft delete without --expected-version would also
-remove what others appended since: read the stream first.
+remove what others appended since: read the stream first. Each asks first on a terminal;
+without one (a script, a pipe) it needs --yes.
 `
 
 func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -51,12 +53,21 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream delete", "skald stream delete STREAM [--hard] [--expected-version N]", stderr)
+	fs, cf := newClientFlagSet("stream delete", "skald stream delete STREAM [--hard] [--expected-version N] [--yes]", stderr)
 	hard := fs.Bool("hard", false, "leave a tombstone: later appends and truncates of the stream fail")
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "delete only if the stream is at version `N` (default: any version)")
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	what, question := "deletes every message of stream "+rest[0], "Delete every message of stream "+rest[0]+"?"
+	if *hard {
+		what += " for good (--hard)"
+		question = "Delete every message of stream " + rest[0] + " and refuse any later append to it (--hard)?"
+	}
+	if err := confirm("stream delete", what, question, *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
 	var opts []client.DeleteOption
@@ -82,20 +93,25 @@ func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Write
 	if *hard {
 		how = "Hard-deleted"
 	}
-	fmt.Fprintf(stdout, "%s %s: %d messages removed (version %d, index %d).\n", how, rest[0], res.MessagesDeleted, res.Version, res.Index)
+	fmt.Fprintf(stdout, "%s %s: %s removed (version %d, index %d).\n", how, rest[0], plural(res.MessagesDeleted, "message"), res.Version, res.Index)
 	return nil
 }
 
 func runStreamTruncate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream truncate", "skald stream truncate STREAM --before N", stderr)
+	fs, cf := newClientFlagSet("stream truncate", "skald stream truncate STREAM --before N [--yes]", stderr)
 	var before optionalInt64
 	fs.Var(&before, "before", "remove the messages whose position is below `N` (required)")
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	if !before.set {
 		return cf.usageError(fs, "--before is required")
+	}
+	if err := confirm("stream truncate", fmt.Sprintf("removes the messages of stream %s below position %d", rest[0], before.v),
+		fmt.Sprintf("Remove the messages of stream %s below position %d?", rest[0], before.v), *yes, os.Stdin, stderr); err != nil {
+		return err
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {
@@ -109,7 +125,7 @@ func runStreamTruncate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if cf.output == "json" {
 		return printJSON(stdout, &skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
 	}
-	fmt.Fprintf(stdout, "Truncated %s before position %d: %d messages removed (version %d, index %d).\n", rest[0], before.v, res.MessagesDeleted, res.Version, res.Index)
+	fmt.Fprintf(stdout, "Truncated %s before position %d: %s removed (version %d, index %d).\n", rest[0], before.v, plural(res.MessagesDeleted, "message"), res.Version, res.Index)
 	return nil
 }
 
@@ -120,9 +136,10 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 func runDeleteByWatermark(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream delete-by-watermark", "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]...", stderr)
+	fs, cf := newClientFlagSet("stream delete-by-watermark", "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]... [--yes]", stderr)
 	var types stringList
 	fs.Var(&types, "type", "remove only messages of type `T` (once per type; default: every type)")
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 2, math.MaxInt) // the server bounds the streams
 	if err != nil {
 		return err
@@ -130,6 +147,10 @@ func runDeleteByWatermark(ctx context.Context, args []string, stdout, stderr io.
 	marks, err := parseWatermarks(rest[1:])
 	if err != nil {
 		return cf.usageError(fs, err.Error())
+	}
+	if err := confirm("stream delete-by-watermark", fmt.Sprintf("deletes messages of %s from %s of category %s", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]),
+		fmt.Sprintf("Delete the messages of %s at or below the given positions in %s of category %s?", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]), *yes, os.Stdin, stderr); err != nil {
+		return err
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {
@@ -143,8 +164,16 @@ func runDeleteByWatermark(ctx context.Context, args []string, stdout, stderr io.
 	if cf.output == "json" {
 		return printJSON(stdout, &skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index})
 	}
-	fmt.Fprintf(stdout, "Deleted %d messages from %d streams of %s (index %d).\n", res.MessagesDeleted, res.Streams, rest[0], res.Index)
+	fmt.Fprintf(stdout, "Deleted %s from %s of %s (index %d).\n", plural(res.MessagesDeleted, "message"), plural(res.Streams, "stream"), rest[0], res.Index)
 	return nil
+}
+
+// typesOf names the message types a watermark deletion removes.
+func typesOf(types []string) string {
+	if len(types) == 0 {
+		return "every type"
+	}
+	return "type " + strings.Join(types, ", ")
 }
 
 // parseWatermarks reads STREAM=POS arguments; a stream named twice is an

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,17 +31,18 @@ can be delivered again (docs/api.md).
   skald sub update GROUP [settings]          change only the settings given
   skald sub list
   skald sub info GROUP                       settings, checkpoint, parked count, live state
-  skald sub delete GROUP
+  skald sub delete GROUP [--yes]
   skald sub consume GROUP [--consumer NAME] [--count N] [--no-ack]
       print deliveries (stream, position, global position, type, attempt, data) and ack each
       (with --no-ack, leave them: they are delivered again after the ack timeout)
   skald sub parked GROUP [--after GP] [--limit N]
   skald sub replay GROUP [GP...]             deliver parked messages again (all when none given)
-  skald sub replay GROUP --delete [GP...]    forget parked messages instead
+  skald sub replay GROUP --delete [GP...] [--yes]   forget parked messages instead
 
 Settings: --max-in-flight-per-consumer N, --max-in-flight N, --ack-timeout D, --max-retries N,
 --max-consumers N, --strategy round-robin|pinned, --checkpoint-after N, --checkpoint-interval D.
-Unknown group: exit 4; a taken name: exit 5; a setting out of range: exit 2.
+Unknown group: exit 4; a taken name: exit 5; a setting out of range: exit 2. delete and replay
+--delete ask first on a terminal; without one (a script, a pipe) they need --yes.
 `
 
 func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -251,9 +253,14 @@ func runSubInfo(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runSubDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub delete", "skald sub delete GROUP", stderr)
+	fs, cf := newClientFlagSet("sub delete", "skald sub delete GROUP [--yes]", stderr)
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
+		return err
+	}
+	if err := confirm("sub delete", "deletes group "+rest[0]+", its checkpoint and its parked messages",
+		"Delete group "+rest[0]+", its checkpoint and its parked messages?", *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
 	c, err := cf.connect(ctx)
@@ -349,15 +356,39 @@ func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d parked in all.\n", total)
+	// A full page may have stopped before the end: say how to read on,
+	// as read does.
+	if n := len(msgs); n > 0 && n >= *limit {
+		last := msgs[n-1].GlobalPosition
+		more, _, err := c.ListParked(ctx, rest[0], last, 1)
+		if err != nil {
+			return apiError(err)
+		}
+		if len(more) > 0 {
+			fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(n), "message"),
+				shellArgs("skald", "sub", "parked", rest[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
+		}
+	}
 	return nil
 }
 
 func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub replay", "skald sub replay GROUP [--delete] [GP...]", stderr)
+	fs, cf := newClientFlagSet("sub replay", "skald sub replay GROUP [--delete [--yes]] [GP...]", stderr)
 	del := fs.Bool("delete", false, "forget the parked messages instead of delivering them again")
+	yes := addYes(fs)
 	rest, err := cf.parse(fs, args, 1, 1001)
 	if err != nil {
 		return err
+	}
+	if *del {
+		which := "every parked message"
+		if len(rest) > 1 {
+			which = "the parked messages named"
+		}
+		if err := confirm("sub replay --delete", "forgets "+which+" of group "+rest[0],
+			"Forget "+which+" of group "+rest[0]+"? They will not be delivered again.", *yes, os.Stdin, stderr); err != nil {
+			return err
+		}
 	}
 	var gps []int64
 	for _, a := range rest[1:] {

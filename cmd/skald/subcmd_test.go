@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestSubCLI(t *testing.T) {
 		{"parked", []string{"sub", "parked", "g"}, 0, `0 parked in all\.`, ""},
 		{"replay unknown", []string{"sub", "replay", "g", "5"}, exitNotFound, `^$`, `not_found`},
 		{"info unknown", []string{"sub", "info", "nope"}, exitNotFound, `^$`, `not_found: subscription group not found`},
-		{"delete", []string{"sub", "delete", "g"}, 0, `Deleted group g\.`, ""},
+		{"delete", []string{"sub", "delete", "g", "--yes"}, 0, `Deleted group g\.`, ""},
 		// A group on a query: only the tagged messages that match.
 		{"create on tags", []string{"sub", "create", "q", "--type", "Run", "--tag", "urgent"}, 0,
 			`(?s)Created group q\..*source:\s+query \{"items":\[\{"types":\["Run"\],"tags":\["urgent"\]\}\]\}`, ""},
@@ -62,5 +63,35 @@ func TestSubCLI(t *testing.T) {
 				return regexp.MustCompile(`checkpoint:\s+3\b`).MatchString(out), out
 			})
 		}
+	}
+}
+
+// TestSubParkedSaysMoreFollow: a page of parked messages that fills
+// --limit says how to list the rest, as read does.
+func TestSubParkedSaysMoreFollow(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	for _, args := range [][]string{
+		{"sub", "create", "pk", "--stream", "pk-1", "--max-retries", "0"},
+		{"append", "pk-1", "Run", `{"n":1}`},
+		{"append", "pk-1", "Run", `{"n":2}`},
+		// Received and left unacknowledged: with no retries, the
+		// consumer's leaving parks both.
+		{"sub", "consume", "pk", "--count", "2", "--no-ack"},
+	} {
+		if out, errOut, code := runCLI(t, env, args...); code != 0 {
+			t.Fatalf("skald %q: exit %d: %s %s", args, code, out, errOut)
+		}
+	}
+	testutil.Until(t, 30*time.Second, "both messages parked", func() (bool, string) {
+		out, errOut, _ := runCLI(t, env, "sub", "parked", "pk")
+		return strings.Contains(out, "2 parked in all."), out + errOut
+	})
+	out, errOut, code := runCLI(t, env, "sub", "parked", "pk", "--limit", "1")
+	if m := regexp.MustCompile(`(?m)^-- 1 message shown; more follow: skald sub parked pk --after (\d+) --limit 1$`).FindStringSubmatch(errOut); code != 0 || m == nil {
+		t.Fatalf("sub parked --limit 1: exit %d: %s %s", code, out, errOut)
+	}
+	if _, errOut, _ := runCLI(t, env, "sub", "parked", "pk", "--limit", "2"); strings.Contains(errOut, "more follow") {
+		t.Fatalf("sub parked --limit 2 (all of them) says more follow: %s", errOut)
 	}
 }
