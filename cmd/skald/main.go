@@ -52,6 +52,9 @@ Usage:
   skald bench [--workload W]    measure a running cluster (see skald bench --help)
   skald probe URL               exit 0 when GET URL answers 200 (container health checks)
   skald version                 print the version
+  skald completion bash|zsh|fish
+                                print a shell completion script
+  skald help [TOPIC]            this text, or a topic: exit-codes, consistency, tokens
 
 Client commands take --addr (SKALD_ADDR; a list tries each), --token (SKALD_TOKEN) and -o table|json.
 Commands that delete ask on a terminal; scripts pass --yes.
@@ -216,9 +219,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version", "--version":
 		fmt.Fprintln(stdout, skaldVersion())
 		return nil
+	case "completion":
+		return runCompletion(ctx, args[1:], stdout, stderr)
+	case "__complete":
+		return runComplete(ctx, args[1:], stdout)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return runHelp(args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return &exitError{2, fmt.Errorf("unknown command %q", args[0])}
