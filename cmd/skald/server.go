@@ -49,6 +49,9 @@ type serverFlags struct {
 	// secretWarnings are logged once the logger exists (readSecretFiles).
 	secretWarnings []string
 	limits         apiLimitFlags
+	// printConfig, when set (--print-config), writes the effective
+	// settings instead of running.
+	printConfig func(io.Writer)
 }
 
 func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
@@ -101,8 +104,10 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	secretFiles := serverSecretFiles(f)
 	addSecretFileFlags(fs, secretFiles)
 	f.limits.register(fs)
+	configPath := fs.String("config", "", "YAML file of settings, one key per flag (data-dir: /var/lib/skald); a flag or SKALD_<FLAG> overrides it (deploy/skald.yaml)")
+	printCfg := fs.Bool("print-config", false, "print the effective settings (secrets masked) with where each came from, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR).\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: skald server [flags]\n\nRuns a node. Every flag can also be set as SKALD_<FLAG> (e.g. SKALD_DATA_DIR) or as a key of the --config file; a flag wins over the environment, the environment over the file.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -111,8 +116,23 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	if fs.NArg() > 0 {
 		return nil, &exitError{2, fmt.Errorf("unexpected arguments: %v", fs.Args())}
 	}
-	if err := envFallback(fs); err != nil {
+	if v, ok := os.LookupEnv(envName("config")); ok && *configPath == "" {
+		*configPath = v
+	}
+	sources, err := layerFlags(fs, *configPath)
+	if err != nil {
 		return nil, &exitError{2, err}
+	}
+	if *printCfg {
+		secrets := []string{}
+		for _, s := range secretFiles {
+			secrets = append(secrets, s.name)
+		}
+		// Before the secret files are read or anything is checked: it
+		// shows the settings, and a host other than the node's may lack
+		// the files.
+		f.printConfig = func(w io.Writer) { printConfig(w, fs, sources, secrets) }
+		return f, nil
 	}
 	warnings, err := readSecretFiles(secretFiles)
 	if err != nil {
@@ -233,6 +253,10 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f, err := parseServerFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.printConfig != nil {
+		f.printConfig(stdout)
+		return nil
 	}
 	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
