@@ -598,10 +598,24 @@ func (d *dispatcher) step() error {
 	d.mu.Unlock()
 	if due {
 		if err := d.save(false); err != nil {
-			return err
+			return saveFailed(err)
 		}
 	}
 	return nil
+}
+
+// saveFailed is why a dispatcher whose save failed stops, as its
+// consumers are told. A full disk and a shutdown are said as they are;
+// anything else (leadership lost during the save, or a timeout, which is
+// what a paused leader sees before it learns it lost leadership) is
+// errOwnerStopped, never the write's unknown outcome, which means nothing
+// to a consumer: Node.Consume attaches them again to the group's owner,
+// and what was not saved is delivered again.
+func saveFailed(err error) error {
+	if errors.Is(err, nodeapi.ErrStorageFull) || errors.Is(err, nodeapi.ErrShutdown) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errOwnerStopped, err)
 }
 
 // refresh rereads the group's record (settings, deletion, replays) and
