@@ -15,13 +15,14 @@ import (
 // Idempotent writes (issue #18). A namespace remembers the message ids that
 // clients gave (NewMessage.client_id) for a window of entry time; an append
 // whose ids are all remembered, each for the same stream, type, data and tags and
-// in the order of one earlier append, is a retry: apply writes nothing and
-// answers the original positions (AppendResult.Duplicate). A remembered id
-// with other content, or an append mixing remembered and new ids, is a
-// DuplicateIDError and writes nothing.
+// in the order of one earlier append (all of it, or a run of it), is a retry:
+// apply writes nothing and answers the original positions
+// (AppendResult.Duplicate). A remembered id with other content, or an
+// append mixing remembered and new ids, or ids of several earlier appends,
+// is a DuplicateIDError and writes nothing.
 //
-// Storage: DI bucket id -> global position, stream position, stream (see
-// appendIDEntry), in the namespace DB and the
+// Storage: DI bucket id -> global position, stream position, place in its
+// append, stream (see appendIDEntry), in the namespace DB and the
 // append's batch. bucket = dedupe clock / window, so one window's ids are
 // in at most two buckets (two point lookups per id) and expiry is a range
 // delete of the buckets below (clock - window) / window: no reads, the
@@ -147,8 +148,9 @@ func dedupeBucketKey(bucket int64) []byte {
 	return appendUint64(append(make([]byte, 0, len(prefixDedupe)+8), prefixDedupe...), uint64(bucket))
 }
 
-// stagedID is an id recorded by an append of the current batch, not yet
-// committed: what a lookup needs without reading the database.
+// stagedID is a remembered id: one recorded by an append of the current
+// batch, not yet committed (what a lookup needs without reading the
+// database), or one read from the index.
 type stagedID struct {
 	bucket   int64
 	stream   string
@@ -157,30 +159,69 @@ type stagedID struct {
 	tags     []string
 	position int64
 	gp       int64
+	// first is the global position of the first message of the append
+	// that wrote the id (of its stream's part, in an AppendMulti): ids
+	// with the same first were written by one append. 0 when unknown: an
+	// entry written before the index kept it.
+	first int64
 	// removed: the message was deleted since (streamdelete.go); only
-	// stream, position and gp are known, from the index entry.
+	// stream, position, gp and first are known, from the index entry.
 	removed bool
 }
 
-// The value of a DI key: the message's global position, then its stream
-// position and stream name, so that an id whose message was deleted since
-// still answers a retry with the original positions (a delete does not
-// read the messages it removes, so it cannot drop their ids). Values of
-// 8 bytes (the global position only) hold no more.
-func appendIDEntry(dst []byte, gp, position int64, stream string) []byte {
-	dst = appendUint64(appendUint64(dst, uint64(gp)), uint64(position))
+// The value of a DI key:
+//
+//	gp (8) | position (8), bit 63 set | offset (2) | stream
+//
+// The message's global position, its stream position, its offset in the
+// append that wrote it (its index among the messages of that append, or of
+// its stream's part of an AppendMulti; at most MaxAppendMessages), and the
+// stream name: an id whose message was deleted since still answers a
+// retry with the original positions (a delete does not read the messages
+// it removes, so it cannot drop their ids), and a retry is told from ids
+// of several appends. Positions never reach bit 63 (MaxPosition), so the
+// bit marks the offset. Values written before hold less, and are still
+// read: 16 bytes and the stream (no offset: which append wrote the id is
+// unknown), or 8 bytes (the global position only).
+func appendIDEntry(dst []byte, gp, position int64, offset int, stream string) []byte {
+	dst = appendUint64(appendUint64(dst, uint64(gp)), uint64(position)|idEntryOffset)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(offset))
 	return append(dst, stream...)
 }
 
-func decodeIDEntry(v []byte) (gp, position int64, stream string, full bool, err error) {
+// idEntryOffset marks a DI value that holds the message's offset in its
+// append.
+const idEntryOffset = 1 << 63
+
+// idEntry is a decoded DI value.
+type idEntry struct {
+	gp, position int64
+	stream       string
+	first        int64 // global position of the append's first message; 0: unknown
+	full         bool  // stream and position are known
+}
+
+func decodeIDEntry(v []byte) (idEntry, error) {
 	switch {
 	case len(v) == 8:
-		gp, err = decodeUint64(v)
-		return gp, 0, "", false, err
+		gp, err := decodeUint64(v)
+		return idEntry{gp: gp}, err
 	case len(v) >= 16:
-		return int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])), string(v[16:]), true, nil
+		e := idEntry{gp: int64(binary.BigEndian.Uint64(v)), full: true}
+		pos := binary.BigEndian.Uint64(v[8:])
+		if pos&idEntryOffset == 0 {
+			e.position, e.stream = int64(pos), string(v[16:])
+			return e, nil
+		}
+		if len(v) < 18 {
+			return idEntry{}, errCorruptValue
+		}
+		e.position = int64(pos &^ idEntryOffset)
+		e.first = e.gp - int64(binary.BigEndian.Uint16(v[16:]))
+		e.stream = string(v[18:])
+		return e, nil
 	}
-	return 0, 0, "", false, errCorruptValue
+	return idEntry{}, errCorruptValue
 }
 
 // checkIDs decides an append's client-given ids before anything else
@@ -227,8 +268,11 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 			first, firstSt = i, st
 			res = &AppendResult{Namespace: c.Namespace, Stream: c.Stream, FirstPosition: st.position, FirstGlobalPosition: st.gp, Duplicate: true}
 		}
-		// A retry resends one earlier append: message i is i after the first.
-		if first > 0 || st.position != res.FirstPosition+int64(i) || st.gp != res.FirstGlobalPosition+int64(i) {
+		// A retry resends one earlier append, or a run of it: message i is
+		// i after the first, and each was written by the same append (ids
+		// recorded before appends were told apart only meet the first
+		// rule).
+		if first > 0 || st.first != firstSt.first || st.position != res.FirstPosition+int64(i) || st.gp != res.FirstGlobalPosition+int64(i) {
 			return nil, mixed(i, m.Id, st)
 		}
 		res.LastPosition, res.LastGlobalPosition = st.position, st.gp
@@ -286,28 +330,28 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		if v == nil {
 			continue
 		}
-		gp, position, stream, full, err := decodeIDEntry(v)
+		e, err := decodeIDEntry(v)
 		if err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: id index of %s: %w", id, err))
 		}
-		mv, err := get(nb.ns.db, messageKey(gp))
+		mv, err := get(nb.ns.db, messageKey(e.gp))
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: message %d of id %s: %v", gp, id, err))
+			panic(fmt.Errorf("fsm: storage failure, stopping: message %d of id %s: %v", e.gp, id, err))
 		}
 		if mv == nil {
 			// The message was deleted since. An entry that names its
 			// stream and position still answers a retry; an 8-byte one
 			// cannot, and the id is forgotten as if its window had passed.
-			if !full {
+			if !e.full {
 				continue
 			}
-			return stagedID{bucket: b, stream: stream, position: position, gp: gp, removed: true}, true
+			return stagedID{bucket: b, stream: e.stream, position: e.position, gp: e.gp, first: e.first, removed: true}, true
 		}
 		var m fsmv1.StoredMessage
 		if err := proto.Unmarshal(mv, &m); err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: message %d: %w", gp, err))
+			panic(fmt.Errorf("fsm: storage failure, stopping: message %d: %w", e.gp, err))
 		}
-		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: m.Position, gp: gp}, true
+		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: m.Position, gp: e.gp, first: e.first}, true
 	}
 	return stagedID{}, false
 }
@@ -342,11 +386,11 @@ func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
 		}
 		gp := gp0 + int64(i)
 		nb.key = appendDedupeKey(nb.key[:0], cur, m.Id)
-		gpv = appendIDEntry(gpv[:0], gp, pos0+int64(i), c.Stream)
+		gpv = appendIDEntry(gpv[:0], gp, pos0+int64(i), i, c.Stream)
 		if err := nb.b.Set(nb.key, gpv, nil); err != nil {
 			panic(fmt.Errorf("fsm: storage failure, stopping: stage id index: %w", err))
 		}
-		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: pos0 + int64(i), gp: gp}
+		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: pos0 + int64(i), gp: gp, first: gp0}
 	}
 }
 
@@ -375,10 +419,11 @@ func (v *View) LookupID(id string) (m Message, ok bool, err error) {
 		if gv == nil {
 			continue
 		}
-		gp, _, _, _, err := decodeIDEntry(gv)
+		e, err := decodeIDEntry(gv)
 		if err != nil {
 			return Message{}, false, err
 		}
+		gp := e.gp
 		if mv, err := get(v.snap, messageKey(gp)); err != nil {
 			return Message{}, false, err
 		} else if mv == nil {

@@ -347,3 +347,126 @@ func TestIDFilter(t *testing.T) {
 		t.Fatal("expire kept the wrong buckets")
 	}
 }
+
+// TestRetryIsOneEarlierAppend: an append is a retry only when its ids are
+// one earlier append in order, all of it or a run of it. Ids of two
+// appends that happen to sit side by side in the stream (Append i-1
+// [A1,A2], Append i-1 [B1], Append i-1 [A2,B1]) are refused as mixed,
+// whether the appends are committed, staged in the same batch, or their
+// messages deleted since; the retries the rule keeps still answer the
+// original positions.
+func TestRetryIsOneEarlierAppend(t *testing.T) {
+	a1, a2, b1 := clientMsg(uid(1), "A", `{"n":1}`), clientMsg(uid(2), "A", `{"n":2}`), clientMsg(uid(3), "B", `{"n":3}`)
+	first := appendAt("app", "i-1", 0, a1, a2) // positions 0-1, global 1-2
+	second := appendAt("app", "i-1", 0, b1)    // position 2, global 3
+	dup := func(fp, lp int64) *AppendResult {  // gp = position + 1
+		return &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: fp, LastPosition: lp, FirstGlobalPosition: fp + 1, LastGlobalPosition: lp + 1, Duplicate: true}
+	}
+	acrossAppends := &DuplicateIDError{Message: 1, ID: b1.Id, Stream: "i-1", Position: 2, GlobalPosition: 3, Reason: DuplicateMixed}
+	for _, tc := range []struct {
+		name  string
+		setup string // how the first two appends are written
+		cmd   *fsmv1.Command
+		want  any // *AppendResult (Index filled in) or error
+	}{
+		{"ids of two appends", "committed", appendAt("app", "i-1", 0, a2, b1), acrossAppends},
+		{"ids of two appends, staged in the same batch", "staged", appendAt("app", "i-1", 0, a2, b1), acrossAppends},
+		{"ids of two appends, deleted since", "deleted", appendAt("app", "i-1", 0, a2, b1), acrossAppends},
+		{"all three ids", "committed", appendAt("app", "i-1", 0, a1, a2, b1),
+			&DuplicateIDError{Message: 2, ID: b1.Id, Stream: "i-1", Position: 2, GlobalPosition: 3, Reason: DuplicateMixed}},
+		{"ids of two appends as one AppendMulti part", "committed", multiCmd("app", streamPart("i-1", nil, a2, b1)),
+			&DuplicateIDError{Message: 1, Field: "streams[0].messages[1]", ID: b1.Id, Stream: "i-1", Position: 2, GlobalPosition: 3, Reason: DuplicateMixed}},
+		{"the first append again", "committed", appendAt("app", "i-1", 0, a1, a2), dup(0, 1)},
+		{"the first append again, staged", "staged", appendAt("app", "i-1", 0, a1, a2), dup(0, 1)},
+		{"the first append again, deleted since", "deleted", appendAt("app", "i-1", 0, a1, a2), dup(0, 1)},
+		{"a run of the first append", "committed", appendAt("app", "i-1", 0, a2), dup(1, 1)},
+		{"the second append again", "committed", appendAt("app", "i-1", 0, b1), dup(2, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, nil)
+			f := newFeeder(t, s)
+			f.must(createNS("app"))
+			var got any
+			switch tc.setup {
+			case "staged":
+				res := f.apply(first, second, tc.cmd)
+				got = res[2]
+			case "deleted":
+				f.must(first)
+				f.must(second)
+				f.must(truncateCmd("app", "i-1", 3))
+				got = f.apply(tc.cmd)[0]
+			default:
+				f.must(first)
+				f.must(second)
+				got = f.apply(tc.cmd)[0]
+			}
+			if w, ok := tc.want.(*AppendResult); ok {
+				w.Index = f.next - 1
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+			if v, err := view(t, s, "app").StreamVersion("i-1"); err != nil || v != 2 {
+				t.Fatalf("version %d (%v) after the call, want 2: nothing written", v, err)
+			}
+		})
+	}
+}
+
+// TestRetryOfIDsRecordedBefore: index entries written before an entry
+// kept its offset in its append (16 bytes and the stream; 8 bytes) are
+// still read: a retry of such an append is answered, and so is one of a
+// deleted message whose entry names its stream. Which append wrote such
+// ids is unknown, so ids side by side pass as one append, as they did.
+func TestRetryOfIDsRecordedBefore(t *testing.T) {
+	a1, a2, b1 := clientMsg(uid(1), "A", `{"n":1}`), clientMsg(uid(2), "A", `{"n":2}`), clientMsg(uid(3), "B", `{"n":3}`)
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("app"))
+	f.must(appendAt("app", "i-1", 0, a1, a2))
+	f.must(appendAt("app", "i-1", 0, b1))
+	// Rewrite the entries as the two earlier formats wrote them.
+	ns, err := s.acquire("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bucket := dedupeBuckets(int64(DefaultDedupeWindow), testTime)
+	for i, m := range []*fsmv1.NewMessage{a1, a2, b1} {
+		gp, pos := int64(i+1), int64(i)
+		v := appendUint64(appendUint64(nil, uint64(gp)), uint64(pos))
+		v = append(v, "i-1"...)
+		if m == a1 {
+			v = encodeUint64(gp)
+		}
+		key := appendDedupeKey(nil, bucket, m.Id)
+		if old, err := get(ns.db, key); err != nil || len(old) != 16+2+len("i-1") {
+			t.Fatalf("entry of %s: %x, %v; want the current format", m.Id, old, err)
+		}
+		if err := ns.db.Set(key, v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.release(ns)
+	for _, tc := range []struct {
+		name string
+		cmd  *fsmv1.Command
+		want any
+	}{
+		{"8-byte entries", appendAt("app", "i-1", 0, a1, a2), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 0, LastPosition: 1, FirstGlobalPosition: 1, LastGlobalPosition: 2, Duplicate: true}},
+		{"16-byte entries", appendAt("app", "i-1", 0, b1), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 3, LastGlobalPosition: 3, Duplicate: true}},
+		{"side by side", appendAt("app", "i-1", 0, a2, b1), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3, Duplicate: true}},
+	} {
+		got := f.apply(tc.cmd)[0]
+		if w, ok := tc.want.(*AppendResult); ok {
+			w.Index = f.next - 1
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Fatalf("%s: got %#v, want %#v", tc.name, got, tc.want)
+		}
+	}
+	f.must(truncateCmd("app", "i-1", 3))
+	if r, ok := f.apply(appendAt("app", "i-1", 0, b1))[0].(*AppendResult); !ok || !r.Duplicate || r.FirstPosition != 2 {
+		t.Fatalf("retry of a deleted message with a 16-byte entry: %#v", r)
+	}
+}

@@ -131,6 +131,17 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 		res.Index = l.Index
 		return res
 	}
+	// A hard-deleted stream refuses the whole call, as it refuses an
+	// Append: after the retry check (a retry of a call written before the
+	// delete is still answered) and before expected versions. Entries
+	// proposed before the rule replay as they were applied.
+	if a.rules >= InputRulesDeletedMulti {
+		for _, p := range parts {
+			if nb.stream(p.Stream).meta.flags&streamHardDeleted != 0 {
+				return fmt.Errorf("%w: %q", ErrStreamDeleted, p.Stream)
+			}
+		}
+	}
 	var conflicts []VersionConflictError
 	for _, p := range parts {
 		if v := nb.stream(p.Stream).meta.lastPos; p.ExpectedVersion != nil && *p.ExpectedVersion != v {

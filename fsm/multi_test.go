@@ -157,3 +157,56 @@ func TestAppendMultiIdempotent(t *testing.T) {
 		t.Fatalf("append retrying a part: %+v", r)
 	}
 }
+
+// TestAppendMultiRefusesHardDeletedStream: an AppendMulti naming a
+// hard-deleted stream is refused inside apply exactly as an Append to it
+// is (ErrStreamDeleted, the same text), whatever the stream's place in the
+// call and with or without an expected version, and writes nothing to any
+// of its streams. A retry of a call written before the delete is still a
+// retry, as for Append. An entry proposed under older input rules replays
+// as older binaries applied it (written), so replicas never diverge.
+func TestAppendMultiRefusesHardDeletedStream(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("app"))
+	f.must(appendCmd("app", "live-1", newMsg("T", `{}`)))
+	earlier := func() *fsmv1.Command {
+		return multiCmd("app", streamPart("gone-1", nil, clientMsg(uid(1), "T", `{}`)), streamPart("live-1", nil, clientMsg(uid(2), "T", `{}`)))
+	}
+	orig := f.must(earlier()).(*AppendMultiResult)
+	deletion(t, f.must(deleteStreamCmd("app", "gone-1", true)))
+	appendErr, _ := f.apply(appendCmd("app", "gone-1", newMsg("T", `{}`)))[0].(error)
+	if !errors.Is(appendErr, ErrStreamDeleted) {
+		t.Fatalf("Append to the hard-deleted stream: %v, want ErrStreamDeleted", appendErr)
+	}
+	before := snapshotOf(t, s, "app")
+	for _, tc := range []struct {
+		name string
+		cmd  *fsmv1.Command
+	}{
+		{"deleted stream first", multiCmd("app", streamPart("gone-1", nil, newMsg("T", `{}`)), streamPart("live-1", nil, newMsg("T", `{}`)))},
+		{"deleted stream last", multiCmd("app", streamPart("live-1", nil, newMsg("T", `{}`)), streamPart("gone-1", nil, newMsg("T", `{}`)))},
+		{"deleted stream alone", multiCmd("app", streamPart("gone-1", nil, newMsg("T", `{}`)))},
+		{"with its expected version", multiCmd("app", streamPart("gone-1", proto.Int64(0), newMsg("T", `{}`)))},
+		{"with new client ids", multiCmd("app", streamPart("gone-1", nil, clientMsg(uid(3), "T", `{}`)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err, _ := f.apply(withRules(InputRules, tc.cmd))[0].(error)
+			if !errors.Is(err, ErrStreamDeleted) || err.Error() != appendErr.Error() {
+				t.Fatalf("got %v, want %q (as Append)", err, appendErr)
+			}
+			if after := snapshotOf(t, s, "app"); !reflect.DeepEqual(after, before) {
+				t.Fatalf("the refused call wrote: %+v", after)
+			}
+		})
+	}
+	retry, ok := f.apply(withRules(InputRules, earlier()))[0].(*AppendMultiResult)
+	if !ok || !retry.Duplicate || retry.FirstGlobalPosition != orig.FirstGlobalPosition {
+		t.Fatalf("retry of a call written before the delete: %#v, want a duplicate at %d", retry, orig.FirstGlobalPosition)
+	}
+	old := withRules(InputRulesStrict, multiCmd("app", streamPart("gone-1", nil, newMsg("T", `{}`))))
+	res := f.apply(old)[0]
+	if r, ok := res.(*AppendMultiResult); !ok || r.Streams[0].FirstPosition != 1 {
+		t.Fatalf("an entry proposed under the rules before: %#v, want it written at position 1 as then", res)
+	}
+}

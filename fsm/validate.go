@@ -30,8 +30,12 @@ const (
 	// at most MaxImportedPosition, and a new namespace's name passes
 	// ValidateNewNamespaceName.
 	InputRulesStrict uint32 = 1
+	// InputRulesDeletedMulti adds (issue 31): an AppendMulti naming a
+	// hard-deleted stream is refused, as an Append to it always was.
+	// Binaries before it wrote such a call.
+	InputRulesDeletedMulti uint32 = 2
 	// InputRules is the rule set this binary's API edges check.
-	InputRules = InputRulesStrict
+	InputRules = InputRulesDeletedMulti
 )
 
 // Positions. Whatever an entry's rules, apply never stores a position or

@@ -88,19 +88,22 @@ func (p *pilot) RemoveFailedServer(srv *autopilot.Server) {
 		return
 	}
 	m.removing[srv.ID] = true
+	// Noted before the removal can commit, so the reconcile loop never
+	// takes it for a leave (reconcile.go, noteRemovals).
+	m.failed[string(srv.ID)] = time.Now()
 	m.mu.Unlock()
 	go func() {
-		defer func() {
-			m.mu.Lock()
-			delete(m.removing, srv.ID)
-			m.mu.Unlock()
-		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		m.log.Info("removing failed server", "server", srv.ID, "name", srv.Name)
 		if err := m.node.RemoveServer(ctx, string(srv.ID)); err != nil {
+			// It may have committed all the same: the note stays until
+			// the reconcile loop sees the server go or it ages out.
 			m.log.Warn("remove failed server", "server", srv.ID, "err", err)
 		}
+		m.mu.Lock()
+		delete(m.removing, srv.ID)
+		m.mu.Unlock()
 	}()
 }
 

@@ -129,6 +129,10 @@ type Membership struct {
 
 	mu       sync.Mutex
 	removing map[raft.ServerID]bool // failed servers being removed
+	// failed holds the servers autopilot removed (or is removing) because
+	// they failed, until the reconcile loop has seen them leave the
+	// configuration: such a server may come back at once.
+	failed map[string]time.Time
 	// members is our copy of gossip membership, kept from memberlist's
 	// event callbacks (memberlist's own Node structs change under its
 	// lock, and its Members omits dead and left nodes).
@@ -139,7 +143,7 @@ type Membership struct {
 func Start(node Node, cfg Config) (*Membership, error) {
 	cfg = cfg.withDefaults()
 	m := &Membership{cfg: cfg, node: node, log: cfg.Logger.With("component", "membership"),
-		kick: make(chan struct{}, 1), removing: make(map[raft.ServerID]bool), members: make(map[string]member)}
+		kick: make(chan struct{}, 1), removing: make(map[raft.ServerID]bool), failed: make(map[string]time.Time), members: make(map[string]member)}
 	mc, err := m.memberlistConfig()
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -33,6 +34,7 @@ type mnode struct {
 	srv    *http.Server
 	gossip string
 	mod    func(*Config)
+	cfg    Config // of the last start
 }
 
 // start opens the node on fresh ports (retrying when another test binary
@@ -67,6 +69,7 @@ func (mn *mnode) start(expect int, join []string) {
 			mn.mod(&cfg)
 		}
 		if m, err = Start(n, cfg); err == nil {
+			mn.cfg = cfg
 			break
 		}
 		if attempt > 20 {
@@ -358,4 +361,129 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 			t.Fatalf("the removed server is back in the configuration as %v", s.Suffrage)
 		}
 	}
+}
+
+// stallGate is a slog handler that keeps every message (as logLines) and,
+// when autopilot logs that it is removing the server named by victim,
+// holds that removal (the log call sits just before it) until the test
+// releases it, at most waitTimeout.
+type stallGate struct {
+	logLines
+	victim  string
+	seen    chan struct{} // closed when the removal is logged
+	release chan struct{} // closed by the test
+	once    sync.Once
+}
+
+func (g *stallGate) WithAttrs([]slog.Attr) slog.Handler { return g }
+func (g *stallGate) WithGroup(string) slog.Handler      { return g }
+func (g *stallGate) Handle(ctx context.Context, r slog.Record) error {
+	g.logLines.Handle(ctx, r)
+	if r.Message != "removing failed server" {
+		return nil
+	}
+	victim := false
+	r.Attrs(func(a slog.Attr) bool { victim = victim || a.Value.String() == g.victim; return true })
+	if victim {
+		g.once.Do(func() {
+			close(g.seen)
+			select {
+			case <-g.release:
+			case <-time.After(waitTimeout):
+			}
+		})
+	}
+	return nil
+}
+
+// TestStalledServerRejoinsAtOnce: a server that stalls (its gossip falls
+// silent) long enough for autopilot to remove it as failed, and is back
+// before the leader's next reconcile sees it gone, is added back at once
+// and promoted again, not held out for rejoinDelay as a server that left.
+// The stall is the gossip of one node stopping without a leave, and
+// starting again on the same address (as a SIGSTOP/SIGCONT looks to the
+// others); the gate makes "back before the next reconcile" certain by
+// holding the removal until the leader's gossip shows the server alive.
+func TestStalledServerRejoinsAtOnce(t *testing.T) {
+	nodes := []*mnode{newNode(t), newNode(t), newNode(t), newNode(t)}
+	gates := make([]*stallGate, len(nodes))
+	for i, mn := range nodes {
+		gates[i] = &stallGate{seen: make(chan struct{}), release: make(chan struct{})}
+		mn.mod = func(c *Config) { c.Logger = slog.New(gates[i]) }
+	}
+	nodes[0].start(3, nil)
+	for _, mn := range nodes[1:3] {
+		mn.start(3, []string{nodes[0].gossip})
+	}
+	testutil.Eventually(t, waitTimeout, "one leader with three voters", func() bool { l := leaderOf(nodes); return l != nil && len(voters(l.n)) == 3 })
+	nodes[3].start(3, []string{nodes[0].gossip})
+	var l *mnode
+	testutil.Eventually(t, waitTimeout, "four voters", func() bool { l = leaderOf(nodes); return l != nil && len(voters(l.n)) == 4 })
+	var victim *mnode
+	for _, mn := range nodes {
+		if mn != l {
+			victim = mn
+			break
+		}
+	}
+	id := victim.n.ID()
+	gate := gates[slices.Index(nodes, l)]
+	gate.victim = id // set before anything can remove the victim: read by the gate only after
+	t.Cleanup(func() {
+		if t.Failed() {
+			gate.mu.Lock()
+			t.Logf("leader log:\n%s", strings.Join(gate.msgs, "\n"))
+			gate.mu.Unlock()
+		}
+	})
+
+	// The stall: the victim's gossip stops answering (no leave is sent).
+	if err := victim.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gate.seen:
+	case <-time.After(waitTimeout):
+		t.Fatal("autopilot did not remove the stalled server")
+	}
+	// Back: gossip again on the same address; the removal is held until
+	// the leader's gossip shows the server alive.
+	m, err := Start(victim.n, victim.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.m = m
+	testutil.Eventually(t, waitTimeout, "the leader's gossip to show the server alive again", func() bool {
+		for _, mem := range l.m.Members() {
+			if mem.ID == id {
+				return mem.state == memberlist.StateAlive
+			}
+		}
+		return false
+	})
+	close(gate.release)
+	// At once means well inside rejoinDelay: removed, added back (only a
+	// removed server is) and promoted again.
+	testutil.Eventually(t, rejoinDelay/2, "the stalled server to be added back and a voter again", func() bool {
+		return gate.hasLine("adding server as non-voter", id) && voters(l.n)[id]
+	})
+	if gate.hasLine("not re-adding", id) {
+		t.Fatal("the leader held out a server autopilot removed as failed")
+	}
+}
+
+// hasLine reports whether one message holds every substring.
+func (l *logLines) hasLine(subs ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(m, sub)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }

@@ -138,19 +138,24 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 }
 
 // rejoinDelay is how long the leader waits before adding back a server
-// that left the Raft configuration while gossip showed it alive. A
-// graceful leave removes the server from Raft right after broadcasting its
-// gossip leave; under load the broadcast can arrive after the removal, or
-// not at all. A server that left and is started again under its id joins
-// after this delay; one that failed and was removed rejoins at once.
+// that left the Raft configuration while gossip showed it alive: the case
+// it exists for is a graceful leave (Membership.Leave), which broadcasts
+// its gossip leave and then removes the server from Raft; under load the
+// broadcast can arrive after the removal, or not at all, and the leader
+// would add back a server that is going away. A server that left and is
+// started again under its id joins after this delay; one that autopilot
+// removed because it failed rejoins at once, even when it came back
+// (a stall: SIGSTOP, a long GC pause, a VM freeze) before the leader's
+// next reconcile saw it gone.
 const rejoinDelay = 30 * time.Second
 
 // noteRemovals records when servers left the configuration since the last
 // reconcile while gossip showed them alive: a leave in progress (or a
-// removal by hand). A server autopilot removed because it failed is not
-// recorded, so when it restarts it is added back at once. Only the
-// reconcile loop calls it. A new leader starts with no history: it only
-// sees removals made while it leads.
+// removal by hand). A server autopilot removed because it failed
+// (pilot.RemoveFailedServer notes it before the removal can commit) is
+// not recorded, whatever gossip shows now, so it is added back at once.
+// Only the reconcile loop calls it. A new leader starts with no history:
+// it only sees removals made while it leads.
 func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) {
 	if m.removedAt == nil {
 		m.removedAt = make(map[string]time.Time)
@@ -159,11 +164,23 @@ func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) 
 	for _, mem := range members {
 		alive[mem.ID] = mem.state == memberlist.StateAlive
 	}
+	m.mu.Lock()
 	for id := range m.lastServers {
-		if _, ok := now[id]; !ok && alive[id] {
+		if _, ok := now[id]; ok {
+			continue
+		}
+		if _, failed := m.failed[id]; failed {
+			delete(m.failed, id) // seen gone: a later removal is judged afresh
+		} else if alive[id] {
 			m.removedAt[id] = time.Now()
 		}
 	}
+	for id, at := range m.failed {
+		if time.Since(at) >= rejoinDelay { // its removal failed, or went unseen
+			delete(m.failed, id)
+		}
+	}
+	m.mu.Unlock()
 	for id, at := range m.removedAt {
 		if _, back := now[id]; back || time.Since(at) >= rejoinDelay {
 			delete(m.removedAt, id)

@@ -46,37 +46,51 @@ func (n *Node) DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.Pa
 
 // Consume attaches a consumer named consumer to group of namespace ns and
 // calls deliver for each message handed to it, until ctx ends, deliver
-// fails, or the group's owner stops (leadership moved: nodeapi.ErrNoLeader, or
-// the group was deleted: fsm.ErrGroupNotFound). heartbeat is called once
-// the consumer is attached, then after every idle interval
-// (Config.GroupHeartbeat) so relays keep the connection alive. On a follower
-// the consumer is attached to the leader through the peer service;
-// messages still unsettled when it ends are redelivered.
+// fails, the group was deleted (fsm.ErrGroupNotFound), this node shuts
+// down (nodeapi.ErrShutdown), or no owner takes the consumer for
+// Config.LeaderWait (nodeapi.ErrNoLeader). heartbeat is called once the
+// consumer is attached, then after every idle interval
+// (Config.GroupHeartbeat) so relays keep the connection alive. On a
+// follower the consumer is attached to the leader through the peer
+// service. When leadership moves (the leader stepped down, crashed, or
+// its progress save failed) the consumer is attached to the new leader
+// without returning: deliver gets again what the old owner had in flight
+// or had settled without saving, with delivery numbers from 1.
 func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
-	delivered := false
+	// served: an owner took the consumer (its first heartbeat says so)
+	// since the deadline was set. An idle consumer is served as much as a
+	// busy one.
+	served := false
 	counted := func(d nodeapi.GroupDelivery) error {
-		delivered = true
+		served = true
 		return deliver(d)
+	}
+	beat := func() error {
+		served = true
+		return heartbeat()
 	}
 	deadline := time.Now().Add(n.cfg.LeaderWait)
 	for attempt := 0; ; attempt++ {
-		if started := time.Now(); attempt > 0 && started.After(deadline) && delivered {
-			// The consumer was served until leadership moved: look for
-			// the new leader as long as a fresh call would.
-			deadline, attempt, delivered = started.Add(n.cfg.LeaderWait), 0, false
-		}
-		err := n.groups.consume(ctx, ns, group, consumer, counted, heartbeat)
+		// Leadership moving ends the owner's side with errNotLeader
+		// (errOwnerStopped, errRelayLost): attach again, here or through
+		// the new leader.
+		err := n.groups.consume(ctx, ns, group, consumer, counted, beat)
 		if !errors.Is(err, errNotLeader) {
 			return err
 		}
 		if addr, ok := n.leaderPeer(); ok {
-			err := n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, heartbeat)
+			err := n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, beat)
 			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
 				return err
 			}
 		}
+		if served {
+			// The consumer was served until leadership moved: look for
+			// the new leader as long as a fresh call would.
+			deadline, attempt, served = time.Now().Add(n.cfg.LeaderWait), 0, false
+		}
 		if time.Now().After(deadline) {
-			return nodeapi.ErrNoLeader
+			return fmt.Errorf("%w: no owner of group %q took the consumer within %v", nodeapi.ErrNoLeader, group, n.cfg.LeaderWait)
 		}
 		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -28,10 +29,30 @@ type groupOwner struct {
 	// active maps namespace 0x00 group to its dispatcher. INVARIANT: a
 	// dispatcher in the map has not stopped.
 	active map[string]*dispatcher
+	// failures maps namespace 0x00 group to the failed-delivery counts its
+	// last dispatcher held when it went idle (no consumer left): the next
+	// dispatcher of the group starts from them, so a message whose only
+	// consumer keeps leaving is parked after max_retries like any other
+	// failure. INVARIANT: a key is never in both maps. Leadership loss
+	// drops them with the dispatchers.
+	failures map[string]*groupFailures
+}
+
+// groupFailures is what an idle dispatcher leaves of its retry counts:
+// the failed deliveries of every message it had taken back, by global
+// position, for the incarnation of the group it served. Replayed parked
+// messages count apart (a message may be both), for the replay version
+// they were loaded at. At most what one dispatcher holds (its pending and
+// retry queues), 12 bytes a message.
+type groupFailures struct {
+	incarnation uint64
+	source      map[int64]int32
+	replayVer   uint64
+	replay      map[int64]int32
 }
 
 func newGroupOwner(n *Node) *groupOwner {
-	return &groupOwner{n: n, active: make(map[string]*dispatcher)}
+	return &groupOwner{n: n, active: make(map[string]*dispatcher), failures: make(map[string]*groupFailures)}
 }
 
 func ownerKey(ns, group string) string { return ns + "\x00" + group }
@@ -64,13 +85,16 @@ func (o *groupOwner) attach(ns, group, name string) (*dispatcher, *groupConsumer
 	if o.n.life.Err() != nil {
 		return nil, nil, nodeapi.ErrShutdown
 	}
-	d, ok := o.active[ownerKey(ns, group)]
+	key := ownerKey(ns, group)
+	d, ok := o.active[key]
 	if !ok {
+		f := o.failures[key]
+		delete(o.failures, key)
 		var err error
-		if d, err = newDispatcher(o, ns, group); err != nil {
+		if d, err = newDispatcher(o, ns, group, f); err != nil {
 			return nil, nil, err
 		}
-		o.active[ownerKey(ns, group)] = d
+		o.active[key] = d
 		o.n.wg.Add(1)
 		go d.run()
 	}
@@ -95,6 +119,7 @@ func (o *groupOwner) stopAll(err error) {
 		ds = append(ds, d)
 		delete(o.active, k)
 	}
+	clear(o.failures) // a later term starts counting afresh, as another leader would
 	o.mu.Unlock()
 	for _, d := range ds {
 		d.stop(err)
@@ -209,6 +234,9 @@ type dispatcher struct {
 		unsaved    int       // settled since the last save
 		dirtySince time.Time // first unsaved settle
 		stats      nodeapi.GroupState
+		// failed are the counts an earlier dispatcher of the group left
+		// (groupFailures), taken as the messages are read again.
+		failed *groupFailures
 	}
 	err error // why it stopped; set before done closes
 }
@@ -230,13 +258,18 @@ type groupConsumer struct {
 	notify   chan struct{}           // cap 1
 }
 
-func newDispatcher(o *groupOwner, ns, name string) (*dispatcher, error) {
+// newDispatcher makes the dispatcher of a group, starting from the counts
+// f an earlier one left (nil: none), if they are of this incarnation.
+func newDispatcher(o *groupOwner, ns, name string, f *groupFailures) (*dispatcher, error) {
 	rec, err := o.record(ns, name)
 	if err != nil {
 		return nil, err
 	}
 	d := &dispatcher{o: o, ns: ns, name: name, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	d.mu.rec = rec
+	if f != nil && f.incarnation == rec.Id {
+		d.mu.failed = f
+	}
 	d.mu.cursor = rec.Checkpoint
 	d.mu.inflight = make(map[string]*groupItem)
 	return d, nil
@@ -473,7 +506,10 @@ func (d *dispatcher) finish(err error) {
 }
 
 // idle stops the dispatcher when no consumer is attached and nothing is
-// left to save. It reports whether it stopped.
+// left to save, and leaves its failed-delivery counts to the next
+// dispatcher of the group (groupOwner.failures): a consumer leaving is a
+// failure like any other, and the last one leaving must not reset the
+// count. It reports whether it stopped.
 func (d *dispatcher) idle() bool {
 	d.o.mu.Lock()
 	defer d.o.mu.Unlock()
@@ -482,12 +518,52 @@ func (d *dispatcher) idle() bool {
 		d.mu.Unlock()
 		return false
 	}
+	f := d.failuresLocked()
 	d.mu.Unlock()
-	if d.o.active[ownerKey(d.ns, d.name)] == d {
-		delete(d.o.active, ownerKey(d.ns, d.name))
+	key := ownerKey(d.ns, d.name)
+	if d.o.active[key] == d {
+		delete(d.o.active, key)
+		if f != nil {
+			d.o.failures[key] = f
+		}
 	}
 	d.stop(errNotLeader) // a consumer racing in retries and starts a new one
 	return true
+}
+
+// failuresLocked collects the counts of the messages that failed a
+// delivery and are not settled: the retry queue (no consumer, so nothing
+// is in flight), messages read again that have not been handed out yet,
+// and counts left by an earlier dispatcher for messages not read again
+// (below the cursor they were settled or are gone). nil when there are
+// none.
+func (d *dispatcher) failuresLocked() *groupFailures {
+	f := &groupFailures{incarnation: d.mu.rec.Id, replayVer: d.mu.replayVer, source: map[int64]int32{}, replay: map[int64]int32{}}
+	if old := d.mu.failed; old != nil {
+		for gp, n := range old.source {
+			if gp >= d.mu.cursor {
+				f.source[gp] = n
+			}
+		}
+		if old.replayVer == d.mu.replayVer {
+			maps.Copy(f.replay, old.replay)
+		}
+	}
+	for _, q := range [][]*groupItem{d.mu.retry, d.mu.pending, d.mu.replay} {
+		for _, it := range q {
+			switch {
+			case it.deliveries == 0:
+			case it.replayed:
+				f.replay[it.msg.GlobalPosition] = it.deliveries
+			default:
+				f.source[it.msg.GlobalPosition] = it.deliveries
+			}
+		}
+	}
+	if len(f.source) == 0 && len(f.replay) == 0 {
+		return nil
+	}
+	return f
 }
 
 // nextWake is how long the loop may sleep: the earliest ack deadline or
@@ -522,10 +598,24 @@ func (d *dispatcher) step() error {
 	d.mu.Unlock()
 	if due {
 		if err := d.save(false); err != nil {
-			return err
+			return saveFailed(err)
 		}
 	}
 	return nil
+}
+
+// saveFailed is why a dispatcher whose save failed stops, as its
+// consumers are told. A full disk and a shutdown are said as they are;
+// anything else (leadership lost during the save, or a timeout, which is
+// what a paused leader sees before it learns it lost leadership) is
+// errOwnerStopped, never the write's unknown outcome, which means nothing
+// to a consumer: Node.Consume attaches them again to the group's owner,
+// and what was not saved is delivered again.
+func saveFailed(err error) error {
+	if errors.Is(err, nodeapi.ErrStorageFull) || errors.Is(err, nodeapi.ErrShutdown) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errOwnerStopped, err)
 }
 
 // refresh rereads the group's record (settings, deletion, replays) and
@@ -592,17 +682,40 @@ func (d *dispatcher) refresh() error {
 		d.mu.replay = d.mu.replay[:0]
 		for _, it := range replay {
 			if !d.heldLocked(it.msg.GlobalPosition) {
+				it.deliveries = d.failedLocked(it.msg.GlobalPosition, true)
 				d.mu.replay = append(d.mu.replay, it)
 			}
 		}
 	}
 	if d.mu.cursor == cursor { // no one else moved it (only this goroutine does)
 		for _, m := range msgs {
-			d.mu.pending = append(d.mu.pending, &groupItem{msg: m})
+			d.mu.pending = append(d.mu.pending, &groupItem{msg: m, deliveries: d.failedLocked(m.GlobalPosition, false)})
 		}
 		d.mu.cursor = next
 	}
 	return nil
+}
+
+// failedLocked takes the failed deliveries an earlier dispatcher counted
+// for the message at gp (a replayed parked message, or one of the
+// source): 0 when none.
+func (d *dispatcher) failedLocked(gp int64, replayed bool) int32 {
+	f := d.mu.failed
+	if f == nil {
+		return 0
+	}
+	m := f.source
+	if replayed {
+		if f.replayVer != d.mu.replayVer {
+			return 0 // replayed again since: counted afresh
+		}
+		m = f.replay
+	}
+	n, ok := m[gp]
+	if ok {
+		delete(m, gp)
+	}
+	return n
 }
 
 // heldLocked reports whether gp is already in flight or queued as a replay.

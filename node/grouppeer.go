@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
@@ -96,7 +97,7 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 	defer cancel()
 	stream, err := c.client(addr).GroupConsume(ctx, req)
 	if err != nil {
-		return groupPeerError(err, "relay consumer")
+		return relayConsumeError(err)
 	}
 	defer stream.Close()
 	for stream.Receive() {
@@ -115,9 +116,24 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 		return ctx.Err()
 	}
 	if err := stream.Err(); err != nil {
-		return groupPeerError(err, "relay consumer")
+		return relayConsumeError(err)
 	}
-	return nodeapi.ErrNoLeader // the leader ended the stream without an error: it is going away
+	// The leader ended the stream without an error: it is going away.
+	return fmt.Errorf("%w: the leader ended the stream", errRelayLost)
+}
+
+// relayConsumeError is why a consumer's relay to the leader ended. A
+// rejection (the group was deleted, too many consumers), a full disk, a
+// cancelled call and the leader's not-leader answer are what they are;
+// anything else is the stream breaking (the leader crashed, was cut off,
+// or is shutting down): errRelayLost, so that Node.Consume looks for the
+// new leader without ending the client's stream.
+func relayConsumeError(err error) error {
+	c := groupPeerError(err, "relay consumer")
+	if errors.Is(c, nodeapi.ErrNoLeader) {
+		return fmt.Errorf("%w: %v", errRelayLost, err)
+	}
+	return c
 }
 
 func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.GroupSettleRequest) error {

@@ -155,6 +155,33 @@ func idempotentConnect(t *testing.T, s *server) {
 			}
 		})
 	}
+	t.Run("ids of two earlier appends", func(t *testing.T) {
+		const x1, x2, y1 = "0192f0c4-0000-7000-8000-0000000000c1", "0192f0c4-0000-7000-8000-0000000000c2", "0192f0c4-0000-7000-8000-0000000000d1"
+		m := func(id string) *skaldv1.NewMessage {
+			return &skaldv1.NewMessage{Id: id, Type: "T", Data: []byte(`{"id":"` + id + `"}`)}
+		}
+		for _, r := range []*connect.Request[skaldv1.AppendRequest]{req("i-1", m(x1), m(x2)), req("i-1", m(y1))} {
+			if _, err := c.events.Append(ctxT(t), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Side by side in the stream, but not one earlier append.
+		_, err := c.events.Append(ctxT(t), req("i-1", m(x2), m(y1)))
+		ce := wantCode(t, "ids of two appends", err, connect.CodeAlreadyExists)
+		var got *skaldv1.DuplicateMessageId
+		for _, d := range ce.Details() {
+			if v, derr := d.Value(); derr == nil {
+				got, _ = v.(*skaldv1.DuplicateMessageId)
+			}
+		}
+		if want := (&skaldv1.DuplicateMessageId{Message: 1, Id: y1, Stream: "i-1", Position: 2, GlobalPosition: got.GetGlobalPosition(), Reason: "mixed"}); !proto.Equal(got, want) {
+			t.Fatalf("detail %v, want %v", got, want)
+		}
+		v, err := c.events.StreamVersion(ctxT(t), connect.NewRequest(&skaldv1.StreamVersionRequest{Stream: "i-1"}))
+		if err != nil || v.Msg.Version != 2 {
+			t.Fatalf("version after the refusal: %v, %v; want 2", v, err)
+		}
+	})
 	t.Run("same id twice in one append", func(t *testing.T) {
 		_, err := c.events.Append(ctxT(t), req("acct-3", msgA(`{"a":1}`), msgA(`{"a":1}`)))
 		wantField(t, "id twice", err, "messages[1].id")
