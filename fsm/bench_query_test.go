@@ -79,7 +79,7 @@ func BenchmarkQuery1M(b *testing.B) {
 	// data block each).
 	b.Run("tag-index-only", func(b *testing.B) {
 		benchViews(b, s, func(v *View) error {
-			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}})
+			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}}, false)
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ func BenchmarkQuery1M(b *testing.B) {
 		defer s.release(ns)
 		q := Query{[]QueryItem{{Tags: []string{"course:c7"}}}}
 		for b.Loop() {
-			gp, found, err := firstMatch(ns.db, q, total-2000)
+			gp, found, err := firstMatch(ns.db, q, total-2000, false)
 			if err != nil || !found || gp != total-2000+8 {
 				b.Fatalf("first match %d %v %v", gp, found, err)
 			}
