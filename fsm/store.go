@@ -153,7 +153,7 @@ type Store struct {
 		retained   map[string]bool // namespaces with retention policies (a hint: RN keys)
 		// typesIndexed: namespaces whose type index is complete (a hint: TX keys).
 		typesIndexed map[string]bool
-		lru        lruList         // open namespaces, most recently used first
+		lru          lruList // open namespaces, most recently used first
 	}
 }
 
