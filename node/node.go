@@ -121,11 +121,12 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.leaderLoop()
 	go n.watchdog()
 	go n.diskWatch()
 	go n.expiryLoop()
+	go n.typeIndexLoop()
 	return n, nil
 }
 
