@@ -305,8 +305,8 @@ func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts 
 	})
 }
 
-// Query returns the namespace's tagged messages that match q (messages
-// written without tags are in no index and never match), with a global
+// Query returns the namespace's messages that match q (an untagged message
+// matches an item of types alone), with a global
 // position above after, in global order; limit 0 means 1000, -1 no limit,
 // at most 10000 (read on past the server's page byte cap, as ReadStream).
 // The server merges its type and tag indexes: the cost follows the

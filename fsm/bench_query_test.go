@@ -27,7 +27,7 @@ import (
 func BenchmarkQuery1M(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	const total, perAppend, perBatch = 1_000_000, 100, 16
 	data := []byte(`{"amount":1234,"currency":"EUR","note":"xxxxxxxxxxxxxxxxx"}`)
 	var cmds []*fsmv1.Command
@@ -133,7 +133,7 @@ func BenchmarkApplyAppendTagged(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := benchStore(b)
 			f := newFeeder(b, s)
-			f.must(createNS("bench"))
+			f.must(createNSAllTypes("bench"))
 			const batch = 64
 			ring := make([]Entry, 64*batch)
 			for i := range ring {
