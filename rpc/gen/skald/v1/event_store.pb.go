@@ -592,8 +592,12 @@ type ReadStreamRequest struct {
 	// Lower bound on the global position, applied with position.
 	GlobalPosition *int64 `protobuf:"varint,3,opt,name=global_position,json=globalPosition,proto3,oneof" json:"global_position,omitempty"`
 	// 0 means 1000, -1 unlimited, at most 10000.
-	Limit         int64        `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	Read          *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	Limit int64        `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Read  *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	// Read newest first, from position down: position -1 starts at the
+	// stream's last message, so limit N returns the last N. Read on from
+	// the last message with position = its position - 1 (stop at 0).
+	Backward      bool `protobuf:"varint,6,opt,name=backward,proto3" json:"backward,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +665,13 @@ func (x *ReadStreamRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ReadStreamRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
 }
 
 type ReadStreamResponse struct {
@@ -736,8 +747,12 @@ type ReadCategoryRequest struct {
 	Correlation    string         `protobuf:"bytes,4,opt,name=correlation,proto3" json:"correlation,omitempty"`
 	ConsumerGroup  *ConsumerGroup `protobuf:"bytes,5,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
 	Read           *ReadOptions   `protobuf:"bytes,6,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Read newest first, from global_position down: -1 starts at the
+	// category's last message, so limit N returns the last N (0 reads
+	// nothing). Read on with global_position = the last one's - 1.
+	Backward      bool `protobuf:"varint,7,opt,name=backward,proto3" json:"backward,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadCategoryRequest) Reset() {
@@ -812,6 +827,13 @@ func (x *ReadCategoryRequest) GetRead() *ReadOptions {
 	return nil
 }
 
+func (x *ReadCategoryRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
+}
+
 type ReadCategoryResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -881,8 +903,12 @@ type ReadAllRequest struct {
 	GlobalPosition int64                  `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
 	Limit          int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	Read           *ReadOptions           `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Read newest first, from global_position down: -1 starts at the
+	// namespace's last message, so limit N returns the last N (0 reads
+	// nothing). Read on with global_position = the last one's - 1.
+	Backward      bool `protobuf:"varint,4,opt,name=backward,proto3" json:"backward,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadAllRequest) Reset() {
@@ -934,6 +960,13 @@ func (x *ReadAllRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ReadAllRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
 }
 
 type ReadAllResponse struct {
@@ -2302,33 +2335,36 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\rQueryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xca\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xe6\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
 	"\x0fglobal_position\x18\x03 \x01(\x03H\x00R\x0eglobalPosition\x88\x01\x01\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04readB\x12\n" +
+	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\x06 \x01(\bR\bbackwardB\x12\n" +
 	"\x10_global_position\"\x86\x01\n" +
 	"\x12ReadStreamResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xfd\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x99\x02\n" +
 	"\x13ReadCategoryRequest\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12'\n" +
 	"\x0fglobal_position\x18\x02 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12 \n" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12>\n" +
 	"\x0econsumer_group\x18\x05 \x01(\v2\x17.skald.v1.ConsumerGroupR\rconsumerGroup\x12)\n" +
-	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x88\x01\n" +
+	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\a \x01(\bR\bbackward\"\x88\x01\n" +
 	"\x14ReadCategoryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"z\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x96\x01\n" +
 	"\x0eReadAllRequest\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x83\x01\n" +
+	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\x04 \x01(\bR\bbackward\"\x83\x01\n" +
 	"\x0fReadAllResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
