@@ -276,6 +276,11 @@ type CategoryQuery struct {
 	// Backward reads newest first from GlobalPosition down; -1 starts at
 	// the last message, so Limit N returns the last N.
 	Backward bool
+	// Types, when set, keeps messages of these types (at most 32).
+	Types []string
+	// StreamPrefix, when set, keeps messages of streams whose name starts
+	// with it.
+	StreamPrefix string
 }
 
 // ReadCategory returns the messages of q.Category in global order, or
@@ -291,6 +296,7 @@ func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...Read
 		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
 			Category: q.Category, GlobalPosition: from, Limit: limit, Correlation: q.Correlation,
 			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()), Backward: q.Backward,
+			Types: q.Types, StreamPrefix: q.StreamPrefix,
 		}))
 		if err != nil {
 			return nil, false, err
@@ -304,14 +310,51 @@ func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...Read
 // in global order; limit 0 means 1000, -1 no limit, at most 10000 (read
 // on past the server's page byte cap, as ReadStream).
 func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
-	return c.readAll(ctx, globalPosition, limit, false, opts)
+	return c.ReadAllQuery(ctx, AllQuery{GlobalPosition: globalPosition, Limit: limit}, opts...)
 }
 
 // ReadAllBackward returns the namespace's messages newest first from
 // globalPosition down (-1: from the last message, so limit N returns the
 // last N); limit as ReadAll.
 func (c *Client) ReadAllBackward(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
-	return c.readAll(ctx, globalPosition, limit, true, opts)
+	return c.ReadAllQuery(ctx, AllQuery{GlobalPosition: globalPosition, Limit: limit, Backward: true}, opts...)
+}
+
+// AllQuery selects messages of the whole namespace.
+type AllQuery struct {
+	// GlobalPosition is the first global position to return (0 means 1);
+	// backward, the highest (-1: from the last message).
+	GlobalPosition int64
+	// Limit: 0 means 1000, -1 no limit, at most 10000.
+	Limit int64
+	// Backward reads newest first.
+	Backward bool
+	// Types, when set, keeps messages of these types (at most 32); a
+	// forward read of types costs in proportion to the matches.
+	Types []string
+	// StreamPrefix, when set, keeps messages of streams whose name starts
+	// with it.
+	StreamPrefix string
+}
+
+// ReadAllQuery returns the namespace's messages that q selects, in global
+// order or newest first (read on past the server's page byte cap, as
+// ReadStream).
+func (c *Client) ReadAllQuery(ctx context.Context, q AllQuery, opts ...ReadOption) ([]Message, error) {
+	s := c.settings(opts)
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last)
+		if !ok {
+			return nil, false, nil
+		}
+		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load()),
+			Backward: q.Backward, Types: q.Types, StreamPrefix: q.StreamPrefix}))
+		if err != nil {
+			return nil, false, err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
+	})
 }
 
 // nextGlobal is where a read in global order goes on after last (nil: it
@@ -324,22 +367,6 @@ func nextGlobal(from int64, backward bool, last *Message) (int64, bool) {
 		return last.GlobalPosition - 1, last.GlobalPosition > 1
 	}
 	return last.GlobalPosition + 1, true
-}
-
-func (c *Client) readAll(ctx context.Context, globalPosition, limit int64, backward bool, opts []ReadOption) ([]Message, error) {
-	s := c.settings(opts)
-	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		from, ok := nextGlobal(globalPosition, backward, last)
-		if !ok {
-			return nil, false, nil
-		}
-		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load()), Backward: backward}))
-		if err != nil {
-			return nil, false, err
-		}
-		c.observe(r.Msg.AppliedIndex)
-		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
-	})
 }
 
 // Query returns the namespace's messages that match q (an untagged message

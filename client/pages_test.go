@@ -58,6 +58,16 @@ func TestReadsReadOnPastPageCap(t *testing.T) {
 		{"ReadStream backward all", -1, n / 2, func(ctx context.Context, l int64) ([]Message, error) {
 			return c.ReadStream(ctx, StreamQuery{Stream: "wide-0", Position: -1, Limit: l, Backward: true})
 		}, true},
+		// Filters (types through the type index, stream prefix by scan).
+		{"ReadAllQuery type", -1, n, func(ctx context.Context, l int64) ([]Message, error) {
+			return c.ReadAllQuery(ctx, AllQuery{Types: []string{"T"}, Limit: l})
+		}, false},
+		{"ReadAllQuery prefix", -1, n / 2, func(ctx context.Context, l int64) ([]Message, error) {
+			return c.ReadAllQuery(ctx, AllQuery{StreamPrefix: "wide-1", Limit: l})
+		}, false},
+		{"ReadCategory type and prefix backward", -1, n / 2, func(ctx context.Context, l int64) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "wide", Types: []string{"T"}, StreamPrefix: "wide-0", GlobalPosition: -1, Limit: l, Backward: true})
+		}, true},
 	} {
 		t.Run(r.name, func(t *testing.T) {
 			msgs, err := r.read(ctxT(t), r.limit) // each its own deadline, under -race on a busy machine

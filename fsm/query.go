@@ -217,12 +217,17 @@ func (qp *queryPlan) close() error {
 // after, in global order, at most limit (0 means DefaultLimit, negative
 // unlimited). q must be valid (ValidateQuery).
 func (v *View) Query(q Query, after int64, limit int) (out []Message, err error) {
-	limit = normLimit(limit)
 	ti, err := v.typeIndex()
 	if err != nil {
 		return nil, err
 	}
-	qp, err := openQuery(v.snap, q, ti.complete())
+	return v.query(q, after, normLimit(limit), ti.complete(), nil)
+}
+
+// query is Query through the complete type index (all) or the legacy one,
+// keeping the matches keep accepts (nil: every one).
+func (v *View) query(q Query, after int64, limit int, all bool, keep func(*Message) bool) (out []Message, err error) {
+	qp, err := openQuery(v.snap, q, all)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +242,7 @@ func (v *View) Query(q Query, after int64, limit int) (out []Message, err error)
 		if err != nil {
 			return nil, err
 		}
-		if found { // else removed by a deletion: its index entries stay
+		if found && (keep == nil || keep(&m)) { // else removed by a deletion: its index entries stay
 			p.add(m)
 		}
 		next = gp + 1

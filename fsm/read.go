@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -300,6 +301,9 @@ type CategoryQuery struct {
 	// Backward reads from GlobalPosition down (negative: from the last
 	// message; 0 reads nothing), newest first.
 	Backward bool
+	// Filter keeps messages of some types and stream-name prefix; the
+	// prefix is checked on the index entry, the types on the message.
+	Filter Filter
 }
 
 // ReadCategory returns the category's messages in global-position order
@@ -318,6 +322,9 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	}
 	if q.Category == "" {
 		return v.readAll(from, limit, q.Backward, func(m *Message) bool {
+			if !q.Filter.keeps(m) {
+				return false
+			}
 			if q.Size > 0 && ConsumerGroupMember(m.Stream, q.Size) != q.Member {
 				return false
 			}
@@ -339,9 +346,12 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	w := walk{it, q.Backward}
 	p := v.startPage(limit)
 	for ok := w.first(); ok && !p.full(); ok = w.next() {
-		flags, hash, _, corrCat, err := decodeCatEntry(it.Value())
+		flags, hash, stream, corrCat, err := decodeCatEntry(it.Value())
 		if err != nil {
 			return nil, err
+		}
+		if !q.Filter.keepsStream(stream) {
+			continue
 		}
 		if q.Size > 0 && (flags&1 == 0 || groupMember(hash, q.Size) != q.Member) {
 			continue
@@ -352,6 +362,9 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		m, err := v.message(keySuffixUint64(it.Key()))
 		if err != nil {
 			return nil, err
+		}
+		if len(q.Filter.Types) > 0 && !slices.Contains(q.Filter.Types, m.Type) {
+			continue
 		}
 		p.add(m)
 	}

@@ -237,6 +237,10 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err != nil {
 		return nil, err
 	}
+	filter := fsm.Filter{Types: m.Types, StreamPrefix: m.StreamPrefix}
+	if err := asInvalid(fsm.ValidateFilter("", filter)); err != nil {
+		return nil, err
+	}
 	var (
 		out       []fsm.Message
 		truncated bool
@@ -244,7 +248,7 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadCategory(fsm.CategoryQuery{
 			Category: m.Category, GlobalPosition: m.GlobalPosition, Limit: limit,
-			Correlation: m.Correlation, Member: member, Size: size, Backward: m.Backward,
+			Correlation: m.Correlation, Member: member, Size: size, Backward: m.Backward, Filter: filter,
 		})
 		truncated = v.PageCapped()
 		return err
@@ -264,16 +268,16 @@ func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.R
 	if err := readFrom("global_position", m.GlobalPosition, m.Backward); err != nil {
 		return nil, err
 	}
+	filter := fsm.Filter{Types: m.Types, StreamPrefix: m.StreamPrefix}
+	if err := asInvalid(fsm.ValidateFilter("", filter)); err != nil {
+		return nil, err
+	}
 	var (
 		out       []fsm.Message
 		truncated bool
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
-		if m.Backward {
-			out, err = v.ReadAllBackward(m.GlobalPosition, limit)
-		} else {
-			out, err = v.ReadAll(m.GlobalPosition, limit)
-		}
+		out, err = v.ReadAllQuery(fsm.AllQuery{GlobalPosition: m.GlobalPosition, Limit: limit, Backward: m.Backward, Filter: filter})
 		truncated = v.PageCapped()
 		return err
 	})

@@ -142,6 +142,45 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return printMessages(stdout, cf.output, dir.order(msgs))
 }
 
+func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
+	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	dir := addDirectionFlags(fs)
+	flt := addFilterFlags(fs)
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msgs, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: from, Limit: limitN, Backward: dir.reads(),
+		Types: flt.types, StreamPrefix: *flt.prefix})
+	if err != nil {
+		return apiError(err)
+	}
+	return printMessages(stdout, cf.output, dir.order(msgs))
+}
+
+// filterFlags are skald all's and category's --type and --prefix.
+type filterFlags struct {
+	types  stringList
+	prefix *string
+}
+
+func addFilterFlags(fs *flag.FlagSet) *filterFlags {
+	f := &filterFlags{}
+	fs.Var(&f.types, "type", "messages of this `type` (repeat: any of them)")
+	f.prefix = fs.String("prefix", "", "messages of streams whose name starts with this")
+	return f
+}
+
 // directionFlags are the read commands' --backward and --last N.
 type directionFlags struct {
 	backward *bool
@@ -264,13 +303,14 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--limit N] [--backward] [--last N]", stderr)
+	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
 	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
 	member := fs.Int64("member", 0, "consumer group member (with --size)")
 	size := fs.Int64("size", 0, "consumer group size")
 	correlation := fs.String("correlation", "", "only messages correlated to this category")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
 	dir := addDirectionFlags(fs)
+	flt := addFilterFlags(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -287,6 +327,7 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
 		Category: rest[0], GlobalPosition: from, Limit: limitN, Correlation: *correlation,
 		Group: client.ConsumerGroup{Member: *member, Size: *size}, Backward: dir.reads(),
+		Types: flt.types, StreamPrefix: *flt.prefix,
 	})
 	if err != nil {
 		return apiError(err)

@@ -750,7 +750,11 @@ type ReadCategoryRequest struct {
 	// Read newest first, from global_position down: -1 starts at the
 	// category's last message, so limit N returns the last N (0 reads
 	// nothing). Read on with global_position = the last one's - 1.
-	Backward      bool `protobuf:"varint,7,opt,name=backward,proto3" json:"backward,omitempty"`
+	Backward bool `protobuf:"varint,7,opt,name=backward,proto3" json:"backward,omitempty"`
+	// Only messages of these types (at most 32; empty: any type).
+	Types []string `protobuf:"bytes,8,rep,name=types,proto3" json:"types,omitempty"`
+	// Only messages of streams whose name starts with this (empty: any).
+	StreamPrefix  string `protobuf:"bytes,9,opt,name=stream_prefix,json=streamPrefix,proto3" json:"stream_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +838,20 @@ func (x *ReadCategoryRequest) GetBackward() bool {
 	return false
 }
 
+func (x *ReadCategoryRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ReadCategoryRequest) GetStreamPrefix() string {
+	if x != nil {
+		return x.StreamPrefix
+	}
+	return ""
+}
+
 type ReadCategoryResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -906,7 +924,13 @@ type ReadAllRequest struct {
 	// Read newest first, from global_position down: -1 starts at the
 	// namespace's last message, so limit N returns the last N (0 reads
 	// nothing). Read on with global_position = the last one's - 1.
-	Backward      bool `protobuf:"varint,4,opt,name=backward,proto3" json:"backward,omitempty"`
+	Backward bool `protobuf:"varint,4,opt,name=backward,proto3" json:"backward,omitempty"`
+	// Only messages of these types (at most 32; empty: any type). A forward
+	// read of types merges the type index's lists: its cost follows the
+	// matches, not the namespace's size.
+	Types []string `protobuf:"bytes,5,rep,name=types,proto3" json:"types,omitempty"`
+	// Only messages of streams whose name starts with this (empty: any).
+	StreamPrefix  string `protobuf:"bytes,6,opt,name=stream_prefix,json=streamPrefix,proto3" json:"stream_prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -967,6 +991,20 @@ func (x *ReadAllRequest) GetBackward() bool {
 		return x.Backward
 	}
 	return false
+}
+
+func (x *ReadAllRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ReadAllRequest) GetStreamPrefix() string {
+	if x != nil {
+		return x.StreamPrefix
+	}
+	return ""
 }
 
 type ReadAllResponse struct {
@@ -2347,7 +2385,7 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x12ReadStreamResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x99\x02\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xd4\x02\n" +
 	"\x13ReadCategoryRequest\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12'\n" +
 	"\x0fglobal_position\x18\x02 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
@@ -2355,16 +2393,20 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12>\n" +
 	"\x0econsumer_group\x18\x05 \x01(\v2\x17.skald.v1.ConsumerGroupR\rconsumerGroup\x12)\n" +
 	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
-	"\bbackward\x18\a \x01(\bR\bbackward\"\x88\x01\n" +
+	"\bbackward\x18\a \x01(\bR\bbackward\x12\x14\n" +
+	"\x05types\x18\b \x03(\tR\x05types\x12#\n" +
+	"\rstream_prefix\x18\t \x01(\tR\fstreamPrefix\"\x88\x01\n" +
 	"\x14ReadCategoryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x96\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xd1\x01\n" +
 	"\x0eReadAllRequest\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12)\n" +
 	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
-	"\bbackward\x18\x04 \x01(\bR\bbackward\"\x83\x01\n" +
+	"\bbackward\x18\x04 \x01(\bR\bbackward\x12\x14\n" +
+	"\x05types\x18\x05 \x03(\tR\x05types\x12#\n" +
+	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\"\x83\x01\n" +
 	"\x0fReadAllResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
