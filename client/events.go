@@ -281,6 +281,10 @@ type CategoryQuery struct {
 	// StreamPrefix, when set, keeps messages of streams whose name starts
 	// with it.
 	StreamPrefix string
+	// StateVector, when set, is what the caller holds: per stream of the
+	// category, its highest position. Messages of a stream named are
+	// returned only above it; every message of the other streams is.
+	StateVector map[string]int64
 }
 
 // ReadCategory returns the messages of q.Category in global order, or
@@ -296,7 +300,7 @@ func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...Read
 		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
 			Category: q.Category, GlobalPosition: from, Limit: limit, Correlation: q.Correlation,
 			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()), Backward: q.Backward,
-			Types: q.Types, StreamPrefix: q.StreamPrefix,
+			Types: q.Types, StreamPrefix: q.StreamPrefix, StateVector: q.StateVector,
 		}))
 		if err != nil {
 			return nil, false, err

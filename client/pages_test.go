@@ -65,6 +65,10 @@ func TestReadsReadOnPastPageCap(t *testing.T) {
 		{"ReadAllQuery prefix", -1, n / 2, func(ctx context.Context, l int64) ([]Message, error) {
 			return c.ReadAllQuery(ctx, AllQuery{StreamPrefix: "wide-1", Limit: l})
 		}, false},
+		{"ReadCategory after a state vector", -1, n/2 + 5, func(ctx context.Context, l int64) ([]Message, error) {
+			// wide-0 holds positions 0..14: held up to 9, five follow.
+			return c.ReadCategory(ctx, CategoryQuery{Category: "wide", StateVector: map[string]int64{"wide-0": 9}, Limit: l})
+		}, false},
 		{"ReadCategory type and prefix backward", -1, n / 2, func(ctx context.Context, l int64) ([]Message, error) {
 			return c.ReadCategory(ctx, CategoryQuery{Category: "wide", Types: []string{"T"}, StreamPrefix: "wide-0", GlobalPosition: -1, Limit: l, Backward: true})
 		}, true},

@@ -304,6 +304,9 @@ type CategoryQuery struct {
 	// Filter keeps messages of some types and stream-name prefix; the
 	// prefix is checked on the index entry, the types on the message.
 	Filter Filter
+	// After is a state vector (statevector.go): a message of a stream it
+	// names is returned only above the position it gives. nil: none.
+	After map[string]int64
 }
 
 // ReadCategory returns the category's messages in global-position order
@@ -322,7 +325,7 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	}
 	if q.Category == "" {
 		return v.readAll(from, limit, q.Backward, func(m *Message) bool {
-			if !q.Filter.keeps(m) {
+			if !q.Filter.keeps(m) || held(q.After, m) {
 				return false
 			}
 			if q.Size > 0 && ConsumerGroupMember(m.Stream, q.Size) != q.Member {
@@ -363,7 +366,7 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(q.Filter.Types) > 0 && !slices.Contains(q.Filter.Types, m.Type) {
+		if len(q.Filter.Types) > 0 && !slices.Contains(q.Filter.Types, m.Type) || held(q.After, &m) {
 			continue
 		}
 		p.add(m)

@@ -241,6 +241,13 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err := asInvalid(fsm.ValidateFilter("", filter)); err != nil {
 		return nil, err
 	}
+	if err := asInvalid(fsm.ValidateStateVector("state_vector", m.Category, m.StateVector)); err != nil {
+		return nil, err
+	}
+	var after map[string]int64
+	if len(m.StateVector) > 0 {
+		after = m.StateVector
+	}
 	var (
 		out       []fsm.Message
 		truncated bool
@@ -249,6 +256,7 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 		out, err = v.ReadCategory(fsm.CategoryQuery{
 			Category: m.Category, GlobalPosition: m.GlobalPosition, Limit: limit,
 			Correlation: m.Correlation, Member: member, Size: size, Backward: m.Backward, Filter: filter,
+			After: after,
 		})
 		truncated = v.PageCapped()
 		return err

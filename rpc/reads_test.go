@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -200,5 +201,95 @@ func TestReadFilteredConnect(t *testing.T) {
 				t.Fatalf("global positions %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A category read after a state vector, on Connect (state_vector) and as
+// the EventoDB extension (category.get's stateVector): per stream, what
+// comes after the position held, and every message of the streams not
+// named; bad vectors are refused naming the stream.
+func TestReadCategoryStateVector(t *testing.T) {
+	s := single(t)
+	c := newClients(s, protocols[1], adminToken)
+	ctx := ctxT(t)
+	// gp 1..3 acct-1 (positions 0..2), 4..5 acct-2 (0..1), 6 acct-3 (0), 7 order-1.
+	for _, a := range []struct {
+		stream string
+		n      int
+	}{{"acct-1", 3}, {"acct-2", 2}, {"acct-3", 1}, {"order-1", 1}} {
+		msgs := make([]*skaldv1.NewMessage, a.n)
+		for i := range msgs {
+			msgs[i] = &skaldv1.NewMessage{Type: "T", Data: []byte(`{}`)}
+		}
+		if _, err := c.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: a.stream, Messages: msgs})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := map[string]int64{"acct-1": 1, "acct-2": 1}
+	want := []int64{3, 6} // acct-1 position 2; acct-3, not named
+	lin := &skaldv1.ReadOptions{Consistency: skaldv1.Consistency_CONSISTENCY_LINEARIZABLE}
+	for _, tc := range []struct {
+		name string
+		req  *skaldv1.ReadCategoryRequest
+		want []int64
+	}{
+		{"after the vector", &skaldv1.ReadCategoryRequest{Category: "acct", StateVector: held, Read: lin}, want},
+		{"limit 1", &skaldv1.ReadCategoryRequest{Category: "acct", StateVector: held, Limit: 1}, []int64{3}},
+		{"backward", &skaldv1.ReadCategoryRequest{Category: "acct", StateVector: held, GlobalPosition: -1, Backward: true}, []int64{6, 3}},
+		{"nothing held", &skaldv1.ReadCategoryRequest{Category: "acct", StateVector: map[string]int64{}}, []int64{1, 2, 3, 4, 5, 6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := c.events.ReadCategory(ctx, connect.NewRequest(tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gpsOfWire(r.Msg.Messages); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("global positions %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		sv    map[string]int64
+		field string
+	}{
+		{"another category", map[string]int64{"acct-1": 0, "order-1": 0}, `state_vector["order-1"]`},
+		{"negative", map[string]int64{"acct-1": -1}, `state_vector["acct-1"]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{Category: "acct", StateVector: tc.sv}))
+			wantField(t, tc.name, err, tc.field)
+		})
+	}
+
+	// EventoDB: the same read as a category.get option; an SDK that does
+	// not send it reads as before.
+	ev := evClient{t, s.addr, adminToken}
+	gpsOfEv := func(rows [][]any) []int64 {
+		out := []int64{}
+		for _, r := range rows {
+			out = append(out, int64(r[4].(float64))) // category format: global position is the 5th
+		}
+		return out
+	}
+	var rows [][]any
+	ev.ok(&rows, "category.get", "acct", map[string]any{"stateVector": held})
+	if got := gpsOfEv(rows); !reflect.DeepEqual(got, want) {
+		t.Fatalf("category.get with stateVector: %v, want %v", got, want)
+	}
+	ev.ok(&rows, "category.get", "acct", map[string]any{"stateVector": held, "batchSize": -1})
+	if got := gpsOfEv(rows); !reflect.DeepEqual(got, want) {
+		t.Fatalf("category.get with stateVector, batchSize -1: %v, want %v", got, want)
+	}
+	ev.ok(&rows, "category.get", "acct", map[string]any{})
+	if got := gpsOfEv(rows); !reflect.DeepEqual(got, []int64{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("category.get without stateVector: %v", got)
+	}
+	ev.fails(400, "INVALID_REQUEST", "category.get", "acct", map[string]any{"stateVector": []int{1}})
+	ev.fails(400, "INVALID_REQUEST", "category.get", "acct", map[string]any{"stateVector": map[string]any{"acct-1": 1.5}})
+	status, body := ev.call("category.get", "acct", map[string]any{"stateVector": map[string]any{"order-1": 0}})
+	checkEvError(t, "stateVector of another category", status, body, 400, "INVALID_REQUEST")
+	if !strings.Contains(string(body), `stateVector[\"order-1\"]`) {
+		t.Fatalf("stateVector of another category: %s, want the stream named", body)
 	}
 }
