@@ -303,8 +303,10 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
+	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", stderr)
 	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+	var held stringList
+	fs.Var(&held, "held", "a state vector: you hold `STREAM=POS`, so only its later messages (repeat; streams not named: every message)")
 	member := fs.Int64("member", 0, "consumer group member (with --size)")
 	size := fs.Int64("size", 0, "consumer group size")
 	correlation := fs.String("correlation", "", "only messages correlated to this category")
@@ -319,6 +321,12 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	var sv map[string]int64
+	if len(held) > 0 {
+		if sv, err = parseWatermarks(held); err != nil {
+			return cf.usageError(fs, "--held "+err.Error())
+		}
+	}
 	c, err := cf.connect(ctx)
 	if err != nil {
 		return err
@@ -327,7 +335,7 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
 		Category: rest[0], GlobalPosition: from, Limit: limitN, Correlation: *correlation,
 		Group: client.ConsumerGroup{Member: *member, Size: *size}, Backward: dir.reads(),
-		Types: flt.types, StreamPrefix: *flt.prefix,
+		Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
 	})
 	if err != nil {
 		return apiError(err)
