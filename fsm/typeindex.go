@@ -169,8 +169,9 @@ func (a *applier) indexTypes(l *Entry, c *fsmv1.IndexTypes) any {
 			}
 		}
 		if err != nil {
+			key := bytes.Clone(it.Key()) // the iterator's memory goes with Close
 			it.Close()
-			a.fatal("namespace %q: type index walk at %q: %v", nb.ns.rec.Name, it.Key(), err)
+			a.fatal("namespace %q: type index walk at %q: %v", nb.ns.rec.Name, key, err)
 		}
 		res.Walked++
 	}
