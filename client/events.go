@@ -180,16 +180,26 @@ type StreamQuery struct {
 	MinGlobalPosition int64
 	// Limit: 0 means 1000, -1 no limit, at most 10000.
 	Limit int64
+	// Backward reads newest first from Position down; Position -1 starts
+	// at the last message, so Limit N returns the last N.
+	Backward bool
 }
 
-// ReadStream returns the messages of q.Stream from q.Position on. A
-// reply the server cut at its page byte cap is read on (readPages): the
-// result holds q.Limit messages, or all with -1, whatever their size.
+// ReadStream returns the messages of q.Stream from q.Position on (down,
+// with q.Backward). A reply the server cut at its page byte cap is read
+// on (readPages): the result holds q.Limit messages, or all with -1,
+// whatever their size.
 func (c *Client) ReadStream(ctx context.Context, q StreamQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
 	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: limit, Read: s.wire(c.session.Load())}
-		if last != nil {
+		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: limit, Read: s.wire(c.session.Load()), Backward: q.Backward}
+		switch {
+		case last == nil:
+		case q.Backward && last.Position == 0:
+			return nil, false, nil // nothing below
+		case q.Backward:
+			req.Position = last.Position - 1
+		default:
 			req.Position = last.Position + 1
 		}
 		if q.MinGlobalPosition > 0 {
@@ -263,20 +273,34 @@ type CategoryQuery struct {
 	Correlation string
 	// Group, when set, keeps the streams of one consumer group member.
 	Group ConsumerGroup
+	// Backward reads newest first from GlobalPosition down; -1 starts at
+	// the last message, so Limit N returns the last N.
+	Backward bool
+	// Types, when set, keeps messages of these types (at most 32).
+	Types []string
+	// StreamPrefix, when set, keeps messages of streams whose name starts
+	// with it.
+	StreamPrefix string
+	// StateVector, when set, is what the caller holds: per stream of the
+	// category, its highest position. Messages of a stream named are
+	// returned only above it; every message of the other streams is.
+	StateVector map[string]int64
 }
 
-// ReadCategory returns the messages of q.Category in global order (read
-// on past the server's page byte cap, as ReadStream).
+// ReadCategory returns the messages of q.Category in global order, or
+// newest first with q.Backward (read on past the server's page byte cap,
+// as ReadStream).
 func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
 	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		from := q.GlobalPosition
-		if last != nil {
-			from = last.GlobalPosition + 1
+		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last)
+		if !ok {
+			return nil, false, nil
 		}
 		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
 			Category: q.Category, GlobalPosition: from, Limit: limit, Correlation: q.Correlation,
-			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()),
+			ConsumerGroup: q.Group.wire(), Read: s.wire(c.session.Load()), Backward: q.Backward,
+			Types: q.Types, StreamPrefix: q.StreamPrefix, StateVector: q.StateVector,
 		}))
 		if err != nil {
 			return nil, false, err
@@ -290,13 +314,45 @@ func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...Read
 // in global order; limit 0 means 1000, -1 no limit, at most 10000 (read
 // on past the server's page byte cap, as ReadStream).
 func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
+	return c.ReadAllQuery(ctx, AllQuery{GlobalPosition: globalPosition, Limit: limit}, opts...)
+}
+
+// ReadAllBackward returns the namespace's messages newest first from
+// globalPosition down (-1: from the last message, so limit N returns the
+// last N); limit as ReadAll.
+func (c *Client) ReadAllBackward(ctx context.Context, globalPosition, limit int64, opts ...ReadOption) ([]Message, error) {
+	return c.ReadAllQuery(ctx, AllQuery{GlobalPosition: globalPosition, Limit: limit, Backward: true}, opts...)
+}
+
+// AllQuery selects messages of the whole namespace.
+type AllQuery struct {
+	// GlobalPosition is the first global position to return (0 means 1);
+	// backward, the highest (-1: from the last message).
+	GlobalPosition int64
+	// Limit: 0 means 1000, -1 no limit, at most 10000.
+	Limit int64
+	// Backward reads newest first.
+	Backward bool
+	// Types, when set, keeps messages of these types (at most 32); a
+	// forward read of types costs in proportion to the matches.
+	Types []string
+	// StreamPrefix, when set, keeps messages of streams whose name starts
+	// with it.
+	StreamPrefix string
+}
+
+// ReadAllQuery returns the namespace's messages that q selects, in global
+// order or newest first (read on past the server's page byte cap, as
+// ReadStream).
+func (c *Client) ReadAllQuery(ctx context.Context, q AllQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		from := globalPosition
-		if last != nil {
-			from = last.GlobalPosition + 1
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last)
+		if !ok {
+			return nil, false, nil
 		}
-		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load())}))
+		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load()),
+			Backward: q.Backward, Types: q.Types, StreamPrefix: q.StreamPrefix}))
 		if err != nil {
 			return nil, false, err
 		}
@@ -305,8 +361,20 @@ func (c *Client) ReadAll(ctx context.Context, globalPosition, limit int64, opts 
 	})
 }
 
-// Query returns the namespace's tagged messages that match q (messages
-// written without tags are in no index and never match), with a global
+// nextGlobal is where a read in global order goes on after last (nil: it
+// starts at from); ok is false when a backward read has nothing below.
+func nextGlobal(from int64, backward bool, last *Message) (int64, bool) {
+	switch {
+	case last == nil:
+		return from, true
+	case backward:
+		return last.GlobalPosition - 1, last.GlobalPosition > 1
+	}
+	return last.GlobalPosition + 1, true
+}
+
+// Query returns the namespace's messages that match q (an untagged message
+// matches an item of types alone), with a global
 // position above after, in global order; limit 0 means 1000, -1 no limit,
 // at most 10000 (read on past the server's page byte cap, as ReadStream).
 // The server merges its type and tag indexes: the cost follows the

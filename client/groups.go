@@ -71,8 +71,8 @@ func (s GroupSettings) wire() *skaldv1.GroupSettings {
 }
 
 // GroupSpec describes a new group. Source: at most one of Stream,
-// Category or Query (the messages matching it; only tagged messages are
-// indexed, so only they match), none for the whole namespace. Start:
+// Category or Query (the messages matching it; an untagged message
+// matches an item of types alone), none for the whole namespace. Start:
 // StartGlobalPosition (0 = from the first message) or StartAtEnd (only
 // messages written after the create).
 type GroupSpec struct {

@@ -18,8 +18,8 @@ type NewMessage struct {
 	Data     json.RawMessage
 	Metadata json.RawMessage
 	// Tags (at most 32, each 1..256 bytes, no repeats) are what Query and
-	// append conditions select on, e.g. "course:c1". Only tagged messages
-	// are indexed: one without tags is never matched, by type either.
+	// append conditions select on, e.g. "course:c1". A message without
+	// tags is still matched by a query item of types alone.
 	Tags []string
 }
 

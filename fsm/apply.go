@@ -240,6 +240,8 @@ type applier struct {
 	config      *configRecord
 	nodes       map[string]string
 	retained    map[string]bool // retention hints set (true) or dropped
+	// typesIndexed: type index hints set (true) or dropped.
+	typesIndexed map[string]bool
 
 	// Registry changes, published after commit.
 	created map[string]*namespace // name -> handle created in this call
@@ -323,6 +325,8 @@ func (a *applier) command(l *Entry) any {
 		return a.replayParked(l, k.ReplayParked)
 	case *fsmv1.Command_DeleteParked:
 		return a.deleteParked(l, k.DeleteParked)
+	case *fsmv1.Command_IndexTypes:
+		return a.indexTypes(l, k.IndexTypes)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
@@ -640,7 +644,13 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 	}
 	nb := a.batch(ns) // opens (creates) its database
 	if nb.applied.index < l.Index {
+		if c.IndexAllTypes {
+			nb.typeIdx, nb.typeIdxDirty = typeIndexState{kind: typeIndexComplete}, true
+		}
 		nb.done(l)
+	}
+	if c.IndexAllTypes {
+		a.typesIndexedHint(c.Name, true)
 	}
 	if a.created == nil {
 		a.created = make(map[string]*namespace)
@@ -681,6 +691,7 @@ func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {
 	}
 	a.metaSync = true
 	a.retainedHint(c.Name, false)
+	a.typesIndexedHint(c.Name, false)
 	delete(a.created, c.Name)
 	if a.deleted == nil {
 		a.deleted = make(map[string]bool)
@@ -757,6 +768,13 @@ func (a *applier) commit() {
 			s.mu.retained[name] = true
 		} else {
 			delete(s.mu.retained, name)
+		}
+	}
+	for name, on := range a.typesIndexed {
+		if on {
+			s.mu.typesIndexed[name] = true
+		} else {
+			delete(s.mu.typesIndexed, name)
 		}
 	}
 	for id, addr := range a.nodes {

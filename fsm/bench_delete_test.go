@@ -15,7 +15,7 @@ import (
 // appends per ApplyBatch) and returns the feeder.
 func fillCategory(b *testing.B, s *Store, streams, perStream int) *feeder {
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	var cmds []*fsmv1.Command
 	for round := 0; round < perStream/100; round++ {
 		for st := 0; st < streams; st++ {
@@ -189,7 +189,7 @@ func BenchmarkSetCountPolicy(b *testing.B) {
 		b.StopTimer()
 		s := benchStore(b)
 		f := newFeeder(b, s)
-		f.must(createNS("bench"))
+		f.must(createNSAllTypes("bench"))
 		var cmds []*fsmv1.Command
 		for st := range 100_000 {
 			msgs := []*fsmv1.NewMessage{

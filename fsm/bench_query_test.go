@@ -27,7 +27,7 @@ import (
 func BenchmarkQuery1M(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	const total, perAppend, perBatch = 1_000_000, 100, 16
 	data := []byte(`{"amount":1234,"currency":"EUR","note":"xxxxxxxxxxxxxxxxx"}`)
 	var cmds []*fsmv1.Command
@@ -79,7 +79,7 @@ func BenchmarkQuery1M(b *testing.B) {
 	// data block each).
 	b.Run("tag-index-only", func(b *testing.B) {
 		benchViews(b, s, func(v *View) error {
-			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}})
+			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}}, false)
 			if err != nil {
 				return err
 			}
@@ -110,7 +110,7 @@ func BenchmarkQuery1M(b *testing.B) {
 		defer s.release(ns)
 		q := Query{[]QueryItem{{Tags: []string{"course:c7"}}}}
 		for b.Loop() {
-			gp, found, err := firstMatch(ns.db, q, total-2000)
+			gp, found, err := firstMatch(ns.db, q, total-2000, false)
 			if err != nil || !found || gp != total-2000+8 {
 				b.Fatalf("first match %d %v %v", gp, found, err)
 			}
@@ -133,7 +133,7 @@ func BenchmarkApplyAppendTagged(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			s := benchStore(b)
 			f := newFeeder(b, s)
-			f.must(createNS("bench"))
+			f.must(createNSAllTypes("bench"))
 			const batch = 64
 			ring := make([]Entry, 64*batch)
 			for i := range ring {

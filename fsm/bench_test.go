@@ -31,11 +31,13 @@ var payload200 = func() []byte {
 
 // BenchmarkApplyAppend applies single-message appends (200-byte data) to
 // 1000 streams of one namespace, in ApplyBatch calls of 64 entries, as
-// Raft delivers them under load.
+// Raft delivers them under load. Like every apply benchmark, the
+// namespace is created as a leader creates it today, its type index
+// complete (every message is indexed by type, typeindex.go).
 func BenchmarkApplyAppend(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	const batch = 64
 	// Pre-encode a ring of entries; indexes are set per iteration.
 	ring := make([]Entry, 64*batch)
@@ -82,7 +84,7 @@ func applyRing(b *testing.B, s *Store, ring []Entry, from int, logs []Entry, nex
 func BenchmarkReadStream100(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	for i := 0; i < 50; i++ { // other streams around it
 		msgs := make([]*fsmv1.NewMessage, 100)
 		for j := range msgs {
@@ -104,7 +106,7 @@ func BenchmarkReadStream100(b *testing.B) {
 func BenchmarkReadCategory100ConsumerGroup(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	cmds := make([]*fsmv1.Command, 0, 64)
 	for i := 0; i < 10000; i++ {
 		cmds = append(cmds, appendCmd("bench", fmt.Sprintf("account-%d", i%1000), newMsg("Deposited", string(payload200))))
@@ -128,7 +130,7 @@ func BenchmarkReadCategory100ConsumerGroup(b *testing.B) {
 func BenchmarkLastMessageByType(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	for i := 0; i < 10; i++ {
 		msgs := make([]*fsmv1.NewMessage, 1000)
 		for j := range msgs {
@@ -177,7 +179,7 @@ func benchViews(b *testing.B, s *Store, read func(*View) error) {
 func BenchmarkApplyAppendBatchSustained(b *testing.B) {
 	s := benchStore(b)
 	f := newFeeder(b, s)
-	f.must(createNS("bench"))
+	f.must(createNSAllTypes("bench"))
 	const batch = 100
 	// Random letters, as skald bench sends: compressible like text, not
 	// like a repeated byte.
@@ -258,7 +260,7 @@ func BenchmarkApplyAppendDedupe(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := benchStore(b)
 			f := newFeeder(b, s)
-			create := createNS("bench")
+			create := createNSAllTypes("bench")
 			create.GetCreateNamespace().DedupeWindowNanos = bc.window
 			f.must(create)
 			const batch = 64

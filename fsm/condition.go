@@ -61,8 +61,9 @@ func (nb *nsBatch) checkConditionAfter(c *fsmv1.AppendCondition) error {
 
 // checkCondition fails when a message matching c's query exists above
 // c.After, as of every entry before the current one: in the database, or
-// among the tagged messages this call staged (nsBatch.tagged), which all
-// come after the database's. So the verdict depends only on the log
+// among the indexed messages this call staged (nsBatch.indexed), which all
+// come after the database's. Types alone match untagged messages once
+// the namespace's type index is complete (typeindex.go). So the verdict depends only on the log
 // prefix, however Raft cut it into calls. After an import's clear the
 // database still holds what the clear removes: the call commits first.
 // A storage error stops the node.
@@ -74,12 +75,13 @@ func (a *applier) checkCondition(nb *nsBatch, c *fsmv1.AppendCondition) error {
 		a.flush(nb)
 	}
 	q := QueryOf(c.FailIfEventsMatch)
-	gp, found, err := firstMatch(nb.ns.db, q, c.After)
+	all := nb.typeIdx.complete()
+	gp, found, err := firstMatch(nb.ns.db, q, c.After, all)
 	if err != nil {
 		a.fatal("namespace %q: evaluate condition: %v", nb.ns.rec.Name, err)
 	}
-	for i := 0; !found && i < len(nb.tagged); i++ {
-		if m := &nb.tagged[i]; m.gp > c.After && q.matches(m.typ, m.tags) {
+	for i := 0; !found && i < len(nb.indexed); i++ {
+		if m := &nb.indexed[i]; m.gp > c.After && q.matches(m.typ, m.tags, all) {
 			gp, found = m.gp, true
 		}
 	}
@@ -89,16 +91,18 @@ func (a *applier) checkCondition(nb *nsBatch, c *fsmv1.AppendCondition) error {
 	return nil
 }
 
-// taggedMsg is what a condition needs of a staged tagged message.
-type taggedMsg struct {
+// indexedMsg is what a condition needs of a staged message.
+type indexedMsg struct {
 	gp   int64
 	typ  string
 	tags []string
 }
 
-// matches reports whether a message of type typ with tags matches q.
-func (q Query) matches(typ string, tags []string) bool {
-	if len(tags) == 0 {
+// matches reports whether a message of type typ with tags matches q: with
+// all, as the complete type index finds it (every message); without, as
+// the legacy one (tagged messages only).
+func (q Query) matches(typ string, tags []string, all bool) bool {
+	if len(tags) == 0 && !all {
 		return false // in no index
 	}
 	for _, it := range q.Items {
@@ -120,12 +124,12 @@ func (q Query) matches(typ string, tags []string) bool {
 }
 
 // firstMatch returns the first global position above after of a message
-// that matches q and still exists.
+// that matches q and still exists; all: through the complete type index.
 func firstMatch(db interface {
 	iterReader
 	getter
-}, q Query, after int64) (gp int64, found bool, err error) {
-	qp, err := openQuery(db, q)
+}, q Query, after int64, all bool) (gp int64, found bool, err error) {
+	qp, err := openQuery(db, q, all)
 	if err != nil {
 		return 0, false, err
 	}

@@ -27,15 +27,18 @@ import (
 //	SG name                      -> GroupRecord: a subscription group (group.go)
 //	SP name 0x00 gp              -> ParkedMessage: a group's parked message
 //	SR name 0x00 gp              -> ParkedMessage: a replayed one, to deliver again
-//	QT type 0x00 gp              -> empty: the namespace's tagged messages by type (query.go)
+//	QT type 0x00 gp              -> empty: the namespace's tagged messages by type (query.go), while its type index is not complete
+//	QA type 0x00 gp              -> empty: every message by type, once the type index is backfilling or complete (typeindex.go)
+//	QF                           -> typeIndexState: legacy (absent), backfilling (from, cursor) or complete (typeindex.go)
 //	QG tag 0x00 gp               -> empty: the namespace's messages by tag (query.go)
 //	A                            -> applied Raft index, term
 //
-// QT and QG keys are written with their message and never removed by the
-// deletion paths (streamdelete.go), which do not read the messages they
-// remove: a query skips an index entry whose M key is gone. A database
-// written before tags has no QT or QG keys, so its older messages are not
-// found by queries.
+// QT, QA and QG keys are written with their message and never removed by
+// the deletion paths (streamdelete.go), which do not read the messages
+// they remove: a query skips an index entry whose M key is gone. A
+// database written before tags has no QT or QG keys, so its older
+// messages are not found by tag queries; one written before QA has a
+// legacy type index until IndexTypes entries backfill it.
 //
 // A database written before idempotent writes has no DI or DC keys: it
 // remembers no id, and its clock starts at the first append that records
@@ -48,6 +51,7 @@ import (
 //	RC         -> latest Raft configuration: index, then the entry's Data (raft.EncodeConfiguration bytes, opaque here)
 //	FL         -> durable floor: CheckpointMeta (protobuf)
 //	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
+//	TX name    -> empty: the namespace's type index is complete; a hint for the leader (typeindex.go)
 //	A          -> applied Raft index, term
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
@@ -63,6 +67,8 @@ var (
 	prefixDedupe   = []byte("DI")
 	keyDedupeClock = []byte("DC")
 	prefixTypeIdx  = []byte("QT")
+	prefixTypeAll  = []byte("QA")
+	keyTypeIndex   = []byte("QF")
 	prefixTagIdx   = []byte("QG")
 	keyApplied     = []byte("A")
 	// Retention (retention.go). RP sorts right before RQ: an import's
@@ -76,6 +82,8 @@ var (
 	keyConfig       = []byte("RC")
 	keyFloor        = []byte("FL")
 	prefixRetained  = []byte("RN")
+	// prefixTypesIndexed: namespaces whose type index is complete.
+	prefixTypesIndexed = []byte("TX")
 )
 
 // errCorruptValue is returned when a stored value cannot be decoded. It means
@@ -147,7 +155,7 @@ func appendTypeKey(dst []byte, stream, typ string, pos int64) []byte {
 	return appendUint64(appendTypePrefix(dst, stream, typ), uint64(pos))
 }
 
-// indexPrefix is QT type 0x00 or QG tag 0x00: the common prefix of one
+// indexPrefix is QT type 0x00, QA type 0x00 or QG tag 0x00: the common prefix of one
 // type's or tag's index keys, followed by big-endian global positions.
 func indexPrefix(family []byte, name string) []byte {
 	return appendIndexPrefix(make([]byte, 0, len(family)+len(name)+1+8), family, name)

@@ -38,6 +38,8 @@ type namespace struct {
 	// retention holds the namespace's retention policies (nil: none),
 	// loaded with the database and changed in place by apply.
 	retention *retention
+	// typeIndex is the committed state of the type index (typeindex.go).
+	typeIndex typeIndexState
 	// stale: an ApplyBatch that staged changes to this namespace was
 	// abandoned (to wait for a resource) and may have changed the fields
 	// above in place; apply reloads them from the database before it
@@ -210,8 +212,12 @@ func (ns *namespace) load(db *pebble.DB) error {
 	if err != nil {
 		return fmt.Errorf("fsm: load namespace %q retention policies: %w", ns.rec.Name, err)
 	}
+	ti, err := loadTypeIndex(db)
+	if err != nil {
+		return fmt.Errorf("fsm: load namespace %q type index state: %w", ns.rec.Name, err)
+	}
 	ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = applied, nextGP, counts, clock
-	ns.retention = rt
+	ns.retention, ns.typeIndex = rt, ti
 	ns.idf = nil
 	ns.stale = false
 	return nil

@@ -34,12 +34,18 @@ type nsBatch struct {
 	clock      int64
 	clockDirty bool
 	ids        map[string]stagedID
-	// tagged are the tagged messages staged since the last commit, in
-	// global order: what a condition (condition.go) sees beyond the
-	// database. INVARIANT: no deletion of messages is staged meanwhile
-	// (the deletion paths commit before and after themselves), so the
-	// database plus tagged is the state an entry's condition is about.
-	tagged []taggedMsg
+	// typeIdx is the type index state (typeindex.go); typeIdxDirty: QF
+	// must be written at commit.
+	typeIdx      typeIndexState
+	typeIdxDirty bool
+	// indexed are the messages staged since the last commit that a query
+	// can find (the tagged ones; every one once the type index is
+	// complete), in global order: what a condition (condition.go) sees
+	// beyond the database. INVARIANT: no deletion of messages is staged
+	// meanwhile (the deletion paths commit before and after themselves),
+	// so the database plus indexed is the state an entry's condition is
+	// about.
+	indexed []indexedMsg
 
 	// Scratch space: Batch.Set copies keys and values, so one buffer each
 	// serves every write.
@@ -73,7 +79,8 @@ func newNSBatch(ns *namespace) *nsBatch {
 func (nb *nsBatch) reload() {
 	nb.applied, nb.nextGP, nb.counts = nb.ns.applied, nb.ns.nextGP, nb.ns.counts
 	nb.clock, nb.clockDirty, nb.ids = nb.ns.dedupeClock, false, nil
-	nb.tagged = nb.tagged[:0]
+	nb.typeIdx, nb.typeIdxDirty = nb.ns.typeIndex, false
+	nb.indexed = nb.indexed[:0]
 	nb.streams = make(map[string]*streamState)
 	nb.cats = make(map[string]*catState)
 	nb.cleared = false
@@ -158,17 +165,7 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	nb.key = appendCategoryKey(nb.key[:0], cat, gp)
 	nb.val = ce.appendTo(nb.val[:0])
 	nb.sets.set(nb.key, nb.val)
-	if len(m.Tags) > 0 {
-		// Only tagged messages are indexed for queries (query.go): a
-		// namespace that uses no tags pays nothing for them.
-		nb.key = appendIndexKey(nb.key[:0], prefixTypeIdx, m.Type, gp)
-		nb.sets.set(nb.key, nil)
-		for _, tag := range m.Tags {
-			nb.key = appendIndexKey(nb.key[:0], prefixTagIdx, tag, gp)
-			nb.sets.set(nb.key, nil)
-		}
-		nb.tagged = append(nb.tagged, taggedMsg{gp: gp, typ: m.Type, tags: m.Tags})
-	}
+	nb.index(m, gp)
 
 	cs := nb.category(cat)
 	if !st.exists {
@@ -191,6 +188,33 @@ func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, 
 	}
 }
 
+// index stages the query index keys of message m at gp (query.go,
+// typeindex.go): its type in QA once the type index is backfilling or
+// complete, and, tagged, its tags in QG and (until the type index is
+// complete, while queries still read it) its type in QT.
+func (nb *nsBatch) index(m *fsmv1.StoredMessage, gp int64) {
+	all := nb.typeIdx.indexesAll()
+	if all {
+		nb.key = appendIndexKey(nb.key[:0], prefixTypeAll, m.Type, gp)
+		nb.sets.set(nb.key, nil)
+	}
+	if len(m.Tags) == 0 {
+		if nb.typeIdx.complete() {
+			nb.indexed = append(nb.indexed, indexedMsg{gp: gp, typ: m.Type})
+		}
+		return
+	}
+	if !nb.typeIdx.complete() {
+		nb.key = appendIndexKey(nb.key[:0], prefixTypeIdx, m.Type, gp)
+		nb.sets.set(nb.key, nil)
+	}
+	for _, tag := range m.Tags {
+		nb.key = appendIndexKey(nb.key[:0], prefixTagIdx, tag, gp)
+		nb.sets.set(nb.key, nil)
+	}
+	nb.indexed = append(nb.indexed, indexedMsg{gp: gp, typ: m.Type, tags: m.Tags})
+}
+
 // clear stages the deletion of every key and resets the overlays to an
 // empty namespace. Call it right after a commit.
 func (nb *nsBatch) clear() {
@@ -208,7 +232,12 @@ func (nb *nsBatch) clear() {
 	nb.ns.metaCache.reset()
 	nb.nextGP, nb.counts, nb.cleared, nb.dirty = 1, nsCounts{}, true, true
 	nb.clock, nb.clockDirty, nb.ids = 0, false, nil
-	nb.tagged = nb.tagged[:0]
+	nb.indexed = nb.indexed[:0]
+	if nb.typeIdx.indexesAll() {
+		// Nothing is left to backfill: the index holds every message
+		// from now on (QF is written again after the range deletion).
+		nb.typeIdx, nb.typeIdxDirty = typeIndexState{kind: typeIndexComplete}, true
+	}
 	nb.ns.idf = nil // reloaded from the database: the clear may yet be dropped (reset)
 }
 
@@ -294,6 +323,9 @@ func (nb *nsBatch) commit(sync bool) error {
 	if nb.clockDirty {
 		nb.sets.set(keyDedupeClock, encodeUint64(nb.clock))
 	}
+	if nb.typeIdxDirty {
+		nb.sets.set(keyTypeIndex, nb.typeIdx.encode())
+	}
 	nb.sets.set(keyApplied, nb.applied.encode())
 	if err := nb.sets.flush(b); err != nil {
 		return err
@@ -308,6 +340,7 @@ func (nb *nsBatch) commit(sync bool) error {
 	b.Reset()
 	nb.ns.applied, nb.ns.nextGP, nb.ns.counts = nb.applied, nb.nextGP, nb.counts
 	nb.ns.dedupeClock, nb.clockDirty = nb.clock, false
+	nb.ns.typeIndex, nb.typeIdxDirty = nb.typeIdx, false
 	if f := nb.ns.idf; f != nil && (len(nb.ids) > 0 || nb.clock != 0) {
 		for id, st := range nb.ids {
 			f.add(st.bucket, id)
@@ -318,8 +351,8 @@ func (nb *nsBatch) commit(sync bool) error {
 		}
 	}
 	clear(nb.ids) // the database holds them now
-	clear(nb.tagged)
-	nb.tagged = nb.tagged[:0]
+	clear(nb.indexed)
+	nb.indexed = nb.indexed[:0]
 	// Every overlay value now equals the database.
 	for name, st := range nb.streams {
 		st.dirty = false

@@ -8,15 +8,15 @@ import (
 
 // Queries (DCB) read the namespace's type and tag indexes:
 //
-//	QT type 0x00 gp -> empty   one key per tagged message
+//	QA type 0x00 gp -> empty   one key per message, once the type index is complete (typeindex.go)
+//	QT type 0x00 gp -> empty   one key per tagged message, in a legacy namespace
 //	QG tag 0x00 gp  -> empty   one key per tag of a message
 //
-// Only messages with at least one tag are indexed, so only they are seen
-// by queries and append conditions. Indexing every message's type would
-// let a type-only query see untagged messages too, but cost writes that
-// use no tags about a fifth more CPU (BenchmarkApplyAppend, process CPU
-// per run, fsm/DESIGN.md); a namespace that does not use tags pays
-// nothing.
+// A namespace whose type index is complete reads types from QA, so a
+// query or condition of types alone sees untagged messages too; a legacy
+// namespace (written before QA, until IndexTypes entries backfill it)
+// reads QT, which holds tagged messages only. The type key costs an
+// untagged append one more key (fsm/DESIGN.md, Numbers).
 //
 // Each index is a sorted list of global positions (a posting list). A
 // query item is the intersection of the union of its types' lists with
@@ -130,9 +130,14 @@ type queryPlan struct {
 	iters []*pebble.Iterator
 }
 
-// openQuery opens one index iterator per type and tag of each item. The
-// query must be valid (ValidateQuery). Close the plan.
-func openQuery(r iterReader, q Query) (*queryPlan, error) {
+// openQuery opens one index iterator per type and tag of each item, its
+// types read from QA (all: the namespace's type index is complete) or QT.
+// The query must be valid (ValidateQuery). Close the plan.
+func openQuery(r iterReader, q Query, all bool) (*queryPlan, error) {
+	typeFamily := prefixTypeIdx
+	if all {
+		typeFamily = prefixTypeAll
+	}
 	qp := &queryPlan{}
 	// Each use of a name gets its own iterator: a list shared by two
 	// items would see their seeks interleaved, breaking the invariant.
@@ -160,7 +165,7 @@ func openQuery(r iterReader, q Query) (*queryPlan, error) {
 		if len(item.Types) > 0 {
 			types := make(union, 0, len(item.Types))
 			for _, t := range dedupe(item.Types) {
-				l, err := list(prefixTypeIdx, t)
+				l, err := list(typeFamily, t)
 				if err != nil {
 					return nil, errors.Join(err, qp.close())
 				}
@@ -212,8 +217,17 @@ func (qp *queryPlan) close() error {
 // after, in global order, at most limit (0 means DefaultLimit, negative
 // unlimited). q must be valid (ValidateQuery).
 func (v *View) Query(q Query, after int64, limit int) (out []Message, err error) {
-	limit = normLimit(limit)
-	qp, err := openQuery(v.snap, q)
+	ti, err := v.typeIndex()
+	if err != nil {
+		return nil, err
+	}
+	return v.query(q, after, normLimit(limit), ti.complete(), nil)
+}
+
+// query is Query through the complete type index (all) or the legacy one,
+// keeping the matches keep accepts (nil: every one).
+func (v *View) query(q Query, after int64, limit int, all bool, keep func(*Message) bool) (out []Message, err error) {
+	qp, err := openQuery(v.snap, q, all)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +242,7 @@ func (v *View) Query(q Query, after int64, limit int) (out []Message, err error)
 		if err != nil {
 			return nil, err
 		}
-		if found { // else removed by a deletion: its index entries stay
+		if found && (keep == nil || keep(&m)) { // else removed by a deletion: its index entries stay
 			p.add(m)
 		}
 		next = gp + 1

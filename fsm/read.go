@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -78,6 +79,27 @@ func (v *View) Close() error {
 
 func (v *View) iter(lower, upper []byte) (*pebble.Iterator, error) {
 	return v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+// walk is an iterator's direction: forward (First, Next) or backward
+// (Last, Prev) over its bounds.
+type walk struct {
+	it       *pebble.Iterator
+	backward bool
+}
+
+func (w walk) first() bool {
+	if w.backward {
+		return w.it.Last()
+	}
+	return w.it.First()
+}
+
+func (w walk) next() bool {
+	if w.backward {
+		return w.it.Prev()
+	}
+	return w.it.Next()
 }
 
 // SetPageBytes caps the bytes of every later page read through v (see
@@ -222,18 +244,30 @@ type StreamQuery struct {
 	GlobalPosition int64
 	// Limit: 0 means DefaultLimit, negative means unlimited.
 	Limit int
+	// Backward reads from Position down (negative: from the stream's last
+	// message), newest first; GlobalPosition still drops messages below it.
+	Backward bool
 }
 
-// ReadStream returns the stream's messages in position order.
+// ReadStream returns the stream's messages in position order, or in
+// reverse order with q.Backward.
 func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 	limit := normLimit(q.Limit)
-	it, err := v.iter(streamKey(q.Stream, max(q.Position, 0)), prefixEnd(streamPrefix(q.Stream)))
+	lower, upper := streamKey(q.Stream, max(q.Position, 0)), prefixEnd(streamPrefix(q.Stream))
+	if q.Backward {
+		lower = streamPrefix(q.Stream)
+		if q.Position >= 0 {
+			upper = streamKey(q.Stream, q.Position+1)
+		}
+	}
+	it, err := v.iter(lower, upper)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
+	w := walk{it, q.Backward}
 	p := v.startPage(limit)
-	for ok := it.First(); ok && !p.full(); ok = it.Next() {
+	for ok := w.first(); ok && !p.full(); ok = w.next() {
 		gp, err := decodeUint64(it.Value())
 		if err != nil {
 			return nil, err
@@ -264,36 +298,63 @@ type CategoryQuery struct {
 	Correlation string
 	// Member and Size select a consumer group member; Size 0 means none.
 	Member, Size int64
+	// Backward reads from GlobalPosition down (negative: from the last
+	// message; 0 reads nothing), newest first.
+	Backward bool
+	// Filter keeps messages of some types and stream-name prefix; the
+	// prefix is checked on the index entry, the types on the message.
+	Filter Filter
+	// After is a state vector (statevector.go): a message of a stream it
+	// names is returned only above the position it gives. nil: none.
+	After map[string]int64
 }
 
-// ReadCategory returns the category's messages in global-position order.
-// Filters combine; the page is filled with matching messages (it is short
-// only when no more match, or when it stopped at the page byte cap).
+// ReadCategory returns the category's messages in global-position order
+// (reversed with q.Backward). Filters combine; the page is filled with
+// matching messages (it is short only when no more match, or when it
+// stopped at the page byte cap).
 func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	limit := normLimit(q.Limit)
 	from := max(q.GlobalPosition, 1)
+	if q.Backward {
+		from = q.GlobalPosition // negative: from the end
+	}
 	var corr []byte
 	if q.Correlation != "" {
 		corr = []byte(Category(q.Correlation))
 	}
 	if q.Category == "" {
-		return v.readAll(from, limit, func(m *Message) bool {
+		return v.readAll(from, limit, q.Backward, func(m *Message) bool {
+			if !q.Filter.keeps(m) || held(q.After, m) {
+				return false
+			}
 			if q.Size > 0 && ConsumerGroupMember(m.Stream, q.Size) != q.Member {
 				return false
 			}
 			return corr == nil || correlationCategory(m.Metadata) == string(corr)
 		})
 	}
-	it, err := v.iter(categoryKey(q.Category, from), prefixEnd(categoryPrefix(q.Category)))
+	lower, upper := categoryKey(q.Category, from), prefixEnd(categoryPrefix(q.Category))
+	if q.Backward {
+		lower = categoryPrefix(q.Category)
+		if from >= 0 {
+			upper = categoryKey(q.Category, from+1)
+		}
+	}
+	it, err := v.iter(lower, upper)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
+	w := walk{it, q.Backward}
 	p := v.startPage(limit)
-	for ok := it.First(); ok && !p.full(); ok = it.Next() {
-		flags, hash, _, corrCat, err := decodeCatEntry(it.Value())
+	for ok := w.first(); ok && !p.full(); ok = w.next() {
+		flags, hash, stream, corrCat, err := decodeCatEntry(it.Value())
 		if err != nil {
 			return nil, err
+		}
+		if !q.Filter.keepsStream(stream) {
+			continue
 		}
 		if q.Size > 0 && (flags&1 == 0 || groupMember(hash, q.Size) != q.Member) {
 			continue
@@ -305,6 +366,9 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(q.Filter.Types) > 0 && !slices.Contains(q.Filter.Types, m.Type) || held(q.After, &m) {
+			continue
+		}
 		p.add(m)
 	}
 	return v.done(&p), it.Error()
@@ -313,17 +377,34 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 // ReadAll returns every message of the namespace from global position from
 // (below 1 means 1) in global order.
 func (v *View) ReadAll(from int64, limit int) ([]Message, error) {
-	return v.readAll(max(from, 1), normLimit(limit), nil)
+	return v.readAll(max(from, 1), normLimit(limit), false, nil)
 }
 
-func (v *View) readAll(from int64, limit int, keep func(*Message) bool) ([]Message, error) {
-	it, err := v.iter(messageKey(from), prefixEnd(prefixMessage))
+// ReadAllBackward returns the namespace's messages from global position
+// from down (negative: from the last message), newest first: with from -1
+// and limit N, the last N messages.
+func (v *View) ReadAllBackward(from int64, limit int) ([]Message, error) {
+	return v.readAll(from, normLimit(limit), true, nil)
+}
+
+// readAll reads M from global position from up, or backward from it down
+// (negative: from the end), keeping what keep accepts (nil: everything).
+func (v *View) readAll(from int64, limit int, backward bool, keep func(*Message) bool) ([]Message, error) {
+	lower, upper := messageKey(from), prefixEnd(prefixMessage)
+	if backward {
+		lower = prefixMessage
+		if from >= 0 {
+			upper = messageKey(from + 1)
+		}
+	}
+	it, err := v.iter(lower, upper)
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
+	w := walk{it, backward}
 	p := v.startPage(limit)
-	for ok := it.First(); ok && !p.full(); ok = it.Next() {
+	for ok := w.first(); ok && !p.full(); ok = w.next() {
 		val, err := it.ValueAndErr()
 		if err != nil {
 			return nil, err

@@ -151,7 +151,9 @@ type Store struct {
 		namespaces map[string]*namespace
 		nodes      map[string]string
 		retained   map[string]bool // namespaces with retention policies (a hint: RN keys)
-		lru        lruList         // open namespaces, most recently used first
+		// typesIndexed: namespaces whose type index is complete (a hint: TX keys).
+		typesIndexed map[string]bool
+		lru          lruList // open namespaces, most recently used first
 	}
 }
 
@@ -200,6 +202,7 @@ func (s *Store) load() error {
 	namespaces := make(map[string]*namespace)
 	nodes := make(map[string]string)
 	retained := make(map[string]bool)
+	typesIndexed := make(map[string]bool)
 	var applied appliedRecord
 	var config configRecord
 	err = func() error {
@@ -247,6 +250,16 @@ func (s *Store) load() error {
 		for it.First(); it.Valid(); it.Next() {
 			retained[string(it.Key()[len(prefixRetained):])] = true
 		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		it, err = meta.NewIter(&pebble.IterOptions{LowerBound: prefixTypesIndexed, UpperBound: prefixEnd(prefixTypesIndexed)})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			typesIndexed[string(it.Key()[len(prefixTypesIndexed):])] = true
+		}
 		return it.Close()
 	}()
 	if err != nil {
@@ -269,7 +282,7 @@ func (s *Store) load() error {
 	s.applied.Store(applied.index)
 	s.appliedTerm.Store(applied.term)
 	s.mu.Lock()
-	s.mu.namespaces, s.mu.nodes, s.mu.retained = namespaces, nodes, retained
+	s.mu.namespaces, s.mu.nodes, s.mu.retained, s.mu.typesIndexed = namespaces, nodes, retained, typesIndexed
 	s.mu.Unlock()
 	return nil
 }

@@ -117,6 +117,12 @@ type Config struct {
 	// is removed).
 	RetentionInterval time.Duration
 
+	// TypeIndexInterval is how often the leader looks for namespaces whose
+	// type index does not hold every message yet (written before it, or
+	// created while a server did not know it) and backfills them
+	// (node/typeindex.go). Default 1 s; negative disables the backfill.
+	TypeIndexInterval time.Duration
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
@@ -227,6 +233,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.RetentionInterval == 0 {
 		out.RetentionInterval = DefaultRetentionInterval
+	}
+	if out.TypeIndexInterval == 0 {
+		out.TypeIndexInterval = time.Second
 	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second

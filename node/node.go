@@ -130,6 +130,7 @@ func Open(cfg Config) (*Node, error) {
 	go n.watchdog()
 	go n.diskWatch()
 	go n.expiryLoop()
+	go n.typeIndexLoop()
 	return n, nil
 }
 

@@ -443,7 +443,8 @@ func (p *peerServer) Stats(context.Context, *connect.Request[peerv1.StatsRequest
 // localStats is this node's Raft progress as autopilot wants it, and its
 // applied index for Cluster.Status.
 func (n *Node) localStats() *peerv1.StatsResponse {
-	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1, AppliedIndex: n.AppliedIndex()}
+	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1, AppliedIndex: n.AppliedIndex(),
+		StateMachineVersion: fsm.StateMachineVersion}
 	if free, ok := n.localFreeDisk(); ok {
 		resp.FreeDiskBytes = &free
 	}

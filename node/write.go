@@ -91,6 +91,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 			n.m.refused.WithLabelValues(refusedDiskSpace).Inc()
 			return nil, err // nothing proposed
 		}
+		// Indexed by type from its first message when every server knows
+		// the index (typeindex.go); else legacy until the backfill.
+		c.IndexAllTypes = n.serversKnowSoon(ctx, 1)
 	}
 	var ext []byte
 	if n.hooks.propose != nil {

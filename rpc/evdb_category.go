@@ -40,13 +40,17 @@ func (e *evdb) categoryGet(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
+	after, everr := evStateVector(opts, category)
+	if everr != nil {
+		return nil, everr
+	}
 	out := []any{}
 	if strings.Contains(category, "-") {
 		return out, nil // a stream name, not a category: matches nothing
 	}
 	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
 		return v.ReadCategory(fsm.CategoryQuery{Category: category, GlobalPosition: from, Limit: limit,
-			Correlation: correlation, Member: member, Size: size})
+			Correlation: correlation, Member: member, Size: size, After: after})
 	}
 	if limit < 0 {
 		return &evPages{from: max(pos, 1), read: read, format: categoryFormat,
@@ -61,6 +65,32 @@ func (e *evdb) categoryGet(ctx context.Context, args evArgs) (any, *evError) {
 		return err
 	})
 	return out, everr
+}
+
+// evStateVector reads the Skald extension stateVector: {"stream": position,
+// ...}, the highest position the caller holds per stream of the category
+// (fsm/statevector.go). Absent: nil. EventoDB's SDKs never send it.
+func evStateVector(opts evOpts, category string) (map[string]int64, *evError) {
+	raw, ok := opts["stateVector"]
+	if !ok {
+		return nil, nil
+	}
+	var sv map[string]json.Number
+	if isNull(raw) || json.Unmarshal(raw, &sv) != nil {
+		return nil, evInvalid("stateVector must be an object {streamName: position}")
+	}
+	out := make(map[string]int64, len(sv))
+	for stream, n := range sv {
+		pos, err := n.Int64()
+		if err != nil {
+			return nil, evInvalid("stateVector[%q] must be an integer, got %s", stream, n)
+		}
+		out[stream] = pos
+	}
+	if err := fsm.ValidateStateVector("stateVector", category, out); err != nil {
+		return nil, evRefused("", err)
+	}
+	return out, nil
 }
 
 // evConsumerGroup reads {"member": int, "size": int}: both required, size

@@ -197,7 +197,7 @@ func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv
 	if err != nil {
 		return nil, err
 	}
-	if err := nonNegative("position", m.Position); err != nil {
+	if err := readFrom("position", m.Position, m.Backward); err != nil {
 		return nil, err
 	}
 	if err := nonNegative("global_position", m.GetGlobalPosition()); err != nil {
@@ -208,7 +208,7 @@ func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv
 		truncated bool
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
-		out, err = v.ReadStream(fsm.StreamQuery{Stream: m.Stream, Position: m.Position, GlobalPosition: m.GetGlobalPosition(), Limit: limit})
+		out, err = v.ReadStream(fsm.StreamQuery{Stream: m.Stream, Position: m.Position, GlobalPosition: m.GetGlobalPosition(), Limit: limit, Backward: m.Backward})
 		truncated = v.PageCapped()
 		return err
 	})
@@ -227,7 +227,7 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err != nil {
 		return nil, err
 	}
-	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
+	if err := readFrom("global_position", m.GlobalPosition, m.Backward); err != nil {
 		return nil, err
 	}
 	if err := checkCorrelation(m.Correlation); err != nil {
@@ -237,6 +237,17 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err != nil {
 		return nil, err
 	}
+	filter := fsm.Filter{Types: m.Types, StreamPrefix: m.StreamPrefix}
+	if err := asInvalid(fsm.ValidateFilter("", filter)); err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateStateVector("state_vector", m.Category, m.StateVector)); err != nil {
+		return nil, err
+	}
+	var after map[string]int64
+	if len(m.StateVector) > 0 {
+		after = m.StateVector
+	}
 	var (
 		out       []fsm.Message
 		truncated bool
@@ -244,7 +255,8 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadCategory(fsm.CategoryQuery{
 			Category: m.Category, GlobalPosition: m.GlobalPosition, Limit: limit,
-			Correlation: m.Correlation, Member: member, Size: size,
+			Correlation: m.Correlation, Member: member, Size: size, Backward: m.Backward, Filter: filter,
+			After: after,
 		})
 		truncated = v.PageCapped()
 		return err
@@ -261,7 +273,11 @@ func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.R
 	if err != nil {
 		return nil, err
 	}
-	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
+	if err := readFrom("global_position", m.GlobalPosition, m.Backward); err != nil {
+		return nil, err
+	}
+	filter := fsm.Filter{Types: m.Types, StreamPrefix: m.StreamPrefix}
+	if err := asInvalid(fsm.ValidateFilter("", filter)); err != nil {
 		return nil, err
 	}
 	var (
@@ -269,7 +285,7 @@ func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.R
 		truncated bool
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
-		out, err = v.ReadAll(m.GlobalPosition, limit)
+		out, err = v.ReadAllQuery(fsm.AllQuery{GlobalPosition: m.GlobalPosition, Limit: limit, Backward: m.Backward, Filter: filter})
 		truncated = v.PageCapped()
 		return err
 	})

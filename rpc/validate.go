@@ -98,6 +98,18 @@ func nonNegative(field string, v int64) error {
 	return nil
 }
 
+// readFrom checks a read's starting position: not negative, or -1 (from
+// the end) when the read goes backward.
+func readFrom(field string, v int64, backward bool) error {
+	if backward {
+		if v < -1 {
+			return invalidField(field, "must be -1 (from the end) or more in a backward read, got %d", v)
+		}
+		return nil
+	}
+	return nonNegative(field, v)
+}
+
 // checkCategory rejects empty names and names with '-' (use ReadAll / all).
 func checkCategory(field, category string) error {
 	switch {

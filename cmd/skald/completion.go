@@ -31,7 +31,7 @@ var subcommands = map[string][]string{
 }
 
 // commands are the first words, in the usage text's order.
-var commands = []string{"server", "dev", "ns", "append", "append-multi", "read", "query", "category", "stream",
+var commands = []string{"server", "dev", "ns", "append", "append-multi", "read", "all", "query", "category", "stream",
 	"retention", "sub", "tail", "cluster", "leave", "backup", "restore", "export", "import", "tls", "bench",
 	"probe", "version", "completion", "help"}
 

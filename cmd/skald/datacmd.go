@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -123,10 +124,15 @@ func (o *optionalInt64) Set(s string) error {
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("read", "skald read STREAM [--position N] [--limit N]", stderr)
-	position := fs.Int64("position", 0, "first stream position")
+	fs, cf := newClientFlagSet("read", "skald read STREAM [--position N] [--limit N] [--backward] [--last N]", stderr)
+	position := fs.Int64("position", 0, "first stream position (with --backward or --last: the highest; default the end)")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	dir := addDirectionFlags(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
 	if err != nil {
 		return err
 	}
@@ -135,16 +141,102 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.Close()
-	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: *position, Limit: *limit})
+	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: from, Limit: limitN, Backward: dir.reads()})
 	if err != nil {
 		return apiError(err)
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+	if dir.reads() {
+		return printMessages(stdout, cf.output, dir.order(msgs))
+	}
+	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: last.Position + 1, Limit: 1})
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
 		return readOn{last.Position + 1, shellArgs("skald", "read", rest[0], "--position", strconv.FormatInt(last.Position+1, 10))}
 	})
+}
+
+func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
+	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	dir := addDirectionFlags(fs)
+	flt := addFilterFlags(fs)
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	msgs, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: from, Limit: limitN, Backward: dir.reads(),
+		Types: flt.types, StreamPrefix: *flt.prefix})
+	if err != nil {
+		return apiError(err)
+	}
+	return printMessages(stdout, cf.output, dir.order(msgs))
+}
+
+// filterFlags are skald all's and category's --type and --prefix.
+type filterFlags struct {
+	types  stringList
+	prefix *string
+}
+
+func addFilterFlags(fs *flag.FlagSet) *filterFlags {
+	f := &filterFlags{}
+	fs.Var(&f.types, "type", "messages of this `type` (repeat: any of them)")
+	f.prefix = fs.String("prefix", "", "messages of streams whose name starts with this")
+	return f
+}
+
+// directionFlags are the read commands' --backward and --last N.
+type directionFlags struct {
+	backward *bool
+	last     *int64
+}
+
+func addDirectionFlags(fs *flag.FlagSet) *directionFlags {
+	return &directionFlags{
+		backward: fs.Bool("backward", false, "newest first, from --position down (default: from the end)"),
+		last:     fs.Int64("last", 0, "the last N messages (at or below --position), oldest first unless --backward"),
+	}
+}
+
+// reads reports whether the server reads backward.
+func (d *directionFlags) reads() bool { return *d.backward || *d.last > 0 }
+
+// resolve returns the read's start and limit: a backward read without
+// --position starts at the end (-1), and --last N is a backward read of N.
+func (d *directionFlags) resolve(cf *clientFlags, fs *flag.FlagSet, position, limit int64) (int64, int64, error) {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["last"] {
+		if *d.last < 1 {
+			return 0, 0, cf.usageError(fs, fmt.Sprintf("--last %d: want 1 or more", *d.last))
+		}
+		if given["limit"] {
+			return 0, 0, cf.usageError(fs, "--last and --limit: give one")
+		}
+		limit = *d.last
+	}
+	if d.reads() && !given["position"] {
+		position = -1
+	}
+	return position, limit, nil
+}
+
+// order puts a --last read back in position order, unless --backward.
+func (d *directionFlags) order(msgs []client.Message) []client.Message {
+	if *d.last > 0 && !*d.backward {
+		slices.Reverse(msgs)
+	}
+	return msgs
 }
 
 // queryFlags are the flags that give a query: --type and --tag (one
@@ -240,15 +332,29 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--limit N]", stderr)
-	position := fs.Int64("position", 1, "first global position")
+	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", stderr)
+	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+	var held stringList
+	fs.Var(&held, "held", "a state vector: you hold `STREAM=POS`, so only its later messages (repeat; streams not named: every message)")
 	member := fs.Int64("member", 0, "consumer group member (with --size)")
 	size := fs.Int64("size", 0, "consumer group size")
 	correlation := fs.String("correlation", "", "only messages correlated to this category")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+	dir := addDirectionFlags(fs)
+	flt := addFilterFlags(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
+	}
+	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
+	if err != nil {
+		return err
+	}
+	var sv map[string]int64
+	if len(held) > 0 {
+		if sv, err = parseWatermarks(held); err != nil {
+			return cf.usageError(fs, "--held "+err.Error())
+		}
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {
@@ -256,16 +362,21 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer c.Close()
 	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
-		Category: rest[0], GlobalPosition: *position, Limit: *limit, Correlation: *correlation,
-		Group: client.ConsumerGroup{Member: *member, Size: *size},
+		Category: rest[0], GlobalPosition: from, Limit: limitN, Correlation: *correlation,
+		Group: client.ConsumerGroup{Member: *member, Size: *size}, Backward: dir.reads(),
+		Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
 	})
 	if err != nil {
 		return apiError(err)
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+	if dir.reads() {
+		return printMessages(stdout, cf.output, dir.order(msgs))
+	}
+	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.ReadCategory(ctx, client.CategoryQuery{
 			Category: rest[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
 			Group: client.ConsumerGroup{Member: *member, Size: *size},
+			Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
 		})
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
@@ -275,6 +386,15 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		if *correlation != "" {
 			args = append(args, "--correlation", *correlation)
+		}
+		for _, t := range flt.types {
+			args = append(args, "--type", t)
+		}
+		if *flt.prefix != "" {
+			args = append(args, "--prefix", *flt.prefix)
+		}
+		for _, h := range held {
+			args = append(args, "--held", h)
 		}
 		return readOn{last.GlobalPosition + 1, shellArgs(args...)}
 	})

@@ -32,6 +32,8 @@ Usage:
   skald query --type T --tag A --tag B [--after GP]
                                 read the messages of a type and tags (DCB; see skald query --help)
   skald category NAME           read a category [--member M --size S --correlation C]
+  skald all                     read the whole namespace [--type T --prefix P]
+                                (read, category, all: --backward, --last N)
   skald stream delete|truncate|delete-by-watermark
                                 remove messages (see skald stream --help)
   skald retention set|list|clear
@@ -192,6 +194,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runQuery(ctx, args[1:], stdout, stderr)
 	case "category":
 		return runCategory(ctx, args[1:], stdout, stderr)
+	case "all":
+		return runAll(ctx, args[1:], stdout, stderr)
 	case "stream":
 		return runStream(ctx, args[1:], stdout, stderr)
 	case "retention":

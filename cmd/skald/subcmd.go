@@ -26,8 +26,7 @@ the ack timeout, and parks what fails more than --max-retries times. At least on
 can be delivered again (docs/api.md).
 
   skald sub create GROUP (--stream S | --category C | --all | QUERY) [--start GP | --from-end] [settings]
-      QUERY: --type T... --tag A... (one item), or --query JSON|@FILE, as in skald query; only
-      tagged messages are indexed, so only they match
+      QUERY: --type T... --tag A... (one item), or --query JSON|@FILE, as in skald query
   skald sub update GROUP [settings]          change only the settings given
   skald sub list
   skald sub info GROUP                       settings, checkpoint, parked count, live state

@@ -107,6 +107,7 @@ type Command struct {
 	//	*Command_GroupProgress
 	//	*Command_ReplayParked
 	//	*Command_DeleteParked
+	//	*Command_IndexTypes
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
 	// The input rules the proposing node checked the command against at its
 	// API edge; apply holds the entry to the same rules (fsm/validate.go,
@@ -311,6 +312,15 @@ func (x *Command) GetDeleteParked() *DeleteParked {
 	return nil
 }
 
+func (x *Command) GetIndexTypes() *IndexTypes {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_IndexTypes); ok {
+			return x.IndexTypes
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetInputRules() uint32 {
 	if x != nil {
 		return x.InputRules
@@ -391,6 +401,11 @@ type Command_DeleteParked struct {
 	DeleteParked *DeleteParked `protobuf:"bytes,19,opt,name=delete_parked,json=deleteParked,proto3,oneof"`
 }
 
+type Command_IndexTypes struct {
+	// The type index of every message (fsm/typeindex.go).
+	IndexTypes *IndexTypes `protobuf:"bytes,21,opt,name=index_types,json=indexTypes,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -425,6 +440,8 @@ func (*Command_ReplayParked) isCommand_Kind() {}
 
 func (*Command_DeleteParked) isCommand_Kind() {}
 
+func (*Command_IndexTypes) isCommand_Kind() {}
+
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
 type CreateNamespace struct {
@@ -444,6 +461,13 @@ type CreateNamespace struct {
 	// Apply refuses the create when as many exist already, so every replica
 	// decides alike whatever its own flag says.
 	MaxNamespaces int64 `protobuf:"varint,6,opt,name=max_namespaces,json=maxNamespaces,proto3" json:"max_namespaces,omitempty"`
+	// Index every message of the namespace by type from its first message,
+	// so that queries and conditions of types alone see untagged messages
+	// (fsm/typeindex.go). The leader sets it when every server of the
+	// cluster reports a state machine that knows it; without it the
+	// namespace starts with the legacy index (tagged messages only) and
+	// IndexTypes entries bring it up later.
+	IndexAllTypes bool `protobuf:"varint,7,opt,name=index_all_types,json=indexAllTypes,proto3" json:"index_all_types,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +542,13 @@ func (x *CreateNamespace) GetMaxNamespaces() int64 {
 		return x.MaxNamespaces
 	}
 	return 0
+}
+
+func (x *CreateNamespace) GetIndexAllTypes() bool {
+	if x != nil {
+		return x.IndexAllTypes
+	}
+	return false
 }
 
 // DeleteNamespace removes a namespace, its data and its token.
@@ -1356,6 +1387,67 @@ func (x *ExpireMessages) GetMaxMessages() int64 {
 	return 0
 }
 
+// IndexTypes brings a namespace's type index up to every message
+// (fsm/typeindex.go): the first entry makes every later message indexed
+// by type and starts a walk of the messages written before, which each
+// entry continues for at most max_keys of them; the entry that ends the
+// walk switches the namespace's queries and conditions of types alone to
+// every message. Proposed by the leader, once every server of the cluster
+// reports a state machine that knows it; an entry for a namespace already
+// complete changes nothing.
+type IndexTypes struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The most messages one entry walks (at least 1).
+	MaxKeys       int64 `protobuf:"varint,2,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexTypes) Reset() {
+	*x = IndexTypes{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexTypes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexTypes) ProtoMessage() {}
+
+func (x *IndexTypes) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexTypes.ProtoReflect.Descriptor instead.
+func (*IndexTypes) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *IndexTypes) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexTypes) GetMaxKeys() int64 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
 type StreamWatermark struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
@@ -1366,7 +1458,7 @@ type StreamWatermark struct {
 
 func (x *StreamWatermark) Reset() {
 	*x = StreamWatermark{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1470,7 @@ func (x *StreamWatermark) String() string {
 func (*StreamWatermark) ProtoMessage() {}
 
 func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[14]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1483,7 @@ func (x *StreamWatermark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWatermark.ProtoReflect.Descriptor instead.
 func (*StreamWatermark) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamWatermark) GetStream() string {
@@ -1425,7 +1517,7 @@ type Import struct {
 
 func (x *Import) Reset() {
 	*x = Import{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1529,7 @@ func (x *Import) String() string {
 func (*Import) ProtoMessage() {}
 
 func (x *Import) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[15]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1542,7 @@ func (x *Import) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Import.ProtoReflect.Descriptor instead.
 func (*Import) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Import) GetNamespace() string {
@@ -1491,7 +1583,7 @@ type ImportedMessage struct {
 
 func (x *ImportedMessage) Reset() {
 	*x = ImportedMessage{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1595,7 @@ func (x *ImportedMessage) String() string {
 func (*ImportedMessage) ProtoMessage() {}
 
 func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[16]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1608,7 @@ func (x *ImportedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportedMessage.ProtoReflect.Descriptor instead.
 func (*ImportedMessage) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ImportedMessage) GetId() string {
@@ -1587,7 +1679,7 @@ type SetNodeInfo struct {
 
 func (x *SetNodeInfo) Reset() {
 	*x = SetNodeInfo{}
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1691,7 @@ func (x *SetNodeInfo) String() string {
 func (*SetNodeInfo) ProtoMessage() {}
 
 func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_command_proto_msgTypes[17]
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1704,7 @@ func (x *SetNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeInfo.ProtoReflect.Descriptor instead.
 func (*SetNodeInfo) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{17}
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetNodeInfo) GetNodeId() string {
@@ -1633,7 +1725,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\xb5\t\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\xf2\t\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1652,10 +1744,12 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\fdelete_group\x18\x10 \x01(\v2\x19.skald.fsm.v1.DeleteGroupH\x00R\vdeleteGroup\x12D\n" +
 	"\x0egroup_progress\x18\x11 \x01(\v2\x1b.skald.fsm.v1.GroupProgressH\x00R\rgroupProgress\x12A\n" +
 	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
-	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParked\x12\x1f\n" +
+	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParked\x12;\n" +
+	"\vindex_types\x18\x15 \x01(\v2\x18.skald.fsm.v1.IndexTypesH\x00R\n" +
+	"indexTypes\x12\x1f\n" +
 	"\vinput_rules\x18\x14 \x01(\rR\n" +
 	"inputRulesB\x06\n" +
-	"\x04kind\"\xe9\x01\n" +
+	"\x04kind\"\x91\x02\n" +
 	"\x0fCreateNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1d\n" +
@@ -1663,7 +1757,8 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"token_hash\x18\x03 \x01(\fR\ttokenHash\x12*\n" +
 	"\x11created_unix_nano\x18\x04 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
 	"\x13dedupe_window_nanos\x18\x05 \x01(\x03R\x11dedupeWindowNanos\x12%\n" +
-	"\x0emax_namespaces\x18\x06 \x01(\x03R\rmaxNamespaces\"Q\n" +
+	"\x0emax_namespaces\x18\x06 \x01(\x03R\rmaxNamespaces\x12&\n" +
+	"\x0findex_all_types\x18\a \x01(\bR\rindexAllTypes\"Q\n" +
 	"\x0fDeleteNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x11deleted_unix_nano\x18\x02 \x01(\x03R\x0fdeletedUnixNano\"\xdd\x02\n" +
@@ -1725,6 +1820,10 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12!\n" +
 	"\fmax_messages\x18\x03 \x01(\x03R\vmaxMessages\"E\n" +
+	"\n" +
+	"IndexTypes\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x19\n" +
+	"\bmax_keys\x18\x02 \x01(\x03R\amaxKeys\"E\n" +
 	"\x0fStreamWatermark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\"w\n" +
@@ -1764,7 +1863,7 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_fsm_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(RetentionScope)(0),        // 0: skald.fsm.v1.RetentionScope
 	(*Command)(nil),            // 1: skald.fsm.v1.Command
@@ -1781,51 +1880,53 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*RetentionPolicy)(nil),    // 12: skald.fsm.v1.RetentionPolicy
 	(*SetRetentionPolicy)(nil), // 13: skald.fsm.v1.SetRetentionPolicy
 	(*ExpireMessages)(nil),     // 14: skald.fsm.v1.ExpireMessages
-	(*StreamWatermark)(nil),    // 15: skald.fsm.v1.StreamWatermark
-	(*Import)(nil),             // 16: skald.fsm.v1.Import
-	(*ImportedMessage)(nil),    // 17: skald.fsm.v1.ImportedMessage
-	(*SetNodeInfo)(nil),        // 18: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),        // 19: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),        // 20: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),        // 21: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),      // 22: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),       // 23: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),       // 24: skald.fsm.v1.DeleteParked
-	(*Query)(nil),              // 25: skald.fsm.v1.Query
+	(*IndexTypes)(nil),         // 15: skald.fsm.v1.IndexTypes
+	(*StreamWatermark)(nil),    // 16: skald.fsm.v1.StreamWatermark
+	(*Import)(nil),             // 17: skald.fsm.v1.Import
+	(*ImportedMessage)(nil),    // 18: skald.fsm.v1.ImportedMessage
+	(*SetNodeInfo)(nil),        // 19: skald.fsm.v1.SetNodeInfo
+	(*CreateGroup)(nil),        // 20: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 21: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 22: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 23: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 24: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 25: skald.fsm.v1.DeleteParked
+	(*Query)(nil),              // 26: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
 	3,  // 1: skald.fsm.v1.Command.delete_namespace:type_name -> skald.fsm.v1.DeleteNamespace
 	4,  // 2: skald.fsm.v1.Command.append:type_name -> skald.fsm.v1.Append
-	16, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
-	18, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
+	17, // 3: skald.fsm.v1.Command.import:type_name -> skald.fsm.v1.Import
+	19, // 4: skald.fsm.v1.Command.set_node_info:type_name -> skald.fsm.v1.SetNodeInfo
 	5,  // 5: skald.fsm.v1.Command.append_multi:type_name -> skald.fsm.v1.AppendMulti
 	9,  // 6: skald.fsm.v1.Command.truncate_stream:type_name -> skald.fsm.v1.TruncateStream
 	10, // 7: skald.fsm.v1.Command.delete_stream:type_name -> skald.fsm.v1.DeleteStream
 	11, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
 	13, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
 	14, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
-	19, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	20, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	21, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	22, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	23, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	24, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
-	7,  // 17: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 18: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
-	6,  // 19: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	8,  // 20: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
-	7,  // 21: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	25, // 22: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	15, // 23: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 24: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	12, // 25: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	17, // 26: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	21, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	22, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	23, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	24, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	25, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	15, // 17: skald.fsm.v1.Command.index_types:type_name -> skald.fsm.v1.IndexTypes
+	7,  // 18: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 19: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 20: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 21: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 22: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	26, // 23: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	16, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	12, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	18, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1853,6 +1954,7 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_GroupProgress)(nil),
 		(*Command_ReplayParked)(nil),
 		(*Command_DeleteParked)(nil),
+		(*Command_IndexTypes)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
@@ -1863,7 +1965,7 @@ func file_skald_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

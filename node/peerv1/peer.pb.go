@@ -2194,8 +2194,12 @@ type StatsResponse struct {
 	// Bytes free for the callee's data directory; unset when it cannot tell
 	// (in memory, or an older version).
 	FreeDiskBytes *uint64 `protobuf:"varint,5,opt,name=free_disk_bytes,json=freeDiskBytes,proto3,oneof" json:"free_disk_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the callee's state machine can apply (fsm.StateMachineVersion);
+	// 0 from a callee older than the number. The leader proposes what
+	// depends on a version only once every server reports it.
+	StateMachineVersion uint32 `protobuf:"varint,6,opt,name=state_machine_version,json=stateMachineVersion,proto3" json:"state_machine_version,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
@@ -2259,6 +2263,13 @@ func (x *StatsResponse) GetAppliedIndex() uint64 {
 func (x *StatsResponse) GetFreeDiskBytes() uint64 {
 	if x != nil && x.FreeDiskBytes != nil {
 		return *x.FreeDiskBytes
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetStateMachineVersion() uint32 {
+	if x != nil {
+		return x.StateMachineVersion
 	}
 	return 0
 }
@@ -2480,14 +2491,15 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
-	"\fStatsRequest\"\xdf\x01\n" +
+	"\fStatsRequest\"\x93\x02\n" +
 	"\rStatsResponse\x12,\n" +
 	"\x12last_contact_nanos\x18\x01 \x01(\x03R\x10lastContactNanos\x12\x1b\n" +
 	"\tlast_term\x18\x02 \x01(\x04R\blastTerm\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x03 \x01(\x04R\tlastIndex\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12+\n" +
-	"\x0ffree_disk_bytes\x18\x05 \x01(\x04H\x00R\rfreeDiskBytes\x88\x01\x01B\x12\n" +
+	"\x0ffree_disk_bytes\x18\x05 \x01(\x04H\x00R\rfreeDiskBytes\x88\x01\x01\x122\n" +
+	"\x15state_machine_version\x18\x06 \x01(\rR\x13stateMachineVersionB\x12\n" +
 	"\x10_free_disk_bytes\"%\n" +
 	"\x13RemoveServerRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +

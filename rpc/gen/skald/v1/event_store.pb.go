@@ -592,8 +592,12 @@ type ReadStreamRequest struct {
 	// Lower bound on the global position, applied with position.
 	GlobalPosition *int64 `protobuf:"varint,3,opt,name=global_position,json=globalPosition,proto3,oneof" json:"global_position,omitempty"`
 	// 0 means 1000, -1 unlimited, at most 10000.
-	Limit         int64        `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	Read          *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	Limit int64        `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Read  *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	// Read newest first, from position down: position -1 starts at the
+	// stream's last message, so limit N returns the last N. Read on from
+	// the last message with position = its position - 1 (stop at 0).
+	Backward      bool `protobuf:"varint,6,opt,name=backward,proto3" json:"backward,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +665,13 @@ func (x *ReadStreamRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ReadStreamRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
 }
 
 type ReadStreamResponse struct {
@@ -736,8 +747,22 @@ type ReadCategoryRequest struct {
 	Correlation    string         `protobuf:"bytes,4,opt,name=correlation,proto3" json:"correlation,omitempty"`
 	ConsumerGroup  *ConsumerGroup `protobuf:"bytes,5,opt,name=consumer_group,json=consumerGroup,proto3" json:"consumer_group,omitempty"`
 	Read           *ReadOptions   `protobuf:"bytes,6,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Read newest first, from global_position down: -1 starts at the
+	// category's last message, so limit N returns the last N (0 reads
+	// nothing). Read on with global_position = the last one's - 1.
+	Backward bool `protobuf:"varint,7,opt,name=backward,proto3" json:"backward,omitempty"`
+	// Only messages of these types (at most 32; empty: any type).
+	Types []string `protobuf:"bytes,8,rep,name=types,proto3" json:"types,omitempty"`
+	// Only messages of streams whose name starts with this (empty: any).
+	StreamPrefix string `protobuf:"bytes,9,opt,name=stream_prefix,json=streamPrefix,proto3" json:"stream_prefix,omitempty"`
+	// A state vector: stream -> the highest position the caller holds (at
+	// most 10000 streams of this category, positions from 0). A message of
+	// a stream named here is returned only above that position; every
+	// message of the other streams is returned. One call (paged as any
+	// read) brings a reader up to date on every stream at once.
+	StateVector   map[string]int64 `protobuf:"bytes,10,rep,name=state_vector,json=stateVector,proto3" json:"state_vector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadCategoryRequest) Reset() {
@@ -812,6 +837,34 @@ func (x *ReadCategoryRequest) GetRead() *ReadOptions {
 	return nil
 }
 
+func (x *ReadCategoryRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
+}
+
+func (x *ReadCategoryRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ReadCategoryRequest) GetStreamPrefix() string {
+	if x != nil {
+		return x.StreamPrefix
+	}
+	return ""
+}
+
+func (x *ReadCategoryRequest) GetStateVector() map[string]int64 {
+	if x != nil {
+		return x.StateVector
+	}
+	return nil
+}
+
 type ReadCategoryResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Messages     []*Message             `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -881,8 +934,18 @@ type ReadAllRequest struct {
 	GlobalPosition int64                  `protobuf:"varint,1,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
 	Limit          int64                  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	Read           *ReadOptions           `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Read newest first, from global_position down: -1 starts at the
+	// namespace's last message, so limit N returns the last N (0 reads
+	// nothing). Read on with global_position = the last one's - 1.
+	Backward bool `protobuf:"varint,4,opt,name=backward,proto3" json:"backward,omitempty"`
+	// Only messages of these types (at most 32; empty: any type). A forward
+	// read of types merges the type index's lists: its cost follows the
+	// matches, not the namespace's size.
+	Types []string `protobuf:"bytes,5,rep,name=types,proto3" json:"types,omitempty"`
+	// Only messages of streams whose name starts with this (empty: any).
+	StreamPrefix  string `protobuf:"bytes,6,opt,name=stream_prefix,json=streamPrefix,proto3" json:"stream_prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadAllRequest) Reset() {
@@ -934,6 +997,27 @@ func (x *ReadAllRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ReadAllRequest) GetBackward() bool {
+	if x != nil {
+		return x.Backward
+	}
+	return false
+}
+
+func (x *ReadAllRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ReadAllRequest) GetStreamPrefix() string {
+	if x != nil {
+		return x.StreamPrefix
+	}
+	return ""
 }
 
 type ReadAllResponse struct {
@@ -2302,33 +2386,45 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\rQueryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xca\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xe6\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
 	"\x0fglobal_position\x18\x03 \x01(\x03H\x00R\x0eglobalPosition\x88\x01\x01\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04readB\x12\n" +
+	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\x06 \x01(\bR\bbackwardB\x12\n" +
 	"\x10_global_position\"\x86\x01\n" +
 	"\x12ReadStreamResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xfd\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xe7\x03\n" +
 	"\x13ReadCategoryRequest\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12'\n" +
 	"\x0fglobal_position\x18\x02 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12 \n" +
 	"\vcorrelation\x18\x04 \x01(\tR\vcorrelation\x12>\n" +
 	"\x0econsumer_group\x18\x05 \x01(\v2\x17.skald.v1.ConsumerGroupR\rconsumerGroup\x12)\n" +
-	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x88\x01\n" +
+	"\x04read\x18\x06 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\a \x01(\bR\bbackward\x12\x14\n" +
+	"\x05types\x18\b \x03(\tR\x05types\x12#\n" +
+	"\rstream_prefix\x18\t \x01(\tR\fstreamPrefix\x12Q\n" +
+	"\fstate_vector\x18\n" +
+	" \x03(\v2..skald.v1.ReadCategoryRequest.StateVectorEntryR\vstateVector\x1a>\n" +
+	"\x10StateVectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x88\x01\n" +
 	"\x14ReadCategoryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"z\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xd1\x01\n" +
 	"\x0eReadAllRequest\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x83\x01\n" +
+	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
+	"\bbackward\x18\x04 \x01(\bR\bbackward\x12\x14\n" +
+	"\x05types\x18\x05 \x03(\tR\x05types\x12#\n" +
+	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\"\x83\x01\n" +
 	"\x0fReadAllResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
@@ -2452,7 +2548,7 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),             // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),            // 1: skald.v1.AppendResponse
@@ -2488,80 +2584,82 @@ var file_skald_v1_event_store_proto_goTypes = []any{
 	(*TruncateStreamResponse)(nil),    // 31: skald.v1.TruncateStreamResponse
 	(*DeleteByWatermarkRequest)(nil),  // 32: skald.v1.DeleteByWatermarkRequest
 	(*DeleteByWatermarkResponse)(nil), // 33: skald.v1.DeleteByWatermarkResponse
-	nil,                               // 34: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	(*NewMessage)(nil),                // 35: skald.v1.NewMessage
-	(*AppendCondition)(nil),           // 36: skald.v1.AppendCondition
-	(*Query)(nil),                     // 37: skald.v1.Query
-	(*ReadOptions)(nil),               // 38: skald.v1.ReadOptions
-	(*Message)(nil),                   // 39: skald.v1.Message
-	(*ConsumerGroup)(nil),             // 40: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),     // 41: google.protobuf.Timestamp
+	nil,                               // 34: skald.v1.ReadCategoryRequest.StateVectorEntry
+	nil,                               // 35: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	(*NewMessage)(nil),                // 36: skald.v1.NewMessage
+	(*AppendCondition)(nil),           // 37: skald.v1.AppendCondition
+	(*Query)(nil),                     // 38: skald.v1.Query
+	(*ReadOptions)(nil),               // 39: skald.v1.ReadOptions
+	(*Message)(nil),                   // 40: skald.v1.Message
+	(*ConsumerGroup)(nil),             // 41: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	35, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	36, // 1: skald.v1.AppendRequest.condition:type_name -> skald.v1.AppendCondition
+	36, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	37, // 1: skald.v1.AppendRequest.condition:type_name -> skald.v1.AppendCondition
 	3,  // 2: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
-	36, // 3: skald.v1.AppendMultiRequest.condition:type_name -> skald.v1.AppendCondition
-	35, // 4: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
+	37, // 3: skald.v1.AppendMultiRequest.condition:type_name -> skald.v1.AppendCondition
+	36, // 4: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
 	5,  // 5: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
-	37, // 6: skald.v1.QueryRequest.query:type_name -> skald.v1.Query
-	38, // 7: skald.v1.QueryRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 8: skald.v1.QueryResponse.messages:type_name -> skald.v1.Message
-	38, // 9: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 10: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	40, // 11: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	38, // 12: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 13: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	38, // 14: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 15: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	38, // 16: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 17: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	38, // 18: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	38, // 19: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	41, // 20: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
-	19, // 21: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	38, // 22: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
-	22, // 23: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	40, // 24: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	38, // 25: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 26: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
-	26, // 27: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
-	27, // 28: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	41, // 29: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	34, // 30: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	0,  // 31: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 32: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
-	6,  // 33: skald.v1.EventStore.Query:input_type -> skald.v1.QueryRequest
-	8,  // 34: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	10, // 35: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	12, // 36: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	14, // 37: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	16, // 38: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	18, // 39: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	21, // 40: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	24, // 41: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	28, // 42: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
-	30, // 43: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
-	32, // 44: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
-	1,  // 45: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	4,  // 46: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
-	7,  // 47: skald.v1.EventStore.Query:output_type -> skald.v1.QueryResponse
-	9,  // 48: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	11, // 49: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	13, // 50: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	15, // 51: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	17, // 52: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	20, // 53: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	23, // 54: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	25, // 55: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	29, // 56: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
-	31, // 57: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
-	33, // 58: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
-	45, // [45:59] is the sub-list for method output_type
-	31, // [31:45] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	38, // 6: skald.v1.QueryRequest.query:type_name -> skald.v1.Query
+	39, // 7: skald.v1.QueryRequest.read:type_name -> skald.v1.ReadOptions
+	40, // 8: skald.v1.QueryResponse.messages:type_name -> skald.v1.Message
+	39, // 9: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	40, // 10: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	41, // 11: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	39, // 12: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	34, // 13: skald.v1.ReadCategoryRequest.state_vector:type_name -> skald.v1.ReadCategoryRequest.StateVectorEntry
+	40, // 14: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	39, // 15: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	40, // 16: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	39, // 17: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	40, // 18: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	39, // 19: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	39, // 20: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	42, // 21: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	19, // 22: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
+	39, // 23: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	22, // 24: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
+	41, // 25: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	39, // 26: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	40, // 27: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	26, // 28: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
+	27, // 29: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	42, // 30: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	35, // 31: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	0,  // 32: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 33: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
+	6,  // 34: skald.v1.EventStore.Query:input_type -> skald.v1.QueryRequest
+	8,  // 35: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	10, // 36: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	12, // 37: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	14, // 38: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	16, // 39: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	18, // 40: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	21, // 41: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	24, // 42: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	28, // 43: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	30, // 44: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	32, // 45: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
+	1,  // 46: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	4,  // 47: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
+	7,  // 48: skald.v1.EventStore.Query:output_type -> skald.v1.QueryResponse
+	9,  // 49: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	11, // 50: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	13, // 51: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	15, // 52: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	17, // 53: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	20, // 54: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	23, // 55: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	25, // 56: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	29, // 57: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	31, // 58: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	33, // 59: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
+	46, // [46:60] is the sub-list for method output_type
+	32, // [32:46] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -2591,7 +2689,7 @@ func file_skald_v1_event_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -206,8 +206,9 @@ type NewMessage struct {
 	Metadata []byte `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Tags for Query and append conditions (DCB), e.g. "course:c1": at most
 	// 32 per message, each 1..256 bytes of UTF-8 without NUL, no repeats.
-	// Only messages with at least one tag are indexed: an untagged message
-	// is never matched by a query or a condition, and costs nothing extra.
+	// Every message is indexed by type, so an untagged one is matched by
+	// types alone (in a namespace whose type index is still being
+	// backfilled, only tagged messages are; docs/api.md).
 	Tags          []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -388,8 +389,8 @@ func (x *Message) GetTags() []string {
 	return nil
 }
 
-// Query selects tagged messages: those matching any of its items (1..16).
-// Messages written without tags are in no index and never match.
+// Query selects messages: those matching any of its items (1..16). An
+// untagged message matches an item of types alone.
 type Query struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*QueryItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`

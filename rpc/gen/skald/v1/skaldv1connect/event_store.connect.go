@@ -82,7 +82,7 @@ type EventStoreClient interface {
 	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
 	// like Append: a retry of the same call answers the original positions.
 	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
-	// Query reads the namespace's tagged messages that match a query (OR of
+	// Query reads the namespace's messages that match a query (OR of
 	// items; an item: any of its types AND all of its tags) above a global
 	// position, in global order. It costs in proportion to the matches (it
 	// merges the type and tag indexes), never a scan of the namespace.
@@ -322,7 +322,7 @@ type EventStoreHandler interface {
 	// metadata at most 1 MiB per message and 8 MiB per call. Idempotent
 	// like Append: a retry of the same call answers the original positions.
 	AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error)
-	// Query reads the namespace's tagged messages that match a query (OR of
+	// Query reads the namespace's messages that match a query (OR of
 	// items; an item: any of its types AND all of its tags) above a global
 	// position, in global order. It costs in proportion to the matches (it
 	// merges the type and tag indexes), never a scan of the namespace.

@@ -1,0 +1,131 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+)
+
+// The type index of every message (fsm/typeindex.go) changes what a
+// condition of types alone decides, so a replica that does not know it
+// would decide otherwise and diverge. The leader therefore proposes what
+// depends on it, a namespace created with its index complete
+// (CreateNamespace.index_all_types) and the IndexTypes entries that bring
+// an older namespace up, only once every server of the configuration,
+// voters and non-voters alike, reports a state machine of that version
+// (fsm.StateMachineVersion, in the peer Stats reply). A server that does
+// not answer counts as too old: a namespace created meanwhile starts
+// legacy, and the backfill brings it up once every server answers.
+
+// serversKnow reports whether every server of the configuration reports a
+// state machine of at least version v.
+func (n *Node) serversKnow(ctx context.Context, v uint32) bool {
+	if fsm.StateMachineVersion < v {
+		return false
+	}
+	servers, err := n.Servers()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if string(s.ID) == n.id {
+			continue
+		}
+		resp, err := n.peers.stats(ctx, n.serverAddr(s))
+		if err != nil || resp.GetStateMachineVersion() < v {
+			return false
+		}
+	}
+	return true
+}
+
+// serversKnowSoon is serversKnow within a second: a create does not wait
+// longer for a server that does not answer (it starts legacy then).
+func (n *Node) serversKnowSoon(ctx context.Context, v uint32) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return n.serversKnow(ctx, v)
+}
+
+// typeIndexLoop brings the type index of every namespace whose index is not
+// complete up to every message, while this node leads and every server
+// knows the index: one IndexTypes entry at a time (each walks at most
+// fsm.DefaultIndexTypesBatch messages), spaced by twice the time the last
+// one took, so that a backfill takes at most about a third of the apply
+// loop from client writes. It looks every Config.TypeIndexInterval.
+func (n *Node) typeIndexLoop() {
+	defer n.wg.Done()
+	if n.cfg.TypeIndexInterval < 0 {
+		return
+	}
+	tick := time.NewTicker(n.cfg.TypeIndexInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-tick.C:
+		}
+		if n.raft.State() != raft.Leader {
+			continue
+		}
+		pending := n.store.TypeIndexPending()
+		if len(pending) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.life, n.cfg.TypeIndexInterval)
+		ready := n.serversKnow(ctx, 1)
+		cancel()
+		if !ready {
+			n.log.Debug("type index backfill waits: a server does not report the type index", "namespaces", len(pending))
+			continue
+		}
+		for _, ns := range pending {
+			for done := false; !done; {
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
+				res, err := n.indexTypesLocal(ctx, ns)
+				cancel()
+				if err != nil {
+					n.log.Debug("type index backfill not applied", "namespace", ns, "err", err)
+					break
+				}
+				if done = res.Complete; done {
+					n.log.Info("type index complete: queries of types see every message", "namespace", ns)
+				}
+				select {
+				case <-n.closing:
+					return
+				case <-time.After(2 * time.Since(start)):
+				}
+			}
+		}
+	}
+}
+
+// IndexTypesNow proposes one IndexTypes entry for namespace (the backfill
+// loop's step, for tests and tools); it must run on the leader.
+func (n *Node) IndexTypesNow(ctx context.Context, namespace string) (*fsm.IndexTypesResult, error) {
+	return n.indexTypesLocal(ctx, namespace)
+}
+
+// indexTypesLocal proposes an IndexTypes entry only on this node, as the
+// leader: a follower never forwards one (the leader runs its own loop).
+func (n *Node) indexTypesLocal(ctx context.Context, namespace string) (*fsm.IndexTypesResult, error) {
+	res, err := n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_IndexTypes{IndexTypes: &fsmv1.IndexTypes{
+		Namespace: namespace, MaxKeys: fsm.DefaultIndexTypesBatch,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*fsm.IndexTypesResult)
+	if !ok {
+		return nil, fmt.Errorf("node: unexpected result %T for an IndexTypes entry", res)
+	}
+	return r, nil
+}
