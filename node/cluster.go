@@ -109,25 +109,10 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 }
 
 func (n *Node) removeServer(ctx context.Context, id string) error {
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		err := n.removeServerLocal(ctx, id)
-		if !errors.Is(err, errNotLeader) {
-			return err
-		}
-		if addr, ok := n.leaderPeer(); ok {
-			err = n.peers.removeServer(ctx, addr, id)
-			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return nodeapi.ErrNoLeader
-		}
-		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return err
-		}
-	}
+	return n.callLeader(ctx, leaderCall{
+		local:  func() error { return n.removeServerLocal(ctx, id) },
+		remote: func(ctx context.Context, addr string) error { return n.peers.removeServer(ctx, addr, id) },
+	})
 }
 
 // removeServerLocal removes id on this node, which must lead. The check

@@ -69,58 +69,35 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 		served = true
 		return heartbeat()
 	}
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		// Leadership moving ends the owner's side with errNotLeader
-		// (errOwnerStopped, errRelayLost): attach again, here or through
-		// the new leader.
-		err := n.groups.consume(ctx, ns, group, consumer, counted, beat)
-		if !errors.Is(err, errNotLeader) {
-			return err
-		}
-		if addr, ok := n.leaderPeer(); ok {
-			err := n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, beat)
-			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-				return err
-			}
-		}
-		if served {
-			// The consumer was served until leadership moved: look for
-			// the new leader as long as a fresh call would.
-			deadline, attempt, served = time.Now().Add(n.cfg.LeaderWait), 0, false
-		}
-		if time.Now().After(deadline) {
+	// Leadership moving ends the owner's side with errNotLeader
+	// (errOwnerStopped, errRelayLost): attach again, here or through the
+	// new leader.
+	return n.callLeader(ctx, leaderCall{
+		local: func() error { return n.groups.consume(ctx, ns, group, consumer, counted, beat) },
+		remote: func(ctx context.Context, addr string) error {
+			return n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, beat)
+		},
+		renew: func() bool {
+			renew := served
+			served = false
+			return renew
+		},
+		noLeader: func() error {
 			return fmt.Errorf("%w: no owner of group %q took the consumer within %v", nodeapi.ErrNoLeader, group, n.cfg.LeaderWait)
-		}
-		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return err
-		}
-	}
+		},
+	})
 }
 
 // Settle acknowledges (or retries, parks, skips) the delivered messages
 // ids of group, all or nothing: any id not in flight fails the call with a
 // *nodeapi.NotInFlightError and settles none. reason is kept with parked messages.
 func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		err := n.groups.settle(ns, group, ids, action, reason)
-		if !errors.Is(err, errNotLeader) {
-			return err
-		}
-		if addr, ok := n.leaderPeer(); ok {
-			err := n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
-			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
-				return err
-			}
-		}
-		if time.Now().After(deadline) {
-			return nodeapi.ErrNoLeader
-		}
-		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return err
-		}
-	}
+	return n.callLeader(ctx, leaderCall{
+		local: func() error { return n.groups.settle(ns, group, ids, action, reason) },
+		remote: func(ctx context.Context, addr string) error {
+			return n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
+		},
+	})
 }
 
 // GroupStats returns the live state of a group from its owner, the

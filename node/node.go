@@ -124,13 +124,11 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("node: register metrics: %w", err)
 		}
 	}
-	n.wg.Add(5)
-	go n.leaderLoop()
-	go n.watchLeader()
-	go n.watchdog()
-	go n.diskWatch()
-	go n.expiryLoop()
-	go n.typeIndexLoop()
+	// Each loop calls n.wg.Done when it returns.
+	for _, loop := range []func(){n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop} {
+		n.wg.Add(1)
+		go loop()
+	}
 	return n, nil
 }
 

@@ -40,36 +40,29 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 	if cmd.InputRules == fsm.InputRulesLegacy {
 		cmd.InputRules = fsm.InputRules
 	}
-	deadline := time.Now().Add(n.cfg.LeaderWait)
-	for attempt := 0; ; attempt++ {
-		res, err := n.applyLocal(ctx, cmd)
-		if !errors.Is(err, errNotLeader) {
-			return res, err
-		}
-		if addr, ok := n.leaderPeer(); ok {
+	var res any
+	err := n.callLeader(ctx, leaderCall{
+		local: func() (err error) {
+			res, err = n.applyLocal(ctx, cmd)
+			return err
+		},
+		remote: func(ctx context.Context, addr string) (err error) {
 			forward := n.forward.apply
 			if n.hooks.forward != nil {
 				forward = n.hooks.forward
 			}
 			start := time.Now()
-			res, err := forward(ctx, addr, cmd)
-			if !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
+			if res, err = forward(ctx, addr, cmd); !errors.Is(err, errNotLeader) && !errors.Is(err, errNotSent) {
 				n.m.forwardLatency.Observe(time.Since(start).Seconds())
-				return res, err
 			}
-		}
-		if time.Now().After(deadline) {
+			return err
+		},
+		noLeader: func() error {
 			n.m.refused.WithLabelValues(refusedNoLeader).Inc()
-			return nil, nodeapi.ErrNoLeader
-		}
-		if err := n.sleepCtx(ctx, backoff(attempt)); err != nil {
-			return nil, err // nothing was proposed
-		}
-	}
-}
-
-func backoff(attempt int) time.Duration {
-	return min(time.Duration(attempt+1)*10*time.Millisecond, 200*time.Millisecond)
+			return nodeapi.ErrNoLeader
+		},
+	})
+	return res, err
 }
 
 // applyLocal proposes cmd if this node is the leader; otherwise it returns
