@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -19,7 +18,6 @@ import (
 
 // CreateGroup is Apply for a group creation.
 func (n *Node) CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsm.GroupResult, error) {
-	c.CreatedUnixNano = time.Now().UnixNano()
 	return applyAs[*fsm.GroupResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateGroup{CreateGroup: c}})
 }
 

@@ -188,6 +188,10 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		if k.DeleteNamespace.DeletedUnixNano == 0 {
 			k.DeleteNamespace.DeletedUnixNano = ns
 		}
+	case *fsmv1.Command_CreateGroup:
+		if k.CreateGroup.CreatedUnixNano == 0 {
+			k.CreateGroup.CreatedUnixNano = ns
+		}
 	case *fsmv1.Command_ExpireMessages:
 		k.ExpireMessages.TimeUnixNano = ns // always the leader's clock
 	}

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+)
+
+// stamp fills the times the leader decides, and keeps one already given
+// (an import's, a forwarded command's).
+func TestStampTimes(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	cases := []struct {
+		name string
+		cmd  func(given int64) *fsmv1.Command
+		time func(*fsmv1.Command) int64
+	}{
+		{"append", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{TimeUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetAppend().TimeUnixNano }},
+		{"append multi", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_AppendMulti{AppendMulti: &fsmv1.AppendMulti{TimeUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetAppendMulti().TimeUnixNano }},
+		{"create namespace", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{CreatedUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetCreateNamespace().CreatedUnixNano }},
+		{"create group", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_CreateGroup{CreateGroup: &fsmv1.CreateGroup{CreatedUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetCreateGroup().CreatedUnixNano }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cmd(0)
+			stamp(c, now)
+			if got := tc.time(c); got != now.UnixNano() {
+				t.Errorf("unset: stamped %d, want the leader's %d", got, now.UnixNano())
+			}
+			c = tc.cmd(42)
+			stamp(c, now)
+			if got := tc.time(c); got != 42 {
+				t.Errorf("given 42: stamped %d", got)
+			}
+		})
+	}
+}
