@@ -21,6 +21,7 @@ import (
 
 	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
@@ -58,10 +59,6 @@ type Options struct {
 	// compress when a client accepts gzip; 0 means DefaultCompressMinBytes,
 	// negative compresses every reply.
 	CompressMinBytes int
-	// Version is Skald's version, which GET /version reports (beside the
-	// EventoDB protocol version sys.version keeps for the SDKs). Default
-	// "unknown".
-	Version string
 	// Limits bounds time, reply sizes and unknown-token checks per client
 	// (limits.go).
 	Limits Limits
@@ -126,10 +123,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version, limits: limits, unknown: tokens}
-	if evdb.version == "" {
-		evdb.version = "unknown"
-	}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)

@@ -306,7 +306,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		m      *membership.Membership
 		left   = make(chan struct{})
-		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes), Version: skaldVersion(),
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes),
 			Limits: f.limits.rpcLimits()}
 	)
 	if f.clustered() {
