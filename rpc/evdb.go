@@ -76,6 +76,7 @@ type evdb struct {
 	build   buildinfo.Info // for GET /version and sys.version
 	limits  Limits         // with defaults
 	unknown *unknownTokens // shared with the Connect API's authenticator
+	metrics *rpcMetrics    // shared with the Connect API
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -140,29 +141,38 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 
 // rpc serves POST /rpc: ["method", args...].
 func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
+	// Counted as the Connect procedures are: a known method by its name,
+	// anything refused before one is known as eventodb/rpc.
+	start, procedure, code := time.Now(), evdbRefused, "ok"
+	defer func() { e.metrics.observeCode(procedure, code, start) }()
+	fail := func(everr *evError) {
+		code = evCodeLabel(everr.code)
+		writeEvError(w, everr)
+	}
 	if r.Method != http.MethodPost {
-		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
+		fail(&evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
 		return
 	}
 	c, everr := e.authenticate(r.Context(), r)
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	h, ok := evMethods[method]
 	if !ok {
-		writeEvError(w, &evError{status: http.StatusNotFound, code: "METHOD_NOT_FOUND", message: fmt.Sprintf("unknown method %q", method)})
+		fail(&evError{status: http.StatusNotFound, code: "METHOD_NOT_FOUND", message: fmt.Sprintf("unknown method %q", method)})
 		return
 	}
+	procedure = evdbPrefix + method // one of evMethods: bounded
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
 	res, everr := h(e, ctx, args)
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	if p, ok := res.(*evPages); ok {

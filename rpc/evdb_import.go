@@ -113,13 +113,17 @@ func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) 
 // chunk is not applied; chunks before it stay. force=true clears the
 // namespace first, in the same entry as the first chunk.
 func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
+	start, code := time.Now(), "ok" // the last event's error code, if any
+	defer func() { e.metrics.observeCode(evdbPrefix+"import", code, start) }()
 	if r.Method != http.MethodPost {
+		code = evCodeLabel("INVALID_REQUEST")
 		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
 		return
 	}
 	ctx := r.Context()
 	c, everr := e.authenticate(ctx, r)
 	if everr != nil {
+		code = evCodeLabel(everr.code)
 		writeEvError(w, everr)
 		return
 	}
@@ -140,13 +144,15 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	event := func(v any) {
+		if ierr, ok := v.(*importError); ok {
+			code = evCodeLabel(ierr.Code)
+		}
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
-	start := time.Now()
 	imported := 0
 	var (
 		chunk []*fsmv1.ImportedMessage

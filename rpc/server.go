@@ -123,7 +123,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
@@ -273,19 +273,34 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
-// rpcMetrics counts RPCs and their latency by procedure and code.
+// rpcMetrics counts RPCs and their latency by procedure and code, on both
+// APIs. A Connect call's procedure is its path ("/skald.v1.EventStore/Append")
+// and its code connect's name ("ok", "aborted"); an EventoDB call's
+// procedure is "eventodb/" and its /rpc method ("eventodb/stream.write";
+// "eventodb/rpc" for a call refused before its method was known,
+// "eventodb/import" for /import) and its code "ok" or the EventoDB error
+// code in lower case ("stream_version_conflict"). Both label sets are
+// bounded: unknown procedures and methods never become labels.
 type rpcMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
+// evdbPrefix begins the procedure label of every EventoDB call;
+// evdbRefused is the label of a /rpc call refused before its method was
+// known.
+const (
+	evdbPrefix  = "eventodb/"
+	evdbRefused = evdbPrefix + "rpc"
+)
+
 func newRPCMetrics(reg prometheus.Registerer) *rpcMetrics {
 	m := &rpcMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "requests_total", Help: "RPCs handled, by procedure and code.",
+			Namespace: "skald", Subsystem: "rpc", Name: "requests_total", Help: "RPCs handled (Connect procedures and EventoDB methods), by procedure and code.",
 		}, []string{"procedure", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "duration_seconds", Help: "RPC latency, by procedure and code.",
+			Namespace: "skald", Subsystem: "rpc", Name: "duration_seconds", Help: "RPC latency (Connect procedures and EventoDB methods), by procedure and code.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"procedure", "code"}),
 	}
@@ -305,9 +320,17 @@ func (m *rpcMetrics) observe(procedure string, start time.Time, err error) {
 	if err != nil {
 		code = connect.CodeOf(err).String()
 	}
+	m.observeCode(procedure, code, start)
+}
+
+// observeCode counts one call that started at start and ended with code.
+func (m *rpcMetrics) observeCode(procedure, code string, start time.Time) {
 	m.requests.WithLabelValues(procedure, code).Inc()
 	m.latency.WithLabelValues(procedure, code).Observe(time.Since(start).Seconds())
 }
+
+// evCodeLabel is the code label of an EventoDB error code.
+func evCodeLabel(code string) string { return strings.ToLower(code) }
 
 func (m *rpcMetrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
