@@ -278,6 +278,22 @@ func (m *Membership) ServerHealth(id string) (healthy bool, lastContact time.Dur
 	return srv.Health.Healthy, srv.Stats.LastContact, true
 }
 
+// HealthThresholds are autopilot's: how recently a healthy server heard
+// from the leader, and how many entries its log may trail the leader's.
+// Cluster.Status judges servers by them where autopilot has no verdict.
+func (m *Membership) HealthThresholds() (lastContact time.Duration, maxTrailingLogs uint64) {
+	return m.cfg.LastContactThreshold, m.cfg.MaxTrailingLogs
+}
+
+// MemberName is the name (--node-name) server id gave in its gossip
+// metadata, "" when gossip never carried it. A member that left or died
+// keeps its name here.
+func (m *Membership) MemberName(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.members[id].Name
+}
+
 // joinLoop joins the seeds, retrying until one answers, then keeps
 // pushing this node's state to them every RejoinInterval (cheap: one
 // push/pull), which is what gets a node that moved accepted.

@@ -23,6 +23,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
@@ -51,7 +52,14 @@ type Options struct {
 	Subscribe subscribeConfig
 	// Health, when set, reports a server's health and last contact as
 	// autopilot judges it (ok false when unknown here) for Cluster.Status.
-	Health func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	// Where it has no verdict, HealthRule (autopilot's thresholds; zero:
+	// autopilot's defaults) judges what the servers report.
+	Health     func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	HealthRule nodeapi.HealthRule
+	// NodeName is this node's --node-name and Names, when set, gives any
+	// server's (from gossip), for Cluster.Status.
+	NodeName string
+	Names    func(id string) string
 	// Leave, when set, makes this node leave the cluster (Cluster.Leave);
 	// the server stops after answering.
 	Leave func(ctx context.Context) error
@@ -114,7 +122,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe, pageBytes: limits.PageBytes}, handlerOpts...))
 	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
-	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}

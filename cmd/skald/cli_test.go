@@ -583,8 +583,8 @@ func TestDevCluster(t *testing.T) {
 		}
 		return false, "no node reports itself leader of three"
 	})
-	// A follower knows only its own last contact with the leader: -o json
-	// prints the others' as null, as the API sends them.
+	// Two of the three report a follower's view (clusterstatus_test.go
+	// checks what a follower reports of health and last contact).
 	followers := 0
 	for i := range 3 {
 		out, errOut, code := runCLI(t, node(i), "cluster", "status", "-o", "json")
@@ -597,9 +597,6 @@ func TestDevCluster(t *testing.T) {
 		}
 		if s.NodeID != s.LeaderID {
 			followers++
-			if n := len(regexp.MustCompile(`"lastContact": ?null`).FindAllString(out, -1)); n != 2 {
-				t.Fatalf("follower node%d prints %d null last contacts, want 2: %s", i, n, out)
-			}
 		}
 	}
 	if followers != 2 {

@@ -27,6 +27,7 @@ import (
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -307,7 +308,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		m      *membership.Membership
 		left   = make(chan struct{})
 		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes),
-			Limits: f.limits.rpcLimits()}
+			Limits: f.limits.rpcLimits(), NodeName: f.nodeName}
 	)
 	if f.clustered() {
 		var join []string
@@ -325,6 +326,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer m.Close()
 		var once sync.Once
 		apiOpt.Health = m.ServerHealth
+		lastContact, trailing := m.HealthThresholds()
+		apiOpt.HealthRule = nodeapi.HealthRule{LastContactThreshold: lastContact, MaxTrailingLogs: trailing}
+		apiOpt.Names = m.MemberName
 		apiOpt.Leave = func(ctx context.Context) error {
 			if err := m.Leave(ctx); err != nil {
 				return err
