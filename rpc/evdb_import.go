@@ -22,7 +22,9 @@ const maxImportLine = 1 << 20
 // comfortably.
 const maxImportChunkBytes = 4 << 20
 
-// importRecord is one NDJSON line of an export.
+// importRecord is one NDJSON line of an export. Tags is a Skald
+// extension (EventoDB's import ignores fields it does not know); absent,
+// null or [] means none.
 type importRecord struct {
 	ID     string          `json:"id"`
 	Stream string          `json:"stream"`
@@ -32,6 +34,7 @@ type importRecord struct {
 	Data   json.RawMessage `json:"data"`
 	Meta   json.RawMessage `json:"meta"`
 	Time   string          `json:"time"`
+	Tags   json.RawMessage `json:"tags"`
 }
 
 // importError is an in-band /import failure: the last event. Field, when
@@ -102,9 +105,23 @@ func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) 
 	case len(rec.Meta) > 0 && !isNull(rec.Meta) && !isObject(rec.Meta):
 		return bad("meta", "meta must be an object or null")
 	}
+	var tags []string
+	if len(rec.Tags) > 0 && !isNull(rec.Tags) {
+		if json.Unmarshal(rec.Tags, &tags) != nil {
+			return bad("tags", "tags must be an array of strings or null")
+		}
+		if err := fsm.ValidateTags("tags", tags); err != nil {
+			var ve *fsm.ValidationError
+			if errors.As(err, &ve) {
+				return bad("tags", "%s %s", ve.Field, ve.Reason)
+			}
+			return refused("tags", err)
+		}
+	}
 	return &fsmv1.ImportedMessage{
 		Id: rec.ID, Stream: rec.Stream, Type: rec.Type, Position: *rec.Pos, GlobalPosition: *rec.GPos,
 		Data: compactJSON(rec.Data), Metadata: fsm.NormalizeMetadata(compactJSON(rec.Meta)), TimeUnixNano: t.UnixNano(),
+		Tags: tags,
 	}, nil
 }
 

@@ -403,6 +403,10 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 	}
 }
 
+// TestExportImportRoundTrip: export then import into another namespace
+// keeps every message whole: ids, positions, global positions, times,
+// data, metadata and tags, and the tags' DCB index (export used to drop
+// tags, so a tag query found nothing in the copy).
 func TestExportImportRoundTrip(t *testing.T) {
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
@@ -422,6 +426,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 		if i%3 == 0 {
 			args = append(args, "--metadata", `{"correlationStreamName":"flow-1"}`)
 		}
+		if i%2 == 0 {
+			args = append(args, "--tag", fmt.Sprintf("course:c%d", i%3), "--tag", "student:s1")
+		}
 		if _, errOut, code := runCLI(t, src, args...); code != 0 {
 			t.Fatalf("append: %s", errOut)
 		}
@@ -437,6 +444,16 @@ func TestExportImportRoundTrip(t *testing.T) {
 	b, _, _ := runCLI(t, dst, "category", "order", "-o", "json", "--limit", "-1")
 	if a != b || !strings.Contains(a, `"metadata":{"correlationStreamName":"flow-1"}`) || strings.Count(a, `"id"`) != 25 {
 		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	// Tags and their index: the same tag queries find the same messages
+	// (ids, positions, times, tags) in the copy.
+	for _, q := range [][]string{{"--tag", "course:c1"}, {"--tag", "student:s1"}, {"--type", "Placed", "--tag", "course:c0", "--tag", "student:s1"}} {
+		args := append([]string{"query", "-o", "json"}, q...)
+		a, errA, codeA := runCLI(t, src, args...)
+		b, errB, codeB := runCLI(t, dst, args...)
+		if codeA != 0 || codeB != 0 || a != b || !strings.Contains(a, `"tags":["course:c`) {
+			t.Fatalf("query %v differs after the round trip:\n%s%s\n%s%s", q, a, errA, b, errB)
+		}
 	}
 	// Importing the same file again clashes.
 	if _, errOut, code := runCLI(t, dst, "import", file); code != exitConflict || !strings.Contains(errOut, "POSITION_EXISTS") {
