@@ -24,6 +24,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/logbridge"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
@@ -350,6 +351,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Handler:     rpc.NewHandler(n, apiOpt),
 		Protocols:   protocols,
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		// net/http's own lines (TLS handshake errors, ...) as log lines.
+		ErrorLog: logbridge.Std(log, "http", slog.LevelWarn),
 	}
 	apiOpt.Limits.Configure(srv) // read, header and idle timeouts; write deadlines are per request
 	capped, err := rpc.LimitListener(ln, maxConns, reg)
