@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
+	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/testcluster"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
@@ -210,6 +211,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The admin signs in and sees the cluster: three nodes, the leader.
 	b.signIn(testcluster.AdminToken)
 	b.wait("the cluster page", `document.querySelectorAll("#cluster-table tbody tr").length === 3 && document.querySelector("#cluster-leader")?.dataset.id`)
+	// The header shows the serving node's version (GET /version).
+	b.wait("the version in the header", fmt.Sprintf(`document.querySelector("#version")?.textContent === %q && document.querySelector("#version").title.includes("EventoDB API %s")`, buildinfo.Version, buildinfo.EventoDBAPI))
 	if leader := eval[string](b, `document.querySelector("#cluster-leader").dataset.id`); !ids[leader] {
 		t.Fatalf("the page shows leader %q, not a member", leader)
 	}
