@@ -23,14 +23,17 @@ type Server struct {
 	ID, Name                string
 	RaftAddress, APIAddress string
 	Voter                   bool
-	// Healthy as autopilot judges it (on the leader; elsewhere only the
-	// serving member's own entry is judged).
+	// Healthy as autopilot judges it: on the leader autopilot's own
+	// verdict, through any other member its rule applied to what each
+	// server reports.
 	Healthy bool
 	// LastContact is the time since it last heard from the leader; -1
-	// when the serving member does not know it (a follower knows only
-	// its own).
+	// when unknown (it did not answer).
 	LastContact  time.Duration
 	AppliedIndex uint64
+	// Unreachable: the serving member could not ask the server for its
+	// progress (down, cut off, or overloaded); its role is unknown.
+	Unreachable bool
 }
 
 // Status returns the cluster as one member sees it (admin token); the
@@ -60,7 +63,7 @@ func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 		out.Servers = append(out.Servers, Server{
 			ID: s.Id, Name: s.Name, RaftAddress: s.RaftAddress, APIAddress: s.ApiAddress,
 			Voter: s.Suffrage == skaldv1.Suffrage_SUFFRAGE_VOTER, Healthy: s.Healthy,
-			LastContact: lc, AppliedIndex: s.AppliedIndex,
+			LastContact: lc, AppliedIndex: s.AppliedIndex, Unreachable: s.Unreachable,
 		})
 	}
 	return out, nil

@@ -66,9 +66,16 @@ func TestPinned(t *testing.T) {
 		t.Fatalf("Status = %+v, want 3 servers as %s sees them, leader %s", st, follower.ID(), leader.ID())
 	}
 	for _, s := range st.Servers {
-		// A follower knows only its own last contact with the leader.
-		if own := s.ID == follower.ID(); own != (s.LastContact >= 0) {
-			t.Fatalf("server %s (own %v): LastContact %v", s.ID, own, s.LastContact)
+		// A follower asks every server for its last contact with the
+		// leader (the leader's own is 0); one that does not answer in
+		// time is unreachable, with none.
+		switch {
+		case s.Unreachable && s.LastContact >= 0:
+			t.Fatalf("unreachable server %s has last contact %v", s.ID, s.LastContact)
+		case !s.Unreachable && s.LastContact < 0:
+			t.Fatalf("server %s answered without a last contact", s.ID)
+		case s.ID == leader.ID() && !s.Unreachable && s.LastContact != 0:
+			t.Fatalf("the leader's last contact is %v, want 0", s.LastContact)
 		}
 	}
 	c.view.mu.Lock()

@@ -545,6 +545,7 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 			Data:         m.Data,
 			Metadata:     NormalizeMetadata(m.Metadata),
 			TimeUnixNano: m.TimeUnixNano,
+			Tags:         m.Tags,
 		}, m.GlobalPosition, st)
 		nb.nextGP = max(nb.nextGP, m.GlobalPosition+1)
 		res.LastGlobalPosition = m.GlobalPosition
@@ -575,6 +576,11 @@ func validateImport(c *fsmv1.Import, rules uint32) error {
 		}
 		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
 			return err
+		}
+		if len(m.Tags) > 0 {
+			if err := ValidateTags(fmt.Sprintf("messages[%d].tags", i), m.Tags); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

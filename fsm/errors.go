@@ -44,6 +44,10 @@ var (
 	// committed, and applies when the node starts again. It is never a
 	// business verdict.
 	ErrInterrupted = errors.New("fsm: apply interrupted while waiting for a resource; the entry applies when the node restarts")
+	// ErrLocked is returned by Open when another process (or this one)
+	// holds a database's lock file: the data directory is in use. The
+	// error names the lock file.
+	ErrLocked = errors.New("fsm: data directory in use")
 )
 
 // NamespaceLimitError is returned when a CreateNamespace finds Limit

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -34,17 +37,42 @@ func (c *pebbleConfig) options(fs vfs.FS) *pebble.Options {
 // open opens (creating if needed) the database in dir. Its files sit on
 // walPreallocFS (WAL preallocated in steps, prealloc.go) under waitFS
 // (resource errors waited out once the database is open, waitfs.go).
+// A lock held elsewhere is ErrLocked naming the lock file.
 func (c *pebbleConfig) open(dir string) (*pebble.DB, error) {
 	if c.waiter == nil {
-		return pebble.Open(dir, c.options(walPreallocFS{c.fs}))
+		db, err := pebble.Open(dir, c.options(walPreallocFS{c.fs}))
+		return db, c.lockError(dir, err)
 	}
 	wfs := &waitFS{FS: c.fs, w: c.waiter}
 	db, err := pebble.Open(dir, c.options(walPreallocFS{wfs}))
 	if err != nil {
-		return nil, err
+		return nil, c.lockError(dir, err)
 	}
 	wfs.armed.Store(true)
 	return db, nil
+}
+
+// lockError turns Pebble's failure to take dir's lock file into ErrLocked
+// naming the file; other errors (nil included) pass through. Pebble
+// reports a lock another process holds as fcntl's bare EAGAIN or EACCES
+// ("resource temporarily unavailable"), unlike a file it cannot open (a
+// *fs.PathError), and one this process holds as "lock held by current
+// process".
+func (c *pebbleConfig) lockError(dir string, err error) error {
+	if err == nil {
+		return nil
+	}
+	lock := c.fs.PathJoin(dir, "LOCK")
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		return err
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%w: another process holds its lock file %s (is another skald server running on this data directory?): %v", ErrLocked, lock, err)
+	case err.Error() == "lock held by current process":
+		return fmt.Errorf("%w: this process holds its lock file %s already (the store is open twice): %v", ErrLocked, lock, err)
+	}
+	return err
 }
 
 // pebbleLogger routes Pebble's messages into slog.

@@ -196,7 +196,9 @@ func (s *Store) load() error {
 		}
 	}
 	meta, err := s.pc.open(s.fs.PathJoin(s.opts.Dir, "_metadata"))
-	if err != nil {
+	if errors.Is(err, ErrLocked) {
+		return err // names the lock file
+	} else if err != nil {
 		return fmt.Errorf("fsm: open _metadata: %w", err)
 	}
 	namespaces := make(map[string]*namespace)

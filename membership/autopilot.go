@@ -2,11 +2,9 @@ package membership
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
@@ -105,9 +103,4 @@ func (p *pilot) RemoveFailedServer(srv *autopilot.Server) {
 		delete(m.removing, srv.ID)
 		m.mu.Unlock()
 	}()
-}
-
-// hclogFor gives autopilot an hclog.Logger writing into slog.
-func hclogFor(log *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "autopilot", Output: logWriter{log}, Level: hclog.Info, DisableTime: true})
 }

@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+
+	"github.com/skalddb/skald/internal/logbridge"
 )
 
 // Node is what membership needs from the local cluster member.
@@ -155,7 +156,7 @@ func Start(node Node, cfg Config) (*Membership, error) {
 	m.cancel = cancel
 	// Autopilot runs on the leader only; the reconcile loop starts and
 	// stops it as leadership comes and goes.
-	m.ap = node.NewAutopilot(&pilot{m}, autopilot.WithLogger(hclogFor(m.log)),
+	m.ap = node.NewAutopilot(&pilot{m}, autopilot.WithLogger(logbridge.HCLog(m.cfg.Logger, "autopilot")),
 		autopilot.WithReconcileInterval(cfg.ReconcileInterval), autopilot.WithUpdateInterval(cfg.ReconcileInterval))
 	m.wg.Add(2)
 	go m.joinLoop(ctx)
@@ -214,7 +215,8 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	mc.DeadNodeReclaimTime = m.cfg.DeadNodeReclaimTime
 	mc.Delegate = delegate{m}
 	mc.Events = events{m}
-	mc.Logger = log.New(logWriter{m.log}, "", 0)
+	// Memberlist's own level tags become slog levels (debug when untagged).
+	mc.Logger = logbridge.Std(m.cfg.Logger, "memberlist", slog.LevelDebug)
 	return mc, nil
 }
 
@@ -280,6 +282,22 @@ func (m *Membership) ServerHealth(id string) (healthy bool, lastContact time.Dur
 		return false, 0, false
 	}
 	return srv.Health.Healthy, srv.Stats.LastContact, true
+}
+
+// HealthThresholds are autopilot's: how recently a healthy server heard
+// from the leader, and how many entries its log may trail the leader's.
+// Cluster.Status judges servers by them where autopilot has no verdict.
+func (m *Membership) HealthThresholds() (lastContact time.Duration, maxTrailingLogs uint64) {
+	return m.cfg.LastContactThreshold, m.cfg.MaxTrailingLogs
+}
+
+// MemberName is the name (--node-name) server id gave in its gossip
+// metadata, "" when gossip never carried it. A member that left or died
+// keeps its name here.
+func (m *Membership) MemberName(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.members[id].Name
 }
 
 // joinLoop joins the seeds, retrying until one answers, then keeps
@@ -374,23 +392,4 @@ func (e events) NotifyLeave(n *memberlist.Node) { e.m.observe(n, memberlist.Stat
 func (e events) NotifyUpdate(n *memberlist.Node) {
 	e.m.observe(n, memberlist.StateAlive)
 	e.m.trigger()
-}
-
-// logWriter routes memberlist's log lines ("[WARN] memberlist: ...")
-// into slog.
-type logWriter struct{ log *slog.Logger }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	lvl := slog.LevelDebug
-	switch {
-	case strings.HasPrefix(msg, "[ERR"):
-		lvl = slog.LevelError
-	case strings.HasPrefix(msg, "[WARN]"):
-		lvl = slog.LevelWarn
-	case strings.HasPrefix(msg, "[INFO]"):
-		lvl = slog.LevelInfo
-	}
-	w.log.Log(context.Background(), lvl, msg)
-	return len(p), nil
 }

@@ -73,24 +73,6 @@ func (n *Node) ServerStats(ctx context.Context, id string) (lastContact time.Dur
 	return lc, s.GetLastTerm(), s.GetLastIndex(), nil
 }
 
-// ServerAppliedIndex returns the applied index (see AppliedIndex) of
-// server id, this node's own when id is this node; 0 from a server too
-// old to report it.
-func (n *Node) ServerAppliedIndex(ctx context.Context, id string) (uint64, error) {
-	if id == n.id {
-		return n.AppliedIndex(), nil
-	}
-	addr, ok := n.peerAddr(id)
-	if !ok {
-		return 0, fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
-	}
-	resp, err := n.peers.stats(ctx, addr)
-	if err != nil {
-		return 0, fmt.Errorf("node: ask %s at %s for its applied index: %w", id, addr, err)
-	}
-	return resp.GetAppliedIndex(), nil
-}
-
 // RemoveServer removes server id from the Raft configuration, on the
 // leader or through it (waiting up to LeaderWait for one). It returns once
 // the change is committed. An id the leader's configuration does not hold

@@ -1,9 +1,14 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/peerv1"
 )
 
 // Status returns this node's Raft status.
@@ -40,4 +45,27 @@ func (n *Node) Servers() ([]raft.Server, error) {
 		return nil, err
 	}
 	return f.Configuration().Servers, nil
+}
+
+// ServerProgress returns the Raft progress of server id as it reports it
+// (asked over the cluster port; this node's own when id is this node).
+func (n *Node) ServerProgress(ctx context.Context, id string) (nodeapi.Progress, error) {
+	var s *peerv1.StatsResponse
+	if id == n.id {
+		s = n.localStats()
+	} else {
+		addr, ok := n.peerAddr(id)
+		if !ok {
+			return nodeapi.Progress{}, fmt.Errorf("%w: %s", nodeapi.ErrUnknownServer, id)
+		}
+		var err error
+		if s, err = n.peers.stats(ctx, addr); err != nil {
+			return nodeapi.Progress{}, fmt.Errorf("node: ask %s at %s for its progress: %w", id, addr, err)
+		}
+	}
+	lc := time.Duration(s.GetLastContactNanos())
+	if lc < 0 {
+		lc = -1
+	}
+	return nodeapi.Progress{LastContact: lc, Term: s.GetLastTerm(), LastIndex: s.GetLastIndex(), AppliedIndex: s.GetAppliedIndex()}, nil
 }

@@ -22,8 +22,7 @@ type members interface {
 	IsLeader() bool
 	Status() nodeapi.Status
 	Members() ([]nodeapi.Member, error)
-	AppliedIndex() uint64
-	ServerAppliedIndex(ctx context.Context, id string) (uint64, error)
+	ServerProgress(ctx context.Context, id string) (nodeapi.Progress, error)
 	NodeAddr(id string) (string, bool)
 	NodeAddrs() map[string]string
 	TransferLeadership(ctx context.Context, id string) error
@@ -31,83 +30,108 @@ type members interface {
 }
 
 type cluster struct {
-	b      members
-	log    *slog.Logger
+	b   members
+	log *slog.Logger
+	// health is autopilot's verdict on a server (ok false when it has
+	// none: autopilot runs on the leader only); rule judges the others.
 	health func(id string) (healthy bool, lastContact time.Duration, ok bool)
-	leave  func(ctx context.Context) error
+	rule   nodeapi.HealthRule
+	// names gives a server's --node-name ("" when unknown); name is
+	// this node's.
+	names func(id string) string
+	name  string
+	leave func(ctx context.Context) error
 }
 
+// Status reports the Raft configuration with what each server says of
+// itself (asked over the cluster port, all at once, within a second) and
+// its health: autopilot's verdict where this node leads and has one,
+// otherwise autopilot's rule applied here to what the server and the
+// leader reported. So a follower shows the live leader and the others
+// as the leader does (it used to mark every other server unhealthy), and
+// a server that did not answer is marked unreachable.
 func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusRequest]) (*connect.Response[skaldv1.StatusResponse], error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	st := s.b.Status()
-	leader := st.LeaderID
 	resp := &skaldv1.StatusResponse{
-		NodeId: st.ID, LeaderId: leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		NodeId: st.ID, LeaderId: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 	}
 	servers, err := s.b.Members()
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
+	progress := s.askProgress(ctx, servers)
+	leader, leaderAnswered := progress[st.LeaderID]
 	apis := s.b.NodeAddrs()
 	for _, srv := range servers {
-		out := &skaldv1.Server{Id: srv.ID, RaftAddress: srv.RaftAddr, ApiAddress: apis[srv.ID], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
+		out := &skaldv1.Server{Id: srv.ID, Name: s.nameOf(srv.ID), RaftAddress: srv.RaftAddr, ApiAddress: apis[srv.ID], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
 		if !srv.Voter {
 			out.Suffrage = skaldv1.Suffrage_SUFFRAGE_NONVOTER
 		}
-		// Autopilot (on the leader) judges every server; otherwise this
-		// node reports its own.
+		p, answered := progress[srv.ID]
+		out.Unreachable = !answered
+		if answered {
+			out.AppliedIndex = p.AppliedIndex
+			if p.LastContact >= 0 {
+				out.LastContact = durationpb.New(p.LastContact)
+			}
+			out.Healthy = leaderAnswered && s.rule.Healthy(p, leader)
+		}
 		if s.health != nil {
 			if healthy, lc, ok := s.health(srv.ID); ok {
 				out.Healthy, out.LastContact = healthy, durationpb.New(lc)
 			}
 		}
-		if srv.ID == st.ID {
-			out.AppliedIndex = s.b.AppliedIndex()
-			if out.LastContact == nil {
-				out.Healthy = leader != ""
-			}
-			if srv.ID != leader {
-				if lc := st.LastContact; !lc.IsZero() {
-					out.LastContact = durationpb.New(time.Since(lc))
-				}
-			} else {
-				out.LastContact = durationpb.New(0)
-			}
-		}
 		resp.Servers = append(resp.Servers, out)
 	}
-	s.askAppliedIndexes(ctx, resp.Servers)
 	return connect.NewResponse(resp), nil
 }
 
-// statusAskTimeout bounds asking one server for its applied index.
+// nameOf is server id's --node-name, "" when unknown.
+func (s *cluster) nameOf(id string) string {
+	if s.names != nil {
+		if name := s.names(id); name != "" {
+			return name
+		}
+	}
+	if id == s.b.ID() {
+		return s.name
+	}
+	return ""
+}
+
+// statusAskTimeout bounds asking one server for its progress.
 const statusAskTimeout = time.Second
 
-// askAppliedIndexes fills the applied index of every other server with a
-// known API address by asking it, all at once; a server that does not
-// answer in time keeps 0 (unknown) and is logged.
-func (s *cluster) askAppliedIndexes(ctx context.Context, servers []*skaldv1.Server) {
+// askProgress asks every server for its progress, all at once, and
+// returns the answers by id; a server that does not answer in time is
+// missing (and logged at debug). This node answers for itself locally.
+func (s *cluster) askProgress(ctx context.Context, servers []nodeapi.Member) map[string]nodeapi.Progress {
 	ctx, cancel := context.WithTimeout(ctx, statusAskTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		out = make(map[string]nodeapi.Progress, len(servers))
+	)
 	for _, srv := range servers {
-		if srv.Id == s.b.ID() || srv.ApiAddress == "" {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			idx, err := s.b.ServerAppliedIndex(ctx, srv.Id)
+			p, err := s.b.ServerProgress(ctx, srv.ID)
 			if err != nil {
-				s.log.Debug("cluster status: applied index unknown", "server", srv.Id, "err", err)
+				s.log.Debug("cluster status: server did not answer", "server", srv.ID, "err", err)
 				return
 			}
-			srv.AppliedIndex = idx
+			mu.Lock()
+			out[srv.ID] = p
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	return out
 }
 
 // notLeader reports that a membership change must be made on the leader.

@@ -1,12 +1,15 @@
 package rpc
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -134,4 +137,91 @@ func TestRemoveUnknownServerIsNotFound(t *testing.T) {
 	if err != nil || len(st.Msg.Servers) != 3 {
 		t.Fatalf("status after the refused removals: %v %v, want 3 servers", st, err)
 	}
+}
+
+// TestClusterStatusHealthThroughAFollower: Status asked on a follower
+// judges every server as the leader's autopilot would: the live leader
+// and the other follower healthy, each with its last contact (it used to
+// say healthy false and last contact null for every other server). A
+// killed server is marked unreachable and unhealthy, with no applied
+// index, through the follower and through the leader, and the others
+// stay healthy. Names come from Options (gossip in the server).
+func TestClusterStatusHealthThroughAFollower(t *testing.T) {
+	names := map[string]string{}
+	opts := defaultOptions
+	opts.Names = func(id string) string { return names[id] }
+	c := node.StartTestCluster(t, 3, node.TestClusterOptions{
+		Handler: func(tn *node.TestNode) http.Handler {
+			o := opts
+			o.Registerer, o.Gatherer = tn.Registry, tn.Registry
+			o.NodeName = "own-name-of-" + tn.Addr
+			return NewHandler(tn.Node, o)
+		},
+	})
+	l := c.Leader()
+	createAdmin(t, l.Node)
+	fs := c.Followers()
+	via, victim := fs[0], fs[1]
+	names[l.ID()] = "the-leader" // the victim's name is unknown to gossip here
+	status := func(tn *node.TestNode) *skaldv1.StatusResponse {
+		st, err := newClients(&server{n: tn.Node, addr: tn.Addr}, protocols[0], adminToken).cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Msg
+	}
+	type want struct {
+		healthy, unreachable, contact, applied bool
+		name                                   string
+	}
+	check := func(st *skaldv1.StatusResponse, wants map[string]want) string {
+		if st.LeaderId != l.ID() || len(st.Servers) != len(wants) {
+			return fmt.Sprintf("leader %s, %d servers: %v", st.LeaderId, len(st.Servers), st)
+		}
+		for _, s := range st.Servers {
+			w := wants[s.Id]
+			got := want{s.Healthy, s.Unreachable, s.LastContact != nil, s.AppliedIndex > 0, s.Name}
+			if got != w {
+				return fmt.Sprintf("server %s: %+v, want %+v", s.Id, got, w)
+			}
+		}
+		return ""
+	}
+	all := map[string]want{
+		l.ID():      {healthy: true, contact: true, applied: true, name: "the-leader"},
+		via.ID():    {healthy: true, contact: true, applied: true, name: "own-name-of-" + via.Addr},
+		victim.ID(): {healthy: true, contact: true, applied: true},
+	}
+	// A server that misses Status's second on a loaded machine shows
+	// unreachable: ask again until the cluster's steady state shows.
+	testutil.Until(t, waitTimeout, "every server healthy through the follower", func() (bool, string) {
+		msg := check(status(via), all)
+		return msg == "", msg
+	})
+	if st := status(via); st.Servers[0].LastContact == nil {
+		t.Fatal("no last contact")
+	}
+	for _, s := range status(via).Servers {
+		if s.Id == l.ID() && s.LastContact.AsDuration() != 0 {
+			t.Fatalf("the leader's last contact is %v, want 0", s.LastContact.AsDuration())
+		}
+	}
+
+	victimID := victim.ID()
+	victim.Kill()
+	down := map[string]want{
+		l.ID():   {healthy: true, contact: true, applied: true, name: "the-leader"},
+		via.ID(): {healthy: true, contact: true, applied: true, name: "own-name-of-" + via.Addr},
+		victimID: {unreachable: true},
+	}
+	testutil.Until(t, waitTimeout, "the killed server unreachable through the follower", func() (bool, string) {
+		msg := check(status(via), down)
+		return msg == "", msg
+	})
+	// The leader knows its own name and, here, no one else's.
+	down[via.ID()] = want{healthy: true, contact: true, applied: true}
+	testutil.Until(t, waitTimeout, "the killed server unreachable through the leader", func() (bool, string) {
+		msg := check(status(l), down)
+		return msg == "", msg
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/jsonscan"
 	"github.com/skalddb/skald/internal/nstoken"
 )
@@ -24,11 +25,6 @@ import (
 // methods, held by evdb_stream.go, evdb_category.go, evdb_namespace.go and
 // evdb_streamdelete.go; evdb_sse.go serves /subscribe, evdb_import.go
 // /import. Errors from the node go through errorTable (errors.go).
-
-// evdbVersion is what sys.version reports (and /version beside Skald's
-// own): the EventoDB protocol version this server implements. SDKs read
-// it through sys.version and their tests expect semver.
-const evdbVersion = "0.7.0"
 
 // maxRPCBody bounds a /rpc request body.
 const maxRPCBody = 16 << 20
@@ -83,9 +79,10 @@ type evdb struct {
 	b       Backend
 	log     *slog.Logger
 	sub     subscribeConfig
-	version string         // Skald's, for GET /version
+	build   buildinfo.Info // for GET /version and sys.version
 	limits  Limits         // with defaults
 	unknown *unknownTokens // shared with the Connect API's authenticator
+	metrics *rpcMetrics    // shared with the Connect API
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -97,10 +94,17 @@ func (e *evdb) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// serveVersion answers GET /version with Skald's version and the EventoDB
-// protocol version it implements (what sys.version answers).
+// versionReply is GET /version's body: EventoDB's {"version"} (Skald's
+// version, as sys.version answers), what built the binary, and the level
+// of the EventoDB API served, in a field of its own.
+type versionReply struct {
+	buildinfo.Info
+	EventoDB string `json:"eventodb"`
+}
+
+// serveVersion answers GET /version (no token, as EventoDB).
 func (e *evdb) serveVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"version": e.version, "eventodb": evdbVersion})
+	writeJSON(w, http.StatusOK, versionReply{Info: e.build, EventoDB: buildinfo.EventoDBAPI})
 }
 
 // evToken returns the request's token: the token query parameter if set,
@@ -143,29 +147,38 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 
 // rpc serves POST /rpc: ["method", args...].
 func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
+	// Counted as the Connect procedures are: a known method by its name,
+	// anything refused before one is known as eventodb/rpc.
+	start, procedure, code := time.Now(), evdbRefused, "ok"
+	defer func() { e.metrics.observeCode(procedure, code, start) }()
+	fail := func(everr *evError) {
+		code = evCodeLabel(everr.code)
+		writeEvError(w, everr)
+	}
 	if r.Method != http.MethodPost {
-		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
+		fail(&evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
 		return
 	}
 	c, everr := e.authenticate(r.Context(), r)
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	h, ok := evMethods[method]
 	if !ok {
-		writeEvError(w, &evError{status: http.StatusNotFound, code: "METHOD_NOT_FOUND", message: fmt.Sprintf("unknown method %q", method)})
+		fail(&evError{status: http.StatusNotFound, code: "METHOD_NOT_FOUND", message: fmt.Sprintf("unknown method %q", method)})
 		return
 	}
+	procedure = evdbPrefix + method // one of evMethods: bounded
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
 	res, everr := h(e, ctx, args)
 	if everr != nil {
-		writeEvError(w, everr)
+		fail(everr)
 		return
 	}
 	if p, ok := res.(*evPages); ok {

@@ -22,7 +22,9 @@ const maxImportLine = 1 << 20
 // comfortably.
 const maxImportChunkBytes = 4 << 20
 
-// importRecord is one NDJSON line of an export.
+// importRecord is one NDJSON line of an export. Tags is a Skald
+// extension (EventoDB's import ignores fields it does not know); absent,
+// null or [] means none.
 type importRecord struct {
 	ID     string          `json:"id"`
 	Stream string          `json:"stream"`
@@ -32,6 +34,7 @@ type importRecord struct {
 	Data   json.RawMessage `json:"data"`
 	Meta   json.RawMessage `json:"meta"`
 	Time   string          `json:"time"`
+	Tags   json.RawMessage `json:"tags"`
 }
 
 // importError is an in-band /import failure: the last event. Field, when
@@ -102,9 +105,23 @@ func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) 
 	case len(rec.Meta) > 0 && !isNull(rec.Meta) && !isObject(rec.Meta):
 		return bad("meta", "meta must be an object or null")
 	}
+	var tags []string
+	if len(rec.Tags) > 0 && !isNull(rec.Tags) {
+		if json.Unmarshal(rec.Tags, &tags) != nil {
+			return bad("tags", "tags must be an array of strings or null")
+		}
+		if err := fsm.ValidateTags("tags", tags); err != nil {
+			var ve *fsm.ValidationError
+			if errors.As(err, &ve) {
+				return bad("tags", "%s %s", ve.Field, ve.Reason)
+			}
+			return refused("tags", err)
+		}
+	}
 	return &fsmv1.ImportedMessage{
 		Id: rec.ID, Stream: rec.Stream, Type: rec.Type, Position: *rec.Pos, GlobalPosition: *rec.GPos,
 		Data: compactJSON(rec.Data), Metadata: fsm.NormalizeMetadata(compactJSON(rec.Meta)), TimeUnixNano: t.UnixNano(),
+		Tags: tags,
 	}, nil
 }
 
@@ -113,13 +130,17 @@ func parseImportLine(line []byte, n int) (*fsmv1.ImportedMessage, *importError) 
 // chunk is not applied; chunks before it stay. force=true clears the
 // namespace first, in the same entry as the first chunk.
 func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
+	start, code := time.Now(), "ok" // the last event's error code, if any
+	defer func() { e.metrics.observeCode(evdbPrefix+"import", code, start) }()
 	if r.Method != http.MethodPost {
+		code = evCodeLabel("INVALID_REQUEST")
 		writeEvError(w, &evError{status: http.StatusMethodNotAllowed, code: "INVALID_REQUEST", message: "use POST"})
 		return
 	}
 	ctx := r.Context()
 	c, everr := e.authenticate(ctx, r)
 	if everr != nil {
+		code = evCodeLabel(everr.code)
 		writeEvError(w, everr)
 		return
 	}
@@ -140,13 +161,15 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	event := func(v any) {
+		if ierr, ok := v.(*importError); ok {
+			code = evCodeLabel(ierr.Code)
+		}
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(w, "data: %s\n\n", b)
 		if flusher != nil {
 			flusher.Flush()
 		}
 	}
-	start := time.Now()
 	imported := 0
 	var (
 		chunk []*fsmv1.ImportedMessage

@@ -29,7 +29,8 @@ var evMethods = map[string]evMethod{
 	"ns.categories":              (*evdb).nsCategories,
 	"ns.setRetention":            (*evdb).nsSetRetention,
 	"ns.retention":               (*evdb).nsRetention,
-	"sys.version":                func(*evdb, context.Context, evArgs) (any, *evError) { return evdbVersion, nil },
+	// Skald's version: the SDKs' tests read it as semver.
+	"sys.version": func(e *evdb, _ context.Context, _ evArgs) (any, *evError) { return e.build.Version, nil },
 	"sys.health": func(*evdb, context.Context, evArgs) (any, *evError) {
 		return map[string]any{"status": "ok", "backend": "pebble", "connections": 0}, nil
 	},

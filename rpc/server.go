@@ -21,7 +21,9 @@ import (
 
 	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
@@ -50,7 +52,14 @@ type Options struct {
 	Subscribe subscribeConfig
 	// Health, when set, reports a server's health and last contact as
 	// autopilot judges it (ok false when unknown here) for Cluster.Status.
-	Health func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	// Where it has no verdict, HealthRule (autopilot's thresholds; zero:
+	// autopilot's defaults) judges what the servers report.
+	Health     func(id string) (healthy bool, lastContact time.Duration, ok bool)
+	HealthRule nodeapi.HealthRule
+	// NodeName is this node's --node-name and Names, when set, gives any
+	// server's (from gossip), for Cluster.Status.
+	NodeName string
+	Names    func(id string) string
 	// Leave, when set, makes this node leave the cluster (Cluster.Leave);
 	// the server stops after answering.
 	Leave func(ctx context.Context) error
@@ -58,10 +67,6 @@ type Options struct {
 	// compress when a client accepts gzip; 0 means DefaultCompressMinBytes,
 	// negative compresses every reply.
 	CompressMinBytes int
-	// Version is Skald's version, which GET /version reports (beside the
-	// EventoDB protocol version sys.version keeps for the SDKs). Default
-	// "unknown".
-	Version string
 	// Limits bounds time, reply sizes and unknown-token checks per client
 	// (limits.go).
 	Limits Limits
@@ -117,7 +122,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe, pageBytes: limits.PageBytes}, handlerOpts...))
 	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
-	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, leave: opts.Leave}, handlerOpts...))
+	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}
@@ -126,10 +131,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, version: opts.Version, limits: limits, unknown: tokens}
-	if evdb.version == "" {
-		evdb.version = "unknown"
-	}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
@@ -279,19 +281,34 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ready\n"))
 }
 
-// rpcMetrics counts RPCs and their latency by procedure and code.
+// rpcMetrics counts RPCs and their latency by procedure and code, on both
+// APIs. A Connect call's procedure is its path ("/skald.v1.EventStore/Append")
+// and its code connect's name ("ok", "aborted"); an EventoDB call's
+// procedure is "eventodb/" and its /rpc method ("eventodb/stream.write";
+// "eventodb/rpc" for a call refused before its method was known,
+// "eventodb/import" for /import) and its code "ok" or the EventoDB error
+// code in lower case ("stream_version_conflict"). Both label sets are
+// bounded: unknown procedures and methods never become labels.
 type rpcMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 }
 
+// evdbPrefix begins the procedure label of every EventoDB call;
+// evdbRefused is the label of a /rpc call refused before its method was
+// known.
+const (
+	evdbPrefix  = "eventodb/"
+	evdbRefused = evdbPrefix + "rpc"
+)
+
 func newRPCMetrics(reg prometheus.Registerer) *rpcMetrics {
 	m := &rpcMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "requests_total", Help: "RPCs handled, by procedure and code.",
+			Namespace: "skald", Subsystem: "rpc", Name: "requests_total", Help: "RPCs handled (Connect procedures and EventoDB methods), by procedure and code.",
 		}, []string{"procedure", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "duration_seconds", Help: "RPC latency, by procedure and code.",
+			Namespace: "skald", Subsystem: "rpc", Name: "duration_seconds", Help: "RPC latency (Connect procedures and EventoDB methods), by procedure and code.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"procedure", "code"}),
 	}
@@ -311,9 +328,17 @@ func (m *rpcMetrics) observe(procedure string, start time.Time, err error) {
 	if err != nil {
 		code = connect.CodeOf(err).String()
 	}
+	m.observeCode(procedure, code, start)
+}
+
+// observeCode counts one call that started at start and ended with code.
+func (m *rpcMetrics) observeCode(procedure, code string, start time.Time) {
 	m.requests.WithLabelValues(procedure, code).Inc()
 	m.latency.WithLabelValues(procedure, code).Observe(time.Since(start).Seconds())
 }
+
+// evCodeLabel is the code label of an EventoDB error code.
+func evCodeLabel(code string) string { return strings.ToLower(code) }
 
 func (m *rpcMetrics) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {

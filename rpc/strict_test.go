@@ -29,8 +29,10 @@ func importLine(over map[string]string) string {
 		f[k] = v
 	}
 	var parts []string
-	for _, k := range []string{"id", "stream", "type", "pos", "gpos", "data", "meta", "time"} {
-		parts = append(parts, fmt.Sprintf("%q:%s", k, f[k]))
+	for _, k := range []string{"id", "stream", "type", "pos", "gpos", "data", "meta", "time", "tags"} {
+		if v, ok := f[k]; ok {
+			parts = append(parts, fmt.Sprintf("%q:%s", k, v))
+		}
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
@@ -59,6 +61,10 @@ func TestStrictImport(t *testing.T) {
 		{"invalid UTF-8 in data", map[string]string{"data": "{\"a\":{\"note\":\"\xe2\x82\"}}"}, "data", "data is not UTF-8 text at a.note"},
 		{"invalid UTF-8 in a data member name", map[string]string{"data": "{\"n\xff\":1}"}, "data", "in the member name"},
 		{"invalid UTF-8 in meta", map[string]string{"meta": "{\"m\":[\"\xff\"]}"}, "meta", "meta is not UTF-8 text at m[0]"},
+		{"tags not an array", map[string]string{"tags": `"course:c1"`}, "tags", "tags must be an array of strings or null"},
+		{"a tag not a string", map[string]string{"tags": `["a",1]`}, "tags", "tags must be an array of strings or null"},
+		{"an empty tag", map[string]string{"tags": `["a",""]`}, "tags", "tags[1] "},
+		{"a repeated tag", map[string]string{"tags": `["a","b","a"]`}, "tags", `tags[2] repeats tags[0] "a"`},
 	}
 	good := importLine(map[string]string{"stream": `"good-1"`, "gpos": "400"})
 	for _, tc := range cases {

@@ -259,7 +259,7 @@ func TestCLI(t *testing.T) {
 		{"ns create json", admin, []string{"ns", "create", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"token":"ns_dG1w_[0-9a-f]{64}", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"index":[1-9]\d*\}\n$`, ""},
 		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":0, ?"streamCount":0, ?"lastActivity":null, ?"dedupeWindow":"120s", ?"dedupeForever":false\}\n$`, ""},
 		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json", "--yes"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":0, ?"index":[1-9]\d*\}\n$`, ""},
-		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":\d+, ?"commitIndex":\d+, ?"appliedIndex":\d+, ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":[1-9]\d*\}\]\}\n$`, ""},
+		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":\d+, ?"commitIndex":\d+, ?"appliedIndex":\d+, ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"[^"]+", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":[1-9]\d*, ?"unreachable":false\}\]\}\n$`, ""},
 		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitNotFound, `^$`, `not_found: to_id: no server "nosuch" in the cluster`},
 		{"token from a file", noToken, []string{"ns", "list", "--token-file", adminTokenFile}, 0, `(?s)NAME.*default`, ""},
 		{"token file from the environment", append(noToken, "SKALD_TOKEN_FILE="+adminTokenFile), []string{"ns", "list"}, 0, `(?s)NAME.*default`, ""},
@@ -419,6 +419,10 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 	}
 }
 
+// TestExportImportRoundTrip: export then import into another namespace
+// keeps every message whole: ids, positions, global positions, times,
+// data, metadata and tags, and the tags' DCB index (export used to drop
+// tags, so a tag query found nothing in the copy).
 func TestExportImportRoundTrip(t *testing.T) {
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
@@ -438,6 +442,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 		if i%3 == 0 {
 			args = append(args, "--metadata", `{"correlationStreamName":"flow-1"}`)
 		}
+		if i%2 == 0 {
+			args = append(args, "--tag", fmt.Sprintf("course:c%d", i%3), "--tag", "student:s1")
+		}
 		if _, errOut, code := runCLI(t, src, args...); code != 0 {
 			t.Fatalf("append: %s", errOut)
 		}
@@ -453,6 +460,16 @@ func TestExportImportRoundTrip(t *testing.T) {
 	b, _, _ := runCLI(t, dst, "category", "order", "-o", "json", "--limit", "-1")
 	if a != b || !strings.Contains(a, `"metadata":{"correlationStreamName":"flow-1"}`) || strings.Count(a, `"id"`) != 25 {
 		t.Fatalf("round trip differs:\n%s\n%s", a, b)
+	}
+	// Tags and their index: the same tag queries find the same messages
+	// (ids, positions, times, tags) in the copy.
+	for _, q := range [][]string{{"--tag", "course:c1"}, {"--tag", "student:s1"}, {"--type", "Placed", "--tag", "course:c0", "--tag", "student:s1"}} {
+		args := append([]string{"query", "-o", "json"}, q...)
+		a, errA, codeA := runCLI(t, src, args...)
+		b, errB, codeB := runCLI(t, dst, args...)
+		if codeA != 0 || codeB != 0 || a != b || !strings.Contains(a, `"tags":["course:c`) {
+			t.Fatalf("query %v differs after the round trip:\n%s%s\n%s%s", q, a, errA, b, errB)
+		}
 	}
 	// Importing the same file again clashes.
 	if _, errOut, code := runCLI(t, dst, "import", file); code != exitConflict || !strings.Contains(errOut, "POSITION_EXISTS") {
@@ -604,8 +621,8 @@ func TestDevCluster(t *testing.T) {
 		}
 		return false, "no node reports itself leader of three"
 	})
-	// A follower knows only its own last contact with the leader: -o json
-	// prints the others' as null, as the API sends them.
+	// Two of the three report a follower's view (clusterstatus_test.go
+	// checks what a follower reports of health and last contact).
 	followers := 0
 	for i := range 3 {
 		out, errOut, code := runCLI(t, node(i), "cluster", "status", "-o", "json")
@@ -618,9 +635,6 @@ func TestDevCluster(t *testing.T) {
 		}
 		if s.NodeID != s.LeaderID {
 			followers++
-			if n := len(regexp.MustCompile(`"lastContact": ?null`).FindAllString(out, -1)); n != 2 {
-				t.Fatalf("follower node%d prints %d null last contacts, want 2: %s", i, n, out)
-			}
 		}
 	}
 	if followers != 2 {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
+	"github.com/skalddb/skald/client"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -42,23 +44,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return printJSON(stdout, statusReply(st))
 		}
 		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
-		var rows [][]string
-		for _, s := range st.Servers {
-			role := "follower"
-			if s.ID == st.LeaderID {
-				role = "leader"
-			}
-			suffrage := "voter"
-			if !s.Voter {
-				suffrage = "nonvoter"
-			}
-			applied := "-" // the node did not answer
-			if s.AppliedIndex > 0 {
-				applied = strconv.FormatUint(s.AppliedIndex, 10)
-			}
-			rows = append(rows, []string{s.ID, role, suffrage, s.RaftAddress, s.APIAddress, applied})
-		}
-		return table(stdout, "ID\tROLE\tSUFFRAGE\tRAFT\tAPI\tAPPLIED", rows)
+		return table(stdout, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
 	case "transfer-leadership":
 		fs, cf := newClientFlagSet("cluster transfer-leadership", "skald cluster transfer-leadership [--to SERVER-ID]", stderr)
 		to := fs.String("to", "", "server to hand leadership to (default: any voter)")
@@ -150,4 +136,46 @@ func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "Node %s left the cluster and is stopping.\n", id)
 	return nil
+}
+
+// statusRows are cluster status's table rows, one per server. HEALTH is
+// "unreachable" for a server the serving node could not ask (its role is
+// then unknown unless it is the leader Raft knows of), else autopilot's
+// verdict; CONTACT is the time since it last heard from the leader.
+func statusRows(st client.ClusterStatus) [][]string {
+	var rows [][]string
+	for _, s := range st.Servers {
+		name := s.Name
+		if name == "" {
+			name = "-"
+		}
+		role := "follower"
+		switch {
+		case s.ID == st.LeaderID:
+			role = "leader"
+		case s.Unreachable:
+			role = "-"
+		}
+		suffrage := "voter"
+		if !s.Voter {
+			suffrage = "nonvoter"
+		}
+		health := "unhealthy"
+		switch {
+		case s.Unreachable:
+			health = "unreachable"
+		case s.Healthy:
+			health = "healthy"
+		}
+		contact := "-"
+		if s.LastContact >= 0 && !s.Unreachable {
+			contact = s.LastContact.Round(time.Millisecond).String()
+		}
+		applied := "-"
+		if s.AppliedIndex > 0 && !s.Unreachable {
+			applied = strconv.FormatUint(s.AppliedIndex, 10)
+		}
+		rows = append(rows, []string{s.ID, name, role, suffrage, health, contact, s.RaftAddress, s.APIAddress, applied})
+	}
+	return rows
 }

@@ -19,7 +19,9 @@ import (
 )
 
 // exportRecord is one NDJSON line, in the EventoDB import format; time
-// keeps every fractional digit so a round trip is exact.
+// keeps every fractional digit so a round trip is exact. Tags is a Skald
+// extension, left out when a message has none (EventoDB's import ignores
+// it; Skald's indexes the tags again).
 type exportRecord struct {
 	ID     string          `json:"id"`
 	Stream string          `json:"stream"`
@@ -29,6 +31,7 @@ type exportRecord struct {
 	Data   json.RawMessage `json:"data"`
 	Meta   json.RawMessage `json:"meta"`
 	Time   string          `json:"time"`
+	Tags   []string        `json:"tags,omitempty"`
 }
 
 // tokenNamespace checks --ns against the token's namespace: data calls act
@@ -117,7 +120,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				meta = m.Metadata
 			}
 			if err := enc.Encode(exportRecord{ID: m.ID, Stream: m.Stream, Type: m.Type, Pos: m.Position, GPos: m.GlobalPosition,
-				Data: m.Data, Meta: meta, Time: m.Time.UTC().Format(time.RFC3339Nano)}); err != nil {
+				Data: m.Data, Meta: meta, Time: m.Time.UTC().Format(time.RFC3339Nano), Tags: m.Tags}); err != nil {
 				return err
 			}
 			count++

@@ -11,8 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
@@ -53,7 +51,7 @@ Usage:
   skald tls init                make a CA and node certificates for trying TLS
   skald bench [--workload W]    measure a running cluster (see skald bench --help)
   skald probe URL               exit 0 when GET URL answers 200 (container health checks)
-  skald version                 print the version
+  skald version [-o json]       print the version, the commit and the Go version
   skald completion bash|zsh|fish
                                 print a shell completion script
   skald help [TOPIC]            this text, or a topic: exit-codes, consistency, tokens
@@ -63,40 +61,6 @@ Commands that delete ask on a terminal; scripts pass --yes.
 
 Run 'skald <command> --help' for a command's flags.
 `
-
-// version is set at build time with -ldflags "-X main.version=..."; when
-// empty, skaldVersion reads the build's own.
-var version = ""
-
-// skaldVersion is this binary's version: the one given at link time, else
-// the main module's as Go stamped it (a tag, or a pseudo-version with the
-// commit), else 0.0.0-dev with the commit as build metadata when Go
-// recorded one. It is semver without a leading v.
-func skaldVersion() string {
-	if version != "" {
-		return strings.TrimPrefix(version, "v")
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "0.0.0-dev"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return strings.TrimPrefix(v, "v")
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value[:min(len(s.Value), 12)]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = ".dirty"
-		}
-	}
-	if rev == "" {
-		return "0.0.0-dev"
-	}
-	return "0.0.0-dev+" + rev + dirty
-}
 
 // exitError carries a process exit code.
 type exitError struct {
@@ -221,8 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "import":
 		return runImport(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, skaldVersion())
-		return nil
+		return runVersion(args[1:], stdout, stderr)
 	case "completion":
 		return runCompletion(ctx, args[1:], stdout, stderr)
 	case "__complete":

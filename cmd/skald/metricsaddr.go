@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/skalddb/skald/internal/logbridge"
 	"github.com/skalddb/skald/node"
 )
 
@@ -35,6 +36,7 @@ func serveMetrics(addr string, g prometheus.Gatherer, tlsFiles *node.TLS, log *s
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          logbridge.Std(log, "http", slog.LevelWarn),
 	}
 	go func() {
 		var err error

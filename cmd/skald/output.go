@@ -246,7 +246,7 @@ func statusReply(st client.ClusterStatus) *skaldv1.StatusResponse {
 	for _, s := range st.Servers {
 		srv := &skaldv1.Server{
 			Id: s.ID, Name: s.Name, RaftAddress: s.RaftAddress, ApiAddress: s.APIAddress,
-			Suffrage: skaldv1.Suffrage_SUFFRAGE_NONVOTER, Healthy: s.Healthy, AppliedIndex: s.AppliedIndex,
+			Suffrage: skaldv1.Suffrage_SUFFRAGE_NONVOTER, Healthy: s.Healthy, AppliedIndex: s.AppliedIndex, Unreachable: s.Unreachable,
 		}
 		if s.Voter {
 			srv.Suffrage = skaldv1.Suffrage_SUFFRAGE_VOTER

@@ -24,9 +24,11 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/logbridge"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -330,8 +332,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var (
 		m      *membership.Membership
 		left   = make(chan struct{})
-		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes), Version: skaldVersion(),
-			Limits: f.limits.rpcLimits()}
+		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes),
+			Limits: f.limits.rpcLimits(), NodeName: f.nodeName}
 	)
 	if f.clustered() {
 		var join []string
@@ -349,6 +351,9 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		defer m.Close()
 		var once sync.Once
 		apiOpt.Health = m.ServerHealth
+		lastContact, trailing := m.HealthThresholds()
+		apiOpt.HealthRule = nodeapi.HealthRule{LastContactThreshold: lastContact, MaxTrailingLogs: trailing}
+		apiOpt.Names = m.MemberName
 		apiOpt.Leave = func(ctx context.Context) error {
 			if err := m.Leave(ctx); err != nil {
 				return err
@@ -370,6 +375,8 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Handler:     rpc.NewHandler(n, apiOpt),
 		Protocols:   protocols,
 		BaseContext: func(net.Listener) context.Context { return baseCtx },
+		// net/http's own lines (TLS handshake errors, ...) as log lines.
+		ErrorLog: logbridge.Std(log, "http", slog.LevelWarn),
 	}
 	apiOpt.Limits.Configure(srv) // read, header and idle timeouts; write deadlines are per request
 	capped, err := rpc.LimitListener(ln, maxConns, reg)

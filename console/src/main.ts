@@ -68,6 +68,27 @@ function signInView() {
 }
 
 const nodeInfo = h("span", { id: "node-info", class: "muted" });
+
+// versionInfo is the serving node's Skald version (GET /version, no
+// token), with its revision, Go release and EventoDB API level on hover.
+const versionInfo = h("span", { id: "version", class: "muted small" });
+let versionAsked = false;
+function showVersion() {
+  if (versionAsked) return;
+  versionAsked = true;
+  fetch(`${session.base}/version`).then(
+    async (r) => {
+      const v = (await r.json()) as { version?: string; revision?: string; modified?: boolean; go?: string; eventodb?: string };
+      if (!v.version) return;
+      const rev = v.revision ? `revision ${v.revision.slice(0, 12)}${v.modified ? "-modified" : ""}, ` : "";
+      versionInfo.textContent = v.version;
+      versionInfo.title = `Skald ${v.version} (${rev}${v.go ?? ""}); EventoDB API ${v.eventodb ?? ""}`;
+    },
+    () => {
+      versionAsked = false; // try again on the next page
+    },
+  );
+}
 function showNodes() {
   const down = session.down.size;
   replace(
@@ -115,6 +136,7 @@ function render() {
       "header",
       null,
       h("strong", null, "Skald"),
+      versionInfo,
       h(
         "nav",
         null,
@@ -142,6 +164,7 @@ function render() {
   document.title = `${route.title} · Skald`;
   stop = route.page(main, args);
   learnMembers();
+  showVersion();
 }
 
 // learnMembers asks once per load for the members' API addresses (admin

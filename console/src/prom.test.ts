@@ -1,7 +1,7 @@
 // Unit tests of the /metrics reader, run by build.sh with node's test runner.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buckets, parseMetrics, quantile, sum } from "./prom";
+import { buckets, isWrite, parseMetrics, quantile, sum } from "./prom";
 
 const text = `# HELP skald_rpc_requests_total RPCs handled, by procedure and code.
 # TYPE skald_rpc_requests_total counter
@@ -42,4 +42,22 @@ test("quantile interpolates within the bucket of the rank", () => {
   assert.equal(quantile(0.99, before, new Map([[0.001, 0], [0.002, 0], [Infinity, 10]])), 0.002);
   // Nothing new between the two reads: no estimate.
   assert.equal(quantile(0.99, after, after), undefined);
+});
+
+test("writes on both APIs count as writes, reads do not", () => {
+  const cases: [string, boolean][] = [
+    ["/skald.v1.EventStore/Append", true],
+    ["/skald.v1.EventStore/AppendMulti", true],
+    ["/skald.v1.EventStore/DeleteStream", true],
+    ["/skald.v1.Namespaces/Create", true],
+    ["/skald.v1.EventStore/ReadStream", false],
+    ["/skald.v1.Cluster/Status", false],
+    ["eventodb/stream.write", true],
+    ["eventodb/ns.create", true],
+    ["eventodb/import", true],
+    ["eventodb/stream.get", false],
+    ["eventodb/rpc", false],
+  ];
+  for (const [procedure, want] of cases) assert.equal(isWrite(procedure), want, procedure);
+  assert.equal(isWrite(undefined), false);
 });

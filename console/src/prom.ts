@@ -25,6 +25,17 @@ export function parseMetrics(text: string): Metrics {
   return out;
 }
 
+/**
+ * isWrite tells the procedures of skald_rpc_requests_total that write or
+ * remove messages or namespaces, on both APIs: Connect's by path, EventoDB's
+ * as "eventodb/<method>" ("eventodb/import" for /import).
+ */
+export function isWrite(procedure: string | undefined): boolean {
+  return /^\/skald\.v1\.(EventStore\/(Append|AppendMulti|DeleteStream|TruncateStream|DeleteByWatermark)|Namespaces\/(Create|Delete))$|^eventodb\/(stream\.(write|delete|truncate)|category\.deleteByWatermark|ns\.(create|delete)|import)$/.test(
+    procedure ?? "",
+  );
+}
+
 /** sum adds the samples of name whose labels pass the filter. */
 export function sum(ms: Metrics, name: string, filter: (l: Record<string, string>) => boolean = () => true): number {
   return (ms.get(name) ?? []).filter((s) => filter(s.labels)).reduce((a, s) => a + s.value, 0);

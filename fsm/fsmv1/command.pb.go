@@ -1577,8 +1577,10 @@ type ImportedMessage struct {
 	Data           []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
 	Metadata       []byte                 `protobuf:"bytes,7,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	TimeUnixNano   int64                  `protobuf:"varint,8,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tags (DCB), indexed as an append's; none when the export had none.
+	Tags          []string `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ImportedMessage) Reset() {
@@ -1665,6 +1667,13 @@ func (x *ImportedMessage) GetTimeUnixNano() int64 {
 		return x.TimeUnixNano
 	}
 	return 0
+}
+
+func (x *ImportedMessage) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
 }
 
 // SetNodeInfo records where a cluster member serves its API, so followers
@@ -1830,7 +1839,7 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x06Import\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1d.skald.fsm.v1.ImportedMessageR\bmessages\x12\x14\n" +
-	"\x05clear\x18\x03 \x01(\bR\x05clear\"\xe8\x01\n" +
+	"\x05clear\x18\x03 \x01(\bR\x05clear\"\xfc\x01\n" +
 	"\x0fImportedMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x12\n" +
@@ -1839,7 +1848,8 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x0fglobal_position\x18\x05 \x01(\x03R\x0eglobalPosition\x12\x12\n" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\a \x01(\fR\bmetadata\x12$\n" +
-	"\x0etime_unix_nano\x18\b \x01(\x03R\ftimeUnixNano\"G\n" +
+	"\x0etime_unix_nano\x18\b \x01(\x03R\ftimeUnixNano\x12\x12\n" +
+	"\x04tags\x18\t \x03(\tR\x04tags\"G\n" +
 	"\vSetNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +

@@ -21,13 +21,14 @@ const label = (s: Server | undefined, id = "") => (s ? s.name || s.id.slice(0, 8
 
 /**
  * health is "down" when the server did not answer the console, else the
- * serving node's verdict (autopilot's, on the leader); a follower judges
- * only itself, so another answering server is just "up" there.
+ * serving node's view: "unreachable" when it could not ask the server,
+ * otherwise autopilot's verdict (on a follower, autopilot's rule applied
+ * to what the servers report, so every node shows the same picture).
  */
 function health(s: Server, v: View | undefined): HTMLElement {
   if (!v?.ok) return h("span", { class: "bad", title: v && !v.ok ? v.err : "" }, "down");
+  if (s.unreachable) return h("span", { class: "bad", title: "the serving node could not reach it" }, "unreachable");
   if (s.healthy) return h("span", { class: "good" }, "healthy");
-  if (!s.lastContact) return h("span", { class: "good", title: "reachable; the serving node does not judge its health" }, "up");
   return h("span", { class: "bad" }, "unhealthy");
 }
 
@@ -107,7 +108,7 @@ export function clusterPage(root: HTMLElement): () => void {
       const role = s.id === st.leaderId ? "leader" : s.suffrage === Suffrage.NONVOTER ? "non-voter" : "follower";
       return h(
         "tr",
-        { class: !up ? "down" : !s.healthy && s.lastContact ? "warn" : "", "data-id": s.id, "data-role": role },
+        { class: !up ? "down" : !s.healthy ? "warn" : "", "data-id": s.id, "data-role": role },
         h("td", null, h("strong", null, label(s)), h("div", { class: "muted small" }, s.id)),
         h("td", null, h("code", null, s.apiAddress || "—")),
         h("td", { class: "role" }, role),

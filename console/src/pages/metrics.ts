@@ -1,10 +1,10 @@
 // Metrics: the serving node's own /metrics, read every two seconds and
-// drawn as rates: RPC throughput, RPC latency (mean and p99) and Raft
+// drawn as rates: RPC throughput (Connect and EventoDB calls), RPC latency (mean and p99) and Raft
 // (entries committed per second, apply lag, term and state).
 
 import { session } from "../api";
 import { lineChart } from "../chart";
-import { buckets, parseMetrics, quantile, sum, type Metrics } from "../prom";
+import { buckets, isWrite, parseMetrics, quantile, sum, type Metrics } from "../prom";
 import { h, replace } from "../ui";
 
 const EVERY_MS = 2000;
@@ -51,7 +51,7 @@ export function metricsPage(root: HTMLElement): () => void {
         const p = prev.m;
         const rate = (name: string, f?: (l: Record<string, string>) => boolean) => Math.max(0, (sum(m, name, f) - sum(p, name, f)) / dt);
         push(series.rps, rate("skald_rpc_requests_total"));
-        push(series.writes, rate("skald_rpc_requests_total", (l) => /\/(Append|Create|Delete)$/.test(l.procedure ?? "")));
+        push(series.writes, rate("skald_rpc_requests_total", (l) => isWrite(l.procedure)));
         const dCount = sum(m, "skald_rpc_duration_seconds_count") - sum(p, "skald_rpc_duration_seconds_count");
         const dSum = sum(m, "skald_rpc_duration_seconds_sum") - sum(p, "skald_rpc_duration_seconds_sum");
         push(series.mean, dCount > 0 ? (dSum / dCount) * 1000 : undefined);

@@ -108,18 +108,27 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type Server struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	RaftAddress string                 `protobuf:"bytes,3,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	ApiAddress  string                 `protobuf:"bytes,4,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
-	Suffrage    Suffrage               `protobuf:"varint,5,opt,name=suffrage,proto3,enum=skald.v1.Suffrage" json:"suffrage,omitempty"`
-	Healthy     bool                   `protobuf:"varint,6,opt,name=healthy,proto3" json:"healthy,omitempty"`
-	// Since the server last heard from the leader (0 for the leader).
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The server's --node-name (from gossip; "" when unknown).
+	Name        string   `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	RaftAddress string   `protobuf:"bytes,3,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	ApiAddress  string   `protobuf:"bytes,4,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	Suffrage    Suffrage `protobuf:"varint,5,opt,name=suffrage,proto3,enum=skald.v1.Suffrage" json:"suffrage,omitempty"`
+	// Healthy as autopilot judges it on the leader; through any other
+	// node by the same rule from what each server reports of itself
+	// (alive, heard from the leader lately, same term, not far behind).
+	Healthy bool `protobuf:"varint,6,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	// Since the server last heard from the leader (0 for the leader);
+	// unset when unknown.
 	LastContact *durationpb.Duration `protobuf:"bytes,7,opt,name=last_contact,json=lastContact,proto3" json:"last_contact,omitempty"`
 	// The last entry whose effects the server's reads see, as the server
 	// itself reports it; 0 when it could not be asked.
-	AppliedIndex  uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The serving node could not ask the server for its progress within
+	// a second: it is down, cut off from the serving node, or overloaded.
+	// Its role is then unknown.
+	Unreachable   bool `protobuf:"varint,9,opt,name=unreachable,proto3" json:"unreachable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +217,13 @@ func (x *Server) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *Server) GetUnreachable() bool {
+	if x != nil {
+		return x.Unreachable
+	}
+	return false
 }
 
 type StatusResponse struct {
@@ -547,7 +563,7 @@ var File_skald_v1_cluster_proto protoreflect.FileDescriptor
 const file_skald_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"\x16skald/v1/cluster.proto\x12\bskald.v1\x1a\x1egoogle/protobuf/duration.proto\"\x0f\n" +
-	"\rStatusRequest\"\x9d\x02\n" +
+	"\rStatusRequest\"\xbf\x02\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
@@ -557,7 +573,8 @@ const file_skald_v1_cluster_proto_rawDesc = "" +
 	"\bsuffrage\x18\x05 \x01(\x0e2\x12.skald.v1.SuffrageR\bsuffrage\x12\x18\n" +
 	"\ahealthy\x18\x06 \x01(\bR\ahealthy\x12<\n" +
 	"\flast_contact\x18\a \x01(\v2\x19.google.protobuf.DurationR\vlastContact\x12#\n" +
-	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\"\xce\x01\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12 \n" +
+	"\vunreachable\x18\t \x01(\bR\vunreachable\"\xce\x01\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x12\n" +

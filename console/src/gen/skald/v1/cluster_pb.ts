@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/cluster.proto.
  */
 export const file_skald_v1_cluster: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2FsZC92MS9jbHVzdGVyLnByb3RvEghza2FsZC52MSIPCg1TdGF0dXNSZXF1ZXN0IswBCgZTZXJ2ZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAyABKAkSEwoLYXBpX2FkZHJlc3MYBCABKAkSJAoIc3VmZnJhZ2UYBSABKA4yEi5za2FsZC52MS5TdWZmcmFnZRIPCgdoZWFsdGh5GAYgASgIEi8KDGxhc3RfY29udGFjdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hcHBsaWVkX2luZGV4GAggASgEIpIBCg5TdGF0dXNSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJEhEKCWxlYWRlcl9pZBgCIAEoCRIMCgR0ZXJtGAMgASgEEhQKDGNvbW1pdF9pbmRleBgEIAEoBBIVCg1hcHBsaWVkX2luZGV4GAUgASgEEiEKB3NlcnZlcnMYBiADKAsyEC5za2FsZC52MS5TZXJ2ZXIiOQoZVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBISCgV0b19pZBgBIAEoCUgAiAEBQggKBl90b19pZCIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiIQoTUmVtb3ZlU2VydmVyUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRSZW1vdmVTZXJ2ZXJSZXNwb25zZSIOCgxMZWF2ZVJlcXVlc3QiIAoNTGVhdmVSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJKk8KCFN1ZmZyYWdlEhgKFFNVRkZSQUdFX1VOU1BFQ0lGSUVEEAASEgoOU1VGRlJBR0VfVk9URVIQARIVChFTVUZGUkFHRV9OT05WT1RFUhACMrUCCgdDbHVzdGVyEkAKBlN0YXR1cxIXLnNrYWxkLnYxLlN0YXR1c1JlcXVlc3QaGC5za2FsZC52MS5TdGF0dXNSZXNwb25zZSIDkAIBEl8KElRyYW5zZmVyTGVhZGVyc2hpcBIjLnNrYWxkLnYxLlRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QaJC5za2FsZC52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRJNCgxSZW1vdmVTZXJ2ZXISHS5za2FsZC52MS5SZW1vdmVTZXJ2ZXJSZXF1ZXN0Gh4uc2thbGQudjEuUmVtb3ZlU2VydmVyUmVzcG9uc2USOAoFTGVhdmUSFi5za2FsZC52MS5MZWF2ZVJlcXVlc3QaFy5za2FsZC52MS5MZWF2ZVJlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration]);
+  fileDesc("ChZza2FsZC92MS9jbHVzdGVyLnByb3RvEghza2FsZC52MSIPCg1TdGF0dXNSZXF1ZXN0IuEBCgZTZXJ2ZXISCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIUCgxyYWZ0X2FkZHJlc3MYAyABKAkSEwoLYXBpX2FkZHJlc3MYBCABKAkSJAoIc3VmZnJhZ2UYBSABKA4yEi5za2FsZC52MS5TdWZmcmFnZRIPCgdoZWFsdGh5GAYgASgIEi8KDGxhc3RfY29udGFjdBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIVCg1hcHBsaWVkX2luZGV4GAggASgEEhMKC3VucmVhY2hhYmxlGAkgASgIIpIBCg5TdGF0dXNSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJEhEKCWxlYWRlcl9pZBgCIAEoCRIMCgR0ZXJtGAMgASgEEhQKDGNvbW1pdF9pbmRleBgEIAEoBBIVCg1hcHBsaWVkX2luZGV4GAUgASgEEiEKB3NlcnZlcnMYBiADKAsyEC5za2FsZC52MS5TZXJ2ZXIiOQoZVHJhbnNmZXJMZWFkZXJzaGlwUmVxdWVzdBISCgV0b19pZBgBIAEoCUgAiAEBQggKBl90b19pZCIvChpUcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRIRCglsZWFkZXJfaWQYASABKAkiIQoTUmVtb3ZlU2VydmVyUmVxdWVzdBIKCgJpZBgBIAEoCSIWChRSZW1vdmVTZXJ2ZXJSZXNwb25zZSIOCgxMZWF2ZVJlcXVlc3QiIAoNTGVhdmVSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJKk8KCFN1ZmZyYWdlEhgKFFNVRkZSQUdFX1VOU1BFQ0lGSUVEEAASEgoOU1VGRlJBR0VfVk9URVIQARIVChFTVUZGUkFHRV9OT05WT1RFUhACMrUCCgdDbHVzdGVyEkAKBlN0YXR1cxIXLnNrYWxkLnYxLlN0YXR1c1JlcXVlc3QaGC5za2FsZC52MS5TdGF0dXNSZXNwb25zZSIDkAIBEl8KElRyYW5zZmVyTGVhZGVyc2hpcBIjLnNrYWxkLnYxLlRyYW5zZmVyTGVhZGVyc2hpcFJlcXVlc3QaJC5za2FsZC52MS5UcmFuc2ZlckxlYWRlcnNoaXBSZXNwb25zZRJNCgxSZW1vdmVTZXJ2ZXISHS5za2FsZC52MS5SZW1vdmVTZXJ2ZXJSZXF1ZXN0Gh4uc2thbGQudjEuUmVtb3ZlU2VydmVyUmVzcG9uc2USOAoFTGVhdmUSFi5za2FsZC52MS5MZWF2ZVJlcXVlc3QaFy5za2FsZC52MS5MZWF2ZVJlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration]);
 
 /**
  * @generated from message skald.v1.StatusRequest
@@ -37,6 +37,8 @@ export type Server = Message<"skald.v1.Server"> & {
   id: string;
 
   /**
+   * The server's --node-name (from gossip; "" when unknown).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -57,12 +59,17 @@ export type Server = Message<"skald.v1.Server"> & {
   suffrage: Suffrage;
 
   /**
+   * Healthy as autopilot judges it on the leader; through any other
+   * node by the same rule from what each server reports of itself
+   * (alive, heard from the leader lately, same term, not far behind).
+   *
    * @generated from field: bool healthy = 6;
    */
   healthy: boolean;
 
   /**
-   * Since the server last heard from the leader (0 for the leader).
+   * Since the server last heard from the leader (0 for the leader);
+   * unset when unknown.
    *
    * @generated from field: google.protobuf.Duration last_contact = 7;
    */
@@ -75,6 +82,15 @@ export type Server = Message<"skald.v1.Server"> & {
    * @generated from field: uint64 applied_index = 8;
    */
   appliedIndex: bigint;
+
+  /**
+   * The serving node could not ask the server for its progress within
+   * a second: it is down, cut off from the serving node, or overloaded.
+   * Its role is then unknown.
+   *
+   * @generated from field: bool unreachable = 9;
+   */
+  unreachable: boolean;
 };
 
 /**
