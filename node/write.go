@@ -225,7 +225,6 @@ func (n *Node) DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*
 	return applyAs[*fsm.DeleteNamespaceResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteNamespace{DeleteNamespace: d}})
 }
 
-// Import is Apply for one import chunk.
 // TruncateStream removes a stream's messages below a position.
 func (n *Node) TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error) {
 	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: c}})
@@ -242,6 +241,7 @@ func (n *Node) DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.St
 	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: c}})
 }
 
+// Import is Apply for one import chunk.
 func (n *Node) Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error) {
 	return applyAs[*fsm.ImportResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Import{Import: i}})
 }
