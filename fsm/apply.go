@@ -274,7 +274,13 @@ func (e *storageError) Error() string { return "fsm: storage failure, stopping: 
 func (e *storageError) Unwrap() error { return e.cause }
 
 // fatal panics with a storageError; its cause is the last error in args.
-func (a *applier) fatal(format string, args ...any) {
+func (a *applier) fatal(format string, args ...any) { stopOnStorage(format, args...) }
+
+// stopOnStorage panics with a storageError (format as fmt.Sprintf, %v
+// for errors); its cause is the last error in args, so ApplyBatch tells a
+// resource error it waits out from one that stops the node. Every storage
+// failure inside apply goes through it.
+func stopOnStorage(format string, args ...any) {
 	e := &storageError{what: fmt.Sprintf(format, args...)}
 	for _, arg := range args {
 		if err, ok := arg.(error); ok {

@@ -314,7 +314,7 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		loadFloor, _ := dedupeBuckets(window, nb.ns.dedupeClock)
 		f, err := loadIDFilter(nb.ns.db, loadFloor)
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: load id index: %w", err))
+			stopOnStorage("load id index: %v", err)
 		}
 		nb.ns.idf = f
 	}
@@ -325,18 +325,18 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		nb.key = appendDedupeKey(nb.key[:0], b, id)
 		v, err := get(nb.ns.db, nb.key)
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: read id index: %w", err))
+			stopOnStorage("read id index: %v", err)
 		}
 		if v == nil {
 			continue
 		}
 		e, err := decodeIDEntry(v)
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: id index of %s: %w", id, err))
+			stopOnStorage("id index of %s: %v", id, err)
 		}
 		mv, err := get(nb.ns.db, messageKey(e.gp))
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: message %d of id %s: %v", e.gp, id, err))
+			stopOnStorage("message %d of id %s: %v", e.gp, id, err)
 		}
 		if mv == nil {
 			// The message was deleted since. An entry that names its
@@ -349,7 +349,7 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 		}
 		var m fsmv1.StoredMessage
 		if err := proto.Unmarshal(mv, &m); err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: message %d: %w", e.gp, err))
+			stopOnStorage("message %d: %v", e.gp, err)
 		}
 		return stagedID{bucket: b, stream: m.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: m.Position, gp: e.gp, first: e.first}, true
 	}
@@ -370,7 +370,7 @@ func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
 		floor, _ := dedupeBuckets(window, clock)
 		if floor > oldFloor {
 			if err := nb.b.DeleteRange(dedupeBucketKey(0), dedupeBucketKey(floor), nil); err != nil {
-				panic(fmt.Errorf("fsm: storage failure, stopping: stage id expiry: %w", err))
+				stopOnStorage("stage id expiry: %v", err)
 			}
 		}
 		nb.clock, nb.clockDirty = clock, true
@@ -388,7 +388,7 @@ func (nb *nsBatch) recordIDs(c *fsmv1.Append, pos0, gp0 int64) {
 		nb.key = appendDedupeKey(nb.key[:0], cur, m.Id)
 		gpv = appendIDEntry(gpv[:0], gp, pos0+int64(i), i, c.Stream)
 		if err := nb.b.Set(nb.key, gpv, nil); err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: stage id index: %w", err))
+			stopOnStorage("stage id index: %v", err)
 		}
 		nb.ids[m.Id] = stagedID{bucket: cur, stream: c.Stream, typ: m.Type, data: m.Data, tags: m.Tags, position: pos0 + int64(i), gp: gp, first: gp0}
 	}

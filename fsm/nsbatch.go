@@ -101,11 +101,11 @@ func (nb *nsBatch) stream(name string) *streamState {
 	} else if !nb.cleared {
 		v, err := get(nb.ns.db, versionKey(name))
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: read version of %q: %w", name, err))
+			stopOnStorage("read version of %q: %v", name, err)
 		}
 		if v != nil {
 			if st.meta, err = decodeStreamMeta(v); err != nil {
-				panic(fmt.Errorf("fsm: storage failure, stopping: version of %q: %w", name, err))
+				stopOnStorage("version of %q: %v", name, err)
 			}
 			st.exists = st.meta.count > 0
 		}
@@ -124,11 +124,11 @@ func (nb *nsBatch) category(name string) *catState {
 	} else if !nb.cleared {
 		v, err := get(nb.ns.db, catCountKey(name))
 		if err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: read counts of category %q: %w", name, err))
+			stopOnStorage("read counts of category %q: %v", name, err)
 		}
 		if v != nil {
 			if cs.counts, err = decodeCatCounts(v); err != nil {
-				panic(fmt.Errorf("fsm: storage failure, stopping: counts of category %q: %w", name, err))
+				stopOnStorage("counts of category %q: %v", name, err)
 			}
 		}
 	}
@@ -224,7 +224,7 @@ func (nb *nsBatch) clear() {
 	// Everything but the retention policies (configuration, not data).
 	for _, r := range [][2][]byte{{{}, prefixRetention}, {prefixEnd(prefixRetention), {0xff}}} {
 		if err := nb.b.DeleteRange(r[0], r[1], nil); err != nil {
-			panic(fmt.Errorf("fsm: storage failure, stopping: stage clear: %w", err))
+			stopOnStorage("stage clear: %v", err)
 		}
 	}
 	nb.streams = make(map[string]*streamState)
@@ -290,7 +290,7 @@ func (nb *nsBatch) checkImport(c *fsmv1.Import) error {
 		} {
 			v, err := get(nb.ns.db, k.key)
 			if err != nil {
-				panic(fmt.Errorf("fsm: storage failure, stopping: import check: %w", err))
+				stopOnStorage("import check: %v", err)
 			}
 			if v != nil {
 				return clash(k.reason)
