@@ -100,8 +100,9 @@ export type NewMessage = Message$1<"skald.v1.NewMessage"> & {
   /**
    * Tags for Query and append conditions (DCB), e.g. "course:c1": at most
    * 32 per message, each 1..256 bytes of UTF-8 without NUL, no repeats.
-   * Only messages with at least one tag are indexed: an untagged message
-   * is never matched by a query or a condition, and costs nothing extra.
+   * Every message is indexed by type, so an untagged one is matched by
+   * types alone (in a namespace whose type index is still being
+   * backfilled, only tagged messages are; docs/api.md).
    *
    * @generated from field: repeated string tags = 5;
    */
@@ -177,8 +178,8 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_skald_v1_types, 3);
 
 /**
- * Query selects tagged messages: those matching any of its items (1..16).
- * Messages written without tags are in no index and never match.
+ * Query selects messages: those matching any of its items (1..16). An
+ * untagged message matches an item of types alone.
  *
  * @generated from message skald.v1.Query
  */
