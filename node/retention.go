@@ -29,12 +29,44 @@ func (n *Node) ExpireNow(ctx context.Context, namespace string) (*fsm.ExpiryResu
 // entry carries the leader's clock (stamp), and apply decides from it, so
 // every replica removes the same messages whenever it applies the entry.
 // An entry that stopped at its bound is followed at once by the next.
-func (n *Node) expiryLoop() {
+func (n *Node) expiryLoop() { n.everyTickAsLeader(n.cfg.RetentionInterval, n.expireRound) }
+
+// expireRound is one tick of the expiry loop.
+func (n *Node) expireRound() {
+	for _, ns := range n.store.RetainedNamespaces() {
+		for more := true; more; {
+			more = false
+			ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
+			res, err := n.expireLocal(ctx, ns)
+			cancel()
+			if err != nil {
+				n.log.Debug("expiry not applied", "namespace", ns, "err", err)
+				break
+			}
+			if res.MessagesDeleted > 0 {
+				n.m.expired.Add(float64(res.MessagesDeleted))
+				n.log.Debug("expired messages", "namespace", ns, "messages", res.MessagesDeleted, "streams", res.Streams)
+			}
+			select {
+			case <-n.closing:
+				return
+			default:
+			}
+			more = res.More
+		}
+	}
+}
+
+// everyTickAsLeader calls round every interval while this node leads,
+// until the node closes (never when interval < 0). It is a loop of the
+// node's: it calls n.wg.Done when it returns. A round watches n.closing
+// itself when it may run long.
+func (n *Node) everyTickAsLeader(interval time.Duration, round func()) {
 	defer n.wg.Done()
-	if n.cfg.RetentionInterval < 0 {
+	if interval < 0 {
 		return
 	}
-	tick := time.NewTicker(n.cfg.RetentionInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -42,30 +74,8 @@ func (n *Node) expiryLoop() {
 			return
 		case <-tick.C:
 		}
-		if n.raft.State() != raft.Leader {
-			continue
-		}
-		for _, ns := range n.store.RetainedNamespaces() {
-			for more := true; more; {
-				more = false
-				ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
-				res, err := n.expireLocal(ctx, ns)
-				cancel()
-				if err != nil {
-					n.log.Debug("expiry not applied", "namespace", ns, "err", err)
-					break
-				}
-				if res.MessagesDeleted > 0 {
-					n.m.expired.Add(float64(res.MessagesDeleted))
-					n.log.Debug("expired messages", "namespace", ns, "messages", res.MessagesDeleted, "streams", res.Streams)
-				}
-				select {
-				case <-n.closing:
-					return
-				default:
-				}
-				more = res.More
-			}
+		if n.raft.State() == raft.Leader {
+			round()
 		}
 	}
 }

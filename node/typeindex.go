@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -58,51 +56,38 @@ func (n *Node) serversKnowSoon(ctx context.Context, v uint32) bool {
 // fsm.DefaultIndexTypesBatch messages), spaced by twice the time the last
 // one took, so that a backfill takes at most about a third of the apply
 // loop from client writes. It looks every Config.TypeIndexInterval.
-func (n *Node) typeIndexLoop() {
-	defer n.wg.Done()
-	if n.cfg.TypeIndexInterval < 0 {
+func (n *Node) typeIndexLoop() { n.everyTickAsLeader(n.cfg.TypeIndexInterval, n.typeIndexRound) }
+
+// typeIndexRound is one tick of the backfill loop.
+func (n *Node) typeIndexRound() {
+	pending := n.store.TypeIndexPending()
+	if len(pending) == 0 {
 		return
 	}
-	tick := time.NewTicker(n.cfg.TypeIndexInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-tick.C:
-		}
-		if n.raft.State() != raft.Leader {
-			continue
-		}
-		pending := n.store.TypeIndexPending()
-		if len(pending) == 0 {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(n.life, n.cfg.TypeIndexInterval)
-		ready := n.serversKnow(ctx, 1)
-		cancel()
-		if !ready {
-			n.log.Debug("type index backfill waits: a server does not report the type index", "namespaces", len(pending))
-			continue
-		}
-		for _, ns := range pending {
-			for done := false; !done; {
-				start := time.Now()
-				ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
-				res, err := n.indexTypesLocal(ctx, ns)
-				cancel()
-				if err != nil {
-					n.log.Debug("type index backfill not applied", "namespace", ns, "err", err)
-					break
-				}
-				if done = res.Complete; done {
-					n.log.Info("type index complete: queries of types see every message", "namespace", ns)
-				}
-				select {
-				case <-n.closing:
-					return
-				case <-time.After(2 * time.Since(start)):
-				}
+	ctx, cancel := context.WithTimeout(n.life, n.cfg.TypeIndexInterval)
+	ready := n.serversKnow(ctx, 1)
+	cancel()
+	if !ready {
+		n.log.Debug("type index backfill waits: a server does not report the type index", "namespaces", len(pending))
+		return
+	}
+	for _, ns := range pending {
+		for done := false; !done; {
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(n.life, n.cfg.ApplyTimeout)
+			res, err := n.indexTypesLocal(ctx, ns)
+			cancel()
+			if err != nil {
+				n.log.Debug("type index backfill not applied", "namespace", ns, "err", err)
+				break
+			}
+			if done = res.Complete; done {
+				n.log.Info("type index complete: queries of types see every message", "namespace", ns)
+			}
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(2 * time.Since(start)):
 			}
 		}
 	}

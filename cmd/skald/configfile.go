@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -51,7 +51,7 @@ func layerFlags(fs *flag.FlagSet, path string) (map[string]flagSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range sortedKeys(values) {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
 		f := fs.Lookup(name)
 		switch {
 		case f == nil || name == "config":
@@ -114,15 +114,6 @@ func configScalar(v any) (string, error) {
 		return strings.Join(parts, ","), nil
 	}
 	return "", fmt.Errorf("want a value or a list of values, got %T", v)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // printConfig writes the effective settings as a config file would hold
