@@ -29,12 +29,8 @@ import (
 //
 // Group commands are rare next to appends, so each one commits what its
 // ApplyBatch staged so far, reads the database directly, and commits again
-// (as stream deletion does): no overlay is needed.
-var (
-	prefixGroup       = []byte("SG")
-	prefixGroupParked = []byte("SP")
-	prefixGroupReplay = []byte("SR")
-)
+// (as stream deletion does): no overlay is needed. Its keys (SG, SP, SR)
+// are in keys.go with every other.
 
 // Group errors (business errors: per-entry results).
 var (

@@ -55,6 +55,8 @@ import (
 //	A          -> applied Raft index, term
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
+// Every one is declared in this block, and none is a prefix of another
+// (TestKeyPrefixesDoNotCollide).
 var (
 	prefixMessage  = []byte("M")
 	prefixStream   = []byte("SI")
@@ -76,6 +78,10 @@ var (
 	prefixRetention   = []byte("RP")
 	prefixExpiryQueue = []byte("RQ")
 	keyExpiryProgress = []byte("RE")
+	// Subscription groups (group.go).
+	prefixGroup       = []byte("SG")
+	prefixGroupParked = []byte("SP")
+	prefixGroupReplay = []byte("SR")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
