@@ -200,3 +200,31 @@ func TestReads(t *testing.T) {
 		t.Fatalf("ListCategories = %+v, %v", cats, err)
 	}
 }
+
+// ListCategories reads on past the server's page of 1000 categories.
+func TestListCategoriesReadsOn(t *testing.T) {
+	ctx := ctxT(t)
+	admin := newClient(t, adminToken)
+	ns, err := admin.CreateNamespace(ctx, fmt.Sprintf("cats-test-%d", runs.Add(1)), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, ns.Token)
+	const n = 1005
+	for start := 0; start < n; start += 100 {
+		var parts []client.StreamAppend
+		for i := start; i < min(start+100, n); i++ {
+			parts = append(parts, client.StreamAppend{Stream: fmt.Sprintf("c%04d-1", i), Messages: []client.NewMessage{{Type: "T", Data: json.RawMessage(`{}`)}}})
+		}
+		if _, err := c.AppendMulti(ctx, parts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cats, err := c.ListCategories(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cats) != n || cats[0].Category != "c0000" || cats[n-1].Category != fmt.Sprintf("c%04d", n-1) {
+		t.Fatalf("ListCategories: %d categories, first %+v; want %d, c0000 .. c%04d", len(cats), cats[0], n, n-1)
+	}
+}

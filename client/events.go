@@ -464,21 +464,28 @@ type CategoryInfo struct {
 	MessageCount int64
 }
 
-// ListCategories returns every category of the namespace in byte order.
+// ListCategories returns every category of the namespace in byte order,
+// reading page after page (the server answers at most 1000 a call).
 func (c *Client) ListCategories(ctx context.Context, opts ...ReadOption) ([]CategoryInfo, error) {
 	s := c.settings(opts)
-	var out []CategoryInfo
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.events.ListCategories(ctx, connect.NewRequest(&skaldv1.ListCategoriesRequest{Read: s.wire(c.session.Load())}))
-		if err != nil {
-			return err
+	out := []CategoryInfo{}
+	for cursor := ""; ; {
+		var next string
+		err := c.read(ctx, func(ctx context.Context, m *member) error {
+			r, err := m.events.ListCategories(ctx, connect.NewRequest(&skaldv1.ListCategoriesRequest{Read: s.wire(c.session.Load()), Cursor: cursor}))
+			if err != nil {
+				return err
+			}
+			c.observe(r.Msg.AppliedIndex)
+			for _, ci := range r.Msg.Categories {
+				out = append(out, CategoryInfo{Category: ci.Category, StreamCount: ci.StreamCount, MessageCount: ci.MessageCount})
+			}
+			next = r.Msg.NextCursor
+			return nil
+		})
+		if err != nil || next == "" {
+			return out, err
 		}
-		c.observe(r.Msg.AppliedIndex)
-		out = make([]CategoryInfo, len(r.Msg.Categories))
-		for i, ci := range r.Msg.Categories {
-			out[i] = CategoryInfo{Category: ci.Category, StreamCount: ci.StreamCount, MessageCount: ci.MessageCount}
-		}
-		return nil
-	})
-	return out, err
+		cursor = next
+	}
 }

@@ -344,7 +344,7 @@ func TestImport(t *testing.T) {
 	v2 := view(t, s, "app")
 	all, _ := v2.ReadAll(1, -1)
 	stats, _ := v2.Stats()
-	cats, _ := v2.ListCategories()
+	cats, _, _ := v2.ListCategories(CategoriesQuery{})
 	if len(all) != 1 || all[0].GlobalPosition != 3 || stats.MessageCount != 1 || stats.StreamCount != 1 || len(cats) != 1 || cats[0].Category != "y" {
 		t.Fatalf("after clear: %d messages %+v %+v", len(all), stats, cats)
 	}

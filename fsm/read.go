@@ -15,6 +15,8 @@ const (
 	MaxLimit           = 10000
 	DefaultStreamsPage = 100
 	MaxStreamsPage     = 1000
+	// MaxCategoriesPage bounds one ListCategories page (and its default).
+	MaxCategoriesPage = 1000
 )
 
 // Message is a stored message as reads return it.
@@ -543,18 +545,36 @@ type CategoryInfo struct {
 	MessageCount int64
 }
 
-// ListCategories returns every category in byte order with its counts.
-func (v *View) ListCategories() ([]CategoryInfo, error) {
-	it, err := v.iter(prefixCatCount, prefixEnd(prefixCatCount))
+// CategoriesQuery pages through categories in byte order.
+type CategoriesQuery struct {
+	Cursor string // return categories strictly greater than this
+	Limit  int    // 0 or more than MaxCategoriesPage means MaxCategoriesPage
+}
+
+// ListCategories returns up to Limit categories in byte order with their
+// counts, and the cursor for the next page ("" when nothing follows).
+func (v *View) ListCategories(q CategoriesQuery) (out []CategoryInfo, next string, err error) {
+	limit := q.Limit
+	if limit <= 0 || limit > MaxCategoriesPage {
+		limit = MaxCategoriesPage
+	}
+	lower := prefixCatCount
+	if q.Cursor != "" {
+		lower = append(append(bytes.Clone(prefixCatCount), q.Cursor...), 0)
+	}
+	it, err := v.iter(lower, prefixEnd(prefixCatCount))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer it.Close()
-	out := []CategoryInfo{}
+	out = []CategoryInfo{}
 	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) == limit {
+			return out, out[limit-1].Category, it.Error()
+		}
 		c, err := decodeCatCounts(it.Value())
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, CategoryInfo{
 			Category:     string(it.Key()[len(prefixCatCount):]),
@@ -562,7 +582,7 @@ func (v *View) ListCategories() ([]CategoryInfo, error) {
 			MessageCount: c.messages,
 		})
 	}
-	return out, it.Error()
+	return out, "", it.Error()
 }
 
 // NamespaceStats are a namespace's counters.

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -302,7 +303,7 @@ func TestListStreams(t *testing.T) {
 func TestListCategoriesAndStats(t *testing.T) {
 	s := readFixture(t)
 	v := view(t, s, "app")
-	cats, err := v.ListCategories()
+	cats, _, err := v.ListCategories(CategoriesQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestListCategoriesAndStats(t *testing.T) {
 	if st, _ := e.Stats(); st != (NamespaceStats{}) {
 		t.Fatalf("empty namespace stats %+v", st)
 	}
-	if c, _ := e.ListCategories(); len(c) != 0 {
+	if c, _, _ := e.ListCategories(CategoriesQuery{}); len(c) != 0 {
 		t.Fatalf("empty namespace categories %+v", c)
 	}
 	if m, _ := e.ReadAll(1, -1); len(m) != 0 {
@@ -371,6 +372,50 @@ func TestNamespaceLRU(t *testing.T) {
 		pos, gps := positions(msgs)
 		if !reflect.DeepEqual(pos, []int64{0, 1, 2}) || !reflect.DeepEqual(gps, []int64{1, 2, 3}) {
 			t.Fatalf("ns%d after evictions: positions %v global %v", i, pos, gps)
+		}
+	}
+}
+
+// ListCategories pages: at most MaxCategoriesPage a call, in byte order,
+// each page after its cursor, and every category exactly once.
+func TestListCategoriesPages(t *testing.T) {
+	s := openTestStore(t, nil)
+	cmds := []*fsmv1.Command{createNS("a")}
+	const n = MaxCategoriesPage + 205
+	for i := range n {
+		cmds = append(cmds, appendCmd("a", fmt.Sprintf("c%05d-1", i), newMsg("T", `{}`)))
+	}
+	s.ApplyBatch(commandEntries(t, 1, cmds...))
+	v := view(t, s, "a")
+	cases := []struct {
+		limit int
+		pages []int
+	}{
+		{0, []int{MaxCategoriesPage, 205}},
+		{MaxCategoriesPage + 1, []int{MaxCategoriesPage, 205}}, // capped
+		{500, []int{500, 500, 205}},
+	}
+	for _, tc := range cases {
+		var pages []int
+		seen, cursor := 0, ""
+		for {
+			cats, next, err := v.ListCategories(CategoriesQuery{Cursor: cursor, Limit: tc.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range cats {
+				if want := fmt.Sprintf("c%05d", seen+i); c.Category != want || c.MessageCount != 1 {
+					t.Fatalf("limit %d: category %d = %+v, want %s", tc.limit, seen+i, c, want)
+				}
+			}
+			pages, seen = append(pages, len(cats)), seen+len(cats)
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		if !slices.Equal(pages, tc.pages) {
+			t.Errorf("limit %d: pages of %v, want %v", tc.limit, pages, tc.pages)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func TestDeleteStream(t *testing.T) {
 		if !slices.Equal(names, []string{"account-1", "other-1"}) {
 			t.Fatalf("streams listed %v, want [account-1 other-1]", names)
 		}
-		cats, err := v.ListCategories()
+		cats, _, err := v.ListCategories(CategoriesQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}

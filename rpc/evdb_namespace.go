@@ -145,10 +145,27 @@ func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
 	return out, everr
 }
 
+// nsCategories lists at most fsm.MaxCategoriesPage categories; the Skald
+// extension options {"cursor", "limit"} page through more, as ns.streams.
 func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	cursor, _, everr := opts.str("cursor")
+	if everr != nil {
+		return nil, everr
+	}
+	limit, hasLimit, everr := opts.num("limit")
+	if everr != nil {
+		return nil, everr
+	}
+	if hasLimit && (limit < 1 || limit > fsm.MaxCategoriesPage) {
+		return nil, evInvalid("limit must be 1..%d, got %d", fsm.MaxCategoriesPage, limit)
+	}
 	out := []any{}
-	everr := e.read(ctx, func(v *fsm.View) error {
-		cats, err := v.ListCategories()
+	everr = e.read(ctx, func(v *fsm.View) error {
+		cats, _, err := v.ListCategories(fsm.CategoriesQuery{Cursor: cursor, Limit: int(limit)})
 		for _, c := range cats {
 			out = append(out, map[string]any{"category": c.Category, "streamCount": c.StreamCount, "messageCount": c.MessageCount})
 		}

@@ -363,15 +363,22 @@ func (s *eventStore) ListStreams(ctx context.Context, req *connect.Request[skald
 }
 
 func (s *eventStore) ListCategories(ctx context.Context, req *connect.Request[skaldv1.ListCategoriesRequest]) (*connect.Response[skaldv1.ListCategoriesResponse], error) {
-	var cats []fsm.CategoryInfo
-	applied, err := s.read(ctx, req.Msg.Read, func(v *fsm.View) (err error) {
-		cats, err = v.ListCategories()
+	m := req.Msg
+	if m.Limit < 0 || m.Limit > fsm.MaxCategoriesPage {
+		return nil, invalidField("limit", "must be 0 (default %d) or 1..%d, got %d", fsm.MaxCategoriesPage, fsm.MaxCategoriesPage, m.Limit)
+	}
+	var (
+		cats []fsm.CategoryInfo
+		next string
+	)
+	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
+		cats, next, err = v.ListCategories(fsm.CategoriesQuery{Cursor: m.Cursor, Limit: int(m.Limit)})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	resp := &skaldv1.ListCategoriesResponse{AppliedIndex: applied}
+	resp := &skaldv1.ListCategoriesResponse{AppliedIndex: applied, NextCursor: next}
 	for _, c := range cats {
 		resp.Categories = append(resp.Categories, &skaldv1.CategoryInfo{Category: c.Category, StreamCount: c.StreamCount, MessageCount: c.MessageCount})
 	}

@@ -1494,8 +1494,12 @@ func (x *ListStreamsResponse) GetAppliedIndex() uint64 {
 }
 
 type ListCategoriesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Read          *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Read  *ReadOptions           `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	// Categories strictly greater than this.
+	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// 0 means 1000, at most 1000.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1535,6 +1539,20 @@ func (x *ListCategoriesRequest) GetRead() *ReadOptions {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ListCategoriesRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListCategoriesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type CategoryInfo struct {
@@ -1598,9 +1616,11 @@ func (x *CategoryInfo) GetMessageCount() int64 {
 }
 
 type ListCategoriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Categories    []*CategoryInfo        `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Categories   []*CategoryInfo        `protobuf:"bytes,1,rep,name=categories,proto3" json:"categories,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Empty when nothing follows.
+	NextCursor    string `protobuf:"bytes,3,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1667,13 @@ func (x *ListCategoriesResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *ListCategoriesResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type SubscribeRequest struct {
@@ -2458,18 +2485,22 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\astreams\x18\x01 \x03(\v2\x14.skald.v1.StreamInfoR\astreams\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"B\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"p\n" +
 	"\x15ListCategoriesRequest\x12)\n" +
-	"\x04read\x18\x01 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"r\n" +
+	"\x04read\x18\x01 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"r\n" +
 	"\fCategoryInfo\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12!\n" +
 	"\fstream_count\x18\x02 \x01(\x03R\vstreamCount\x12#\n" +
-	"\rmessage_count\x18\x03 \x01(\x03R\fmessageCount\"u\n" +
+	"\rmessage_count\x18\x03 \x01(\x03R\fmessageCount\"\x96\x01\n" +
 	"\x16ListCategoriesResponse\x126\n" +
 	"\n" +
 	"categories\x18\x01 \x03(\v2\x16.skald.v1.CategoryInfoR\n" +
 	"categories\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\xba\x02\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1f\n" +
+	"\vnext_cursor\x18\x03 \x01(\tR\n" +
+	"nextCursor\"\xba\x02\n" +
 	"\x10SubscribeRequest\x12\x18\n" +
 	"\x06stream\x18\x01 \x01(\tH\x00R\x06stream\x12\x1c\n" +
 	"\bcategory\x18\x02 \x01(\tH\x00R\bcategory\x12\x12\n" +
