@@ -115,7 +115,7 @@ func TestCLIEdges(t *testing.T) {
 		// 12: -o json prints int64 values as numbers in every command.
 		{"append json numbers", admin, "", []string{"append", "js-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":0,"lastPosition":0,"firstGlobalPosition":\d+,"lastGlobalPosition":\d+,"index":[1-9]\d*,"duplicate":false\}\n$`, `^$`},
 		{"ns info json numbers", admin, "", []string{"ns", "info", "default", "-o", "json"}, 0, `"messageCount":\d+,"streamCount":\d+,`, `^$`},
-		{"cluster status json numbers", admin, "", []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"[0-9a-f-]+","leaderId":"[0-9a-f-]+","term":\d+,"commitIndex":\d+,"appliedIndex":\d+,"servers":\[\{.*"appliedIndex":[1-9]\d*\}\]\}\n$`, `^$`},
+		{"cluster status json numbers", admin, "", []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"[0-9a-f-]+","leaderId":"[0-9a-f-]+","term":\d+,"commitIndex":\d+,"appliedIndex":\d+,"servers":\[\{.*"appliedIndex":[1-9]\d*,"unreachable":false\}\]\}\n$`, `^$`},
 		{"sub info json numbers", admin, "", []string{"sub", "create", "g1", "--stream", "js-1", "-o", "json"}, 0, `"checkpoint":\d+`, `^$`},
 		// 12: append-multi takes the API's JSON names too.
 		{"append-multi expectedVersion", admin, "", []string{"append-multi", camelFile}, 0, `mc-1\s+0\.\.0`, `^$`},
