@@ -121,18 +121,12 @@ func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	cursor, _, everr := opts.str("cursor")
+	cursor, limit, everr := listingOpts(opts, fsm.MaxStreamsPage)
 	if everr != nil {
 		return nil, everr
 	}
-	limit, hasLimit, everr := opts.num("limit")
-	if everr != nil {
-		return nil, everr
-	}
-	if !hasLimit {
+	if limit == 0 {
 		limit = 100
-	} else if limit < 1 || limit > 1000 {
-		return nil, evInvalid("limit must be 1..1000, got %d", limit)
 	}
 	out := []any{}
 	everr = e.read(ctx, func(v *fsm.View) error {
@@ -152,16 +146,9 @@ func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	cursor, _, everr := opts.str("cursor")
+	cursor, limit, everr := listingOpts(opts, fsm.MaxCategoriesPage)
 	if everr != nil {
 		return nil, everr
-	}
-	limit, hasLimit, everr := opts.num("limit")
-	if everr != nil {
-		return nil, everr
-	}
-	if hasLimit && (limit < 1 || limit > fsm.MaxCategoriesPage) {
-		return nil, evInvalid("limit must be 1..%d, got %d", fsm.MaxCategoriesPage, limit)
 	}
 	out := []any{}
 	everr = e.read(ctx, func(v *fsm.View) error {
@@ -172,4 +159,20 @@ func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
 		return err
 	})
 	return out, everr
+}
+
+// listingOpts reads a listing's options: cursor, and limit, 1..max when
+// given (0 when not).
+func listingOpts(opts evOpts, max int) (cursor string, limit int64, everr *evError) {
+	if cursor, _, everr = opts.str("cursor"); everr != nil {
+		return "", 0, everr
+	}
+	limit, given, everr := opts.num("limit")
+	if everr != nil {
+		return "", 0, everr
+	}
+	if given && (limit < 1 || limit > int64(max)) {
+		return "", 0, evInvalid("limit must be 1..%d, got %d", max, limit)
+	}
+	return cursor, limit, nil
 }
