@@ -158,6 +158,9 @@ func (s *subscriptions) CreateGroup(ctx context.Context, req *connect.Request[sk
 		if err := nonNegative("start_global_position", st.StartGlobalPosition); err != nil {
 			return nil, err
 		}
+		if st.StartGlobalPosition > fsm.MaxPosition {
+			return nil, invalidField("start_global_position", "must be at most %d, the largest global position, got %d", int64(fsm.MaxPosition), st.StartGlobalPosition)
+		}
 		c.Start = st.StartGlobalPosition
 	case *skaldv1.CreateGroupRequest_StartAtEnd:
 		c.StartAtEnd = st.StartAtEnd

@@ -145,6 +145,11 @@ func TestSubscriptionGroupsAPI(t *testing.T) {
 			_, err := c.subs.CreateGroup(ctx, connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "a/b", Source: &skaldv1.CreateGroupRequest_All{All: true}}))
 			return err
 		}, connect.CodeInvalidArgument},
+		{"start past the largest global position", func() error {
+			_, err := c.subs.CreateGroup(ctx, connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "x", Source: &skaldv1.CreateGroupRequest_All{All: true},
+				Start: &skaldv1.CreateGroupRequest_StartGlobalPosition{StartGlobalPosition: math.MaxInt64}}))
+			return err
+		}, connect.CodeInvalidArgument},
 		{"ack timeout out of range", func() error {
 			_, err := c.subs.CreateGroup(ctx, connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "x", Source: &skaldv1.CreateGroupRequest_All{All: true},
 				Settings: &skaldv1.GroupSettings{AckTimeout: durationpb.New(2 * time.Hour)}}))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -69,6 +70,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		t, err := time.Parse(time.RFC3339, *since)
 		if err != nil {
 			return &exitError{exitUsage, fmt.Errorf("--since %q: want RFC 3339: %v", *since, err)}
+		}
+		// UnixNano is undefined outside these: a time past 2262 wrapped
+		// and exported everything.
+		if lo, hi := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64); t.Before(lo) || t.After(hi) {
+			return &exitError{exitUsage, fmt.Errorf("--since %q: want a time from %s to %s (the times a message can carry)",
+				*since, lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339))}
 		}
 		sinceNS = t.UnixNano()
 	}
