@@ -79,7 +79,7 @@ func BenchmarkQuery1M(b *testing.B) {
 	// data block each).
 	b.Run("tag-index-only", func(b *testing.B) {
 		benchViews(b, s, func(v *View) error {
-			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}}, false)
+			qp, err := openQuery(v.snap, Query{[]QueryItem{{Tags: []string{"course:c7"}}}}, false, 0)
 			if err != nil {
 				return err
 			}

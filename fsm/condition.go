@@ -129,7 +129,7 @@ func firstMatch(db interface {
 	iterReader
 	getter
 }, q Query, after int64, all bool) (gp int64, found bool, err error) {
-	qp, err := openQuery(db, q, all)
+	qp, err := openQuery(db, q, all, 0)
 	if err != nil {
 		return 0, false, err
 	}

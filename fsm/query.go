@@ -102,13 +102,23 @@ func (u union) seek(gp int64) (int64, bool, error) {
 }
 
 // intersection yields the positions every one of its lists holds.
-type intersection []postings
+//
+// With a round bound (a read's, never apply's), a seek that has not
+// brought its lists to agree within maxRounds rounds answers the position
+// it reached: a candidate only, which the caller must check against the
+// query (Query.matches). Everything below it is proven to hold no match,
+// so a read that goes on above it loses nothing and moves forward.
+type intersection struct {
+	lists     []postings
+	maxRounds int  // 0: no bound
+	rounds    *int // rounds spent in every seek of the plan
+}
 
 func (x intersection) seek(gp int64) (int64, bool, error) {
 	target := gp
-	for {
+	for round := 1; ; round++ {
 		agreed := true
-		for _, p := range x {
+		for _, p := range x.lists {
 			pos, ok, err := p.seek(target)
 			if err != nil || !ok {
 				return 0, false, err
@@ -121,6 +131,10 @@ func (x intersection) seek(gp int64) (int64, bool, error) {
 		if agreed {
 			return target, true, nil
 		}
+		*x.rounds++
+		if x.maxRounds > 0 && round >= x.maxRounds {
+			return target, true, nil // a candidate: see intersection
+		}
 	}
 }
 
@@ -128,17 +142,24 @@ func (x intersection) seek(gp int64) (int64, bool, error) {
 type queryPlan struct {
 	root  postings
 	iters []*pebble.Iterator
+	// rounds counts the intersections' rounds that found no match.
+	rounds int
+	// bounded: the intersections answer candidates after maxRounds.
+	bounded bool
 }
 
 // openQuery opens one index iterator per type and tag of each item, its
 // types read from QA (all: the namespace's type index is complete) or QT.
-// The query must be valid (ValidateQuery). Close the plan.
-func openQuery(r iterReader, q Query, all bool) (*queryPlan, error) {
+// The query must be valid (ValidateQuery). With maxRounds above 0 its
+// intersections answer unchecked candidates after that many rounds (see
+// intersection): a read's bound; apply's condition checks pass 0. Close
+// the plan.
+func openQuery(r iterReader, q Query, all bool, maxRounds int) (*queryPlan, error) {
 	typeFamily := prefixTypeIdx
 	if all {
 		typeFamily = prefixTypeAll
 	}
-	qp := &queryPlan{}
+	qp := &queryPlan{bounded: maxRounds > 0}
 	// Each use of a name gets its own iterator: a list shared by two
 	// items would see their seeks interleaved, breaking the invariant.
 	list := func(family []byte, name string) (postings, error) {
@@ -154,13 +175,13 @@ func openQuery(r iterReader, q Query, all bool) (*queryPlan, error) {
 	for _, item := range q.Items {
 		// Tags first: usually far rarer than types, so the join's first
 		// seeks land on few candidates (and an unused tag ends it at once).
-		var parts intersection
+		parts := intersection{maxRounds: maxRounds, rounds: &qp.rounds}
 		for _, t := range dedupe(item.Tags) {
 			l, err := list(prefixTagIdx, t)
 			if err != nil {
 				return nil, errors.Join(err, qp.close())
 			}
-			parts = append(parts, l)
+			parts.lists = append(parts.lists, l)
 		}
 		if len(item.Types) > 0 {
 			types := make(union, 0, len(item.Types))
@@ -171,10 +192,10 @@ func openQuery(r iterReader, q Query, all bool) (*queryPlan, error) {
 				}
 				types = append(types, l)
 			}
-			parts = append(parts, one(types))
+			parts.lists = append(parts.lists, one(types))
 		}
-		if len(parts) == 1 {
-			items = append(items, parts[0])
+		if len(parts.lists) == 1 {
+			items = append(items, parts.lists[0])
 		} else {
 			items = append(items, parts)
 		}
@@ -225,9 +246,15 @@ func (v *View) Query(q Query, after int64, limit int) (out []Message, err error)
 }
 
 // query is Query through the complete type index (all) or the legacy one,
-// keeping the matches keep accepts (nil: every one).
+// keeping the matches keep accepts (nil: every one). With a scan budget
+// the intersections are bounded (openQuery) and every rejected candidate
+// and fruitless round is charged to it.
 func (v *View) query(q Query, after int64, limit int, all bool, keep func(*Message) bool) (out []Message, err error) {
-	qp, err := openQuery(v.snap, q, all)
+	maxRounds := 0
+	if v.scanBudget > 0 {
+		maxRounds = checkEvery
+	}
+	qp, err := openQuery(v.snap, q, all, maxRounds)
 	if err != nil {
 		return nil, err
 	}
@@ -236,16 +263,26 @@ func (v *View) query(q Query, after int64, limit int, all bool, keep func(*Messa
 	for next := max(after, 0) + 1; !p.full(); {
 		gp, ok, err := qp.root.seek(next)
 		if err != nil || !ok {
-			return v.done(&p), err
+			return v.done(&p, err)
 		}
+		p.charge(qp.rounds)
+		qp.rounds = 0
 		m, found, err := v.lookupMessage(gp)
 		if err != nil {
 			return nil, err
 		}
-		if found && (keep == nil || keep(&m)) { // else removed by a deletion: its index entries stay
+		switch {
+		case !found: // removed by a deletion: its index entries stay
+			p.skip(gp)
+		case qp.bounded && !q.matches(m.Type, m.Tags, all): // a candidate only
+			p.skip(gp)
+		case keep != nil && !keep(&m):
+			p.skip(gp)
+		default:
 			p.add(m)
+			p.spent(gp)
 		}
 		next = gp + 1
 	}
-	return v.done(&p), nil
+	return v.done(&p, nil)
 }

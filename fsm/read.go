@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 
@@ -52,6 +53,11 @@ type View struct {
 	mgp       int64            // global position mit is at; 0 when unpositioned
 	pageBytes int              // SetPageBytes; 0 means no cap
 	capped    bool             // the last read of messages stopped at pageBytes
+
+	ctx        context.Context // SetContext; nil: reads never look
+	scanBudget int             // SetScanBudget; 0 means no bound
+	stopped    bool            // the last read of messages spent scanBudget
+	resume     int64           // where that read goes on (ScanStopped)
 }
 
 // View opens a consistent view of namespace name.
@@ -104,70 +110,12 @@ func (w walk) next() bool {
 	return w.it.Next()
 }
 
-// SetPageBytes caps the bytes of every later page read through v (see
-// View); n <= 0 removes the cap.
-func (v *View) SetPageBytes(n int) { v.pageBytes = max(n, 0) }
-
-// PageCapped reports whether the last read of messages through v stopped
-// at the page byte cap: messages after its last one may match too.
-func (v *View) PageCapped() bool { return v.capped }
-
-// messageOverhead is what Size adds to a message's variable fields for
-// its positions, time and encoding: about what one Message costs in a
-// protobuf reply beyond its strings and bytes (field tags, lengths,
-// varints, the timestamp), rounded up.
-const messageOverhead = 64
-
-// Size is the message's bytes as a page counts them: data, metadata, id,
-// stream, type and tags, plus a fixed overhead for the rest. It bounds
-// the message's protobuf encoding in a reply from above.
-func (m *Message) Size() int {
-	n := messageOverhead + len(m.ID) + len(m.Stream) + len(m.Type) + len(m.Data) + len(m.Metadata)
-	for _, t := range m.Tags {
-		n += len(t) + 2
+// nextPosition is the position after pos in a read's direction.
+func nextPosition(pos int64, backward bool) int64 {
+	if backward {
+		return pos - 1
 	}
-	return n
-}
-
-// page collects one read's messages up to a count and a byte cap.
-//
-// INVARIANT: bytes is the sum of Size over msgs, and bytes <= maxBytes
-// unless msgs holds a single message (a page is never empty for want of
-// room).
-type page struct {
-	msgs     []Message
-	limit    int // negative: no count limit
-	maxBytes int // 0: no byte cap
-	bytes    int
-	capped   bool // a message was refused for want of room
-}
-
-func (v *View) startPage(limit int) page {
-	v.capped = false
-	return page{msgs: newPage(limit), limit: limit, maxBytes: v.pageBytes}
-}
-
-// full reports whether the page takes no more messages.
-func (p *page) full() bool { return p.capped || full(p.msgs, p.limit) }
-
-// add appends m, unless m would take a non-empty page past its byte cap:
-// then the page is capped and m is dropped.
-func (p *page) add(m Message) {
-	if p.maxBytes > 0 {
-		size := m.Size()
-		if len(p.msgs) > 0 && p.bytes+size > p.maxBytes {
-			p.capped = true
-			return
-		}
-		p.bytes += size
-	}
-	p.msgs = append(p.msgs, m)
-}
-
-// done returns the page's messages and records whether it was capped.
-func (v *View) done(p *page) []Message {
-	v.capped = p.capped
-	return p.msgs
+	return pos + 1
 }
 
 func normLimit(limit int) int {
@@ -275,6 +223,7 @@ func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 			return nil, err
 		}
 		if gp < q.GlobalPosition {
+			p.skip(nextPosition(keySuffixUint64(it.Key()), q.Backward))
 			continue
 		}
 		m, err := v.message(gp)
@@ -283,7 +232,7 @@ func (v *View) ReadStream(q StreamQuery) ([]Message, error) {
 		}
 		p.add(m)
 	}
-	return v.done(&p), it.Error()
+	return v.done(&p, it.Error())
 }
 
 // CategoryQuery selects messages of one category in global order.
@@ -351,29 +300,28 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 	w := walk{it, q.Backward}
 	p := v.startPage(limit)
 	for ok := w.first(); ok && !p.full(); ok = w.next() {
+		gp := keySuffixUint64(it.Key())
 		flags, hash, stream, corrCat, err := decodeCatEntry(it.Value())
 		if err != nil {
 			return nil, err
 		}
-		if !q.Filter.keepsStream(stream) {
+		if !q.Filter.keepsStream(stream) ||
+			q.Size > 0 && (flags&1 == 0 || groupMember(hash, q.Size) != q.Member) ||
+			corr != nil && !bytes.Equal(corrCat, corr) {
+			p.skip(nextPosition(gp, q.Backward))
 			continue
 		}
-		if q.Size > 0 && (flags&1 == 0 || groupMember(hash, q.Size) != q.Member) {
-			continue
-		}
-		if corr != nil && !bytes.Equal(corrCat, corr) {
-			continue
-		}
-		m, err := v.message(keySuffixUint64(it.Key()))
+		m, err := v.message(gp)
 		if err != nil {
 			return nil, err
 		}
 		if len(q.Filter.Types) > 0 && !slices.Contains(q.Filter.Types, m.Type) || held(q.After, &m) {
+			p.skip(nextPosition(gp, q.Backward))
 			continue
 		}
 		p.add(m)
 	}
-	return v.done(&p), it.Error()
+	return v.done(&p, it.Error())
 }
 
 // ReadAll returns every message of the namespace from global position from
@@ -417,9 +365,11 @@ func (v *View) readAll(from int64, limit int, backward bool, keep func(*Message)
 		}
 		if keep == nil || keep(&m) {
 			p.add(m)
+		} else {
+			p.skip(nextPosition(m.GlobalPosition, backward))
 		}
 	}
-	return v.done(&p), it.Error()
+	return v.done(&p, it.Error())
 }
 
 // LastMessage returns the stream's last message, or of the given type when
