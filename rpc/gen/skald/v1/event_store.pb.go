@@ -529,7 +529,15 @@ type QueryResponse struct {
 	// 3 MiB of messages by default) before reaching limit: more messages
 	// may follow. Read on from the last message (after = its global_position). A page that
 	// is not truncated ends where limit or the data ends, as before.
-	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Set when the page stopped at the server's scan budget
+	// (--read-scan-budget entries examined and not returned, 100,000 by
+	// default) before reaching limit; truncated is then true too. Read on
+	// with after = resume_from: every entry before it has been examined, so
+	// nothing is lost, though it may lie past the last message returned and
+	// the page may even be empty. This keeps one filtered read of a large
+	// namespace from scanning all of it.
+	ResumeFrom    *int64 `protobuf:"varint,4,opt,name=resume_from,json=resumeFrom,proto3,oneof" json:"resume_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +591,13 @@ func (x *QueryResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *QueryResponse) GetResumeFrom() int64 {
+	if x != nil && x.ResumeFrom != nil {
+		return *x.ResumeFrom
+	}
+	return 0
 }
 
 type ReadStreamRequest struct {
@@ -682,7 +697,15 @@ type ReadStreamResponse struct {
 	// 3 MiB of messages by default) before reaching limit: more messages
 	// may follow. Read on from the last message (position = its position + 1). A page that
 	// is not truncated ends where limit or the data ends, as before.
-	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Set when the page stopped at the server's scan budget
+	// (--read-scan-budget entries examined and not returned, 100,000 by
+	// default) before reaching limit; truncated is then true too. Read on
+	// with position = resume_from: every entry before it has been examined, so
+	// nothing is lost, though it may lie past the last message returned and
+	// the page may even be empty. This keeps one filtered read of a large
+	// namespace from scanning all of it.
+	ResumeFrom    *int64 `protobuf:"varint,4,opt,name=resume_from,json=resumeFrom,proto3,oneof" json:"resume_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -736,6 +759,13 @@ func (x *ReadStreamResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *ReadStreamResponse) GetResumeFrom() int64 {
+	if x != nil && x.ResumeFrom != nil {
+		return *x.ResumeFrom
+	}
+	return 0
 }
 
 type ReadCategoryRequest struct {
@@ -873,7 +903,15 @@ type ReadCategoryResponse struct {
 	// 3 MiB of messages by default) before reaching limit: more messages
 	// may follow. Read on from the last message (global_position = its global_position + 1). A page that
 	// is not truncated ends where limit or the data ends, as before.
-	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Set when the page stopped at the server's scan budget
+	// (--read-scan-budget entries examined and not returned, 100,000 by
+	// default) before reaching limit; truncated is then true too. Read on
+	// with global_position = resume_from: every entry before it has been examined, so
+	// nothing is lost, though it may lie past the last message returned and
+	// the page may even be empty. This keeps one filtered read of a large
+	// namespace from scanning all of it.
+	ResumeFrom    *int64 `protobuf:"varint,4,opt,name=resume_from,json=resumeFrom,proto3,oneof" json:"resume_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,6 +965,13 @@ func (x *ReadCategoryResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *ReadCategoryResponse) GetResumeFrom() int64 {
+	if x != nil && x.ResumeFrom != nil {
+		return *x.ResumeFrom
+	}
+	return 0
 }
 
 type ReadAllRequest struct {
@@ -1028,7 +1073,15 @@ type ReadAllResponse struct {
 	// 3 MiB of messages by default) before reaching limit: more messages
 	// may follow. Read on from the last message (global_position = its global_position + 1). A page that
 	// is not truncated ends where limit or the data ends, as before.
-	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Set when the page stopped at the server's scan budget
+	// (--read-scan-budget entries examined and not returned, 100,000 by
+	// default) before reaching limit; truncated is then true too. Read on
+	// with global_position = resume_from: every entry before it has been examined, so
+	// nothing is lost, though it may lie past the last message returned and
+	// the page may even be empty. This keeps one filtered read of a large
+	// namespace from scanning all of it.
+	ResumeFrom    *int64 `protobuf:"varint,4,opt,name=resume_from,json=resumeFrom,proto3,oneof" json:"resume_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1082,6 +1135,13 @@ func (x *ReadAllResponse) GetTruncated() bool {
 		return x.Truncated
 	}
 	return false
+}
+
+func (x *ReadAllResponse) GetResumeFrom() int64 {
+	if x != nil && x.ResumeFrom != nil {
+		return *x.ResumeFrom
+	}
+	return 0
 }
 
 type LastMessageRequest struct {
@@ -2409,11 +2469,14 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\x03R\x05after\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12)\n" +
-	"\x04read\x18\x04 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\x81\x01\n" +
+	"\x04read\x18\x04 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\xb7\x01\n" +
 	"\rQueryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xe6\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12$\n" +
+	"\vresume_from\x18\x04 \x01(\x03H\x00R\n" +
+	"resumeFrom\x88\x01\x01B\x0e\n" +
+	"\f_resume_from\"\xe6\x01\n" +
 	"\x11ReadStreamRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12,\n" +
@@ -2421,11 +2484,14 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12)\n" +
 	"\x04read\x18\x05 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
 	"\bbackward\x18\x06 \x01(\bR\bbackwardB\x12\n" +
-	"\x10_global_position\"\x86\x01\n" +
+	"\x10_global_position\"\xbc\x01\n" +
 	"\x12ReadStreamResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xe7\x03\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12$\n" +
+	"\vresume_from\x18\x04 \x01(\x03H\x00R\n" +
+	"resumeFrom\x88\x01\x01B\x0e\n" +
+	"\f_resume_from\"\xe7\x03\n" +
 	"\x13ReadCategoryRequest\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12'\n" +
 	"\x0fglobal_position\x18\x02 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
@@ -2440,22 +2506,28 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	" \x03(\v2..skald.v1.ReadCategoryRequest.StateVectorEntryR\vstateVector\x1a>\n" +
 	"\x10StateVectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x88\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xbe\x01\n" +
 	"\x14ReadCategoryResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xd1\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12$\n" +
+	"\vresume_from\x18\x04 \x01(\x03H\x00R\n" +
+	"resumeFrom\x88\x01\x01B\x0e\n" +
+	"\f_resume_from\"\xd1\x01\n" +
 	"\x0eReadAllRequest\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x03R\x05limit\x12)\n" +
 	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\x12\x1a\n" +
 	"\bbackward\x18\x04 \x01(\bR\bbackward\x12\x14\n" +
 	"\x05types\x18\x05 \x03(\tR\x05types\x12#\n" +
-	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\"\x83\x01\n" +
+	"\rstream_prefix\x18\x06 \x01(\tR\fstreamPrefix\"\xb9\x01\n" +
 	"\x0fReadAllResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.skald.v1.MessageR\bmessages\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"k\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12$\n" +
+	"\vresume_from\x18\x04 \x01(\x03H\x00R\n" +
+	"resumeFrom\x88\x01\x01B\x0e\n" +
+	"\f_resume_from\"k\n" +
 	"\x12LastMessageRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12)\n" +
@@ -2701,7 +2773,11 @@ func file_skald_v1_event_store_proto_init() {
 	file_skald_v1_types_proto_init()
 	file_skald_v1_event_store_proto_msgTypes[0].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[7].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[8].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[9].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[11].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[13].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[15].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[24].OneofWrappers = []any{
 		(*SubscribeRequest_Stream)(nil),
