@@ -191,12 +191,14 @@ type StreamQuery struct {
 // whatever their size.
 func (c *Client) ReadStream(ctx context.Context, q StreamQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message, resume *int64) (page, error) {
 		req := &skaldv1.ReadStreamRequest{Stream: q.Stream, Position: q.Position, Limit: limit, Read: s.wire(c.session.Load()), Backward: q.Backward}
 		switch {
+		case resume != nil:
+			req.Position = *resume
 		case last == nil:
 		case q.Backward && last.Position == 0:
-			return nil, false, nil // nothing below
+			return page{}, nil // nothing below
 		case q.Backward:
 			req.Position = last.Position - 1
 		default:
@@ -207,57 +209,68 @@ func (c *Client) ReadStream(ctx context.Context, q StreamQuery, opts ...ReadOpti
 		}
 		r, err := m.events.ReadStream(ctx, connect.NewRequest(req))
 		if err != nil {
-			return nil, false, err
+			return page{}, err
 		}
 		c.observe(r.Msg.AppliedIndex)
-		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
+		return page{fromWireAll(r.Msg.Messages), r.Msg.Truncated, r.Msg.ResumeFrom}, nil
 	})
 }
 
 // defaultReadLimit is the server's page when a read's limit is 0.
 const defaultReadLimit = 1000
 
-// readPages gathers the pages of one read: page reads up to limit
-// messages after last (nil: from the read's start) and says whether the
-// server cut the reply at its page byte cap. Pages are read until limit
-// messages are gathered (0: 1000; negative: no limit) or a page was not
-// cut. Each page is its own call (its own view of the data, at the
-// read's consistency); a read in position order loses or repeats nothing
-// by going on from the last message.
-func (c *Client) readPages(ctx context.Context, limit int64, page func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error)) ([]Message, error) {
+// page is one reply of a paged read: its messages, whether the server
+// cut it short (truncated), and where to read on when it stopped at its
+// scan budget (resume_from; nil otherwise).
+type page struct {
+	msgs   []Message
+	cut    bool
+	resume *int64
+}
+
+// readPages gathers the pages of one read: read reads up to limit
+// messages from the read's start, after last, or from resume (the
+// server's resume_from, which wins). Pages are read until limit messages
+// are gathered (0: 1000; negative: no limit) or a page was not cut. Each
+// page is its own call (its own view of the data, at the read's
+// consistency); a read in position order loses or repeats nothing by
+// going on from the last message, or from where the server says it
+// stopped examining (a page that stopped at the server's scan budget may
+// be empty and still be followed by more).
+func (c *Client) readPages(ctx context.Context, limit int64, read func(ctx context.Context, m *member, limit int64, last *Message, resume *int64) (page, error)) ([]Message, error) {
 	if limit == 0 {
 		limit = defaultReadLimit
 	}
 	var (
-		out  []Message
-		last *Message
+		out    []Message
+		last   *Message
+		resume *int64
 	)
 	for {
-		var (
-			msgs []Message
-			cut  bool
-		)
+		var p page
 		err := c.read(ctx, func(ctx context.Context, m *member) (err error) {
-			msgs, cut, err = page(ctx, m, limit, last)
+			p, err = read(ctx, m, limit, last, resume)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
 		if out == nil {
-			out = msgs
+			out = p.msgs
 		} else {
-			out = append(out, msgs...)
+			out = append(out, p.msgs...)
 		}
-		if !cut || len(msgs) == 0 {
+		if !p.cut || len(p.msgs) == 0 && p.resume == nil {
 			return out, nil
 		}
 		if limit > 0 {
-			if limit -= int64(len(msgs)); limit <= 0 {
+			if limit -= int64(len(p.msgs)); limit <= 0 {
 				return out, nil
 			}
 		}
-		last = &out[len(out)-1]
+		if resume = p.resume; len(out) > 0 {
+			last = &out[len(out)-1]
+		}
 	}
 }
 
@@ -292,10 +305,10 @@ type CategoryQuery struct {
 // as ReadStream).
 func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last)
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message, resume *int64) (page, error) {
+		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last, resume)
 		if !ok {
-			return nil, false, nil
+			return page{}, nil
 		}
 		r, err := m.events.ReadCategory(ctx, connect.NewRequest(&skaldv1.ReadCategoryRequest{
 			Category: q.Category, GlobalPosition: from, Limit: limit, Correlation: q.Correlation,
@@ -303,10 +316,10 @@ func (c *Client) ReadCategory(ctx context.Context, q CategoryQuery, opts ...Read
 			Types: q.Types, StreamPrefix: q.StreamPrefix, StateVector: q.StateVector,
 		}))
 		if err != nil {
-			return nil, false, err
+			return page{}, err
 		}
 		c.observe(r.Msg.AppliedIndex)
-		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
+		return page{fromWireAll(r.Msg.Messages), r.Msg.Truncated, r.Msg.ResumeFrom}, nil
 	})
 }
 
@@ -346,25 +359,27 @@ type AllQuery struct {
 // ReadStream).
 func (c *Client) ReadAllQuery(ctx context.Context, q AllQuery, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
-		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last)
+	return c.readPages(ctx, q.Limit, func(ctx context.Context, m *member, limit int64, last *Message, resume *int64) (page, error) {
+		from, ok := nextGlobal(q.GlobalPosition, q.Backward, last, resume)
 		if !ok {
-			return nil, false, nil
+			return page{}, nil
 		}
 		r, err := m.events.ReadAll(ctx, connect.NewRequest(&skaldv1.ReadAllRequest{GlobalPosition: from, Limit: limit, Read: s.wire(c.session.Load()),
 			Backward: q.Backward, Types: q.Types, StreamPrefix: q.StreamPrefix}))
 		if err != nil {
-			return nil, false, err
+			return page{}, err
 		}
 		c.observe(r.Msg.AppliedIndex)
-		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
+		return page{fromWireAll(r.Msg.Messages), r.Msg.Truncated, r.Msg.ResumeFrom}, nil
 	})
 }
 
-// nextGlobal is where a read in global order goes on after last (nil: it
-// starts at from); ok is false when a backward read has nothing below.
-func nextGlobal(from int64, backward bool, last *Message) (int64, bool) {
+// nextGlobal is where a read in global order goes on: from the server's
+// resume_from, else after last (nil: it starts at from); ok is false when a backward read has nothing below.
+func nextGlobal(from int64, backward bool, last *Message, resume *int64) (int64, bool) {
 	switch {
+	case resume != nil:
+		return *resume, true
 	case last == nil:
 		return from, true
 	case backward:
@@ -381,17 +396,20 @@ func nextGlobal(from int64, backward bool, last *Message) (int64, bool) {
 // matches, not the namespace's size.
 func (c *Client) Query(ctx context.Context, q Query, after, limit int64, opts ...ReadOption) ([]Message, error) {
 	s := c.settings(opts)
-	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message) ([]Message, bool, error) {
+	return c.readPages(ctx, limit, func(ctx context.Context, m *member, limit int64, last *Message, resume *int64) (page, error) {
 		from := after
-		if last != nil {
+		switch {
+		case resume != nil:
+			from = *resume
+		case last != nil:
 			from = last.GlobalPosition
 		}
 		r, err := m.events.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{Query: q.wire(), After: from, Limit: limit, Read: s.wire(c.session.Load())}))
 		if err != nil {
-			return nil, false, err
+			return page{}, err
 		}
 		c.observe(r.Msg.AppliedIndex)
-		return fromWireAll(r.Msg.Messages), r.Msg.Truncated, nil
+		return page{fromWireAll(r.Msg.Messages), r.Msg.Truncated, r.Msg.ResumeFrom}, nil
 	})
 }
 

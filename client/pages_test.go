@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/rpc"
 )
 
 // TestReadsReadOnPastPageCap: the server cuts a reply at its page byte
@@ -91,6 +93,73 @@ func TestReadsReadOnPastPageCap(t *testing.T) {
 				if msgs[i].GlobalPosition <= msgs[i-1].GlobalPosition {
 					t.Fatalf("message %d at global position %d after %d", i, msgs[i].GlobalPosition, msgs[i-1].GlobalPosition)
 				}
+			}
+		})
+	}
+}
+
+// TestReadsReadOnPastScanBudget: a server whose scan budget is far below
+// what a rare filter skips replies with short, even empty, pages and
+// resume_from; the client reads on from there, so each read returns
+// exactly the matches an unbounded server returns, in order.
+func TestReadsReadOnPastScanBudget(t *testing.T) {
+	cl := testcluster.StartWith(t, 1, rpc.Options{Limits: rpc.Limits{ScanBudget: 20}})
+	ctx := ctxT(t)
+	c := newTestClient(t, cl.Endpoints(), cl.CreateNamespace(t, "sparse", 0))
+	var rare []int64 // global positions of the rare messages
+	for i := range 300 {
+		stream, typ, tags := fmt.Sprintf("acct-%d", i%5), "Common", []string{"common"}
+		if i%60 == 7 {
+			stream, typ, tags = "acct-rare", "Rare", []string{"common", "rare"}
+		}
+		r, err := c.Append(ctx, stream, []NewMessage{{Type: typ, Data: []byte(`{}`), Tags: tags}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ == "Rare" {
+			rare = append(rare, r.FirstGlobalPosition)
+		}
+	}
+	backward := slices.Clone(rare)
+	slices.Reverse(backward)
+	for _, r := range []struct {
+		name string
+		read func(ctx context.Context) ([]Message, error)
+		want []int64
+	}{
+		{"ReadCategory types", func(ctx context.Context) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "acct", Types: []string{"Rare"}, Limit: -1})
+		}, rare},
+		{"ReadCategory prefix backward", func(ctx context.Context) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "acct", StreamPrefix: "acct-r", GlobalPosition: -1, Backward: true, Limit: -1})
+		}, backward},
+		{"ReadCategory prefix limit 3", func(ctx context.Context) ([]Message, error) {
+			return c.ReadCategory(ctx, CategoryQuery{Category: "acct", StreamPrefix: "acct-r", Limit: 3})
+		}, rare[:3]},
+		{"ReadAllQuery prefix", func(ctx context.Context) ([]Message, error) {
+			return c.ReadAllQuery(ctx, AllQuery{StreamPrefix: "acct-r", Limit: -1})
+		}, rare},
+		{"ReadAllQuery prefix backward", func(ctx context.Context) ([]Message, error) {
+			return c.ReadAllQuery(ctx, AllQuery{StreamPrefix: "acct-r", GlobalPosition: -1, Backward: true, Limit: -1})
+		}, backward},
+		{"Query type and tag", func(ctx context.Context) ([]Message, error) {
+			return c.Query(ctx, Query{{Types: []string{"Rare"}, Tags: []string{"common"}}}, 0, -1)
+		}, rare},
+		{"Query tag of common", func(ctx context.Context) ([]Message, error) {
+			return c.Query(ctx, Query{{Types: []string{"Common"}, Tags: []string{"rare"}}, {Types: []string{"Rare"}, Tags: []string{"rare"}}}, 0, -1)
+		}, rare},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			msgs, err := r.read(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, m := range msgs {
+				got = append(got, m.GlobalPosition)
+			}
+			if !slices.Equal(got, r.want) {
+				t.Fatalf("global positions %v, want %v", got, r.want)
 			}
 		})
 	}

@@ -30,6 +30,7 @@ func (n *Node) Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn
 		return applied, err
 	}
 	defer v.Close()
+	v.SetContext(ctx)
 	return applied, fn(v)
 }
 

@@ -40,6 +40,13 @@ var linearizable = nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}
 
 // read runs fn on a linearizable view of the caller's namespace.
 func (e *evdb) read(ctx context.Context, fn func(*fsm.View) error) *evError {
+	// EventoDB's replies have no way to say "read on from here", so its
+	// reads have no scan budget: a read ends with its reply's deadline.
+	if e.limits.WriteTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.limits.WriteTimeout)
+		defer cancel()
+	}
 	if _, err := e.b.Read(ctx, callerFrom(ctx).namespace, linearizable, fn); err != nil {
 		return e.backendError(ctx, err)
 	}

@@ -121,11 +121,14 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		if ended {
 			return
 		}
-		var msgs []fsm.Message
+		var (
+			msgs []fsm.Message
+			more bool
+		)
 		if strings.Contains(sub.category, "-") {
 			msgs = nil // a stream name: matches nothing
 		} else if _, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) (err error) {
-			msgs, _, err = sub.page(v, cfg.Page, cfg.PageBytes)
+			msgs, _, more, err = sub.page(v, cfg)
 			return err
 		}); err != nil {
 			return // namespace gone or node stopping: the client reconnects
@@ -142,7 +145,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if len(msgs) > 0 {
+		if len(msgs) > 0 || more {
 			continue
 		}
 		select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -32,7 +33,12 @@ type eventStore struct {
 	b         events
 	log       *slog.Logger
 	sub       subscribeConfig
-	pageBytes int // caps every read's page (Options.PageBytes)
+	pageBytes int // caps every read's page (Limits.PageBytes)
+	// scanBudget bounds what one read examines and skips (Limits.ScanBudget).
+	scanBudget int
+	// replyTimeout ends a read when its reply could no longer be written
+	// (Limits.WriteTimeout).
+	replyTimeout time.Duration
 }
 
 func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {
@@ -153,32 +159,62 @@ func (s *eventStore) Query(ctx context.Context, req *connect.Request[skaldv1.Que
 		return nil, err
 	}
 	var (
-		out       []fsm.Message
-		truncated bool
+		out []fsm.Message
+		end pageEnd
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.Query(fsm.QueryOf(q), m.After, limit)
-		truncated = v.PageCapped()
+		end = endOf(v, 0)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.QueryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
+	return connect.NewResponse(&skaldv1.QueryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: end.truncated, ResumeFrom: end.resume}), nil
 }
 
 // read runs fn on a view of the caller's namespace at the requested
-// consistency, its pages capped at s.pageBytes.
+// consistency, its pages capped at s.pageBytes and s.scanBudget. The read
+// ends with the request's context, or once its reply could no longer be
+// written in time.
 func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
 	opts, err := readOptions(o)
 	if err != nil {
 		return 0, err
 	}
+	if s.replyTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.replyTimeout)
+		defer cancel()
+	}
 	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
+		v.SetScanBudget(s.scanBudget)
 		return fn(v)
 	})
 	return applied, s.toConnect(ctx, err)
+}
+
+// pageEnd is how a read's page ended, as its reply says it: truncated
+// (more may follow) and, after a stop at the scan budget, where to read
+// on.
+type pageEnd struct {
+	truncated bool
+	resume    *int64
+}
+
+// endOf reads how v's last read ended. lowest is the smallest position a
+// read may go on from (a backward read that would resume below it has
+// examined everything: it ended).
+func endOf(v *fsm.View, lowest int64) pageEnd {
+	resume, stopped := v.ScanStopped()
+	if !stopped {
+		return pageEnd{truncated: v.PageCapped()}
+	}
+	if resume < lowest {
+		return pageEnd{}
+	}
+	return pageEnd{truncated: true, resume: &resume}
 }
 
 // toConnect maps errors of calls on the caller's own namespace: that it
@@ -204,18 +240,18 @@ func (s *eventStore) ReadStream(ctx context.Context, req *connect.Request[skaldv
 		return nil, err
 	}
 	var (
-		out       []fsm.Message
-		truncated bool
+		out []fsm.Message
+		end pageEnd
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadStream(fsm.StreamQuery{Stream: m.Stream, Position: m.Position, GlobalPosition: m.GetGlobalPosition(), Limit: limit, Backward: m.Backward})
-		truncated = v.PageCapped()
+		end = endOf(v, 0)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadStreamResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
+	return connect.NewResponse(&skaldv1.ReadStreamResponse{Messages: messages(out), AppliedIndex: applied, Truncated: end.truncated, ResumeFrom: end.resume}), nil
 }
 
 func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skaldv1.ReadCategoryRequest]) (*connect.Response[skaldv1.ReadCategoryResponse], error) {
@@ -249,8 +285,8 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 		after = m.StateVector
 	}
 	var (
-		out       []fsm.Message
-		truncated bool
+		out []fsm.Message
+		end pageEnd
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadCategory(fsm.CategoryQuery{
@@ -258,13 +294,13 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 			Correlation: m.Correlation, Member: member, Size: size, Backward: m.Backward, Filter: filter,
 			After: after,
 		})
-		truncated = v.PageCapped()
+		end = endOf(v, 1)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadCategoryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
+	return connect.NewResponse(&skaldv1.ReadCategoryResponse{Messages: messages(out), AppliedIndex: applied, Truncated: end.truncated, ResumeFrom: end.resume}), nil
 }
 
 func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.ReadAllRequest]) (*connect.Response[skaldv1.ReadAllResponse], error) {
@@ -281,18 +317,18 @@ func (s *eventStore) ReadAll(ctx context.Context, req *connect.Request[skaldv1.R
 		return nil, err
 	}
 	var (
-		out       []fsm.Message
-		truncated bool
+		out []fsm.Message
+		end pageEnd
 	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
 		out, err = v.ReadAllQuery(fsm.AllQuery{GlobalPosition: m.GlobalPosition, Limit: limit, Backward: m.Backward, Filter: filter})
-		truncated = v.PageCapped()
+		end = endOf(v, 1)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.ReadAllResponse{Messages: messages(out), AppliedIndex: applied, Truncated: truncated}), nil
+	return connect.NewResponse(&skaldv1.ReadAllResponse{Messages: messages(out), AppliedIndex: applied, Truncated: end.truncated, ResumeFrom: end.resume}), nil
 }
 
 func (s *eventStore) LastMessage(ctx context.Context, req *connect.Request[skaldv1.LastMessageRequest]) (*connect.Response[skaldv1.LastMessageResponse], error) {

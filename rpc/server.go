@@ -96,6 +96,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
 	limits := opts.Limits.withDefaults()
+	subscribe := opts.Subscribe
+	if subscribe.ScanBudget <= 0 {
+		subscribe.ScanBudget = limits.ScanBudget
+	}
 	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
 	auth := authenticator{b: b, unknown: tokens, log: log}
 	compressMin := opts.CompressMinBytes
@@ -120,7 +124,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleAPI := func(path string, h http.Handler) { // token from the headers first
 		handleService(path, auth.beforeBody(h, errw, metrics))
 	}
-	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: opts.Subscribe, pageBytes: limits.PageBytes}, handlerOpts...))
+	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget, replyTimeout: limits.WriteTimeout}, handlerOpts...))
 	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
@@ -131,7 +135,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
+	evdb := &evdb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)

@@ -29,6 +29,10 @@ type subscribeConfig struct {
 	// least one message) and the message being sent. Default
 	// DefaultSubscribePageBytes.
 	PageBytes int
+	// ScanBudget bounds the entries one store read examines and skips
+	// (fsm.View.SetScanBudget): a sparse category subscription moves on
+	// in steps of it. Default DefaultScanBudget.
+	ScanBudget int
 }
 
 // DefaultSubscribePageBytes is subscribeConfig.PageBytes's default: one
@@ -47,6 +51,9 @@ func (c subscribeConfig) withDefaults() subscribeConfig {
 	}
 	if c.PageBytes <= 0 {
 		c.PageBytes = DefaultSubscribePageBytes
+	}
+	if c.ScanBudget <= 0 {
+		c.ScanBudget = DefaultScanBudget
 	}
 	return c
 }
@@ -104,14 +111,18 @@ func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
 	return sub, nil
 }
 
-// page reads the next messages after sub.next, at most n of them and
-// maxBytes of them (at least one), and how far the head is ahead of
-// sub.next. A category or whole-namespace page shorter than n, and not
-// cut short by maxBytes, has seen every match below the view's head, so
-// the position moves up to the head: a quiet category in a busy
-// namespace is not "behind".
-func (sub *subscription) page(v *fsm.View, n, maxBytes int) (msgs []fsm.Message, behind int64, err error) {
-	v.SetPageBytes(maxBytes)
+// page reads the next messages after sub.next, at most cfg.Page of them
+// and cfg.PageBytes of them (at least one), and how far the head is ahead
+// of sub.next. A category or whole-namespace page shorter than cfg.Page,
+// and not cut short by its byte cap or scan budget, has seen every match
+// below the view's head, so the position moves up to the head: a quiet
+// category in a busy namespace is not "behind". more is true when the
+// read stopped at its scan budget: the position moves up to where it
+// stopped, and the caller reads on at once rather than wait for a write.
+func (sub *subscription) page(v *fsm.View, cfg subscribeConfig) (msgs []fsm.Message, behind int64, more bool, err error) {
+	v.SetPageBytes(cfg.PageBytes)
+	v.SetScanBudget(cfg.ScanBudget)
+	n := cfg.Page
 	switch {
 	case sub.stream != "":
 		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: sub.stream, Position: sub.next, Limit: n})
@@ -137,12 +148,16 @@ func (sub *subscription) page(v *fsm.View, n, maxBytes int) (msgs []fsm.Message,
 				next = msgs[len(msgs)-1].GlobalPosition + 1
 			}
 			behind = head - next
-			if err == nil && len(msgs) < n && !v.PageCapped() {
+			resume, stopped := v.ScanStopped()
+			switch {
+			case stopped:
+				sub.skipTo, more = resume, true
+			case err == nil && len(msgs) < n && !v.PageCapped():
 				sub.skipTo = head
 			}
 		}
 	}
-	return msgs, behind, err
+	return msgs, behind, more, err
 }
 
 func (sub *subscription) advance(m *fsm.Message) {
@@ -191,9 +206,10 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 		var (
 			msgs   []fsm.Message
 			behind int64
+			more   bool
 		)
 		_, err := s.b.Read(ctx, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
-			msgs, behind, err = sub.page(v, cfg.Page, cfg.PageBytes)
+			msgs, behind, more, err = sub.page(v, cfg)
 			return err
 		})
 		if err != nil {
@@ -212,6 +228,17 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 		sub.skip()
 		if len(msgs) > 0 {
 			heartbeat.Reset(cfg.Heartbeat)
+			continue
+		}
+		if more { // a stretch with no match: read on, still sending heartbeats
+			select {
+			case <-heartbeat.C:
+				if err := stream.Send(&skaldv1.SubscribeResponse{Event: &skaldv1.SubscribeResponse_Heartbeat{Heartbeat: &skaldv1.Heartbeat{Time: timestamppb.Now()}}}); err != nil {
+					return err
+				}
+				heartbeat.Reset(cfg.Heartbeat)
+			default:
+			}
 			continue
 		}
 		if !caughtUp {

@@ -14,6 +14,7 @@ type apiLimitFlags struct {
 	maxConnections                         int
 	readTimeout, writeTimeout, idleTimeout time.Duration
 	pageBytes                              int
+	scanBudget                             int
 }
 
 func (a *apiLimitFlags) register(fs *flag.FlagSet) {
@@ -22,6 +23,7 @@ func (a *apiLimitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
 	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
 	fs.IntVar(&a.pageBytes, "read-page-bytes", rpc.DefaultPageBytes, "most bytes of messages in one read's reply (Connect: truncated, read on; EventoDB: a shorter batch)")
+	fs.IntVar(&a.scanBudget, "read-scan-budget", rpc.DefaultScanBudget, "most entries one Connect read (or one subscription page) examines without returning them, for filters that match rarely; past it the reply says where to read on (resume_from)")
 }
 
 func (a *apiLimitFlags) validate() error {
@@ -36,13 +38,15 @@ func (a *apiLimitFlags) validate() error {
 		return fmt.Errorf("--idle-timeout must be at least 1s, got %s", a.idleTimeout)
 	case a.pageBytes < 64<<10 || a.pageBytes > 64<<20:
 		return fmt.Errorf("--read-page-bytes must be between 64 KiB and 64 MiB, got %d", a.pageBytes)
+	case a.scanBudget < 1000 || a.scanBudget > 100_000_000:
+		return fmt.Errorf("--read-scan-budget must be between 1000 and 100000000, got %d", a.scanBudget)
 	}
 	return nil
 }
 
 // rpcLimits returns the limits the handler and server get.
 func (a *apiLimitFlags) rpcLimits() rpc.Limits {
-	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes}
+	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes, ScanBudget: a.scanBudget}
 }
 
 // connections returns --max-connections, or its default under the

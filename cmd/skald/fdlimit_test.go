@@ -88,6 +88,8 @@ func TestAPILimitFlags(t *testing.T) {
 		{[]string{"--write-timeout", "0s"}, "--write-timeout must be at least 1s"},
 		{[]string{"--idle-timeout", "1ms"}, "--idle-timeout must be at least 1s"},
 		{[]string{"--read-page-bytes", "1000"}, "--read-page-bytes must be between 64 KiB and 64 MiB"},
+		{[]string{"--read-scan-budget", "999"}, "--read-scan-budget must be between 1000 and 100000000"},
+		{[]string{"--read-scan-budget", "5000"}, ""},
 	} {
 		f, err := parseServerFlags(append(base, c.args...), io.Discard)
 		switch {

@@ -47,7 +47,14 @@ type Cluster struct {
 // has applied it and knows every API address.
 func Start(t T, size int) *Cluster {
 	t.Helper()
-	return start(t, size, "", "")
+	return start(t, size, "", "", rpc.Options{})
+}
+
+// StartWith is Start with the API handlers' options (limits, say); the
+// metrics registries are the harness's own.
+func StartWith(t T, size int, opts rpc.Options) *Cluster {
+	t.Helper()
+	return start(t, size, "", "", opts)
 }
 
 // StartTLS is Start with TLS on the API port (HTTPS, HTTP/2 by ALPN) and
@@ -63,10 +70,10 @@ func StartTLS(t T, size int) *Cluster {
 	if err := node.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
 		t.Fatalf("generate TLS: %v", err)
 	}
-	return start(t, size, dir, filepath.Join(dir, "ca.pem"))
+	return start(t, size, dir, filepath.Join(dir, "ca.pem"), rpc.Options{})
 }
 
-func start(t T, size int, tlsDir, caFile string) *Cluster {
+func start(t T, size int, tlsDir, caFile string, opts rpc.Options) *Cluster {
 	t.Helper()
 	config := func(i int, cfg *node.Config) {
 		cfg.LeaderWait, cfg.ReadWait = 5*time.Second, 5*time.Second
@@ -83,7 +90,9 @@ func start(t T, size int, tlsDir, caFile string) *Cluster {
 		}
 	}
 	api := func(tn *node.TestNode) http.Handler {
-		return rpc.NewHandler(tn.Node, rpc.Options{Registerer: tn.Registry, Gatherer: tn.Registry})
+		o := opts
+		o.Registerer, o.Gatherer = tn.Registry, tn.Registry
+		return rpc.NewHandler(tn.Node, o)
 	}
 	c := &Cluster{TestCluster: node.StartTestCluster(t, size, node.TestClusterOptions{Config: config, Handler: api}), CAFile: caFile}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
