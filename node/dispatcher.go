@@ -45,6 +45,12 @@ type dispatcher struct {
 		seq        uint64
 		rr         int
 		cursor     int64 // next global position to read from the source
+		// streamPos (a stream source) is where the next read of the
+		// stream starts: every message of the stream below this position
+		// lies below cursor, so a read from it with cursor as its floor
+		// returns what a read from position 0 would, without walking the
+		// stream's head again on every refresh.
+		streamPos int64
 		head       int64 // the namespace's next global position at the last read
 		pending    []*groupItem
 		retry      []*groupItem // by gp
@@ -460,7 +466,7 @@ func (d *dispatcher) refresh() error {
 	}
 	d.mu.rec = rec
 	reloadReplay := rec.ReplayVersion != d.mu.replayVer
-	cursor := d.mu.cursor
+	cursor, streamPos := d.mu.cursor, d.mu.streamPos
 	want := d.pendingCapLocked() - len(d.mu.pending)
 	room := groupPendingBytes - d.pendingBytesLocked()
 	if room <= 0 && len(d.mu.pending) > 0 {
@@ -492,7 +498,7 @@ func (d *dispatcher) refresh() error {
 	next := cursor
 	if want > 0 {
 		v.SetPageBytes(max(room, 1)) // at least one message
-		msgs, next, err = readSource(v, rec.Source, cursor, want)
+		msgs, next, streamPos, err = readSource(v, rec.Source, cursor, streamPos, want)
 		if err != nil {
 			return err
 		}
@@ -514,7 +520,7 @@ func (d *dispatcher) refresh() error {
 		for _, m := range msgs {
 			d.mu.pending = append(d.mu.pending, &groupItem{msg: m, deliveries: d.failedLocked(m.GlobalPosition, false)})
 		}
-		d.mu.cursor = next
+		d.mu.cursor, d.mu.streamPos = next, streamPos
 	}
 	return nil
 }
@@ -585,12 +591,20 @@ func (d *dispatcher) pendingBytesLocked() int {
 // page came up short of n without reaching the cap (nothing of the source
 // lies below it unread). A query source sees only tagged
 // messages (the only ones indexed); its after is exclusive, hence from-1.
-func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.Message, int64, error) {
+//
+// A stream source is read from stream position streamPos (every message
+// of the stream below it lies below from) and the position the next read
+// starts at is returned: past the last message read, where the same holds
+// for the next from.
+func readSource(v *fsm.View, src *fsmv1.GroupSource, from, streamPos int64, n int) ([]fsm.Message, int64, int64, error) {
 	var msgs []fsm.Message
 	var err error
 	switch {
 	case src.GetStream() != "":
-		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: src.Stream, GlobalPosition: from, Limit: n})
+		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: src.Stream, Position: streamPos, GlobalPosition: from, Limit: n})
+		if err == nil && len(msgs) > 0 {
+			streamPos = msgs[len(msgs)-1].Position + 1
+		}
 	case src.GetCategory() != "":
 		msgs, err = v.ReadCategory(fsm.CategoryQuery{Category: src.Category, GlobalPosition: from, Limit: n})
 	case src.GetQuery() != nil:
@@ -599,7 +613,7 @@ func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.M
 		msgs, err = v.ReadAll(from, n)
 	}
 	if err != nil {
-		return nil, from, err
+		return nil, from, streamPos, err
 	}
 	next := from
 	if len(msgs) > 0 {
@@ -608,11 +622,11 @@ func readSource(v *fsm.View, src *fsmv1.GroupSource, from int64, n int) ([]fsm.M
 	if len(msgs) < n && !v.PageCapped() {
 		head, err := v.NextGlobalPosition()
 		if err != nil {
-			return nil, from, err
+			return nil, from, streamPos, err
 		}
 		next = max(next, head)
 	}
-	return msgs, next, nil
+	return msgs, next, streamPos, nil
 }
 
 // expire returns deliveries past their ack deadline.
