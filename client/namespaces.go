@@ -103,21 +103,29 @@ func (c *Client) DeleteNamespace(ctx context.Context, name string) (DeletedNames
 	return DeletedNamespace{Name: resp.Name, DeletedAt: asTime(resp.DeletedAt), MessagesDeleted: resp.MessagesDeleted, Index: resp.Index}, nil
 }
 
-// ListNamespaces returns every namespace, "default" included (admin token).
+// ListNamespaces returns every namespace, "default" included (admin
+// token), in byte order of the name, reading the server's pages (1000
+// namespaces each) on from their next_cursor.
 func (c *Client) ListNamespaces(ctx context.Context) ([]Namespace, error) {
 	var out []Namespace
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.namespaces.List(ctx, connect.NewRequest(&skaldv1.ListRequest{}))
-		if err != nil {
-			return err
+	for cursor := ""; ; {
+		var next string
+		err := c.read(ctx, func(ctx context.Context, m *member) error {
+			r, err := m.namespaces.List(ctx, connect.NewRequest(&skaldv1.ListRequest{Cursor: cursor}))
+			if err != nil {
+				return err
+			}
+			for _, ns := range r.Msg.Namespaces {
+				out = append(out, namespaceFromWire(ns))
+			}
+			next = r.Msg.NextCursor
+			return nil
+		})
+		if err != nil || next == "" {
+			return out, err
 		}
-		out = make([]Namespace, len(r.Msg.Namespaces))
-		for i, ns := range r.Msg.Namespaces {
-			out[i] = namespaceFromWire(ns)
-		}
-		return nil
-	})
-	return out, err
+		cursor = next
+	}
 }
 
 // GetNamespace describes one namespace: any with the admin token, the

@@ -74,11 +74,22 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
 }
 
+// nsList lists at most MaxNamespacesPage namespaces, in byte order of the
+// name; the Skald extension options {"cursor", "limit"} page through
+// more, as ns.streams.
 func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	entries, err := listNamespaces(ctx, e.b)
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, everr
+	}
+	cursor, limit, everr := listingOpts(opts, MaxNamespacesPage)
+	if everr != nil {
+		return nil, everr
+	}
+	entries, _, err := listNamespaces(ctx, e.b, cursor, int(limit))
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/nstoken"
@@ -67,24 +68,41 @@ type namespaceEntry struct {
 	stats fsm.NamespaceStats
 }
 
-// listNamespaces reads every namespace's entry and counters. A
-// linearizable barrier first makes the list include every namespace whose
-// creation was acknowledged; each is then read on a local view, and one
-// deleted meanwhile is left out.
-func listNamespaces(ctx context.Context, b tenants) ([]namespaceEntry, error) {
-	if err := b.ReadBarrier(ctx, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}); err != nil {
-		return nil, err
+// MaxNamespacesPage bounds one namespace listing (Namespaces.List,
+// ns.list): each entry opens its namespace for its counters.
+const MaxNamespacesPage = 1000
+
+// listNamespaces returns up to limit namespaces (0: MaxNamespacesPage)
+// whose name sorts after cursor, in byte order, with their counters, and
+// the cursor of the next page ("" when nothing follows). A linearizable
+// barrier first makes the list include every namespace whose creation was
+// acknowledged; each is then read on a local view, and one deleted
+// meanwhile is left out.
+func listNamespaces(ctx context.Context, b tenants, cursor string, limit int) ([]namespaceEntry, string, error) {
+	if limit <= 0 || limit > MaxNamespacesPage {
+		limit = MaxNamespacesPage
 	}
-	var out []namespaceEntry
-	for _, ns := range b.Namespaces() {
+	if err := b.ReadBarrier(ctx, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}); err != nil {
+		return nil, "", err
+	}
+	all := b.Namespaces() // sorted by name
+	i := sort.Search(len(all), func(i int) bool { return all[i].Name > cursor })
+	out := []namespaceEntry{}
+	for _, ns := range all[i:] {
+		if len(out) == limit {
+			return out, out[limit-1].info.Name, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, "", err
+		}
 		info, stats, err := namespaceStats(ctx, b, ns.Name, nodeapi.ReadOptions{Consistency: nodeapi.Local})
 		if errors.Is(err, fsm.ErrNamespaceNotFound) {
 			continue // deleted meanwhile
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, namespaceEntry{info, stats})
 	}
-	return out, nil
+	return out, "", nil
 }

@@ -86,15 +86,18 @@ func namespaceInfo(ns fsm.NamespaceInfo, st fsm.NamespaceStats) *skaldv1.Namespa
 	return out
 }
 
-func (s *namespaces) List(ctx context.Context, _ *connect.Request[skaldv1.ListRequest]) (*connect.Response[skaldv1.ListResponse], error) {
+func (s *namespaces) List(ctx context.Context, req *connect.Request[skaldv1.ListRequest]) (*connect.Response[skaldv1.ListResponse], error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	entries, err := listNamespaces(ctx, s.b)
+	if l := req.Msg.Limit; l < 0 || l > MaxNamespacesPage {
+		return nil, invalidField("limit", "must be 0 (%d) or 1..%d, got %d", MaxNamespacesPage, MaxNamespacesPage, l)
+	}
+	entries, next, err := listNamespaces(ctx, s.b, req.Msg.Cursor, int(req.Msg.Limit))
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	resp := &skaldv1.ListResponse{}
+	resp := &skaldv1.ListResponse{NextCursor: next}
 	for _, n := range entries {
 		resp.Namespaces = append(resp.Namespaces, namespaceInfo(n.info, n.stats))
 	}

@@ -634,7 +634,12 @@ func (x *DeleteResponse) GetIndex() uint64 {
 }
 
 type ListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Return namespaces whose name sorts strictly after this one (the
+	// previous page's next_cursor); empty: from the first.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// At most this many namespaces, 1..1000; 0 means 1000.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -667,6 +672,20 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_namespaces_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type NamespaceInfo struct {
@@ -771,8 +790,11 @@ func (x *NamespaceInfo) GetDedupeForever() bool {
 }
 
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespaces    []*NamespaceInfo       `protobuf:"bytes,1,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In byte order of the name.
+	Namespaces []*NamespaceInfo `protobuf:"bytes,1,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	// The cursor of the next page; empty when nothing follows.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +834,13 @@ func (x *ListResponse) GetNamespaces() []*NamespaceInfo {
 		return x.Namespaces
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type GetRequest struct {
@@ -900,8 +929,10 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"\n" +
 	"deleted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tdeletedAt\x12)\n" +
 	"\x10messages_deleted\x18\x03 \x01(\x03R\x0fmessagesDeleted\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\x04R\x05index\"\r\n" +
-	"\vListRequest\"\xf0\x02\n" +
+	"\x05index\x18\x04 \x01(\x04R\x05index\";\n" +
+	"\vListRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xf0\x02\n" +
 	"\rNamespaceInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -911,11 +942,13 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"\fstream_count\x18\x05 \x01(\x03R\vstreamCount\x12?\n" +
 	"\rlast_activity\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\flastActivity\x12>\n" +
 	"\rdedupe_window\x18\a \x01(\v2\x19.google.protobuf.DurationR\fdedupeWindow\x12%\n" +
-	"\x0ededupe_forever\x18\b \x01(\bR\rdedupeForever\"G\n" +
+	"\x0ededupe_forever\x18\b \x01(\bR\rdedupeForever\"h\n" +
 	"\fListResponse\x127\n" +
 	"\n" +
 	"namespaces\x18\x01 \x03(\v2\x17.skald.v1.NamespaceInfoR\n" +
-	"namespaces\" \n" +
+	"namespaces\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\" \n" +
 	"\n" +
 	"GetRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name*\x8a\x01\n" +
