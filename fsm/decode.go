@@ -92,3 +92,37 @@ func asText(v []byte) []byte {
 	}
 	return bytes.ToValidUTF8(v, []byte("\uFFFD"))
 }
+
+// peekStreamType returns a stored message's stream and type as slices of
+// val, without decoding (or copying) the rest: what a scan by stream
+// prefix or type needs to pass over a message it does not return. Like
+// decodeMessage, a field given twice keeps its last value; a malformed
+// value is left to decodeMessage to report (ok false).
+func peekStreamType(val []byte) (stream, typ []byte, ok bool) {
+	for buf := val; len(buf) > 0; {
+		num, wt, n := protowire.ConsumeTag(buf)
+		if n < 0 {
+			return nil, nil, false
+		}
+		buf = buf[n:]
+		if wt == protowire.BytesType && (num == smStream || num == smType) {
+			v, n := protowire.ConsumeBytes(buf)
+			if n < 0 {
+				return nil, nil, false
+			}
+			if num == smStream {
+				stream = v
+			} else {
+				typ = v
+			}
+			buf = buf[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, wt, buf)
+		if n < 0 {
+			return nil, nil, false
+		}
+		buf = buf[n:]
+	}
+	return stream, typ, true
+}

@@ -58,11 +58,18 @@ func TestDecodeMessageMatchesProto(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("decodeMessage = %+v\nproto        = %+v", got, want)
 			}
+			stream, typ, ok := peekStreamType(tc.val)
+			if !ok || string(stream) != sm.Stream || string(typ) != sm.Type {
+				t.Fatalf("peekStreamType = %q, %q, %v; proto: %q, %q", stream, typ, ok, sm.Stream, sm.Type)
+			}
 		})
 	}
-	for _, bad := range [][]byte{{0x0a, 0x05, 'a'}, {0x20}, {0xff}} {
+	for _, bad := range [][]byte{{0x0a, 0x05, 'a'}, {0x20}, {0xff}, {0x12, 0x05, 'a'}} {
 		if _, err := decodeMessage(9, bad); err == nil {
 			t.Fatalf("decodeMessage(%x) accepted a truncated value", bad)
+		}
+		if _, _, ok := peekStreamType(bad); ok {
+			t.Fatalf("peekStreamType(%x) accepted a truncated value", bad)
 		}
 	}
 }

@@ -41,6 +41,23 @@ func (f Filter) keepsStream(stream []byte) bool {
 	return len(stream) >= len(f.StreamPrefix) && string(stream[:len(f.StreamPrefix)]) == f.StreamPrefix
 }
 
+// keepsRaw reports whether a message of stream and type typ (a stored
+// message's bytes, peekStreamType) passes the filter.
+func (f Filter) keepsRaw(stream, typ []byte) bool {
+	if !f.keepsStream(stream) {
+		return false
+	}
+	if len(f.Types) == 0 {
+		return true
+	}
+	for _, t := range f.Types {
+		if string(typ) == t {
+			return true
+		}
+	}
+	return false
+}
+
 // keeps reports whether m passes the filter.
 func (f Filter) keeps(m *Message) bool {
 	return strings.HasPrefix(m.Stream, f.StreamPrefix) && (len(f.Types) == 0 || slices.Contains(f.Types, m.Type))
@@ -78,9 +95,8 @@ func (v *View) ReadAllQuery(q AllQuery) ([]Message, error) {
 	if !q.Backward {
 		from = max(from, 1)
 	}
-	var keep func(*Message) bool
-	if !q.Filter.empty() {
-		keep = q.Filter.keeps
+	if q.Filter.empty() {
+		return v.readAll(from, limit, q.Backward, nil, nil)
 	}
-	return v.readAll(from, limit, q.Backward, keep)
+	return v.readAll(from, limit, q.Backward, &q.Filter, nil)
 }

@@ -275,8 +275,12 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 		corr = []byte(Category(q.Correlation))
 	}
 	if q.Category == "" {
-		return v.readAll(from, limit, q.Backward, func(m *Message) bool {
-			if !q.Filter.keeps(m) || held(q.After, m) {
+		var pre *Filter
+		if !q.Filter.empty() {
+			pre = &q.Filter
+		}
+		return v.readAll(from, limit, q.Backward, pre, func(m *Message) bool {
+			if held(q.After, m) {
 				return false
 			}
 			if q.Size > 0 && ConsumerGroupMember(m.Stream, q.Size) != q.Member {
@@ -327,19 +331,21 @@ func (v *View) ReadCategory(q CategoryQuery) ([]Message, error) {
 // ReadAll returns every message of the namespace from global position from
 // (below 1 means 1) in global order.
 func (v *View) ReadAll(from int64, limit int) ([]Message, error) {
-	return v.readAll(max(from, 1), normLimit(limit), false, nil)
+	return v.readAll(max(from, 1), normLimit(limit), false, nil, nil)
 }
 
 // ReadAllBackward returns the namespace's messages from global position
 // from down (negative: from the last message), newest first: with from -1
 // and limit N, the last N messages.
 func (v *View) ReadAllBackward(from int64, limit int) ([]Message, error) {
-	return v.readAll(from, normLimit(limit), true, nil)
+	return v.readAll(from, normLimit(limit), true, nil, nil)
 }
 
 // readAll reads M from global position from up, or backward from it down
-// (negative: from the end), keeping what keep accepts (nil: everything).
-func (v *View) readAll(from int64, limit int, backward bool, keep func(*Message) bool) ([]Message, error) {
+// (negative: from the end), keeping what filter (nil: no filter) and then
+// keep (nil: everything) accept. The filter looks at each message's stream
+// and type in its stored bytes, so a message it refuses costs no decode.
+func (v *View) readAll(from int64, limit int, backward bool, filter *Filter, keep func(*Message) bool) ([]Message, error) {
 	lower, upper := messageKey(from), prefixEnd(prefixMessage)
 	if backward {
 		lower = prefixMessage
@@ -359,11 +365,18 @@ func (v *View) readAll(from int64, limit int, backward bool, keep func(*Message)
 		if err != nil {
 			return nil, err
 		}
-		m, err := decodeMessage(keySuffixUint64(it.Key()), val)
+		gp := keySuffixUint64(it.Key())
+		if filter != nil {
+			if stream, typ, ok := peekStreamType(val); ok && !filter.keepsRaw(stream, typ) {
+				p.skip(nextPosition(gp, backward))
+				continue
+			}
+		}
+		m, err := decodeMessage(gp, val)
 		if err != nil {
 			return nil, err
 		}
-		if keep == nil || keep(&m) {
+		if (filter == nil || filter.keeps(&m)) && (keep == nil || keep(&m)) {
 			p.add(m)
 		} else {
 			p.skip(nextPosition(m.GlobalPosition, backward))
