@@ -85,8 +85,9 @@ function listPage(root: HTMLElement): () => void {
   const target = h("input", { id: "group-target", placeholder: "account", size: 20 });
   const query = queryEditor("group-query");
   const queryBox = h("div", { hidden: true }, query.el);
+  const targetLabel = h("label", null, "Stream or category", target);
   kind.addEventListener("change", () => {
-    target.hidden = kind.value === "all" || kind.value === "query";
+    targetLabel.hidden = kind.value === "all" || kind.value === "query";
     queryBox.hidden = kind.value !== "query";
   });
   const start = h("select", { id: "group-start" }, h("option", { value: "begin" }, "from the first message"), h("option", { value: "end" }, "only new messages"));
@@ -119,7 +120,7 @@ function listPage(root: HTMLElement): () => void {
     h(
       "form",
       { id: "group-create", class: "card stack", onsubmit: create },
-      h("div", { class: "row" }, h("label", null, "Name", name), h("label", null, "Reads", kind), h("label", null, "Name of it", target), h("label", null, "Starting", start)),
+      h("div", { class: "row" }, h("label", null, "Name", name), h("label", null, "Reads", kind), targetLabel, h("label", null, "Starting", start)),
       queryBox,
       h("div", null, h("button", { type: "submit", id: "group-create-button" }, "Create group")),
     ),
