@@ -141,7 +141,7 @@ export function clusterPage(root: HTMLElement): () => void {
       h(
         "table",
         { id: "cluster-table", class: "cards" },
-        h("thead", null, h("tr", null, ["Node", "API address", "Role", "Health", "Last contact", "Term", "Commit index", "Applied index", ""].map((t) => h("th", null, t)))),
+        h("thead", null, h("tr", null, ["Node", "API address", "Role", "Health", "Last contact", "Term", "Commit index", "Applied index", ""].map((t, i) => h("th", { class: i >= 4 && i <= 7 ? "num" : null }, t)))),
         h("tbody", null, rows),
       ),
     );

@@ -31,7 +31,7 @@ export function retentionPage(root: HTMLElement, args: string[]): () => void {
           : h(
               "table",
               { id: "retention-table", class: "cards" },
-              h("thead", null, h("tr", null, ["Scope", "Name", "Max age", "Max count", ""].map((t) => h("th", null, t)))),
+              h("thead", null, h("tr", null, ["Scope", "Name", "Max age", "Max count", ""].map((t) => h("th", { class: t === "Max count" ? "num" : null }, t)))),
               h(
                 "tbody",
                 null,
