@@ -439,6 +439,17 @@ func (v *View) StreamVersion(stream string) (int64, error) {
 	return meta.lastPos, nil
 }
 
+// StreamHardDeleted reports whether the stream is a tombstone (hard-deleted:
+// it refuses every later write); false for a stream that never had a
+// message.
+func (v *View) StreamHardDeleted(stream string) (bool, error) {
+	meta, found, err := v.streamMeta(stream)
+	if err != nil || !found {
+		return false, err
+	}
+	return meta.flags&streamHardDeleted != 0, nil
+}
+
 func (v *View) streamMeta(stream string) (streamMeta, bool, error) {
 	val, err := get(v.snap, versionKey(stream))
 	if err != nil || val == nil {

@@ -364,15 +364,21 @@ func (s *eventStore) StreamVersion(ctx context.Context, req *connect.Request[ska
 	if err := checkStream("stream", m.Stream); err != nil {
 		return nil, err
 	}
-	var version int64
+	var (
+		version int64
+		hard    bool
+	)
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) (err error) {
-		version, err = v.StreamVersion(m.Stream)
+		if version, err = v.StreamVersion(m.Stream); err != nil {
+			return err
+		}
+		hard, err = v.StreamHardDeleted(m.Stream)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.StreamVersionResponse{Version: version, AppliedIndex: applied}), nil
+	return connect.NewResponse(&skaldv1.StreamVersionResponse{Version: version, AppliedIndex: applied, HardDeleted: hard}), nil
 }
 
 func (s *eventStore) ListStreams(ctx context.Context, req *connect.Request[skaldv1.ListStreamsRequest]) (*connect.Response[skaldv1.ListStreamsResponse], error) {

@@ -85,6 +85,22 @@ func TestStreamDeletionAPI(t *testing.T) {
 		t.Fatalf("namespace counts after the deletes: %+v, %v; want 4 messages in 2 streams", ns, err)
 	}
 
+	// StreamVersion tells a tombstone from a soft-deleted or live stream.
+	appendN("acct-5", 2)
+	if _, err := c.events.DeleteStream(ctx, connect.NewRequest(&skaldv1.DeleteStreamRequest{Stream: "acct-5"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stream  string
+		version int64
+		hard    bool
+	}{{"acct-2", 2, true}, {"acct-5", 1, false}, {"acct-1", 4, false}, {"acct-9", -1, false}} {
+		v, err := c.events.StreamVersion(ctx, connect.NewRequest(&skaldv1.StreamVersionRequest{Stream: tc.stream}))
+		if err != nil || v.Msg.Version != tc.version || v.Msg.HardDeleted != tc.hard {
+			t.Errorf("StreamVersion(%s) = %+v, %v; want version %d, hard_deleted %v", tc.stream, v, err, tc.version, tc.hard)
+		}
+	}
+
 	appendN("wm-1", 4)
 	appendN("wm-2", 4)
 	wm, err := c.events.DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{Category: "wm",

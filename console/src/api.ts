@@ -9,7 +9,8 @@ import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { Cluster } from "./gen/skald/v1/cluster_pb";
 import { EventStore } from "./gen/skald/v1/event_store_pb";
 import { Namespaces } from "./gen/skald/v1/namespaces_pb";
-import { VersionConflictSchema } from "./gen/skald/v1/types_pb";
+import { Subscriptions } from "./gen/skald/v1/subscriptions_pb";
+import { ConditionFailedSchema, DuplicateMessageIdSchema, VersionConflictSchema, VersionConflictsSchema } from "./gen/skald/v1/types_pb";
 
 const TOKEN_KEY = "skald.token"; // the sign-in token: sessionStorage only
 const NS_KEY = "skald.nsTokens"; // tokens of namespaces created in this session
@@ -20,6 +21,7 @@ export interface Clients {
   cluster: Client<typeof Cluster>;
   events: Client<typeof EventStore>;
   namespaces: Client<typeof Namespaces>;
+  subscriptions: Client<typeof Subscriptions>;
   base: string;
 }
 
@@ -149,6 +151,7 @@ class Session {
         cluster: createClient(Cluster, transport),
         events: createClient(EventStore, transport),
         namespaces: createClient(Namespaces, transport),
+        subscriptions: createClient(Subscriptions, transport),
       };
       if (!once) this.clients.set(key, c);
     }
@@ -221,18 +224,33 @@ export function codeName(code: Code): string {
 }
 
 /**
- * describeError says what the API said: the code, the message and the
- * details Skald sends (a version conflict, field violations).
+ * describeError says what the API said, once: the code and the message,
+ * then only what the details add to it (the message already names the
+ * field of a violation and the versions of a conflict, so a detail that
+ * repeats it is left out).
  */
 export function describeError(e: unknown): string {
   const ce = ConnectError.from(e);
-  const lines = [`${codeName(ce.code)}: ${ce.rawMessage}`];
+  const msg = ce.rawMessage;
+  const lines = [`${codeName(ce.code)}: ${msg}`];
+  const add = (line: string, ...known: string[]) => {
+    if (!known.every((k) => msg.includes(k))) lines.push(line);
+  };
   for (const vc of ce.findDetails(VersionConflictSchema)) {
-    lines.push(`version conflict on ${vc.stream}: expected version ${vc.expectedVersion}, actual version ${vc.actualVersion}`);
+    add(`version conflict on ${vc.stream}: expected version ${vc.expectedVersion}, actual version ${vc.actualVersion}`, vc.stream, String(vc.expectedVersion), String(vc.actualVersion));
+  }
+  for (const vcs of ce.findDetails(VersionConflictsSchema)) {
+    for (const vc of vcs.conflicts) add(`version conflict on ${vc.stream}: expected version ${vc.expectedVersion}, actual version ${vc.actualVersion}`, vc.stream, String(vc.expectedVersion), String(vc.actualVersion));
+  }
+  for (const cf of ce.findDetails(ConditionFailedSchema)) {
+    add(`condition failed: a matching message at global position ${cf.globalPosition}, after ${cf.after}`, String(cf.globalPosition));
+  }
+  for (const d of ce.findDetails(DuplicateMessageIdSchema)) {
+    add(`message id ${d.id} was written to ${d.stream} at position ${d.position} (global position ${d.globalPosition})`, d.id, d.stream);
   }
   for (const d of ce.details) {
     if ("type" in d && d.type === "google.rpc.BadRequest") {
-      for (const [field, desc] of fieldViolations(d.value)) lines.push(`${field}: ${desc}`);
+      for (const [field, desc] of fieldViolations(d.value)) add(`${field}: ${desc}`, `${field}: ${desc}`);
     }
   }
   return lines.join("\n");

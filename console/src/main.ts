@@ -9,6 +9,9 @@ import { namespacesPage } from "./pages/namespaces";
 import { streamsPage } from "./pages/streams";
 import { tailPage } from "./pages/tail";
 import { appendPage } from "./pages/append";
+import { queryPage } from "./pages/query";
+import { groupsPage } from "./pages/groups";
+import { retentionPage } from "./pages/retention";
 import { metricsPage } from "./pages/metrics";
 
 export type Page = (root: HTMLElement, args: string[]) => () => void;
@@ -24,8 +27,11 @@ const routes: Route[] = [
   { path: "cluster", title: "Cluster", page: clusterPage, admin: true },
   { path: "namespaces", title: "Namespaces", page: namespacesPage },
   { path: "streams", title: "Streams", page: streamsPage },
+  { path: "query", title: "Query", page: queryPage },
   { path: "tail", title: "Live tail", page: tailPage },
   { path: "append", title: "Append", page: appendPage },
+  { path: "groups", title: "Groups", page: groupsPage },
+  { path: "retention", title: "Retention", page: retentionPage },
   { path: "metrics", title: "Metrics", page: metricsPage },
 ];
 

@@ -1,5 +1,7 @@
-// How a stored message is shown: positions, time, type, id, and the data
-// and metadata JSON pretty-printed.
+// How a stored message is shown: positions, time, type, id, its tags,
+// and the data and metadata JSON pretty-printed. Every view (stream,
+// category, query, live tail) lists messages oldest first, as the store
+// orders them.
 
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Message } from "./gen/skald/v1/types_pb";
@@ -19,6 +21,7 @@ export function messageView(m: Message, showStream: boolean): HTMLElement {
       h("time", null, fmtTime(m.time && timestampDate(m.time))),
       h("code", { class: "muted small" }, m.id),
     ),
+    m.tags.length ? h("div", { class: "tags" }, m.tags.map((t) => h("span", { class: "tag" }, t))) : null,
     h("div", { class: "msg-body" }, h("div", null, h("div", { class: "label" }, "data"), h("pre", { class: "json data" }, prettyJSON(m.data))), m.metadata.length ? h("div", null, h("div", { class: "label" }, "metadata"), h("pre", { class: "json metadata" }, prettyJSON(m.metadata))) : null),
   );
 }

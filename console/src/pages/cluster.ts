@@ -1,7 +1,9 @@
 // Cluster: every member as the serving node reports it (suffrage, health,
 // last contact) beside each member's own view, asked of that member
 // directly (term, commit and applied index), refreshed every second. A
-// member that does not answer shows as down. Admin only.
+// member that does not answer shows as down. Admin only. Servers are
+// named by their --node-name: the serving node's word, else the member's
+// own (each names itself in its Status), the id only when neither knows.
 
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { CALL_TIMEOUT, describeError, session } from "../api";
@@ -16,8 +18,19 @@ function ms(d: Duration | undefined): string {
   return v === 0 ? "0" : v < 10 ? `${v.toFixed(1)} ms` : `${Math.round(v)} ms`;
 }
 
-/** label names a server: its name, else the start of its id (Status may leave name empty). */
-const label = (s: Server | undefined, id = "") => (s ? s.name || s.id.slice(0, 8) : id.slice(0, 8) || "none");
+/** names maps server ids to names learnt from any member's Status (kept across refreshes). */
+const names = new Map<string, string>();
+
+/** learnNames records the names a Status gives: every server's, and the serving node's own. */
+function learnNames(st: StatusResponse) {
+  for (const s of st.servers) if (s.name) names.set(s.id, s.name);
+}
+
+/** label names a server: its name, else the start of its id (when no member knows its name). */
+const label = (s: Server | undefined, id = "") => {
+  const sid = s?.id ?? id;
+  return s?.name || names.get(sid) || sid.slice(0, 8) || "none";
+};
 
 /**
  * health is "down" when the server did not answer the console, else the
@@ -61,8 +74,11 @@ export function clusterPage(root: HTMLElement): () => void {
     void refresh();
   };
 
-  const actions = (s: Server, st: StatusResponse, leader: Server | undefined) => {
+  const actions = (s: Server, st: StatusResponse, leader: Server | undefined, up: boolean) => {
     const isLeader = s.id === st.leaderId;
+    // Only a voter that answers (and that the serving node can reach)
+    // can take leadership; a down node is offered removal only.
+    const canLead = isLeader || (up && !s.unreachable && s.suffrage !== Suffrage.NONVOTER);
     const transfer = () =>
       act("Transferring leadership", async () => {
         if (!leader) throw new Error("no leader is known");
@@ -84,7 +100,7 @@ export function clusterPage(root: HTMLElement): () => void {
     return h(
       "td",
       { class: "actions" },
-      h("button", { class: "transfer", "data-id": s.id, onclick: doTransfer }, isLeader ? "Transfer leadership" : "Make leader"),
+      canLead ? h("button", { class: "transfer", "data-id": s.id, onclick: doTransfer }, isLeader ? "Transfer leadership" : "Make leader") : null,
       h("button", { class: "remove danger", "data-id": s.id, onclick: remove }, "Remove"),
     );
   };
@@ -109,23 +125,23 @@ export function clusterPage(root: HTMLElement): () => void {
       return h(
         "tr",
         { class: !up ? "down" : !s.healthy ? "warn" : "", "data-id": s.id, "data-role": role },
-        h("td", null, h("strong", null, label(s)), h("div", { class: "muted small" }, s.id)),
-        h("td", null, h("code", null, s.apiAddress || "—")),
-        h("td", { class: "role" }, role),
-        h("td", { class: "health" }, health(s, v)),
-        h("td", { class: "num" }, ms(s.lastContact)),
-        h("td", { class: "num" }, own ? own.term : "—"),
-        h("td", { class: "num" }, own ? own.commitIndex : "—"),
-        h("td", { class: "num" }, own ? own.appliedIndex : s.appliedIndex || "—"),
-        actions(s, st, leader),
+        h("td", { class: "name", title: `id ${s.id}` }, h("strong", null, label(s))),
+        h("td", { "data-label": "API" }, h("code", null, s.apiAddress || "—")),
+        h("td", { class: "role", "data-label": "Role" }, role),
+        h("td", { class: "health", "data-label": "Health" }, health(s, v)),
+        h("td", { class: "num", "data-label": "Last contact" }, ms(s.lastContact)),
+        h("td", { class: "num", "data-label": "Term" }, own ? own.term : "—"),
+        h("td", { class: "num", "data-label": "Commit" }, own ? own.commitIndex : "—"),
+        h("td", { class: "num", "data-label": "Applied" }, own ? own.appliedIndex : s.appliedIndex || "—"),
+        actions(s, st, leader, up),
       );
     });
     replace(
       table,
       h(
         "table",
-        { id: "cluster-table" },
-        h("thead", null, h("tr", null, ["Node", "API address", "Role", "Health", "Last contact", "Term", "Commit index", "Applied index", ""].map((t) => h("th", null, t)))),
+        { id: "cluster-table", class: "cards" },
+        h("thead", null, h("tr", null, ["Node", "API address", "Role", "Health", "Last contact", "Term", "Commit index", "Applied index", ""].map((t, i) => h("th", { class: i >= 4 && i <= 7 ? "num" : null }, t)))),
         h("tbody", null, rows),
       ),
     );
@@ -139,6 +155,7 @@ export function clusterPage(root: HTMLElement): () => void {
     window.clearTimeout(timer);
     try {
       const st = await session.call((c) => c.cluster.status({}, { timeoutMs: CALL_TIMEOUT }));
+      learnNames(st);
       session.setMembers(st.servers.map((s) => s.apiAddress));
       const views = new Map<string, View>();
       await Promise.all(
@@ -147,6 +164,7 @@ export function clusterPage(root: HTMLElement): () => void {
           try {
             const own = await session.clientsFor(base(s.apiAddress)).cluster.status({}, { timeoutMs: REFRESH_MS * 1.5 });
             views.set(s.id, { ok: true, st: own });
+            learnNames(own);
           } catch (e) {
             views.set(s.id, { ok: false, err: describeError(e) });
           }

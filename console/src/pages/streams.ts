@@ -1,6 +1,7 @@
 // Streams: the categories with their counts, a stream search by prefix
 // (paged by cursor), and the messages of one stream or category, a page
-// at a time.
+// at a time, oldest first. A stream whose messages were all deleted says
+// so, and a hard-deleted one (a tombstone) that it takes no more writes.
 
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { CALL_TIMEOUT, describeError, session } from "../api";
@@ -57,11 +58,12 @@ function listPage(root: HTMLElement): () => void {
 
   let cursor = "";
   let tbody: HTMLElement | null = null;
+  const streamsError = h("pre", { class: "error", id: "streams-error", hidden: true });
   const loadStreams = async (more: boolean) => {
     if (!more) {
       cursor = "";
       tbody = h("tbody");
-      replace(streams, h("table", { id: "streams-table" }, h("thead", null, h("tr", null, ["Stream", "Version", "Last activity"].map((t) => h("th", null, t)))), tbody));
+      replace(streams, h("table", { id: "streams-table" }, h("thead", null, h("tr", null, ["Stream", "Version", "Last activity"].map((t) => h("th", null, t)))), tbody), streamsError);
     }
     try {
       const r = await session.call((c) => c.events.listStreams({ prefix: prefix.value, cursor, limit: 50 }, { timeoutMs: CALL_TIMEOUT }), { data: true });
@@ -73,8 +75,12 @@ function listPage(root: HTMLElement): () => void {
       streams.querySelector(".more")?.remove();
       cursor = r.nextCursor;
       if (cursor) streams.appendChild(h("button", { class: "more", onclick: () => loadStreams(true) }, "More streams"));
+      streamsError.hidden = true;
     } catch (e) {
-      if (!stopped) streams.appendChild(h("pre", { class: "error" }, describeError(e)));
+      // One error in one place: a retry that fails again replaces it.
+      if (stopped) return;
+      streamsError.textContent = describeError(e);
+      streamsError.hidden = false;
     }
   };
 
@@ -105,6 +111,8 @@ function listPage(root: HTMLElement): () => void {
 function readPage(root: HTMLElement, kind: "stream" | "category", name: string, from: bigint): () => void {
   const list = h("div", { id: "messages" }, "Loading…");
   const nav = h("div", { class: "pager" });
+  const state = h("div", { id: "stream-state" });
+  const appendLink = kind === "stream" ? h("a", { class: "button", href: `#/append/${encodeURIComponent(name)}`, id: "stream-append" }, "Append") : null;
   let stopped = false;
   const href = (pos: bigint) => `#/streams/${kind}/${encodeURIComponent(name)}/${pos}`;
 
@@ -114,7 +122,14 @@ function readPage(root: HTMLElement, kind: "stream" | "category", name: string, 
         kind === "stream"
           ? (await session.call((c) => c.events.readStream({ stream: name, position: from, limit: BigInt(PAGE) }, { timeoutMs: CALL_TIMEOUT }), { data: true })).messages
           : (await session.call((c) => c.events.readCategory({ category: name, globalPosition: from, limit: BigInt(PAGE) }, { timeoutMs: CALL_TIMEOUT }), { data: true })).messages;
+      const ver = kind === "stream" ? await session.call((c) => c.events.streamVersion({ stream: name }, { timeoutMs: CALL_TIMEOUT }), { data: true }) : null;
       if (stopped) return;
+      if (ver?.hardDeleted) {
+        replace(state, h("p", { class: "notice", id: "stream-hard-deleted" }, `This stream was hard-deleted: its messages are gone and it accepts no more writes (a tombstone; it kept version ${ver.version}).`));
+      } else if (ver && ver.version >= 0 && msgs.length === 0 && from === 0n) {
+        replace(state, h("p", { class: "notice", id: "stream-emptied" }, `Every message of this stream was deleted; it kept version ${ver.version}, and the next append goes to position ${ver.version + 1n}.`));
+      } else replace(state);
+      if (appendLink) appendLink.hidden = ver?.hardDeleted === true;
       const first = kind === "stream" ? 0n : 1n;
       const next = msgs.length ? (kind === "stream" ? msgs[msgs.length - 1].position : msgs[msgs.length - 1].globalPosition) + 1n : from;
       const prev = kind === "stream" ? (from - BigInt(PAGE) > first ? from - BigInt(PAGE) : first) : null;
@@ -139,8 +154,9 @@ function readPage(root: HTMLElement, kind: "stream" | "category", name: string, 
       nav,
       h("button", { onclick: () => load() }, "Reload"),
       h("a", { class: "button", href: `#/tail/${kind}/${encodeURIComponent(name)}` }, "Live tail"),
-      kind === "stream" ? h("a", { class: "button", href: `#/append/${encodeURIComponent(name)}` }, "Append") : null,
+      appendLink,
     ),
+    state,
     list,
   );
   void load();

@@ -1,7 +1,9 @@
 // Live tail: Subscribe to a stream, a category or the whole namespace.
 // Stored messages arrive first, then "caught up", then each new one as it
-// is applied. Pause holds new messages back without dropping them; when
-// the node goes away the tail resumes on another from where it was.
+// is applied, added at the bottom: oldest first, as the stream and
+// category views list them. Pause holds new messages back without
+// dropping them; when the node goes away the tail resumes on another from
+// where it was.
 
 import { ConnectError, Code } from "@connectrpc/connect";
 import { describeError, session } from "../api";
@@ -10,7 +12,7 @@ import type { Message } from "../gen/skald/v1/types_pb";
 import { messageView } from "../messages";
 import { h, replace } from "../ui";
 
-const KEEP = 500; // messages kept on the page; older ones are dropped
+const KEEP = 500; // messages kept on the page; the oldest are dropped
 
 type Kind = "stream" | "category" | "all";
 
@@ -27,8 +29,11 @@ export function tailPage(root: HTMLElement, args: string[]): () => void {
   let held: Message[] = [];
 
   const show = (m: Message) => {
-    list.prepend(messageView(m, kind.value !== "stream"));
-    while (list.childElementCount > KEEP) list.lastElementChild?.remove();
+    // Follow the newest message when the page was already at the bottom.
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 8;
+    list.append(messageView(m, kind.value !== "stream"));
+    while (list.childElementCount > KEEP) list.firstElementChild?.remove();
+    if (atBottom && !paused) list.lastElementChild?.scrollIntoView({ block: "end" });
   };
 
   const setStatus = (...c: (Node | string)[]) => replace(status, ...c);

@@ -1312,8 +1312,11 @@ func (x *StreamVersionRequest) GetRead() *ReadOptions {
 type StreamVersionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// -1 when the stream has no message.
-	Version       int64  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	AppliedIndex  uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Version      int64  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The stream was hard-deleted (DeleteStream with hard): a tombstone that
+	// refuses every later append; version is the one it kept.
+	HardDeleted   bool `protobuf:"varint,3,opt,name=hard_deleted,json=hardDeleted,proto3" json:"hard_deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1360,6 +1363,13 @@ func (x *StreamVersionResponse) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *StreamVersionResponse) GetHardDeleted() bool {
+	if x != nil {
+		return x.HardDeleted
+	}
+	return false
 }
 
 type ListStreamsRequest struct {
@@ -2539,10 +2549,11 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\b_message\"Y\n" +
 	"\x14StreamVersionRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
-	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"V\n" +
+	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"y\n" +
 	"\x15StreamVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"\x85\x01\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fhard_deleted\x18\x03 \x01(\bR\vhardDeleted\"\x85\x01\n" +
 	"\x12ListStreamsRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x14\n" +
