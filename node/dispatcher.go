@@ -39,18 +39,18 @@ type dispatcher struct {
 
 	mu struct {
 		sync.Mutex
-		rec        *fsmv1.GroupRecord
-		stopped    bool
-		consumers  []*groupConsumer // attach order
-		seq        uint64
-		rr         int
-		cursor     int64 // next global position to read from the source
+		rec       *fsmv1.GroupRecord
+		stopped   bool
+		consumers []*groupConsumer // attach order
+		seq       uint64
+		rr        int
+		cursor    int64 // next global position to read from the source
 		// streamPos (a stream source) is where the next read of the
 		// stream starts: every message of the stream below this position
 		// lies below cursor, so a read from it with cursor as its floor
 		// returns what a read from position 0 would, without walking the
 		// stream's head again on every refresh.
-		streamPos int64
+		streamPos  int64
 		head       int64 // the namespace's next global position at the last read
 		pending    []*groupItem
 		retry      []*groupItem // by gp
