@@ -29,6 +29,7 @@ type Node interface {
 	AddVoter(ctx context.Context, id, raftAddr string) error
 	AddNonvoter(ctx context.Context, id, raftAddr string) error
 	RemoveServer(ctx context.Context, id string) error
+	NotifyRemovals(f func(id string))
 	TransferLeadership(ctx context.Context, id string) error
 	SetPeerAddress(id, raftAddr string)
 	RegisterAPIAddress(ctx context.Context, id, apiAddr string) error
@@ -134,6 +135,11 @@ type Membership struct {
 	// they failed, until the reconcile loop has seen them leave the
 	// configuration: such a server may come back at once.
 	failed map[string]time.Time
+	// removed holds the servers this node removed as leader (a leave, or
+	// a removal by hand) and when, until the reconcile loop takes them
+	// into removedAt: a leader that took over moments before the removal
+	// has no configuration history to see it by.
+	removed map[string]time.Time
 	// members is our copy of gossip membership, kept from memberlist's
 	// event callbacks (memberlist's own Node structs change under its
 	// lock, and its Members omits dead and left nodes).
@@ -144,7 +150,9 @@ type Membership struct {
 func Start(node Node, cfg Config) (*Membership, error) {
 	cfg = cfg.withDefaults()
 	m := &Membership{cfg: cfg, node: node, log: cfg.Logger.With("component", "membership"),
-		kick: make(chan struct{}, 1), removing: make(map[raft.ServerID]bool), failed: make(map[string]time.Time), members: make(map[string]member)}
+		kick: make(chan struct{}, 1), removing: make(map[raft.ServerID]bool), failed: make(map[string]time.Time),
+		removed: make(map[string]time.Time), members: make(map[string]member)}
+	node.NotifyRemovals(m.noteRemoved)
 	mc, err := m.memberlistConfig()
 	if err != nil {
 		return nil, err

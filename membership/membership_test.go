@@ -363,6 +363,74 @@ func TestRemovedServerNotReaddedWhileGossipLags(t *testing.T) {
 	}
 }
 
+// TestLeaveThroughNewLeaderNotReadded: a server leaves (its gossip still
+// alive, as when the leave's broadcast is late) through a leader that took
+// over moments before, too new to have seen the server in its
+// configuration. The leader heard its own removal, so it does not add the
+// server back as a non-voter no one runs. Before, it did whenever the
+// removal came before its first reconcile as leader (here: almost always,
+// with reconciles 3 s apart).
+func TestLeaveThroughNewLeaderNotReadded(t *testing.T) {
+	logs := make([]*logLines, 3)
+	nodes := []*mnode{newNode(t), newNode(t), newNode(t)}
+	for i, mn := range nodes {
+		logs[i] = &logLines{}
+		// Reconciles 3 s apart: the removal below lands before the new
+		// leader's first one.
+		mn.mod = func(c *Config) { c.Logger, c.ReconcileInterval = slog.New(logs[i]), 3*time.Second }
+	}
+	nodes[0].start(3, nil)
+	for _, mn := range nodes[1:] {
+		mn.start(3, []string{nodes[0].gossip})
+	}
+	var l *mnode
+	testutil.Eventually(t, waitTimeout, "one leader with three voters", func() bool {
+		l = leaderOf(nodes)
+		return l != nil && len(voters(l.n)) == 3
+	})
+	var next, leaving *mnode
+	for _, mn := range nodes {
+		switch {
+		case mn == l:
+		case next == nil:
+			next = mn
+		default:
+			leaving = mn
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := l.n.TransferLeadership(ctx, next.n.ID()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the next leader to lead", func() bool { return next.n.IsLeader() })
+	// The leave's removal, asked of the leader by the leaving node; its
+	// gossip stays alive.
+	if err := leaving.n.RemoveServer(ctx, leaving.n.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ni := slices.Index(nodes, next)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs[ni].mu.Lock()
+			t.Logf("new leader's log:\n%s", strings.Join(logs[ni].msgs, "\n"))
+			logs[ni].mu.Unlock()
+		}
+	})
+	testutil.Eventually(t, waitTimeout, "the new leader to decline re-adding the server that left", func() bool {
+		return logs[ni].has("not re-adding") && logs[ni].has(leaving.n.ID())
+	})
+	servers, err := next.n.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if string(s.ID) == leaving.n.ID() {
+			t.Fatalf("the server that left is back in the configuration as %v", s.Suffrage)
+		}
+	}
+}
+
 // stallGate is a slog handler that keeps every message (as logLines) and,
 // when autopilot logs that it is removing the server named by victim,
 // holds that removal (the log call sits just before it) until the test

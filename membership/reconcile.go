@@ -155,7 +155,8 @@ const rejoinDelay = 30 * time.Second
 // (pilot.RemoveFailedServer notes it before the removal can commit) is
 // not recorded, whatever gossip shows now, so it is added back at once.
 // Only the reconcile loop calls it. A new leader starts with no history:
-// it only sees removals made while it leads.
+// it sees removals made while it leads, and those it made itself
+// (noteRemoved) even before its first reconcile.
 func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) {
 	if m.removedAt == nil {
 		m.removedAt = make(map[string]time.Time)
@@ -180,6 +181,12 @@ func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) 
 			delete(m.failed, id)
 		}
 	}
+	for id, at := range m.removed {
+		if _, back := now[id]; !back {
+			m.removedAt[id] = at
+		}
+		delete(m.removed, id)
+	}
 	m.mu.Unlock()
 	for id, at := range m.removedAt {
 		if _, back := now[id]; back || time.Since(at) >= rejoinDelay {
@@ -189,5 +196,17 @@ func (m *Membership) noteRemovals(now map[string]raft.Server, members []member) 
 	m.lastServers = make(map[string]bool, len(now))
 	for id := range now {
 		m.lastServers[id] = true
+	}
+}
+
+// noteRemoved hears a removal this node committed as leader
+// (Node.NotifyRemovals): unless autopilot removed the server because it
+// failed, it is a leave or a removal by hand, and the reconcile loop must
+// not add the server back while gossip still shows it alive.
+func (m *Membership) noteRemoved(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, failed := m.failed[id]; !failed {
+		m.removed[id] = time.Now()
 	}
 }

@@ -113,8 +113,22 @@ func (n *Node) removeServerLocal(ctx context.Context, id string) error {
 	if !hasServer(cf.Configuration(), id) {
 		return fmt.Errorf("%w: %q", nodeapi.ErrUnknownServer, id)
 	}
-	return n.configChange(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout))
+	if err := n.configChange(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
+		return err
+	}
+	if f := n.removals.Load(); f != nil {
+		(*f)(id)
+	}
+	return nil
 }
+
+// NotifyRemovals makes f hear of every server this node removes from the
+// configuration as leader, once the removal is committed, whoever asked
+// for it (a leave arrives here from the leaving node): membership tells
+// a leave from a failure with it, even on a leader too new to have seen
+// the server in its configuration. f must not block. One listener; a
+// later call replaces it.
+func (n *Node) NotifyRemovals(f func(id string)) { n.removals.Store(&f) }
 
 // hasServer reports whether cfg holds server id (voter or not).
 func hasServer(cfg raft.Configuration, id string) bool {

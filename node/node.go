@@ -58,6 +58,9 @@ type Node struct {
 	hooks hooks // nil unless a mutant is on (hooks.go)
 
 	autopilot atomic.Pointer[autopilot.Autopilot] // NewAutopilot's, stopped at shutdown
+	// removals hears the servers this node removed as leader
+	// (NotifyRemovals); nil: no one listens.
+	removals atomic.Pointer[func(id string)]
 
 	closeOnce sync.Once
 	life      context.Context    // ends at shutdown; bounds work no single caller owns
