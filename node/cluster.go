@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -139,3 +140,41 @@ func hasServer(cfg raft.Configuration, id string) bool {
 	}
 	return false
 }
+
+// stateMachineVersion is the version this node reports to its peers
+// (fsm.StateMachineVersion, or a test's older one).
+func (n *Node) stateMachineVersion() uint32 {
+	if n.cfg.olderStateMachine {
+		return fsm.StateMachineVersion - 1
+	}
+	return fsm.StateMachineVersion
+}
+
+// admit refuses to add server id at raftAddr to the configuration when it
+// is new to it and its state machine is older than this leader's, or it
+// does not say. Commands that need a version are proposed only while
+// every server reports it (serversKnow), but a server that joins later
+// replays them from the log or a snapshot: an older one would apply them
+// otherwise and diverge. A server already in the configuration (a
+// promotion, a new address) is not asked.
+func (n *Node) admit(ctx context.Context, id, raftAddr string) error {
+	cf := n.raft.GetConfiguration()
+	if err := waitFuture(ctx, cf); err != nil {
+		return fmt.Errorf("node: read the Raft configuration: %w", err)
+	}
+	if hasServer(cf.Configuration(), id) {
+		return nil
+	}
+	resp, err := n.peers.stats(ctx, raftAddr)
+	if err != nil {
+		return fmt.Errorf("node: ask joining server %q at %s for its version: %w", id, raftAddr, err)
+	}
+	if v, want := resp.GetStateMachineVersion(), n.stateMachineVersion(); v < want {
+		return fmt.Errorf("%w: server %q runs state machine version %d, the leader %d: upgrade it before it joins", ErrJoinerTooOld, id, v, want)
+	}
+	return nil
+}
+
+// ErrJoinerTooOld refuses a server whose state machine is older than the
+// leader's (admit). Nothing was changed; it joins once upgraded.
+var ErrJoinerTooOld = errors.New("node: joining server runs an older version")

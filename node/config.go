@@ -158,6 +158,10 @@ type Config struct {
 	// wrapFS, when set (tests only), wraps the file system the state
 	// machine keeps its data on: a test injects faults through it.
 	wrapFS func(vfs.FS) vfs.FS
+	// olderStateMachine, when set (tests only), makes this node report
+	// fsm.StateMachineVersion - 1 to its peers: an older server, as far as
+	// the others can tell.
+	olderStateMachine bool
 }
 
 // Timing is the set of Raft timeouts.

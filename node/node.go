@@ -233,14 +233,22 @@ func (n *Node) SetPeerAddress(id, raftAddr string) {
 	n.addrs.set(raft.ServerID(id), raft.ServerAddress(raftAddr))
 }
 
-// AddVoter adds (or updates) a voting server. Leader only.
+// AddVoter adds (or updates) a voting server. Leader only. A server new
+// to the configuration must run a state machine at least as new as this
+// one (admit).
 func (n *Node) AddVoter(ctx context.Context, id, raftAddr string) error {
+	if err := n.admit(ctx, id, raftAddr); err != nil {
+		return err
+	}
 	return n.configChange(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout))
 }
 
 // AddNonvoter adds a non-voting server (to be promoted once healthy).
-// Leader only.
+// Leader only; admitted as AddVoter.
 func (n *Node) AddNonvoter(ctx context.Context, id, raftAddr string) error {
+	if err := n.admit(ctx, id, raftAddr); err != nil {
+		return err
+	}
 	return n.configChange(ctx, n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout))
 }
 

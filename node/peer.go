@@ -444,7 +444,7 @@ func (p *peerServer) Stats(context.Context, *connect.Request[peerv1.StatsRequest
 // applied index for Cluster.Status.
 func (n *Node) localStats() *peerv1.StatsResponse {
 	resp := &peerv1.StatsResponse{LastTerm: n.raft.CurrentTerm(), LastIndex: n.raft.LastIndex(), LastContactNanos: -1, AppliedIndex: n.AppliedIndex(),
-		StateMachineVersion: fsm.StateMachineVersion}
+		StateMachineVersion: n.stateMachineVersion()}
 	if free, ok := n.localFreeDisk(); ok {
 		resp.FreeDiskBytes = &free
 	}
