@@ -89,4 +89,6 @@ func (n *Node) Credential(name string, id uint64) (fsm.CredentialInfo, uint64, b
 
 // Credentials returns namespace name's credentials as this node has
 // applied them.
-func (n *Node) Credentials(name string) ([]fsm.CredentialInfo, error) { return n.store.Credentials(name) }
+func (n *Node) Credentials(name string) ([]fsm.CredentialInfo, error) {
+	return n.store.Credentials(name)
+}
