@@ -20,7 +20,7 @@ const tokenUsage = `Usage: skald token <create|list|revoke> ...
   skald token revoke NAME [--ns NAME]
 
 A namespace's credentials (docs/access.md). They need an unscoped owner token of the namespace,
-or an admin token with --ns naming it. --scope lists categories (invoice) and stream-name
+or an admin token with --ns naming it (--ns, like SKALD_NS, works on every client command). --scope lists categories (invoice) and stream-name
 prefixes (invoice-*) the credential may touch; --expires is a duration from now (30d, 12h) or
 an RFC 3339 time. The namespace's first token is the credential named initial. A new token is
 printed once: the server keeps only its hash. Once revoke returns, no node admits the token.
@@ -39,7 +39,6 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		role := fs.String("role", "", "reader, writer, owner or admin (admin: the admin namespace only)")
 		scope := fs.String("scope", "", "comma-separated categories (invoice) and stream-name prefixes (invoice-*); default: the whole namespace")
 		expires := fs.String("expires", "", "a duration from now (30d, 12h) or an RFC 3339 time; default: never")
-		ns := fs.String("ns", "", "the namespace (default: the token's own; another needs an admin token)")
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
@@ -48,7 +47,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !ok {
 			return &exitError{exitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role)}
 		}
-		n := client.NewCredential{Namespace: *ns, Name: rest[0], Role: r}
+		n := client.NewCredential{Name: rest[0], Role: r}
 		if *scope != "" {
 			n.Scope = strings.Split(*scope, ",")
 		}
@@ -73,7 +72,6 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "list":
 		fs, cf := newClientFlagSet("token list", "skald token list [--ns NAME]", stderr)
-		ns := fs.String("ns", "", "the namespace (default: the token's own; another needs an admin token)")
 		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
@@ -82,7 +80,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer c.Close()
-		list, err := c.Credentials(ctx, *ns)
+		list, err := c.Credentials(ctx, "")
 		if err != nil {
 			return apiError(err)
 		}
@@ -104,7 +102,6 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return table(stdout, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
 	case "revoke":
 		fs, cf := newClientFlagSet("token revoke", "skald token revoke NAME [--ns NAME]", stderr)
-		ns := fs.String("ns", "", "the namespace (default: the token's own; another needs an admin token)")
 		rest, err := cf.parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
@@ -114,7 +111,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer c.Close()
-		if err := c.RevokeCredential(ctx, *ns, rest[0]); err != nil {
+		if err := c.RevokeCredential(ctx, "", rest[0]); err != nil {
 			return apiError(err)
 		}
 		if cf.output == "json" {
