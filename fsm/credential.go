@@ -330,6 +330,9 @@ func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
 		return ErrNamespaceNotFound
 	}
 	m := a.creds(ns)
+	if c.Namespace == nstoken.AdminNamespace && lastAdmin(m, c.Name) {
+		return invalid("name", "%q is the last admin credential: create another admin before revoking it", c.Name)
+	}
 	if c.Name == InitialCredential {
 		if r := m[0]; r != nil && r.Revoked {
 			return fmt.Errorf("%w: %q", ErrCredentialNotFound, c.Name)
@@ -351,6 +354,24 @@ func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrCredentialNotFound, c.Name)
+}
+
+// lastAdmin reports whether name is the only admin credential left in
+// the admin namespace's credentials m (expiry aside: apply knows no
+// clock).
+func lastAdmin(m map[uint64]*fsmv1.CredentialRecord, name string) bool {
+	admins, isAdmin := 0, false
+	if r := m[0]; r == nil || !r.Revoked {
+		admins++
+		isAdmin = name == InitialCredential
+	}
+	for id, r := range m {
+		if id != 0 && Role(r.Role) == RoleAdmin {
+			admins++
+			isAdmin = isAdmin || r.Name == name
+		}
+	}
+	return isAdmin && admins == 1
 }
 
 func (a *applier) putCredential(ns *namespace, rec *fsmv1.CredentialRecord) {

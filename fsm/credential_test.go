@@ -104,6 +104,22 @@ func TestCredentialLifecycle(t *testing.T) {
 		t.Fatalf("after the revokes: %q", got)
 	}
 
+	// The last admin cannot be revoked; one of two can.
+	res = f.apply(revokeCred("default", "initial"), revokeCred("default", "ops"), createCred("default", 20, "reader", RoleReader),
+		revokeCred("default", "reader"))
+	if err, _ := res[0].(error); err != nil {
+		t.Fatalf("revoke one of two admins: %v", err)
+	}
+	if err, _ := res[1].(error); err == nil || !strings.Contains(err.Error(), `"ops" is the last admin credential`) {
+		t.Fatalf("revoke the last admin: %v", res[1])
+	}
+	if err, _ := res[3].(error); err != nil {
+		t.Fatalf("revoke a reader of default: %v", err)
+	}
+	if got := credNames(t, s, "default"); got != "ops:admin" {
+		t.Fatalf("default: %q", got)
+	}
+
 	// They survive a restart (load), and go with their namespace.
 	s.Close()
 	s = openTestStore(t, fs)
@@ -111,7 +127,7 @@ func TestCredentialLifecycle(t *testing.T) {
 	if got := credNames(t, s, "app"); got != "billing:writer" {
 		t.Fatalf("after a restart: %q", got)
 	}
-	if got := credNames(t, s, "default"); got != "initial:admin ops:admin" {
+	if got := credNames(t, s, "default"); got != "ops:admin" {
 		t.Fatalf("default after a restart: %q", got)
 	}
 	f.apply(deleteNS("app"), createNS("app"))
