@@ -243,10 +243,13 @@ func permitScope(c caller, procedure string, msg any) error {
 }
 
 // lastUsed keeps when each credential last admitted a call on this node,
-// to the minute: one atomic load per call, a store once a minute, never a
-// Raft write. It is lost at restart (docs/access.md).
+// to the minute: a read-locked map lookup and one atomic load per call, a
+// store once a minute, never a Raft write. It is lost at restart
+// (docs/access.md). Entries of revoked credentials stay until restart: a
+// few dozen bytes each.
 type lastUsed struct {
-	m sync.Map // [2]uint64{namespace id, credential id} -> *atomic.Int64 (unix minutes)
+	mu sync.RWMutex
+	m  map[[2]uint64]*atomic.Int64 // {namespace id, credential id} -> unix minutes
 }
 
 func (u *lastUsed) touch(c caller) {
@@ -255,11 +258,21 @@ func (u *lastUsed) touch(c caller) {
 	}
 	minute := time.Now().Unix() / 60
 	key := [2]uint64{c.homeID, c.credID}
-	v, ok := u.m.Load(key)
-	if !ok {
-		v, _ = u.m.LoadOrStore(key, new(atomic.Int64))
+	u.mu.RLock()
+	t := u.m[key]
+	u.mu.RUnlock()
+	if t == nil {
+		u.mu.Lock()
+		if t = u.m[key]; t == nil {
+			if u.m == nil {
+				u.m = make(map[[2]uint64]*atomic.Int64)
+			}
+			t = new(atomic.Int64)
+			u.m[key] = t
+		}
+		u.mu.Unlock()
 	}
-	if t := v.(*atomic.Int64); t.Load() != minute {
+	if t.Load() != minute {
 		t.Store(minute)
 	}
 }
@@ -267,10 +280,13 @@ func (u *lastUsed) touch(c caller) {
 // get returns when the credential last admitted a call here (unix ns, to
 // the minute), or 0.
 func (u *lastUsed) get(nsID, credID uint64) int64 {
-	if v, ok := u.m.Load([2]uint64{nsID, credID}); ok {
-		return v.(*atomic.Int64).Load() * 60 * int64(time.Second)
+	u.mu.RLock()
+	t := u.m[[2]uint64{nsID, credID}]
+	u.mu.RUnlock()
+	if t == nil {
+		return 0
 	}
-	return 0
+	return t.Load() * 60 * int64(time.Second)
 }
 
 // credentialRecheck is how often a long call (a subscription, a consumer)

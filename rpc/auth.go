@@ -112,12 +112,8 @@ func (a authenticator) check(ctx context.Context, token string) (caller, error) 
 		return caller{}, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("malformed token: %w", err))
 	}
 	c, ok, err := lookupToken(ctx, a.b, a.unknown, name, token)
-	var ee *expiredError
-	if errors.As(err, &ee) {
-		return caller{}, connect.NewError(connect.CodeUnauthenticated, err)
-	}
 	if err != nil {
-		return caller{}, toConnect(ctx, a.log, err)
+		return caller{}, toConnect(ctx, a.log, err) // an expired credential: Unauthenticated
 	}
 	if !ok {
 		return caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown namespace or wrong token"))

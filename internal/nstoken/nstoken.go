@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -83,11 +84,11 @@ func CredentialID(token string) uint64 {
 	if i < 0 || len(token)-i-1 < 16 {
 		return 0
 	}
-	b, err := hex.DecodeString(token[i+1 : i+17])
+	id, err := strconv.ParseUint(token[i+1:i+17], 16, 64)
 	if err != nil {
 		return 0
 	}
-	return binary.BigEndian.Uint64(b)
+	return id
 }
 
 // Hash is what the server stores for a token.
