@@ -183,3 +183,29 @@ func TestScopeRules(t *testing.T) {
 		t.Error("an empty scope must allow everything")
 	}
 }
+
+// A store written before credentials (namespaces with their token only,
+// which is what CreateNamespace has always written) reads the same after
+// a restart: each token is its namespace's initial owner credential, and
+// opening writes nothing.
+func TestNamespacesFromBeforeCredentials(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openTestStore(t, fs)
+	f := newFeeder(t, s)
+	f.must(createNS("app"))
+	f.must(appendCmd("app", "a-1", newMsg("T", `{}`)))
+	before := contentHash(t, s)
+	s.Close()
+	s = openTestStore(t, fs)
+	if got := contentHash(t, s); got != before {
+		t.Fatalf("reopening changed the stored content: %s, was %s", got, before)
+	}
+	h := sha256.Sum256([]byte("token-app"))
+	c, nsID, ok := s.Credential("app", 0)
+	if !ok || nsID != 1 || c.Name != InitialCredential || c.Role != RoleOwner || !c.Initial || !bytes.Equal(c.TokenHash, h[:]) {
+		t.Fatalf("the namespace's token after an upgrade: %+v, %d, %v", c, nsID, ok)
+	}
+	if got := credNames(t, s, "app"); got != "initial:owner" {
+		t.Fatalf("credentials: %q", got)
+	}
+}

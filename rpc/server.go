@@ -169,7 +169,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	withCORS := cors.New(cors.Options{
 		AllowOriginFunc: allowOrigin(b, opts.CORSOrigins),
 		AllowedMethods:  connectcors.AllowedMethods(),
-		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization"),
+		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization", NamespaceHeader),
 		ExposedHeaders:  connectcors.ExposedHeaders(),
 		MaxAge:          7200,
 	}).Handler(mux)
