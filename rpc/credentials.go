@@ -74,6 +74,10 @@ func (o credentialOps) create(ctx context.Context, n newCredential) (fsm.Credent
 		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "role", Reason: "must be reader, writer, owner or admin"}
 	case n.role > c.role:
 		return fsm.CredentialInfo{}, "", 0, &permissionError{fmt.Sprintf("%s may not create a credential of role %s", c.describe(), n.role)}
+	case n.role == fsm.RoleAdmin && ns != nstoken.AdminNamespace:
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "role", Reason: fmt.Sprintf("admin credentials exist only in the %q namespace", nstoken.AdminNamespace)}
+	case n.role == fsm.RoleAdmin && len(n.scope) > 0:
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "scope", Reason: "an admin credential has no scope"}
 	case n.expiresAt != 0 && n.expiresAt <= time.Now().UnixNano():
 		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "expires_at", Reason: "must be in the future"}
 	}
