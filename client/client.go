@@ -70,7 +70,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		seeds = append(seeds, e)
 	}
 	hints := &leaderHints{}
-	interceptors := []connect.Interceptor{bearer(cfg.Token)}
+	interceptors := []connect.Interceptor{bearer{token: cfg.Token, namespace: cfg.Namespace}}
 	if !cfg.Pinned {
 		interceptors = append(interceptors, hints)
 	}
@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 			cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
 			subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
+			creds:      skaldv1connect.NewCredentialsClient(hc, url, opts...),
 		}
 	}
 	c := &Client{cfg: cfg, view: newView(seeds, newMember, cfg.DownFor), retryUnknown: idempotentWrites}
@@ -150,14 +151,26 @@ func newHTTPClient(cfg Config) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// bearer sets the Authorization header of every call.
-type bearer string
+// bearer sets the Authorization header of every call, and the namespace
+// it acts on (NamespaceHeader) when one is configured.
+type bearer struct{ token, namespace string }
+
+// NamespaceHeader names the namespace an admin token's call acts on
+// (rpc.NamespaceHeader).
+const NamespaceHeader = "Skald-Namespace"
+
+func (b bearer) set(h http.Header) {
+	if b.token != "" {
+		h.Set("Authorization", "Bearer "+b.token)
+	}
+	if b.namespace != "" {
+		h.Set(NamespaceHeader, b.namespace)
+	}
+}
 
 func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if b != "" {
-			req.Header().Set("Authorization", "Bearer "+string(b))
-		}
+		b.set(req.Header())
 		return next(ctx, req)
 	}
 }
@@ -165,9 +178,7 @@ func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		if b != "" {
-			conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		}
+		b.set(conn.RequestHeader())
 		return conn
 	}
 }

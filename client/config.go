@@ -21,6 +21,11 @@ type Config struct {
 	// Cluster calls and lets the client discover the members.
 	Token string
 
+	// Namespace, when set, is the namespace an admin token's calls act on
+	// (the Skald-Namespace header): its data, groups and credentials. A
+	// namespace token may name only its own. Empty: the token's own.
+	Namespace string
+
 	// TLS, when set, makes host:port endpoints (and the discovered ones)
 	// https with this configuration. Without it they are plaintext HTTP/2
 	// (h2c); https:// URLs then use the system's roots.

@@ -242,6 +242,9 @@ type applier struct {
 	retained    map[string]bool // retention hints set (true) or dropped
 	// typesIndexed: type index hints set (true) or dropped.
 	typesIndexed map[string]bool
+	// credentials: the credentials of the namespaces whose credentials
+	// the call changed, as of the current entry (credential.go).
+	credentials map[*namespace]map[uint64]*fsmv1.CredentialRecord
 
 	// Registry changes, published after commit.
 	created map[string]*namespace // name -> handle created in this call
@@ -331,6 +334,10 @@ func (a *applier) command(l *Entry) any {
 		return a.replayParked(l, k.ReplayParked)
 	case *fsmv1.Command_DeleteParked:
 		return a.deleteParked(l, k.DeleteParked)
+	case *fsmv1.Command_CreateCredential:
+		return a.createCredential(l, k.CreateCredential)
+	case *fsmv1.Command_RevokeCredential:
+		return a.revokeCredential(l, k.RevokeCredential)
 	case *fsmv1.Command_IndexTypes:
 		return a.indexTypes(l, k.IndexTypes)
 	default:
@@ -702,6 +709,7 @@ func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {
 		a.fatal("stage namespace delete: %v", err)
 	}
 	a.metaSync = true
+	a.dropCredentials(ns)
 	a.retainedHint(c.Name, false)
 	a.typesIndexedHint(c.Name, false)
 	delete(a.created, c.Name)
@@ -788,6 +796,9 @@ func (a *applier) commit() {
 		} else {
 			delete(s.mu.typesIndexed, name)
 		}
+	}
+	for ns, m := range a.credentials {
+		ns.creds = m
 	}
 	for id, addr := range a.nodes {
 		if addr == "" {

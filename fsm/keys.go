@@ -52,6 +52,7 @@ import (
 //	FL         -> durable floor: CheckpointMeta (protobuf)
 //	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
 //	TX name    -> empty: the namespace's type index is complete; a hint for the leader (typeindex.go)
+//	CR nsid credid -> CredentialRecord (protobuf): a namespace's credential, by the namespace's internal id and the credential id, both 8 bytes big-endian (credential.go)
 //	A          -> applied Raft index, term
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
@@ -90,6 +91,8 @@ var (
 	prefixRetained  = []byte("RN")
 	// prefixTypesIndexed: namespaces whose type index is complete.
 	prefixTypesIndexed = []byte("TX")
+	// prefixCredential: namespaces' credentials (credential.go).
+	prefixCredential = []byte("CR")
 )
 
 // errCorruptValue is returned when a stored value cannot be decoded. It means
@@ -184,6 +187,13 @@ func catCountKey(category string) []byte {
 func namespaceKey(name string) []byte {
 	return append(append(make([]byte, 0, len(prefixNamespace)+len(name)), prefixNamespace...), name...)
 }
+
+// credentialPrefix is CR nsid: the keys of one namespace's credentials.
+func credentialPrefix(nsID uint64) []byte {
+	return appendUint64(append(make([]byte, 0, len(prefixCredential)+16), prefixCredential...), nsID)
+}
+
+func credentialKey(nsID, id uint64) []byte { return appendUint64(credentialPrefix(nsID), id) }
 
 func nodeKey(id string) []byte {
 	return append(append(make([]byte, 0, len(prefixNode)+len(id)), prefixNode...), id...)

@@ -23,6 +23,9 @@ type namespace struct {
 	refs       int
 	deleted    bool
 	prev, next *namespace // position in Store.mu.lru while open
+	// creds are the namespace's credentials by id (credential.go); never
+	// changed in place: apply replaces the map at commit.
+	creds map[uint64]*fsmv1.CredentialRecord
 
 	// Apply state, loaded when the database opens and owned by the holder of
 	// Store.applyMu (which also holds a reference, so the database stays

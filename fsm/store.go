@@ -262,7 +262,10 @@ func (s *Store) load() error {
 		for it.First(); it.Valid(); it.Next() {
 			typesIndexed[string(it.Key()[len(prefixTypesIndexed):])] = true
 		}
-		return it.Close()
+		if err := it.Close(); err != nil {
+			return err
+		}
+		return loadCredentials(meta, namespaces)
 	}()
 	if err != nil {
 		meta.Close()

@@ -67,13 +67,15 @@ func (a *diskAlarm) err() error {
 }
 
 // refusedWhenFull reports whether cmd adds data: deleting a namespace,
-// streams or messages, expiry and retention policies free space, and node
-// info is membership's, so those still go.
+// streams or messages, expiry and retention policies free space, node
+// info is membership's, and a leaked credential must be revocable, so
+// those still go.
 func refusedWhenFull(cmd *fsmv1.Command) bool {
 	switch cmd.Kind.(type) {
 	case *fsmv1.Command_DeleteNamespace, *fsmv1.Command_SetNodeInfo,
 		*fsmv1.Command_DeleteStream, *fsmv1.Command_TruncateStream, *fsmv1.Command_DeleteByWatermark,
-		*fsmv1.Command_SetRetentionPolicy, *fsmv1.Command_ExpireMessages:
+		*fsmv1.Command_SetRetentionPolicy, *fsmv1.Command_ExpireMessages,
+		*fsmv1.Command_RevokeCredential:
 		return false
 	}
 	return true

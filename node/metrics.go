@@ -36,6 +36,7 @@ type metrics struct {
 const (
 	refusedNoLeader  = "no_leader"  // no leader within Config.LeaderWait
 	refusedDiskFull  = "disk_full"  // a voter is under --min-free-disk
+	refusedVersion   = "version"    // a server does not know the command (versionNeeded)
 	refusedDiskSpace = "disk_space" // a namespace create, a voter under its reserve
 )
 
@@ -43,7 +44,7 @@ func newMetrics() *metrics {
 	m := newMetricsUnset()
 	// Every label value exported from the start, so an alert on a
 	// rate sees the first refusal or transfer.
-	for _, r := range []string{refusedNoLeader, refusedDiskFull, refusedDiskSpace} {
+	for _, r := range []string{refusedNoLeader, refusedDiskFull, refusedDiskSpace, refusedVersion} {
 		m.refused.WithLabelValues(r)
 	}
 	for _, k := range []string{"local", "sent", "received"} {

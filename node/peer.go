@@ -295,6 +295,9 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_ParkedChange{ParkedChange: &peerv1.ParkedChangeResult{
 			Namespace: r.Namespace, Group: r.Group, Changed: r.Changed, Parked: r.Parked,
 		}}}, nil
+	case *fsm.CredentialResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Credential{Credential: &peerv1.CredentialResult{
+			Namespace: r.Namespace, Name: r.Name}}}, nil
 	}
 	return nil, fmt.Errorf("node: cannot encode result %T", res)
 }
@@ -346,6 +349,10 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_GROUP_EXISTS, Message: err.Error()}, true
 	case errors.Is(err, fsm.ErrParkedNotFound):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_PARKED_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrCredentialNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CREDENTIAL_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrCredentialExists):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CREDENTIAL_EXISTS, Message: err.Error()}, true
 	}
 	return groupRejectionOf(err)
 }
@@ -392,6 +399,8 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 	case *peerv1.ApplyResponse_ParkedChange:
 		c := r.ParkedChange
 		return &fsm.ParkedChangeResult{Namespace: c.Namespace, Group: c.Group, Changed: c.Changed, Parked: c.Parked, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_Credential:
+		return &fsm.CredentialResult{Namespace: r.Credential.Namespace, Name: r.Credential.Name, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
@@ -425,6 +434,10 @@ func errorOf(r *peerv1.Rejection) error {
 		return &fsm.NamespaceLimitError{Name: r.Namespace, Limit: r.Limit}
 	case peerv1.Reason_REASON_BAD_COMMAND:
 		return fmt.Errorf("%w: %s", fsm.ErrBadCommand, r.Message)
+	case peerv1.Reason_REASON_CREDENTIAL_NOT_FOUND:
+		return fmt.Errorf("%w: %s", fsm.ErrCredentialNotFound, strings.TrimPrefix(r.Message, fsm.ErrCredentialNotFound.Error()+": "))
+	case peerv1.Reason_REASON_CREDENTIAL_EXISTS:
+		return fmt.Errorf("%w: %s", fsm.ErrCredentialExists, strings.TrimPrefix(r.Message, fsm.ErrCredentialExists.Error()+": "))
 	case peerv1.Reason_REASON_STREAM_NOT_FOUND:
 		return fmt.Errorf("%w: %s", fsm.ErrStreamNotFound, strings.TrimPrefix(r.Message, fsm.ErrStreamNotFound.Error()+": "))
 	case peerv1.Reason_REASON_STREAM_DELETED:

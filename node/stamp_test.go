@@ -28,6 +28,12 @@ func TestStampTimes(t *testing.T) {
 		{"create group", func(g int64) *fsmv1.Command {
 			return &fsmv1.Command{Kind: &fsmv1.Command_CreateGroup{CreateGroup: &fsmv1.CreateGroup{CreatedUnixNano: g}}}
 		}, func(c *fsmv1.Command) int64 { return c.GetCreateGroup().CreatedUnixNano }},
+		{"create credential", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_CreateCredential{CreateCredential: &fsmv1.CreateCredential{CreatedUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetCreateCredential().CreatedUnixNano }},
+		{"revoke credential", func(g int64) *fsmv1.Command {
+			return &fsmv1.Command{Kind: &fsmv1.Command_RevokeCredential{RevokeCredential: &fsmv1.RevokeCredential{RevokedUnixNano: g}}}
+		}, func(c *fsmv1.Command) int64 { return c.GetRevokeCredential().RevokedUnixNano }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

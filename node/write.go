@@ -40,6 +40,10 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 	if cmd.InputRules == fsm.InputRulesLegacy {
 		cmd.InputRules = fsm.InputRules
 	}
+	if v := versionNeeded(cmd); v > 0 && !n.serversKnowSoon(ctx, v) {
+		n.m.refused.WithLabelValues(refusedVersion).Inc()
+		return nil, fmt.Errorf("%w: every server must run a version whose state machine is at least %d", nodeapi.ErrUpgradeInProgress, v)
+	}
 	var res any
 	err := n.callLeader(ctx, leaderCall{
 		local: func() (err error) {
@@ -194,6 +198,14 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		}
 	case *fsmv1.Command_ExpireMessages:
 		k.ExpireMessages.TimeUnixNano = ns // always the leader's clock
+	case *fsmv1.Command_CreateCredential:
+		if k.CreateCredential.CreatedUnixNano == 0 {
+			k.CreateCredential.CreatedUnixNano = ns
+		}
+	case *fsmv1.Command_RevokeCredential:
+		if k.RevokeCredential.RevokedUnixNano == 0 {
+			k.RevokeCredential.RevokedUnixNano = ns
+		}
 	}
 }
 

@@ -17,11 +17,23 @@ import (
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
-// caller is who a request acts for: the token's namespace, and whether the
-// token is the admin token.
+// caller is who a request acts for: the credential that authenticated
+// it, and the namespace it acts on (the credential's own, or, for an admin
+// credential, the one NamespaceHeader names).
 type caller struct {
-	namespace string
-	admin     bool
+	namespace string // the namespace the call acts on
+	admin     bool   // role admin: every namespace and the cluster
+	role      fsm.Role
+	scope     []string // empty: the whole namespace
+	// The credential: its name, its own namespace and that namespace's
+	// internal id, its id and hash (for long calls to check it again:
+	// stillValid).
+	credential string
+	home       string
+	homeID     uint64
+	credID     uint64
+	hash       []byte
+	remote     string // the client's address, for the audit log
 }
 
 type callerKey struct{}
@@ -31,15 +43,24 @@ func callerFrom(ctx context.Context) caller {
 	return c
 }
 
-// tokenChecker resolves bearer tokens against the namespace registry.
+// tokenChecker resolves bearer tokens against the namespaces' credentials.
 type tokenChecker interface {
+	Credential(name string, id uint64) (fsm.CredentialInfo, uint64, bool)
 	Namespace(name string) (fsm.NamespaceInfo, bool)
 	LinearizableIndex(ctx context.Context) (uint64, error)
 }
 
+// NamespaceHeader names the namespace an admin credential's call acts on
+// (the EventStore, Subscriptions and Credentials services); without it a
+// call acts on the credential's own namespace. A non-admin credential may
+// name only its own.
+const NamespaceHeader = "Skald-Namespace"
+
 type authenticator struct {
 	b       tokenChecker
 	unknown *unknownTokens // tokens not known here
+	used    *lastUsed
+	audit   *auditor
 	log     *slog.Logger
 }
 
@@ -56,10 +77,34 @@ func bearer(h http.Header) (string, error) {
 	return strings.TrimSpace(token), nil
 }
 
+// expiredError is a token of a credential that has expired.
+type expiredError struct {
+	namespace, credential string
+	at                    int64
+}
+
+func (e *expiredError) Error() string {
+	return fmt.Sprintf("credential %q of namespace %q expired at %s", e.credential, e.namespace, rfc3339Seconds(e.at))
+}
+
+// revokedError ends a long call whose credential was revoked (or whose
+// namespace was deleted) after it was admitted.
+type revokedError struct{ namespace, credential string }
+
+func (e *revokedError) Error() string {
+	return fmt.Sprintf("credential %q of namespace %q was revoked (or its namespace deleted)", e.credential, e.namespace)
+}
+
+// permissionError is a call the caller's credential may not make.
+type permissionError struct{ msg string }
+
+func (e *permissionError) Error() string { return e.msg }
+
 // check returns the caller a token belongs to. A namespace this node does
 // not know yet (created through another node a moment ago), or whose token
-// does not match (re-created), is looked up again after catching up with
-// the leader: a namespace is usable on every node once its creation is
+// does not match (re-created, or a credential created a moment ago), is
+// looked up again after catching up with the leader: a namespace and a
+// credential are usable on every node once their creation is
 // acknowledged.
 func (a authenticator) check(ctx context.Context, token string) (caller, error) {
 	name, err := nstoken.Parse(token)
@@ -68,27 +113,57 @@ func (a authenticator) check(ctx context.Context, token string) (caller, error) 
 	}
 	c, ok, err := lookupToken(ctx, a.b, a.unknown, name, token)
 	if err != nil {
-		return caller{}, toConnect(ctx, a.log, err)
+		return caller{}, toConnect(ctx, a.log, err) // an expired credential: Unauthenticated
 	}
 	if !ok {
 		return caller{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown namespace or wrong token"))
 	}
+	a.used.touch(c)
 	return c, nil
+}
+
+// findToken finds the credential of a well-formed token of namespace
+// name as this node has applied it: the credential whose id the token
+// carries, else the namespace's initial token. Each is one map lookup and
+// one constant-time comparison, whatever the number of credentials.
+func findToken(b tokenChecker, name string, hash []byte, id uint64) (fsm.CredentialInfo, uint64, bool) {
+	if id != 0 {
+		if cred, nsID, ok := b.Credential(name, id); ok && subtle.ConstantTimeCompare(cred.TokenHash, hash) == 1 {
+			return cred, nsID, true
+		}
+	}
+	if cred, nsID, ok := b.Credential(name, 0); ok && subtle.ConstantTimeCompare(cred.TokenHash, hash) == 1 {
+		return cred, nsID, true
+	}
+	return fsm.CredentialInfo{}, 0, false
+}
+
+func callerOf(name string, nsID uint64, cred fsm.CredentialInfo, hash []byte) caller {
+	return caller{namespace: name, admin: cred.Role == fsm.RoleAdmin, role: cred.Role, scope: cred.Scope,
+		credential: cred.Name, home: name, homeID: nsID, credID: cred.ID, hash: hash}
 }
 
 // lookupToken finds the caller of a well-formed token of namespace name.
 // ok is false for an unknown namespace or a wrong secret; err reports a
-// failed catch-up with the leader. A token this node does not know is
-// looked up again once unknown has caught the node up with the leader,
-// unless unknown remembers it from a moment ago.
+// failed catch-up with the leader, or an expired credential
+// (*expiredError). A token this node does not know is looked up again
+// once unknown has caught the node up with the leader, unless unknown
+// remembers it from a moment ago.
 func lookupToken(ctx context.Context, b tokenChecker, unknown *unknownTokens, name, token string) (c caller, ok bool, err error) {
 	hash := nstoken.Hash(token)
-	known := func() bool {
-		info, found := b.Namespace(name)
-		return found && subtle.ConstantTimeCompare(info.TokenHash, hash) == 1
+	id := nstoken.CredentialID(token)
+	known := func() (caller, bool, error) {
+		cred, nsID, found := findToken(b, name, hash, id)
+		if !found {
+			return caller{}, false, nil
+		}
+		if cred.Expired(time.Now()) {
+			return caller{}, false, &expiredError{namespace: name, credential: cred.Name, at: cred.ExpiresAt}
+		}
+		return callerOf(name, nsID, cred, hash), true, nil
 	}
-	if known() {
-		return caller{namespace: name, admin: name == nstoken.AdminNamespace}, true, nil
+	if c, ok, err := known(); ok || err != nil {
+		return c, ok, err
 	}
 	remember := name != nstoken.AdminNamespace
 	if remember && unknown.remembered(hash) {
@@ -98,13 +173,31 @@ func lookupToken(ctx context.Context, b tokenChecker, unknown *unknownTokens, na
 	if err != nil {
 		return caller{}, false, err
 	}
-	if known() {
-		return caller{namespace: name, admin: name == nstoken.AdminNamespace}, true, nil
+	if c, ok, err := known(); ok || err != nil {
+		return c, ok, err
 	}
 	if remember {
 		unknown.remember(hash, start)
 	}
 	return caller{}, false, nil
+}
+
+// stillValid reports why c's credential no longer admits calls (revoked,
+// its namespace deleted, expired), or nil. Long calls (Subscribe,
+// Consume, GET /subscribe) ask it as they go, so that a revocation ends
+// them too.
+func stillValid(b tokenChecker, c caller) error {
+	if c.hash == nil {
+		return nil // not authenticated by a token (tests of handlers alone)
+	}
+	cred, nsID, ok := b.Credential(c.home, c.credID)
+	if !ok || nsID != c.homeID || subtle.ConstantTimeCompare(cred.TokenHash, c.hash) != 1 {
+		return &revokedError{namespace: c.home, credential: c.credential}
+	}
+	if cred.Expired(time.Now()) {
+		return &expiredError{namespace: c.home, credential: c.credential, at: cred.ExpiresAt}
+	}
+	return nil
 }
 
 // unknownTokens spares the leader the round trips of tokens this node
@@ -279,7 +372,28 @@ func (a authenticator) authenticate(ctx context.Context, h http.Header) (context
 	if err != nil {
 		return nil, err
 	}
+	if c, err = actingOn(a.b, c, h.Get(NamespaceHeader)); err != nil {
+		return nil, err
+	}
 	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// actingOn returns c acting on namespace name (NamespaceHeader; empty:
+// its own): an admin credential may name any namespace that exists, any
+// other only its own.
+func actingOn(b tokenChecker, c caller, name string) (caller, error) {
+	if name == "" || name == c.namespace {
+		return c, nil
+	}
+	if !c.admin {
+		return caller{}, connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("credential %q (role %s) of namespace %q may not act on namespace %q: only an admin credential may name another namespace", c.credential, c.role, c.home, name))
+	}
+	if _, ok := b.Namespace(name); !ok {
+		return caller{}, connect.NewError(connect.CodeNotFound, fmt.Errorf("namespace %q (%s) does not exist", name, NamespaceHeader))
+	}
+	c.namespace = name
+	return c, nil
 }
 
 // beforeBody authenticates each call of a skald.v1 service from its
@@ -289,34 +403,56 @@ func (a authenticator) authenticate(ctx context.Context, h http.Header) (context
 // left unread). The caller goes on the request's context, where the
 // interceptor finds it. Refusals count in the RPC metrics as the
 // interceptor's would.
+//
+// The caller's role is checked here too (permit, access.go), so a call
+// its credential may not make is refused before its body is read.
 func (a authenticator) beforeBody(next http.Handler, errw *connect.ErrorWriter, m *rpcMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, err := a.authenticate(r.Context(), r.Header)
+		if err == nil {
+			err = permit(callerFrom(ctx), r.URL.Path)
+		}
 		if err != nil {
 			m.observe(r.URL.Path, start, err)
 			w.Header().Set("Connection", "close")
 			_ = errw.Write(w, r, err)
 			return
 		}
+		c := callerFrom(ctx)
+		c.remote = r.RemoteAddr
+		ctx = context.WithValue(ctx, callerKey{}, c)
+		if c.namespace != c.home {
+			a.audit.record(ctx, "admin.other-namespace", c.namespace, strings.TrimPrefix(r.URL.Path, "/"))
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
 // admitted returns ctx when beforeBody already authenticated its call,
-// else the context authenticate makes from h.
-func (a authenticator) admitted(ctx context.Context, h http.Header) (context.Context, error) {
+// else the context authenticate makes from h, with the caller's role
+// checked for procedure.
+func (a authenticator) admitted(ctx context.Context, h http.Header, procedure string) (context.Context, error) {
 	if _, ok := ctx.Value(callerKey{}).(caller); ok {
 		return ctx, nil
 	}
-	return a.authenticate(ctx, h)
+	ctx, err := a.authenticate(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return ctx, permit(callerFrom(ctx), procedure)
 }
 
-// WrapUnary implements connect.Interceptor.
+// WrapUnary implements connect.Interceptor: the caller, and its scope
+// against what the request touches (permitScope).
 func (a authenticator) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		ctx, err := a.admitted(ctx, req.Header())
+		procedure := req.Spec().Procedure
+		ctx, err := a.admitted(ctx, req.Header(), procedure)
 		if err != nil {
+			return nil, err
+		}
+		if err := permitScope(callerFrom(ctx), procedure, req.Any()); err != nil {
 			return nil, err
 		}
 		return next(ctx, req)
@@ -331,19 +467,84 @@ func (a authenticator) WrapStreamingClient(next connect.StreamingClientFunc) con
 // WrapStreamingHandler implements connect.Interceptor.
 func (a authenticator) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, err := a.admitted(ctx, conn.RequestHeader())
+		procedure := conn.Spec().Procedure
+		ctx, err := a.admitted(ctx, conn.RequestHeader(), procedure)
 		if err != nil {
 			return err
 		}
-		return next(ctx, conn)
+		c := callerFrom(ctx)
+		ctx, stop := whileValid(ctx, a.b, c)
+		defer stop()
+		err = next(ctx, scopedConn{StreamingHandlerConn: conn, c: c, procedure: procedure})
+		if cause := credentialEnded(ctx); cause != nil {
+			return toConnect(context.Background(), a.log, cause)
+		}
+		return err
 	}
 }
 
-// requireAdmin fails PermissionDenied unless the caller holds the admin
-// token.
+// whileValid returns ctx, ended (its cause the credential's error) once
+// c's credential no longer admits calls: revoked, expired, or its
+// namespace deleted. It checks every credentialRecheck until stop. So a
+// stream (Subscribe, Consume) holding a revoked credential ends with the
+// authentication error, on every node, within a second of the revoke.
+func whileValid(ctx context.Context, b tokenChecker, c caller) (context.Context, func()) {
+	if c.hash == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(credentialRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := stillValid(b, c); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
+}
+
+// credentialEnded returns the credential's error when whileValid ended
+// ctx, else nil.
+func credentialEnded(ctx context.Context) error {
+	var re *revokedError
+	var ee *expiredError
+	if cause := context.Cause(ctx); errors.As(cause, &re) || errors.As(cause, &ee) {
+		return cause
+	}
+	return nil
+}
+
+// scopedConn checks the caller's scope against each message a stream
+// receives (the request of a server stream).
+type scopedConn struct {
+	connect.StreamingHandlerConn
+	c         caller
+	procedure string
+}
+
+func (s scopedConn) Receive(msg any) error {
+	if err := s.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	return permitScope(s.c, s.procedure, msg)
+}
+
+// requireAdmin fails PermissionDenied unless the caller holds an admin
+// credential.
 func requireAdmin(ctx context.Context) error {
-	if !callerFrom(ctx).admin {
-		return connect.NewError(connect.CodePermissionDenied, errors.New("this call needs the admin token"))
+	if c := callerFrom(ctx); !c.admin {
+		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("this call needs an admin credential; credential %q of namespace %q is %s", c.credential, c.home, c.role))
 	}
 	return nil
 }

@@ -113,6 +113,21 @@ var errorTable = []func(error) (reply, bool){
 		return reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
 			message: "namespace not found", evMessage: fmt.Sprintf("namespace %q not found", e.name)}
 	}),
+	typed(func(e *permissionError) reply {
+		return reply{verdict: true, code: connect.CodePermissionDenied, status: http.StatusForbidden, evCode: "AUTH_UNAUTHORIZED", message: e.msg}
+	}),
+	typed(func(e *expiredError) reply {
+		return reply{verdict: true, code: connect.CodeUnauthenticated, status: http.StatusForbidden, evCode: "AUTH_UNAUTHORIZED", message: e.Error(),
+			evDetails: map[string]any{"namespace": e.namespace, "credential": e.credential}}
+	}),
+	typed(func(e *revokedError) reply {
+		return reply{verdict: true, code: connect.CodeUnauthenticated, status: http.StatusForbidden, evCode: "AUTH_UNAUTHORIZED", message: e.Error(),
+			evDetails: map[string]any{"namespace": e.namespace, "credential": e.credential}}
+	}),
+	sentinel(fsm.ErrCredentialNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "CREDENTIAL_NOT_FOUND",
+		cause: true}),
+	sentinel(fsm.ErrCredentialExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "CREDENTIAL_EXISTS",
+		cause: true}),
 	typed(func(e *fsm.NamespaceLimitError) reply {
 		return reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "NAMESPACE_LIMIT",
 			message: e.Describe(), evDetails: map[string]any{"namespace": e.Name, "limit": e.Limit}}
@@ -141,6 +156,8 @@ var errorTable = []func(error) (reply, bool){
 	// Not verdicts: the message is the error's own text.
 	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
+	sentinel(nodeapi.ErrUpgradeInProgress, reply{code: connect.CodeFailedPrecondition, status: http.StatusServiceUnavailable, evCode: "UPGRADE_IN_PROGRESS",
+		cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
 		message: "the write may or may not have been applied: "}),

@@ -64,6 +64,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeEvError(w http.ResponseWriter, e *evError) {
+	writeJSON(w, e.status, e.body())
+}
+
+// body is e as EventoDB's error reply: {"error": {code, message, ...}}.
+func (e *evError) body() map[string]any {
 	body := map[string]any{"code": e.code, "message": e.message}
 	if e.details != nil {
 		body["details"] = e.details
@@ -71,7 +76,7 @@ func writeEvError(w http.ResponseWriter, e *evError) {
 	if e.notApplied {
 		body["outcome"] = OutcomeNotApplied
 	}
-	writeJSON(w, e.status, map[string]any{"error": body})
+	return map[string]any{"error": body}
 }
 
 // evdb serves the EventoDB API over a Backend.
@@ -83,6 +88,9 @@ type evdb struct {
 	limits  Limits         // with defaults
 	unknown *unknownTokens // shared with the Connect API's authenticator
 	metrics *rpcMetrics    // shared with the Connect API
+	used    *lastUsed      // shared with the Connect API
+	audit   *auditor
+	creds   credentialOps
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -125,7 +133,8 @@ func evToken(r *http.Request) (string, *evError) {
 }
 
 // authenticate resolves the request's caller, catching up with the leader
-// once when the namespace is unknown here or its token differs.
+// once when the namespace is unknown here or its token differs. An admin
+// credential acts on the namespace NamespaceHeader names, if any.
 func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evError) {
 	token, everr := evToken(r)
 	if everr != nil {
@@ -139,10 +148,66 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 	if err != nil {
 		return caller{}, e.backendError(ctx, err)
 	}
-	if ok {
-		return c, nil
+	if !ok {
+		return caller{}, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "unknown namespace or wrong token", details: map[string]any{"namespace": name}}
 	}
-	return caller{}, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "unknown namespace or wrong token", details: map[string]any{"namespace": name}}
+	e.used.touch(c)
+	c.remote = r.RemoteAddr
+	if target := r.Header.Get(NamespaceHeader); target != "" && target != c.namespace {
+		if !c.admin {
+			return caller{}, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
+				message: fmt.Sprintf("%s may not act on namespace %q: only an admin credential may name another namespace", c.describe(), target),
+				details: map[string]any{"namespace": target, "credential": c.credential, "role": c.role.String()}}
+		}
+		if _, ok := e.b.Namespace(target); !ok {
+			return caller{}, &evError{status: http.StatusNotFound, code: "NAMESPACE_NOT_FOUND", message: fmt.Sprintf("namespace %q (%s) not found", target, NamespaceHeader)}
+		}
+		c.namespace = target
+	}
+	return c, nil
+}
+
+// evPermit refuses (403 AUTH_UNAUTHORIZED) a call of method c may not
+// make: its role (access.go), or its scope against the stream or category
+// the call names in its first argument (args; nil for the paths, whose
+// scope their handlers check with evScope).
+func evPermit(c caller, method string, args evArgs) *evError {
+	a, ok := evMethodAccess[method]
+	if err := denied(c, method, a, ok); err != nil {
+		return evDenied(c, method, err)
+	}
+	if a.touches != touchesRequest || len(c.scope) == 0 || args == nil {
+		return nil
+	}
+	name, everr := args.str(0, "stream")
+	if everr != nil {
+		return everr
+	}
+	if strings.HasPrefix(method, "category.") {
+		return evScope(c, method, "", name)
+	}
+	return evScope(c, method, name, "")
+}
+
+// evScope refuses a stream or a category outside c's scope; neither
+// given (a subscription to every stream) needs an unscoped credential.
+func evScope(c caller, method, stream, category string) *evError {
+	switch {
+	case len(c.scope) == 0:
+		return nil
+	case stream != "" && !fsm.ScopeAllowsStream(c.scope, stream):
+		return evDenied(c, method, scopeDenied(c, method, "stream", stream))
+	case category != "" && !fsm.ScopeAllowsCategory(c.scope, category):
+		return evDenied(c, method, scopeDenied(c, method, "category", category))
+	case stream == "" && category == "":
+		return evDenied(c, method, fmt.Errorf("%s may not call %s on every stream: it needs an unscoped credential", c.describe(), method))
+	}
+	return nil
+}
+
+func evDenied(c caller, method string, err error) *evError {
+	return &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: err.Error(),
+		details: map[string]any{"method": method, "credential": c.credential, "role": c.role.String(), "namespace": c.home}}
 }
 
 // rpc serves POST /rpc: ["method", args...].
@@ -175,7 +240,14 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	procedure = evdbPrefix + method // one of evMethods: bounded
+	if everr := evPermit(c, method, args); everr != nil {
+		fail(everr)
+		return
+	}
 	ctx := context.WithValue(r.Context(), callerKey{}, c)
+	if c.namespace != c.home {
+		e.audit.record(ctx, "admin.other-namespace", c.namespace, method)
+	}
 	res, everr := h(e, ctx, args)
 	if everr != nil {
 		fail(everr)

@@ -139,6 +139,9 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	c, everr := e.authenticate(ctx, r)
+	if everr == nil {
+		everr = evPermit(c, evImportPath, nil)
+	}
 	if everr != nil {
 		code = evCodeLabel(everr.code)
 		writeEvError(w, everr)

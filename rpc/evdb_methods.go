@@ -29,6 +29,9 @@ var evMethods = map[string]evMethod{
 	"ns.categories":              (*evdb).nsCategories,
 	"ns.setRetention":            (*evdb).nsSetRetention,
 	"ns.retention":               (*evdb).nsRetention,
+	"token.create":               (*evdb).tokenCreate,
+	"token.list":                 (*evdb).tokenList,
+	"token.revoke":               (*evdb).tokenRevoke,
 	// Skald's version: the SDKs' tests read it as semver.
 	"sys.version": func(e *evdb, _ context.Context, _ evArgs) (any, *evError) { return e.build.Version, nil },
 	"sys.health": func(*evdb, context.Context, evArgs) (any, *evError) {

@@ -52,6 +52,7 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
+	e.audit.record(ctx, "namespace.create", res.Name, res.Name)
 	waitCreated(ctx, e.unknown.createWait())
 	return map[string]any{"namespace": res.Name, "token": token, "createdAt": rfc3339(res.CreatedAt)}, nil
 }
@@ -71,6 +72,7 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
+	e.audit.record(ctx, "namespace.delete", res.Name, res.Name, "messages-deleted", res.MessagesDeleted)
 	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -79,9 +80,17 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeEvError(w, everr)
 		return
 	}
+	if everr := evPermit(c, evSubscribePath, nil); everr != nil {
+		writeEvError(w, everr)
+		return
+	}
 	sub, all, msg := parseSubscribe(r)
 	if msg != "" {
 		sseBadRequest(w, "%s", msg)
+		return
+	}
+	if everr := evScope(c, evSubscribePath, sub.stream, sub.category); everr != nil {
+		writeEvError(w, everr)
 		return
 	}
 	watch := e.b.Feed().Watch(c.namespace)
@@ -116,9 +125,17 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 	cfg := e.sub.withDefaults()
+	recheck := time.NewTicker(credentialRecheck)
+	defer recheck.Stop()
 	for {
 		changed, ended := watch.Changed()
 		if ended {
+			return
+		}
+		if err := stillValid(e.b, c); err != nil {
+			// The credential was revoked or expired: say so and end.
+			body, _ := json.Marshal(e.backendError(ctx, err).body())
+			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
 			return
 		}
 		var (
@@ -150,6 +167,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
+		case <-recheck.C:
 		case <-ctx.Done():
 			return
 		}

@@ -42,6 +42,8 @@ var throughLeader = map[string]bool{
 	skaldv1connect.SubscriptionsDeleteParkedProcedure: true,
 	skaldv1connect.ClusterRemoveServerProcedure:       true,
 	skaldv1connect.ClusterTransferLeadershipProcedure: true, // refused by a follower, naming the leader
+	skaldv1connect.CredentialsCreateProcedure:         true,
+	skaldv1connect.CredentialsRevokeProcedure:         true,
 }
 
 // servedLocally are the procedures any node answers itself: reads at the
@@ -66,6 +68,7 @@ var servedLocally = map[string]bool{
 	skaldv1connect.SubscriptionsListParkedProcedure: true,
 	skaldv1connect.ClusterStatusProcedure:           true,
 	skaldv1connect.ClusterLeaveProcedure:            true,
+	skaldv1connect.CredentialsListProcedure:         true,
 }
 
 // leaderHint sets LeaderHeader on the replies (and errors) of writes

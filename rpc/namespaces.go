@@ -30,6 +30,7 @@ type tenants interface {
 type namespaces struct {
 	b          tenants
 	log        *slog.Logger
+	audit      *auditor
 	createWait time.Duration // after a create, before its reply (auth.go)
 }
 
@@ -53,6 +54,7 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
+	s.audit.record(ctx, "namespace.create", res.Name, res.Name)
 	waitCreated(ctx, s.createWait)
 	return connect.NewResponse(&skaldv1.CreateResponse{Name: res.Name, Token: token, CreatedAt: timestamp(res.CreatedAt), Index: res.Index}), nil
 }
@@ -72,6 +74,7 @@ func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.De
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
+	s.audit.record(ctx, "namespace.delete", res.Name, res.Name, "messages-deleted", res.MessagesDeleted)
 	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.Name, DeletedAt: timestamp(res.DeletedAt), MessagesDeleted: res.MessagesDeleted, Index: res.Index}), nil
 }
 

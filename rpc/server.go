@@ -33,6 +33,8 @@ type Backend interface {
 	tenants
 	members
 	groups
+	credentialStore
+	Credential(name string, id uint64) (fsm.CredentialInfo, uint64, bool)
 	LinearizableIndex(ctx context.Context) (uint64, error)
 	Backup(ctx context.Context, w io.Writer, start func(size int64, meta fsm.SnapshotMeta)) (fsm.SnapshotMeta, error)
 }
@@ -101,7 +103,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		subscribe.ScanBudget = limits.ScanBudget
 	}
 	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
-	auth := authenticator{b: b, unknown: tokens, log: log}
+	used := &lastUsed{}
+	audit := newAuditor(log, opts.Registerer)
+	auth := authenticator{b: b, unknown: tokens, used: used, audit: audit, log: log}
+	credOps := credentialOps{b: b, used: used, audit: audit}
 	compressMin := opts.CompressMinBytes
 	switch {
 	case compressMin == 0:
@@ -125,17 +130,20 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		handleService(path, auth.beforeBody(h, errw, metrics))
 	}
 	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget, replyTimeout: limits.WriteTimeout}, handlerOpts...))
-	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, createWait: tokens.createWait()}, handlerOpts...))
+	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, audit: audit, createWait: tokens.createWait()}, handlerOpts...))
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
+	handleAPI(skaldv1connect.NewCredentialsHandler(&credentials{ops: credOps, log: log}, handlerOpts...))
 
-	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName}
+	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName,
+		skaldv1connect.CredentialsName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
+	evdb := &evdb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics,
+		used: used, audit: audit, creds: credOps}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
@@ -165,7 +173,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	withCORS := cors.New(cors.Options{
 		AllowOriginFunc: allowOrigin(b, opts.CORSOrigins),
 		AllowedMethods:  connectcors.AllowedMethods(),
-		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization"),
+		AllowedHeaders:  append(connectcors.AllowedHeaders(), "Authorization", NamespaceHeader),
 		ExposedHeaders:  connectcors.ExposedHeaders(),
 		MaxAge:          7200,
 	}).Handler(mux)

@@ -37,6 +37,7 @@ Connection flags (every client command):
   --addr    node address: host[:port] or URL; a comma-separated list tries each in turn
             (env SKALD_ADDR; default 127.0.0.1:8080; a host without a port means :8080)
   --token   bearer token (env SKALD_TOKEN); --token-file reads it from a file (env SKALD_TOKEN_FILE)
+  --ns      the namespace to act on (env SKALD_NS; default: the token's own; another needs an admin token)
   --ca      CA for https:// addresses (env SKALD_CA)
   -o        output: table (default) or json (errors too, on stderr)
 
@@ -51,6 +52,7 @@ var clientHelpNoOutput = strings.Replace(clientHelp, "  -o        output: table 
 // clientFlags are the connection flags every client command takes.
 type clientFlags struct {
 	addr, token, output, ca string
+	ns                      string // the namespace an admin token acts on
 	tokenFile               string
 	usage                   string // the command's one-line synopsis
 	noOutput                bool   // the command has no -o
@@ -86,6 +88,7 @@ func newClientFlagSet(name, usage string, stderr io.Writer, opts ...flagSetOptio
 	}
 	fs.StringVar(&cf.addr, "addr", addr, "node address, host[:port] or URL; a comma-separated list tries each in turn (env SKALD_ADDR)")
 	fs.StringVar(&cf.token, "token", "", "bearer token")
+	fs.StringVar(&cf.ns, "ns", "", "the namespace to act on (env SKALD_NS; default: the token's own; another needs an admin token)")
 	fs.StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file (surrounding whitespace trimmed): off the command line, which every local user can see")
 	if !cf.noOutput {
 		fs.StringVar(&cf.output, "o", "table", "output: table or json")
@@ -129,6 +132,9 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN"); ok && !given["token"] {
 		cf.token = v
+	}
+	if v, ok := os.LookupEnv("SKALD_NS"); ok && !given["ns"] {
+		cf.ns = v
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN_FILE"); ok && !given["token-file"] {
 		cf.tokenFile = v
@@ -314,7 +320,7 @@ func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	c, err := client.New(ctx, client.Config{
-		Endpoints: eps, Token: cf.token, TLS: cf.tlsConfig(),
+		Endpoints: eps, Token: cf.token, Namespace: cf.ns, TLS: cf.tlsConfig(),
 		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
 	})
 	if err != nil {

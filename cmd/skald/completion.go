@@ -20,6 +20,7 @@ import (
 // this table to run's dispatch and to the usage text.
 var subcommands = map[string][]string{
 	"ns":         {"create", "list", "info", "delete"},
+	"token":      {"create", "list", "revoke"},
 	"stream":     {"delete", "truncate", "delete-by-watermark"},
 	"retention":  {"set", "list", "clear"},
 	"sub":        {"create", "list", "info", "update", "delete", "consume", "parked", "replay"},
@@ -31,7 +32,7 @@ var subcommands = map[string][]string{
 }
 
 // commands are the first words, in the usage text's order.
-var commands = []string{"server", "dev", "ns", "append", "append-multi", "read", "all", "query", "category", "stream",
+var commands = []string{"server", "dev", "ns", "token", "append", "append-multi", "read", "all", "query", "category", "stream",
 	"retention", "sub", "tail", "cluster", "leave", "backup", "restore", "export", "import", "tls", "bench",
 	"probe", "version", "completion", "help"}
 

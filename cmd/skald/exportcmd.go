@@ -35,22 +35,25 @@ type exportRecord struct {
 	Tags   []string        `json:"tags,omitempty"`
 }
 
-// tokenNamespace checks --ns against the token's namespace: data calls act
-// on the token's namespace only.
+// tokenNamespace is the namespace data calls act on: --ns, which only an
+// admin token may set to another namespace than its own, else the
+// token's.
 func tokenNamespace(token, ns string) (string, error) {
 	name, err := nstoken.Parse(token)
 	if err != nil {
 		return "", &exitError{exitUsage, fmt.Errorf("--token: %v", err)}
 	}
 	if ns != "" && ns != name {
-		return "", &exitError{exitUsage, fmt.Errorf("--ns %s: the token is %s's; use %s's token", ns, name, ns)}
+		if name != nstoken.AdminNamespace {
+			return "", &exitError{exitUsage, fmt.Errorf("--ns %s: the token is %s's; use %s's token or an admin token", ns, name, ns)}
+		}
+		return ns, nil
 	}
 	return name, nil
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := newClientFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr, noOutputFlag)
-	ns := fs.String("ns", "", "namespace to export (must be the token's)")
 	category := fs.String("category", "", "export only this category")
 	since := fs.String("since", "", "only messages written at or after this RFC 3339 time")
 	gz := fs.Bool("gzip", false, "gzip the output")
@@ -61,7 +64,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cf.needToken(); err != nil {
 		return err
 	}
-	name, err := tokenNamespace(cf.token, *ns)
+	name, err := tokenNamespace(cf.token, cf.ns)
 	if err != nil {
 		return err
 	}
@@ -160,7 +163,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := cf.needToken(); err != nil {
 		return err
 	}
-	ns, err := tokenNamespace(cf.token, "")
+	ns, err := tokenNamespace(cf.token, cf.ns)
 	if err != nil {
 		return err
 	}
@@ -201,6 +204,9 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/import"+query, body)
 		if err == nil {
 			req.Header.Set("Authorization", "Bearer "+cf.token)
+			if cf.ns != "" {
+				req.Header.Set(client.NamespaceHeader, cf.ns)
+			}
 			req.Header.Set("Content-Type", "application/x-ndjson")
 		}
 		return req, err

@@ -42,10 +42,13 @@ Skald-Leader header. The Go client uses session by default. See docs/api.md.
 
   ns_<base64url(namespace), no padding>_<64 hex characters>
 
-A token belongs to one namespace, which clients read from the token itself. The server keeps only
-its SHA-256. The admin token is the token of the "default" namespace: it manages namespaces and
-the cluster, and its data calls act on "default". Create a namespace's token with
-'skald ns create NAME' (printed once), or give your own with --token.
+A token is one credential of one namespace, which clients read from the token itself, with a role
+(reader, writer, owner, admin) and an optional scope; the server keeps only its SHA-256. A
+namespace's first token ('skald ns create NAME', printed once) is its owner credential "initial";
+more come from 'skald token create NAME --role R [--scope C,P*] [--expires 30d]', and
+'skald token revoke NAME' refuses one on every node (docs/access.md, with a rotation runbook).
+Admin credentials are the "default" namespace's: they manage namespaces and the cluster, their
+data calls act on "default", and --ns NAME (SKALD_NS) makes a command act on another namespace.
 
 Client commands take --token or SKALD_TOKEN, or --token-file / SKALD_TOKEN_FILE (a file, so the
 token is not on the command line). The EventoDB API takes the same tokens as

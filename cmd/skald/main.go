@@ -24,6 +24,8 @@ Usage:
   skald dev kill|restart N      kill -9 a node of the running dev cluster, or start it again
   skald ns create|list|info|delete
                                 manage namespaces (admin token)
+  skald token create|list|revoke
+                                a namespace's credentials: roles, scopes, expiry (see skald token --help)
   skald append STREAM TYPE DATA-JSON [--expected-version N] [--tag T]... [--fail-if-tag T --after GP]
   skald append-multi FILE|-     append to several streams at once, all or nothing (JSON)
   skald read STREAM             read a stream
@@ -148,6 +150,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTLS(ctx, args[1:], stdout, stderr)
 	case "ns":
 		return runNS(ctx, args[1:], stdout, stderr)
+	case "token":
+		return runToken(ctx, args[1:], stdout, stderr)
 	case "append":
 		return runAppend(ctx, args[1:], stdout, stderr)
 	case "append-multi":

@@ -108,6 +108,8 @@ type Command struct {
 	//	*Command_ReplayParked
 	//	*Command_DeleteParked
 	//	*Command_IndexTypes
+	//	*Command_CreateCredential
+	//	*Command_RevokeCredential
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
 	// The input rules the proposing node checked the command against at its
 	// API edge; apply holds the entry to the same rules (fsm/validate.go,
@@ -321,6 +323,24 @@ func (x *Command) GetIndexTypes() *IndexTypes {
 	return nil
 }
 
+func (x *Command) GetCreateCredential() *CreateCredential {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateCredential); ok {
+			return x.CreateCredential
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRevokeCredential() *RevokeCredential {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_RevokeCredential); ok {
+			return x.RevokeCredential
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetInputRules() uint32 {
 	if x != nil {
 		return x.InputRules
@@ -406,6 +426,16 @@ type Command_IndexTypes struct {
 	IndexTypes *IndexTypes `protobuf:"bytes,21,opt,name=index_types,json=indexTypes,proto3,oneof"`
 }
 
+type Command_CreateCredential struct {
+	// Credentials of a namespace (fsm/credential.go). Numbered apart from
+	// the kinds above so that kinds added beside them never collide.
+	CreateCredential *CreateCredential `protobuf:"bytes,40,opt,name=create_credential,json=createCredential,proto3,oneof"`
+}
+
+type Command_RevokeCredential struct {
+	RevokeCredential *RevokeCredential `protobuf:"bytes,41,opt,name=revoke_credential,json=revokeCredential,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -441,6 +471,10 @@ func (*Command_ReplayParked) isCommand_Kind() {}
 func (*Command_DeleteParked) isCommand_Kind() {}
 
 func (*Command_IndexTypes) isCommand_Kind() {}
+
+func (*Command_CreateCredential) isCommand_Kind() {}
+
+func (*Command_RevokeCredential) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -1730,11 +1764,184 @@ func (x *SetNodeInfo) GetApiAddress() string {
 	return ""
 }
 
+// CreateCredential adds a named credential to a namespace. The proposing
+// node makes the token (its credential id is the first 16 hex digits of
+// the secret, internal/nstoken) and replicates only its hash. Apply
+// refuses a name or id the namespace holds already.
+type CreateCredential struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Never 0 (0 is the namespace's initial token).
+	Id   uint64 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// fsm.Role: 1 reader, 2 writer, 3 owner, 4 admin (the admin namespace
+	// only).
+	Role uint32 `protobuf:"varint,4,opt,name=role,proto3" json:"role,omitempty"`
+	// Categories ("invoice") and stream-name prefixes ("invoice-*") the
+	// credential may touch; empty: the whole namespace.
+	Scope []string `protobuf:"bytes,5,rep,name=scope,proto3" json:"scope,omitempty"`
+	// 0: never expires.
+	ExpiresUnixNano int64 `protobuf:"varint,6,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`
+	// SHA-256 of the token.
+	TokenHash       []byte `protobuf:"bytes,7,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
+	CreatedUnixNano int64  `protobuf:"varint,8,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CreateCredential) Reset() {
+	*x = CreateCredential{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCredential) ProtoMessage() {}
+
+func (x *CreateCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCredential.ProtoReflect.Descriptor instead.
+func (*CreateCredential) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateCredential) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CreateCredential) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CreateCredential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateCredential) GetRole() uint32 {
+	if x != nil {
+		return x.Role
+	}
+	return 0
+}
+
+func (x *CreateCredential) GetScope() []string {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *CreateCredential) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
+func (x *CreateCredential) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+func (x *CreateCredential) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+// RevokeCredential removes a namespace's credential by name; the initial
+// one (the token the namespace was created with) is remembered as revoked.
+type RevokeCredential struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	RevokedUnixNano int64                  `protobuf:"varint,3,opt,name=revoked_unix_nano,json=revokedUnixNano,proto3" json:"revoked_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RevokeCredential) Reset() {
+	*x = RevokeCredential{}
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeCredential) ProtoMessage() {}
+
+func (x *RevokeCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_command_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeCredential.ProtoReflect.Descriptor instead.
+func (*RevokeCredential) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_command_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RevokeCredential) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RevokeCredential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeCredential) GetRevokedUnixNano() int64 {
+	if x != nil {
+		return x.RevokedUnixNano
+	}
+	return 0
+}
+
 var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\xf2\t\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\x90\v\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1755,7 +1962,9 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
 	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParked\x12;\n" +
 	"\vindex_types\x18\x15 \x01(\v2\x18.skald.fsm.v1.IndexTypesH\x00R\n" +
-	"indexTypes\x12\x1f\n" +
+	"indexTypes\x12M\n" +
+	"\x11create_credential\x18( \x01(\v2\x1e.skald.fsm.v1.CreateCredentialH\x00R\x10createCredential\x12M\n" +
+	"\x11revoke_credential\x18) \x01(\v2\x1e.skald.fsm.v1.RevokeCredentialH\x00R\x10revokeCredential\x12\x1f\n" +
 	"\vinput_rules\x18\x14 \x01(\rR\n" +
 	"inputRulesB\x06\n" +
 	"\x04kind\"\x91\x02\n" +
@@ -1853,7 +2062,21 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\vSetNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +
-	"apiAddress*\x8a\x01\n" +
+	"apiAddress\"\xf5\x01\n" +
+	"\x10CreateCredential\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\rR\x04role\x12\x14\n" +
+	"\x05scope\x18\x05 \x03(\tR\x05scope\x12*\n" +
+	"\x11expires_unix_nano\x18\x06 \x01(\x03R\x0fexpiresUnixNano\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\a \x01(\fR\ttokenHash\x12*\n" +
+	"\x11created_unix_nano\x18\b \x01(\x03R\x0fcreatedUnixNano\"p\n" +
+	"\x10RevokeCredential\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12*\n" +
+	"\x11revoked_unix_nano\x18\x03 \x01(\x03R\x0frevokedUnixNano*\x8a\x01\n" +
 	"\x0eRetentionScope\x12\x1f\n" +
 	"\x1bRETENTION_SCOPE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19RETENTION_SCOPE_NAMESPACE\x10\x01\x12\x1c\n" +
@@ -1873,7 +2096,7 @@ func file_skald_fsm_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_fsm_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_skald_fsm_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(RetentionScope)(0),        // 0: skald.fsm.v1.RetentionScope
 	(*Command)(nil),            // 1: skald.fsm.v1.Command
@@ -1895,13 +2118,15 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*Import)(nil),             // 17: skald.fsm.v1.Import
 	(*ImportedMessage)(nil),    // 18: skald.fsm.v1.ImportedMessage
 	(*SetNodeInfo)(nil),        // 19: skald.fsm.v1.SetNodeInfo
-	(*CreateGroup)(nil),        // 20: skald.fsm.v1.CreateGroup
-	(*UpdateGroup)(nil),        // 21: skald.fsm.v1.UpdateGroup
-	(*DeleteGroup)(nil),        // 22: skald.fsm.v1.DeleteGroup
-	(*GroupProgress)(nil),      // 23: skald.fsm.v1.GroupProgress
-	(*ReplayParked)(nil),       // 24: skald.fsm.v1.ReplayParked
-	(*DeleteParked)(nil),       // 25: skald.fsm.v1.DeleteParked
-	(*Query)(nil),              // 26: skald.fsm.v1.Query
+	(*CreateCredential)(nil),   // 20: skald.fsm.v1.CreateCredential
+	(*RevokeCredential)(nil),   // 21: skald.fsm.v1.RevokeCredential
+	(*CreateGroup)(nil),        // 22: skald.fsm.v1.CreateGroup
+	(*UpdateGroup)(nil),        // 23: skald.fsm.v1.UpdateGroup
+	(*DeleteGroup)(nil),        // 24: skald.fsm.v1.DeleteGroup
+	(*GroupProgress)(nil),      // 25: skald.fsm.v1.GroupProgress
+	(*ReplayParked)(nil),       // 26: skald.fsm.v1.ReplayParked
+	(*DeleteParked)(nil),       // 27: skald.fsm.v1.DeleteParked
+	(*Query)(nil),              // 28: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
@@ -1915,28 +2140,30 @@ var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	11, // 8: skald.fsm.v1.Command.delete_by_watermark:type_name -> skald.fsm.v1.DeleteByWatermark
 	13, // 9: skald.fsm.v1.Command.set_retention_policy:type_name -> skald.fsm.v1.SetRetentionPolicy
 	14, // 10: skald.fsm.v1.Command.expire_messages:type_name -> skald.fsm.v1.ExpireMessages
-	20, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
-	21, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
-	22, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
-	23, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
-	24, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
-	25, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
+	22, // 11: skald.fsm.v1.Command.create_group:type_name -> skald.fsm.v1.CreateGroup
+	23, // 12: skald.fsm.v1.Command.update_group:type_name -> skald.fsm.v1.UpdateGroup
+	24, // 13: skald.fsm.v1.Command.delete_group:type_name -> skald.fsm.v1.DeleteGroup
+	25, // 14: skald.fsm.v1.Command.group_progress:type_name -> skald.fsm.v1.GroupProgress
+	26, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
+	27, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
 	15, // 17: skald.fsm.v1.Command.index_types:type_name -> skald.fsm.v1.IndexTypes
-	7,  // 18: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 19: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
-	6,  // 20: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	8,  // 21: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
-	7,  // 22: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	26, // 23: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	16, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	12, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	18, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	20, // 18: skald.fsm.v1.Command.create_credential:type_name -> skald.fsm.v1.CreateCredential
+	21, // 19: skald.fsm.v1.Command.revoke_credential:type_name -> skald.fsm.v1.RevokeCredential
+	7,  // 20: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 21: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 22: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 23: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 24: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	28, // 25: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	16, // 26: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 27: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	12, // 28: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	18, // 29: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1965,6 +2192,8 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_ReplayParked)(nil),
 		(*Command_DeleteParked)(nil),
 		(*Command_IndexTypes)(nil),
+		(*Command_CreateCredential)(nil),
+		(*Command_RevokeCredential)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
@@ -1975,7 +2204,7 @@ func file_skald_fsm_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_command_proto_rawDesc), len(file_skald_fsm_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

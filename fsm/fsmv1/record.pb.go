@@ -213,6 +213,109 @@ func (x *NamespaceRecord) GetDedupeWindowNanos() int64 {
 	return 0
 }
 
+// CredentialRecord is the value of a CR key in the _metadata database: one
+// credential of a namespace. The record of id 0 only marks the namespace's
+// initial token (NamespaceRecord.token_hash) revoked.
+type CredentialRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Role            uint32                 `protobuf:"varint,3,opt,name=role,proto3" json:"role,omitempty"`
+	Scope           []string               `protobuf:"bytes,4,rep,name=scope,proto3" json:"scope,omitempty"`
+	ExpiresUnixNano int64                  `protobuf:"varint,5,opt,name=expires_unix_nano,json=expiresUnixNano,proto3" json:"expires_unix_nano,omitempty"`
+	TokenHash       []byte                 `protobuf:"bytes,6,opt,name=token_hash,json=tokenHash,proto3" json:"token_hash,omitempty"`
+	CreatedUnixNano int64                  `protobuf:"varint,7,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	Revoked         bool                   `protobuf:"varint,8,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CredentialRecord) Reset() {
+	*x = CredentialRecord{}
+	mi := &file_skald_fsm_v1_record_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialRecord) ProtoMessage() {}
+
+func (x *CredentialRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_record_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialRecord.ProtoReflect.Descriptor instead.
+func (*CredentialRecord) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_record_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CredentialRecord) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CredentialRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CredentialRecord) GetRole() uint32 {
+	if x != nil {
+		return x.Role
+	}
+	return 0
+}
+
+func (x *CredentialRecord) GetScope() []string {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *CredentialRecord) GetExpiresUnixNano() int64 {
+	if x != nil {
+		return x.ExpiresUnixNano
+	}
+	return 0
+}
+
+func (x *CredentialRecord) GetTokenHash() []byte {
+	if x != nil {
+		return x.TokenHash
+	}
+	return nil
+}
+
+func (x *CredentialRecord) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *CredentialRecord) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
 // CheckpointMeta describes a checkpoint set: the Raft position its content
 // reflects and the latest cluster configuration applied at that point.
 type CheckpointMeta struct {
@@ -228,7 +331,7 @@ type CheckpointMeta struct {
 
 func (x *CheckpointMeta) Reset() {
 	*x = CheckpointMeta{}
-	mi := &file_skald_fsm_v1_record_proto_msgTypes[2]
+	mi := &file_skald_fsm_v1_record_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +343,7 @@ func (x *CheckpointMeta) String() string {
 func (*CheckpointMeta) ProtoMessage() {}
 
 func (x *CheckpointMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_fsm_v1_record_proto_msgTypes[2]
+	mi := &file_skald_fsm_v1_record_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +356,7 @@ func (x *CheckpointMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointMeta.ProtoReflect.Descriptor instead.
 func (*CheckpointMeta) Descriptor() ([]byte, []int) {
-	return file_skald_fsm_v1_record_proto_rawDescGZIP(), []int{2}
+	return file_skald_fsm_v1_record_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CheckpointMeta) GetIndex() uint64 {
@@ -305,7 +408,17 @@ const file_skald_fsm_v1_record_proto_rawDesc = "" +
 	"\n" +
 	"token_hash\x18\x04 \x01(\fR\ttokenHash\x12*\n" +
 	"\x11created_unix_nano\x18\x05 \x01(\x03R\x0fcreatedUnixNano\x12.\n" +
-	"\x13dedupe_window_nanos\x18\x06 \x01(\x03R\x11dedupeWindowNanos\"\x91\x01\n" +
+	"\x13dedupe_window_nanos\x18\x06 \x01(\x03R\x11dedupeWindowNanos\"\xf1\x01\n" +
+	"\x10CredentialRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\rR\x04role\x12\x14\n" +
+	"\x05scope\x18\x04 \x03(\tR\x05scope\x12*\n" +
+	"\x11expires_unix_nano\x18\x05 \x01(\x03R\x0fexpiresUnixNano\x12\x1d\n" +
+	"\n" +
+	"token_hash\x18\x06 \x01(\fR\ttokenHash\x12*\n" +
+	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\x12\x18\n" +
+	"\arevoked\x18\b \x01(\bR\arevoked\"\x91\x01\n" +
 	"\x0eCheckpointMeta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12$\n" +
@@ -324,11 +437,12 @@ func file_skald_fsm_v1_record_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_record_proto_rawDescData
 }
 
-var file_skald_fsm_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_skald_fsm_v1_record_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_skald_fsm_v1_record_proto_goTypes = []any{
-	(*StoredMessage)(nil),   // 0: skald.fsm.v1.StoredMessage
-	(*NamespaceRecord)(nil), // 1: skald.fsm.v1.NamespaceRecord
-	(*CheckpointMeta)(nil),  // 2: skald.fsm.v1.CheckpointMeta
+	(*StoredMessage)(nil),    // 0: skald.fsm.v1.StoredMessage
+	(*NamespaceRecord)(nil),  // 1: skald.fsm.v1.NamespaceRecord
+	(*CredentialRecord)(nil), // 2: skald.fsm.v1.CredentialRecord
+	(*CheckpointMeta)(nil),   // 3: skald.fsm.v1.CheckpointMeta
 }
 var file_skald_fsm_v1_record_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -349,7 +463,7 @@ func file_skald_fsm_v1_record_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_record_proto_rawDesc), len(file_skald_fsm_v1_record_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -8,9 +8,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -51,6 +53,42 @@ func Parse(token string) (string, error) {
 		return "", errors.New("token namespace must be non-empty unpadded base64url")
 	}
 	return string(name), nil
+}
+
+// A credential's token (NewCredential) is a token of the same format
+// whose secret begins with its credential id: 16 hex digits of a random
+// non-zero 64-bit id, then 48 hex digits (192 bits) of secret. The id lets
+// the server find the one credential a token may be, without a scan of
+// the namespace's credentials, and says nothing about the secret. A
+// namespace's initial token (New, or one a client gave) is 64 hex digits
+// of secret; whatever its first 16 digits read as, it is checked against
+// the namespace's own hash when no credential of that id matches.
+
+// NewCredential returns a random credential token for namespace name and
+// the credential id it carries (never 0).
+func NewCredential(name string) (token string, id uint64, err error) {
+	secret := make([]byte, 32)
+	for id == 0 {
+		if _, err := rand.Read(secret); err != nil {
+			return "", 0, fmt.Errorf("nstoken: secret: %w", err)
+		}
+		id = binary.BigEndian.Uint64(secret[:8])
+	}
+	return "ns_" + base64.RawURLEncoding.EncodeToString([]byte(name)) + "_" + hex.EncodeToString(secret), id, nil
+}
+
+// CredentialID returns the credential id a well-formed token (Parse
+// accepts it) may carry: the first 16 hex digits of its secret.
+func CredentialID(token string) uint64 {
+	i := strings.LastIndexByte(token, '_')
+	if i < 0 || len(token)-i-1 < 16 {
+		return 0
+	}
+	id, err := strconv.ParseUint(token[i+1:i+17], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // Hash is what the server stores for a token.

@@ -48,3 +48,24 @@ func TestHashIsSHA256OfTheToken(t *testing.T) {
 		t.Fatalf("Hash: %x %x", a, b)
 	}
 }
+
+func TestCredentialTokens(t *testing.T) {
+	tok, id, err := NewCredential("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, err := Parse(tok); err != nil || name != "app" {
+		t.Fatalf("Parse(NewCredential) = %q, %v", name, err)
+	}
+	if id == 0 || CredentialID(tok) != id {
+		t.Fatalf("CredentialID = %x, want %x (non-zero)", CredentialID(tok), id)
+	}
+	if got := CredentialID("ns_YXBw_00000000000000ff" + strings.Repeat("ab", 24)); got != 255 {
+		t.Fatalf("CredentialID of a fixed token = %d, want 255", got)
+	}
+	for _, bad := range []string{"", "ns_YXBw_", "ns_YXBw_zz"} {
+		if got := CredentialID(bad); got != 0 {
+			t.Errorf("CredentialID(%q) = %d, want 0", bad, got)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/skalddb/skald/client"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+const tokenUsage = `Usage: skald token <create|list|revoke> ...
+
+  skald token create NAME --role reader|writer|owner|admin [--scope C,P*] [--expires 30d|TIME] [--ns NAME]
+  skald token list [--ns NAME]
+  skald token revoke NAME [--ns NAME]
+
+A namespace's credentials (docs/access.md). They need an unscoped owner token of the namespace,
+or an admin token with --ns naming it (--ns, like SKALD_NS, works on every client command). --scope lists categories (invoice) and stream-name
+prefixes (invoice-*) the credential may touch; --expires is a duration from now (30d, 12h) or
+an RFC 3339 time. The namespace's first token is the credential named initial. A new token is
+printed once: the server keeps only its hash. Once revoke returns, no node admits the token.
+`
+
+var roleByName = map[string]client.Role{"reader": client.RoleReader, "writer": client.RoleWriter, "owner": client.RoleOwner, "admin": client.RoleAdmin}
+
+func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, tokenUsage, clientHelp)
+		return &exitError{exitUsage, fmt.Errorf("token: missing subcommand")}
+	}
+	switch args[0] {
+	case "create":
+		fs, cf := newClientFlagSet("token create", "skald token create NAME --role ROLE [--scope C,P*] [--expires 30d|TIME] [--ns NAME]", stderr)
+		role := fs.String("role", "", "reader, writer, owner or admin (admin: the admin namespace only)")
+		scope := fs.String("scope", "", "comma-separated categories (invoice) and stream-name prefixes (invoice-*); default: the whole namespace")
+		expires := fs.String("expires", "", "a duration from now (30d, 12h) or an RFC 3339 time; default: never")
+		rest, err := cf.parse(fs, args[1:], 1, 1)
+		if err != nil {
+			return err
+		}
+		r, ok := roleByName[*role]
+		if !ok {
+			return &exitError{exitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role)}
+		}
+		n := client.NewCredential{Name: rest[0], Role: r}
+		if *scope != "" {
+			n.Scope = strings.Split(*scope, ",")
+		}
+		if *expires != "" {
+			if n.ExpiresAt, err = parseExpiry(*expires, time.Now()); err != nil {
+				return &exitError{exitUsage, fmt.Errorf("token create: --expires %q: %v", *expires, err)}
+			}
+		}
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		made, err := c.CreateCredential(ctx, n)
+		if err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, &skaldv1.CreateCredentialResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
+		}
+		fmt.Fprintf(stdout, "Created credential %s (%s).\nToken (shown only now; keep it): %s\n", made.Name, made.Role, made.Token)
+		return nil
+	case "list":
+		fs, cf := newClientFlagSet("token list", "skald token list [--ns NAME]", stderr)
+		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+			return err
+		}
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		list, err := c.Credentials(ctx, "")
+		if err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			reply := &skaldv1.ListCredentialsResponse{}
+			for _, cr := range list {
+				reply.Credentials = append(reply.Credentials, credentialProto(cr))
+			}
+			return printJSON(stdout, reply)
+		}
+		var rows [][]string
+		for _, cr := range list {
+			scope := strings.Join(cr.Scope, ",")
+			if scope == "" {
+				scope = "*"
+			}
+			rows = append(rows, []string{cr.Name, cr.Role.String(), scope, when(cr.ExpiresAt), when(cr.CreatedAt), when(cr.LastUsed)})
+		}
+		return table(stdout, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
+	case "revoke":
+		fs, cf := newClientFlagSet("token revoke", "skald token revoke NAME [--ns NAME]", stderr)
+		rest, err := cf.parse(fs, args[1:], 1, 1)
+		if err != nil {
+			return err
+		}
+		c, err := cf.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.RevokeCredential(ctx, "", rest[0]); err != nil {
+			return apiError(err)
+		}
+		if cf.output == "json" {
+			return printJSON(stdout, &skaldv1.RevokeCredentialResponse{})
+		}
+		fmt.Fprintf(stdout, "Revoked credential %s.\n", rest[0])
+		return nil
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, tokenUsage, clientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, tokenUsage)
+	return &exitError{exitUsage, fmt.Errorf("token: unknown subcommand %q", args[0])}
+}
+
+// parseExpiry reads --expires: a duration from now (30d, 12h) or an RFC
+// 3339 time.
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := parseDays(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("want a positive duration (30d, 12h) or an RFC 3339 time")
+	}
+	return now.Add(d), nil
+}
+
+func credentialProto(c client.Credential) *skaldv1.Credential {
+	out := &skaldv1.Credential{Name: c.Name, Role: skaldv1.Role(c.Role), Scope: c.Scope, Initial: c.Initial}
+	for _, f := range []struct {
+		t   time.Time
+		dst **timestamppb.Timestamp
+	}{{c.ExpiresAt, &out.ExpiresAt}, {c.CreatedAt, &out.CreatedAt}, {c.LastUsed, &out.LastUsed}} {
+		if !f.t.IsZero() {
+			*f.dst = timestamppb.New(f.t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/node/nodeapi"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// credentialStore is what the credential operations need from the node.
+type credentialStore interface {
+	CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsm.CredentialResult, error)
+	RevokeCredential(ctx context.Context, c *fsmv1.RevokeCredential) (*fsm.CredentialResult, error)
+	Credentials(name string) ([]fsm.CredentialInfo, error)
+	Namespace(name string) (fsm.NamespaceInfo, bool)
+	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error
+}
+
+// credentialOps are the credential operations both APIs call
+// (Credentials on Connect, token.* on EventoDB); errors go through
+// errorTable.
+type credentialOps struct {
+	b     credentialStore
+	used  *lastUsed
+	audit *auditor
+}
+
+// credentialNamespace resolves the namespace a credential call names:
+// empty means the caller's own; only an admin credential reaches another.
+func credentialNamespace(c caller, name string) (string, error) {
+	if name == "" || name == c.namespace {
+		return c.namespace, nil
+	}
+	if !c.admin {
+		return "", &permissionError{fmt.Sprintf("%s may manage the credentials of its own namespace only, not %q", c.describe(), name)}
+	}
+	if err := fsm.ValidateNamespaceName(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// newCredential is a credential to create, as both APIs give it.
+type newCredential struct {
+	namespace string
+	name      string
+	role      fsm.Role
+	scope     []string
+	expiresAt int64 // unix ns; 0: never
+}
+
+// create adds a credential and returns it and its token. A caller may
+// give no role above its own (an owner cannot make an admin).
+func (o credentialOps) create(ctx context.Context, n newCredential) (fsm.CredentialInfo, string, uint64, error) {
+	c := callerFrom(ctx)
+	ns, err := credentialNamespace(c, n.namespace)
+	if err != nil {
+		return fsm.CredentialInfo{}, "", 0, err
+	}
+	if err := fsm.ValidateCredentialName("name", n.name); err != nil {
+		return fsm.CredentialInfo{}, "", 0, err
+	}
+	switch {
+	case n.role < fsm.RoleReader || n.role > fsm.RoleAdmin:
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "role", Reason: "must be reader, writer, owner or admin"}
+	case n.role > c.role:
+		return fsm.CredentialInfo{}, "", 0, &permissionError{fmt.Sprintf("%s may not create a credential of role %s", c.describe(), n.role)}
+	case n.role == fsm.RoleAdmin && ns != nstoken.AdminNamespace:
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "role", Reason: fmt.Sprintf("admin credentials exist only in the %q namespace", nstoken.AdminNamespace)}
+	case n.role == fsm.RoleAdmin && len(n.scope) > 0:
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "scope", Reason: "an admin credential has no scope"}
+	case n.expiresAt != 0 && n.expiresAt <= time.Now().UnixNano():
+		return fsm.CredentialInfo{}, "", 0, &fsm.ValidationError{Field: "expires_at", Reason: "must be in the future"}
+	}
+	if err := fsm.ValidateScope("scope", n.scope); err != nil {
+		return fsm.CredentialInfo{}, "", 0, err
+	}
+	token, id, err := nstoken.NewCredential(ns)
+	if err != nil {
+		return fsm.CredentialInfo{}, "", 0, err
+	}
+	cmd := &fsmv1.CreateCredential{Namespace: ns, Id: id, Name: n.name, Role: uint32(n.role), Scope: n.scope,
+		ExpiresUnixNano: n.expiresAt, TokenHash: nstoken.Hash(token), CreatedUnixNano: time.Now().UnixNano()}
+	res, err := o.b.CreateCredential(ctx, cmd)
+	if err != nil {
+		return fsm.CredentialInfo{}, "", 0, namedNamespace(ns, err)
+	}
+	o.audit.record(ctx, "credential.create", ns, n.name, "role", n.role.String(), "scope", strings.Join(n.scope, ","))
+	info := fsm.CredentialInfo{ID: id, Name: n.name, Role: n.role, Scope: n.scope, ExpiresAt: n.expiresAt, CreatedAt: cmd.CreatedUnixNano}
+	return info, token, res.Index, nil
+}
+
+// list returns a namespace's credentials, linearizably, with when each
+// last admitted a call on this node (to the minute; 0: not since it
+// started).
+func (o credentialOps) list(ctx context.Context, namespace string) ([]fsm.CredentialInfo, []int64, error) {
+	ns, err := credentialNamespace(callerFrom(ctx), namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.b.ReadBarrier(ctx, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}); err != nil {
+		return nil, nil, err
+	}
+	info, ok := o.b.Namespace(ns)
+	if !ok {
+		return nil, nil, &namespaceNotFoundError{name: ns}
+	}
+	creds, err := o.b.Credentials(ns)
+	if err != nil {
+		return nil, nil, namedNamespace(ns, err)
+	}
+	used := make([]int64, len(creds))
+	for i, cr := range creds {
+		used[i] = o.used.get(info.ID, cr.ID)
+	}
+	return creds, used, nil
+}
+
+// revoke removes a credential; once it returns no node admits it.
+func (o credentialOps) revoke(ctx context.Context, namespace, name string) (uint64, error) {
+	ns, err := credentialNamespace(callerFrom(ctx), namespace)
+	if err != nil {
+		return 0, err
+	}
+	if err := fsm.ValidateCredentialName("name", name); err != nil {
+		return 0, err
+	}
+	res, err := o.b.RevokeCredential(ctx, &fsmv1.RevokeCredential{Namespace: ns, Name: name})
+	if err != nil {
+		return 0, namedNamespace(ns, err)
+	}
+	o.audit.record(ctx, "credential.revoke", ns, name)
+	return res.Index, nil
+}
+
+// credentials serves skald.v1.Credentials.
+type credentials struct {
+	ops credentialOps
+	log *slog.Logger
+}
+
+func roleIn(r skaldv1.Role) fsm.Role { return fsm.Role(r) }
+
+func credentialOut(c fsm.CredentialInfo, lastUsed int64) *skaldv1.Credential {
+	return &skaldv1.Credential{Name: c.Name, Role: skaldv1.Role(c.Role), Scope: c.Scope, ExpiresAt: timestamp(c.ExpiresAt),
+		CreatedAt: timestamp(c.CreatedAt), LastUsed: timestamp(lastUsed), Initial: c.Initial}
+}
+
+func (s *credentials) Create(ctx context.Context, req *connect.Request[skaldv1.CreateCredentialRequest]) (*connect.Response[skaldv1.CreateCredentialResponse], error) {
+	m := req.Msg
+	n := newCredential{namespace: m.Namespace, name: m.Name, role: roleIn(m.Role), scope: m.Scope}
+	if m.ExpiresAt != nil {
+		if err := m.ExpiresAt.CheckValid(); err != nil {
+			return nil, invalidField("expires_at", "%v", err)
+		}
+		n.expiresAt = m.ExpiresAt.AsTime().UnixNano()
+	}
+	info, token, index, err := s.ops.create(ctx, n)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.CreateCredentialResponse{Credential: credentialOut(info, 0), Token: token, Index: index}), nil
+}
+
+func (s *credentials) List(ctx context.Context, req *connect.Request[skaldv1.ListCredentialsRequest]) (*connect.Response[skaldv1.ListCredentialsResponse], error) {
+	creds, used, err := s.ops.list(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	out := &skaldv1.ListCredentialsResponse{}
+	for i, c := range creds {
+		out.Credentials = append(out.Credentials, credentialOut(c, used[i]))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *credentials) Revoke(ctx context.Context, req *connect.Request[skaldv1.RevokeCredentialRequest]) (*connect.Response[skaldv1.RevokeCredentialResponse], error) {
+	index, err := s.ops.revoke(ctx, req.Msg.Namespace, req.Msg.Name)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
+	return connect.NewResponse(&skaldv1.RevokeCredentialResponse{Index: index}), nil
+}
