@@ -108,6 +108,8 @@ type Command struct {
 	//	*Command_ReplayParked
 	//	*Command_DeleteParked
 	//	*Command_IndexTypes
+	//	*Command_CreateIndex
+	//	*Command_DeleteIndex
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
 	// The input rules the proposing node checked the command against at its
 	// API edge; apply holds the entry to the same rules (fsm/validate.go,
@@ -321,6 +323,24 @@ func (x *Command) GetIndexTypes() *IndexTypes {
 	return nil
 }
 
+func (x *Command) GetCreateIndex() *CreateIndex {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateIndex); ok {
+			return x.CreateIndex
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteIndex() *DeleteIndex {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteIndex); ok {
+			return x.DeleteIndex
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetInputRules() uint32 {
 	if x != nil {
 		return x.InputRules
@@ -406,6 +426,15 @@ type Command_IndexTypes struct {
 	IndexTypes *IndexTypes `protobuf:"bytes,21,opt,name=index_types,json=indexTypes,proto3,oneof"`
 }
 
+type Command_CreateIndex struct {
+	// User-defined indexes (index.proto, fsm/index.go).
+	CreateIndex *CreateIndex `protobuf:"bytes,22,opt,name=create_index,json=createIndex,proto3,oneof"`
+}
+
+type Command_DeleteIndex struct {
+	DeleteIndex *DeleteIndex `protobuf:"bytes,23,opt,name=delete_index,json=deleteIndex,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Kind() {}
 
 func (*Command_DeleteNamespace) isCommand_Kind() {}
@@ -441,6 +470,10 @@ func (*Command_ReplayParked) isCommand_Kind() {}
 func (*Command_DeleteParked) isCommand_Kind() {}
 
 func (*Command_IndexTypes) isCommand_Kind() {}
+
+func (*Command_CreateIndex) isCommand_Kind() {}
+
+func (*Command_DeleteIndex) isCommand_Kind() {}
 
 // CreateNamespace registers a namespace and creates its database. The
 // internal id of the namespace is the Raft index of this entry.
@@ -1734,7 +1767,8 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/query.proto\"\xf2\t\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/index.proto\x1a\x18skald/fsm/v1/query.proto\"\xf2\n" +
+	"\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -1755,7 +1789,9 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\rreplay_parked\x18\x12 \x01(\v2\x1a.skald.fsm.v1.ReplayParkedH\x00R\freplayParked\x12A\n" +
 	"\rdelete_parked\x18\x13 \x01(\v2\x1a.skald.fsm.v1.DeleteParkedH\x00R\fdeleteParked\x12;\n" +
 	"\vindex_types\x18\x15 \x01(\v2\x18.skald.fsm.v1.IndexTypesH\x00R\n" +
-	"indexTypes\x12\x1f\n" +
+	"indexTypes\x12>\n" +
+	"\fcreate_index\x18\x16 \x01(\v2\x19.skald.fsm.v1.CreateIndexH\x00R\vcreateIndex\x12>\n" +
+	"\fdelete_index\x18\x17 \x01(\v2\x19.skald.fsm.v1.DeleteIndexH\x00R\vdeleteIndex\x12\x1f\n" +
 	"\vinput_rules\x18\x14 \x01(\rR\n" +
 	"inputRulesB\x06\n" +
 	"\x04kind\"\x91\x02\n" +
@@ -1901,7 +1937,9 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*GroupProgress)(nil),      // 23: skald.fsm.v1.GroupProgress
 	(*ReplayParked)(nil),       // 24: skald.fsm.v1.ReplayParked
 	(*DeleteParked)(nil),       // 25: skald.fsm.v1.DeleteParked
-	(*Query)(nil),              // 26: skald.fsm.v1.Query
+	(*CreateIndex)(nil),        // 26: skald.fsm.v1.CreateIndex
+	(*DeleteIndex)(nil),        // 27: skald.fsm.v1.DeleteIndex
+	(*Query)(nil),              // 28: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
@@ -1922,21 +1960,23 @@ var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	24, // 15: skald.fsm.v1.Command.replay_parked:type_name -> skald.fsm.v1.ReplayParked
 	25, // 16: skald.fsm.v1.Command.delete_parked:type_name -> skald.fsm.v1.DeleteParked
 	15, // 17: skald.fsm.v1.Command.index_types:type_name -> skald.fsm.v1.IndexTypes
-	7,  // 18: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 19: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
-	6,  // 20: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	8,  // 21: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
-	7,  // 22: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	26, // 23: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	16, // 24: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 25: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	12, // 26: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	18, // 27: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	26, // 18: skald.fsm.v1.Command.create_index:type_name -> skald.fsm.v1.CreateIndex
+	27, // 19: skald.fsm.v1.Command.delete_index:type_name -> skald.fsm.v1.DeleteIndex
+	7,  // 20: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 21: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 22: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 23: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 24: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	28, // 25: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	16, // 26: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 27: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	12, // 28: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	18, // 29: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -1945,6 +1985,7 @@ func file_skald_fsm_v1_command_proto_init() {
 		return
 	}
 	file_skald_fsm_v1_group_proto_init()
+	file_skald_fsm_v1_index_proto_init()
 	file_skald_fsm_v1_query_proto_init()
 	file_skald_fsm_v1_command_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
@@ -1965,6 +2006,8 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_ReplayParked)(nil),
 		(*Command_DeleteParked)(nil),
 		(*Command_IndexTypes)(nil),
+		(*Command_CreateIndex)(nil),
+		(*Command_DeleteIndex)(nil),
 	}
 	file_skald_fsm_v1_command_proto_msgTypes[3].OneofWrappers = []any{}
 	file_skald_fsm_v1_command_proto_msgTypes[5].OneofWrappers = []any{}
