@@ -40,10 +40,15 @@ import (
 
 // StateMachineVersion is what this binary's state machine can apply
 // beyond the commands every version knows: 1 adds the type index of every
-// message (CreateNamespace.index_all_types, IndexTypes). A node reports it
+// message (CreateNamespace.index_all_types, IndexTypes), 2 user-defined
+// indexes (CreateIndex, DeleteIndex: IndexesVersion). A node reports it
 // to its peers; the leader proposes what depends on a version only when
 // every server reports at least that version.
-const StateMachineVersion = 1
+const StateMachineVersion = IndexesVersion
+
+// IndexesVersion is the state machine version that applies CreateIndex
+// and DeleteIndex (index.go).
+const IndexesVersion = 2
 
 // DefaultIndexTypesBatch is the most messages one IndexTypes entry the
 // leader proposes walks: about 10-20 ms of apply.

@@ -76,6 +76,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
+	if err := n.checkIndexGate(ctx, cmd); err != nil {
+		return nil, err // nothing proposed
+	}
 	if c := cmd.GetCreateNamespace(); c != nil {
 		// Apply enforces the leader's limit; and a create adds a database
 		// on every voter at once: refuse it while one is nearly full.
@@ -194,6 +197,10 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		}
 	case *fsmv1.Command_ExpireMessages:
 		k.ExpireMessages.TimeUnixNano = ns // always the leader's clock
+	case *fsmv1.Command_CreateIndex:
+		if k.CreateIndex.TimeUnixNano == 0 {
+			k.CreateIndex.TimeUnixNano = ns
+		}
 	}
 }
 

@@ -44,6 +44,11 @@ var (
 	// ErrTooManyConsumers is returned when a consumer would exceed its
 	// group's max_consumers. Nothing changed.
 	ErrTooManyConsumers = errors.New("node: too many consumers in the group")
+
+	// ErrUpgradeRequired is returned (wrapped, saying what) when the
+	// leader refuses a command because a server of the cluster runs a
+	// version that would not apply it alike. Nothing was proposed.
+	ErrUpgradeRequired = errors.New("node: a server of the cluster needs an upgrade")
 )
 
 // NotInFlightError is returned by Settle when some ids are not delivered
