@@ -136,6 +136,12 @@ var errorTable = []func(error) (reply, bool){
 		message: "subscription group already exists"}),
 	sentinel(fsm.ErrParkedNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "PARKED_NOT_FOUND",
 		message: "the group has not parked a message at that global position"}),
+	sentinel(fsm.ErrIndexNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "INDEX_NOT_FOUND",
+		message: "index not found"}),
+	sentinel(fsm.ErrIndexExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "INDEX_EXISTS",
+		message: "index already exists"}),
+	sentinel(nodeapi.ErrUpgradeRequired, reply{code: connect.CodeFailedPrecondition, status: http.StatusServiceUnavailable, evCode: "UPGRADE_REQUIRED",
+		cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrTooManyConsumers, reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "TOO_MANY_CONSUMERS",
 		message: "the group has as many consumers as its max_consumers allows"}),
 	// Not verdicts: the message is the error's own text.

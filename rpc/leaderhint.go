@@ -42,6 +42,9 @@ var throughLeader = map[string]bool{
 	skaldv1connect.SubscriptionsDeleteParkedProcedure: true,
 	skaldv1connect.ClusterRemoveServerProcedure:       true,
 	skaldv1connect.ClusterTransferLeadershipProcedure: true, // refused by a follower, naming the leader
+
+	skaldv1connect.IndexesCreateProcedure: true,
+	skaldv1connect.IndexesDeleteProcedure: true,
 }
 
 // servedLocally are the procedures any node answers itself: reads at the
@@ -66,6 +69,10 @@ var servedLocally = map[string]bool{
 	skaldv1connect.SubscriptionsListParkedProcedure: true,
 	skaldv1connect.ClusterStatusProcedure:           true,
 	skaldv1connect.ClusterLeaveProcedure:            true,
+
+	skaldv1connect.IndexesListProcedure:  true,
+	skaldv1connect.IndexesInfoProcedure:  true,
+	skaldv1connect.IndexesQueryProcedure: true,
 }
 
 // leaderHint sets LeaderHeader on the replies (and errors) of writes
