@@ -105,7 +105,7 @@ func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
 		LagEvents: info.LagEvents, CoveredIndex: info.Covered, AppliedIndex: applied}
 }
 
-func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.CreateIndexRequest]) (*connect.Response[skaldv1.CreateIndexResponse], error) {
+func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.IndexesCreateRequest]) (*connect.Response[skaldv1.IndexesCreateResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
 	}
@@ -121,10 +121,10 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Creat
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
-	return connect.NewResponse(&skaldv1.CreateIndexResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
 }
 
-func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.DeleteIndexRequest]) (*connect.Response[skaldv1.DeleteIndexResponse], error) {
+func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.Delet
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
-	return connect.NewResponse(&skaldv1.DeleteIndexResponse{Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesDeleteResponse{Index: res.Index}), nil
 }
 
 // read runs fn at the requested consistency (ReadIndexed: LINEARIZABLE
@@ -159,7 +159,7 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, f
 	return applied, nil
 }
 
-func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.ListIndexesRequest]) (*connect.Response[skaldv1.ListIndexesResponse], error) {
+func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.IndexesListRequest]) (*connect.Response[skaldv1.IndexesListResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
 	}
@@ -177,14 +177,14 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.ListInd
 	if err != nil {
 		return nil, err
 	}
-	resp := &skaldv1.ListIndexesResponse{AppliedIndex: applied}
+	resp := &skaldv1.IndexesListResponse{AppliedIndex: applied}
 	for _, info := range infos {
 		resp.Indexes = append(resp.Indexes, &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)})
 	}
 	return connect.NewResponse(resp), nil
 }
 
-func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexInfoRequest]) (*connect.Response[skaldv1.IndexInfoResponse], error) {
+func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexesInfoRequest]) (*connect.Response[skaldv1.IndexesInfoResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
 	}
@@ -203,11 +203,11 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexIn
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.IndexInfoResponse{AppliedIndex: applied,
+	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied,
 		Index: &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}}), nil
 }
 
-func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.QueryIndexRequest]) (*connect.Response[skaldv1.QueryIndexResponse], error) {
+func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {
 	m := req.Msg
 	if err := checkKnown(m); err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.QueryI
 	if err != nil {
 		return nil, err
 	}
-	resp := &skaldv1.QueryIndexResponse{NextCursor: page.NextCursor, Truncated: page.Capped, AppliedIndex: applied, Status: indexStatusOut(info, applied)}
+	resp := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Capped, AppliedIndex: applied, Status: indexStatusOut(info, applied)}
 	for _, h := range page.Hits {
 		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition}
 		for _, v := range h.Values {

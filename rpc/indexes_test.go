@@ -41,14 +41,14 @@ func TestIndexesAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	created, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.CreateIndexRequest{Definition: amountDefinition()}))
+	created, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: amountDefinition()}))
 	if err != nil || created.Msg.Index == 0 || created.Msg.Definition.GetCreated() == nil {
 		t.Fatalf("create: %v, %v", created, err)
 	}
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			c := newClients(s, p, tokens[0])
-			r, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount",
+			r, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount",
 				From: &skaldv1.IndexBound{Value: "-5"}, To: &skaldv1.IndexBound{Value: "30", Exclusive: true}, Limit: 2}))
 			if err != nil {
 				t.Fatal(err)
@@ -60,23 +60,23 @@ func TestIndexesAPI(t *testing.T) {
 			if fmt.Sprint(got) != "[3=0/acct-2 4=10/acct-0]" || len(r.Msg.NextCursor) == 0 || r.Msg.Status.GetEntries() != 10 || r.Msg.Status.GetLagEvents() != 0 {
 				t.Fatalf("first page %v, cursor %x, status %v", got, r.Msg.NextCursor, r.Msg.Status)
 			}
-			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount",
+			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount",
 				From: &skaldv1.IndexBound{Value: "-5"}, To: &skaldv1.IndexBound{Value: "30", Exclusive: true}, Limit: 2, Cursor: r.Msg.NextCursor, PositionsOnly: true}))
 			if err != nil || len(r.Msg.Hits) != 1 || r.Msg.Hits[0].GlobalPosition != 5 || r.Msg.Hits[0].Message != nil || len(r.Msg.NextCursor) != 0 {
 				t.Fatalf("second page %v, %v", r, err)
 			}
-			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount", Equal: []string{"-20"},
+			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Equal: []string{"-20"},
 				Read: &skaldv1.ReadOptions{Consistency: skaldv1.Consistency_CONSISTENCY_LOCAL}}))
 			if err != nil || len(r.Msg.Hits) != 1 || r.Msg.Hits[0].GlobalPosition != 1 {
 				t.Fatalf("local equality: %v, %v", r, err)
 			}
 		})
 	}
-	list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.ListIndexesRequest{}))
+	list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{}))
 	if err != nil || len(list.Msg.Indexes) != 1 || list.Msg.Indexes[0].Definition.Name != "amount" || list.Msg.Indexes[0].Status.Checkpoint != 10 {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if info, err := admin.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexInfoRequest{Namespace: "shop", Name: "amount"})); err != nil || info.Msg.Index.Status.Entries != 10 {
+	if info, err := admin.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Namespace: "shop", Name: "amount"})); err != nil || info.Msg.Index.Status.Entries != 10 {
 		t.Fatalf("info with the admin token: %v, %v", info, err)
 	}
 
@@ -92,43 +92,43 @@ func TestIndexesAPI(t *testing.T) {
 		field string
 	}{
 		{"another namespace's token", func() error {
-			_, err := other.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Namespace: "shop", Name: "amount"}))
+			_, err := other.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Namespace: "shop", Name: "amount"}))
 			return err
 		}, connect.CodePermissionDenied, ""},
 		{"another namespace's token creates", func() error {
-			_, err := other.indexes.Create(ctx, connect.NewRequest(&skaldv1.CreateIndexRequest{Namespace: "shop", Definition: amountDefinition()}))
+			_, err := other.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: "shop", Definition: amountDefinition()}))
 			return err
 		}, connect.CodePermissionDenied, ""},
 		{"bad pointer", func() error {
-			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.CreateIndexRequest{Definition: bad}))
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: bad}))
 			return err
 		}, connect.CodeInvalidArgument, "definition.fields[0].pointer"},
 		{"bad query", func() error {
-			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.CreateIndexRequest{Definition: badQuery}))
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: badQuery}))
 			return err
 		}, connect.CodeInvalidArgument, "definition.query.items"},
 		{"exists", func() error {
-			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.CreateIndexRequest{Definition: amountDefinition()}))
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: amountDefinition()}))
 			return err
 		}, connect.CodeAlreadyExists, ""},
 		{"unknown index", func() error {
-			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "nope"}))
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "nope"}))
 			return err
 		}, connect.CodeNotFound, ""},
 		{"value of another type", func() error {
-			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount", Equal: []string{"ten"}}))
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Equal: []string{"ten"}}))
 			return err
 		}, connect.CodeInvalidArgument, "equal[0]"},
 		{"limit", func() error {
-			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount", Limit: 1001}))
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Limit: 1001}))
 			return err
 		}, connect.CodeInvalidArgument, "limit"},
 		{"foreign cursor", func() error {
-			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.QueryIndexRequest{Name: "amount", Cursor: []byte("nope")}))
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Cursor: []byte("nope")}))
 			return err
 		}, connect.CodeInvalidArgument, "cursor"},
 		{"delete unknown", func() error {
-			_, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.DeleteIndexRequest{Name: "nope"}))
+			_, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Name: "nope"}))
 			return err
 		}, connect.CodeNotFound, ""},
 	} {
@@ -153,13 +153,13 @@ func TestIndexesAPI(t *testing.T) {
 			}
 		})
 	}
-	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.ListIndexesRequest{})); err != nil || len(list.Msg.Indexes) != 1 {
+	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || len(list.Msg.Indexes) != 1 {
 		t.Fatalf("the refusals changed the indexes: %v, %v", list, err)
 	}
-	if _, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.DeleteIndexRequest{Name: "amount"})); err != nil {
+	if _, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Name: "amount"})); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.ListIndexesRequest{})); err != nil || len(list.Msg.Indexes) != 0 {
+	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || len(list.Msg.Indexes) != 0 {
 		t.Fatalf("after delete: %v, %v", list, err)
 	}
 }

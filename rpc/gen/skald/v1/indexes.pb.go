@@ -462,7 +462,7 @@ func (x *IndexStatus) GetAppliedIndex() uint64 {
 	return 0
 }
 
-type CreateIndexRequest struct {
+type IndexesCreateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Definition    *IndexDefinition       `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
@@ -470,20 +470,20 @@ type CreateIndexRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateIndexRequest) Reset() {
-	*x = CreateIndexRequest{}
+func (x *IndexesCreateRequest) Reset() {
+	*x = IndexesCreateRequest{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateIndexRequest) String() string {
+func (x *IndexesCreateRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateIndexRequest) ProtoMessage() {}
+func (*IndexesCreateRequest) ProtoMessage() {}
 
-func (x *CreateIndexRequest) ProtoReflect() protoreflect.Message {
+func (x *IndexesCreateRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -495,26 +495,26 @@ func (x *CreateIndexRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateIndexRequest.ProtoReflect.Descriptor instead.
-func (*CreateIndexRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesCreateRequest.ProtoReflect.Descriptor instead.
+func (*IndexesCreateRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *CreateIndexRequest) GetNamespace() string {
+func (x *IndexesCreateRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *CreateIndexRequest) GetDefinition() *IndexDefinition {
+func (x *IndexesCreateRequest) GetDefinition() *IndexDefinition {
 	if x != nil {
 		return x.Definition
 	}
 	return nil
 }
 
-type CreateIndexResponse struct {
+type IndexesCreateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Definition    *IndexDefinition       `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
 	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
@@ -522,20 +522,20 @@ type CreateIndexResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateIndexResponse) Reset() {
-	*x = CreateIndexResponse{}
+func (x *IndexesCreateResponse) Reset() {
+	*x = IndexesCreateResponse{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateIndexResponse) String() string {
+func (x *IndexesCreateResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateIndexResponse) ProtoMessage() {}
+func (*IndexesCreateResponse) ProtoMessage() {}
 
-func (x *CreateIndexResponse) ProtoReflect() protoreflect.Message {
+func (x *IndexesCreateResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -547,26 +547,26 @@ func (x *CreateIndexResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateIndexResponse.ProtoReflect.Descriptor instead.
-func (*CreateIndexResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesCreateResponse.ProtoReflect.Descriptor instead.
+func (*IndexesCreateResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *CreateIndexResponse) GetDefinition() *IndexDefinition {
+func (x *IndexesCreateResponse) GetDefinition() *IndexDefinition {
 	if x != nil {
 		return x.Definition
 	}
 	return nil
 }
 
-func (x *CreateIndexResponse) GetIndex() uint64 {
+func (x *IndexesCreateResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
 	}
 	return 0
 }
 
-type DeleteIndexRequest struct {
+type IndexesDeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -574,20 +574,20 @@ type DeleteIndexRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeleteIndexRequest) Reset() {
-	*x = DeleteIndexRequest{}
+func (x *IndexesDeleteRequest) Reset() {
+	*x = IndexesDeleteRequest{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeleteIndexRequest) String() string {
+func (x *IndexesDeleteRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeleteIndexRequest) ProtoMessage() {}
+func (*IndexesDeleteRequest) ProtoMessage() {}
 
-func (x *DeleteIndexRequest) ProtoReflect() protoreflect.Message {
+func (x *IndexesDeleteRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -599,46 +599,46 @@ func (x *DeleteIndexRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeleteIndexRequest.ProtoReflect.Descriptor instead.
-func (*DeleteIndexRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesDeleteRequest.ProtoReflect.Descriptor instead.
+func (*IndexesDeleteRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *DeleteIndexRequest) GetNamespace() string {
+func (x *IndexesDeleteRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *DeleteIndexRequest) GetName() string {
+func (x *IndexesDeleteRequest) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-type DeleteIndexResponse struct {
+type IndexesDeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *DeleteIndexResponse) Reset() {
-	*x = DeleteIndexResponse{}
+func (x *IndexesDeleteResponse) Reset() {
+	*x = IndexesDeleteResponse{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *DeleteIndexResponse) String() string {
+func (x *IndexesDeleteResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*DeleteIndexResponse) ProtoMessage() {}
+func (*IndexesDeleteResponse) ProtoMessage() {}
 
-func (x *DeleteIndexResponse) ProtoReflect() protoreflect.Message {
+func (x *IndexesDeleteResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -650,19 +650,19 @@ func (x *DeleteIndexResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use DeleteIndexResponse.ProtoReflect.Descriptor instead.
-func (*DeleteIndexResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesDeleteResponse.ProtoReflect.Descriptor instead.
+func (*IndexesDeleteResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *DeleteIndexResponse) GetIndex() uint64 {
+func (x *IndexesDeleteResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
 	}
 	return 0
 }
 
-type ListIndexesRequest struct {
+type IndexesListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Read          *ReadOptions           `protobuf:"bytes,2,opt,name=read,proto3" json:"read,omitempty"`
@@ -670,20 +670,20 @@ type ListIndexesRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListIndexesRequest) Reset() {
-	*x = ListIndexesRequest{}
+func (x *IndexesListRequest) Reset() {
+	*x = IndexesListRequest{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListIndexesRequest) String() string {
+func (x *IndexesListRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListIndexesRequest) ProtoMessage() {}
+func (*IndexesListRequest) ProtoMessage() {}
 
-func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
+func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -695,19 +695,19 @@ func (x *ListIndexesRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListIndexesRequest.ProtoReflect.Descriptor instead.
-func (*ListIndexesRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesListRequest.ProtoReflect.Descriptor instead.
+func (*IndexesListRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *ListIndexesRequest) GetNamespace() string {
+func (x *IndexesListRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *ListIndexesRequest) GetRead() *ReadOptions {
+func (x *IndexesListRequest) GetRead() *ReadOptions {
 	if x != nil {
 		return x.Read
 	}
@@ -766,7 +766,7 @@ func (x *IndexInfo) GetStatus() *IndexStatus {
 	return nil
 }
 
-type ListIndexesResponse struct {
+type IndexesListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Indexes       []*IndexInfo           `protobuf:"bytes,1,rep,name=indexes,proto3" json:"indexes,omitempty"`
 	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
@@ -774,20 +774,20 @@ type ListIndexesResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListIndexesResponse) Reset() {
-	*x = ListIndexesResponse{}
+func (x *IndexesListResponse) Reset() {
+	*x = IndexesListResponse{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListIndexesResponse) String() string {
+func (x *IndexesListResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListIndexesResponse) ProtoMessage() {}
+func (*IndexesListResponse) ProtoMessage() {}
 
-func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
+func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -799,26 +799,26 @@ func (x *ListIndexesResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListIndexesResponse.ProtoReflect.Descriptor instead.
-func (*ListIndexesResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesListResponse.ProtoReflect.Descriptor instead.
+func (*IndexesListResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *ListIndexesResponse) GetIndexes() []*IndexInfo {
+func (x *IndexesListResponse) GetIndexes() []*IndexInfo {
 	if x != nil {
 		return x.Indexes
 	}
 	return nil
 }
 
-func (x *ListIndexesResponse) GetAppliedIndex() uint64 {
+func (x *IndexesListResponse) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
 	}
 	return 0
 }
 
-type IndexInfoRequest struct {
+type IndexesInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -827,20 +827,20 @@ type IndexInfoRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *IndexInfoRequest) Reset() {
-	*x = IndexInfoRequest{}
+func (x *IndexesInfoRequest) Reset() {
+	*x = IndexesInfoRequest{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *IndexInfoRequest) String() string {
+func (x *IndexesInfoRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*IndexInfoRequest) ProtoMessage() {}
+func (*IndexesInfoRequest) ProtoMessage() {}
 
-func (x *IndexInfoRequest) ProtoReflect() protoreflect.Message {
+func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -852,33 +852,33 @@ func (x *IndexInfoRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use IndexInfoRequest.ProtoReflect.Descriptor instead.
-func (*IndexInfoRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesInfoRequest.ProtoReflect.Descriptor instead.
+func (*IndexesInfoRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *IndexInfoRequest) GetNamespace() string {
+func (x *IndexesInfoRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *IndexInfoRequest) GetName() string {
+func (x *IndexesInfoRequest) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-func (x *IndexInfoRequest) GetRead() *ReadOptions {
+func (x *IndexesInfoRequest) GetRead() *ReadOptions {
 	if x != nil {
 		return x.Read
 	}
 	return nil
 }
 
-type IndexInfoResponse struct {
+type IndexesInfoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         *IndexInfo             `protobuf:"bytes,1,opt,name=index,proto3" json:"index,omitempty"`
 	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
@@ -886,20 +886,20 @@ type IndexInfoResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *IndexInfoResponse) Reset() {
-	*x = IndexInfoResponse{}
+func (x *IndexesInfoResponse) Reset() {
+	*x = IndexesInfoResponse{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *IndexInfoResponse) String() string {
+func (x *IndexesInfoResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*IndexInfoResponse) ProtoMessage() {}
+func (*IndexesInfoResponse) ProtoMessage() {}
 
-func (x *IndexInfoResponse) ProtoReflect() protoreflect.Message {
+func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -911,19 +911,19 @@ func (x *IndexInfoResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use IndexInfoResponse.ProtoReflect.Descriptor instead.
-func (*IndexInfoResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesInfoResponse.ProtoReflect.Descriptor instead.
+func (*IndexesInfoResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *IndexInfoResponse) GetIndex() *IndexInfo {
+func (x *IndexesInfoResponse) GetIndex() *IndexInfo {
 	if x != nil {
 		return x.Index
 	}
 	return nil
 }
 
-func (x *IndexInfoResponse) GetAppliedIndex() uint64 {
+func (x *IndexesInfoResponse) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
 	}
@@ -985,7 +985,7 @@ func (x *IndexBound) GetExclusive() bool {
 	return false
 }
 
-type QueryIndexRequest struct {
+type IndexesQueryRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -1009,20 +1009,20 @@ type QueryIndexRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *QueryIndexRequest) Reset() {
-	*x = QueryIndexRequest{}
+func (x *IndexesQueryRequest) Reset() {
+	*x = IndexesQueryRequest{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *QueryIndexRequest) String() string {
+func (x *IndexesQueryRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*QueryIndexRequest) ProtoMessage() {}
+func (*IndexesQueryRequest) ProtoMessage() {}
 
-func (x *QueryIndexRequest) ProtoReflect() protoreflect.Message {
+func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1034,82 +1034,82 @@ func (x *QueryIndexRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use QueryIndexRequest.ProtoReflect.Descriptor instead.
-func (*QueryIndexRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesQueryRequest.ProtoReflect.Descriptor instead.
+func (*IndexesQueryRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *QueryIndexRequest) GetNamespace() string {
+func (x *IndexesQueryRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *QueryIndexRequest) GetName() string {
+func (x *IndexesQueryRequest) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-func (x *QueryIndexRequest) GetEqual() []string {
+func (x *IndexesQueryRequest) GetEqual() []string {
 	if x != nil {
 		return x.Equal
 	}
 	return nil
 }
 
-func (x *QueryIndexRequest) GetFrom() *IndexBound {
+func (x *IndexesQueryRequest) GetFrom() *IndexBound {
 	if x != nil {
 		return x.From
 	}
 	return nil
 }
 
-func (x *QueryIndexRequest) GetTo() *IndexBound {
+func (x *IndexesQueryRequest) GetTo() *IndexBound {
 	if x != nil {
 		return x.To
 	}
 	return nil
 }
 
-func (x *QueryIndexRequest) GetPrefix() string {
+func (x *IndexesQueryRequest) GetPrefix() string {
 	if x != nil && x.Prefix != nil {
 		return *x.Prefix
 	}
 	return ""
 }
 
-func (x *QueryIndexRequest) GetDescending() bool {
+func (x *IndexesQueryRequest) GetDescending() bool {
 	if x != nil {
 		return x.Descending
 	}
 	return false
 }
 
-func (x *QueryIndexRequest) GetLimit() int32 {
+func (x *IndexesQueryRequest) GetLimit() int32 {
 	if x != nil {
 		return x.Limit
 	}
 	return 0
 }
 
-func (x *QueryIndexRequest) GetCursor() []byte {
+func (x *IndexesQueryRequest) GetCursor() []byte {
 	if x != nil {
 		return x.Cursor
 	}
 	return nil
 }
 
-func (x *QueryIndexRequest) GetPositionsOnly() bool {
+func (x *IndexesQueryRequest) GetPositionsOnly() bool {
 	if x != nil {
 		return x.PositionsOnly
 	}
 	return false
 }
 
-func (x *QueryIndexRequest) GetRead() *ReadOptions {
+func (x *IndexesQueryRequest) GetRead() *ReadOptions {
 	if x != nil {
 		return x.Read
 	}
@@ -1178,7 +1178,7 @@ func (x *IndexHit) GetMessage() *Message {
 	return nil
 }
 
-type QueryIndexResponse struct {
+type IndexesQueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Hits  []*IndexHit            `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 	// Empty when the query reached its end.
@@ -1192,20 +1192,20 @@ type QueryIndexResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *QueryIndexResponse) Reset() {
-	*x = QueryIndexResponse{}
+func (x *IndexesQueryResponse) Reset() {
+	*x = IndexesQueryResponse{}
 	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *QueryIndexResponse) String() string {
+func (x *IndexesQueryResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*QueryIndexResponse) ProtoMessage() {}
+func (*IndexesQueryResponse) ProtoMessage() {}
 
-func (x *QueryIndexResponse) ProtoReflect() protoreflect.Message {
+func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1217,40 +1217,40 @@ func (x *QueryIndexResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use QueryIndexResponse.ProtoReflect.Descriptor instead.
-func (*QueryIndexResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use IndexesQueryResponse.ProtoReflect.Descriptor instead.
+func (*IndexesQueryResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
 }
 
-func (x *QueryIndexResponse) GetHits() []*IndexHit {
+func (x *IndexesQueryResponse) GetHits() []*IndexHit {
 	if x != nil {
 		return x.Hits
 	}
 	return nil
 }
 
-func (x *QueryIndexResponse) GetNextCursor() []byte {
+func (x *IndexesQueryResponse) GetNextCursor() []byte {
 	if x != nil {
 		return x.NextCursor
 	}
 	return nil
 }
 
-func (x *QueryIndexResponse) GetTruncated() bool {
+func (x *IndexesQueryResponse) GetTruncated() bool {
 	if x != nil {
 		return x.Truncated
 	}
 	return false
 }
 
-func (x *QueryIndexResponse) GetStatus() *IndexStatus {
+func (x *IndexesQueryResponse) GetStatus() *IndexStatus {
 	if x != nil {
 		return x.Status
 	}
 	return nil
 }
 
-func (x *QueryIndexResponse) GetAppliedIndex() uint64 {
+func (x *IndexesQueryResponse) GetAppliedIndex() uint64 {
 	if x != nil {
 		return x.AppliedIndex
 	}
@@ -1285,23 +1285,23 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\n" +
 	"lag_events\x18\x04 \x01(\x03R\tlagEvents\x12#\n" +
 	"\rcovered_index\x18\x05 \x01(\x04R\fcoveredIndex\x12#\n" +
-	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\"m\n" +
-	"\x12CreateIndexRequest\x12\x1c\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\"o\n" +
+	"\x14IndexesCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\n" +
 	"definition\x18\x02 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
-	"definition\"f\n" +
-	"\x13CreateIndexResponse\x129\n" +
+	"definition\"h\n" +
+	"\x15IndexesCreateResponse\x129\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
 	"definition\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"F\n" +
-	"\x12DeleteIndexRequest\x12\x1c\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"H\n" +
+	"\x14IndexesDeleteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"+\n" +
-	"\x13DeleteIndexResponse\x12\x14\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
+	"\x15IndexesDeleteResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"]\n" +
-	"\x12ListIndexesRequest\x12\x1c\n" +
+	"\x12IndexesListRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
 	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"u\n" +
 	"\tIndexInfo\x129\n" +
@@ -1309,21 +1309,21 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"definition\x18\x01 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
 	"definition\x12-\n" +
 	"\x06status\x18\x02 \x01(\v2\x15.skald.v1.IndexStatusR\x06status\"i\n" +
-	"\x13ListIndexesResponse\x12-\n" +
+	"\x13IndexesListResponse\x12-\n" +
 	"\aindexes\x18\x01 \x03(\v2\x13.skald.v1.IndexInfoR\aindexes\x12#\n" +
-	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"o\n" +
-	"\x10IndexInfoRequest\x12\x1c\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"q\n" +
+	"\x12IndexesInfoRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
-	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"c\n" +
-	"\x11IndexInfoResponse\x12)\n" +
+	"\x04read\x18\x03 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"e\n" +
+	"\x13IndexesInfoResponse\x12)\n" +
 	"\x05index\x18\x01 \x01(\v2\x13.skald.v1.IndexInfoR\x05index\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"@\n" +
 	"\n" +
 	"IndexBound\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\tR\x05value\x12\x1c\n" +
-	"\texclusive\x18\x02 \x01(\bR\texclusive\"\xf3\x02\n" +
-	"\x11QueryIndexRequest\x12\x1c\n" +
+	"\texclusive\x18\x02 \x01(\bR\texclusive\"\xf5\x02\n" +
+	"\x13IndexesQueryRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05equal\x18\x03 \x03(\tR\x05equal\x12(\n" +
@@ -1342,8 +1342,8 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\bIndexHit\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\x12+\n" +
-	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\"\xcf\x01\n" +
-	"\x12QueryIndexResponse\x12&\n" +
+	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\"\xd1\x01\n" +
+	"\x14IndexesQueryResponse\x12&\n" +
 	"\x04hits\x18\x01 \x03(\v2\x12.skald.v1.IndexHitR\x04hits\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\fR\n" +
 	"nextCursor\x12\x1c\n" +
@@ -1367,13 +1367,13 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x022\xf0\x02\n" +
-	"\aIndexes\x12E\n" +
-	"\x06Create\x12\x1c.skald.v1.CreateIndexRequest\x1a\x1d.skald.v1.CreateIndexResponse\x12E\n" +
-	"\x06Delete\x12\x1c.skald.v1.DeleteIndexRequest\x1a\x1d.skald.v1.DeleteIndexResponse\x12H\n" +
-	"\x04List\x12\x1c.skald.v1.ListIndexesRequest\x1a\x1d.skald.v1.ListIndexesResponse\"\x03\x90\x02\x01\x12D\n" +
-	"\x04Info\x12\x1a.skald.v1.IndexInfoRequest\x1a\x1b.skald.v1.IndexInfoResponse\"\x03\x90\x02\x01\x12G\n" +
-	"\x05Query\x12\x1b.skald.v1.QueryIndexRequest\x1a\x1c.skald.v1.QueryIndexResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x11INDEX_KIND_STREAM\x10\x022\x80\x03\n" +
+	"\aIndexes\x12I\n" +
+	"\x06Create\x12\x1e.skald.v1.IndexesCreateRequest\x1a\x1f.skald.v1.IndexesCreateResponse\x12I\n" +
+	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12H\n" +
+	"\x04List\x12\x1c.skald.v1.IndexesListRequest\x1a\x1d.skald.v1.IndexesListResponse\"\x03\x90\x02\x01\x12H\n" +
+	"\x04Info\x12\x1c.skald.v1.IndexesInfoRequest\x1a\x1d.skald.v1.IndexesInfoResponse\"\x03\x90\x02\x01\x12K\n" +
+	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_indexes_proto_rawDescOnce sync.Once
@@ -1396,19 +1396,19 @@ var file_skald_v1_indexes_proto_goTypes = []any{
 	(*IndexField)(nil),            // 3: skald.v1.IndexField
 	(*IndexDefinition)(nil),       // 4: skald.v1.IndexDefinition
 	(*IndexStatus)(nil),           // 5: skald.v1.IndexStatus
-	(*CreateIndexRequest)(nil),    // 6: skald.v1.CreateIndexRequest
-	(*CreateIndexResponse)(nil),   // 7: skald.v1.CreateIndexResponse
-	(*DeleteIndexRequest)(nil),    // 8: skald.v1.DeleteIndexRequest
-	(*DeleteIndexResponse)(nil),   // 9: skald.v1.DeleteIndexResponse
-	(*ListIndexesRequest)(nil),    // 10: skald.v1.ListIndexesRequest
+	(*IndexesCreateRequest)(nil),  // 6: skald.v1.IndexesCreateRequest
+	(*IndexesCreateResponse)(nil), // 7: skald.v1.IndexesCreateResponse
+	(*IndexesDeleteRequest)(nil),  // 8: skald.v1.IndexesDeleteRequest
+	(*IndexesDeleteResponse)(nil), // 9: skald.v1.IndexesDeleteResponse
+	(*IndexesListRequest)(nil),    // 10: skald.v1.IndexesListRequest
 	(*IndexInfo)(nil),             // 11: skald.v1.IndexInfo
-	(*ListIndexesResponse)(nil),   // 12: skald.v1.ListIndexesResponse
-	(*IndexInfoRequest)(nil),      // 13: skald.v1.IndexInfoRequest
-	(*IndexInfoResponse)(nil),     // 14: skald.v1.IndexInfoResponse
+	(*IndexesListResponse)(nil),   // 12: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),    // 13: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),   // 14: skald.v1.IndexesInfoResponse
 	(*IndexBound)(nil),            // 15: skald.v1.IndexBound
-	(*QueryIndexRequest)(nil),     // 16: skald.v1.QueryIndexRequest
+	(*IndexesQueryRequest)(nil),   // 16: skald.v1.IndexesQueryRequest
 	(*IndexHit)(nil),              // 17: skald.v1.IndexHit
-	(*QueryIndexResponse)(nil),    // 18: skald.v1.QueryIndexResponse
+	(*IndexesQueryResponse)(nil),  // 18: skald.v1.IndexesQueryResponse
 	(*Query)(nil),                 // 19: skald.v1.Query
 	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 	(*ReadOptions)(nil),           // 21: skald.v1.ReadOptions
@@ -1421,30 +1421,30 @@ var file_skald_v1_indexes_proto_depIdxs = []int32{
 	3,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
 	20, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
-	4,  // 6: skald.v1.CreateIndexRequest.definition:type_name -> skald.v1.IndexDefinition
-	4,  // 7: skald.v1.CreateIndexResponse.definition:type_name -> skald.v1.IndexDefinition
-	21, // 8: skald.v1.ListIndexesRequest.read:type_name -> skald.v1.ReadOptions
+	4,  // 6: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
+	4,  // 7: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
+	21, // 8: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
 	4,  // 9: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
 	5,  // 10: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
-	11, // 11: skald.v1.ListIndexesResponse.indexes:type_name -> skald.v1.IndexInfo
-	21, // 12: skald.v1.IndexInfoRequest.read:type_name -> skald.v1.ReadOptions
-	11, // 13: skald.v1.IndexInfoResponse.index:type_name -> skald.v1.IndexInfo
-	15, // 14: skald.v1.QueryIndexRequest.from:type_name -> skald.v1.IndexBound
-	15, // 15: skald.v1.QueryIndexRequest.to:type_name -> skald.v1.IndexBound
-	21, // 16: skald.v1.QueryIndexRequest.read:type_name -> skald.v1.ReadOptions
+	11, // 11: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	21, // 12: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	11, // 13: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	15, // 14: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	15, // 15: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	21, // 16: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
 	22, // 17: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	17, // 18: skald.v1.QueryIndexResponse.hits:type_name -> skald.v1.IndexHit
-	5,  // 19: skald.v1.QueryIndexResponse.status:type_name -> skald.v1.IndexStatus
-	6,  // 20: skald.v1.Indexes.Create:input_type -> skald.v1.CreateIndexRequest
-	8,  // 21: skald.v1.Indexes.Delete:input_type -> skald.v1.DeleteIndexRequest
-	10, // 22: skald.v1.Indexes.List:input_type -> skald.v1.ListIndexesRequest
-	13, // 23: skald.v1.Indexes.Info:input_type -> skald.v1.IndexInfoRequest
-	16, // 24: skald.v1.Indexes.Query:input_type -> skald.v1.QueryIndexRequest
-	7,  // 25: skald.v1.Indexes.Create:output_type -> skald.v1.CreateIndexResponse
-	9,  // 26: skald.v1.Indexes.Delete:output_type -> skald.v1.DeleteIndexResponse
-	12, // 27: skald.v1.Indexes.List:output_type -> skald.v1.ListIndexesResponse
-	14, // 28: skald.v1.Indexes.Info:output_type -> skald.v1.IndexInfoResponse
-	18, // 29: skald.v1.Indexes.Query:output_type -> skald.v1.QueryIndexResponse
+	17, // 18: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	5,  // 19: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
+	6,  // 20: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
+	8,  // 21: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
+	10, // 22: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	13, // 23: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	16, // 24: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	7,  // 25: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	9,  // 26: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	12, // 27: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	14, // 28: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	18, // 29: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
 	25, // [25:30] is the sub-list for method output_type
 	20, // [20:25] is the sub-list for method input_type
 	20, // [20:20] is the sub-list for extension type_name

@@ -49,19 +49,19 @@ const (
 type IndexesClient interface {
 	// Create declares an index. Refused (FAILED_PRECONDITION) while a
 	// server of the cluster runs a version that does not know indexes.
-	Create(context.Context, *connect.Request[v1.CreateIndexRequest]) (*connect.Response[v1.CreateIndexResponse], error)
+	Create(context.Context, *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error)
 	// Delete drops an index; every node then drops its entries.
-	Delete(context.Context, *connect.Request[v1.DeleteIndexRequest]) (*connect.Response[v1.DeleteIndexResponse], error)
+	Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error)
 	// List lists the namespace's indexes with this node's progress.
-	List(context.Context, *connect.Request[v1.ListIndexesRequest]) (*connect.Response[v1.ListIndexesResponse], error)
+	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
-	Info(context.Context, *connect.Request[v1.IndexInfoRequest]) (*connect.Response[v1.IndexInfoResponse], error)
+	Info(context.Context, *connect.Request[v1.IndexesInfoRequest]) (*connect.Response[v1.IndexesInfoResponse], error)
 	// Query reads an index's entries: equality on the first fields, then a
 	// range or prefix on the next one, ascending or descending, a page at a
 	// time. At LINEARIZABLE and SESSION it waits (within the call's
 	// deadline) until this node's index holds every write the read must
 	// see; LOCAL answers at once and reports the lag.
-	Query(context.Context, *connect.Request[v1.QueryIndexRequest]) (*connect.Response[v1.QueryIndexResponse], error)
+	Query(context.Context, *connect.Request[v1.IndexesQueryRequest]) (*connect.Response[v1.IndexesQueryResponse], error)
 }
 
 // NewIndexesClient constructs a client for the skald.v1.Indexes service. By default, it uses the
@@ -75,33 +75,33 @@ func NewIndexesClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 	baseURL = strings.TrimRight(baseURL, "/")
 	indexesMethods := v1.File_skald_v1_indexes_proto.Services().ByName("Indexes").Methods()
 	return &indexesClient{
-		create: connect.NewClient[v1.CreateIndexRequest, v1.CreateIndexResponse](
+		create: connect.NewClient[v1.IndexesCreateRequest, v1.IndexesCreateResponse](
 			httpClient,
 			baseURL+IndexesCreateProcedure,
 			connect.WithSchema(indexesMethods.ByName("Create")),
 			connect.WithClientOptions(opts...),
 		),
-		delete: connect.NewClient[v1.DeleteIndexRequest, v1.DeleteIndexResponse](
+		delete: connect.NewClient[v1.IndexesDeleteRequest, v1.IndexesDeleteResponse](
 			httpClient,
 			baseURL+IndexesDeleteProcedure,
 			connect.WithSchema(indexesMethods.ByName("Delete")),
 			connect.WithClientOptions(opts...),
 		),
-		list: connect.NewClient[v1.ListIndexesRequest, v1.ListIndexesResponse](
+		list: connect.NewClient[v1.IndexesListRequest, v1.IndexesListResponse](
 			httpClient,
 			baseURL+IndexesListProcedure,
 			connect.WithSchema(indexesMethods.ByName("List")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		info: connect.NewClient[v1.IndexInfoRequest, v1.IndexInfoResponse](
+		info: connect.NewClient[v1.IndexesInfoRequest, v1.IndexesInfoResponse](
 			httpClient,
 			baseURL+IndexesInfoProcedure,
 			connect.WithSchema(indexesMethods.ByName("Info")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		query: connect.NewClient[v1.QueryIndexRequest, v1.QueryIndexResponse](
+		query: connect.NewClient[v1.IndexesQueryRequest, v1.IndexesQueryResponse](
 			httpClient,
 			baseURL+IndexesQueryProcedure,
 			connect.WithSchema(indexesMethods.ByName("Query")),
@@ -113,35 +113,35 @@ func NewIndexesClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 
 // indexesClient implements IndexesClient.
 type indexesClient struct {
-	create *connect.Client[v1.CreateIndexRequest, v1.CreateIndexResponse]
-	delete *connect.Client[v1.DeleteIndexRequest, v1.DeleteIndexResponse]
-	list   *connect.Client[v1.ListIndexesRequest, v1.ListIndexesResponse]
-	info   *connect.Client[v1.IndexInfoRequest, v1.IndexInfoResponse]
-	query  *connect.Client[v1.QueryIndexRequest, v1.QueryIndexResponse]
+	create *connect.Client[v1.IndexesCreateRequest, v1.IndexesCreateResponse]
+	delete *connect.Client[v1.IndexesDeleteRequest, v1.IndexesDeleteResponse]
+	list   *connect.Client[v1.IndexesListRequest, v1.IndexesListResponse]
+	info   *connect.Client[v1.IndexesInfoRequest, v1.IndexesInfoResponse]
+	query  *connect.Client[v1.IndexesQueryRequest, v1.IndexesQueryResponse]
 }
 
 // Create calls skald.v1.Indexes.Create.
-func (c *indexesClient) Create(ctx context.Context, req *connect.Request[v1.CreateIndexRequest]) (*connect.Response[v1.CreateIndexResponse], error) {
+func (c *indexesClient) Create(ctx context.Context, req *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error) {
 	return c.create.CallUnary(ctx, req)
 }
 
 // Delete calls skald.v1.Indexes.Delete.
-func (c *indexesClient) Delete(ctx context.Context, req *connect.Request[v1.DeleteIndexRequest]) (*connect.Response[v1.DeleteIndexResponse], error) {
+func (c *indexesClient) Delete(ctx context.Context, req *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error) {
 	return c.delete.CallUnary(ctx, req)
 }
 
 // List calls skald.v1.Indexes.List.
-func (c *indexesClient) List(ctx context.Context, req *connect.Request[v1.ListIndexesRequest]) (*connect.Response[v1.ListIndexesResponse], error) {
+func (c *indexesClient) List(ctx context.Context, req *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error) {
 	return c.list.CallUnary(ctx, req)
 }
 
 // Info calls skald.v1.Indexes.Info.
-func (c *indexesClient) Info(ctx context.Context, req *connect.Request[v1.IndexInfoRequest]) (*connect.Response[v1.IndexInfoResponse], error) {
+func (c *indexesClient) Info(ctx context.Context, req *connect.Request[v1.IndexesInfoRequest]) (*connect.Response[v1.IndexesInfoResponse], error) {
 	return c.info.CallUnary(ctx, req)
 }
 
 // Query calls skald.v1.Indexes.Query.
-func (c *indexesClient) Query(ctx context.Context, req *connect.Request[v1.QueryIndexRequest]) (*connect.Response[v1.QueryIndexResponse], error) {
+func (c *indexesClient) Query(ctx context.Context, req *connect.Request[v1.IndexesQueryRequest]) (*connect.Response[v1.IndexesQueryResponse], error) {
 	return c.query.CallUnary(ctx, req)
 }
 
@@ -149,19 +149,19 @@ func (c *indexesClient) Query(ctx context.Context, req *connect.Request[v1.Query
 type IndexesHandler interface {
 	// Create declares an index. Refused (FAILED_PRECONDITION) while a
 	// server of the cluster runs a version that does not know indexes.
-	Create(context.Context, *connect.Request[v1.CreateIndexRequest]) (*connect.Response[v1.CreateIndexResponse], error)
+	Create(context.Context, *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error)
 	// Delete drops an index; every node then drops its entries.
-	Delete(context.Context, *connect.Request[v1.DeleteIndexRequest]) (*connect.Response[v1.DeleteIndexResponse], error)
+	Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error)
 	// List lists the namespace's indexes with this node's progress.
-	List(context.Context, *connect.Request[v1.ListIndexesRequest]) (*connect.Response[v1.ListIndexesResponse], error)
+	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
-	Info(context.Context, *connect.Request[v1.IndexInfoRequest]) (*connect.Response[v1.IndexInfoResponse], error)
+	Info(context.Context, *connect.Request[v1.IndexesInfoRequest]) (*connect.Response[v1.IndexesInfoResponse], error)
 	// Query reads an index's entries: equality on the first fields, then a
 	// range or prefix on the next one, ascending or descending, a page at a
 	// time. At LINEARIZABLE and SESSION it waits (within the call's
 	// deadline) until this node's index holds every write the read must
 	// see; LOCAL answers at once and reports the lag.
-	Query(context.Context, *connect.Request[v1.QueryIndexRequest]) (*connect.Response[v1.QueryIndexResponse], error)
+	Query(context.Context, *connect.Request[v1.IndexesQueryRequest]) (*connect.Response[v1.IndexesQueryResponse], error)
 }
 
 // NewIndexesHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -225,22 +225,22 @@ func NewIndexesHandler(svc IndexesHandler, opts ...connect.HandlerOption) (strin
 // UnimplementedIndexesHandler returns CodeUnimplemented from all methods.
 type UnimplementedIndexesHandler struct{}
 
-func (UnimplementedIndexesHandler) Create(context.Context, *connect.Request[v1.CreateIndexRequest]) (*connect.Response[v1.CreateIndexResponse], error) {
+func (UnimplementedIndexesHandler) Create(context.Context, *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Create is not implemented"))
 }
 
-func (UnimplementedIndexesHandler) Delete(context.Context, *connect.Request[v1.DeleteIndexRequest]) (*connect.Response[v1.DeleteIndexResponse], error) {
+func (UnimplementedIndexesHandler) Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Delete is not implemented"))
 }
 
-func (UnimplementedIndexesHandler) List(context.Context, *connect.Request[v1.ListIndexesRequest]) (*connect.Response[v1.ListIndexesResponse], error) {
+func (UnimplementedIndexesHandler) List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.List is not implemented"))
 }
 
-func (UnimplementedIndexesHandler) Info(context.Context, *connect.Request[v1.IndexInfoRequest]) (*connect.Response[v1.IndexInfoResponse], error) {
+func (UnimplementedIndexesHandler) Info(context.Context, *connect.Request[v1.IndexesInfoRequest]) (*connect.Response[v1.IndexesInfoResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Info is not implemented"))
 }
 
-func (UnimplementedIndexesHandler) Query(context.Context, *connect.Request[v1.QueryIndexRequest]) (*connect.Response[v1.QueryIndexResponse], error) {
+func (UnimplementedIndexesHandler) Query(context.Context, *connect.Request[v1.IndexesQueryRequest]) (*connect.Response[v1.IndexesQueryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Query is not implemented"))
 }
