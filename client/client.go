@@ -82,6 +82,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 			cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
 			subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
+			indexes:    skaldv1connect.NewIndexesClient(hc, url, opts...),
 		}
 	}
 	c := &Client{cfg: cfg, view: newView(seeds, newMember, cfg.DownFor), retryUnknown: idempotentWrites}

@@ -21,6 +21,7 @@ type member struct {
 	namespaces skaldv1connect.NamespacesClient
 	cluster    skaldv1connect.ClusterClient
 	subs       skaldv1connect.SubscriptionsClient
+	indexes    skaldv1connect.IndexesClient
 }
 
 // view is what the client knows of the cluster: the members to call, the
