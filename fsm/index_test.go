@@ -678,3 +678,36 @@ func TestWaitIndexed(t *testing.T) {
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// An index is building (progress, lag in events and time) until a round
+// reaches the end of the namespace, then healthy.
+func TestIndexStates(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	for i := range 50 {
+		f.must(appendCmd("ns", "account-1", accountMsg(i, "o")))
+	}
+	f.must(createIndexCmd("ns", balanceIndex()))
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || info.Built || info.Progress != 0 || info.LagEvents != 50 || info.LagTime <= 0 {
+		t.Fatalf("before any round: %+v, %v", info, err)
+	}
+	if r, err := s.IndexRound("ns", 10); err != nil || !r.More {
+		t.Fatalf("round: %+v, %v", r, err)
+	}
+	info, _ = view(t, s, "ns").Index("bal")
+	if info.Built || info.Checkpoint != 10 || info.Progress != 0.2 || info.LagEvents != 40 {
+		t.Fatalf("after a round of 10: %+v", info)
+	}
+	catchUp(t, s, "ns")
+	info, _ = view(t, s, "ns").Index("bal")
+	if !info.Built || info.Progress != 1 || info.LagEvents != 0 || info.LagTime != 0 || info.ETA != 0 {
+		t.Fatalf("caught up: %+v", info)
+	}
+	f.must(appendCmd("ns", "account-1", accountMsg(1, "o")))
+	info, _ = view(t, s, "ns").Index("bal")
+	if !info.Built || info.LagEvents != 1 || info.LagTime <= 0 {
+		t.Fatalf("healthy and behind by one: %+v", info)
+	}
+}

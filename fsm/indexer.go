@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -55,6 +57,9 @@ type indexerState struct {
 	// covered: the indexes hold every message of every entry up to this
 	// applied index (0: not known yet).
 	covered atomic.Uint64
+	// rate is the messages per second the last rounds that read any
+	// read (math.Float64bits; 0: not known yet), for the ETA of a build.
+	rate atomic.Uint64
 }
 
 // indexWake is closed and replaced when some namespace's covered index
@@ -112,22 +117,33 @@ func (s *Store) IndexCounters() IndexCounters {
 
 type indexTotals struct{ read, indexed, skipped, removed atomic.Int64 }
 
-// indexCkpt is the value of an XC key.
-type indexCkpt struct{ gp, entries, skipped int64 }
+// indexCkpt is the value of an XC key: the last global position read,
+// the entries and skipped messages, and whether a round ever reached the
+// end of the namespace since the index was created or cleared (built:
+// the index is healthy, else building).
+type indexCkpt struct {
+	gp, entries, skipped int64
+	built                bool
+}
 
 func (c indexCkpt) encode() []byte {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 32)
 	b = appendUint64(b, uint64(c.gp))
 	b = appendUint64(b, uint64(c.entries))
-	return appendUint64(b, uint64(c.skipped))
+	b = appendUint64(b, uint64(c.skipped))
+	var flags uint64
+	if c.built {
+		flags = 1
+	}
+	return appendUint64(b, flags)
 }
 
 func decodeIndexCkpt(v []byte) (indexCkpt, error) {
-	if len(v) != 24 {
+	if len(v) != 32 {
 		return indexCkpt{}, errCorruptValue
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
-	return indexCkpt{u(0), u(1), u(2)}, nil
+	return indexCkpt{u(0), u(1), u(2), u(3)&1 != 0}, nil
 }
 
 // IndexRound does one bounded step of namespace name's index maintenance
@@ -155,6 +171,7 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{}}
 	r.b = ns.db.NewIndexedBatch()
 	defer r.b.Close()
+	start := time.Now()
 	res, err := r.run()
 	if err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
@@ -163,6 +180,14 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		if err := r.b.Commit(pebble.NoSync); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
 		}
+	}
+	if res.Read >= 1000 {
+		// A moving average over the rounds that read enough to measure.
+		rate := float64(res.Read) / max(time.Since(start).Seconds(), 1e-9)
+		if old := math.Float64frombits(ns.indexer.rate.Load()); old > 0 {
+			rate = 0.7*old + 0.3*rate
+		}
+		ns.indexer.rate.Store(math.Float64bits(rate))
 	}
 	t := &s.indexTotals
 	t.read.Add(res.Read)
@@ -215,6 +240,19 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 		if r.budget <= 0 {
 			r.res.More = true
 			break
+		}
+	}
+	if !r.res.More {
+		// Every index reached the end of the snapshot: built.
+		for _, d := range r.defs {
+			c, err := r.ckpt(d.Id)
+			if err != nil {
+				return r.res, err
+			}
+			if !c.built {
+				c.built = true
+				r.touch(d.Id)
+			}
 		}
 	}
 	for id := range r.dirty {

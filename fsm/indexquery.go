@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -85,6 +87,16 @@ type IndexInfo struct {
 	// Covered is the applied index every message of which the index holds
 	// on this node (0: not known yet).
 	Covered uint64
+	// Built: a round reached the end of the namespace since the index was
+	// created (or an import cleared it); until then it is building, and
+	// Progress is Checkpoint over the namespace's last global position,
+	// ETA the time the rest takes at the loop's recent rate (0: unknown).
+	Built    bool
+	Progress float64
+	ETA      time.Duration
+	// LagTime is the age of the oldest message the index does not hold
+	// yet (0 when it holds every one).
+	LagTime time.Duration
 }
 
 // Indexes lists the namespace's indexes by name.
@@ -140,13 +152,37 @@ func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
 		if err != nil {
 			return info, err
 		}
-		info.Checkpoint, info.Entries, info.Skipped = c.gp, c.entries, c.skipped
+		info.Checkpoint, info.Entries, info.Skipped, info.Built = c.gp, c.entries, c.skipped, c.built
 	}
 	next, err := v.NextGlobalPosition()
 	if err != nil {
 		return info, err
 	}
 	info.LagEvents = max(next-1-info.Checkpoint, 0)
+	info.Progress = 1
+	if !info.Built && next > 1 {
+		info.Progress = float64(min(info.Checkpoint, next-1)) / float64(next-1)
+		if rate := math.Float64frombits(v.ns.indexer.rate.Load()); rate > 0 {
+			info.ETA = time.Duration(float64(info.LagEvents) / rate * float64(time.Second))
+		}
+	}
+	if info.LagEvents > 0 {
+		// The first message past the checkpoint (gaps are skipped).
+		it, err := v.iter(messageKey(info.Checkpoint+1), prefixEnd(prefixMessage))
+		if err != nil {
+			return info, err
+		}
+		if it.First() {
+			if val, err := it.ValueAndErr(); err == nil {
+				if m, err := decodeMessage(keySuffixUint64(it.Key()), val); err == nil && m.Time > 0 {
+					info.LagTime = max(time.Since(time.Unix(0, m.Time)), 0)
+				}
+			}
+		}
+		if err := it.Close(); err != nil {
+			return info, err
+		}
+	}
 	return info, nil
 }
 

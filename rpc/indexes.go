@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/skalddb/skald/fsm"
@@ -101,8 +102,16 @@ func indexDefinitionOut(d *fsmv1.IndexDefinition) *skaldv1.IndexDefinition {
 }
 
 func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
-	return &skaldv1.IndexStatus{Checkpoint: info.Checkpoint, Entries: info.Entries, Skipped: info.Skipped,
-		LagEvents: info.LagEvents, CoveredIndex: info.Covered, AppliedIndex: applied}
+	out := &skaldv1.IndexStatus{Checkpoint: info.Checkpoint, Entries: info.Entries, Skipped: info.Skipped,
+		LagEvents: info.LagEvents, CoveredIndex: info.Covered, AppliedIndex: applied,
+		State: skaldv1.IndexState_INDEX_STATE_HEALTHY, Progress: info.Progress, Lag: durationpb.New(info.LagTime)}
+	if !info.Built {
+		out.State = skaldv1.IndexState_INDEX_STATE_BUILDING
+		if info.ETA > 0 {
+			out.Eta = durationpb.New(info.ETA)
+		}
+	}
+	return out
 }
 
 func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.IndexesCreateRequest]) (*connect.Response[skaldv1.IndexesCreateResponse], error) {

@@ -73,7 +73,8 @@ func TestIndexesAPI(t *testing.T) {
 		})
 	}
 	list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{}))
-	if err != nil || len(list.Msg.Indexes) != 1 || list.Msg.Indexes[0].Definition.Name != "amount" || list.Msg.Indexes[0].Status.Checkpoint != 10 {
+	if err != nil || len(list.Msg.Indexes) != 1 || list.Msg.Indexes[0].Definition.Name != "amount" || list.Msg.Indexes[0].Status.Checkpoint != 10 ||
+		list.Msg.Indexes[0].Status.State != skaldv1.IndexState_INDEX_STATE_HEALTHY || list.Msg.Indexes[0].Status.Progress != 1 {
 		t.Fatalf("list: %v, %v", list, err)
 	}
 	if info, err := admin.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Namespace: "shop", Name: "amount"})); err != nil || info.Msg.Index.Status.Entries != 10 {

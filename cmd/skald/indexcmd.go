@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -179,11 +180,23 @@ func describeSource(d *skaldv1.IndexDefinition) string {
 
 func indexRow(info *skaldv1.IndexInfo) []string {
 	d, s := info.Definition, info.Status
-	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields),
+	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexState(s),
 		strconv.FormatInt(s.GetEntries(), 10), strconv.FormatInt(s.GetSkipped(), 10), strconv.FormatInt(s.GetLagEvents(), 10)}
 }
 
-const indexHeader = "NAME\tVERSION\tSOURCE\tFIELDS\tENTRIES\tSKIPPED\tLAG"
+// indexState is "healthy", or "building 42%" with the ETA when known.
+func indexState(s *skaldv1.IndexStatus) string {
+	if s.GetState() != skaldv1.IndexState_INDEX_STATE_BUILDING {
+		return "healthy"
+	}
+	out := fmt.Sprintf("building %d%%", int(s.GetProgress()*100))
+	if s.GetEta() != nil {
+		out += ", eta " + s.GetEta().AsDuration().Round(time.Second).String()
+	}
+	return out
+}
+
+const indexHeader = "NAME\tVERSION\tSOURCE\tFIELDS\tSTATE\tENTRIES\tSKIPPED\tLAG"
 
 func runIndexList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := newClientFlagSet("index list", "skald index list [--namespace NS]", stderr)

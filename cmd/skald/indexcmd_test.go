@@ -36,7 +36,7 @@ func TestCLIIndex(t *testing.T) {
 		{"create", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "data:/sku:string", "--field", "data:/qty:int"}, 0,
 			`^Created index by-sku: data:/sku:string, data:/qty:int; every node builds it from its log now\.\n$`, ""},
 		{"create by category as admin", admin, []string{"index", "create", "by-qty", "--category", "order", "--field", "data:/qty:int", "--namespace", "shop"}, 0, `^Created index by-qty`, ""},
-		{"list", shop, []string{"index", "list"}, 0, `(?s)^NAME\s+VERSION\s+SOURCE\s+FIELDS\s+ENTRIES\s+SKIPPED\s+LAG\nby-qty\s+1\s+category order\s+data:/qty:int\s+5\s+0\s+0\s*\nby-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+5\s+0\s+0\s*\n$`, ""},
+		{"list", shop, []string{"index", "list"}, 0, `(?s)^NAME\s+VERSION\s+SOURCE\s+FIELDS\s+STATE\s+ENTRIES\s+SKIPPED\s+LAG\nby-qty\s+1\s+category order\s+data:/qty:int\s+healthy\s+5\s+0\s+0\s*\nby-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+healthy\s+5\s+0\s+0\s*\n$`, ""},
 		{"info json", shop, []string{"index", "info", "by-sku", "-o", "json"}, 0, `"entries":5,`, ""},
 		{"equality", shop, []string{"index", "query", "by-sku", "--eq", "apple"}, 0, `(?s)^GPOS\s+VALUES\s+STREAM\s+POS\s+TYPE\s+DATA\n1\s+apple \| -10\s+order-0\s+0\s+Sold\s+\{"sku":"apple","qty":-10\}\s*\n4\s+apple \| 20\s+order-3.*\n$`, ""},
 		{"prefix", shop, []string{"index", "query", "by-sku", "--prefix", "ap", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n1\s+apple \| -10\s*\n4\s+apple \| 20\s*\n2\s+apricot \| 0\s*\n$`, ""},

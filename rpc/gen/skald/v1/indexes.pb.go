@@ -9,6 +9,7 @@ package skaldv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -203,6 +204,59 @@ func (IndexKind) EnumDescriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{2}
 }
 
+// IndexState is where an index stands on one node.
+type IndexState int32
+
+const (
+	IndexState_INDEX_STATE_UNSPECIFIED IndexState = 0
+	// No round has reached the end of the namespace since the index was
+	// created (or an import cleared it): progress and eta say how far.
+	IndexState_INDEX_STATE_BUILDING IndexState = 1
+	// The index follows new events; lag_events and lag say how closely.
+	IndexState_INDEX_STATE_HEALTHY IndexState = 2
+)
+
+// Enum value maps for IndexState.
+var (
+	IndexState_name = map[int32]string{
+		0: "INDEX_STATE_UNSPECIFIED",
+		1: "INDEX_STATE_BUILDING",
+		2: "INDEX_STATE_HEALTHY",
+	}
+	IndexState_value = map[string]int32{
+		"INDEX_STATE_UNSPECIFIED": 0,
+		"INDEX_STATE_BUILDING":    1,
+		"INDEX_STATE_HEALTHY":     2,
+	}
+)
+
+func (x IndexState) Enum() *IndexState {
+	p := new(IndexState)
+	*p = x
+	return p
+}
+
+func (x IndexState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IndexState) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_v1_indexes_proto_enumTypes[3].Descriptor()
+}
+
+func (IndexState) Type() protoreflect.EnumType {
+	return &file_skald_v1_indexes_proto_enumTypes[3]
+}
+
+func (x IndexState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IndexState.Descriptor instead.
+func (IndexState) EnumDescriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
+}
+
 type IndexField struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Source IndexFieldSource       `protobuf:"varint,1,opt,name=source,proto3,enum=skald.v1.IndexFieldSource" json:"source,omitempty"`
@@ -385,7 +439,16 @@ type IndexStatus struct {
 	// not known yet, e.g. just after a start).
 	CoveredIndex uint64 `protobuf:"varint,5,opt,name=covered_index,json=coveredIndex,proto3" json:"covered_index,omitempty"`
 	// This node's applied Raft index when the status was read.
-	AppliedIndex  uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64     `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	State        IndexState `protobuf:"varint,7,opt,name=state,proto3,enum=skald.v1.IndexState" json:"state,omitempty"`
+	// Building: the share of the namespace read (0..1); 1 when healthy.
+	Progress float64 `protobuf:"fixed64,8,opt,name=progress,proto3" json:"progress,omitempty"`
+	// Building: the time the rest takes at the recent rate (absent when
+	// unknown).
+	Eta *durationpb.Duration `protobuf:"bytes,9,opt,name=eta,proto3" json:"eta,omitempty"`
+	// The age of the oldest event the index does not hold yet (0 when it
+	// holds every one).
+	Lag           *durationpb.Duration `protobuf:"bytes,10,opt,name=lag,proto3" json:"lag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,6 +523,34 @@ func (x *IndexStatus) GetAppliedIndex() uint64 {
 		return x.AppliedIndex
 	}
 	return 0
+}
+
+func (x *IndexStatus) GetState() IndexState {
+	if x != nil {
+		return x.State
+	}
+	return IndexState_INDEX_STATE_UNSPECIFIED
+}
+
+func (x *IndexStatus) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *IndexStatus) GetEta() *durationpb.Duration {
+	if x != nil {
+		return x.Eta
+	}
+	return nil
+}
+
+func (x *IndexStatus) GetLag() *durationpb.Duration {
+	if x != nil {
+		return x.Lag
+	}
+	return nil
 }
 
 type IndexesCreateRequest struct {
@@ -1261,7 +1352,7 @@ var File_skald_v1_indexes_proto protoreflect.FileDescriptor
 
 const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\n" +
-	"\x16skald/v1/indexes.proto\x12\bskald.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\x88\x01\n" +
+	"\x16skald/v1/indexes.proto\x12\bskald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\x88\x01\n" +
 	"\n" +
 	"IndexField\x122\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1a.skald.v1.IndexFieldSourceR\x06source\x12\x18\n" +
@@ -1275,7 +1366,7 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x05query\x18\x05 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12,\n" +
 	"\x06fields\x18\x06 \x03(\v2\x14.skald.v1.IndexFieldR\x06fields\x12'\n" +
 	"\x04kind\x18\a \x01(\x0e2\x13.skald.v1.IndexKindR\x04kind\x124\n" +
-	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\xca\x01\n" +
+	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\xec\x02\n" +
 	"\vIndexStatus\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
@@ -1285,7 +1376,12 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\n" +
 	"lag_events\x18\x04 \x01(\x03R\tlagEvents\x12#\n" +
 	"\rcovered_index\x18\x05 \x01(\x04R\fcoveredIndex\x12#\n" +
-	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\"o\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12*\n" +
+	"\x05state\x18\a \x01(\x0e2\x14.skald.v1.IndexStateR\x05state\x12\x1a\n" +
+	"\bprogress\x18\b \x01(\x01R\bprogress\x12+\n" +
+	"\x03eta\x18\t \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12+\n" +
+	"\x03lag\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\"o\n" +
 	"\x14IndexesCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\n" +
@@ -1367,7 +1463,12 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x022\x80\x03\n" +
+	"\x11INDEX_KIND_STREAM\x10\x02*\\\n" +
+	"\n" +
+	"IndexState\x12\x1b\n" +
+	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14INDEX_STATE_BUILDING\x10\x01\x12\x17\n" +
+	"\x13INDEX_STATE_HEALTHY\x10\x022\x80\x03\n" +
 	"\aIndexes\x12I\n" +
 	"\x06Create\x12\x1e.skald.v1.IndexesCreateRequest\x1a\x1f.skald.v1.IndexesCreateResponse\x12I\n" +
 	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12H\n" +
@@ -1387,69 +1488,74 @@ func file_skald_v1_indexes_proto_rawDescGZIP() []byte {
 	return file_skald_v1_indexes_proto_rawDescData
 }
 
-var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_skald_v1_indexes_proto_goTypes = []any{
 	(IndexFieldSource)(0),         // 0: skald.v1.IndexFieldSource
 	(IndexFieldType)(0),           // 1: skald.v1.IndexFieldType
 	(IndexKind)(0),                // 2: skald.v1.IndexKind
-	(*IndexField)(nil),            // 3: skald.v1.IndexField
-	(*IndexDefinition)(nil),       // 4: skald.v1.IndexDefinition
-	(*IndexStatus)(nil),           // 5: skald.v1.IndexStatus
-	(*IndexesCreateRequest)(nil),  // 6: skald.v1.IndexesCreateRequest
-	(*IndexesCreateResponse)(nil), // 7: skald.v1.IndexesCreateResponse
-	(*IndexesDeleteRequest)(nil),  // 8: skald.v1.IndexesDeleteRequest
-	(*IndexesDeleteResponse)(nil), // 9: skald.v1.IndexesDeleteResponse
-	(*IndexesListRequest)(nil),    // 10: skald.v1.IndexesListRequest
-	(*IndexInfo)(nil),             // 11: skald.v1.IndexInfo
-	(*IndexesListResponse)(nil),   // 12: skald.v1.IndexesListResponse
-	(*IndexesInfoRequest)(nil),    // 13: skald.v1.IndexesInfoRequest
-	(*IndexesInfoResponse)(nil),   // 14: skald.v1.IndexesInfoResponse
-	(*IndexBound)(nil),            // 15: skald.v1.IndexBound
-	(*IndexesQueryRequest)(nil),   // 16: skald.v1.IndexesQueryRequest
-	(*IndexHit)(nil),              // 17: skald.v1.IndexHit
-	(*IndexesQueryResponse)(nil),  // 18: skald.v1.IndexesQueryResponse
-	(*Query)(nil),                 // 19: skald.v1.Query
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*ReadOptions)(nil),           // 21: skald.v1.ReadOptions
-	(*Message)(nil),               // 22: skald.v1.Message
+	(IndexState)(0),               // 3: skald.v1.IndexState
+	(*IndexField)(nil),            // 4: skald.v1.IndexField
+	(*IndexDefinition)(nil),       // 5: skald.v1.IndexDefinition
+	(*IndexStatus)(nil),           // 6: skald.v1.IndexStatus
+	(*IndexesCreateRequest)(nil),  // 7: skald.v1.IndexesCreateRequest
+	(*IndexesCreateResponse)(nil), // 8: skald.v1.IndexesCreateResponse
+	(*IndexesDeleteRequest)(nil),  // 9: skald.v1.IndexesDeleteRequest
+	(*IndexesDeleteResponse)(nil), // 10: skald.v1.IndexesDeleteResponse
+	(*IndexesListRequest)(nil),    // 11: skald.v1.IndexesListRequest
+	(*IndexInfo)(nil),             // 12: skald.v1.IndexInfo
+	(*IndexesListResponse)(nil),   // 13: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),    // 14: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),   // 15: skald.v1.IndexesInfoResponse
+	(*IndexBound)(nil),            // 16: skald.v1.IndexBound
+	(*IndexesQueryRequest)(nil),   // 17: skald.v1.IndexesQueryRequest
+	(*IndexHit)(nil),              // 18: skald.v1.IndexHit
+	(*IndexesQueryResponse)(nil),  // 19: skald.v1.IndexesQueryResponse
+	(*Query)(nil),                 // 20: skald.v1.Query
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*ReadOptions)(nil),           // 23: skald.v1.ReadOptions
+	(*Message)(nil),               // 24: skald.v1.Message
 }
 var file_skald_v1_indexes_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.IndexField.source:type_name -> skald.v1.IndexFieldSource
 	1,  // 1: skald.v1.IndexField.type:type_name -> skald.v1.IndexFieldType
-	19, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
-	3,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
+	20, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
+	4,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
-	20, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
-	4,  // 6: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
-	4,  // 7: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
-	21, // 8: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
-	4,  // 9: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 10: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
-	11, // 11: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
-	21, // 12: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
-	11, // 13: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
-	15, // 14: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
-	15, // 15: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
-	21, // 16: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
-	22, // 17: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	17, // 18: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
-	5,  // 19: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
-	6,  // 20: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
-	8,  // 21: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
-	10, // 22: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
-	13, // 23: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
-	16, // 24: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
-	7,  // 25: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
-	9,  // 26: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
-	12, // 27: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
-	14, // 28: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
-	18, // 29: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
-	25, // [25:30] is the sub-list for method output_type
-	20, // [20:25] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	21, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
+	3,  // 6: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
+	22, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
+	22, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
+	5,  // 9: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
+	5,  // 10: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
+	23, // 11: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
+	5,  // 12: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 13: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
+	12, // 14: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	23, // 15: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	12, // 16: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	16, // 17: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	16, // 18: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	23, // 19: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
+	24, // 20: skald.v1.IndexHit.message:type_name -> skald.v1.Message
+	18, // 21: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	6,  // 22: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
+	7,  // 23: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
+	9,  // 24: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
+	11, // 25: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	14, // 26: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	17, // 27: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	8,  // 28: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	10, // 29: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	13, // 30: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	15, // 31: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	19, // 32: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_indexes_proto_init() }
@@ -1464,7 +1570,7 @@ func file_skald_v1_indexes_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_indexes_proto_rawDesc), len(file_skald_v1_indexes_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
