@@ -213,3 +213,50 @@ func TestIndexGate(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 }
+
+// The index series read each node's progress: summed without tenant
+// labels, per namespace and index with them.
+func TestIndexMetrics(t *testing.T) {
+	for _, labels := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tenant labels %v", labels), func(t *testing.T) {
+			c := newCluster(t, 1, func(cfg *Config) { cfg.MetricsTenantLabels = labels })
+			l := c.Leader()
+			createNamespace(t, l.Node, "app")
+			for i := range 5 {
+				appendAmount(t, l.Node, "app", "acct-1", i)
+			}
+			appendAmount(t, l.Node, "app", "acct-1", "x") // skipped
+			if _, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil {
+				t.Fatal(err)
+			}
+			label, value := "", ""
+			if labels {
+				label, value = "index", "amount"
+			}
+			testutil.Eventually(t, waitTimeout, "the index series", func() bool {
+				entries, ok1 := sampleValue(t, l.Registry, "skald_index_entries", label, value)
+				skipped, ok2 := sampleValue(t, l.Registry, "skald_index_skipped_events", label, value)
+				building, ok3 := sampleValue(t, l.Registry, "skald_index_building", label, value)
+				progress, ok4 := sampleValue(t, l.Registry, "skald_index_build_progress", label, value)
+				return ok1 && ok2 && ok3 && ok4 && entries == 5 && skipped == 1 && building == 0 && progress == 1
+			})
+			if v, _ := sampleValue(t, l.Registry, "skald_index_events_read_total", "", ""); v < 6 {
+				t.Fatalf("skald_index_events_read_total = %v, want at least 6", v)
+			}
+			mfs, err := l.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, mf := range mfs {
+				if mf.GetName() != "skald_index_entries" {
+					continue
+				}
+				for _, m := range mf.GetMetric() {
+					if named := len(m.GetLabel()) > 0; named != labels {
+						t.Fatalf("skald_index_entries labels %v with tenant labels %v", m.GetLabel(), labels)
+					}
+				}
+			}
+		})
+	}
+}
