@@ -22,6 +22,7 @@ type indexBackend interface {
 	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
 	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
 	ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
 }
 
@@ -151,14 +152,20 @@ func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.Index
 	return connect.NewResponse(&skaldv1.IndexesDeleteResponse{Index: res.Index}), nil
 }
 
-// read runs fn at the requested consistency (ReadIndexed: LINEARIZABLE
-// and SESSION wait for the index), pages capped at s.pageBytes.
-func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+// read runs fn at the requested consistency, pages capped at
+// s.pageBytes. With waitIndex (queries), LINEARIZABLE and SESSION also
+// wait for the namespace's indexes (ReadIndexed); List and Info do not:
+// they report the progress of an index that may be building.
+func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex bool, fn func(*fsm.View) error) (uint64, error) {
 	opts, err := readOptions(o)
 	if err != nil {
 		return 0, err
 	}
-	applied, err := s.b.ReadIndexed(ctx, ns, opts, func(v *fsm.View) error {
+	read := s.b.Read
+	if waitIndex {
+		read = s.b.ReadIndexed
+	}
+	applied, err := read(ctx, ns, opts, func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
 		return fn(v)
 	})
@@ -178,8 +185,7 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	var infos []fsm.IndexInfo
 	// A listing never waits for the loops: it reports their progress.
-	o := req.Msg.Read
-	applied, err := s.read(ctx, name, o, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
 		infos, err = v.Indexes()
 		return err
 	})
@@ -205,7 +211,7 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.Indexes
 		return nil, err
 	}
 	var info fsm.IndexInfo
-	applied, err := s.read(ctx, name, req.Msg.Read, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
 		info, err = v.Index(req.Msg.Name)
 		return err
 	})
@@ -243,7 +249,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 		page fsm.IndexPage
 		info fsm.IndexInfo
 	)
-	applied, err := s.read(ctx, name, m.Read, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, m.Read, true, func(v *fsm.View) (err error) {
 		if page, err = v.QueryIndex(q); err != nil {
 			return err
 		}
