@@ -466,9 +466,11 @@ func TestIndexQuery(t *testing.T) {
 
 	t.Run("removed messages are not returned before the loop drops them", func(t *testing.T) {
 		f.must(truncateCmd("ns", "account-2", 1)) // gp 21
-		got, _ := queryHits(t, s, IndexQuery{Index: "bal", Equal: []string{"0"}})
-		if !reflect.DeepEqual(got, []int64{11, 22}) {
-			t.Fatalf("hits %v, want [11 22]", got)
+		for _, positions := range []bool{false, true} {
+			got, _ := queryHits(t, s, IndexQuery{Index: "bal", Equal: []string{"0"}, PositionsOnly: positions})
+			if !reflect.DeepEqual(got, []int64{11, 22}) {
+				t.Fatalf("positions only %v: hits %v, want [11 22]", positions, got)
+			}
 		}
 	})
 

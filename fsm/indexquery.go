@@ -241,7 +241,15 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 		if err != nil {
 			return page, fmt.Errorf("fsm: index %q entry %x: %w", d.Name, k, err)
 		}
-		m, found, err := v.lookupMessage(gp)
+		var (
+			m     Message
+			found bool
+		)
+		if q.PositionsOnly {
+			found, err = v.messageExists(gp)
+		} else {
+			m, found, err = v.lookupMessage(gp)
+		}
 		if err != nil {
 			return page, err
 		}
@@ -276,6 +284,24 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	}
 	v.capped = pg.capped
 	return page, nil
+}
+
+// messageExists reports whether the message at gp is stored, without
+// decoding it.
+func (v *View) messageExists(gp int64) (bool, error) {
+	if v.mit == nil {
+		it, err := v.iter(prefixMessage, prefixEnd(prefixMessage))
+		if err != nil {
+			return false, err
+		}
+		v.mit = it
+	}
+	v.mgp = 0 // lookupMessage must seek next time
+	key := messageKey(gp)
+	if !v.mit.SeekGE(key) || !bytes.Equal(v.mit.Key(), key) {
+		return false, v.mit.Error()
+	}
+	return true, nil
 }
 
 // indexBounds turns q's values into the key range [lower, upper) of d's
