@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,10 +23,24 @@ func amountIndex(ns string) *fsmv1.CreateIndex {
 	}}
 }
 
+var amountIDs atomic.Int64
+
+// appendAmount appends one message through n, again with the same id
+// (remembered by the namespace: written once) while the outcome is
+// unknown or no leader is known: a loaded host loses leaders.
 func appendAmount(t *testing.T, n *Node, ns, stream string, amount any) *fsm.AppendResult {
 	t.Helper()
 	data, _ := json.Marshal(map[string]any{"amount": amount})
-	res, err := n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream, Messages: []*fsmv1.NewMessage{{Type: "T", Data: data}}})
+	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", amountIDs.Add(1))
+	var (
+		res *fsm.AppendResult
+		err error
+	)
+	testutil.Eventually(t, waitTimeout, "an append to "+stream, func() bool {
+		res, err = n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
+			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: "T", Data: data}}})
+		return err == nil || !(errors.Is(err, nodeapi.ErrUnknownOutcome) || errors.Is(err, nodeapi.ErrNoLeader))
+	})
 	if err != nil {
 		t.Fatalf("append to %s: %v", stream, err)
 	}
