@@ -275,3 +275,23 @@ func TestIndexMetrics(t *testing.T) {
 		})
 	}
 }
+
+// An in-memory node keeps its indexes in memory (its databases are): a
+// query sees the events written, through a follower too.
+func TestIndexInMemory(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.InMemory, cfg.DataDir = true, "" })
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	if _, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil {
+		t.Fatal(err)
+	}
+	res := appendAmount(t, l.Node, "app", "acct-1", 42)
+	var hits []fsm.IndexHit
+	if _, err := c.Followers()[0].ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"42"}})
+		hits = page.Hits
+		return err
+	}); err != nil || len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
+		t.Fatalf("in-memory index read: %+v, %v", hits, err)
+	}
+}
