@@ -83,6 +83,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
 			subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
 			creds:      skaldv1connect.NewCredentialsClient(hc, url, opts...),
+			indexes:    skaldv1connect.NewIndexesClient(hc, url, opts...),
 		}
 	}
 	c := &Client{cfg: cfg, view: newView(seeds, newMember, cfg.DownFor), retryUnknown: idempotentWrites}

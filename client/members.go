@@ -22,6 +22,7 @@ type member struct {
 	cluster    skaldv1connect.ClusterClient
 	subs       skaldv1connect.SubscriptionsClient
 	creds      skaldv1connect.CredentialsClient
+	indexes    skaldv1connect.IndexesClient
 }
 
 // view is what the client knows of the cluster: the members to call, the

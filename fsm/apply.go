@@ -340,6 +340,10 @@ func (a *applier) command(l *Entry) any {
 		return a.revokeCredential(l, k.RevokeCredential)
 	case *fsmv1.Command_IndexTypes:
 		return a.indexTypes(l, k.IndexTypes)
+	case *fsmv1.Command_CreateIndex:
+		return a.createIndex(l, k.CreateIndex)
+	case *fsmv1.Command_DeleteIndex:
+		return a.deleteIndex(l, k.DeleteIndex)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
@@ -547,6 +551,12 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 		}
 		return err
 	}
+	if c.Clear {
+		a.logChange(nb, changeCleared, 0, 0)
+	}
+	// Records below the next global position may fall below an index
+	// loop's checkpoint: the loop indexes them from the change log.
+	below := nb.nextGP
 	res := &ImportResult{Namespace: c.Namespace, Imported: len(c.Messages), Index: l.Index}
 	for _, m := range c.Messages {
 		st := nb.stream(m.Stream)
@@ -560,6 +570,9 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 			TimeUnixNano: m.TimeUnixNano,
 			Tags:         m.Tags,
 		}, m.GlobalPosition, st)
+		if m.GlobalPosition < below {
+			a.logChange(nb, changeAdded, m.GlobalPosition, m.GlobalPosition)
+		}
 		nb.nextGP = max(nb.nextGP, m.GlobalPosition+1)
 		res.LastGlobalPosition = m.GlobalPosition
 	}
@@ -712,6 +725,9 @@ func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {
 	a.dropCredentials(ns)
 	a.retainedHint(c.Name, false)
 	a.typesIndexedHint(c.Name, false)
+	if err := a.meta.Delete(indexedHintKey(c.Name), nil); err != nil {
+		a.fatal("stage index hint: %v", err)
+	}
 	delete(a.created, c.Name)
 	if a.deleted == nil {
 		a.deleted = make(map[string]bool)

@@ -48,6 +48,12 @@ var (
 	// holds a database's lock file: the data directory is in use. The
 	// error names the lock file.
 	ErrLocked = errors.New("fsm: data directory in use")
+	// ErrIndexExists is returned when creating an index whose name the
+	// namespace already uses.
+	ErrIndexExists = errors.New("fsm: index already exists")
+	// ErrIndexNotFound is returned when a command or read names an index
+	// the namespace does not have.
+	ErrIndexNotFound = errors.New("fsm: index not found")
 )
 
 // NamespaceLimitError is returned when a CreateNamespace finds Limit

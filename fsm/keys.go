@@ -31,6 +31,12 @@ import (
 //	QA type 0x00 gp              -> empty: every message by type, once the type index is backfilling or complete (typeindex.go)
 //	QF                           -> typeIndexState: legacy (absent), backfilling (from, cursor) or complete (typeindex.go)
 //	QG tag 0x00 gp               -> empty: the namespace's messages by tag (query.go)
+//	XD name                      -> IndexDefinition (protobuf): a user-defined index (index.go)
+//	XL index lo                  -> change record: kind byte, then 8 bytes (index.go); written by apply
+//	                                while the namespace has indexes, removed by the node's index loop
+//	XE id fields gp              -> empty: an index entry; fields are order keys (indexkey.go) (node-local)
+//	XV id gp                     -> the entry's fields: the reverse key, to remove an entry (node-local)
+//	XC id                        -> index checkpoint: last gp indexed, entries, skipped (node-local)
 //	A                            -> applied Raft index, term
 //
 // QT, QA and QG keys are written with their message and never removed by
@@ -53,7 +59,13 @@ import (
 //	RN name    -> empty: the namespace has (or had) retention policies; a hint for the leader
 //	TX name    -> empty: the namespace's type index is complete; a hint for the leader (typeindex.go)
 //	CR nsid credid -> CredentialRecord (protobuf): a namespace's credential, by the namespace's internal id and the credential id, both 8 bytes big-endian (credential.go)
+//	XN name    -> empty: the namespace has (or had) user-defined indexes; a hint for the node's index loops
 //	A          -> applied Raft index, term
+//
+// XE, XV and XC are node-local: each node's index loop writes them from
+// its own messages (indexer.go), not apply, so replicas hold the same
+// entries only once their loops caught up, and content comparisons of
+// replicas leave them out (NodeLocalKey), with XL, which the loop prunes.
 //
 // These keys are an on-disk format: add prefixes, never change old ones.
 // Every one is declared in this block, and none is a prefix of another
@@ -83,6 +95,13 @@ var (
 	prefixGroup       = []byte("SG")
 	prefixGroupParked = []byte("SP")
 	prefixGroupReplay = []byte("SR")
+	// User-defined indexes (index.go, indexer.go). The X family is
+	// contiguous ("X" to "Y"): an import's clear keeps all of it.
+	prefixIndexDef     = []byte("XD")
+	prefixIndexChange  = []byte("XL")
+	prefixIndexEntry   = []byte("XE")
+	prefixIndexReverse = []byte("XV")
+	prefixIndexCkpt    = []byte("XC")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
@@ -93,7 +112,25 @@ var (
 	prefixTypesIndexed = []byte("TX")
 	// prefixCredential: namespaces' credentials (credential.go).
 	prefixCredential = []byte("CR")
+	// prefixIndexed: namespaces that have (or had) user-defined indexes.
+	prefixIndexed = []byte("XN")
 )
+
+// indexFamilyLo and indexFamilyHi bound every key of the X family.
+var indexFamilyLo, indexFamilyHi = []byte("X"), []byte("Y")
+
+// NodeLocalKey reports whether a namespace database's key is node-local
+// index state (XE, XV, XC) or the index change log (XL) that each node's
+// loop prunes on its own schedule: what a comparison of replicas' content
+// must leave out.
+func NodeLocalKey(k []byte) bool {
+	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexChange} {
+		if bytes.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // errCorruptValue is returned when a stored value cannot be decoded. It means
 // the database was damaged or written by an incompatible binary.

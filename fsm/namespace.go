@@ -43,6 +43,11 @@ type namespace struct {
 	retention *retention
 	// typeIndex is the committed state of the type index (typeindex.go).
 	typeIndex typeIndexState
+	// indexes are the user-defined indexes by name (index.go), loaded
+	// with the database and changed in place by apply.
+	indexes map[string]*fsmv1.IndexDefinition
+	// indexer is the node-local state of the index loop (indexer.go).
+	indexer indexerState
 	// stale: an ApplyBatch that staged changes to this namespace was
 	// abandoned (to wait for a resource) and may have changed the fields
 	// above in place; apply reloads them from the database before it
@@ -219,6 +224,11 @@ func (ns *namespace) load(db *pebble.DB) error {
 	if err != nil {
 		return fmt.Errorf("fsm: load namespace %q type index state: %w", ns.rec.Name, err)
 	}
+	idx, err := loadIndexes(db)
+	if err != nil {
+		return fmt.Errorf("fsm: load namespace %q indexes: %w", ns.rec.Name, err)
+	}
+	ns.indexes = idx
 	ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = applied, nextGP, counts, clock
 	ns.retention, ns.typeIndex = rt, ti
 	ns.idf = nil

@@ -221,8 +221,11 @@ func (nb *nsBatch) clear() {
 	if len(nb.sets.kvs) > 0 {
 		panic("fsm: clear with staged writes: they would land after the range deletion")
 	}
-	// Everything but the retention policies (configuration, not data).
-	for _, r := range [][2][]byte{{{}, prefixRetention}, {prefixEnd(prefixRetention), {0xff}}} {
+	// Everything but the retention policies (configuration, not data) and
+	// the X family of indexes: the definitions are configuration, and the
+	// entries are the index loop's alone to change (the import stages a
+	// clear record for it).
+	for _, r := range [][2][]byte{{{}, prefixRetention}, {prefixEnd(prefixRetention), indexFamilyLo}, {indexFamilyHi, {0xff}}} {
 		if err := nb.b.DeleteRange(r[0], r[1], nil); err != nil {
 			stopOnStorage("stage clear: %v", err)
 		}

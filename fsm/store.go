@@ -143,6 +143,11 @@ type Store struct {
 	applied     atomic.Uint64 // last index ApplyBatch saw (any entry type)
 	appliedTerm atomic.Uint64
 
+	// User-defined indexes (indexer.go): the loops' running totals, and
+	// the wake-up of WaitIndexed.
+	indexTotals indexTotals
+	indexWake   indexWake
+
 	mu struct {
 		sync.Mutex
 		cond       *sync.Cond // signalled when a namespace's refs drop

@@ -103,6 +103,7 @@ func (a *applier) removeRange(nb *nsBatch, stream string, before int64) int64 {
 		if runLo >= 0 {
 			a.deleteRange(nb, messageKey(runLo), messageKey(gp0+1))
 			a.deleteRange(nb, categoryKey(cat, runLo), categoryKey(cat, gp0+1))
+			a.logChange(nb, changeRemoved, runLo, gp0)
 		}
 	}
 	a.walk(nb, lo, hi, func(_, gp int64) {
@@ -156,6 +157,7 @@ func (a *applier) removeTypes(nb *nsBatch, stream string, types []string, throug
 		n := int64(0)
 		a.walk(nb, lo, hi, func(pos, gp int64) {
 			a.deleteKeys(nb, messageKey(gp), categoryKey(cat, gp), streamKey(stream, pos))
+			a.logChange(nb, changeRemoved, gp, gp)
 			n++
 		})
 		if n > 0 {

@@ -41,10 +41,15 @@ import (
 // StateMachineVersion is what this binary's state machine can apply
 // beyond the commands every version knows: 1 adds the type index of every
 // message (CreateNamespace.index_all_types, IndexTypes), 2 credentials
-// (CreateCredential, RevokeCredential). A node reports it
-// to its peers; the leader proposes what depends on a version only when
-// every server reports at least that version.
+// (CreateCredential, RevokeCredential) and user-defined indexes
+// (CreateIndex, DeleteIndex: IndexesVersion). A node reports it to its
+// peers; the leader proposes what depends on a version only when every
+// server reports at least that version.
 const StateMachineVersion = 2
+
+// IndexesVersion is the state machine version that applies CreateIndex
+// and DeleteIndex (index.go).
+const IndexesVersion = 2
 
 // DefaultIndexTypesBatch is the most messages one IndexTypes entry the
 // leader proposes walks: about 10-20 ms of apply.

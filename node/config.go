@@ -123,6 +123,13 @@ type Config struct {
 	// (node/typeindex.go). Default 1 s; negative disables the backfill.
 	TypeIndexInterval time.Duration
 
+	// IndexInterval is how long an index loop waits after a new entry was
+	// applied before its next round (node/index.go), so that the rounds
+	// of a busy namespace batch its writes. It delays index reads at
+	// LINEARIZABLE and SESSION by as much. Default 5 ms; negative: no
+	// wait.
+	IndexInterval time.Duration
+
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state
 	// machine (fsm.Options, which documents them and their defaults).
 	MaxOpenNamespaces int
@@ -240,6 +247,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.TypeIndexInterval == 0 {
 		out.TypeIndexInterval = time.Second
+	}
+	if out.IndexInterval == 0 {
+		out.IndexInterval = 5 * time.Millisecond
 	}
 	if out.LeaderWait == 0 {
 		out.LeaderWait = 5 * time.Second

@@ -51,8 +51,8 @@ func TestCredentialsThroughRaft(t *testing.T) {
 	down.Stop()
 	before := c.Leader().AppliedIndex()
 	_, err = c.Leader().CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 44, Name: "later", Role: uint32(fsm.RoleReader), TokenHash: h[:]})
-	if !errors.Is(err, nodeapi.ErrUpgradeInProgress) {
-		t.Fatalf("create while a server is down: %v, want ErrUpgradeInProgress", err)
+	if !errors.Is(err, nodeapi.ErrUpgradeRequired) {
+		t.Fatalf("create while a server is down: %v, want ErrUpgradeRequired", err)
 	}
 	if _, _, ok := c.Leader().Credential("app", 44); ok || c.Leader().AppliedIndex() != before {
 		t.Fatalf("a refused create was applied (index %d, was %d)", c.Leader().AppliedIndex(), before)

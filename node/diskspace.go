@@ -75,7 +75,7 @@ func refusedWhenFull(cmd *fsmv1.Command) bool {
 	case *fsmv1.Command_DeleteNamespace, *fsmv1.Command_SetNodeInfo,
 		*fsmv1.Command_DeleteStream, *fsmv1.Command_TruncateStream, *fsmv1.Command_DeleteByWatermark,
 		*fsmv1.Command_SetRetentionPolicy, *fsmv1.Command_ExpireMessages,
-		*fsmv1.Command_RevokeCredential:
+		*fsmv1.Command_RevokeCredential, *fsmv1.Command_DeleteIndex:
 		return false
 	}
 	return true

@@ -179,7 +179,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		}),
 		newStorageCollector(n.store),
 	)
-	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
+	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), newIndexCollector(n, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -67,6 +67,8 @@ type Node struct {
 	endLife   context.CancelFunc // ends life
 	closing   <-chan struct{}    // life.Done()
 	wg        sync.WaitGroup
+
+	indexLoops indexLoops // per-namespace index maintenance (index.go)
 }
 
 // Open starts a node: it loads (or creates) the node id, opens the state
@@ -117,10 +119,16 @@ func Open(cfg Config) (*Node, error) {
 	n.installMutant()
 	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
 	n.remoteIndex = newIndexBatcher(n.life, n.remoteReadIndex, cfg.ReadWait, observeReads)
+	n.indexLoops.n = n
 	if err := n.open(); err != nil {
 		n.closeResources()
 		return nil, err
 	}
+	// Loops start once the node is open (a failed Open leaves none); the
+	// hint names every namespace the replay above gave indexes.
+	ensure := n.indexLoops.ensure
+	n.sm.onIndex.Store(&ensure)
+	n.startIndexLoops()
 	if cfg.Registerer != nil {
 		if err := n.m.register(cfg.Registerer, n); err != nil {
 			n.shutdown(false)
@@ -350,6 +358,7 @@ func (n *Node) shutdown(transfer bool) error {
 			}
 		}
 		n.endLife()
+		n.indexLoops.close() // before wg.Wait: no loop is added after it
 		if n.store != nil {
 			// A state machine waiting for a resource must not hold Raft's
 			// shutdown (it waits for the apply goroutine).

@@ -298,6 +298,10 @@ func encodeResult(res any, err error) (*peerv1.ApplyResponse, error) {
 	case *fsm.CredentialResult:
 		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_Credential{Credential: &peerv1.CredentialResult{
 			Namespace: r.Namespace, Name: r.Name}}}, nil
+	case *fsm.IndexResult:
+		return &peerv1.ApplyResponse{Index: r.Index, Result: &peerv1.ApplyResponse_IndexResult{IndexResult: &peerv1.IndexResult{
+			Namespace: r.Namespace, Definition: r.Definition,
+		}}}, nil
 	}
 	return nil, fmt.Errorf("node: cannot encode result %T", res)
 }
@@ -353,6 +357,12 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CREDENTIAL_NOT_FOUND, Message: err.Error()}, true
 	case errors.Is(err, fsm.ErrCredentialExists):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_CREDENTIAL_EXISTS, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrIndexExists):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_INDEX_EXISTS, Message: err.Error()}, true
+	case errors.Is(err, fsm.ErrIndexNotFound):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_INDEX_NOT_FOUND, Message: err.Error()}, true
+	case errors.Is(err, nodeapi.ErrUpgradeRequired):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_UPGRADE_REQUIRED, Message: err.Error()}, true
 	}
 	return groupRejectionOf(err)
 }
@@ -401,6 +411,8 @@ func decodeResult(m *peerv1.ApplyResponse) (any, error) {
 		return &fsm.ParkedChangeResult{Namespace: c.Namespace, Group: c.Group, Changed: c.Changed, Parked: c.Parked, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Credential:
 		return &fsm.CredentialResult{Namespace: r.Credential.Namespace, Name: r.Credential.Name, Index: m.Index}, nil
+	case *peerv1.ApplyResponse_IndexResult:
+		return &fsm.IndexResult{Namespace: r.IndexResult.Namespace, Definition: r.IndexResult.Definition, Index: m.Index}, nil
 	case *peerv1.ApplyResponse_Rejection:
 		return nil, errorOf(r.Rejection)
 	}
@@ -442,6 +454,12 @@ func errorOf(r *peerv1.Rejection) error {
 		return fmt.Errorf("%w: %s", fsm.ErrStreamNotFound, strings.TrimPrefix(r.Message, fsm.ErrStreamNotFound.Error()+": "))
 	case peerv1.Reason_REASON_STREAM_DELETED:
 		return fmt.Errorf("%w: %s", fsm.ErrStreamDeleted, strings.TrimPrefix(r.Message, fsm.ErrStreamDeleted.Error()+": "))
+	case peerv1.Reason_REASON_INDEX_EXISTS:
+		return fmt.Errorf("%w: %s", fsm.ErrIndexExists, strings.TrimPrefix(r.Message, fsm.ErrIndexExists.Error()+": "))
+	case peerv1.Reason_REASON_INDEX_NOT_FOUND:
+		return fmt.Errorf("%w: %s", fsm.ErrIndexNotFound, strings.TrimPrefix(r.Message, fsm.ErrIndexNotFound.Error()+": "))
+	case peerv1.Reason_REASON_UPGRADE_REQUIRED:
+		return fmt.Errorf("%w: %s", nodeapi.ErrUpgradeRequired, strings.TrimPrefix(r.Message, nodeapi.ErrUpgradeRequired.Error()+": "))
 	case peerv1.Reason_REASON_GROUP_NOT_FOUND, peerv1.Reason_REASON_GROUP_EXISTS, peerv1.Reason_REASON_PARKED_NOT_FOUND,
 		peerv1.Reason_REASON_NOT_IN_FLIGHT, peerv1.Reason_REASON_TOO_MANY_CONSUMERS:
 		return groupErrorOf(r)

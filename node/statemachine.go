@@ -27,6 +27,11 @@ type stateMachine struct {
 	store     *fsm.Store
 	feed      *nodeapi.Feed
 	metrics   *metrics
+	// onIndex, when set, is called with the namespace of every applied
+	// index definition change, and of every indexed namespace after a
+	// restore (the node starts its index loop). It must not block.
+	// Set once the node is open, while Raft may be applying: atomic.
+	onIndex atomic.Pointer[func(namespace string)]
 
 	applied atomic.Uint64
 	mu      sync.Mutex
@@ -77,6 +82,13 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	}
 	sm.metrics.applyBatch.Observe(float64(len(logs)))
 	sm.feed.Publish(out)
+	if on := sm.onIndex.Load(); on != nil {
+		for _, r := range out {
+			if r, ok := r.(*fsm.IndexResult); ok {
+				(*on)(r.Namespace)
+			}
+		}
+	}
 	sm.advance(logs[len(logs)-1].Index)
 	return out
 }
@@ -146,6 +158,11 @@ func (sm *stateMachine) Restore(rc io.ReadCloser) error {
 	}
 	sm.feed.EndAll()
 	sm.set(floor.Index)
+	if on := sm.onIndex.Load(); on != nil {
+		for _, ns := range sm.store.IndexedNamespaces() {
+			(*on)(ns)
+		}
+	}
 	return nil
 }
 

@@ -42,7 +42,7 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 	}
 	if v := versionNeeded(cmd); v > 0 && !n.serversKnowSoon(ctx, v) {
 		n.m.refused.WithLabelValues(refusedVersion).Inc()
-		return nil, fmt.Errorf("%w: every server must run a version whose state machine is at least %d", nodeapi.ErrUpgradeInProgress, v)
+		return nil, fmt.Errorf("%w: every server must run a version whose state machine is at least %d", nodeapi.ErrUpgradeRequired, v)
 	}
 	var res any
 	err := n.callLeader(ctx, leaderCall{
@@ -80,6 +80,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
+	if err := n.checkIndexGate(ctx, cmd); err != nil {
+		return nil, err // nothing proposed
+	}
 	if c := cmd.GetCreateNamespace(); c != nil {
 		// Apply enforces the leader's limit; and a create adds a database
 		// on every voter at once: refuse it while one is nearly full.
@@ -205,6 +208,10 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 	case *fsmv1.Command_RevokeCredential:
 		if k.RevokeCredential.RevokedUnixNano == 0 {
 			k.RevokeCredential.RevokedUnixNano = ns
+		}
+	case *fsmv1.Command_CreateIndex:
+		if k.CreateIndex.TimeUnixNano == 0 {
+			k.CreateIndex.TimeUnixNano = ns
 		}
 	}
 }

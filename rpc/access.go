@@ -89,6 +89,11 @@ var procedureAccess = map[string]access{
 	skaldv1connect.SubscriptionsConsumeProcedure:      readerAll,
 	skaldv1connect.SubscriptionsAckProcedure:          readerAll,
 	skaldv1connect.SubscriptionsNackProcedure:         readerAll,
+	skaldv1connect.IndexesCreateProcedure:             ownerAll,
+	skaldv1connect.IndexesDeleteProcedure:             ownerAll,
+	skaldv1connect.IndexesListProcedure:               readerAll,
+	skaldv1connect.IndexesInfoProcedure:               readerAll,
+	skaldv1connect.IndexesQueryProcedure:              readerAll, // entries of every stream: unscoped
 	skaldv1connect.CredentialsCreateProcedure:         ownerAll,
 	skaldv1connect.CredentialsListProcedure:           ownerAll,
 	skaldv1connect.CredentialsRevokeProcedure:         ownerAll,

@@ -96,6 +96,7 @@ func TestErrorTable(t *testing.T) {
 		{Stream: "a-1", Expected: 7, Actual: 1}, {Stream: "b-2", Expected: -1, Actual: 0}}}
 	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", nodeapi.ErrStorageFull)
 	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", nodeapi.ErrUnknownOutcome)
+	upgrade := fmt.Errorf("%w: a server of the cluster does not report state machine version 2", nodeapi.ErrUpgradeRequired)
 	// Refused before anything was proposed: both surfaces say so.
 	notApplied := func(err error) (connectReply, *evError) {
 		return connectReply{code: connect.CodeUnavailable, message: err.Error(), outcome: OutcomeNotApplied},
@@ -191,6 +192,15 @@ func TestErrorTable(t *testing.T) {
 			connectReply{code: connect.CodeFailedPrecondition, message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b"},
 			&evError{status: http.StatusConflict, code: "NOT_IN_FLIGHT", message: "not in flight in the group (unknown, already settled, or delivered before a leader change and due again): a, b",
 				details: map[string]any{"ids": []string{"a", "b"}}}}},
+		{name: "index_not_found", err: fmt.Errorf("%w: %q", fsm.ErrIndexNotFound, "ix"), own: want{
+			connectReply{code: connect.CodeNotFound, message: "index not found"},
+			&evError{status: http.StatusNotFound, code: "INDEX_NOT_FOUND", message: "index not found"}}},
+		{name: "index_exists", err: fsm.ErrIndexExists, own: want{
+			connectReply{code: connect.CodeAlreadyExists, message: "index already exists"},
+			&evError{status: http.StatusConflict, code: "INDEX_EXISTS", message: "index already exists"}}},
+		{name: "upgrade_required", err: upgrade, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: upgrade.Error(), outcome: OutcomeNotApplied},
+			&evError{status: http.StatusServiceUnavailable, code: "UPGRADE_REQUIRED", message: upgrade.Error(), notApplied: true}}},
 		{name: "too_many_consumers", err: nodeapi.ErrTooManyConsumers, own: want{
 			connectReply{code: connect.CodeResourceExhausted, message: "the group has as many consumers as its max_consumers allows"},
 			&evError{status: http.StatusTooManyRequests, code: "TOO_MANY_CONSUMERS", message: "the group has as many consumers as its max_consumers allows"}}},

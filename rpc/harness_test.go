@@ -141,6 +141,7 @@ type clients struct {
 	namespaces skaldv1connect.NamespacesClient
 	cluster    skaldv1connect.ClusterClient
 	subs       skaldv1connect.SubscriptionsClient
+	indexes    skaldv1connect.IndexesClient
 }
 
 func newClients(s *server, p protocol, token string) clients {
@@ -151,6 +152,7 @@ func newClients(s *server, p protocol, token string) clients {
 		namespaces: skaldv1connect.NewNamespacesClient(hc, url, opts...),
 		cluster:    skaldv1connect.NewClusterClient(hc, url, opts...),
 		subs:       skaldv1connect.NewSubscriptionsClient(hc, url, opts...),
+		indexes:    skaldv1connect.NewIndexesClient(hc, url, opts...),
 	}
 }
 

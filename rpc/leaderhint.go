@@ -44,6 +44,9 @@ var throughLeader = map[string]bool{
 	skaldv1connect.ClusterTransferLeadershipProcedure: true, // refused by a follower, naming the leader
 	skaldv1connect.CredentialsCreateProcedure:         true,
 	skaldv1connect.CredentialsRevokeProcedure:         true,
+
+	skaldv1connect.IndexesCreateProcedure: true,
+	skaldv1connect.IndexesDeleteProcedure: true,
 }
 
 // servedLocally are the procedures any node answers itself: reads at the
@@ -69,6 +72,10 @@ var servedLocally = map[string]bool{
 	skaldv1connect.ClusterStatusProcedure:           true,
 	skaldv1connect.ClusterLeaveProcedure:            true,
 	skaldv1connect.CredentialsListProcedure:         true,
+
+	skaldv1connect.IndexesListProcedure:  true,
+	skaldv1connect.IndexesInfoProcedure:  true,
+	skaldv1connect.IndexesQueryProcedure: true,
 }
 
 // leaderHint sets LeaderHeader on the replies (and errors) of writes

@@ -115,7 +115,8 @@ func headerOf[T any](r *connect.Response[T], err error) (http.Header, error) {
 // procedure in neither list fails here.
 func TestEveryProcedureIsClassified(t *testing.T) {
 	files := []protoreflect.FileDescriptor{skaldv1.File_skald_v1_event_store_proto, skaldv1.File_skald_v1_namespaces_proto,
-		skaldv1.File_skald_v1_subscriptions_proto, skaldv1.File_skald_v1_cluster_proto, skaldv1.File_skald_v1_credentials_proto}
+		skaldv1.File_skald_v1_subscriptions_proto, skaldv1.File_skald_v1_cluster_proto, skaldv1.File_skald_v1_credentials_proto,
+		skaldv1.File_skald_v1_indexes_proto}
 	n := 0
 	for _, fd := range files {
 		for i := range fd.Services().Len() {

@@ -35,6 +35,7 @@ type Backend interface {
 	groups
 	credentialStore
 	Credential(name string, id uint64) (fsm.CredentialInfo, uint64, bool)
+	indexBackend
 	LinearizableIndex(ctx context.Context) (uint64, error)
 	Backup(ctx context.Context, w io.Writer, start func(size int64, meta fsm.SnapshotMeta)) (fsm.SnapshotMeta, error)
 }
@@ -134,9 +135,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 	handleAPI(skaldv1connect.NewCredentialsHandler(&credentials{ops: credOps, log: log}, handlerOpts...))
+	handleAPI(skaldv1connect.NewIndexesHandler(&indexes{b: b, log: log, pageBytes: limits.PageBytes}, handlerOpts...))
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName,
-		skaldv1connect.CredentialsName}
+		skaldv1connect.CredentialsName, skaldv1connect.IndexesName}
 	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))

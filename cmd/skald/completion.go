@@ -23,6 +23,7 @@ var subcommands = map[string][]string{
 	"token":      {"create", "list", "revoke"},
 	"stream":     {"delete", "truncate", "delete-by-watermark"},
 	"retention":  {"set", "list", "clear"},
+	"index":      {"create", "list", "info", "delete", "query"},
 	"sub":        {"create", "list", "info", "update", "delete", "consume", "parked", "replay"},
 	"cluster":    {"status", "transfer-leadership", "remove"},
 	"dev":        {"kill", "restart"},
@@ -33,7 +34,7 @@ var subcommands = map[string][]string{
 
 // commands are the first words, in the usage text's order.
 var commands = []string{"server", "dev", "ns", "token", "append", "append-multi", "read", "all", "query", "category", "stream",
-	"retention", "sub", "tail", "cluster", "leave", "backup", "restore", "export", "import", "tls", "bench",
+	"retention", "index", "sub", "tail", "cluster", "leave", "backup", "restore", "export", "import", "tls", "bench",
 	"probe", "version", "completion", "help"}
 
 func runCompletion(_ context.Context, args []string, stdout, stderr io.Writer) error {

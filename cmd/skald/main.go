@@ -38,6 +38,8 @@ Usage:
                                 remove messages (see skald stream --help)
   skald retention set|list|clear
                                 retention policies: max-age, max-count (see skald retention --help)
+  skald index create|list|info|delete|query
+                                find events by their fields: user-defined indexes (see skald index --help)
   skald sub create|list|info|update|delete|consume|parked|replay
                                 persistent subscriptions (see skald sub --help)
   skald tail [STREAM | --category C | --all]
@@ -168,6 +170,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStream(ctx, args[1:], stdout, stderr)
 	case "retention":
 		return runRetention(ctx, args[1:], stdout, stderr)
+	case "index":
+		return runIndex(ctx, args[1:], stdout, stderr)
 	case "sub":
 		return runSub(ctx, args[1:], stdout, stderr)
 	case "tail":

@@ -45,11 +45,12 @@ var (
 	// group's max_consumers. Nothing changed.
 	ErrTooManyConsumers = errors.New("node: too many consumers in the group")
 
-	// ErrUpgradeInProgress is returned for a command some server of the
-	// configuration does not report knowing (an older version, or one that
-	// does not answer): applied, it would make replicas diverge. Nothing
-	// was proposed; it goes through once every server is upgraded.
-	ErrUpgradeInProgress = errors.New("node: a server runs an older version")
+	// ErrUpgradeRequired is returned (wrapped, saying what) for a command
+	// some server of the configuration does not report knowing (an older
+	// version, or one that does not answer): applied, it would make
+	// replicas diverge. Nothing was proposed; it goes through once every
+	// server is upgraded.
+	ErrUpgradeRequired = errors.New("node: a server of the cluster needs an upgrade")
 )
 
 // NotInFlightError is returned by Settle when some ids are not delivered

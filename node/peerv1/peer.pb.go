@@ -109,6 +109,11 @@ const (
 	// A namespace create found the leader's --max-namespaces reached
 	// (namespace, limit).
 	Reason_REASON_NAMESPACE_LIMIT Reason = 21
+	Reason_REASON_INDEX_EXISTS    Reason = 22
+	Reason_REASON_INDEX_NOT_FOUND Reason = 23
+	// The leader refused the command because a server of the cluster runs
+	// an older version (nothing was proposed).
+	Reason_REASON_UPGRADE_REQUIRED Reason = 24
 	// Credentials (message: the state machine's error).
 	Reason_REASON_CREDENTIAL_NOT_FOUND Reason = 40
 	Reason_REASON_CREDENTIAL_EXISTS    Reason = 41
@@ -135,6 +140,9 @@ var (
 		19: "REASON_NOT_IN_FLIGHT",
 		20: "REASON_TOO_MANY_CONSUMERS",
 		21: "REASON_NAMESPACE_LIMIT",
+		22: "REASON_INDEX_EXISTS",
+		23: "REASON_INDEX_NOT_FOUND",
+		24: "REASON_UPGRADE_REQUIRED",
 		40: "REASON_CREDENTIAL_NOT_FOUND",
 		41: "REASON_CREDENTIAL_EXISTS",
 	}
@@ -157,6 +165,9 @@ var (
 		"REASON_NOT_IN_FLIGHT":        19,
 		"REASON_TOO_MANY_CONSUMERS":   20,
 		"REASON_NAMESPACE_LIMIT":      21,
+		"REASON_INDEX_EXISTS":         22,
+		"REASON_INDEX_NOT_FOUND":      23,
+		"REASON_UPGRADE_REQUIRED":     24,
 		"REASON_CREDENTIAL_NOT_FOUND": 40,
 		"REASON_CREDENTIAL_EXISTS":    41,
 	}
@@ -641,6 +652,7 @@ type ApplyResponse struct {
 	//	*ApplyResponse_Expiry
 	//	*ApplyResponse_Group
 	//	*ApplyResponse_ParkedChange
+	//	*ApplyResponse_IndexResult
 	//	*ApplyResponse_Credential
 	Result        isApplyResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
@@ -808,6 +820,15 @@ func (x *ApplyResponse) GetParkedChange() *ParkedChangeResult {
 	return nil
 }
 
+func (x *ApplyResponse) GetIndexResult() *IndexResult {
+	if x != nil {
+		if x, ok := x.Result.(*ApplyResponse_IndexResult); ok {
+			return x.IndexResult
+		}
+	}
+	return nil
+}
+
 func (x *ApplyResponse) GetCredential() *CredentialResult {
 	if x != nil {
 		if x, ok := x.Result.(*ApplyResponse_Credential); ok {
@@ -876,6 +897,11 @@ type ApplyResponse_ParkedChange struct {
 	ParkedChange *ParkedChangeResult `protobuf:"bytes,16,opt,name=parked_change,json=parkedChange,proto3,oneof"`
 }
 
+type ApplyResponse_IndexResult struct {
+	// CreateIndex and DeleteIndex: the definition created or deleted.
+	IndexResult *IndexResult `protobuf:"bytes,17,opt,name=index_result,json=indexResult,proto3,oneof"`
+}
+
 type ApplyResponse_Credential struct {
 	// CreateCredential or RevokeCredential.
 	Credential *CredentialResult `protobuf:"bytes,40,opt,name=credential,proto3,oneof"`
@@ -907,7 +933,62 @@ func (*ApplyResponse_Group) isApplyResponse_Result() {}
 
 func (*ApplyResponse_ParkedChange) isApplyResponse_Result() {}
 
+func (*ApplyResponse_IndexResult) isApplyResponse_Result() {}
+
 func (*ApplyResponse_Credential) isApplyResponse_Result() {}
+
+// IndexResult answers a CreateIndex or DeleteIndex.
+type IndexResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Definition    *fsmv1.IndexDefinition `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexResult) Reset() {
+	*x = IndexResult{}
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexResult) ProtoMessage() {}
+
+func (x *IndexResult) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexResult.ProtoReflect.Descriptor instead.
+func (*IndexResult) Descriptor() ([]byte, []int) {
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *IndexResult) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexResult) GetDefinition() *fsmv1.IndexDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
 
 // CredentialResult answers CreateCredential and RevokeCredential.
 type CredentialResult struct {
@@ -920,7 +1001,7 @@ type CredentialResult struct {
 
 func (x *CredentialResult) Reset() {
 	*x = CredentialResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1013,7 @@ func (x *CredentialResult) String() string {
 func (*CredentialResult) ProtoMessage() {}
 
 func (x *CredentialResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1026,7 @@ func (x *CredentialResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CredentialResult.ProtoReflect.Descriptor instead.
 func (*CredentialResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CredentialResult) GetNamespace() string {
@@ -974,7 +1055,7 @@ type RetentionPolicyResult struct {
 
 func (x *RetentionPolicyResult) Reset() {
 	*x = RetentionPolicyResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1067,7 @@ func (x *RetentionPolicyResult) String() string {
 func (*RetentionPolicyResult) ProtoMessage() {}
 
 func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1080,7 @@ func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetentionPolicyResult.ProtoReflect.Descriptor instead.
 func (*RetentionPolicyResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RetentionPolicyResult) GetNamespace() string {
@@ -1031,7 +1112,7 @@ type ExpiryResult struct {
 
 func (x *ExpiryResult) Reset() {
 	*x = ExpiryResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1124,7 @@ func (x *ExpiryResult) String() string {
 func (*ExpiryResult) ProtoMessage() {}
 
 func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1137,7 @@ func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpiryResult.ProtoReflect.Descriptor instead.
 func (*ExpiryResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExpiryResult) GetNamespace() string {
@@ -1099,7 +1180,7 @@ type GroupResult struct {
 
 func (x *GroupResult) Reset() {
 	*x = GroupResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1192,7 @@ func (x *GroupResult) String() string {
 func (*GroupResult) ProtoMessage() {}
 
 func (x *GroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1205,7 @@ func (x *GroupResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
 func (*GroupResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupResult) GetNamespace() string {
@@ -1155,7 +1236,7 @@ type ParkedChangeResult struct {
 
 func (x *ParkedChangeResult) Reset() {
 	*x = ParkedChangeResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1248,7 @@ func (x *ParkedChangeResult) String() string {
 func (*ParkedChangeResult) ProtoMessage() {}
 
 func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1261,7 @@ func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
 func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ParkedChangeResult) GetNamespace() string {
@@ -1224,7 +1305,7 @@ type WatermarkDeletionResult struct {
 
 func (x *WatermarkDeletionResult) Reset() {
 	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1317,7 @@ func (x *WatermarkDeletionResult) String() string {
 func (*WatermarkDeletionResult) ProtoMessage() {}
 
 func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1330,7 @@ func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
 func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatermarkDeletionResult) GetNamespace() string {
@@ -1286,7 +1367,7 @@ type StreamDeletionResult struct {
 
 func (x *StreamDeletionResult) Reset() {
 	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1379,7 @@ func (x *StreamDeletionResult) String() string {
 func (*StreamDeletionResult) ProtoMessage() {}
 
 func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1392,7 @@ func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
 func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamDeletionResult) GetNamespace() string {
@@ -1351,7 +1432,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1444,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1457,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*fsmv1.Command {
@@ -1396,7 +1477,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1489,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1502,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -1446,7 +1527,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1539,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1552,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -1527,7 +1608,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1620,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1633,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -1585,7 +1666,7 @@ type AppendResult struct {
 
 func (x *AppendResult) Reset() {
 	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1678,7 @@ func (x *AppendResult) String() string {
 func (*AppendResult) ProtoMessage() {}
 
 func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1691,7 @@ func (x *AppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
 func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AppendResult) GetNamespace() string {
@@ -1675,7 +1756,7 @@ type AppendMultiResult struct {
 
 func (x *AppendMultiResult) Reset() {
 	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1768,7 @@ func (x *AppendMultiResult) String() string {
 func (*AppendMultiResult) ProtoMessage() {}
 
 func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1781,7 @@ func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
 func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AppendMultiResult) GetNamespace() string {
@@ -1749,7 +1830,7 @@ type ImportResult struct {
 
 func (x *ImportResult) Reset() {
 	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1842,7 @@ func (x *ImportResult) String() string {
 func (*ImportResult) ProtoMessage() {}
 
 func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1855,7 @@ func (x *ImportResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
 func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ImportResult) GetNamespace() string {
@@ -1809,7 +1890,7 @@ type CreateNamespaceResult struct {
 
 func (x *CreateNamespaceResult) Reset() {
 	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1902,7 @@ func (x *CreateNamespaceResult) String() string {
 func (*CreateNamespaceResult) ProtoMessage() {}
 
 func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1915,7 @@ func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateNamespaceResult) GetName() string {
@@ -1869,7 +1950,7 @@ type DeleteNamespaceResult struct {
 
 func (x *DeleteNamespaceResult) Reset() {
 	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1962,7 @@ func (x *DeleteNamespaceResult) String() string {
 func (*DeleteNamespaceResult) ProtoMessage() {}
 
 func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1975,7 @@ func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteNamespaceResult) GetName() string {
@@ -1949,7 +2030,7 @@ type Rejection struct {
 
 func (x *Rejection) Reset() {
 	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2042,7 @@ func (x *Rejection) String() string {
 func (*Rejection) ProtoMessage() {}
 
 func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2055,7 @@ func (x *Rejection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
 func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Rejection) GetReason() Reason {
@@ -2093,7 +2174,7 @@ type StreamConflict struct {
 
 func (x *StreamConflict) Reset() {
 	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2186,7 @@ func (x *StreamConflict) String() string {
 func (*StreamConflict) ProtoMessage() {}
 
 func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2199,7 @@ func (x *StreamConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
 func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamConflict) GetStream() string {
@@ -2150,7 +2231,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2243,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2256,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
 }
 
 type ReadIndexResponse struct {
@@ -2187,7 +2268,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2280,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2293,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -2230,7 +2311,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2323,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2336,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{29}
 }
 
 type StatsResponse struct {
@@ -2281,7 +2362,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2374,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2387,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{29}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -2360,7 +2441,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2453,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2466,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{30}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2403,7 +2484,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2496,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,14 +2509,14 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{31}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{32}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
+	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/index.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
 	"\x11GroupStatsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\"\xcb\x01\n" +
@@ -2464,7 +2545,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x13GroupSettleResponse\x126\n" +
 	"\trejection\x18\x01 \x01(\v2\x18.skald.peer.v1.RejectionR\trejection\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\xde\a\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9f\b\n" +
 	"\rApplyResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
 	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
@@ -2480,11 +2561,17 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x10retention_policy\x18\v \x01(\v2$.skald.peer.v1.RetentionPolicyResultH\x00R\x0fretentionPolicy\x125\n" +
 	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiry\x122\n" +
 	"\x05group\x18\x0f \x01(\v2\x1a.skald.peer.v1.GroupResultH\x00R\x05group\x12H\n" +
-	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChange\x12A\n" +
+	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChange\x12?\n" +
+	"\findex_result\x18\x11 \x01(\v2\x1a.skald.peer.v1.IndexResultH\x00R\vindexResult\x12A\n" +
 	"\n" +
 	"credential\x18( \x01(\v2\x1f.skald.peer.v1.CredentialResultH\x00R\n" +
 	"credentialB\b\n" +
-	"\x06result\"D\n" +
+	"\x06result\"j\n" +
+	"\vIndexResult\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12=\n" +
+	"\n" +
+	"definition\x18\x02 \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\n" +
+	"definition\"D\n" +
 	"\x10CredentialResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"Q\n" +
@@ -2592,7 +2679,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xb4\x04\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\x86\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -2612,7 +2699,10 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
 	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
 	"\x19REASON_TOO_MANY_CONSUMERS\x10\x14\x12\x1a\n" +
-	"\x16REASON_NAMESPACE_LIMIT\x10\x15\x12\x1f\n" +
+	"\x16REASON_NAMESPACE_LIMIT\x10\x15\x12\x17\n" +
+	"\x13REASON_INDEX_EXISTS\x10\x16\x12\x1a\n" +
+	"\x16REASON_INDEX_NOT_FOUND\x10\x17\x12\x1b\n" +
+	"\x17REASON_UPGRADE_REQUIRED\x10\x18\x12\x1f\n" +
 	"\x1bREASON_CREDENTIAL_NOT_FOUND\x10(\x12\x1c\n" +
 	"\x18REASON_CREDENTIAL_EXISTS\x10)2\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
@@ -2640,7 +2730,7 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
 	(Reason)(0),                     // 1: skald.peer.v1.Reason
@@ -2652,81 +2742,85 @@ var file_skald_peer_v1_peer_proto_goTypes = []any{
 	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
 	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
 	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
-	(*CredentialResult)(nil),        // 10: skald.peer.v1.CredentialResult
-	(*RetentionPolicyResult)(nil),   // 11: skald.peer.v1.RetentionPolicyResult
-	(*ExpiryResult)(nil),            // 12: skald.peer.v1.ExpiryResult
-	(*GroupResult)(nil),             // 13: skald.peer.v1.GroupResult
-	(*ParkedChangeResult)(nil),      // 14: skald.peer.v1.ParkedChangeResult
-	(*WatermarkDeletionResult)(nil), // 15: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 16: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 17: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 18: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 19: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 20: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 21: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 22: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 23: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 24: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 25: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 26: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 27: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 28: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 29: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 30: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 31: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 32: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 33: skald.peer.v1.RemoveServerResponse
-	(*fsmv1.StoredMessage)(nil),     // 34: skald.fsm.v1.StoredMessage
-	(*fsmv1.Command)(nil),           // 35: skald.fsm.v1.Command
-	(*fsmv1.GroupRecord)(nil),       // 36: skald.fsm.v1.GroupRecord
+	(*IndexResult)(nil),             // 10: skald.peer.v1.IndexResult
+	(*CredentialResult)(nil),        // 11: skald.peer.v1.CredentialResult
+	(*RetentionPolicyResult)(nil),   // 12: skald.peer.v1.RetentionPolicyResult
+	(*ExpiryResult)(nil),            // 13: skald.peer.v1.ExpiryResult
+	(*GroupResult)(nil),             // 14: skald.peer.v1.GroupResult
+	(*ParkedChangeResult)(nil),      // 15: skald.peer.v1.ParkedChangeResult
+	(*WatermarkDeletionResult)(nil), // 16: skald.peer.v1.WatermarkDeletionResult
+	(*StreamDeletionResult)(nil),    // 17: skald.peer.v1.StreamDeletionResult
+	(*ApplyBatchRequest)(nil),       // 18: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),      // 19: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),            // 20: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),            // 21: skald.peer.v1.ApplyFailure
+	(*AppendResult)(nil),            // 22: skald.peer.v1.AppendResult
+	(*AppendMultiResult)(nil),       // 23: skald.peer.v1.AppendMultiResult
+	(*ImportResult)(nil),            // 24: skald.peer.v1.ImportResult
+	(*CreateNamespaceResult)(nil),   // 25: skald.peer.v1.CreateNamespaceResult
+	(*DeleteNamespaceResult)(nil),   // 26: skald.peer.v1.DeleteNamespaceResult
+	(*Rejection)(nil),               // 27: skald.peer.v1.Rejection
+	(*StreamConflict)(nil),          // 28: skald.peer.v1.StreamConflict
+	(*ReadIndexRequest)(nil),        // 29: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),       // 30: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),            // 31: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),           // 32: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),     // 33: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),    // 34: skald.peer.v1.RemoveServerResponse
+	(*fsmv1.StoredMessage)(nil),     // 35: skald.fsm.v1.StoredMessage
+	(*fsmv1.Command)(nil),           // 36: skald.fsm.v1.Command
+	(*fsmv1.IndexDefinition)(nil),   // 37: skald.fsm.v1.IndexDefinition
+	(*fsmv1.GroupRecord)(nil),       // 38: skald.fsm.v1.GroupRecord
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	34, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
-	26, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
-	35, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	21, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	23, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	24, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	25, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	26, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	22, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	16, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	15, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	11, // 11: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
-	12, // 12: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
-	13, // 13: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
-	14, // 14: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
-	10, // 15: skald.peer.v1.ApplyResponse.credential:type_name -> skald.peer.v1.CredentialResult
-	36, // 16: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
-	35, // 17: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	19, // 18: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	9,  // 19: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	20, // 20: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 21: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	21, // 22: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 23: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	27, // 24: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	8,  // 25: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	17, // 26: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	28, // 27: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	30, // 28: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	32, // 29: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	4,  // 30: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
-	6,  // 31: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
-	2,  // 32: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
-	9,  // 33: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	18, // 34: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	29, // 35: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	31, // 36: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	33, // 37: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	5,  // 38: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
-	7,  // 39: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
-	3,  // 40: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	35, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	27, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
+	36, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	22, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
+	24, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
+	25, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
+	26, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
+	27, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
+	23, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
+	17, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
+	16, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
+	12, // 11: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
+	13, // 12: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
+	14, // 13: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
+	15, // 14: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
+	10, // 15: skald.peer.v1.ApplyResponse.index_result:type_name -> skald.peer.v1.IndexResult
+	11, // 16: skald.peer.v1.ApplyResponse.credential:type_name -> skald.peer.v1.CredentialResult
+	37, // 17: skald.peer.v1.IndexResult.definition:type_name -> skald.fsm.v1.IndexDefinition
+	38, // 18: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
+	36, // 19: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	20, // 20: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	9,  // 21: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
+	21, // 22: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 23: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	22, // 24: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
+	1,  // 25: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
+	28, // 26: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
+	8,  // 27: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	18, // 28: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	29, // 29: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	31, // 30: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	33, // 31: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	4,  // 32: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	6,  // 33: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	2,  // 34: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	9,  // 35: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
+	19, // 36: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	30, // 37: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	32, // 38: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	34, // 39: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	5,  // 40: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	7,  // 41: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	3,  // 42: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -2748,20 +2842,21 @@ func file_skald_peer_v1_peer_proto_init() {
 		(*ApplyResponse_Expiry)(nil),
 		(*ApplyResponse_Group)(nil),
 		(*ApplyResponse_ParkedChange)(nil),
+		(*ApplyResponse_IndexResult)(nil),
 		(*ApplyResponse_Credential)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[17].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[18].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[29].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,151 @@
+package client
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// User-defined indexes (docs/api.md, Indexes). Definitions and statuses
+// are the API's own messages (skaldv1.IndexDefinition, IndexInfo,
+// IndexStatus): they carry nothing a Go type would add to.
+
+// IndexQuery selects entries of an index: values of the first fields
+// (Equal), then a range (From, To) or a Prefix on the next one. Values
+// are text read by the field's type (decimal ints, numbers, RFC 3339
+// times, true or false).
+type IndexQuery struct {
+	Name       string
+	Equal      []string
+	From, To   *skaldv1.IndexBound
+	Prefix     *string
+	Descending bool
+	// Limit: 0 means the server's default (100); at most 1000.
+	Limit int32
+	// Cursor is the NextCursor of the page before.
+	Cursor        []byte
+	PositionsOnly bool
+}
+
+// IndexHit is one entry of an index page.
+type IndexHit struct {
+	GlobalPosition int64
+	Values         []string
+	Message        *Message // nil with PositionsOnly
+}
+
+// IndexPage is one page of an index query.
+type IndexPage struct {
+	Hits []IndexHit
+	// NextCursor continues the query; nil at its end.
+	NextCursor []byte
+	// Truncated: the page stopped before its limit (the reply byte cap or
+	// the entries read per call); NextCursor continues it.
+	Truncated bool
+	// Status is the answering node's progress on the index.
+	Status *skaldv1.IndexStatus
+}
+
+// CreateIndex declares an index in namespace (empty: the token's own)
+// and returns it as stored. A retry of a create whose outcome was lost
+// may answer that the index exists.
+func (c *Client) CreateIndex(ctx context.Context, namespace string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+	var resp *skaldv1.IndexesCreateResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: namespace, Definition: d}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.observe(resp.Index)
+	return resp.Definition, nil
+}
+
+// DeleteIndex drops an index of namespace (empty: the token's own).
+func (c *Client) DeleteIndex(ctx context.Context, namespace, name string) error {
+	var resp *skaldv1.IndexesDeleteResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Namespace: namespace, Name: name}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.observe(resp.Index)
+	return nil
+}
+
+// Indexes lists namespace's indexes (empty: the token's own) with the
+// answering node's progress on each.
+func (c *Client) Indexes(ctx context.Context, namespace string, opts ...ReadOption) ([]*skaldv1.IndexInfo, error) {
+	s := c.settings(opts)
+	var out []*skaldv1.IndexInfo
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{Namespace: namespace, Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		out = r.Msg.Indexes
+		return nil
+	})
+	return out, err
+}
+
+// IndexInfo is one index's definition and the answering node's progress.
+func (c *Client) IndexInfo(ctx context.Context, namespace, name string, opts ...ReadOption) (*skaldv1.IndexInfo, error) {
+	s := c.settings(opts)
+	var out *skaldv1.IndexInfo
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Namespace: namespace, Name: name, Read: s.wire(c.session.Load())}))
+		if err != nil {
+			return err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		out = r.Msg.Index
+		return nil
+	})
+	return out, err
+}
+
+// QueryIndex reads one page of an index of namespace (empty: the token's
+// own). At the default consistency the page holds every write this
+// client saw acknowledged (the server waits for its index).
+func (c *Client) QueryIndex(ctx context.Context, namespace string, q IndexQuery, opts ...ReadOption) (IndexPage, error) {
+	s := c.settings(opts)
+	var page IndexPage
+	err := c.read(ctx, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{
+			Namespace: namespace, Name: q.Name, Equal: q.Equal, From: q.From, To: q.To, Prefix: q.Prefix,
+			Descending: q.Descending, Limit: q.Limit, Cursor: q.Cursor, PositionsOnly: q.PositionsOnly,
+			Read: s.wire(c.session.Load()),
+		}))
+		if err != nil {
+			return err
+		}
+		c.observe(r.Msg.AppliedIndex)
+		page = IndexPage{NextCursor: r.Msg.NextCursor, Truncated: r.Msg.Truncated, Status: r.Msg.Status}
+		if len(page.NextCursor) == 0 {
+			page.NextCursor = nil
+		}
+		for _, h := range r.Msg.Hits {
+			hit := IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			if h.Message != nil {
+				msg := fromWire(h.Message)
+				hit.Message = &msg
+			}
+			page.Hits = append(page.Hits, hit)
+		}
+		return nil
+	})
+	return page, err
+}

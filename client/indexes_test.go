@@ -1,0 +1,62 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/skalddb/skald/internal/testcluster"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// TestIndexes creates an index through the client, and reads it back
+// after each write on whichever member the round robin picks: at the
+// default (session) and linearizable consistency every page holds the
+// write acknowledged just before.
+func TestIndexes(t *testing.T) {
+	cl := testcluster.Start(t, 3)
+	admin := newTestClient(t, cl.Endpoints(), "")
+	c := namespaceClient(t, admin, cl.Endpoints(), "shop")
+	d, err := c.CreateIndex(ctxT(t), "", &skaldv1.IndexDefinition{Name: "by-sku", Types: []string{"Sold"}, Fields: []*skaldv1.IndexField{
+		{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/sku", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING},
+	}})
+	if err != nil || d.Name != "by-sku" || d.GetCreated() == nil {
+		t.Fatalf("create index: %v, %v", d, err)
+	}
+	for i := range 12 {
+		data, _ := json.Marshal(map[string]any{"sku": fmt.Sprintf("sku-%d", i%4)})
+		res, err := c.Append(ctxT(t), fmt.Sprintf("order-%d", i), []NewMessage{{Type: "Sold", Data: data}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := []ReadOption{}
+		if i%2 == 1 {
+			opts = append(opts, WithLinearizable())
+		}
+		page, err := c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{fmt.Sprintf("sku-%d", i%4)}, Descending: true, Limit: 1}, opts...)
+		if err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		if len(page.Hits) != 1 || page.Hits[0].GlobalPosition != res.FirstGlobalPosition || page.Hits[0].Message == nil || page.Hits[0].Message.Stream != fmt.Sprintf("order-%d", i) {
+			t.Fatalf("after write %d (global position %d) the newest entry is %+v", i, res.FirstGlobalPosition, page.Hits)
+		}
+	}
+	page, err := c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Prefix: ptr("sku-1"), PositionsOnly: true})
+	if err != nil || len(page.Hits) != 3 || page.Hits[0].Values[0] != "sku-1" || page.NextCursor != nil {
+		t.Fatalf("prefix query: %+v, %v", page, err)
+	}
+	infos, err := c.Indexes(ctxT(t), "")
+	if err != nil || len(infos) != 1 || infos[0].Status.Entries != 12 {
+		t.Fatalf("indexes: %v, %v", infos, err)
+	}
+	if err := c.DeleteIndex(ctxT(t), "", "by-sku"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.IndexInfo(ctxT(t), "", "by-sku", WithLinearizable())
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("info after delete: %v, want ErrNotFound", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/skalddb/skald/client"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+const indexUsage = `Usage: skald index <create|list|info|delete|query> ...
+
+  skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
+      declare an event index: one entry per event of category C (the text before a stream
+      name's first '-'), of one of the types, and carrying every tag (give at least one of
+      them), ordered by its fields. SPEC is data:POINTER:TYPE or metadata:POINTER:TYPE (a JSON
+      pointer such as /customer/id; TYPE string, int, float, time or bool), or type, stream
+      or time (the event's own). An event without a field of its type is skipped and counted.
+  skald index list
+      list the namespace's indexes with this node's progress (entries, skipped, lag)
+  skald index info NAME
+      one index's definition and progress
+  skald index delete NAME
+      drop an index; every node drops its entries
+  skald index query NAME [--eq VALUE]... [--from V|--after V] [--to V|--before V] [--prefix P]
+                         [--desc] [--limit N] [--cursor C] [--positions] [--local]
+      read entries: --eq gives the first fields' values in order, then --from/--after
+      (inclusive/exclusive) and --to/--before bound the next field, or --prefix matches the
+      start of a string field. Values are text: decimal ints, numbers, RFC 3339 times, true or
+      false. A page holds at most --limit entries (default 100, at most 1000); its last line
+      names the --cursor of the next. The read waits until this node's index holds every
+      acknowledged write; --local answers at once and reports the lag.
+
+Each takes --namespace NS (default: the token's own namespace; the admin token may name any).
+Bad input: exit 2 (nothing changed); an unknown namespace or index: exit 4; a name taken:
+exit 5 (conflict).
+`
+
+func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, indexUsage, clientHelp)
+		return &exitError{exitUsage, fmt.Errorf("index: missing subcommand")}
+	}
+	switch args[0] {
+	case "create":
+		return runIndexCreate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return runIndexList(ctx, args[1:], stdout, stderr)
+	case "info":
+		return runIndexInfo(ctx, args[1:], stdout, stderr)
+	case "delete":
+		return runIndexDelete(ctx, args[1:], stdout, stderr)
+	case "query":
+		return runIndexQuery(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, indexUsage, clientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, indexUsage)
+	return &exitError{exitUsage, fmt.Errorf("index: unknown subcommand %q", args[0])}
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+var fieldTypes = map[string]skaldv1.IndexFieldType{
+	"string": skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING, "int": skaldv1.IndexFieldType_INDEX_FIELD_TYPE_INT,
+	"float": skaldv1.IndexFieldType_INDEX_FIELD_TYPE_FLOAT, "time": skaldv1.IndexFieldType_INDEX_FIELD_TYPE_TIME,
+	"bool": skaldv1.IndexFieldType_INDEX_FIELD_TYPE_BOOL,
+}
+
+// parseFieldSpec reads data:POINTER:TYPE, metadata:POINTER:TYPE, type,
+// stream or time.
+func parseFieldSpec(spec string) (*skaldv1.IndexField, error) {
+	switch spec {
+	case "type":
+		return &skaldv1.IndexField{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_TYPE, Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING}, nil
+	case "stream":
+		return &skaldv1.IndexField{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_STREAM, Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING}, nil
+	case "time":
+		return &skaldv1.IndexField{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_TIME, Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_TIME}, nil
+	}
+	src, rest, ok := strings.Cut(spec, ":")
+	i := strings.LastIndexByte(rest, ':')
+	sources := map[string]skaldv1.IndexFieldSource{"data": skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, "metadata": skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_METADATA}
+	source, known := sources[src]
+	if !ok || !known || i < 0 {
+		return nil, fmt.Errorf("--field %q: want data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time", spec)
+	}
+	typ, known := fieldTypes[rest[i+1:]]
+	if !known {
+		return nil, fmt.Errorf("--field %q: type %q: want string, int, float, time or bool", spec, rest[i+1:])
+	}
+	return &skaldv1.IndexField{Source: source, Pointer: rest[:i], Type: typ}, nil
+}
+
+func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	category := fs.String("category", "", "index the events of this category")
+	version := fs.Uint("version", 1, "the definition's version (yours to choose; reported back)")
+	var types, tags, fields listFlag
+	fs.Var(&types, "type", "index events of this type (repeat for several)")
+	fs.Var(&tags, "tag", "index events carrying this tag (repeat: every one)")
+	fs.Var(&fields, "field", "a field: data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time (repeat, in order)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	d := &skaldv1.IndexDefinition{Name: rest[0], Version: uint32(*version), Category: *category, Types: types}
+	if len(tags) > 0 {
+		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: types, Tags: tags}}}
+	}
+	for _, spec := range fields {
+		f, err := parseFieldSpec(spec)
+		if err != nil {
+			return cf.usageError(fs, err.Error())
+		}
+		d.Fields = append(d.Fields, f)
+	}
+	if len(fields) == 0 {
+		return cf.usageError(fs, "give at least one --field")
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.CreateIndex(ctx, *ns, d)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "Created index %s: %s; every node builds it from its log now.\n", out.Name, describeFields(out.Fields))
+	return nil
+}
+
+func describeFields(fields []*skaldv1.IndexField) string {
+	var parts []string
+	for _, f := range fields {
+		src := strings.ToLower(strings.TrimPrefix(f.Source.String(), "INDEX_FIELD_SOURCE_"))
+		typ := strings.ToLower(strings.TrimPrefix(f.Type.String(), "INDEX_FIELD_TYPE_"))
+		if f.Pointer != "" {
+			parts = append(parts, src+":"+f.Pointer+":"+typ)
+		} else {
+			parts = append(parts, src)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeSource(d *skaldv1.IndexDefinition) string {
+	var parts []string
+	if d.Category != "" {
+		parts = append(parts, "category "+d.Category)
+	}
+	if len(d.Types) > 0 {
+		parts = append(parts, "types "+strings.Join(d.Types, ","))
+	}
+	for _, it := range d.GetQuery().GetItems() {
+		if len(it.Tags) > 0 {
+			parts = append(parts, "tags "+strings.Join(it.Tags, ","))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func indexRow(info *skaldv1.IndexInfo) []string {
+	d, s := info.Definition, info.Status
+	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexState(s),
+		strconv.FormatInt(s.GetEntries(), 10), strconv.FormatInt(s.GetSkipped(), 10), strconv.FormatInt(s.GetLagEvents(), 10)}
+}
+
+// indexState is "healthy", or "building 42%" with the ETA when known.
+func indexState(s *skaldv1.IndexStatus) string {
+	if s.GetState() != skaldv1.IndexState_INDEX_STATE_BUILDING {
+		return "healthy"
+	}
+	out := fmt.Sprintf("building %d%%", int(s.GetProgress()*100))
+	if s.GetEta() != nil {
+		out += ", eta " + s.GetEta().AsDuration().Round(time.Second).String()
+	}
+	return out
+}
+
+const indexHeader = "NAME\tVERSION\tSOURCE\tFIELDS\tSTATE\tENTRIES\tSKIPPED\tLAG"
+
+func runIndexList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index list", "skald index list [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	infos, err := c.Indexes(ctx, *ns)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, &skaldv1.IndexesListResponse{Indexes: infos})
+	}
+	rows := make([][]string, 0, len(infos))
+	for _, info := range infos {
+		rows = append(rows, indexRow(info))
+	}
+	return table(stdout, indexHeader, rows)
+}
+
+func runIndexInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index info", "skald index info NAME [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := c.IndexInfo(ctx, *ns, rest[0])
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, info)
+	}
+	return table(stdout, indexHeader, [][]string{indexRow(info)})
+}
+
+func runIndexDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index delete", "skald index delete NAME [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.DeleteIndex(ctx, *ns, rest[0]); err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, &skaldv1.IndexesDeleteResponse{})
+	}
+	fmt.Fprintf(stdout, "Deleted index %s.\n", rest[0])
+	return nil
+}
+
+func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index query", "skald index query NAME [--eq V]... [--from V|--after V] [--to V|--before V] [--prefix P] [--desc] [--limit N] [--cursor C] [--positions] [--local] [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	var eq listFlag
+	fs.Var(&eq, "eq", "the value of the next field, in order (repeat)")
+	from := fs.String("from", "", "the lowest value of the field after the --eq ones (inclusive)")
+	after := fs.String("after", "", "... exclusive")
+	to := fs.String("to", "", "the highest value of that field (inclusive)")
+	before := fs.String("before", "", "... exclusive")
+	prefix := fs.String("prefix", "", "the start of that (string) field")
+	desc := fs.Bool("desc", false, "newest (highest) entries first")
+	limit := fs.Int("limit", 0, "entries per page (default 100, at most 1000)")
+	cursor := fs.String("cursor", "", "continue after the page whose last line named this cursor")
+	positions := fs.Bool("positions", false, "print global positions and values only, not the events")
+	local := fs.Bool("local", false, "answer from this node at once, however far its index lags")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	q := client.IndexQuery{Name: rest[0], Equal: eq, Descending: *desc, Limit: int32(*limit), PositionsOnly: *positions}
+	visited := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
+	switch {
+	case visited["from"] && visited["after"]:
+		return cf.usageError(fs, "give --from or --after, not both")
+	case visited["to"] && visited["before"]:
+		return cf.usageError(fs, "give --to or --before, not both")
+	}
+	if visited["from"] {
+		q.From = &skaldv1.IndexBound{Value: *from}
+	} else if visited["after"] {
+		q.From = &skaldv1.IndexBound{Value: *after, Exclusive: true}
+	}
+	if visited["to"] {
+		q.To = &skaldv1.IndexBound{Value: *to}
+	} else if visited["before"] {
+		q.To = &skaldv1.IndexBound{Value: *before, Exclusive: true}
+	}
+	if visited["prefix"] {
+		q.Prefix = prefix
+	}
+	if *cursor != "" {
+		if q.Cursor, err = base64.RawURLEncoding.DecodeString(*cursor); err != nil {
+			return cf.usageError(fs, fmt.Sprintf("--cursor %q: not a cursor this command printed", *cursor))
+		}
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var opts []client.ReadOption
+	if *local {
+		opts = append(opts, client.WithLocal(0))
+	}
+	page, err := c.QueryIndex(ctx, *ns, q, opts...)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		out := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Truncated, Status: page.Status}
+		for _, h := range page.Hits {
+			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			if m := h.Message; m != nil {
+				hit.Message = &skaldv1.Message{Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
+					Data: m.Data, Metadata: m.Metadata, Time: timestamppb.New(m.Time), Tags: m.Tags}
+			}
+			out.Hits = append(out.Hits, hit)
+		}
+		return printJSON(stdout, out)
+	}
+	rows := make([][]string, 0, len(page.Hits))
+	for _, h := range page.Hits {
+		row := []string{strconv.FormatInt(h.GlobalPosition, 10), strings.Join(h.Values, " | ")}
+		if h.Message != nil {
+			row = append(row, h.Message.Stream, strconv.FormatInt(h.Message.Position, 10), h.Message.Type, string(h.Message.Data))
+		}
+		rows = append(rows, row)
+	}
+	header := "GPOS\tVALUES"
+	if !*positions {
+		header += "\tSTREAM\tPOS\tTYPE\tDATA"
+	}
+	if err := table(stdout, header, rows); err != nil {
+		return err
+	}
+	if *local && page.Status != nil && page.Status.LagEvents > 0 {
+		fmt.Fprintf(stdout, "(this node's index lags %d events)\n", page.Status.LagEvents)
+	}
+	if page.NextCursor != nil {
+		fmt.Fprintf(stdout, "next page: --cursor %s\n", base64.RawURLEncoding.EncodeToString(page.NextCursor))
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCLIIndex drives `skald index` through the built binary against a
+// server: create, list, info, query by equality, range and prefix, pages
+// by cursor, delete, and the refusals with their exit codes.
+func TestCLIIndex(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	out, _, code := runCLI(t, admin, "ns", "create", "shop", "-o", "json")
+	var created struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil {
+		t.Fatalf("ns create: exit %d, %q", code, out)
+	}
+	shop := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	for i, sku := range []string{"apple", "apricot", "banana", "apple", "cherry"} {
+		if _, stderr, code := runCLI(t, shop, "append", fmt.Sprintf("order-%d", i), "Sold", fmt.Sprintf(`{"sku":%q,"qty":%d}`, sku, i*10-10)); code != 0 {
+			t.Fatalf("append: exit %d: %s", code, stderr)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		env    []string
+		args   []string
+		code   int
+		stdout string // regexp
+		stderr string // substring
+	}{
+		{"create", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "data:/sku:string", "--field", "data:/qty:int"}, 0,
+			`^Created index by-sku: data:/sku:string, data:/qty:int; every node builds it from its log now\.\n$`, ""},
+		{"create by category as admin", admin, []string{"index", "create", "by-qty", "--category", "order", "--field", "data:/qty:int", "--namespace", "shop"}, 0, `^Created index by-qty`, ""},
+		{"equality", shop, []string{"index", "query", "by-sku", "--eq", "apple"}, 0, `(?s)^GPOS\s+VALUES\s+STREAM\s+POS\s+TYPE\s+DATA\n1\s+apple \| -10\s+order-0\s+0\s+Sold\s+\{"sku":"apple","qty":-10\}\s*\n4\s+apple \| 20\s+order-3.*\n$`, ""},
+		{"prefix", shop, []string{"index", "query", "by-sku", "--prefix", "ap", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n1\s+apple \| -10\s*\n4\s+apple \| 20\s*\n2\s+apricot \| 0\s*\n$`, ""},
+		{"range descending", shop, []string{"index", "query", "by-qty", "--from", "-10", "--before", "20", "--desc", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n3\s+10\s*\n2\s+0\s*\n1\s+-10\s*\n$`, ""},
+		// The queries above waited for both indexes: they are healthy.
+		{"local", shop, []string{"index", "query", "by-qty", "--eq", "30", "--local", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n5\s+30\s*\n$`, ""},
+		{"list", shop, []string{"index", "list"}, 0, `(?s)^NAME\s+VERSION\s+SOURCE\s+FIELDS\s+STATE\s+ENTRIES\s+SKIPPED\s+LAG\nby-qty\s+1\s+category order\s+data:/qty:int\s+healthy\s+5\s+0\s+0\s*\nby-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+healthy\s+5\s+0\s+0\s*\n$`, ""},
+		{"info json", shop, []string{"index", "info", "by-sku", "-o", "json"}, 0, `"entries":5,`, ""},
+		{"bad field", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:/sku:number"}, exitUsage, `^$`, `type "number": want string, int, float, time or bool`},
+		{"no field", shop, []string{"index", "create", "x", "--type", "Sold"}, exitUsage, `^$`, `give at least one --field`},
+		{"no source", shop, []string{"index", "create", "x", "--field", "type"}, exitUsage, `^$`, `invalid_argument: definition.source: must name a category`},
+		{"bad pointer", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:sku:string"}, exitUsage, `^$`, `definition.fields[0].pointer`},
+		{"exists", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "type"}, exitConflict, `^$`, `already_exists`},
+		{"value of another type", shop, []string{"index", "query", "by-qty", "--eq", "lots"}, exitUsage, `^$`, `equal[0]: must be an integer`},
+		{"both bounds", shop, []string{"index", "query", "by-qty", "--from", "1", "--after", "2"}, exitUsage, `^$`, `give --from or --after, not both`},
+		{"unknown index", shop, []string{"index", "query", "nope"}, exitNotFound, `^$`, `not_found`},
+		{"another namespace", shop, []string{"index", "list", "--namespace", "default"}, exitAuth, `^$`, `permission_denied`},
+		{"unknown subcommand", shop, []string{"index", "rebuild", "by-sku"}, exitUsage, `^$`, `unknown subcommand "rebuild"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, tc.env, tc.args...)
+			if code != tc.code || !regexp.MustCompile(tc.stdout).MatchString(stdout) || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout %q (want %s)\nstderr %q (want %q)", code, tc.code, stdout, tc.stdout, stderr, tc.stderr)
+			}
+		})
+	}
+
+	// Pages by cursor: two of two, then the last one.
+	var seen []string
+	args := []string{"index", "query", "by-qty", "--limit", "2", "--positions"}
+	for range 4 {
+		stdout, stderr, code := runCLI(t, shop, args...)
+		if code != 0 {
+			t.Fatalf("page: exit %d: %s", code, stderr)
+		}
+		seen = append(seen, regexp.MustCompile(`(?m)^(\d+)\s`).FindAllString(stdout, -1)...)
+		m := regexp.MustCompile(`next page: --cursor (\S+)`).FindStringSubmatch(stdout)
+		if m == nil {
+			break
+		}
+		args = []string{"index", "query", "by-qty", "--limit", "2", "--positions", "--cursor", m[1]}
+	}
+	if got := strings.Join(strings.Fields(strings.Join(seen, " ")), ","); got != "1,2,3,4,5" {
+		t.Fatalf("pages read %s, want 1..5", got)
+	}
+
+	if stdout, _, code := runCLI(t, shop, "index", "delete", "by-sku"); code != 0 || stdout != "Deleted index by-sku.\n" {
+		t.Fatalf("delete: exit %d, %q", code, stdout)
+	}
+	if _, _, code := runCLI(t, shop, "index", "info", "by-sku"); code != exitNotFound {
+		t.Fatalf("info after delete: exit %d, want %d", code, exitNotFound)
+	}
+}

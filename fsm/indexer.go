@@ -1,0 +1,541 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+)
+
+// The index loop's step (DESIGN.md, User-defined indexes). The node runs
+// one loop per namespace with indexes; each step (IndexRound) reads one
+// snapshot of the namespace's database and, in one Pebble batch:
+//
+//  1. applies the change log (XL, index.go) in log order: a removed run
+//     deletes its entries through the reverse keys (XV id gp -> fields),
+//     an added run indexes those messages for each index whose checkpoint
+//     is past them, a clear drops every entry and resets every
+//     checkpoint, a dropped index loses its entries and checkpoint; then
+//     deletes the records;
+//  2. reads the messages above each index's checkpoint (M, in global
+//     order) and writes an entry (XE id fields gp) and its reverse key for
+//     each matching message; a message whose field is missing or of
+//     another type is skipped and counted;
+//  3. writes each index's checkpoint (XC id: last global position read,
+//     entries, skipped).
+//
+// Entries, reverse keys and checkpoints have one writer, the loop (apply
+// writes definitions and the change log only), and rounds of one
+// namespace are serialized, so reading them through the batch over the
+// live database equals reading the snapshot plus the round's own writes.
+// Messages are read from the snapshot: the final state of the log prefix
+// it holds. Why that is enough: an entry exists only for a global
+// position at or below its index's checkpoint; a message present in the
+// snapshot at or below the checkpoint was either indexed when read and
+// never removed since (a removal stages a record), or put there by an
+// import later (an added record); a position removed after it was indexed
+// has a removed record, and one removed before was never read. So after a
+// step that reached the end of the snapshot, each index holds exactly the
+// matching messages of the snapshot, whatever the order of its records.
+
+// DefaultIndexRoundMessages bounds the messages one IndexRound reads and
+// the change records it applies (each record's entries count as read).
+const DefaultIndexRoundMessages = 10_000
+
+// indexerState is a namespace's node-local index progress in memory.
+type indexerState struct {
+	round sync.Mutex // serializes rounds of the namespace
+	// covered: the indexes hold every message of every entry up to this
+	// applied index (0: not known yet).
+	covered atomic.Uint64
+	// rate is the messages per second the last rounds that read any
+	// read (math.Float64bits; 0: not known yet), for the ETA of a build.
+	rate atomic.Uint64
+}
+
+// indexWake is closed and replaced when some namespace's covered index
+// grows (WaitIndexed).
+type indexWake struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (w *indexWake) wait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	return w.ch
+}
+
+func (w *indexWake) broadcast() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+}
+
+// IndexRoundResult is what one IndexRound did.
+type IndexRoundResult struct {
+	// Indexes is the number of indexes the namespace has.
+	Indexes int
+	// Read is the messages read above checkpoints (and through added
+	// records); Indexed the entries written; Skipped the messages that
+	// matched a source but lacked a field; Removed the entries deleted.
+	Read, Indexed, Skipped, Removed int64
+	// Changes is the change records applied.
+	Changes int
+	// More: the round stopped at its bound; call again.
+	More bool
+	// Covered is the applied index every index now covers (when !More).
+	Covered uint64
+}
+
+// IndexCounters are the store's running totals of index work, for tests
+// and metrics: Read counts every message the loops read.
+type IndexCounters struct{ Read, Indexed, Skipped, Removed int64 }
+
+// IndexCounters returns the totals since the store opened.
+func (s *Store) IndexCounters() IndexCounters {
+	return IndexCounters{
+		Read: s.indexTotals.read.Load(), Indexed: s.indexTotals.indexed.Load(),
+		Skipped: s.indexTotals.skipped.Load(), Removed: s.indexTotals.removed.Load(),
+	}
+}
+
+type indexTotals struct{ read, indexed, skipped, removed atomic.Int64 }
+
+// indexCkpt is the value of an XC key: the last global position read,
+// the entries and skipped messages, and whether a round ever reached the
+// end of the namespace since the index was created or cleared (built:
+// the index is healthy, else building).
+type indexCkpt struct {
+	gp, entries, skipped int64
+	built                bool
+}
+
+func (c indexCkpt) encode() []byte {
+	b := make([]byte, 0, 32)
+	b = appendUint64(b, uint64(c.gp))
+	b = appendUint64(b, uint64(c.entries))
+	b = appendUint64(b, uint64(c.skipped))
+	var flags uint64
+	if c.built {
+		flags = 1
+	}
+	return appendUint64(b, flags)
+}
+
+func decodeIndexCkpt(v []byte) (indexCkpt, error) {
+	if len(v) != 32 {
+		return indexCkpt{}, errCorruptValue
+	}
+	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(v[i*8:])) }
+	return indexCkpt{u(0), u(1), u(2), u(3)&1 != 0}, nil
+}
+
+// IndexRound does one bounded step of namespace name's index maintenance
+// (see the top of this file), reading at most maxMessages messages and
+// change records (<= 0: DefaultIndexRoundMessages). It returns
+// ErrNamespaceNotFound once the namespace is gone. Safe to call
+// concurrently with apply and reads; rounds of one namespace wait for
+// each other.
+func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, error) {
+	if maxMessages <= 0 {
+		maxMessages = DefaultIndexRoundMessages
+	}
+	ns, err := s.acquire(name)
+	if err != nil {
+		return IndexRoundResult{}, err
+	}
+	defer s.release(ns)
+	ns.indexer.round.Lock()
+	defer ns.indexer.round.Unlock()
+
+	// Every entry up to applied is committed: the snapshot holds it.
+	applied := s.applied.Load()
+	snap := ns.db.NewSnapshot()
+	defer snap.Close()
+	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{}}
+	r.b = ns.db.NewIndexedBatch()
+	defer r.b.Close()
+	start := time.Now()
+	res, err := r.run()
+	if err != nil {
+		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
+	}
+	if r.b.Count() > 0 {
+		if err := r.b.Commit(pebble.NoSync); err != nil {
+			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
+		}
+	}
+	if res.Read >= 1000 {
+		// A moving average over the rounds that read enough to measure.
+		rate := float64(res.Read) / max(time.Since(start).Seconds(), 1e-9)
+		if old := math.Float64frombits(ns.indexer.rate.Load()); old > 0 {
+			rate = 0.7*old + 0.3*rate
+		}
+		ns.indexer.rate.Store(math.Float64bits(rate))
+	}
+	t := &s.indexTotals
+	t.read.Add(res.Read)
+	t.indexed.Add(res.Indexed)
+	t.skipped.Add(res.Skipped)
+	t.removed.Add(res.Removed)
+	if !res.More {
+		res.Covered = applied
+		if ns.indexer.covered.Load() < applied {
+			ns.indexer.covered.Store(applied)
+			s.indexWake.broadcast()
+		}
+	}
+	return res, nil
+}
+
+// indexRound is the state of one IndexRound.
+type indexRound struct {
+	s      *Store
+	ns     *namespace
+	snap   *pebble.Snapshot
+	b      *pebble.Batch // indexed: reads see its writes over the live database
+	budget int64
+	defs   []*fsmv1.IndexDefinition
+	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
+	dirty  map[uint64]bool
+	key    []byte
+	res    IndexRoundResult
+}
+
+func (r *indexRound) run() (IndexRoundResult, error) {
+	defs, err := loadIndexes(r.snap)
+	if err != nil {
+		return r.res, err
+	}
+	r.defs = sortedIndexes(defs)
+	r.res.Indexes = len(r.defs)
+	done, err := r.applyChanges()
+	if err != nil {
+		return r.res, err
+	}
+	r.res.More = !done
+	for _, d := range r.defs {
+		if !done {
+			break // the records first: a clear resets the checkpoints
+		}
+		if err := r.scan(d); err != nil {
+			return r.res, err
+		}
+		if r.budget <= 0 {
+			r.res.More = true
+			break
+		}
+	}
+	if !r.res.More {
+		// Every index reached the end of the snapshot: built.
+		for _, d := range r.defs {
+			c, err := r.ckpt(d.Id)
+			if err != nil {
+				return r.res, err
+			}
+			if !c.built {
+				c.built = true
+				r.touch(d.Id)
+			}
+		}
+	}
+	for id := range r.dirty {
+		if err := r.b.Set(indexCkptKey(id), r.ckpts[id].encode(), nil); err != nil {
+			return r.res, err
+		}
+	}
+	return r.res, nil
+}
+
+// ckpt returns the checkpoint of index id (zero when none is stored).
+func (r *indexRound) ckpt(id uint64) (*indexCkpt, error) {
+	if c, ok := r.ckpts[id]; ok {
+		return c, nil
+	}
+	c := &indexCkpt{}
+	v, closer, err := r.b.Get(indexCkptKey(id))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		*c, err = decodeIndexCkpt(v)
+		closer.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	r.ckpts[id] = c
+	return c, nil
+}
+
+func (r *indexRound) touch(id uint64) {
+	if r.dirty == nil {
+		r.dirty = map[uint64]bool{}
+	}
+	r.dirty[id] = true
+}
+
+// applyChanges applies the change records of the snapshot in log order
+// and deletes them; done is false when the budget ran out first.
+func (r *indexRound) applyChanges() (done bool, err error) {
+	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: prefixIndexChange, UpperBound: prefixEnd(prefixIndexChange)})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if r.budget <= 0 {
+			return false, nil
+		}
+		k, v := it.Key(), it.Value()
+		if len(k) != len(prefixIndexChange)+16 || len(v) != 9 {
+			return false, fmt.Errorf("change record %x: %w", k, errCorruptValue)
+		}
+		lo := keySuffixUint64(k)
+		hi := int64(binary.BigEndian.Uint64(v[1:]))
+		switch v[0] {
+		case changeRemoved:
+			for _, d := range r.defs {
+				if err := r.removeRun(d.Id, lo, hi); err != nil {
+					return false, err
+				}
+			}
+		case changeAdded:
+			if err := r.addRun(lo, hi); err != nil {
+				return false, err
+			}
+		case changeCleared:
+			for _, d := range r.defs {
+				if err := r.drop(d.Id); err != nil {
+					return false, err
+				}
+				r.ckpts[d.Id] = &indexCkpt{}
+				r.touch(d.Id)
+			}
+		case changeDropped:
+			if err := r.drop(uint64(hi)); err != nil {
+				return false, err
+			}
+			delete(r.ckpts, uint64(hi))
+			delete(r.dirty, uint64(hi))
+		default:
+			return false, fmt.Errorf("change record %x kind %q: %w", k, v[0], errCorruptValue)
+		}
+		if err := r.b.Delete(k, nil); err != nil {
+			return false, err
+		}
+		r.res.Changes++
+		r.budget--
+	}
+	return true, it.Error()
+}
+
+// removeRun deletes index id's entries of global positions lo..hi.
+func (r *indexRound) removeRun(id uint64, lo, hi int64) error {
+	it, err := r.b.NewIter(&pebble.IterOptions{LowerBound: indexReverseKey(id, lo), UpperBound: indexReverseKey(id, hi+1)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	c, err := r.ckpt(id)
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		gp := keySuffixUint64(it.Key())
+		if err := r.deleteEntry(id, gp, it.Value()); err != nil {
+			return err
+		}
+		c.entries--
+		r.touch(id)
+		r.res.Removed++
+		r.budget--
+	}
+	return it.Error()
+}
+
+// deleteEntry deletes the entry of gp whose fields are fields, and its
+// reverse key.
+func (r *indexRound) deleteEntry(id uint64, gp int64, fields []byte) error {
+	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(id)...), fields...), uint64(gp))
+	if err := r.b.Delete(r.key, nil); err != nil {
+		return err
+	}
+	return r.b.Delete(indexReverseKey(id, gp), nil)
+}
+
+// drop deletes every entry, reverse key and the checkpoint of index id.
+func (r *indexRound) drop(id uint64) error {
+	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id)} {
+		if err := r.b.DeleteRange(p, prefixEnd(p), nil); err != nil {
+			return err
+		}
+	}
+	return r.b.Delete(indexCkptKey(id), nil)
+}
+
+// addRun indexes the messages lo..hi an import wrote, for each index
+// whose checkpoint is past them (the scan finds the others).
+func (r *indexRound) addRun(lo, hi int64) error {
+	for _, d := range r.defs {
+		c, err := r.ckpt(d.Id)
+		if err != nil {
+			return err
+		}
+		for gp := lo; gp <= min(hi, c.gp); gp++ {
+			v, err := get(r.snap, messageKey(gp))
+			if err != nil {
+				return err
+			}
+			if v == nil {
+				continue // removed since: a later record says so, or it never came
+			}
+			m, err := decodeMessage(gp, v)
+			if err != nil {
+				return err
+			}
+			r.res.Read++
+			r.budget--
+			// An entry may exist from an earlier round (a replayed
+			// import): replace it.
+			old, closer, err := r.b.Get(indexReverseKey(d.Id, gp))
+			if err == nil {
+				err = r.deleteEntry(d.Id, gp, bytes.Clone(old))
+				closer.Close()
+				c.entries--
+				if err != nil {
+					return err
+				}
+			} else if !errors.Is(err, pebble.ErrNotFound) {
+				return err
+			}
+			if err := r.index(d, c, &m); err != nil {
+				return err
+			}
+			r.touch(d.Id)
+		}
+	}
+	return nil
+}
+
+// scan indexes the messages above d's checkpoint, within the budget.
+func (r *indexRound) scan(d *fsmv1.IndexDefinition) error {
+	c, err := r.ckpt(d.Id)
+	if err != nil {
+		return err
+	}
+	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: messageKey(c.gp + 1), UpperBound: prefixEnd(prefixMessage)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok && r.budget > 0; ok = it.Next() {
+		gp := keySuffixUint64(it.Key())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		m, err := decodeMessage(gp, v)
+		if err != nil {
+			return err
+		}
+		r.res.Read++
+		r.budget--
+		if err := r.index(d, c, &m); err != nil {
+			return err
+		}
+		c.gp = gp
+		r.touch(d.Id)
+	}
+	return it.Error()
+}
+
+// index writes m's entry in d when m matches d's source and has every
+// field; a missing or mistyped field skips it (counted).
+func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) error {
+	if !indexMatches(d, m) {
+		return nil
+	}
+	fields, ok := entryFields(d, m)
+	if !ok {
+		c.skipped++
+		r.res.Skipped++
+		return nil
+	}
+	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
+	if err := r.b.Set(r.key, nil, nil); err != nil {
+		return err
+	}
+	if err := r.b.Set(indexReverseKey(d.Id, m.GlobalPosition), fields, nil); err != nil {
+		return err
+	}
+	c.entries++
+	r.res.Indexed++
+	return nil
+}
+
+// entryFields is the concatenated order keys of m's fields in d; ok is
+// false when a field is missing or of another type.
+func entryFields(d *fsmv1.IndexDefinition, m *Message) ([]byte, bool) {
+	var docs messageDocs
+	var out []byte
+	for _, f := range d.Fields {
+		v, err := fieldValue(f, m, &docs)
+		if err != nil {
+			return nil, false
+		}
+		out = appendOrderKey(out, f.Type, v)
+	}
+	return out, true
+}
+
+// IndexCovered returns the applied index up to which namespace name's
+// indexes hold every message on this node (0 when no round finished
+// since the store opened).
+func (s *Store) IndexCovered(name string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns, ok := s.mu.namespaces[name]; ok {
+		return ns.indexer.covered.Load()
+	}
+	return 0
+}
+
+// WaitIndexed blocks until namespace name's indexes hold every message
+// of the entries up to index, or ctx ends (its error is returned).
+func (s *Store) WaitIndexed(ctx context.Context, name string, index uint64) error {
+	for {
+		ch := s.indexWake.wait()
+		s.mu.Lock()
+		ns, ok := s.mu.namespaces[name]
+		s.mu.Unlock()
+		if !ok {
+			return ErrNamespaceNotFound
+		}
+		if ns.indexer.covered.Load() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+)
+
+// Reads of user-defined indexes: definitions, progress, and queries over
+// the entries (XE id fields gp). A query names values for the first
+// fields (equality), then at most one range or prefix on the next field,
+// and walks the entries between the bounds these give, forward or
+// backward, reading each entry's message from the same snapshot. An
+// entry whose message is gone (removed after the loop indexed it; the
+// loop has not applied the removal yet) is skipped.
+
+// Limits of index queries.
+const (
+	// DefaultIndexLimit is a query's page when it names none.
+	DefaultIndexLimit = 100
+	// MaxIndexLimit is the largest page a query may ask for.
+	MaxIndexLimit = 1000
+	// MaxIndexExamined bounds the entries one query reads (matches and
+	// entries of removed messages alike): a query past it returns what
+	// it found with a cursor to continue from, never scanning without
+	// limit.
+	MaxIndexExamined = 10_000
+)
+
+// IndexBound is one end of a range on a field.
+type IndexBound struct {
+	Value     string // parsed by the field's type (ParseIndexValue)
+	Exclusive bool
+}
+
+// IndexQuery selects entries of one index.
+type IndexQuery struct {
+	Index string
+	// Equal holds values of the first len(Equal) fields.
+	Equal []string
+	// On the field after them, at most one of a range (From and/or To)
+	// and a prefix (string fields).
+	From, To *IndexBound
+	Prefix   *string
+	Backward bool
+	// Limit: 0 means DefaultIndexLimit.
+	Limit int
+	// Cursor is a page's NextCursor: the query continues after it.
+	Cursor []byte
+	// PositionsOnly returns global positions and values, not messages.
+	PositionsOnly bool
+	// MaxExamined bounds the entries read (0: MaxIndexExamined).
+	MaxExamined int
+}
+
+// IndexHit is one entry a query returns.
+type IndexHit struct {
+	GlobalPosition int64
+	Values         []any // the entry's field values, in field order
+	Message        *Message
+}
+
+// IndexPage is a query's answer.
+type IndexPage struct {
+	Hits []IndexHit
+	// NextCursor continues the query; nil when it reached its end.
+	NextCursor []byte
+	// Examined is the entries read; Capped: the page stopped at the
+	// page byte cap or the examined bound before its limit.
+	Examined int
+	Capped   bool
+}
+
+// IndexInfo is an index's definition and this node's progress.
+type IndexInfo struct {
+	Definition *fsmv1.IndexDefinition
+	// Checkpoint is the last global position the loop read; Entries and
+	// Skipped its counts (node-local).
+	Checkpoint, Entries, Skipped int64
+	// LagEvents is the namespace's last global position less Checkpoint.
+	LagEvents int64
+	// Covered is the applied index every message of which the index holds
+	// on this node (0: not known yet).
+	Covered uint64
+	// Built: a round reached the end of the namespace since the index was
+	// created (or an import cleared it); until then it is building, and
+	// Progress is Checkpoint over the namespace's last global position,
+	// ETA the time the rest takes at the loop's recent rate (0: unknown).
+	Built    bool
+	Progress float64
+	ETA      time.Duration
+	// LagTime is the age of the oldest message the index does not hold
+	// yet (0 when it holds every one).
+	LagTime time.Duration
+}
+
+// Indexes lists the namespace's indexes by name.
+func (v *View) Indexes() ([]IndexInfo, error) {
+	defs, err := loadIndexes(v.snap)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]IndexInfo, 0, len(defs))
+	for _, d := range sortedIndexes(defs) {
+		info, err := v.indexInfo(d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Index returns one index's definition and progress; ErrIndexNotFound
+// when the namespace has none of that name.
+func (v *View) Index(name string) (IndexInfo, error) {
+	d, err := v.indexDef(name)
+	if err != nil {
+		return IndexInfo{}, err
+	}
+	return v.indexInfo(d)
+}
+
+func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
+	val, err := get(v.snap, indexDefKey(name))
+	if err != nil {
+		return nil, err
+	}
+	if val == nil {
+		return nil, fmt.Errorf("%w: %q", ErrIndexNotFound, name)
+	}
+	d := &fsmv1.IndexDefinition{}
+	if err := proto.Unmarshal(val, d); err != nil {
+		return nil, fmt.Errorf("fsm: index %q: %w", name, err)
+	}
+	return d, nil
+}
+
+func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
+	info := IndexInfo{Definition: d, Covered: v.ns.indexer.covered.Load()}
+	val, err := get(v.snap, indexCkptKey(d.Id))
+	if err != nil {
+		return info, err
+	}
+	if val != nil {
+		c, err := decodeIndexCkpt(val)
+		if err != nil {
+			return info, err
+		}
+		info.Checkpoint, info.Entries, info.Skipped, info.Built = c.gp, c.entries, c.skipped, c.built
+	}
+	next, err := v.NextGlobalPosition()
+	if err != nil {
+		return info, err
+	}
+	info.LagEvents = max(next-1-info.Checkpoint, 0)
+	info.Progress = 1
+	if !info.Built && next > 1 {
+		info.Progress = float64(min(info.Checkpoint, next-1)) / float64(next-1)
+		if rate := math.Float64frombits(v.ns.indexer.rate.Load()); rate > 0 {
+			info.ETA = time.Duration(float64(info.LagEvents) / rate * float64(time.Second))
+		}
+	}
+	if info.LagEvents > 0 {
+		// The first message past the checkpoint (gaps are skipped).
+		it, err := v.iter(messageKey(info.Checkpoint+1), prefixEnd(prefixMessage))
+		if err != nil {
+			return info, err
+		}
+		if it.First() {
+			if val, err := it.ValueAndErr(); err == nil {
+				if m, err := decodeMessage(keySuffixUint64(it.Key()), val); err == nil && m.Time > 0 {
+					info.LagTime = max(time.Since(time.Unix(0, m.Time)), 0)
+				}
+			}
+		}
+		if err := it.Close(); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// QueryIndex runs q (see IndexQuery). Bad values, a prefix on a field
+// that is not a string, more values than fields, or a cursor that is not
+// this query's are ValidationErrors.
+func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
+	var page IndexPage
+	d, err := v.indexDef(q.Index)
+	if err != nil {
+		return page, err
+	}
+	lower, upper, err := indexBounds(d, &q)
+	if err != nil {
+		return page, err
+	}
+	if len(q.Cursor) > 0 {
+		if bytes.Compare(q.Cursor, lower) < 0 || bytes.Compare(q.Cursor, upper) >= 0 {
+			return page, invalid("cursor", "does not belong to this query (give the same index, values and bounds as the page it came from)")
+		}
+		if q.Backward {
+			upper = q.Cursor
+		} else {
+			lower = append(bytes.Clone(q.Cursor), 0)
+		}
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultIndexLimit
+	}
+	maxExamined := q.MaxExamined
+	if maxExamined <= 0 {
+		maxExamined = MaxIndexExamined
+	}
+	it, err := v.iter(lower, upper)
+	if err != nil {
+		return page, err
+	}
+	defer it.Close()
+	w := walk{it: it, backward: q.Backward}
+	pg := v.startPage(limit)
+	prefix := indexEntryPrefix(d.Id)
+	var examined []byte // the last entry read
+	for ok := w.first(); ok; ok = w.next() {
+		k := it.Key()
+		if page.Examined >= maxExamined {
+			// Continue from the last entry read: it may have been an
+			// entry of a removed message, but it was read.
+			page.Capped, page.NextCursor = true, examined
+			break
+		}
+		page.Examined++
+		examined = append(examined[:0], k...)
+		gp := keySuffixUint64(k)
+		vals, err := decodeOrderKeys(d.Fields, k[len(prefix):len(k)-8])
+		if err != nil {
+			return page, fmt.Errorf("fsm: index %q entry %x: %w", d.Name, k, err)
+		}
+		var (
+			m     Message
+			found bool
+		)
+		if q.PositionsOnly {
+			found, err = v.messageExists(gp)
+		} else {
+			m, found, err = v.lookupMessage(gp)
+		}
+		if err != nil {
+			return page, err
+		}
+		if !found {
+			continue // removed; the loop has not dropped the entry yet
+		}
+		if !q.PositionsOnly {
+			if pg.add(m); pg.capped {
+				page.Capped = true
+				break
+			}
+		}
+		page.Hits = append(page.Hits, IndexHit{GlobalPosition: gp, Values: vals})
+		page.NextCursor = bytes.Clone(k)
+		if len(page.Hits) >= limit {
+			if !w.next() {
+				page.NextCursor = nil // nothing follows
+			}
+			break
+		}
+	}
+	if err := it.Error(); err != nil {
+		return page, err
+	}
+	if !page.Capped && len(page.Hits) < limit {
+		page.NextCursor = nil // the walk reached its end
+	}
+	if !q.PositionsOnly {
+		for i := range page.Hits {
+			page.Hits[i].Message = &pg.msgs[i]
+		}
+	}
+	v.capped = pg.capped
+	return page, nil
+}
+
+// messageExists reports whether the message at gp is stored, without
+// decoding it.
+func (v *View) messageExists(gp int64) (bool, error) {
+	if v.mit == nil {
+		it, err := v.iter(prefixMessage, prefixEnd(prefixMessage))
+		if err != nil {
+			return false, err
+		}
+		v.mit = it
+	}
+	v.mgp = 0 // lookupMessage must seek next time
+	key := messageKey(gp)
+	if !v.mit.SeekGE(key) || !bytes.Equal(v.mit.Key(), key) {
+		return false, v.mit.Error()
+	}
+	return true, nil
+}
+
+// indexBounds turns q's values into the key range [lower, upper) of d's
+// entries.
+func indexBounds(d *fsmv1.IndexDefinition, q *IndexQuery) (lower, upper []byte, err error) {
+	base := indexEntryPrefix(d.Id)
+	if len(q.Equal) > len(d.Fields) {
+		return nil, nil, invalid("equal", "has %d values; the index has %d fields", len(q.Equal), len(d.Fields))
+	}
+	for i, text := range q.Equal {
+		val, err := ParseIndexValue(fmt.Sprintf("equal[%d]", i), d.Fields[i].Type, text)
+		if err != nil {
+			return nil, nil, err
+		}
+		base = appendOrderKey(base, d.Fields[i].Type, val)
+	}
+	ranged := q.From != nil || q.To != nil
+	if !ranged && q.Prefix == nil {
+		return base, prefixEnd(base), nil
+	}
+	if ranged && q.Prefix != nil {
+		return nil, nil, invalid("prefix", "cannot be combined with a range")
+	}
+	if len(q.Equal) == len(d.Fields) {
+		return nil, nil, invalid("equal", "gives every field a value; a range or prefix needs a field after them")
+	}
+	f := d.Fields[len(q.Equal)]
+	if q.Prefix != nil {
+		if f.Type != fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING {
+			return nil, nil, invalid("prefix", "is for string fields; field %d is %s", len(q.Equal), typeName(f.Type))
+		}
+		p := appendEscaped(bytes.Clone(base), *q.Prefix)
+		return p, prefixEnd(p), nil
+	}
+	lower, upper = base, prefixEnd(base)
+	if q.From != nil {
+		val, err := ParseIndexValue("from", f.Type, q.From.Value)
+		if err != nil {
+			return nil, nil, err
+		}
+		lower = appendOrderKey(bytes.Clone(base), f.Type, val)
+		if q.From.Exclusive {
+			lower = prefixEnd(lower)
+		}
+	}
+	if q.To != nil {
+		val, err := ParseIndexValue("to", f.Type, q.To.Value)
+		if err != nil {
+			return nil, nil, err
+		}
+		upper = appendOrderKey(bytes.Clone(base), f.Type, val)
+		if !q.To.Exclusive {
+			upper = prefixEnd(upper)
+		}
+	}
+	if bytes.Compare(lower, upper) > 0 {
+		upper = lower // an empty range
+	}
+	return lower, upper, nil
+}
+
+func typeName(t fsmv1.IndexFieldType) string {
+	if s, ok := fsmv1.IndexFieldType_name[int32(t)]; ok && t != 0 {
+		return bytesToLower(s[len("INDEX_FIELD_TYPE_"):])
+	}
+	return "unknown"
+}
+
+func bytesToLower(s string) string { return string(bytes.ToLower([]byte(s))) }

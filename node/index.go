@@ -1,0 +1,245 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/nodeapi"
+)
+
+// User-defined indexes (fsm/index.go, fsm/indexer.go). Definitions are
+// log entries; the entries are node-local, written by one loop per
+// namespace with indexes on every node, off the apply path:
+//
+//   - a loop starts when the node opens (for each namespace _metadata
+//     names as indexed), when this node applies a CreateIndex (the state
+//     machine calls indexLoops.ensure from Raft's FSM goroutine: it never
+//     blocks), and after a snapshot is restored; it is added to n.wg as
+//     it starts, never once shutdown began;
+//   - each round is fsm.Store.IndexRound (bounded); a round that reached
+//     the end waits for the next applied entry (or a reader's kick), then
+//     Config.IndexInterval more, so that rounds batch the writes of busy
+//     namespaces;
+//   - a loop ends when its namespace is gone or has no index left.
+//
+// Rolling upgrades: a replica that does not know CreateIndex would apply
+// it as a malformed command while the others store the definition, and
+// their states would differ. So CreateIndex and DeleteIndex are proposed
+// only once every server of the configuration reports
+// fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
+// typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
+// by the node that takes the call (an older leader would not check) and
+// again by the leader when it proposes.
+
+// CreateIndex is Apply for an index definition.
+func (n *Node) CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error) {
+	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{}}); err != nil {
+		return nil, err // nothing proposed; the leader checks again
+	}
+	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{CreateIndex: c}})
+}
+
+// DeleteIndex is Apply for an index deletion.
+func (n *Node) DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error) {
+	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{}}); err != nil {
+		return nil, err
+	}
+	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{DeleteIndex: c}})
+}
+
+// checkIndexGate refuses an index command on the leader while a server
+// does not report knowing indexes.
+func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
+	switch cmd.Kind.(type) {
+	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex:
+	default:
+		return nil
+	}
+	if !n.serversKnowSoon(ctx, fsm.IndexesVersion) {
+		return fmt.Errorf("%w: a server of the cluster does not report state machine version %d (user-defined indexes); upgrade every server first",
+			nodeapi.ErrUpgradeRequired, fsm.IndexesVersion)
+	}
+	return nil
+}
+
+// ReadIndexed is Read for index reads: at LINEARIZABLE and SESSION it
+// also waits, within ctx (or Config.ReadWait when ctx has no deadline),
+// until namespace ns's indexes on this node hold every message of the
+// entries the read must see; LOCAL answers at once (IndexInfo.Covered
+// and LagEvents say how far behind the index is).
+//
+// Errors: those of Read, and nodeapi.ErrNotCaughtUp when the index did
+// not catch up in time.
+func (n *Node) ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+	var target uint64
+	switch opts.Consistency {
+	case nodeapi.Linearizable:
+		idx, err := n.LinearizableIndex(ctx)
+		if err != nil {
+			return 0, err
+		}
+		target = idx
+	default:
+		if err := n.ReadBarrier(ctx, opts); err != nil {
+			return 0, err
+		}
+		target = opts.MinIndex
+	}
+	applied := n.sm.appliedIndex()
+	// The read index may be past the last entry the state machine saw (a
+	// no-op); everything up to it that holds state is applied by now.
+	target = min(target, applied)
+	if opts.Consistency != nodeapi.Local && target > 0 {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			wctx, cancel = context.WithTimeout(ctx, n.cfg.ReadWait)
+		}
+		n.indexLoops.kick(ns)
+		err := n.store.WaitIndexed(wctx, ns, target)
+		cancel()
+		switch {
+		case errors.Is(err, fsm.ErrNamespaceNotFound):
+			return applied, err
+		case err != nil:
+			return 0, fmt.Errorf("%w: the indexes of namespace %q hold the entries up to %d on this node, the read needs %d: %v",
+				nodeapi.ErrNotCaughtUp, ns, n.store.IndexCovered(ns), target, err)
+		}
+	}
+	v, err := n.store.View(ns)
+	if err != nil {
+		return applied, err
+	}
+	defer v.Close()
+	return applied, fn(v)
+}
+
+// indexLoops are the node's per-namespace index loops.
+type indexLoops struct {
+	n      *Node
+	mu     sync.Mutex
+	closed bool                     // shutdown began: start no loop
+	loops  map[string]chan struct{} // namespace -> its loop's kick
+}
+
+// ensure starts namespace ns's loop, or kicks it when it runs. It never
+// blocks (Raft's FSM goroutine calls it).
+func (l *indexLoops) ensure(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if kick, ok := l.loops[ns]; ok {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if l.loops == nil {
+		l.loops = make(map[string]chan struct{})
+	}
+	kick := make(chan struct{}, 1)
+	l.loops[ns] = kick
+	l.n.wg.Add(1)
+	go l.n.indexLoop(ns, kick)
+}
+
+// kick wakes namespace ns's loop, if it runs (a reader waits for it).
+func (l *indexLoops) kick(ns string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if kick, ok := l.loops[ns]; ok {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// exit removes ns's loop unless it was kicked meanwhile (an index may
+// have been created since its last round): the loop returns only when
+// exit says so.
+func (l *indexLoops) exit(ns string, kick chan struct{}) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-kick:
+		return false
+	default:
+	}
+	delete(l.loops, ns)
+	return true
+}
+
+// close makes ensure start no more loops; the running ones end with the
+// node's life.
+func (l *indexLoops) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+}
+
+// startIndexLoops starts the loop of every namespace _metadata names as
+// indexed (at open, and after a restore replaced the state).
+func (n *Node) startIndexLoops() {
+	for _, ns := range n.store.IndexedNamespaces() {
+		n.indexLoops.ensure(ns)
+	}
+}
+
+// indexLoop maintains namespace ns's indexes until the node closes or the
+// namespace has none left.
+func (n *Node) indexLoop(ns string, kick chan struct{}) {
+	defer n.wg.Done()
+	failures := 0
+	for {
+		changed, _ := n.sm.wait() // before the round: an apply during it wakes the next
+		res, err := n.store.IndexRound(ns, fsm.DefaultIndexRoundMessages)
+		switch {
+		case errors.Is(err, fsm.ErrNamespaceNotFound), err == nil && res.Indexes == 0 && !res.More:
+			if n.indexLoops.exit(ns, kick) {
+				return
+			}
+			continue
+		case err != nil:
+			failures++
+			if failures == 1 || failures%100 == 0 {
+				n.log.Error("index round failed; retrying", "namespace", ns, "err", err, "failures", failures)
+			}
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)):
+			}
+			continue
+		}
+		failures = 0
+		if res.More {
+			select {
+			case <-n.closing:
+				return
+			default:
+			}
+			continue
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-changed:
+		case <-kick:
+		}
+		if d := n.cfg.IndexInterval; d > 0 {
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(d):
+			}
+		}
+	}
+}

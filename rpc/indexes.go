@@ -1,0 +1,284 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/node/nodeapi"
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+// indexBackend is what the Indexes service needs from the node.
+type indexBackend interface {
+	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
+	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
+	ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	AppliedIndex() uint64
+}
+
+// indexes implements skald.v1.Indexes. Authorization is retention's: a
+// namespace token reaches its own namespace's indexes, the admin token
+// any namespace's but the admin namespace's.
+type indexes struct {
+	b         indexBackend
+	log       *slog.Logger
+	pageBytes int
+}
+
+// indexNamespace resolves the namespace an index call names (empty: the
+// caller's own).
+func indexNamespace(ctx context.Context, name string) (string, error) {
+	c := callerFrom(ctx)
+	if name == "" {
+		name = c.namespace
+	}
+	if !c.admin && name != c.namespace {
+		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only use the indexes of its own namespace %q", c.namespace))
+	}
+	if name == nstoken.AdminNamespace {
+		return "", invalidField("namespace", "the %q namespace holds the admin token and has no indexes", nstoken.AdminNamespace)
+	}
+	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// indexDefinitionIn converts a definition of the API; fsm validates it.
+func indexDefinitionIn(d *skaldv1.IndexDefinition) (*fsmv1.IndexDefinition, error) {
+	if d == nil {
+		return nil, invalidField("definition", "is required")
+	}
+	out := &fsmv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: fsmv1.IndexKind(d.Kind)}
+	if d.Query != nil {
+		q, err := queryOf("definition.query", d.Query)
+		if err != nil {
+			return nil, err
+		}
+		out.Query = q
+	}
+	for _, f := range d.Fields {
+		if f == nil {
+			f = &skaldv1.IndexField{}
+		}
+		out.Fields = append(out.Fields, &fsmv1.IndexField{Source: fsmv1.IndexFieldSource(f.Source), Pointer: f.Pointer, Type: fsmv1.IndexFieldType(f.Type)})
+	}
+	if err := fsm.ValidateIndexDefinition(out); err != nil {
+		return nil, asInvalid(prefixed("definition.", err))
+	}
+	return out, nil
+}
+
+// prefixed puts prefix before a ValidationError's field.
+func prefixed(prefix string, err error) error {
+	if ve, ok := err.(*fsm.ValidationError); ok {
+		return &fsm.ValidationError{Field: prefix + ve.Field, Reason: ve.Reason}
+	}
+	return err
+}
+
+func indexDefinitionOut(d *fsmv1.IndexDefinition) *skaldv1.IndexDefinition {
+	out := &skaldv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: skaldv1.IndexKind(d.Kind),
+		Created: timestamppb.New(time.Unix(0, d.CreatedUnixNano))}
+	if d.Query != nil {
+		out.Query = &skaldv1.Query{}
+		for _, it := range d.Query.Items {
+			out.Query.Items = append(out.Query.Items, &skaldv1.QueryItem{Types: it.Types, Tags: it.Tags})
+		}
+	}
+	for _, f := range d.Fields {
+		out.Fields = append(out.Fields, &skaldv1.IndexField{Source: skaldv1.IndexFieldSource(f.Source), Pointer: f.Pointer, Type: skaldv1.IndexFieldType(f.Type)})
+	}
+	return out
+}
+
+func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
+	out := &skaldv1.IndexStatus{Checkpoint: info.Checkpoint, Entries: info.Entries, Skipped: info.Skipped,
+		LagEvents: info.LagEvents, CoveredIndex: info.Covered, AppliedIndex: applied,
+		State: skaldv1.IndexState_INDEX_STATE_HEALTHY, Progress: info.Progress, Lag: durationpb.New(info.LagTime)}
+	if !info.Built {
+		out.State = skaldv1.IndexState_INDEX_STATE_BUILDING
+		if info.ETA > 0 {
+			out.Eta = durationpb.New(info.ETA)
+		}
+	}
+	return out
+}
+
+func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.IndexesCreateRequest]) (*connect.Response[skaldv1.IndexesCreateResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	d, err := indexDefinitionIn(req.Msg.Definition)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.b.CreateIndex(ctx, &fsmv1.CreateIndex{Namespace: name, Definition: d})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
+	}
+	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+}
+
+func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
+		return nil, err
+	}
+	res, err := s.b.DeleteIndex(ctx, &fsmv1.DeleteIndex{Namespace: name, Name: req.Msg.Name})
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
+	}
+	return connect.NewResponse(&skaldv1.IndexesDeleteResponse{Index: res.Index}), nil
+}
+
+// read runs fn at the requested consistency, pages capped at
+// s.pageBytes. With waitIndex (queries), LINEARIZABLE and SESSION also
+// wait for the namespace's indexes (ReadIndexed); List and Info do not:
+// they report the progress of an index that may be building.
+func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex bool, fn func(*fsm.View) error) (uint64, error) {
+	opts, err := readOptions(o)
+	if err != nil {
+		return 0, err
+	}
+	read := s.b.Read
+	if waitIndex {
+		read = s.b.ReadIndexed
+	}
+	applied, err := read(ctx, ns, opts, func(v *fsm.View) error {
+		v.SetPageBytes(s.pageBytes)
+		return fn(v)
+	})
+	if err != nil {
+		return 0, toConnect(ctx, s.log, namedNamespace(ns, err))
+	}
+	return applied, nil
+}
+
+func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.IndexesListRequest]) (*connect.Response[skaldv1.IndexesListResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var infos []fsm.IndexInfo
+	// A listing never waits for the loops: it reports their progress.
+	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+		infos, err = v.Indexes()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &skaldv1.IndexesListResponse{AppliedIndex: applied}
+	for _, info := range infos {
+		resp.Indexes = append(resp.Indexes, &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexesInfoRequest]) (*connect.Response[skaldv1.IndexesInfoResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
+		return nil, err
+	}
+	var info fsm.IndexInfo
+	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+		info, err = v.Index(req.Msg.Name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied,
+		Index: &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}}), nil
+}
+
+func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {
+	m := req.Msg
+	if err := checkKnown(m); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, m.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", m.Name)); err != nil {
+		return nil, err
+	}
+	if m.Limit < 0 || m.Limit > fsm.MaxIndexLimit {
+		return nil, invalidField("limit", "must be 0 (default %d) or 1..%d, got %d", fsm.DefaultIndexLimit, fsm.MaxIndexLimit, m.Limit)
+	}
+	q := fsm.IndexQuery{Index: m.Name, Equal: m.Equal, Prefix: m.Prefix, Backward: m.Descending, Limit: int(m.Limit),
+		Cursor: m.Cursor, PositionsOnly: m.PositionsOnly}
+	if m.From != nil {
+		q.From = &fsm.IndexBound{Value: m.From.Value, Exclusive: m.From.Exclusive}
+	}
+	if m.To != nil {
+		q.To = &fsm.IndexBound{Value: m.To.Value, Exclusive: m.To.Exclusive}
+	}
+	var (
+		page fsm.IndexPage
+		info fsm.IndexInfo
+	)
+	applied, err := s.read(ctx, name, m.Read, true, func(v *fsm.View) (err error) {
+		if page, err = v.QueryIndex(q); err != nil {
+			return err
+		}
+		info, err = v.Index(m.Name)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Capped, AppliedIndex: applied, Status: indexStatusOut(info, applied)}
+	for _, h := range page.Hits {
+		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition}
+		for _, v := range h.Values {
+			hit.Values = append(hit.Values, indexValueText(v, h, info.Definition, len(hit.Values)))
+		}
+		if h.Message != nil {
+			hit.Message = message(h.Message)
+		}
+		resp.Hits = append(resp.Hits, hit)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// indexValueText is a hit's value as text; times in RFC 3339.
+func indexValueText(v any, _ fsm.IndexHit, d *fsmv1.IndexDefinition, i int) string {
+	if i < len(d.Fields) && d.Fields[i].Type == fsmv1.IndexFieldType_INDEX_FIELD_TYPE_TIME {
+		if ns, ok := v.(int64); ok {
+			return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return fsm.FormatIndexValue(v)
+}

@@ -1,0 +1,166 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+)
+
+func amountDefinition() *skaldv1.IndexDefinition {
+	return &skaldv1.IndexDefinition{Name: "amount", Version: 1, Category: "acct", Fields: []*skaldv1.IndexField{
+		{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/amount", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_INT},
+	}}
+}
+
+// TestIndexesAPI creates, lists, queries and deletes an index with a
+// namespace token on every protocol, checks that another namespace's
+// token is refused, and that bad input is refused naming its field and
+// changes nothing.
+func TestIndexesAPI(t *testing.T) {
+	s := single(t)
+	ctx := ctxT(t)
+	admin := newClients(s, protocols[0], adminToken)
+	var tokens []string
+	for _, name := range []string{"shop", "other"} {
+		created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: name}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, created.Msg.Token)
+	}
+	own := newClients(s, protocols[0], tokens[0])
+	for i := range 10 {
+		data := fmt.Appendf(nil, `{"amount":%d}`, i*10-20)
+		if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i%3),
+			Messages: []*skaldv1.NewMessage{{Type: "T", Data: data}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: amountDefinition()}))
+	if err != nil || created.Msg.Index == 0 || created.Msg.Definition.GetCreated() == nil {
+		t.Fatalf("create: %v, %v", created, err)
+	}
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			c := newClients(s, p, tokens[0])
+			r, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount",
+				From: &skaldv1.IndexBound{Value: "-5"}, To: &skaldv1.IndexBound{Value: "30", Exclusive: true}, Limit: 2}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range r.Msg.Hits {
+				got = append(got, fmt.Sprintf("%d=%s/%s", h.GlobalPosition, h.Values[0], h.GetMessage().GetStream()))
+			}
+			if fmt.Sprint(got) != "[3=0/acct-2 4=10/acct-0]" || len(r.Msg.NextCursor) == 0 || r.Msg.Status.GetEntries() != 10 || r.Msg.Status.GetLagEvents() != 0 {
+				t.Fatalf("first page %v, cursor %x, status %v", got, r.Msg.NextCursor, r.Msg.Status)
+			}
+			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount",
+				From: &skaldv1.IndexBound{Value: "-5"}, To: &skaldv1.IndexBound{Value: "30", Exclusive: true}, Limit: 2, Cursor: r.Msg.NextCursor, PositionsOnly: true}))
+			if err != nil || len(r.Msg.Hits) != 1 || r.Msg.Hits[0].GlobalPosition != 5 || r.Msg.Hits[0].Message != nil || len(r.Msg.NextCursor) != 0 {
+				t.Fatalf("second page %v, %v", r, err)
+			}
+			r, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Equal: []string{"-20"},
+				Read: &skaldv1.ReadOptions{Consistency: skaldv1.Consistency_CONSISTENCY_LOCAL}}))
+			if err != nil || len(r.Msg.Hits) != 1 || r.Msg.Hits[0].GlobalPosition != 1 {
+				t.Fatalf("local equality: %v, %v", r, err)
+			}
+		})
+	}
+	list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{}))
+	if err != nil || len(list.Msg.Indexes) != 1 || list.Msg.Indexes[0].Definition.Name != "amount" || list.Msg.Indexes[0].Status.Checkpoint != 10 ||
+		list.Msg.Indexes[0].Status.State != skaldv1.IndexState_INDEX_STATE_HEALTHY || list.Msg.Indexes[0].Status.Progress != 1 {
+		t.Fatalf("list: %v, %v", list, err)
+	}
+	if info, err := admin.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Namespace: "shop", Name: "amount"})); err != nil || info.Msg.Index.Status.Entries != 10 {
+		t.Fatalf("info with the admin token: %v, %v", info, err)
+	}
+
+	other := newClients(s, protocols[0], tokens[1])
+	bad := amountDefinition()
+	bad.Fields[0].Pointer = "amount"
+	badQuery := amountDefinition()
+	badQuery.Query = &skaldv1.Query{}
+	for _, tc := range []struct {
+		name  string
+		call  func() error
+		code  connect.Code
+		field string
+	}{
+		{"another namespace's token", func() error {
+			_, err := other.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Namespace: "shop", Name: "amount"}))
+			return err
+		}, connect.CodePermissionDenied, ""},
+		{"another namespace's token creates", func() error {
+			_, err := other.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: "shop", Definition: amountDefinition()}))
+			return err
+		}, connect.CodePermissionDenied, ""},
+		{"bad pointer", func() error {
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: bad}))
+			return err
+		}, connect.CodeInvalidArgument, "definition.fields[0].pointer"},
+		{"bad query", func() error {
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: badQuery}))
+			return err
+		}, connect.CodeInvalidArgument, "definition.query.items"},
+		{"exists", func() error {
+			_, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: amountDefinition()}))
+			return err
+		}, connect.CodeAlreadyExists, ""},
+		{"unknown index", func() error {
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "nope"}))
+			return err
+		}, connect.CodeNotFound, ""},
+		{"value of another type", func() error {
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Equal: []string{"ten"}}))
+			return err
+		}, connect.CodeInvalidArgument, "equal[0]"},
+		{"limit", func() error {
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Limit: 1001}))
+			return err
+		}, connect.CodeInvalidArgument, "limit"},
+		{"foreign cursor", func() error {
+			_, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Cursor: []byte("nope")}))
+			return err
+		}, connect.CodeInvalidArgument, "cursor"},
+		{"delete unknown", func() error {
+			_, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Name: "nope"}))
+			return err
+		}, connect.CodeNotFound, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != tc.code {
+				t.Fatalf("error %v, want %v", err, tc.code)
+			}
+			if tc.field != "" {
+				var field string
+				for _, d := range ce.Details() {
+					if v, err := d.Value(); err == nil {
+						if br, ok := v.(*errdetails.BadRequest); ok && len(br.FieldViolations) > 0 {
+							field = br.FieldViolations[0].Field
+						}
+					}
+				}
+				if field != tc.field {
+					t.Fatalf("field violation %q, want %q (%v)", field, tc.field, err)
+				}
+			}
+		})
+	}
+	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || len(list.Msg.Indexes) != 1 {
+		t.Fatalf("the refusals changed the indexes: %v, %v", list, err)
+	}
+	if _, err := own.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Name: "amount"})); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || len(list.Msg.Indexes) != 0 {
+		t.Fatalf("after delete: %v, %v", list, err)
+	}
+}
