@@ -73,11 +73,11 @@ func credentialOf(c *skaldv1.Credential) Credential {
 // CreateCredential creates a credential (an unscoped owner token of the
 // namespace, or an admin token). ErrAlreadyExists when its name is taken.
 func (c *Client) CreateCredential(ctx context.Context, n NewCredential) (CreatedCredential, error) {
-	req := &skaldv1.CreateCredentialRequest{Namespace: n.Namespace, Name: n.Name, Role: skaldv1.Role(n.Role), Scope: n.Scope}
+	req := &skaldv1.CredentialsCreateRequest{Namespace: n.Namespace, Name: n.Name, Role: skaldv1.Role(n.Role), Scope: n.Scope}
 	if !n.ExpiresAt.IsZero() {
 		req.ExpiresAt = timestamppb.New(n.ExpiresAt)
 	}
-	var resp *skaldv1.CreateCredentialResponse
+	var resp *skaldv1.CredentialsCreateResponse
 	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		r, err := m.creds.Create(ctx, connect.NewRequest(req))
 		if err == nil {
@@ -97,7 +97,7 @@ func (c *Client) CreateCredential(ctx context.Context, n NewCredential) (Created
 func (c *Client) Credentials(ctx context.Context, namespace string) ([]Credential, error) {
 	var out []Credential
 	err := c.read(ctx, func(ctx context.Context, m *member) error {
-		r, err := m.creds.List(ctx, connect.NewRequest(&skaldv1.ListCredentialsRequest{Namespace: namespace}))
+		r, err := m.creds.List(ctx, connect.NewRequest(&skaldv1.CredentialsListRequest{Namespace: namespace}))
 		if err != nil {
 			return err
 		}
@@ -114,9 +114,9 @@ func (c *Client) Credentials(ctx context.Context, namespace string) ([]Credentia
 // token's own); once it returns no node admits it. ErrNotFound when the
 // namespace holds no credential of that name.
 func (c *Client) RevokeCredential(ctx context.Context, namespace, name string) error {
-	var resp *skaldv1.RevokeCredentialResponse
+	var resp *skaldv1.CredentialsRevokeResponse
 	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.creds.Revoke(ctx, connect.NewRequest(&skaldv1.RevokeCredentialRequest{Namespace: namespace, Name: name}))
+		r, err := m.creds.Revoke(ctx, connect.NewRequest(&skaldv1.CredentialsRevokeRequest{Namespace: namespace, Name: name}))
 		if err == nil {
 			resp = r.Msg
 		}

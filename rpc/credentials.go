@@ -155,7 +155,7 @@ func credentialOut(c fsm.CredentialInfo, lastUsed int64) *skaldv1.Credential {
 		CreatedAt: timestamp(c.CreatedAt), LastUsed: timestamp(lastUsed), Initial: c.Initial}
 }
 
-func (s *credentials) Create(ctx context.Context, req *connect.Request[skaldv1.CreateCredentialRequest]) (*connect.Response[skaldv1.CreateCredentialResponse], error) {
+func (s *credentials) Create(ctx context.Context, req *connect.Request[skaldv1.CredentialsCreateRequest]) (*connect.Response[skaldv1.CredentialsCreateResponse], error) {
 	m := req.Msg
 	n := newCredential{namespace: m.Namespace, name: m.Name, role: roleIn(m.Role), scope: m.Scope}
 	if m.ExpiresAt != nil {
@@ -168,25 +168,25 @@ func (s *credentials) Create(ctx context.Context, req *connect.Request[skaldv1.C
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	return connect.NewResponse(&skaldv1.CreateCredentialResponse{Credential: credentialOut(info, 0), Token: token, Index: index}), nil
+	return connect.NewResponse(&skaldv1.CredentialsCreateResponse{Credential: credentialOut(info, 0), Token: token, Index: index}), nil
 }
 
-func (s *credentials) List(ctx context.Context, req *connect.Request[skaldv1.ListCredentialsRequest]) (*connect.Response[skaldv1.ListCredentialsResponse], error) {
+func (s *credentials) List(ctx context.Context, req *connect.Request[skaldv1.CredentialsListRequest]) (*connect.Response[skaldv1.CredentialsListResponse], error) {
 	creds, used, err := s.ops.list(ctx, req.Msg.Namespace)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	out := &skaldv1.ListCredentialsResponse{}
+	out := &skaldv1.CredentialsListResponse{}
 	for i, c := range creds {
 		out.Credentials = append(out.Credentials, credentialOut(c, used[i]))
 	}
 	return connect.NewResponse(out), nil
 }
 
-func (s *credentials) Revoke(ctx context.Context, req *connect.Request[skaldv1.RevokeCredentialRequest]) (*connect.Response[skaldv1.RevokeCredentialResponse], error) {
+func (s *credentials) Revoke(ctx context.Context, req *connect.Request[skaldv1.CredentialsRevokeRequest]) (*connect.Response[skaldv1.CredentialsRevokeResponse], error) {
 	index, err := s.ops.revoke(ctx, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	return connect.NewResponse(&skaldv1.RevokeCredentialResponse{Index: index}), nil
+	return connect.NewResponse(&skaldv1.CredentialsRevokeResponse{Index: index}), nil
 }

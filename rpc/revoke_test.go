@@ -128,7 +128,7 @@ func TestExpiredCredential(t *testing.T) {
 	}
 	expires := time.Now().Add(1500 * time.Millisecond).UTC()
 	creds := skaldv1connect.NewCredentialsClient(http.DefaultClient, "http://"+s.addr, connect.WithInterceptors(bearerInterceptor(appToken)))
-	res, err := creds.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateCredentialRequest{Name: "brief", Role: skaldv1.Role_ROLE_READER,
+	res, err := creds.Create(ctxT(t), connect.NewRequest(&skaldv1.CredentialsCreateRequest{Name: "brief", Role: skaldv1.Role_ROLE_READER,
 		ExpiresAt: timestamp(expires.UnixNano())}))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestExpiredCredential(t *testing.T) {
 	if !errors.As(last, &ce) || ce.Code() != connect.CodeUnauthenticated || !strings.Contains(ce.Message(), `credential "brief" of namespace "app" expired at`) {
 		t.Fatalf("after expiry: %v", last)
 	}
-	list, err := creds.List(ctxT(t), connect.NewRequest(&skaldv1.ListCredentialsRequest{}))
+	list, err := creds.List(ctxT(t), connect.NewRequest(&skaldv1.CredentialsListRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}

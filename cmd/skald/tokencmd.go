@@ -66,7 +66,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.CreateCredentialResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
+			return printJSON(stdout, &skaldv1.CredentialsCreateResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
 		}
 		fmt.Fprintf(stdout, "Created credential %s (%s).\nToken (shown only now; keep it): %s\n", made.Name, made.Role, made.Token)
 		return nil
@@ -85,7 +85,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			reply := &skaldv1.ListCredentialsResponse{}
+			reply := &skaldv1.CredentialsListResponse{}
 			for _, cr := range list {
 				reply.Credentials = append(reply.Credentials, credentialProto(cr))
 			}
@@ -115,7 +115,7 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return apiError(err)
 		}
 		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.RevokeCredentialResponse{})
+			return printJSON(stdout, &skaldv1.CredentialsRevokeResponse{})
 		}
 		fmt.Fprintf(stdout, "Revoked credential %s.\n", rest[0])
 		return nil

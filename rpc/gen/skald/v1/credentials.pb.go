@@ -180,7 +180,7 @@ func (x *Credential) GetInitial() bool {
 	return false
 }
 
-type CreateCredentialRequest struct {
+type CredentialsCreateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The namespace; empty means the caller's own.
 	Namespace string   `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -193,20 +193,20 @@ type CreateCredentialRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateCredentialRequest) Reset() {
-	*x = CreateCredentialRequest{}
+func (x *CredentialsCreateRequest) Reset() {
+	*x = CredentialsCreateRequest{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateCredentialRequest) String() string {
+func (x *CredentialsCreateRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateCredentialRequest) ProtoMessage() {}
+func (*CredentialsCreateRequest) ProtoMessage() {}
 
-func (x *CreateCredentialRequest) ProtoReflect() protoreflect.Message {
+func (x *CredentialsCreateRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -218,47 +218,47 @@ func (x *CreateCredentialRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateCredentialRequest.ProtoReflect.Descriptor instead.
-func (*CreateCredentialRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsCreateRequest.ProtoReflect.Descriptor instead.
+func (*CredentialsCreateRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *CreateCredentialRequest) GetNamespace() string {
+func (x *CredentialsCreateRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *CreateCredentialRequest) GetName() string {
+func (x *CredentialsCreateRequest) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-func (x *CreateCredentialRequest) GetRole() Role {
+func (x *CredentialsCreateRequest) GetRole() Role {
 	if x != nil {
 		return x.Role
 	}
 	return Role_ROLE_UNSPECIFIED
 }
 
-func (x *CreateCredentialRequest) GetScope() []string {
+func (x *CredentialsCreateRequest) GetScope() []string {
 	if x != nil {
 		return x.Scope
 	}
 	return nil
 }
 
-func (x *CreateCredentialRequest) GetExpiresAt() *timestamppb.Timestamp {
+func (x *CredentialsCreateRequest) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
 	}
 	return nil
 }
 
-type CreateCredentialResponse struct {
+type CredentialsCreateResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Credential *Credential            `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
 	// Returned only here.
@@ -268,20 +268,20 @@ type CreateCredentialResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *CreateCredentialResponse) Reset() {
-	*x = CreateCredentialResponse{}
+func (x *CredentialsCreateResponse) Reset() {
+	*x = CredentialsCreateResponse{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *CreateCredentialResponse) String() string {
+func (x *CredentialsCreateResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*CreateCredentialResponse) ProtoMessage() {}
+func (*CredentialsCreateResponse) ProtoMessage() {}
 
-func (x *CreateCredentialResponse) ProtoReflect() protoreflect.Message {
+func (x *CredentialsCreateResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -293,33 +293,33 @@ func (x *CreateCredentialResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use CreateCredentialResponse.ProtoReflect.Descriptor instead.
-func (*CreateCredentialResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsCreateResponse.ProtoReflect.Descriptor instead.
+func (*CredentialsCreateResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *CreateCredentialResponse) GetCredential() *Credential {
+func (x *CredentialsCreateResponse) GetCredential() *Credential {
 	if x != nil {
 		return x.Credential
 	}
 	return nil
 }
 
-func (x *CreateCredentialResponse) GetToken() string {
+func (x *CredentialsCreateResponse) GetToken() string {
 	if x != nil {
 		return x.Token
 	}
 	return ""
 }
 
-func (x *CreateCredentialResponse) GetIndex() uint64 {
+func (x *CredentialsCreateResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
 	}
 	return 0
 }
 
-type ListCredentialsRequest struct {
+type CredentialsListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The namespace; empty means the caller's own.
 	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -327,20 +327,20 @@ type ListCredentialsRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListCredentialsRequest) Reset() {
-	*x = ListCredentialsRequest{}
+func (x *CredentialsListRequest) Reset() {
+	*x = CredentialsListRequest{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListCredentialsRequest) String() string {
+func (x *CredentialsListRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListCredentialsRequest) ProtoMessage() {}
+func (*CredentialsListRequest) ProtoMessage() {}
 
-func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
+func (x *CredentialsListRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -352,39 +352,39 @@ func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
-func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsListRequest.ProtoReflect.Descriptor instead.
+func (*CredentialsListRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *ListCredentialsRequest) GetNamespace() string {
+func (x *CredentialsListRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-type ListCredentialsResponse struct {
+type CredentialsListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Credentials   []*Credential          `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListCredentialsResponse) Reset() {
-	*x = ListCredentialsResponse{}
+func (x *CredentialsListResponse) Reset() {
+	*x = CredentialsListResponse{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListCredentialsResponse) String() string {
+func (x *CredentialsListResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListCredentialsResponse) ProtoMessage() {}
+func (*CredentialsListResponse) ProtoMessage() {}
 
-func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
+func (x *CredentialsListResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -396,19 +396,19 @@ func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
-func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsListResponse.ProtoReflect.Descriptor instead.
+func (*CredentialsListResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ListCredentialsResponse) GetCredentials() []*Credential {
+func (x *CredentialsListResponse) GetCredentials() []*Credential {
 	if x != nil {
 		return x.Credentials
 	}
 	return nil
 }
 
-type RevokeCredentialRequest struct {
+type CredentialsRevokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The namespace; empty means the caller's own.
 	Namespace     string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -417,20 +417,20 @@ type RevokeCredentialRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RevokeCredentialRequest) Reset() {
-	*x = RevokeCredentialRequest{}
+func (x *CredentialsRevokeRequest) Reset() {
+	*x = CredentialsRevokeRequest{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RevokeCredentialRequest) String() string {
+func (x *CredentialsRevokeRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RevokeCredentialRequest) ProtoMessage() {}
+func (*CredentialsRevokeRequest) ProtoMessage() {}
 
-func (x *RevokeCredentialRequest) ProtoReflect() protoreflect.Message {
+func (x *CredentialsRevokeRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -442,46 +442,46 @@ func (x *RevokeCredentialRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RevokeCredentialRequest.ProtoReflect.Descriptor instead.
-func (*RevokeCredentialRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsRevokeRequest.ProtoReflect.Descriptor instead.
+func (*CredentialsRevokeRequest) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *RevokeCredentialRequest) GetNamespace() string {
+func (x *CredentialsRevokeRequest) GetNamespace() string {
 	if x != nil {
 		return x.Namespace
 	}
 	return ""
 }
 
-func (x *RevokeCredentialRequest) GetName() string {
+func (x *CredentialsRevokeRequest) GetName() string {
 	if x != nil {
 		return x.Name
 	}
 	return ""
 }
 
-type RevokeCredentialResponse struct {
+type CredentialsRevokeResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RevokeCredentialResponse) Reset() {
-	*x = RevokeCredentialResponse{}
+func (x *CredentialsRevokeResponse) Reset() {
+	*x = CredentialsRevokeResponse{}
 	mi := &file_skald_v1_credentials_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RevokeCredentialResponse) String() string {
+func (x *CredentialsRevokeResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RevokeCredentialResponse) ProtoMessage() {}
+func (*CredentialsRevokeResponse) ProtoMessage() {}
 
-func (x *RevokeCredentialResponse) ProtoReflect() protoreflect.Message {
+func (x *CredentialsRevokeResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_skald_v1_credentials_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -493,12 +493,12 @@ func (x *RevokeCredentialResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RevokeCredentialResponse.ProtoReflect.Descriptor instead.
-func (*RevokeCredentialResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use CredentialsRevokeResponse.ProtoReflect.Descriptor instead.
+func (*CredentialsRevokeResponse) Descriptor() ([]byte, []int) {
 	return file_skald_v1_credentials_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *RevokeCredentialResponse) GetIndex() uint64 {
+func (x *CredentialsRevokeResponse) GetIndex() uint64 {
 	if x != nil {
 		return x.Index
 	}
@@ -520,28 +520,28 @@ const file_skald_v1_credentials_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x127\n" +
 	"\tlast_used\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastUsed\x12\x18\n" +
-	"\ainitial\x18\a \x01(\bR\ainitial\"\xc0\x01\n" +
-	"\x17CreateCredentialRequest\x12\x1c\n" +
+	"\ainitial\x18\a \x01(\bR\ainitial\"\xc1\x01\n" +
+	"\x18CredentialsCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\"\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x0e.skald.v1.RoleR\x04role\x12\x14\n" +
 	"\x05scope\x18\x04 \x03(\tR\x05scope\x129\n" +
 	"\n" +
-	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"|\n" +
-	"\x18CreateCredentialResponse\x124\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"}\n" +
+	"\x19CredentialsCreateResponse\x124\n" +
 	"\n" +
 	"credential\x18\x01 \x01(\v2\x14.skald.v1.CredentialR\n" +
 	"credential\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\"6\n" +
-	"\x16ListCredentialsRequest\x12\x1c\n" +
+	"\x16CredentialsListRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"Q\n" +
-	"\x17ListCredentialsResponse\x126\n" +
-	"\vcredentials\x18\x01 \x03(\v2\x14.skald.v1.CredentialR\vcredentials\"K\n" +
-	"\x17RevokeCredentialRequest\x12\x1c\n" +
+	"\x17CredentialsListResponse\x126\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x14.skald.v1.CredentialR\vcredentials\"L\n" +
+	"\x18CredentialsRevokeRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"0\n" +
-	"\x18RevokeCredentialResponse\x12\x14\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"1\n" +
+	"\x19CredentialsRevokeResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index*^\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
@@ -550,11 +550,11 @@ const file_skald_v1_credentials_proto_rawDesc = "" +
 	"\n" +
 	"ROLE_OWNER\x10\x03\x12\x0e\n" +
 	"\n" +
-	"ROLE_ADMIN\x10\x042\x81\x02\n" +
-	"\vCredentials\x12O\n" +
-	"\x06Create\x12!.skald.v1.CreateCredentialRequest\x1a\".skald.v1.CreateCredentialResponse\x12P\n" +
-	"\x04List\x12 .skald.v1.ListCredentialsRequest\x1a!.skald.v1.ListCredentialsResponse\"\x03\x90\x02\x01\x12O\n" +
-	"\x06Revoke\x12!.skald.v1.RevokeCredentialRequest\x1a\".skald.v1.RevokeCredentialResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"ROLE_ADMIN\x10\x042\x85\x02\n" +
+	"\vCredentials\x12Q\n" +
+	"\x06Create\x12\".skald.v1.CredentialsCreateRequest\x1a#.skald.v1.CredentialsCreateResponse\x12P\n" +
+	"\x04List\x12 .skald.v1.CredentialsListRequest\x1a!.skald.v1.CredentialsListResponse\"\x03\x90\x02\x01\x12Q\n" +
+	"\x06Revoke\x12\".skald.v1.CredentialsRevokeRequest\x1a#.skald.v1.CredentialsRevokeResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_credentials_proto_rawDescOnce sync.Once
@@ -571,31 +571,31 @@ func file_skald_v1_credentials_proto_rawDescGZIP() []byte {
 var file_skald_v1_credentials_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_skald_v1_credentials_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_skald_v1_credentials_proto_goTypes = []any{
-	(Role)(0),                        // 0: skald.v1.Role
-	(*Credential)(nil),               // 1: skald.v1.Credential
-	(*CreateCredentialRequest)(nil),  // 2: skald.v1.CreateCredentialRequest
-	(*CreateCredentialResponse)(nil), // 3: skald.v1.CreateCredentialResponse
-	(*ListCredentialsRequest)(nil),   // 4: skald.v1.ListCredentialsRequest
-	(*ListCredentialsResponse)(nil),  // 5: skald.v1.ListCredentialsResponse
-	(*RevokeCredentialRequest)(nil),  // 6: skald.v1.RevokeCredentialRequest
-	(*RevokeCredentialResponse)(nil), // 7: skald.v1.RevokeCredentialResponse
-	(*timestamppb.Timestamp)(nil),    // 8: google.protobuf.Timestamp
+	(Role)(0),                         // 0: skald.v1.Role
+	(*Credential)(nil),                // 1: skald.v1.Credential
+	(*CredentialsCreateRequest)(nil),  // 2: skald.v1.CredentialsCreateRequest
+	(*CredentialsCreateResponse)(nil), // 3: skald.v1.CredentialsCreateResponse
+	(*CredentialsListRequest)(nil),    // 4: skald.v1.CredentialsListRequest
+	(*CredentialsListResponse)(nil),   // 5: skald.v1.CredentialsListResponse
+	(*CredentialsRevokeRequest)(nil),  // 6: skald.v1.CredentialsRevokeRequest
+	(*CredentialsRevokeResponse)(nil), // 7: skald.v1.CredentialsRevokeResponse
+	(*timestamppb.Timestamp)(nil),     // 8: google.protobuf.Timestamp
 }
 var file_skald_v1_credentials_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.Credential.role:type_name -> skald.v1.Role
 	8,  // 1: skald.v1.Credential.expires_at:type_name -> google.protobuf.Timestamp
 	8,  // 2: skald.v1.Credential.created_at:type_name -> google.protobuf.Timestamp
 	8,  // 3: skald.v1.Credential.last_used:type_name -> google.protobuf.Timestamp
-	0,  // 4: skald.v1.CreateCredentialRequest.role:type_name -> skald.v1.Role
-	8,  // 5: skald.v1.CreateCredentialRequest.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: skald.v1.CreateCredentialResponse.credential:type_name -> skald.v1.Credential
-	1,  // 7: skald.v1.ListCredentialsResponse.credentials:type_name -> skald.v1.Credential
-	2,  // 8: skald.v1.Credentials.Create:input_type -> skald.v1.CreateCredentialRequest
-	4,  // 9: skald.v1.Credentials.List:input_type -> skald.v1.ListCredentialsRequest
-	6,  // 10: skald.v1.Credentials.Revoke:input_type -> skald.v1.RevokeCredentialRequest
-	3,  // 11: skald.v1.Credentials.Create:output_type -> skald.v1.CreateCredentialResponse
-	5,  // 12: skald.v1.Credentials.List:output_type -> skald.v1.ListCredentialsResponse
-	7,  // 13: skald.v1.Credentials.Revoke:output_type -> skald.v1.RevokeCredentialResponse
+	0,  // 4: skald.v1.CredentialsCreateRequest.role:type_name -> skald.v1.Role
+	8,  // 5: skald.v1.CredentialsCreateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 6: skald.v1.CredentialsCreateResponse.credential:type_name -> skald.v1.Credential
+	1,  // 7: skald.v1.CredentialsListResponse.credentials:type_name -> skald.v1.Credential
+	2,  // 8: skald.v1.Credentials.Create:input_type -> skald.v1.CredentialsCreateRequest
+	4,  // 9: skald.v1.Credentials.List:input_type -> skald.v1.CredentialsListRequest
+	6,  // 10: skald.v1.Credentials.Revoke:input_type -> skald.v1.CredentialsRevokeRequest
+	3,  // 11: skald.v1.Credentials.Create:output_type -> skald.v1.CredentialsCreateResponse
+	5,  // 12: skald.v1.Credentials.List:output_type -> skald.v1.CredentialsListResponse
+	7,  // 13: skald.v1.Credentials.Revoke:output_type -> skald.v1.CredentialsRevokeResponse
 	11, // [11:14] is the sub-list for method output_type
 	8,  // [8:11] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name

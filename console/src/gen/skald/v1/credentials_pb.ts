@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/credentials.proto.
  */
 export const file_skald_v1_credentials: GenFile = /*@__PURE__*/
-  fileDesc("Chpza2FsZC92MS9jcmVkZW50aWFscy5wcm90bxIIc2thbGQudjEi5wEKCkNyZWRlbnRpYWwSDAoEbmFtZRgBIAEoCRIcCgRyb2xlGAIgASgOMg4uc2thbGQudjEuUm9sZRINCgVzY29wZRgDIAMoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3VzZWQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2luaXRpYWwYByABKAgilwEKF0NyZWF0ZUNyZWRlbnRpYWxSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJEhwKBHJvbGUYAyABKA4yDi5za2FsZC52MS5Sb2xlEg0KBXNjb3BlGAQgAygJEi4KCmV4cGlyZXNfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKGENyZWF0ZUNyZWRlbnRpYWxSZXNwb25zZRIoCgpjcmVkZW50aWFsGAEgASgLMhQuc2thbGQudjEuQ3JlZGVudGlhbBINCgV0b2tlbhgCIAEoCRINCgVpbmRleBgDIAEoBCIrChZMaXN0Q3JlZGVudGlhbHNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJEChdMaXN0Q3JlZGVudGlhbHNSZXNwb25zZRIpCgtjcmVkZW50aWFscxgBIAMoCzIULnNrYWxkLnYxLkNyZWRlbnRpYWwiOgoXUmV2b2tlQ3JlZGVudGlhbFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiKQoYUmV2b2tlQ3JlZGVudGlhbFJlc3BvbnNlEg0KBWluZGV4GAEgASgEKl4KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfUkVBREVSEAESDwoLUk9MRV9XUklURVIQAhIOCgpST0xFX09XTkVSEAMSDgoKUk9MRV9BRE1JThAEMoECCgtDcmVkZW50aWFscxJPCgZDcmVhdGUSIS5za2FsZC52MS5DcmVhdGVDcmVkZW50aWFsUmVxdWVzdBoiLnNrYWxkLnYxLkNyZWF0ZUNyZWRlbnRpYWxSZXNwb25zZRJQCgRMaXN0EiAuc2thbGQudjEuTGlzdENyZWRlbnRpYWxzUmVxdWVzdBohLnNrYWxkLnYxLkxpc3RDcmVkZW50aWFsc1Jlc3BvbnNlIgOQAgESTwoGUmV2b2tlEiEuc2thbGQudjEuUmV2b2tlQ3JlZGVudGlhbFJlcXVlc3QaIi5za2FsZC52MS5SZXZva2VDcmVkZW50aWFsUmVzcG9uc2VCM1oxZ2l0aHViLmNvbS9za2FsZGRiL3NrYWxkL3JwYy9nZW4vc2thbGQvdjE7c2thbGR2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chpza2FsZC92MS9jcmVkZW50aWFscy5wcm90bxIIc2thbGQudjEi5wEKCkNyZWRlbnRpYWwSDAoEbmFtZRgBIAEoCRIcCgRyb2xlGAIgASgOMg4uc2thbGQudjEuUm9sZRINCgVzY29wZRgDIAMoCRIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3VzZWQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB2luaXRpYWwYByABKAgimAEKGENyZWRlbnRpYWxzQ3JlYXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRIcCgRyb2xlGAMgASgOMg4uc2thbGQudjEuUm9sZRINCgVzY29wZRgEIAMoCRIuCgpleHBpcmVzX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJjChlDcmVkZW50aWFsc0NyZWF0ZVJlc3BvbnNlEigKCmNyZWRlbnRpYWwYASABKAsyFC5za2FsZC52MS5DcmVkZW50aWFsEg0KBXRva2VuGAIgASgJEg0KBWluZGV4GAMgASgEIisKFkNyZWRlbnRpYWxzTGlzdFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIkQKF0NyZWRlbnRpYWxzTGlzdFJlc3BvbnNlEikKC2NyZWRlbnRpYWxzGAEgAygLMhQuc2thbGQudjEuQ3JlZGVudGlhbCI7ChhDcmVkZW50aWFsc1Jldm9rZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkiKgoZQ3JlZGVudGlhbHNSZXZva2VSZXNwb25zZRINCgVpbmRleBgBIAEoBCpeCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1JFQURFUhABEg8KC1JPTEVfV1JJVEVSEAISDgoKUk9MRV9PV05FUhADEg4KClJPTEVfQURNSU4QBDKFAgoLQ3JlZGVudGlhbHMSUQoGQ3JlYXRlEiIuc2thbGQudjEuQ3JlZGVudGlhbHNDcmVhdGVSZXF1ZXN0GiMuc2thbGQudjEuQ3JlZGVudGlhbHNDcmVhdGVSZXNwb25zZRJQCgRMaXN0EiAuc2thbGQudjEuQ3JlZGVudGlhbHNMaXN0UmVxdWVzdBohLnNrYWxkLnYxLkNyZWRlbnRpYWxzTGlzdFJlc3BvbnNlIgOQAgESUQoGUmV2b2tlEiIuc2thbGQudjEuQ3JlZGVudGlhbHNSZXZva2VSZXF1ZXN0GiMuc2thbGQudjEuQ3JlZGVudGlhbHNSZXZva2VSZXNwb25zZUIzWjFnaXRodWIuY29tL3NrYWxkZGIvc2thbGQvcnBjL2dlbi9za2FsZC92MTtza2FsZHYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message skald.v1.Credential
@@ -72,9 +72,9 @@ export const CredentialSchema: GenMessage<Credential> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 0);
 
 /**
- * @generated from message skald.v1.CreateCredentialRequest
+ * @generated from message skald.v1.CredentialsCreateRequest
  */
-export type CreateCredentialRequest = Message<"skald.v1.CreateCredentialRequest"> & {
+export type CredentialsCreateRequest = Message<"skald.v1.CredentialsCreateRequest"> & {
   /**
    * The namespace; empty means the caller's own.
    *
@@ -106,16 +106,16 @@ export type CreateCredentialRequest = Message<"skald.v1.CreateCredentialRequest"
 };
 
 /**
- * Describes the message skald.v1.CreateCredentialRequest.
- * Use `create(CreateCredentialRequestSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsCreateRequest.
+ * Use `create(CredentialsCreateRequestSchema)` to create a new message.
  */
-export const CreateCredentialRequestSchema: GenMessage<CreateCredentialRequest> = /*@__PURE__*/
+export const CredentialsCreateRequestSchema: GenMessage<CredentialsCreateRequest> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 1);
 
 /**
- * @generated from message skald.v1.CreateCredentialResponse
+ * @generated from message skald.v1.CredentialsCreateResponse
  */
-export type CreateCredentialResponse = Message<"skald.v1.CreateCredentialResponse"> & {
+export type CredentialsCreateResponse = Message<"skald.v1.CredentialsCreateResponse"> & {
   /**
    * @generated from field: skald.v1.Credential credential = 1;
    */
@@ -135,16 +135,16 @@ export type CreateCredentialResponse = Message<"skald.v1.CreateCredentialRespons
 };
 
 /**
- * Describes the message skald.v1.CreateCredentialResponse.
- * Use `create(CreateCredentialResponseSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsCreateResponse.
+ * Use `create(CredentialsCreateResponseSchema)` to create a new message.
  */
-export const CreateCredentialResponseSchema: GenMessage<CreateCredentialResponse> = /*@__PURE__*/
+export const CredentialsCreateResponseSchema: GenMessage<CredentialsCreateResponse> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 2);
 
 /**
- * @generated from message skald.v1.ListCredentialsRequest
+ * @generated from message skald.v1.CredentialsListRequest
  */
-export type ListCredentialsRequest = Message<"skald.v1.ListCredentialsRequest"> & {
+export type CredentialsListRequest = Message<"skald.v1.CredentialsListRequest"> & {
   /**
    * The namespace; empty means the caller's own.
    *
@@ -154,16 +154,16 @@ export type ListCredentialsRequest = Message<"skald.v1.ListCredentialsRequest"> 
 };
 
 /**
- * Describes the message skald.v1.ListCredentialsRequest.
- * Use `create(ListCredentialsRequestSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsListRequest.
+ * Use `create(CredentialsListRequestSchema)` to create a new message.
  */
-export const ListCredentialsRequestSchema: GenMessage<ListCredentialsRequest> = /*@__PURE__*/
+export const CredentialsListRequestSchema: GenMessage<CredentialsListRequest> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 3);
 
 /**
- * @generated from message skald.v1.ListCredentialsResponse
+ * @generated from message skald.v1.CredentialsListResponse
  */
-export type ListCredentialsResponse = Message<"skald.v1.ListCredentialsResponse"> & {
+export type CredentialsListResponse = Message<"skald.v1.CredentialsListResponse"> & {
   /**
    * @generated from field: repeated skald.v1.Credential credentials = 1;
    */
@@ -171,16 +171,16 @@ export type ListCredentialsResponse = Message<"skald.v1.ListCredentialsResponse"
 };
 
 /**
- * Describes the message skald.v1.ListCredentialsResponse.
- * Use `create(ListCredentialsResponseSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsListResponse.
+ * Use `create(CredentialsListResponseSchema)` to create a new message.
  */
-export const ListCredentialsResponseSchema: GenMessage<ListCredentialsResponse> = /*@__PURE__*/
+export const CredentialsListResponseSchema: GenMessage<CredentialsListResponse> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 4);
 
 /**
- * @generated from message skald.v1.RevokeCredentialRequest
+ * @generated from message skald.v1.CredentialsRevokeRequest
  */
-export type RevokeCredentialRequest = Message<"skald.v1.RevokeCredentialRequest"> & {
+export type CredentialsRevokeRequest = Message<"skald.v1.CredentialsRevokeRequest"> & {
   /**
    * The namespace; empty means the caller's own.
    *
@@ -195,16 +195,16 @@ export type RevokeCredentialRequest = Message<"skald.v1.RevokeCredentialRequest"
 };
 
 /**
- * Describes the message skald.v1.RevokeCredentialRequest.
- * Use `create(RevokeCredentialRequestSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsRevokeRequest.
+ * Use `create(CredentialsRevokeRequestSchema)` to create a new message.
  */
-export const RevokeCredentialRequestSchema: GenMessage<RevokeCredentialRequest> = /*@__PURE__*/
+export const CredentialsRevokeRequestSchema: GenMessage<CredentialsRevokeRequest> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 5);
 
 /**
- * @generated from message skald.v1.RevokeCredentialResponse
+ * @generated from message skald.v1.CredentialsRevokeResponse
  */
-export type RevokeCredentialResponse = Message<"skald.v1.RevokeCredentialResponse"> & {
+export type CredentialsRevokeResponse = Message<"skald.v1.CredentialsRevokeResponse"> & {
   /**
    * @generated from field: uint64 index = 1;
    */
@@ -212,10 +212,10 @@ export type RevokeCredentialResponse = Message<"skald.v1.RevokeCredentialRespons
 };
 
 /**
- * Describes the message skald.v1.RevokeCredentialResponse.
- * Use `create(RevokeCredentialResponseSchema)` to create a new message.
+ * Describes the message skald.v1.CredentialsRevokeResponse.
+ * Use `create(CredentialsRevokeResponseSchema)` to create a new message.
  */
-export const RevokeCredentialResponseSchema: GenMessage<RevokeCredentialResponse> = /*@__PURE__*/
+export const CredentialsRevokeResponseSchema: GenMessage<CredentialsRevokeResponse> = /*@__PURE__*/
   messageDesc(file_skald_v1_credentials, 6);
 
 /**
@@ -280,16 +280,16 @@ export const Credentials: GenService<{
    */
   create: {
     methodKind: "unary";
-    input: typeof CreateCredentialRequestSchema;
-    output: typeof CreateCredentialResponseSchema;
+    input: typeof CredentialsCreateRequestSchema;
+    output: typeof CredentialsCreateResponseSchema;
   },
   /**
    * @generated from rpc skald.v1.Credentials.List
    */
   list: {
     methodKind: "unary";
-    input: typeof ListCredentialsRequestSchema;
-    output: typeof ListCredentialsResponseSchema;
+    input: typeof CredentialsListRequestSchema;
+    output: typeof CredentialsListResponseSchema;
   },
   /**
    * Revoke removes a credential; every node refuses it once the call
@@ -299,8 +299,8 @@ export const Credentials: GenService<{
    */
   revoke: {
     methodKind: "unary";
-    input: typeof RevokeCredentialRequestSchema;
-    output: typeof RevokeCredentialResponseSchema;
+    input: typeof CredentialsRevokeRequestSchema;
+    output: typeof CredentialsRevokeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_skald_v1_credentials, 0);

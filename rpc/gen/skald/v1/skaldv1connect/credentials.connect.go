@@ -45,11 +45,11 @@ const (
 type CredentialsClient interface {
 	// Create adds a credential and returns its token, once: the server
 	// keeps only its hash.
-	Create(context.Context, *connect.Request[v1.CreateCredentialRequest]) (*connect.Response[v1.CreateCredentialResponse], error)
-	List(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error)
+	Create(context.Context, *connect.Request[v1.CredentialsCreateRequest]) (*connect.Response[v1.CredentialsCreateResponse], error)
+	List(context.Context, *connect.Request[v1.CredentialsListRequest]) (*connect.Response[v1.CredentialsListResponse], error)
 	// Revoke removes a credential; every node refuses it once the call
 	// returns.
-	Revoke(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error)
+	Revoke(context.Context, *connect.Request[v1.CredentialsRevokeRequest]) (*connect.Response[v1.CredentialsRevokeResponse], error)
 }
 
 // NewCredentialsClient constructs a client for the skald.v1.Credentials service. By default, it
@@ -63,20 +63,20 @@ func NewCredentialsClient(httpClient connect.HTTPClient, baseURL string, opts ..
 	baseURL = strings.TrimRight(baseURL, "/")
 	credentialsMethods := v1.File_skald_v1_credentials_proto.Services().ByName("Credentials").Methods()
 	return &credentialsClient{
-		create: connect.NewClient[v1.CreateCredentialRequest, v1.CreateCredentialResponse](
+		create: connect.NewClient[v1.CredentialsCreateRequest, v1.CredentialsCreateResponse](
 			httpClient,
 			baseURL+CredentialsCreateProcedure,
 			connect.WithSchema(credentialsMethods.ByName("Create")),
 			connect.WithClientOptions(opts...),
 		),
-		list: connect.NewClient[v1.ListCredentialsRequest, v1.ListCredentialsResponse](
+		list: connect.NewClient[v1.CredentialsListRequest, v1.CredentialsListResponse](
 			httpClient,
 			baseURL+CredentialsListProcedure,
 			connect.WithSchema(credentialsMethods.ByName("List")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
-		revoke: connect.NewClient[v1.RevokeCredentialRequest, v1.RevokeCredentialResponse](
+		revoke: connect.NewClient[v1.CredentialsRevokeRequest, v1.CredentialsRevokeResponse](
 			httpClient,
 			baseURL+CredentialsRevokeProcedure,
 			connect.WithSchema(credentialsMethods.ByName("Revoke")),
@@ -87,23 +87,23 @@ func NewCredentialsClient(httpClient connect.HTTPClient, baseURL string, opts ..
 
 // credentialsClient implements CredentialsClient.
 type credentialsClient struct {
-	create *connect.Client[v1.CreateCredentialRequest, v1.CreateCredentialResponse]
-	list   *connect.Client[v1.ListCredentialsRequest, v1.ListCredentialsResponse]
-	revoke *connect.Client[v1.RevokeCredentialRequest, v1.RevokeCredentialResponse]
+	create *connect.Client[v1.CredentialsCreateRequest, v1.CredentialsCreateResponse]
+	list   *connect.Client[v1.CredentialsListRequest, v1.CredentialsListResponse]
+	revoke *connect.Client[v1.CredentialsRevokeRequest, v1.CredentialsRevokeResponse]
 }
 
 // Create calls skald.v1.Credentials.Create.
-func (c *credentialsClient) Create(ctx context.Context, req *connect.Request[v1.CreateCredentialRequest]) (*connect.Response[v1.CreateCredentialResponse], error) {
+func (c *credentialsClient) Create(ctx context.Context, req *connect.Request[v1.CredentialsCreateRequest]) (*connect.Response[v1.CredentialsCreateResponse], error) {
 	return c.create.CallUnary(ctx, req)
 }
 
 // List calls skald.v1.Credentials.List.
-func (c *credentialsClient) List(ctx context.Context, req *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error) {
+func (c *credentialsClient) List(ctx context.Context, req *connect.Request[v1.CredentialsListRequest]) (*connect.Response[v1.CredentialsListResponse], error) {
 	return c.list.CallUnary(ctx, req)
 }
 
 // Revoke calls skald.v1.Credentials.Revoke.
-func (c *credentialsClient) Revoke(ctx context.Context, req *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error) {
+func (c *credentialsClient) Revoke(ctx context.Context, req *connect.Request[v1.CredentialsRevokeRequest]) (*connect.Response[v1.CredentialsRevokeResponse], error) {
 	return c.revoke.CallUnary(ctx, req)
 }
 
@@ -111,11 +111,11 @@ func (c *credentialsClient) Revoke(ctx context.Context, req *connect.Request[v1.
 type CredentialsHandler interface {
 	// Create adds a credential and returns its token, once: the server
 	// keeps only its hash.
-	Create(context.Context, *connect.Request[v1.CreateCredentialRequest]) (*connect.Response[v1.CreateCredentialResponse], error)
-	List(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error)
+	Create(context.Context, *connect.Request[v1.CredentialsCreateRequest]) (*connect.Response[v1.CredentialsCreateResponse], error)
+	List(context.Context, *connect.Request[v1.CredentialsListRequest]) (*connect.Response[v1.CredentialsListResponse], error)
 	// Revoke removes a credential; every node refuses it once the call
 	// returns.
-	Revoke(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error)
+	Revoke(context.Context, *connect.Request[v1.CredentialsRevokeRequest]) (*connect.Response[v1.CredentialsRevokeResponse], error)
 }
 
 // NewCredentialsHandler builds an HTTP handler from the service implementation. It returns the path
@@ -161,14 +161,14 @@ func NewCredentialsHandler(svc CredentialsHandler, opts ...connect.HandlerOption
 // UnimplementedCredentialsHandler returns CodeUnimplemented from all methods.
 type UnimplementedCredentialsHandler struct{}
 
-func (UnimplementedCredentialsHandler) Create(context.Context, *connect.Request[v1.CreateCredentialRequest]) (*connect.Response[v1.CreateCredentialResponse], error) {
+func (UnimplementedCredentialsHandler) Create(context.Context, *connect.Request[v1.CredentialsCreateRequest]) (*connect.Response[v1.CredentialsCreateResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Credentials.Create is not implemented"))
 }
 
-func (UnimplementedCredentialsHandler) List(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error) {
+func (UnimplementedCredentialsHandler) List(context.Context, *connect.Request[v1.CredentialsListRequest]) (*connect.Response[v1.CredentialsListResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Credentials.List is not implemented"))
 }
 
-func (UnimplementedCredentialsHandler) Revoke(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error) {
+func (UnimplementedCredentialsHandler) Revoke(context.Context, *connect.Request[v1.CredentialsRevokeRequest]) (*connect.Response[v1.CredentialsRevokeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Credentials.Revoke is not implemented"))
 }
