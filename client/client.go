@@ -70,7 +70,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		seeds = append(seeds, e)
 	}
 	hints := &leaderHints{}
-	interceptors := []connect.Interceptor{bearer(cfg.Token)}
+	interceptors := []connect.Interceptor{bearer(cfg.Token), traceparent{}}
 	if !cfg.Pinned {
 		interceptors = append(interceptors, hints)
 	}

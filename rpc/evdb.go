@@ -83,6 +83,7 @@ type evdb struct {
 	limits  Limits         // with defaults
 	unknown *unknownTokens // shared with the Connect API's authenticator
 	metrics *rpcMetrics    // shared with the Connect API
+	traced  bool           // Options.TracerProvider is set (trace.go)
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -149,8 +150,13 @@ func (e *evdb) authenticate(ctx context.Context, r *http.Request) (caller, *evEr
 func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 	// Counted as the Connect procedures are: a known method by its name,
 	// anything refused before one is known as eventodb/rpc.
-	start, procedure, code := time.Now(), evdbRefused, "ok"
-	defer func() { e.metrics.observeCode(procedure, code, start) }()
+	start, procedure, code, namespace := time.Now(), evdbRefused, "ok", ""
+	defer func() {
+		e.metrics.observeCode(procedure, code, start)
+		if e.traced {
+			evdbSpan(r.Context(), procedure, namespace, code)
+		}
+	}()
 	fail := func(everr *evError) {
 		code = evCodeLabel(everr.code)
 		writeEvError(w, everr)
@@ -164,6 +170,7 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 		fail(everr)
 		return
 	}
+	namespace = c.namespace
 	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
 	if everr != nil {
 		fail(everr)

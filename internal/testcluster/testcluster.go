@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
@@ -47,7 +49,20 @@ type Cluster struct {
 // has applied it and knows every API address.
 func Start(t T, size int) *Cluster {
 	t.Helper()
-	return start(t, size, "", "")
+	return start(t, size, "", "", Options{})
+}
+
+// Options shape a cluster of StartWith.
+type Options struct {
+	// TracerProvider, when set, gives member i the tracer provider of its
+	// node and its API handler (tracing on; nil for a member: off there).
+	TracerProvider func(i int) trace.TracerProvider
+}
+
+// StartWith is Start with opts.
+func StartWith(t T, size int, opts Options) *Cluster {
+	t.Helper()
+	return start(t, size, "", "", opts)
 }
 
 // StartTLS is Start with TLS on the API port (HTTPS, HTTP/2 by ALPN) and
@@ -63,16 +78,19 @@ func StartTLS(t T, size int) *Cluster {
 	if err := node.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
 		t.Fatalf("generate TLS: %v", err)
 	}
-	return start(t, size, dir, filepath.Join(dir, "ca.pem"))
+	return start(t, size, dir, filepath.Join(dir, "ca.pem"), Options{})
 }
 
-func start(t T, size int, tlsDir, caFile string) *Cluster {
+func start(t T, size int, tlsDir, caFile string, opts Options) *Cluster {
 	t.Helper()
 	config := func(i int, cfg *node.Config) {
 		cfg.LeaderWait, cfg.ReadWait = 5*time.Second, 5*time.Second
 		// Expiry acts only in namespaces with retention policies: fast
 		// enough for tests that set one to see it.
 		cfg.RetentionInterval = 100 * time.Millisecond
+		if opts.TracerProvider != nil {
+			cfg.TracerProvider = opts.TracerProvider(i)
+		}
 		if tlsDir != "" {
 			name := filepath.Join(tlsDir, fmt.Sprintf("n%d", i))
 			certs, err := node.NewTLS(node.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
@@ -83,7 +101,11 @@ func start(t T, size int, tlsDir, caFile string) *Cluster {
 		}
 	}
 	api := func(tn *node.TestNode) http.Handler {
-		return rpc.NewHandler(tn.Node, rpc.Options{Registerer: tn.Registry, Gatherer: tn.Registry})
+		o := rpc.Options{Registerer: tn.Registry, Gatherer: tn.Registry}
+		if opts.TracerProvider != nil {
+			o.TracerProvider = opts.TracerProvider(tn.Index())
+		}
+		return rpc.NewHandler(tn.Node, o)
 	}
 	c := &Cluster{TestCluster: node.StartTestCluster(t, size, node.TestClusterOptions{Config: config, Handler: api}), CAFile: caFile}
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
