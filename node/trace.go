@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // Tracing (OpenTelemetry; Config.TracerProvider). Off by default: then
@@ -53,8 +56,9 @@ var traceContext propagation.TraceContext
 
 // startSpan starts a span named name under ctx's span, or does nothing
 // (returning ctx and a span that records nothing) when tracing is off or
-// ctx carries no span context.
-func (n *Node) startSpan(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// ctx carries no span context. It takes no attributes, so an untraced
+// call builds none: set them on the span when it IsRecording.
+func (n *Node) startSpan(ctx context.Context, name string, kind trace.SpanKind) (context.Context, trace.Span) {
 	if n.tracer == nil {
 		return ctx, noSpan
 	}
@@ -65,22 +69,42 @@ func (n *Node) startSpan(ctx context.Context, name string, kind trace.SpanKind, 
 	if kind == trace.SpanKindInternal && parent.IsRemote() {
 		kind = trace.SpanKindServer // the leader's side of a forwarded write
 	}
-	return n.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return n.tracer.Start(ctx, name, trace.WithSpanKind(kind))
 }
 
 // noSpan is the span of untraced work: it records nothing.
 var noSpan = trace.SpanFromContext(context.Background())
 
-// endSpan ends span, marking it failed when err is not nil.
+// endSpan ends span, marking it failed when err is not nil. The status
+// names the kind of failure only: an error's message may name a stream,
+// which spans never carry (docs/security.md).
 func endSpan(span trace.Span, err error) {
 	if !span.IsRecording() {
 		return
 	}
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		span.SetStatus(codes.Error, failureKind(err))
 	}
 	span.End()
+}
+
+// failureKind is what a span says of a failed write.
+func failureKind(err error) string {
+	switch {
+	case errors.Is(err, errNotLeader):
+		return "not leader"
+	case errors.Is(err, errNotSent):
+		return "not sent"
+	case errors.Is(err, nodeapi.ErrNoLeader):
+		return "no leader"
+	case errors.Is(err, nodeapi.ErrUnknownOutcome):
+		return "unknown outcome"
+	case errors.Is(err, nodeapi.ErrStorageFull):
+		return "storage full"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "caller gave up"
+	}
+	return "rejected"
 }
 
 // traceCommit, called just before a traced proposal of data is handed to

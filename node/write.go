@@ -49,7 +49,10 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			return err
 		},
 		remote: func(ctx context.Context, addr string) (err error) {
-			ctx, span := n.startSpan(ctx, "node.forward", trace.SpanKindClient, attribute.String("skald.leader", addr))
+			ctx, span := n.startSpan(ctx, "node.forward", trace.SpanKindClient)
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String("skald.leader", addr))
+			}
 			defer func() { endSpan(span, err) }()
 			forward := n.forward.apply
 			if n.hooks.forward != nil {
