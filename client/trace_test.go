@@ -143,7 +143,7 @@ func TestTraceOfForwardedAppend(t *testing.T) {
 				t.Errorf("commit %v..%v then apply %v..%v: want apply to start when the commit ends", commit.StartTime, commit.EndTime, apply.StartTime, apply.EndTime)
 			}
 			if ns := attr(spans[tc.handler], "skald.namespace"); ns != "traced" {
-				t.Errorf("%s: skald.namespace %q, want traced", tc.handler, ns)
+				t.Errorf("%s: skald.namespace %q, want traced (attributes %v, status %v)", tc.handler, ns, spans[tc.handler].Attributes, spans[tc.handler].Status)
 			}
 			if leaderAddr := attr(spans["node.forward"], "skald.leader"); leaderAddr != leader.RaftAddr() && leaderAddr != leader.Proxy.Addr() {
 				t.Errorf("node.forward: skald.leader %q, want the leader's cluster address", leaderAddr)
