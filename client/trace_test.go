@@ -10,13 +10,13 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/rpc"
 )
 
 // TestTraceOfForwardedAppend: an append sent to a follower, by the Go
@@ -25,21 +25,14 @@ import (
 // application's span, from the traceparent it sent), its forward hop to
 // the leader, the leader's proposal under that hop (trace context carried
 // over the peer service), the proposal's Raft commit and apply, and the
-// follower's reply. Every member and the application export to one
-// in-process exporter; a resource attribute names the member.
+// follower's reply. Every member and the application share one
+// provider and its in-process exporter.
 func TestTraceOfForwardedAppend(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	var providers []*sdktrace.TracerProvider
-	for i := range 3 {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
-			sdktrace.WithResource(resource.NewSchemaless(attribute.Int("test.member", i))))
-		providers = append(providers, tp)
-		t.Cleanup(func() { tp.Shutdown(context.Background()) })
-	}
-	app := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(resource.NewSchemaless(attribute.Int("test.member", -1))))
-	t.Cleanup(func() { app.Shutdown(context.Background()) })
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 
-	cl := testcluster.StartWith(t, 3, testcluster.Options{TracerProvider: func(i int) trace.TracerProvider { return providers[i] }})
+	cl := testcluster.StartWith(t, 3, rpc.Options{TracerProvider: tp})
 	token := cl.CreateNamespace(t, "traced", 0)
 	leader := cl.Leader()
 	follower := cl.Followers()[0]
@@ -81,7 +74,7 @@ func TestTraceOfForwardedAppend(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, root := app.Tracer("test").Start(ctxT(t), "app")
+			ctx, root := tp.Tracer("test").Start(ctxT(t), "app")
 			tc.send(t, ctx)
 			root.End()
 
@@ -106,33 +99,28 @@ func TestTraceOfForwardedAppend(t *testing.T) {
 					t.Errorf("%d spans named %s in the trace, want 1", count[name], name)
 				}
 			}
-			member := func(s tracetest.SpanStub) int64 {
-				for _, kv := range s.Resource.Attributes() {
-					if kv.Key == "test.member" {
-						return kv.Value.AsInt64()
-					}
-				}
-				return -2
-			}
+			// The follower's spans are local children; the leader's
+			// proposal is the child of a parent it received over the
+			// peer service.
 			links := []struct {
 				child, parent string
-				on            int
 				kind          trace.SpanKind
+				remote        bool
 			}{
-				{tc.handler, "app", follower.Index(), trace.SpanKindServer},
-				{"node.forward", tc.handler, follower.Index(), trace.SpanKindClient},
-				{"raft.propose", "node.forward", leader.Index(), trace.SpanKindServer},
-				{"raft.commit", "raft.propose", leader.Index(), trace.SpanKindInternal},
-				{"fsm.apply", "raft.propose", leader.Index(), trace.SpanKindInternal},
-				{"reply", tc.handler, follower.Index(), trace.SpanKindInternal},
+				{tc.handler, "app", trace.SpanKindServer, true},
+				{"node.forward", tc.handler, trace.SpanKindClient, false},
+				{"raft.propose", "node.forward", trace.SpanKindServer, true},
+				{"raft.commit", "raft.propose", trace.SpanKindInternal, false},
+				{"fsm.apply", "raft.propose", trace.SpanKindInternal, false},
+				{"reply", tc.handler, trace.SpanKindInternal, false},
 			}
 			for _, l := range links {
 				s := spans[l.child]
 				if got, want := s.Parent.SpanID(), spans[l.parent].SpanContext.SpanID(); got != want {
 					t.Errorf("%s: parent span %s, want %s's %s", l.child, got, l.parent, want)
 				}
-				if got := member(s); got != int64(l.on) {
-					t.Errorf("%s: recorded by member %d, want %d", l.child, got, l.on)
+				if s.Parent.IsRemote() != l.remote {
+					t.Errorf("%s: parent remote %v, want %v", l.child, s.Parent.IsRemote(), l.remote)
 				}
 				if s.SpanKind != l.kind {
 					t.Errorf("%s: kind %v, want %v", l.child, s.SpanKind, l.kind)

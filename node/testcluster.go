@@ -255,9 +255,6 @@ func (tn *TestNode) start(bootstrap bool) {
 	go tn.srv.Serve(ln)
 }
 
-// Index is the member's place in TestCluster.Nodes.
-func (tn *TestNode) Index() int { return tn.index }
-
 // Restart starts a stopped member again on its data directory and
 // addresses.
 func (tn *TestNode) Restart() {

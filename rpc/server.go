@@ -141,13 +141,13 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics,
-		traced: opts.TracerProvider != nil}
+	evdb := &evdb{b: b, log: log, sub: opts.Subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)
 	mux.HandleFunc("GET /health", evdb.health)
 	mux.HandleFunc("GET /version", evdb.serveVersion)
+	evdb.traced = opts.TracerProvider != nil
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isRPC(r) {
 			unknown.ServeHTTP(w, r) // an RPC client reads its own error format

@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
@@ -49,18 +47,12 @@ type Cluster struct {
 // has applied it and knows every API address.
 func Start(t T, size int) *Cluster {
 	t.Helper()
-	return start(t, size, "", "", Options{})
+	return start(t, size, "", "", rpc.Options{})
 }
 
-// Options shape a cluster of StartWith.
-type Options struct {
-	// TracerProvider, when set, gives member i the tracer provider of its
-	// node and its API handler (tracing on; nil for a member: off there).
-	TracerProvider func(i int) trace.TracerProvider
-}
-
-// StartWith is Start with opts.
-func StartWith(t T, size int, opts Options) *Cluster {
+// StartWith is Start with the API handlers' options (limits, say); the
+// metrics registries are the harness's own.
+func StartWith(t T, size int, opts rpc.Options) *Cluster {
 	t.Helper()
 	return start(t, size, "", "", opts)
 }
@@ -78,19 +70,18 @@ func StartTLS(t T, size int) *Cluster {
 	if err := node.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
 		t.Fatalf("generate TLS: %v", err)
 	}
-	return start(t, size, dir, filepath.Join(dir, "ca.pem"), Options{})
+	return start(t, size, dir, filepath.Join(dir, "ca.pem"), rpc.Options{})
 }
 
-func start(t T, size int, tlsDir, caFile string, opts Options) *Cluster {
+func start(t T, size int, tlsDir, caFile string, opts rpc.Options) *Cluster {
 	t.Helper()
 	config := func(i int, cfg *node.Config) {
 		cfg.LeaderWait, cfg.ReadWait = 5*time.Second, 5*time.Second
 		// Expiry acts only in namespaces with retention policies: fast
 		// enough for tests that set one to see it.
 		cfg.RetentionInterval = 100 * time.Millisecond
-		if opts.TracerProvider != nil {
-			cfg.TracerProvider = opts.TracerProvider(i)
-		}
+		// The handlers' tracer provider traces the nodes too.
+		cfg.TracerProvider = opts.TracerProvider
 		if tlsDir != "" {
 			name := filepath.Join(tlsDir, fmt.Sprintf("n%d", i))
 			certs, err := node.NewTLS(node.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
@@ -101,10 +92,8 @@ func start(t T, size int, tlsDir, caFile string, opts Options) *Cluster {
 		}
 	}
 	api := func(tn *node.TestNode) http.Handler {
-		o := rpc.Options{Registerer: tn.Registry, Gatherer: tn.Registry}
-		if opts.TracerProvider != nil {
-			o.TracerProvider = opts.TracerProvider(tn.Index())
-		}
+		o := opts
+		o.Registerer, o.Gatherer = tn.Registry, tn.Registry
 		return rpc.NewHandler(tn.Node, o)
 	}
 	c := &Cluster{TestCluster: node.StartTestCluster(t, size, node.TestClusterOptions{Config: config, Handler: api}), CAFile: caFile}
