@@ -70,10 +70,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		seeds = append(seeds, e)
 	}
 	hints := &leaderHints{}
-	interceptors := []connect.Interceptor{bearer(cfg.Token), traceparent{}}
+	interceptors := []connect.Interceptor{bearer(cfg.Token)}
 	if !cfg.Pinned {
 		interceptors = append(interceptors, hints)
 	}
+	interceptors = append(interceptors, traceparent{}) // the caller's trace context
 	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...)}
 	newMember := func(url string) *member {
 		return &member{

@@ -78,12 +78,12 @@ func writeEvError(w http.ResponseWriter, e *evError) {
 type evdb struct {
 	b       Backend
 	log     *slog.Logger
+	traced  bool // Options.TracerProvider is set (trace.go)
 	sub     subscribeConfig
 	build   buildinfo.Info // for GET /version and sys.version
 	limits  Limits         // with defaults
 	unknown *unknownTokens // shared with the Connect API's authenticator
 	metrics *rpcMetrics    // shared with the Connect API
-	traced  bool           // Options.TracerProvider is set (trace.go)
 }
 
 // notFound answers unknown paths as EventoDB does.
