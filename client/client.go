@@ -74,6 +74,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if !cfg.Pinned {
 		interceptors = append(interceptors, hints)
 	}
+	interceptors = append(interceptors, traceparent{}) // the caller's trace context
 	opts := []connect.ClientOption{connect.WithInterceptors(interceptors...)}
 	newMember := func(url string) *member {
 		return &member{

@@ -331,7 +331,7 @@ func TestFailedHandshakeIsNotSent(t *testing.T) {
 	pc := newPeerClients(testDialer(t, testClusterSecret).peerTransport())
 	cmd := &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{Namespace: "app", Stream: "s-1"}}}
 	for _, tc := range cases {
-		_, err := pc.applyBatch(ctxT(t), tc.addr, []*fsmv1.Command{cmd})
+		_, err := pc.applyBatch(ctxT(t), tc.addr, []*fsmv1.Command{cmd}, "")
 		if !errors.Is(err, errNotSent) {
 			t.Errorf("%s: %v, want errNotSent", tc.name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Node. Zero values mean the defaults stated per field.
@@ -141,6 +142,13 @@ type Config struct {
 
 	// Registerer receives the node's metrics. Default: none registered.
 	Registerer prometheus.Registerer
+
+	// TracerProvider, when set, turns tracing on: the node records
+	// OpenTelemetry spans of the writes of traced requests (the forward
+	// hop, the proposal, its commit and apply; trace.go) and propagates
+	// their trace context to the leader over the peer service. Default
+	// nil: no span, no header, no cost.
+	TracerProvider trace.TracerProvider
 
 	// MetricsTenantLabels labels the subscription-group metrics by
 	// namespace and group. Default false: each is summed over the groups

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -32,6 +34,7 @@ type forwarder struct {
 	peers   *peerClients
 	timeout time.Duration // bounds one call; it carries many writes, so no caller's context
 	onCall  func(writes int)
+	traced  bool // Config.TracerProvider is set: each write carries its span context
 
 	mu     sync.Mutex
 	queues map[string]*forwardQueue // by leader API address
@@ -44,11 +47,12 @@ type forwardQueue struct {
 
 // forwardCall is one write waiting for its outcome.
 type forwardCall struct {
-	cmd   *fsmv1.Command
-	taken bool // in a call (under forwarder.mu)
-	done  chan struct{}
-	res   any
-	err   error
+	cmd    *fsmv1.Command
+	parent trace.SpanContext // the write's node.forward span, when traced
+	taken  bool              // in a call (under forwarder.mu)
+	done   chan struct{}
+	res    any
+	err    error
 }
 
 func newForwarder(life context.Context, peers *peerClients, timeout time.Duration, onCall func(writes int)) *forwarder {
@@ -60,6 +64,9 @@ func newForwarder(life context.Context, peers *peerClients, timeout time.Duratio
 // caller's context error returned unwrapped (the write never left).
 func (f *forwarder) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
 	c := &forwardCall{cmd: cmd, done: make(chan struct{})}
+	if f.traced {
+		c.parent = trace.SpanContextFromContext(ctx)
+	}
 	f.mu.Lock()
 	q := f.queues[addr]
 	if q == nil {
@@ -127,13 +134,21 @@ func (f *forwarder) call(addr string, batch []*forwardCall) {
 	for i, c := range batch {
 		cmds[i] = c.cmd
 	}
-	outcomes, err := f.peers.applyBatch(ctx, addr, cmds)
+	var parents string
+	if f.traced {
+		parents = batchParents(batch)
+	}
+	outcomes, err := f.peers.applyBatch(ctx, addr, cmds, parents)
 	if errors.Is(err, errBatchUnsupported) {
 		var wg sync.WaitGroup
 		for _, c := range batch {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				ctx := ctx
+				if c.parent.IsValid() {
+					ctx = trace.ContextWithSpanContext(ctx, c.parent)
+				}
 				c.res, c.err = f.peers.apply(ctx, addr, c.cmd)
 			}()
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 	autopilot "github.com/hashicorp/raft-autopilot"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -56,6 +57,8 @@ type Node struct {
 	alarm       diskAlarm     // the leader's disk-space refusal
 
 	hooks hooks // nil unless a mutant is on (hooks.go)
+
+	tracer trace.Tracer // nil unless Config.TracerProvider is set (trace.go)
 
 	autopilot atomic.Pointer[autopilot.Autopilot] // NewAutopilot's, stopped at shutdown
 	// removals hears the servers this node removed as leader
@@ -112,9 +115,13 @@ func Open(cfg Config) (*Node, error) {
 	if n.port, err = openClusterPort(cfg.RaftAddr, cfg.RaftAdvertise, creds, cfg.DialMap, n.log); err != nil {
 		return nil, err
 	}
+	if cfg.TracerProvider != nil {
+		n.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
 	n.peers = newPeerClients(n.port.peerTransport())
 	n.groups = newGroupOwner(n)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
+	n.forward.traced = n.tracer != nil
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
 	n.installMutant()
 	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
@@ -158,6 +165,9 @@ func (n *Node) open() error {
 	}
 	n.sm = newStateMachine(store, n.feed, n.m, max(floor.Index, store.AppliedIndex()))
 	n.sm.before = n.cfg.beforeApply
+	if n.tracer != nil {
+		n.sm.clock = newApplyClock()
+	}
 	storageDir := n.cfg.DataDir
 	n.sm.onFailure = func(r any) { n.log.Error("STORAGE FAILURE, stopping: " + storageFailure(r, storageDir)) }
 	raftDir := n.fs.PathJoin(n.dataDir, "raft")

@@ -48,7 +48,7 @@ func (p *peerServer) Apply(ctx context.Context, req *connect.Request[peerv1.Appl
 		return nil, notApplied(connect.CodeInvalidArgument, errors.New("command is required"))
 	}
 	// Only the local leader path: a peer never forwards again (no loops).
-	res, err := p.n.applyLocal(ctx, req.Msg.Command)
+	res, err := p.n.applyLocal(p.n.peerParent(ctx, req.Header()), req.Msg.Command)
 	switch {
 	case errors.Is(err, errNotLeader):
 		return nil, notApplied(connect.CodeFailedPrecondition, err)
@@ -82,11 +82,16 @@ func (p *peerServer) ApplyBatch(ctx context.Context, req *connect.Request[peerv1
 	// Proposed concurrently, so Raft batches them into as few log writes
 	// as it can (BatchApplyCh); each is still its own entry.
 	out := make([]*peerv1.ApplyOutcome, len(cmds))
+	parents := p.n.peerParents(ctx, req.Header(), len(cmds)) // nil: untraced
 	var wg sync.WaitGroup
 	for i, c := range cmds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx := ctx
+			if parents != nil {
+				ctx = parents[i]
+			}
 			out[i] = outcomeOf(p.n.applyLocal(ctx, c))
 		}()
 	}
@@ -180,6 +185,7 @@ func (c *peerClients) close() { c.http.CloseIdleConnections() }
 // nothing was proposed.
 func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
 	req := connect.NewRequest(&peerv1.ApplyRequest{Command: cmd})
+	injectParent(ctx, req.Header())
 	resp, err := c.client(addr).Apply(ctx, req)
 	if err != nil {
 		return nil, classify(err, "forward write")
@@ -189,9 +195,13 @@ func (c *peerClients) apply(ctx context.Context, addr string, cmd *fsmv1.Command
 
 // applyBatch forwards cmds to the peer at addr in one call and returns
 // one outcome per command (see resultOf). A failed call is classified as
-// apply's error is.
-func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1.Command) ([]*peerv1.ApplyOutcome, error) {
+// apply's error is. parents, when not empty, is the commands' trace
+// context (batchTraceHeader).
+func (c *peerClients) applyBatch(ctx context.Context, addr string, cmds []*fsmv1.Command, parents string) ([]*peerv1.ApplyOutcome, error) {
 	req := connect.NewRequest(&peerv1.ApplyBatchRequest{Commands: cmds})
+	if parents != "" {
+		req.Header().Set(batchTraceHeader, parents)
+	}
 	resp, err := c.client(addr).ApplyBatch(ctx, req)
 	if err != nil {
 		if connect.CodeOf(err) == connect.CodeUnimplemented {

@@ -27,6 +27,7 @@ type stateMachine struct {
 	store     *fsm.Store
 	feed      *nodeapi.Feed
 	metrics   *metrics
+	clock     *applyClock // nil unless tracing is on (trace.go)
 	// onIndex, when set, is called with the namespace of every applied
 	// index definition change, and of every indexed namespace after a
 	// restore (the node starts its index loop). It must not block.
@@ -71,6 +72,10 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	if sm.before != nil {
 		sm.before()
 	}
+	var received time.Time
+	if sm.clock != nil {
+		received = time.Now()
+	}
 	entries := sm.entriesOf(logs)
 	out := sm.store.ApplyBatch(entries)
 	clear(entries) // hold no log's bytes until the next batch
@@ -79,6 +84,9 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = fmt.Errorf("%w: %w", nodeapi.ErrUnknownOutcome, fsm.ErrInterrupted)
 		}
 		return out
+	}
+	if sm.clock != nil {
+		sm.clock.observe(logs, received, time.Now())
 	}
 	sm.metrics.applyBatch.Observe(float64(len(logs)))
 	sm.feed.Publish(out)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -51,6 +53,11 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			return err
 		},
 		remote: func(ctx context.Context, addr string) (err error) {
+			ctx, span := n.startSpan(ctx, "node.forward", trace.SpanKindClient)
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String("skald.leader", addr))
+			}
+			defer func() { endSpan(span, err) }()
 			forward := n.forward.apply
 			if n.hooks.forward != nil {
 				forward = n.hooks.forward
@@ -71,10 +78,12 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 
 // applyLocal proposes cmd if this node is the leader; otherwise it returns
 // errNotLeader without proposing anything.
-func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) {
+func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err error) {
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
+	ctx, span := n.startSpan(ctx, "raft.propose", trace.SpanKindInternal)
+	defer func() { endSpan(span, err) }()
 	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
 		n.m.refused.WithLabelValues(refusedDiskFull).Inc()
 		return nil, err // nothing proposed
@@ -110,6 +119,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (any, error) 
 	start := time.Now()
 	done := n.inflight.add(start)
 	defer done()
+	defer n.traceCommit(ctx, data, start)()
 	f := n.raft.ApplyLog(raft.Log{Data: data, Extensions: ext}, n.cfg.ApplyTimeout)
 	if n.hooks.proposed != nil {
 		if res, ok := n.hooks.proposed(cmd); ok {

@@ -83,6 +83,7 @@ func (e *evError) body() map[string]any {
 type evdb struct {
 	b       Backend
 	log     *slog.Logger
+	traced  bool // Options.TracerProvider is set (trace.go)
 	sub     subscribeConfig
 	build   buildinfo.Info // for GET /version and sys.version
 	limits  Limits         // with defaults
@@ -214,8 +215,13 @@ func evDenied(c caller, method string, err error) *evError {
 func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 	// Counted as the Connect procedures are: a known method by its name,
 	// anything refused before one is known as eventodb/rpc.
-	start, procedure, code := time.Now(), evdbRefused, "ok"
-	defer func() { e.metrics.observeCode(procedure, code, start) }()
+	start, procedure, code, namespace := time.Now(), evdbRefused, "ok", ""
+	defer func() {
+		e.metrics.observeCode(procedure, code, start)
+		if e.traced {
+			evdbSpan(r.Context(), procedure, namespace, code)
+		}
+	}()
 	fail := func(everr *evError) {
 		code = evCodeLabel(everr.code)
 		writeEvError(w, everr)
@@ -229,6 +235,7 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 		fail(everr)
 		return
 	}
+	namespace = c.namespace
 	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
 	if everr != nil {
 		fail(everr)

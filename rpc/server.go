@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/grpcreflect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/cors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
@@ -73,6 +74,11 @@ type Options struct {
 	// Limits bounds time, reply sizes and unknown-token checks per client
 	// (limits.go).
 	Limits Limits
+	// TracerProvider, when set, turns tracing on (trace.go): a server span
+	// per API call, under the caller's W3C traceparent. Give the node the
+	// same provider (node.Config.TracerProvider) for the spans of the
+	// write path. Default nil: nothing traced, nothing installed.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultCompressMinBytes keeps gzip off for all but very large replies:
@@ -116,8 +122,12 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		compressMin = 0
 	}
 	metrics := newRPCMetrics(opts.Registerer)
+	interceptors := []connect.Interceptor{metrics, auth, leaderHint{b}}
+	if opts.TracerProvider != nil {
+		interceptors = append(interceptors, spanOutcome{})
+	}
 	handlerOpts := append([]connect.HandlerOption{
-		connect.WithInterceptors(metrics, auth, leaderHint{b}),
+		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMin),
 	}, jsonCodecs()...)
@@ -151,6 +161,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.HandleFunc("/import", evdb.importHandler)
 	mux.HandleFunc("GET /health", evdb.health)
 	mux.HandleFunc("GET /version", evdb.serveVersion)
+	evdb.traced = opts.TracerProvider != nil
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isRPC(r) {
 			unknown.ServeHTTP(w, r) // an RPC client reads its own error format
@@ -179,19 +190,23 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		ExposedHeaders:  connectcors.ExposedHeaders(),
 		MaxAge:          7200,
 	}).Handler(mux)
-	if len(opts.CORSOrigins) > 0 {
-		return deadlines{limits: limits, errw: errw, next: withCORS}
+	var h http.Handler = deadlines{limits: limits, errw: errw, next: withCORS}
+	if len(opts.CORSOrigins) == 0 {
+		// Only members' consoles: requests from no browser (no Origin) skip
+		// CORS entirely, as they did before the console, and their replies
+		// carry no Vary header.
+		h = deadlines{limits: limits, errw: errw, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Origin") == "" {
+				mux.ServeHTTP(w, r)
+				return
+			}
+			withCORS.ServeHTTP(w, r)
+		})}
 	}
-	// Only members' consoles: requests from no browser (no Origin) skip
-	// CORS entirely, as they did before the console, and their replies
-	// carry no Vary header.
-	return deadlines{limits: limits, errw: errw, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Origin") == "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		withCORS.ServeHTTP(w, r)
-	})}
+	if opts.TracerProvider != nil {
+		h = newTracing(opts.TracerProvider, h)
+	}
+	return h
 }
 
 // allowOrigin allows browsers on the configured origins ("*": any) and on

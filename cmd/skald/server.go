@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -48,6 +49,8 @@ type serverFlags struct {
 	mutant, dialMap, logStore                                           string
 	metricsAddr                                                         string
 	metricsTenantLabels                                                 bool
+	otlpEndpoint                                                        string
+	otlpSampleRatio                                                     float64
 	// secretWarnings are logged once the logger exists (readSecretFiles).
 	secretWarnings []string
 	limits         apiLimitFlags
@@ -103,6 +106,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve /metrics here, every series and no token (bind it where only monitoring reaches); the API port's /metrics serves series naming a namespace or group to the admin token only")
 	fs.BoolVar(&f.metricsTenantLabels, "metrics-tenant-labels", false, "label the subscription-group metrics by namespace and group (default: summed, naming no tenant)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "turn tracing on: send OpenTelemetry spans (API call, forward to the leader, Raft commit, apply, reply) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (a URL without a path posts to /v1/traces); default: off")
+	fs.Float64Var(&f.otlpSampleRatio, "otlp-sample-ratio", 1, "with --otlp-endpoint, the share of requests traced that arrive without a trace context (0 to 1); a caller's W3C traceparent decides for its own requests")
 	secretFiles := serverSecretFiles(f)
 	addSecretFileFlags(fs, secretFiles)
 	f.limits.register(fs)
@@ -176,6 +181,12 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.maxOpenNamespaces < 1 {
 		return nil, &exitError{2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces)}
+	}
+	if err := checkOTLPEndpoint(f.otlpEndpoint); err != nil {
+		return nil, &exitError{2, err}
+	}
+	if f.otlpSampleRatio < 0 || f.otlpSampleRatio > 1 {
+		return nil, &exitError{2, fmt.Errorf("--otlp-sample-ratio must be between 0 and 1, got %v", f.otlpSampleRatio)}
 	}
 	if f.commitTimeout < time.Millisecond || f.commitTimeout > node.ProductionTiming.HeartbeatTimeout {
 		return nil, &exitError{2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout)}
@@ -307,6 +318,24 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		defer stopMetrics()
 	}
+	var tracer trace.TracerProvider // nil: tracing off, nothing started
+	if f.otlpEndpoint != "" {
+		tp, err := newTracerProvider(ctx, f.otlpEndpoint, f.otlpSampleRatio, f.nodeName, log)
+		if err != nil {
+			return err
+		}
+		// Deferred before the node opens, so it runs after the node and
+		// the API closed: the last spans are flushed.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("flush spans", "otlp-endpoint", f.otlpEndpoint, "err", err)
+			}
+		}()
+		tracer = tp
+		log.Info("tracing on", "otlp-endpoint", f.otlpEndpoint, "sample-ratio", f.otlpSampleRatio)
+	}
 	timing := node.ProductionTiming
 	timing.CommitTimeout = f.commitTimeout
 	dataDir := f.dataDir
@@ -320,6 +349,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
 		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels, MaxNamespaces: f.maxNamespaces,
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		return err
@@ -333,7 +363,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		m      *membership.Membership
 		left   = make(chan struct{})
 		apiOpt = rpc.Options{Logger: log, Registerer: reg, Gatherer: reg, CompressMinBytes: compressOpt(f.compressMinBytes),
-			Limits: f.limits.rpcLimits(), NodeName: f.nodeName}
+			Limits: f.limits.rpcLimits(), NodeName: f.nodeName, TracerProvider: tracer}
 	)
 	if f.clustered() {
 		var join []string

@@ -80,6 +80,8 @@ func start(t T, size int, tlsDir, caFile string, opts rpc.Options) *Cluster {
 		// Expiry acts only in namespaces with retention policies: fast
 		// enough for tests that set one to see it.
 		cfg.RetentionInterval = 100 * time.Millisecond
+		// The handlers' tracer provider traces the nodes too.
+		cfg.TracerProvider = opts.TracerProvider
 		if tlsDir != "" {
 			name := filepath.Join(tlsDir, fmt.Sprintf("n%d", i))
 			certs, err := node.NewTLS(node.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
