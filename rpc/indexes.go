@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
-	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
@@ -35,23 +33,10 @@ type indexes struct {
 	pageBytes int
 }
 
-// indexNamespace resolves the namespace an index call names (empty: the
-// caller's own).
+// indexNamespace resolves the namespace an index call names
+// (settingsNamespace).
 func indexNamespace(ctx context.Context, name string) (string, error) {
-	c := callerFrom(ctx)
-	if name == "" {
-		name = c.namespace
-	}
-	if !c.admin && name != c.namespace {
-		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only use the indexes of its own namespace %q", c.namespace))
-	}
-	if name == nstoken.AdminNamespace {
-		return "", invalidField("namespace", "the %q namespace holds the admin token and has no indexes", nstoken.AdminNamespace)
-	}
-	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
-		return "", err
-	}
-	return name, nil
+	return settingsNamespace(ctx, name, "use the indexes of", "has no indexes")
 }
 
 // indexDefinitionIn converts a definition of the API; fsm validates it.

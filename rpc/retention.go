@@ -14,19 +14,26 @@ import (
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-// retentionNamespace resolves the namespace a retention call names: empty
-// means the caller's own; a namespace token reaches only its own; the
-// reserved admin namespace takes no policy.
+// retentionNamespace resolves the namespace a retention call names
+// (settingsNamespace).
 func retentionNamespace(ctx context.Context, name string) (string, error) {
+	return settingsNamespace(ctx, name, "manage the retention of", "takes no retention policy")
+}
+
+// settingsNamespace resolves the namespace a call on a namespace's
+// settings names (retention policies, indexes): empty means the caller's
+// own; a namespace token reaches only its own (what it does, for the
+// error); the reserved admin namespace has none of them (none says so).
+func settingsNamespace(ctx context.Context, name, what, none string) (string, error) {
 	c := callerFrom(ctx)
 	if name == "" {
 		name = c.namespace
 	}
 	if !c.admin && name != c.namespace {
-		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only manage the retention of its own namespace %q", c.namespace))
+		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only %s its own namespace %q", what, c.namespace))
 	}
 	if name == nstoken.AdminNamespace {
-		return "", invalidField("namespace", "the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)
+		return "", invalidField("namespace", "the %q namespace holds the admin token and %s", nstoken.AdminNamespace, none)
 	}
 	if err := asInvalid(fsm.ValidateNamespaceName(name)); err != nil {
 		return "", err
