@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -292,7 +293,43 @@ func finalReads(ctx context.Context, cl *client.Client, rec *history.Recorder, c
 			run.Errors = append(run.Errors, fmt.Sprintf("no-recovery: node %s never showed the final marker", n))
 		}
 	}
+	settle(ctx, cl, final, marker, time.Now().Add(settleWait))
 	return final
+}
+
+// settleWait bounds how long the final reads wait for the nodes' logs to
+// end alike.
+const settleWait = 15 * time.Second
+
+// settle reads the nodes' logs again until they all end at the same
+// global position, or until deadline. The marker is not always the last
+// write: an append a client gave up on (indeterminate) can still be
+// forwarded and applied after it, and a node read the moment it showed
+// the marker would then lack it while the others, read later, hold it. A
+// real divergence still shows: logs that end alike but differ, or a node
+// that never catches up by the deadline, go to the checker as last read.
+func settle(ctx context.Context, cl *client.Client, final map[string][]history.Event, marker string, deadline time.Time) {
+	end := func(evs []history.Event) int64 {
+		if len(evs) == 0 {
+			return 0
+		}
+		return evs[len(evs)-1].Global
+	}
+	for ctx.Err() == nil {
+		var ends []int64
+		for _, evs := range final {
+			ends = append(ends, end(evs))
+		}
+		if len(ends) == 0 || slices.Min(ends) == slices.Max(ends) || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+		for n := range final {
+			if evs, err := readAll(ctx, cl, n); err == nil && contains(evs, marker) {
+				final[n] = evs
+			}
+		}
+	}
 }
 
 func readAll(ctx context.Context, cl *client.Client, node string) ([]history.Event, error) {
