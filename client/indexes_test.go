@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/internal/testutil"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -46,10 +48,16 @@ func TestIndexes(t *testing.T) {
 	if err != nil || len(page.Hits) != 3 || page.Hits[0].Values[0] != "sku-1" || page.NextCursor != nil {
 		t.Fatalf("prefix query: %+v, %v", page, err)
 	}
-	infos, err := c.Indexes(ctxT(t), "")
-	if err != nil || len(infos) != 1 || infos[0].Status.Entries != 12 {
-		t.Fatalf("indexes: %v, %v", infos, err)
-	}
+	// A listing reports progress without waiting for the index: the
+	// answering node's count reaches 12 once its index loop catches up.
+	testutil.Until(t, 10*time.Second, "the listing shows all 12 entries", func() (bool, string) {
+		infos, err := c.Indexes(ctxT(t), "")
+		if err != nil || len(infos) != 1 {
+			return false, fmt.Sprintf("indexes: %v, %v", infos, err)
+		}
+		st := infos[0].Status
+		return st.Entries == 12 && st.LagEvents == 0, fmt.Sprintf("status %v", st)
+	})
 	if err := c.DeleteIndex(ctxT(t), "", "by-sku"); err != nil {
 		t.Fatal(err)
 	}

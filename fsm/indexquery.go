@@ -142,7 +142,7 @@ func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
 }
 
 func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
-	info := IndexInfo{Definition: d, Covered: v.ns.indexer.covered.Load()}
+	info := IndexInfo{Definition: d, Covered: v.covered}
 	val, err := get(v.snap, indexCkptKey(d.Id))
 	if err != nil {
 		return info, err

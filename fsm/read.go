@@ -58,6 +58,10 @@ type View struct {
 	scanBudget int             // SetScanBudget; 0 means no bound
 	stopped    bool            // the last read of messages spent scanBudget
 	resume     int64           // where that read goes on (ScanStopped)
+
+	// covered is the namespace's index coverage loaded before snap was
+	// taken, so it never claims entries the snapshot lacks.
+	covered uint64
 }
 
 // View opens a consistent view of namespace name.
@@ -66,7 +70,8 @@ func (s *Store) View(name string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &View{s: s, ns: ns, snap: ns.db.NewSnapshot()}, nil
+	covered := ns.indexer.covered.Load()
+	return &View{s: s, ns: ns, covered: covered, snap: ns.db.NewSnapshot()}, nil
 }
 
 // Namespace returns the registry entry of the viewed namespace.
