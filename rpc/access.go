@@ -147,6 +147,12 @@ func (c caller) describe() string {
 	return s + fmt.Sprintf(") of namespace %q", c.home)
 }
 
+// onlyOwnNamespace says why c may not act (what: "get", "manage the
+// retention of"…) on a namespace other than its own.
+func (c caller) onlyOwnNamespace(what string) string {
+	return fmt.Sprintf("%s may only %s its own namespace %q; only an admin credential names another namespace", c.describe(), what, c.namespace)
+}
+
 // denied is why c may not call method under row a, or nil: its role, or
 // its scope when a touches the whole namespace.
 func denied(c caller, method string, a access, ok bool) error {

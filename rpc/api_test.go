@@ -229,6 +229,9 @@ func apiSuite(t *testing.T, s *server, p protocol) {
 		wantCode(t, "create with a namespace token", err, connect.CodePermissionDenied)
 		_, err = c.namespaces.Get(ctxT(t), connect.NewRequest(&skaldv1.GetRequest{Name: nstoken.AdminNamespace}))
 		wantCode(t, "get another namespace", err, connect.CodePermissionDenied)
+		if msg := err.Error(); !strings.Contains(msg, `credential "initial" (role owner) of namespace `) || !strings.Contains(msg, "only an admin credential names another namespace") {
+			t.Errorf("get another namespace: the refusal names neither the credential nor the way out: %s", msg)
+		}
 		_, err = c.cluster.Status(ctxT(t), connect.NewRequest(&skaldv1.StatusRequest{}))
 		wantCode(t, "cluster status with a namespace token", err, connect.CodePermissionDenied)
 		_, err = admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: ns}))

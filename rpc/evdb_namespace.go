@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/skalddb/skald/fsm"
@@ -111,7 +110,7 @@ func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
 	c := callerFrom(ctx)
 	if !c.admin && name != c.namespace {
 		return nil, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
-			message: fmt.Sprintf("a namespace token may only read its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
+			message: c.onlyOwnNamespace("read"), details: map[string]any{"namespace": c.namespace}}
 	}
 	info, stats, err := namespaceStats(ctx, e.b, name, linearizable)
 	if err != nil {

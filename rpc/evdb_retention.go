@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -40,7 +39,7 @@ func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
 	}
 	if !c.admin && name != c.namespace {
 		return "", &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
-			message: fmt.Sprintf("a namespace token may only manage the retention of its own namespace %q", c.namespace), details: map[string]any{"namespace": c.namespace}}
+			message: c.onlyOwnNamespace("manage the retention of"), details: map[string]any{"namespace": c.namespace}}
 	}
 	if name == nstoken.AdminNamespace {
 		return "", evInvalid("the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)

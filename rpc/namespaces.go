@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -112,7 +112,7 @@ func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRe
 	c := callerFrom(ctx)
 	name := req.Msg.Name
 	if !c.admin && name != c.namespace {
-		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only get its own namespace %q", c.namespace))
+		return nil, connect.NewError(connect.CodePermissionDenied, errors.New(c.onlyOwnNamespace("get")))
 	}
 	info, stats, err := namespaceStats(ctx, s.b, name, nodeapi.ReadOptions{Consistency: nodeapi.Linearizable})
 	if err != nil {

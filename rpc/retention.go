@@ -2,7 +2,7 @@ package rpc
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,7 +30,7 @@ func settingsNamespace(ctx context.Context, name, what, none string) (string, er
 		name = c.namespace
 	}
 	if !c.admin && name != c.namespace {
-		return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("a namespace token may only %s its own namespace %q", what, c.namespace))
+		return "", connect.NewError(connect.CodePermissionDenied, errors.New(c.onlyOwnNamespace(what)))
 	}
 	if name == nstoken.AdminNamespace {
 		return "", invalidField("namespace", "the %q namespace holds the admin token and %s", nstoken.AdminNamespace, none)
