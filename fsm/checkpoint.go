@@ -264,7 +264,7 @@ func stageCheckpoint(fs vfs.FS, dir string, r io.Reader) (SnapshotMeta, error) {
 	}
 	// The checkpoint is synced, so its position is its durable floor.
 	pc := &pebbleConfig{fs: fs, memTableSize: 1 << 20, log: discardLogger()}
-	db, err := pc.open(fs.PathJoin(dir, "_metadata"))
+	db, err := pc.open(fs.PathJoin(dir, "_metadata"), "_metadata")
 	if err != nil {
 		return fail(err)
 	}

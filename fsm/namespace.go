@@ -187,7 +187,7 @@ func (s *Store) openNamespaceLocked(ns *namespace) error {
 	if err := durable.MkdirAll(s.fs, ns.dir); err != nil {
 		return fmt.Errorf("fsm: create namespace %q: %w", ns.rec.Name, err)
 	}
-	db, err := s.pc.open(ns.dir)
+	db, err := s.pc.open(ns.dir, fmt.Sprintf("namespace %q", ns.rec.Name))
 	if err != nil {
 		return fmt.Errorf("fsm: open namespace %q: %w", ns.rec.Name, err)
 	}

@@ -21,10 +21,18 @@ type pebbleConfig struct {
 	// its writes once open (waitFS). Nil for the short-lived databases of
 	// tools (reading a checkpoint's floor).
 	waiter *waiter
+	// events, when set, listens to every database (pebbleEvents). Nil
+	// for the short-lived databases of tools.
+	events *pebbleEvents
 }
 
-func (c *pebbleConfig) options(fs vfs.FS) *pebble.Options {
+func (c *pebbleConfig) options(fs vfs.FS, db string) *pebble.Options {
+	var events *pebble.EventListener
+	if c.events != nil {
+		events = c.events.listener(db)
+	}
 	return &pebble.Options{
+		EventListener:      events,
 		FS:                 fs,
 		Cache:              c.cache,
 		MemTableSize:       c.memTableSize,
@@ -34,17 +42,18 @@ func (c *pebbleConfig) options(fs vfs.FS) *pebble.Options {
 	}
 }
 
-// open opens (creating if needed) the database in dir. Its files sit on
+// open opens (creating if needed) the database in dir, which name names
+// in logs ("_metadata", `namespace "shop"`). Its files sit on
 // walPreallocFS (WAL preallocated in steps, prealloc.go) under waitFS
 // (resource errors waited out once the database is open, waitfs.go).
 // A lock held elsewhere is ErrLocked naming the lock file.
-func (c *pebbleConfig) open(dir string) (*pebble.DB, error) {
+func (c *pebbleConfig) open(dir, name string) (*pebble.DB, error) {
 	if c.waiter == nil {
-		db, err := pebble.Open(dir, c.options(walPreallocFS{c.fs}))
+		db, err := pebble.Open(dir, c.options(walPreallocFS{c.fs}, name))
 		return db, c.lockError(dir, err)
 	}
 	wfs := &waitFS{FS: c.fs, w: c.waiter}
-	db, err := pebble.Open(dir, c.options(walPreallocFS{wfs}))
+	db, err := pebble.Open(dir, c.options(walPreallocFS{wfs}, name))
 	if err != nil {
 		return nil, c.lockError(dir, err)
 	}

@@ -210,7 +210,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 // configuration names the old cluster's servers); never on a live store.
 func SetFloorConfiguration(fs vfs.FS, dir string, configuration []byte) error {
 	pc := &pebbleConfig{fs: fs, memTableSize: 1 << 20, log: discardLogger()}
-	db, err := pc.open(fs.PathJoin(dir, "_metadata"))
+	db, err := pc.open(fs.PathJoin(dir, "_metadata"), "_metadata")
 	if err != nil {
 		return fmt.Errorf("fsm: open _metadata: %w", err)
 	}

@@ -10,6 +10,14 @@ type StorageStats struct {
 	// CompactionDebtBytes is Pebble's estimate of the bytes compactions
 	// must still rewrite to bring the LSMs into shape.
 	CompactionDebtBytes uint64
+	// L0Files is the level-0 tables of the open databases, and
+	// L0SublevelsMax the most sublevels one of them has: Pebble stalls
+	// writes past L0StopWritesThreshold sublevels (default 12).
+	L0Files        int64
+	L0SublevelsMax int64
+	// Events counts what every database (open or closed since the store
+	// opened) reported: stalls, flushes, compactions.
+	Events PebbleEventCounts
 }
 
 // StorageStats reads the open namespaces' Pebble metrics. It never waits
@@ -19,7 +27,7 @@ func (s *Store) StorageStats() StorageStats {
 	s.mu.Lock()
 	if s.mu.closed || s.mu.restoring {
 		s.mu.Unlock()
-		return StorageStats{}
+		return StorageStats{Events: s.pc.events.counts()}
 	}
 	var open []*namespace
 	for ns := s.mu.lru.front; ns != nil; ns = ns.next {
@@ -29,11 +37,13 @@ func (s *Store) StorageStats() StorageStats {
 		}
 	}
 	s.mu.Unlock()
-	st := StorageStats{OpenNamespaces: len(open)}
+	st := StorageStats{OpenNamespaces: len(open), Events: s.pc.events.counts()}
 	for _, ns := range open {
 		m := ns.db.Metrics()
 		st.DiskBytes += m.DiskSpaceUsage()
 		st.CompactionDebtBytes += m.Compact.EstimatedDebt
+		st.L0Files += m.Levels[0].TablesCount
+		st.L0SublevelsMax = max(st.L0SublevelsMax, int64(m.Levels[0].Sublevels))
 		s.release(ns)
 	}
 	return st

@@ -181,7 +181,8 @@ func Open(opts Options) (*Store, error) {
 	s.mu.cond = sync.NewCond(&s.mu.Mutex)
 	c := pebble.NewCache(opts.CacheSize)
 	s.cache = c
-	s.pc = &pebbleConfig{fs: s.fs, cache: c, memTableSize: opts.MemTableSize, log: s.log, waiter: s.waiter}
+	s.pc = &pebbleConfig{fs: s.fs, cache: c, memTableSize: opts.MemTableSize, log: s.log, waiter: s.waiter,
+		events: &pebbleEvents{log: s.log}}
 	if err := finishRestore(s.fs, opts.Dir); err != nil {
 		c.Unref()
 		return nil, err
@@ -200,7 +201,7 @@ func (s *Store) load() error {
 			return fmt.Errorf("fsm: create %s: %w", dir, err)
 		}
 	}
-	meta, err := s.pc.open(s.fs.PathJoin(s.opts.Dir, "_metadata"))
+	meta, err := s.pc.open(s.fs.PathJoin(s.opts.Dir, "_metadata"), "_metadata")
 	if errors.Is(err, ErrLocked) {
 		return err // names the lock file
 	} else if err != nil {

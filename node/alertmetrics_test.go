@@ -75,8 +75,10 @@ func TestAlertMetrics(t *testing.T) {
 		if v, _ := sampleValue(t, tn.Registry, "skald_raft_has_leader", "", ""); v != 1 {
 			t.Errorf("node %d: skald_raft_has_leader = %v, want 1", tn.index, v)
 		}
-		if v, ok := sampleValue(t, tn.Registry, "skald_node_compaction_debt_bytes", "", ""); !ok || v < 0 {
-			t.Errorf("node %d: skald_node_compaction_debt_bytes = %v (exported: %v)", tn.index, v, ok)
+		for _, s := range storageSeries {
+			if v, ok := sampleValue(t, tn.Registry, s.name, "", ""); !ok || v < 0 {
+				t.Errorf("node %d: %s = %v (exported: %v)", tn.index, s.name, v, ok)
+			}
 		}
 	}
 

@@ -189,36 +189,72 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 }
 
 // storageCollector exports the open namespaces' storage, read once per
-// scrape (fsm.Store.StorageStats). Sums over namespaces: a per-namespace
+// scrape (fsm.Store.StorageStats), and what Pebble's event listener
+// counted over every database. Sums over namespaces: a per-namespace
 // series would name tenants (see --metrics-tenant-labels).
 type storageCollector struct {
-	store             *fsm.Store
-	open, bytes, debt *prometheus.Desc
+	store *fsm.Store
+	descs map[string]*prometheus.Desc
+}
+
+// storageSeries are the collector's series: name, help, and whether it is
+// a counter.
+var storageSeries = []struct {
+	name, help string
+	counter    bool
+	value      func(fsm.StorageStats) float64
+}{
+	{"skald_node_open_namespaces", "Namespace databases open on this node (at most --max-open-namespaces; the rest open on use).", false,
+		func(st fsm.StorageStats) float64 { return float64(st.OpenNamespaces) }},
+	{"skald_node_pebble_bytes", "Bytes the open namespace databases hold on disk (sstables, WAL, manifest).", false,
+		func(st fsm.StorageStats) float64 { return float64(st.DiskBytes) }},
+	{"skald_node_compaction_debt_bytes", "Bytes compactions must still rewrite in the open namespace databases (Pebble's estimate); growing without bound means the disk cannot keep up.", false,
+		func(st fsm.StorageStats) float64 { return float64(st.CompactionDebtBytes) }},
+	{"skald_node_pebble_l0_files", "Level-0 tables of the open namespace databases; a backlog here precedes write stalls.", false,
+		func(st fsm.StorageStats) float64 { return float64(st.L0Files) }},
+	{"skald_node_pebble_l0_sublevels_max", "The most level-0 sublevels one open database has; Pebble stalls its writes at 12.", false,
+		func(st fsm.StorageStats) float64 { return float64(st.L0SublevelsMax) }},
+	{"skald_node_pebble_write_stalls_total", "Write stalls of this node's databases: writes waited for a memtable flush or level-0 compaction (each is logged).", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.WriteStalls) }},
+	{"skald_node_pebble_write_stall_seconds_total", "Time writes to this node's databases spent stalled.", true,
+		func(st fsm.StorageStats) float64 { return st.Events.WriteStallTime.Seconds() }},
+	{"skald_node_pebble_flushes_total", "Memtable flushes of this node's databases.", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.Flushes) }},
+	{"skald_node_pebble_flush_bytes_total", "Bytes written by memtable flushes.", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.FlushBytes) }},
+	{"skald_node_pebble_compactions_total", "Compactions of this node's databases.", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.Compactions) }},
+	{"skald_node_pebble_compaction_bytes_total", "Bytes written by compactions.", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.CompactionBytes) }},
+	{"skald_node_pebble_disk_slow_total", "Disk operations of this node's databases Pebble saw take too long (each is logged).", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.DiskSlow) }},
+	{"skald_node_pebble_background_errors_total", "Errors of Pebble's background work (flushes, compactions; each is logged).", true,
+		func(st fsm.StorageStats) float64 { return float64(st.Events.BackgroundErrors) }},
 }
 
 func newStorageCollector(store *fsm.Store) storageCollector {
-	return storageCollector{
-		store: store,
-		open: prometheus.NewDesc("skald_node_open_namespaces",
-			"Namespace databases open on this node (at most --max-open-namespaces; the rest open on use).", nil, nil),
-		bytes: prometheus.NewDesc("skald_node_pebble_bytes",
-			"Bytes the open namespace databases hold on disk (sstables, WAL, manifest).", nil, nil),
-		debt: prometheus.NewDesc("skald_node_compaction_debt_bytes",
-			"Bytes compactions must still rewrite in the open namespace databases (Pebble's estimate); growing without bound means the disk cannot keep up.", nil, nil),
+	c := storageCollector{store: store, descs: make(map[string]*prometheus.Desc, len(storageSeries))}
+	for _, s := range storageSeries {
+		c.descs[s.name] = prometheus.NewDesc(s.name, s.help, nil, nil)
 	}
+	return c
 }
 
 func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.open
-	ch <- c.bytes
-	ch <- c.debt
+	for _, s := range storageSeries {
+		ch <- c.descs[s.name]
+	}
 }
 
 func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.store.StorageStats()
-	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.OpenNamespaces))
-	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(st.DiskBytes))
-	ch <- prometheus.MustNewConstMetric(c.debt, prometheus.GaugeValue, float64(st.CompactionDebtBytes))
+	for _, s := range storageSeries {
+		kind := prometheus.GaugeValue
+		if s.counter {
+			kind = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[s.name], kind, s.value(st))
+	}
 }
 
 // watchLeader counts the leader changes this node observes (Raft's leader

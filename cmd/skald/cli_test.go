@@ -782,7 +782,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		names := regexp.MustCompile(`skald_[a-z_]+`).FindAllString(string(queries), -1)
+		names := regexp.MustCompile(`skald_[a-z0-9_]+`).FindAllString(string(queries), -1)
 		if len(names) < 10 {
 			t.Fatalf("%s queries only %d series", file, len(names))
 		}
