@@ -128,6 +128,7 @@ type Membership struct {
 	// when each server it has seen leave the configuration went.
 	lastServers map[string]bool
 	removedAt   map[string]time.Time
+	addFailed   map[string]*addFailure // servers whose last add failed
 
 	mu       sync.Mutex
 	removing map[raft.ServerID]bool // failed servers being removed

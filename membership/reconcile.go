@@ -79,6 +79,7 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 		byID[string(s.ID)], byAddr[string(s.Address)] = s, s
 	}
 	m.noteRemovals(byID, members)
+	m.forgetAddFailures(byID, members)
 	self := m.node.ID()
 	for _, mem := range members {
 		switch mem.state {
@@ -122,10 +123,7 @@ func (m *Membership) reconcileLeader(ctx context.Context, members []member) {
 					continue
 				}
 			}
-			m.log.Info("adding server as non-voter", "server", mem.ID, "name", mem.Name, "raft-addr", mem.RaftAddr)
-			if err := m.node.AddNonvoter(ctx, mem.ID, mem.RaftAddr); err != nil {
-				m.log.Warn("add server", "server", mem.ID, "err", err)
-			}
+			m.addServer(ctx, mem)
 		case memberlist.StateLeft:
 			if _, ok := byID[mem.ID]; ok && mem.ID != self {
 				m.log.Info("removing server that left", "server", mem.ID)
@@ -208,5 +206,69 @@ func (m *Membership) noteRemoved(id string) {
 	defer m.mu.Unlock()
 	if _, failed := m.failed[id]; !failed {
 		m.removed[id] = time.Now()
+	}
+}
+
+// addFailure is the last failure to add a server, while it keeps failing.
+type addFailure struct {
+	err      string    // the error, as text
+	logged   time.Time // when it was last logged at Warn
+	attempts int       // failed attempts since then
+}
+
+// addFailureLogEvery is how often a server whose add keeps failing the
+// same way is logged again: every reconcile (a second apart) retries it, and
+// a refused joiner (an older version) would otherwise log twice a second
+// until someone upgrades it.
+const addFailureLogEvery = 5 * time.Minute
+
+// addServer adds mem as a non-voter. A failure is logged at Warn when it
+// is new or differs from the last, then at most every addFailureLogEvery
+// (Debug in between); success after failures says how many there were.
+func (m *Membership) addServer(ctx context.Context, mem member) {
+	prev := m.addFailed[mem.ID]
+	if prev == nil {
+		m.log.Info("adding server as non-voter", "server", mem.ID, "name", mem.Name, "raft-addr", mem.RaftAddr)
+	}
+	err := m.node.AddNonvoter(ctx, mem.ID, mem.RaftAddr)
+	if err == nil {
+		if prev != nil {
+			m.log.Info("added server as non-voter after failed attempts", "server", mem.ID, "name", mem.Name, "failed", prev.attempts)
+			delete(m.addFailed, mem.ID)
+		}
+		return
+	}
+	now := time.Now()
+	if prev != nil && prev.err == err.Error() && now.Sub(prev.logged) < addFailureLogEvery {
+		prev.attempts++
+		m.log.Debug("add server", "server", mem.ID, "err", err)
+		return
+	}
+	if m.addFailed == nil {
+		m.addFailed = make(map[string]*addFailure)
+	}
+	attempts := 1
+	if prev != nil && prev.err == err.Error() {
+		attempts = prev.attempts + 1
+	}
+	m.addFailed[mem.ID] = &addFailure{err: err.Error(), logged: now, attempts: attempts}
+	m.log.Warn("add server", "server", mem.ID, "name", mem.Name, "raft-addr", mem.RaftAddr, "attempts", attempts,
+		"err", err, "next-warning-in", addFailureLogEvery)
+}
+
+// forgetAddFailures drops the failures of servers that are in the
+// configuration now or no longer alive in gossip.
+func (m *Membership) forgetAddFailures(byID map[string]raft.Server, members []member) {
+	if len(m.addFailed) == 0 {
+		return
+	}
+	alive := make(map[string]bool, len(members))
+	for _, mem := range members {
+		alive[mem.ID] = mem.state == memberlist.StateAlive
+	}
+	for id := range m.addFailed {
+		if _, in := byID[id]; in || !alive[id] {
+			delete(m.addFailed, id)
+		}
 	}
 }
