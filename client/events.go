@@ -456,7 +456,8 @@ type StreamInfo struct {
 // ListStreams returns one page of the streams whose names start with
 // prefix and sort after cursor (exclusive; "" from the start); limit 0
 // means 100, at most 1000. next is the cursor of the following page, ""
-// after the last.
+// after the last; a page may be short, even empty, and still have one
+// (the server passed over many deleted streams): page on until next is "".
 func (c *Client) ListStreams(ctx context.Context, prefix, cursor string, limit int32, opts ...ReadOption) (streams []StreamInfo, next string, err error) {
 	s := c.settings(opts)
 	err = c.read(ctx, func(ctx context.Context, m *member) error {

@@ -479,7 +479,12 @@ type StreamsQuery struct {
 }
 
 // ListStreams returns up to Limit streams with at least one message, and
-// the cursor for the next page ("" when nothing follows).
+// the cursor for the next page ("" when nothing follows). Deleted streams
+// keep their version for writers and are passed over, each spending one
+// entry of the view's scan budget (SetScanBudget): once it is spent, the
+// page ends early (perhaps empty) with the cursor of the last stream
+// examined, so a namespace of many deleted streams costs a caller one
+// bounded step per call. The read checks the view's context as it goes.
 func (v *View) ListStreams(q StreamsQuery) (streams []StreamInfo, next string, err error) {
 	limit := q.Limit
 	if limit <= 0 {
@@ -497,16 +502,26 @@ func (v *View) ListStreams(q StreamsQuery) (streams []StreamInfo, next string, e
 	}
 	defer it.Close()
 	streams = []StreamInfo{}
+	examined, skipped := 0, 0
 	for ok := it.First(); ok; ok = it.Next() {
 		if len(streams) == limit {
 			return streams, streams[limit-1].Stream, it.Error()
+		}
+		if examined++; examined%checkEvery == 1 && v.ctx != nil {
+			if err := v.ctx.Err(); err != nil {
+				return nil, "", fmt.Errorf("fsm: stream listing stopped after passing %d deleted streams: %w", skipped, err)
+			}
 		}
 		meta, err := decodeStreamMeta(it.Value())
 		if err != nil {
 			return nil, "", err
 		}
 		if meta.count == 0 {
-			continue // deleted: its messages are gone, its version stays for writers
+			// Deleted: its messages are gone, its version stays for writers.
+			if skipped++; v.scanBudget > 0 && skipped >= v.scanBudget {
+				return streams, string(it.Key()[len(prefixVersion):]), it.Error()
+			}
+			continue
 		}
 		streams = append(streams, StreamInfo{
 			Stream:       string(it.Key()[len(prefixVersion):]),

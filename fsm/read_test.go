@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -417,5 +419,77 @@ func TestListCategoriesPages(t *testing.T) {
 		if !slices.Equal(pages, tc.pages) {
 			t.Errorf("limit %d: pages of %v, want %v", tc.limit, pages, tc.pages)
 		}
+	}
+}
+
+// Deleted streams spend the scan budget of a stream listing: a page ends
+// early (perhaps empty) at the last stream examined, and paging on with
+// its cursor still lists every live stream exactly once. A listing whose
+// context is done stops with its error.
+func TestListStreamsScanBudget(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("app"))
+	var live []string
+	for i := range 40 {
+		name := fmt.Sprintf("s-%02d", i)
+		f.must(appendCmd("app", name, newMsg("T", `{}`)))
+		if i%10 == 9 {
+			live = append(live, name)
+			continue
+		}
+		f.must(deleteStreamCmd("app", name, false))
+	}
+	v := view(t, s, "app")
+	v.SetScanBudget(5)
+	cases := []struct {
+		cursor   string
+		want     []string
+		wantNext string
+	}{
+		{"", []string{}, "s-04"},           // five deleted streams spend the budget
+		{"s-04", []string{"s-09"}, "s-10"}, // s-05..s-08 deleted, s-09 live, s-10 the fifth deleted
+		{"s-34", []string{"s-39"}, ""},     // s-35..s-38 deleted: within the budget
+		{"s-39", []string{}, ""},           // nothing follows
+		{"s-20", []string{}, "s-25"},       // s-21..s-25: five deleted
+		{"s-25", []string{"s-29"}, "s-31"}, // s-26..s-28 deleted, s-29 live, s-30 and s-31 deleted
+	}
+	for _, c := range cases {
+		got, next, err := v.ListStreams(StreamsQuery{Cursor: c.cursor})
+		names := []string{}
+		for _, st := range got {
+			names = append(names, st.Stream)
+		}
+		if err != nil || !reflect.DeepEqual(names, c.want) || next != c.wantNext {
+			t.Errorf("after %q: %v next %q, %v; want %v next %q", c.cursor, names, next, err, c.want, c.wantNext)
+		}
+	}
+	var all []string
+	for cursor, calls := "", 0; ; calls++ {
+		if calls > 20 {
+			t.Fatal("paging does not end")
+		}
+		got, next, err := v.ListStreams(StreamsQuery{Cursor: cursor, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range got {
+			all = append(all, st.Stream)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if !reflect.DeepEqual(all, live) {
+		t.Fatalf("paged through %v, want %v", all, live)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	v.SetScanBudget(0)
+	v.SetContext(ctx)
+	if _, _, err := v.ListStreams(StreamsQuery{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("listing with a done context: %v, want context.Canceled", err)
 	}
 }
