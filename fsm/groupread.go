@@ -43,6 +43,21 @@ func (v *View) Groups() ([]*fsmv1.GroupRecord, error) {
 	return out, it.Error()
 }
 
+// GroupCount counts the namespace's groups, up to limit (it stops
+// there): enough to tell whether a namespace holds its limit.
+func (v *View) GroupCount(limit int) (int, error) {
+	it, err := v.iter(prefixGroup, prefixEnd(prefixGroup))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok && n < limit; ok = it.Next() {
+		n++
+	}
+	return n, it.Error()
+}
+
 // Parked returns up to limit (negative: all) parked messages of group name
 // above global position after, in order.
 func (v *View) Parked(name string, after int64, limit int) ([]*fsmv1.ParkedMessage, error) {

@@ -111,6 +111,17 @@ type Config struct {
 	// only by restarting the node.
 	MaxNamespaces int64
 
+	// MaxGroupsPerNamespace and MaxCredentialsPerNamespace cap the
+	// subscription groups and the credentials one namespace may hold: every
+	// node keeps each namespace's credentials in memory and the leader runs
+	// a dispatcher per group, so a namespace owner must not be able to add
+	// them without bound. The leader checks its own applied state before
+	// proposing a create (nodeapi.SettingsLimitError; creates in flight at
+	// once may pass it by as many). 0 means the default, 1000; negative
+	// means no limit.
+	MaxGroupsPerNamespace      int
+	MaxCredentialsPerNamespace int
+
 	// RetentionInterval is how often the leader proposes an expiry entry
 	// for each namespace with retention policies (fsm/retention.go): how
 	// late a message past its max-age or max-count may still be read.
@@ -267,6 +278,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.ReadWait == 0 {
 		out.ReadWait = 5 * time.Second
+	}
+	if out.MaxGroupsPerNamespace == 0 {
+		out.MaxGroupsPerNamespace = DefaultMaxPerNamespace
+	}
+	if out.MaxCredentialsPerNamespace == 0 {
+		out.MaxCredentialsPerNamespace = DefaultMaxPerNamespace
 	}
 	if out.WatchdogTimeout == 0 {
 		out.WatchdogTimeout = 30 * time.Second

@@ -325,8 +325,11 @@ func rejectionOf(err error) (*peerv1.Rejection, bool) {
 		vs *fsm.VersionConflictsError
 		cf *fsm.ConditionFailedError
 		nl *fsm.NamespaceLimitError
+		sl *nodeapi.SettingsLimitError
 	)
 	switch {
+	case errors.As(err, &sl):
+		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_SETTINGS_LIMIT, Namespace: sl.Namespace, Limit: sl.Limit, Description: sl.What}, true
 	case errors.As(err, &nl):
 		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NAMESPACE_LIMIT, Namespace: nl.Name, Limit: nl.Limit}, true
 	case errors.As(err, &cf):
@@ -454,6 +457,8 @@ func errorOf(r *peerv1.Rejection) error {
 		return fsm.ErrNamespaceExists
 	case peerv1.Reason_REASON_NAMESPACE_LIMIT:
 		return &fsm.NamespaceLimitError{Name: r.Namespace, Limit: r.Limit}
+	case peerv1.Reason_REASON_SETTINGS_LIMIT:
+		return &nodeapi.SettingsLimitError{Namespace: r.Namespace, What: r.Description, Limit: r.Limit}
 	case peerv1.Reason_REASON_BAD_COMMAND:
 		return fmt.Errorf("%w: %s", fsm.ErrBadCommand, r.Message)
 	case peerv1.Reason_REASON_CREDENTIAL_NOT_FOUND:

@@ -92,6 +92,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err e
 	if err := n.checkIndexGate(ctx, cmd); err != nil {
 		return nil, err // nothing proposed
 	}
+	if err := n.checkSettingsRoom(cmd); err != nil {
+		return nil, err // nothing proposed
+	}
 	if c := cmd.GetCreateNamespace(); c != nil {
 		// Apply enforces the leader's limit; and a create adds a database
 		// on every voter at once: refuse it while one is nearly full.

@@ -132,6 +132,10 @@ var errorTable = []func(error) (reply, bool){
 		return reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "NAMESPACE_LIMIT",
 			message: e.Describe(), evDetails: map[string]any{"namespace": e.Name, "limit": e.Limit}}
 	}),
+	typed(func(e *nodeapi.SettingsLimitError) reply {
+		return reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "SETTINGS_LIMIT",
+			message: e.Describe(), evDetails: map[string]any{"namespace": e.Namespace, "limit": e.Limit, "what": e.What}}
+	}),
 	sentinel(fsm.ErrNamespaceNotFound, reply{verdict: true, code: connect.CodeNotFound, status: http.StatusNotFound, evCode: "NAMESPACE_NOT_FOUND",
 		message: "namespace not found"}),
 	sentinel(fsm.ErrNamespaceExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "NAMESPACE_EXISTS",

@@ -173,6 +173,12 @@ func TestErrorTable(t *testing.T) {
 			&evError{status: http.StatusTooManyRequests, code: "NAMESPACE_LIMIT",
 				message: `namespace "tenant-301" not created: 300 namespaces exist, the most the cluster allows (--max-namespaces); delete one or raise the limit`,
 				details: map[string]any{"namespace": "tenant-301", "limit": int64(300)}}}},
+		{name: "settings_limit", err: &nodeapi.SettingsLimitError{Namespace: "shop", What: "credentials", Limit: 1000}, own: want{
+			connectReply{code: connect.CodeResourceExhausted,
+				message: `namespace "shop" holds 1000 credentials, the most the cluster allows (--max-credentials-per-namespace); delete one or raise the limit`},
+			&evError{status: http.StatusTooManyRequests, code: "SETTINGS_LIMIT",
+				message: `namespace "shop" holds 1000 credentials, the most the cluster allows (--max-credentials-per-namespace); delete one or raise the limit`,
+				details: map[string]any{"namespace": "shop", "limit": int64(1000), "what": "credentials"}}}},
 		{name: "stream_not_found", err: fsm.ErrStreamNotFound, own: want{
 			connectReply{code: connect.CodeNotFound, message: "stream not found: it never had a message"},
 			&evError{status: http.StatusNotFound, code: "STREAM_NOT_FOUND", message: "stream not found: it never had a message"}}},

@@ -342,6 +342,8 @@ func TestCLI(t *testing.T) {
 		{"server no open namespaces", nil, []string{"server", "--max-open-namespaces", "0"}, exitUsage, `^$`, `--max-open-namespaces must be at least 1, got 0`},
 		{"server negative namespace limit", nil, []string{"server", "--max-namespaces", "-1"}, exitUsage, `^$`, `--max-namespaces must be 0 \(no limit\) or more, got -1`},
 		{"server namespace limit in help", nil, []string{"server", "--help"}, 0, `^$`, `-max-namespaces int\n\s+most namespaces the cluster holds`},
+		{"server group limit of 0", nil, []string{"server", "--max-groups-per-namespace", "0"}, exitUsage, `^$`, `--max-groups-per-namespace must be 1 or more, or -1 \(no limit\), got 0`},
+		{"server credential limit below -1", nil, []string{"server", "--max-credentials-per-namespace", "-2"}, exitUsage, `^$`, `--max-credentials-per-namespace must be 1 or more, or -1 \(no limit\), got -2`},
 		{"server storage flags in help", nil, []string{"server", "--help"}, 0, `^$`, `-memtable-bytes uint\s+largest Pebble memtable of one namespace.*\(default 67108864\)`},
 		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
 		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},

@@ -46,6 +46,7 @@ type serverFlags struct {
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
 	maxNamespaces                                                       int64
+	maxGroupsPerNamespace, maxCredentialsPerNamespace                   int
 	mutant, dialMap, logStore                                           string
 	metricsAddr                                                         string
 	metricsTenantLabels                                                 bool
@@ -97,6 +98,8 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
 	fs.DurationVar(&f.retentionInterval, "retention-interval", node.DefaultRetentionInterval, "how often the leader applies retention policies (max-age, max-count; skald retention --help): the longest a message past its limits may still be read; negative turns expiry off")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
+	fs.IntVar(&f.maxGroupsPerNamespace, "max-groups-per-namespace", node.DefaultMaxPerNamespace, "most subscription groups one namespace holds; a create past it is refused (ResourceExhausted, EventoDB SETTINGS_LIMIT); the leader's value counts; -1: no limit")
+	fs.IntVar(&f.maxCredentialsPerNamespace, "max-credentials-per-namespace", node.DefaultMaxPerNamespace, "most credentials one namespace holds (each is kept in memory on every node); a create past it is refused (ResourceExhausted, EventoDB SETTINGS_LIMIT); the leader's value counts; -1: no limit")
 	fs.Int64Var(&f.maxNamespaces, "max-namespaces", 0, "most namespaces the cluster holds, the admin namespace included; a create past it is refused (ResourceExhausted, EventoDB NAMESPACE_LIMIT); the leader's value counts; 0: no limit")
 	fs.IntVar(&f.compressMinBytes, "compress-min-bytes", rpc.DefaultCompressMinBytes, "gzip API replies of at least this many bytes when the client accepts it (0: every reply); on a LAN compression costs more CPU than it saves")
 	fs.StringVar(&f.dialMap, "dial-map", "", "testing only: comma-separated from=to address pairs; peer connections (Raft, node-to-node calls) to 'from' go to 'to' (the chaos harness's per-link proxies)")
@@ -172,6 +175,14 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if f.cacheBytes < 1<<20 || f.cacheBytes > 1<<40 {
 		return nil, &exitError{2, fmt.Errorf("--cache-bytes must be between 1 MiB and 1 TiB, got %d", f.cacheBytes)}
+	}
+	for _, l := range []struct {
+		flag  string
+		value int
+	}{{"--max-groups-per-namespace", f.maxGroupsPerNamespace}, {"--max-credentials-per-namespace", f.maxCredentialsPerNamespace}} {
+		if l.value == 0 || l.value < -1 {
+			return nil, &exitError{2, fmt.Errorf("%s must be 1 or more, or -1 (no limit), got %d", l.flag, l.value)}
+		}
 	}
 	if f.maxNamespaces < 0 {
 		return nil, &exitError{2, fmt.Errorf("--max-namespaces must be 0 (no limit) or more, got %d", f.maxNamespaces)}
@@ -349,6 +360,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
 		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels, MaxNamespaces: f.maxNamespaces,
+		MaxGroupsPerNamespace: f.maxGroupsPerNamespace, MaxCredentialsPerNamespace: f.maxCredentialsPerNamespace,
 		TracerProvider: tracer,
 	})
 	if err != nil {

@@ -51,7 +51,35 @@ var (
 	// replicas diverge. Nothing was proposed; it goes through once every
 	// server is upgraded.
 	ErrUpgradeRequired = errors.New("node: a server of the cluster needs an upgrade")
+
+	// ErrSettingsLimit is matched by a *SettingsLimitError.
+	ErrSettingsLimit = errors.New("node: the namespace holds as many as the cluster allows")
 )
+
+// SettingsLimitError is returned when the leader refuses to add a
+// subscription group or a credential to a namespace that holds Limit of
+// them (What: "subscription groups" or "credentials"; the leader's
+// --max-groups-per-namespace or --max-credentials-per-namespace). Nothing
+// was proposed. It matches ErrSettingsLimit.
+type SettingsLimitError struct {
+	Namespace string
+	What      string
+	Limit     int64
+}
+
+func (e *SettingsLimitError) Error() string { return "node: " + e.Describe() }
+
+// Describe is the error's text without the package prefix.
+func (e *SettingsLimitError) Describe() string {
+	flag := "--max-groups-per-namespace"
+	if e.What == "credentials" {
+		flag = "--max-credentials-per-namespace"
+	}
+	return fmt.Sprintf("namespace %q holds %d %s, the most the cluster allows (%s); delete one or raise the limit", e.Namespace, e.Limit, e.What, flag)
+}
+
+// Is makes errors.Is(err, ErrSettingsLimit) true.
+func (e *SettingsLimitError) Is(target error) bool { return target == ErrSettingsLimit }
 
 // NotInFlightError is returned by Settle when some ids are not delivered
 // and unsettled in the group (unknown, already settled, or delivered by a

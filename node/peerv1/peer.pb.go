@@ -114,6 +114,10 @@ const (
 	// The leader refused the command because a server of the cluster runs
 	// an older version (nothing was proposed).
 	Reason_REASON_UPGRADE_REQUIRED Reason = 24
+	// The leader refused to add a subscription group or credential to a
+	// namespace that holds its limit of them (namespace, limit; description
+	// names what: "subscription groups", "credentials"). Nothing was proposed.
+	Reason_REASON_SETTINGS_LIMIT Reason = 25
 	// Credentials (message: the state machine's error).
 	Reason_REASON_CREDENTIAL_NOT_FOUND Reason = 40
 	Reason_REASON_CREDENTIAL_EXISTS    Reason = 41
@@ -143,6 +147,7 @@ var (
 		22: "REASON_INDEX_EXISTS",
 		23: "REASON_INDEX_NOT_FOUND",
 		24: "REASON_UPGRADE_REQUIRED",
+		25: "REASON_SETTINGS_LIMIT",
 		40: "REASON_CREDENTIAL_NOT_FOUND",
 		41: "REASON_CREDENTIAL_EXISTS",
 	}
@@ -168,6 +173,7 @@ var (
 		"REASON_INDEX_EXISTS":         22,
 		"REASON_INDEX_NOT_FOUND":      23,
 		"REASON_UPGRADE_REQUIRED":     24,
+		"REASON_SETTINGS_LIMIT":       25,
 		"REASON_CREDENTIAL_NOT_FOUND": 40,
 		"REASON_CREDENTIAL_EXISTS":    41,
 	}
@@ -2021,7 +2027,8 @@ type Rejection struct {
 	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
 	// VERSION_CONFLICTS: every stream whose expected version did not match.
 	Conflicts []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
-	// NAMESPACE_LIMIT: the namespace not created, and the limit reached.
+	// NAMESPACE_LIMIT: the namespace not created, and the limit reached;
+	// SETTINGS_LIMIT: the namespace and its limit.
 	Namespace     string `protobuf:"bytes,14,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Limit         int64  `protobuf:"varint,15,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2679,7 +2686,7 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\x86\x05\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xa1\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
@@ -2702,7 +2709,8 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x16REASON_NAMESPACE_LIMIT\x10\x15\x12\x17\n" +
 	"\x13REASON_INDEX_EXISTS\x10\x16\x12\x1a\n" +
 	"\x16REASON_INDEX_NOT_FOUND\x10\x17\x12\x1b\n" +
-	"\x17REASON_UPGRADE_REQUIRED\x10\x18\x12\x1f\n" +
+	"\x17REASON_UPGRADE_REQUIRED\x10\x18\x12\x19\n" +
+	"\x15REASON_SETTINGS_LIMIT\x10\x19\x12\x1f\n" +
 	"\x1bREASON_CREDENTIAL_NOT_FOUND\x10(\x12\x1c\n" +
 	"\x18REASON_CREDENTIAL_EXISTS\x10)2\x9f\x05\n" +
 	"\vPeerService\x12B\n" +
