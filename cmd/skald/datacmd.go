@@ -179,13 +179,35 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return apiError(err)
 	}
-	return printMessages(stdout, cf.output, dir.order(msgs))
+	if dir.reads() {
+		return printMessages(stdout, cf.output, dir.order(msgs))
+	}
+	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
+		more, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: last.GlobalPosition + 1, Limit: 1, Types: flt.types, StreamPrefix: *flt.prefix})
+		return len(more) > 0, err
+	}, func(last client.Message) readOn {
+		args := []string{"skald", "all", "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
+		args = append(args, flt.args()...)
+		return readOn{last.GlobalPosition + 1, shellArgs(args...)}
+	})
 }
 
 // filterFlags are skald all's and category's --type and --prefix.
 type filterFlags struct {
 	types  stringList
 	prefix *string
+}
+
+// args are the flags that repeat f, for a command line that reads on.
+func (f *filterFlags) args() []string {
+	var out []string
+	for _, t := range f.types {
+		out = append(out, "--type", t)
+	}
+	if *f.prefix != "" {
+		out = append(out, "--prefix", *f.prefix)
+	}
+	return out
 }
 
 func addFilterFlags(fs *flag.FlagSet) *filterFlags {
@@ -387,12 +409,7 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if *correlation != "" {
 			args = append(args, "--correlation", *correlation)
 		}
-		for _, t := range flt.types {
-			args = append(args, "--type", t)
-		}
-		if *flt.prefix != "" {
-			args = append(args, "--prefix", *flt.prefix)
-		}
+		args = append(args, flt.args()...)
 		for _, h := range held {
 			args = append(args, "--held", h)
 		}

@@ -126,6 +126,8 @@ func TestCLIEdges(t *testing.T) {
 		{"read more json", admin, "", []string{"read", "nl-1", "--limit", "1", "-o", "json"}, 0, `^\{"messages":\[\{.*"position":0,.*\}\],"next":1\}\n$`, `^$`},
 		{"read all of it", admin, "", []string{"read", "nl-1", "--limit", "2", "-o", "json"}, 0, `^\{"messages":\[\{.*\},\{.*\}\]\}\n$`, `^$`},
 		{"category more", admin, "", []string{"category", "nl", "--limit", "1"}, 0, `(?s)nl-1\s+0\s+`, `(?m)^-- 1 message shown; more follow: skald category nl --position \d+$`},
+		{"all more", admin, "", []string{"all", "--limit", "1", "--prefix", "nl-"}, 0, `(?s)nl-1\s+0\s+`, `(?m)^-- 1 message shown; more follow: skald all --position \d+ --prefix nl-$`},
+		{"all more json", admin, "", []string{"all", "--limit", "1", "--prefix", "nl-", "-o", "json"}, 0, `^\{"messages":\[\{.*"position":0,.*\}\],"next":\d+\}\n$`, `^$`},
 		{"query more", admin, "", []string{"append", "tg-1", "T", `{}`, "--tag", "x"}, 0, `position 0`, `^$`},
 		{"query more 2", admin, "", []string{"append", "tg-1", "T", `{}`, "--tag", "x"}, 0, `position 1`, `^$`},
 		{"query stops", admin, "", []string{"query", "--tag", "x", "--limit", "1"}, 0, `(?s)tg-1\s+0\s+`, `(?m)^-- 1 message shown; more follow: skald query --tag x --after \d+$`},
