@@ -49,7 +49,9 @@ type cluster struct {
 // otherwise autopilot's rule applied here to what the server and the
 // leader reported. So a follower shows the live leader and the others
 // as the leader does (it used to mark every other server unhealthy), and
-// a server that did not answer is marked unreachable.
+// a server that did not answer is marked unreachable. When the leader
+// does not answer, the others are judged against the freshest answer
+// (reference).
 func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusRequest]) (*connect.Response[skaldv1.StatusResponse], error) {
 	if err := requireAdmin(ctx); err != nil {
 		return nil, err
@@ -63,7 +65,7 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 		return nil, toConnect(ctx, s.log, err)
 	}
 	progress := s.askProgress(ctx, servers)
-	leader, leaderAnswered := progress[st.LeaderID]
+	leader, leaderAnswered := reference(progress, st.LeaderID)
 	apis := s.b.NodeAddrs()
 	for _, srv := range servers {
 		out := &skaldv1.Server{Id: srv.ID, Name: s.nameOf(srv.ID), RaftAddress: srv.RaftAddr, ApiAddress: apis[srv.ID], Suffrage: skaldv1.Suffrage_SUFFRAGE_VOTER}
@@ -87,6 +89,24 @@ func (s *cluster) Status(ctx context.Context, _ *connect.Request[skaldv1.StatusR
 		resp.Servers = append(resp.Servers, out)
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// reference is the progress the others are judged against: the leader's
+// when it answered; else (this node cannot reach the leader, or knows
+// none) the freshest answer, the highest term and then the longest log,
+// so servers that still hear from a leader show healthy instead of every
+// server showing unhealthy for this node's own trouble. ok is false when
+// nobody answered.
+func reference(progress map[string]nodeapi.Progress, leaderID string) (ref nodeapi.Progress, ok bool) {
+	if p, answered := progress[leaderID]; answered && leaderID != "" {
+		return p, true
+	}
+	for _, p := range progress {
+		if !ok || p.Term > ref.Term || (p.Term == ref.Term && p.LastIndex > ref.LastIndex) {
+			ref, ok = p, true
+		}
+	}
+	return ref, ok
 }
 
 // nameOf is server id's --node-name, "" when unknown.

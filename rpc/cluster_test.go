@@ -10,6 +10,7 @@ import (
 
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/nodeapi"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -224,4 +225,29 @@ func TestClusterStatusHealthThroughAFollower(t *testing.T) {
 		msg := check(status(l), down)
 		return msg == "", msg
 	})
+}
+
+// reference judges the servers against the leader's answer, or, when the
+// leader did not answer, against the freshest answer: highest term, then
+// longest log.
+func TestClusterStatusReference(t *testing.T) {
+	p := func(term, last uint64) nodeapi.Progress { return nodeapi.Progress{Term: term, LastIndex: last} }
+	cases := []struct {
+		name     string
+		progress map[string]nodeapi.Progress
+		leader   string
+		want     nodeapi.Progress
+		ok       bool
+	}{
+		{"the leader answered", map[string]nodeapi.Progress{"l": p(3, 10), "a": p(3, 12)}, "l", p(3, 10), true},
+		{"the leader did not answer", map[string]nodeapi.Progress{"a": p(3, 10), "b": p(3, 12), "c": p(2, 40)}, "l", p(3, 12), true},
+		{"no leader known", map[string]nodeapi.Progress{"a": p(4, 1), "b": p(3, 12)}, "", p(4, 1), true},
+		{"nobody answered", map[string]nodeapi.Progress{}, "l", nodeapi.Progress{}, false},
+	}
+	for _, c := range cases {
+		got, ok := reference(c.progress, c.leader)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
 }
