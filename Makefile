@@ -15,18 +15,19 @@ vet:
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	cd rpc && $(BUF) lint && $(BUF) format --diff --exit-code
+	cd proto && $(BUF) lint && $(BUF) format --diff --exit-code
 
 GENERATED := rpc/gen fsm/fsmv1 node/peerv1
 
-## generate: format the .proto sources and regenerate rpc/gen (public API), fsm/fsmv1 and node/peerv1 (internal)
+## generate: format the .proto sources and regenerate rpc/gen (public API, rpc/proto), fsm/fsmv1 and node/peerv1 (internal, proto/)
 generate:
-	cd rpc && $(BUF) format -w && $(BUF) generate --path proto/skald/v1 && \
-		$(BUF) generate --template buf.gen.internal.yaml --path proto/skald/fsm --path proto/skald/peer
+	cd rpc && $(BUF) format -w && $(BUF) generate
+	cd proto && $(BUF) format -w && $(BUF) generate
 
-## check-generated: fail when the generated Go differs from what rpc/proto generates
+## check-generated: fail when the generated Go differs from what rpc/proto and proto/ generate
 check-generated: lint
-	cd rpc && $(BUF) generate --path proto/skald/v1 && \
-		$(BUF) generate --template buf.gen.internal.yaml --path proto/skald/fsm --path proto/skald/peer
+	cd rpc && $(BUF) generate
+	cd proto && $(BUF) generate
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		git status --porcelain -- $(GENERATED); \
 		echo "generated code is stale: run 'make generate' and commit"; exit 1; fi

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// StoredMessage field numbers (rpc/proto/skald/fsm/v1/record.proto).
+// StoredMessage field numbers (proto/skald/fsm/v1/record.proto).
 const (
 	smID       protowire.Number = 1
 	smStream   protowire.Number = 2
