@@ -5,7 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // A server whose state machine is older than the leader's is not added to
@@ -25,8 +26,19 @@ func TestAddRefusesOlderServer(t *testing.T) {
 	older.Store(true)
 	f.Stop()
 	f.Restart()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
+	// Two voters: l lost its quorum while f was down, and either may win
+	// the election that follows. The test needs l leading.
+	testutil.Until(t, waitTimeout, "the first node to lead again", func() (bool, string) {
+		if l.IsLeader() {
+			return true, ""
+		}
+		if f.IsLeader() {
+			_ = f.TransferLeadership(ctx, l.ID())
+		}
+		return false, "l does not lead"
+	})
 	if err := l.AddVoter(ctx, f.ID(), f.Proxy.Addr()); err != nil {
 		t.Fatalf("re-adding a member: %v", err)
 	}
