@@ -422,6 +422,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	groups(t, b, live, shopToken)
 	retention(t, b)
 	hardDeleted(t, b, live, shopToken)
+	credentials(t, b, live)
 }
 
 // tagsDCBAndQuery appends with tags and a message id (a retry is a
@@ -586,3 +587,68 @@ func hardDeleted(t *testing.T, b *browser, addr, token string) {
 	}
 }
 
+// credentials manages shop's credentials as the admin (without shop's
+// token): creates a reader (its token shown once), a scoped writer that
+// expires, revokes it; a taken name is refused once; in default the
+// admin credentials show. Then the reader signs in: a write is refused
+// with the server's message, and so is the Credentials page.
+func credentials(t *testing.T, b *browser, addr string) {
+	t.Helper()
+	b.hash("#/credentials")
+	b.wait("shop's credentials", `document.querySelector("h2 code")?.textContent === "shop" && document.querySelector('#cred-table tr[data-name="initial"] .role')?.textContent === "owner"`)
+	b.do("create a reader", chromedp.SetValue(chromedp.ID("cred-name"), "reporting"), chromedp.SetValue(chromedp.ID("cred-role"), "1"), chromedp.Click(chromedp.ID("cred-create")))
+	b.wait("the token shown once", `document.querySelector("#cred-token")?.textContent.startsWith("ns_c2hvcA_") && document.querySelector("#cred-created").textContent.includes("shown only now") && document.querySelector("#cred-token-copy") !== null`)
+	reader := eval[string](b, `document.querySelector("#cred-token").textContent`)
+	b.wait("the reader listed", `document.querySelector('#cred-table tr[data-name="reporting"] .role')?.textContent === "reader" && document.querySelector('#cred-table tr[data-name="reporting"] .scope').textContent === "whole namespace"`)
+	b.screenshot("credentials")
+	b.do("an unreadable expiry", chromedp.SetValue(chromedp.ID("cred-name"), "billing"), chromedp.SetValue(chromedp.ID("cred-expires"), "soon"), chromedp.Click(chromedp.ID("cred-create")))
+	b.wait("refused in the browser", `document.querySelector("#cred-error")?.textContent.startsWith("expires: \"soon\" is not a duration")`)
+	b.do("a scoped writer that expires", chromedp.SetValue(chromedp.ID("cred-role"), "2"), chromedp.SetValue(chromedp.ID("cred-scope"), "invoice, order-eu-*"),
+		chromedp.SetValue(chromedp.ID("cred-expires"), "30d"), chromedp.Click(chromedp.ID("cred-create")))
+	b.wait("the writer listed", `(() => { const tr = document.querySelector('#cred-table tr[data-name="billing"]'); return tr && tr.querySelector(".role").textContent === "writer" && [...tr.querySelectorAll(".scope .tag")].map((e) => e.textContent).join() === "invoice,order-eu-*" && tr.children[3].textContent.startsWith(String(new Date(Date.now() + 30 * 86400000).getUTCFullYear())) })()`)
+	b.do("a taken name", chromedp.SetValue(chromedp.ID("cred-name"), "billing"), chromedp.Click(chromedp.ID("cred-create")))
+	b.wait("refused by the server", `document.querySelector("#cred-error")?.textContent.startsWith("already_exists: ")`)
+	if got := eval[string](b, `document.querySelector("#cred-error").textContent`); strings.Contains(got, "\n") || !strings.Contains(got, "billing") {
+		t.Fatalf("the refusal shown as %q: want the API's one line, naming the credential", got)
+	}
+	b.js("ask to revoke billing", `document.querySelector('#cred-table button.revoke[data-name="billing"]').click()`)
+	b.do("confirm", chromedp.WaitVisible(chromedp.ID("confirm-ok")), chromedp.Click(chromedp.ID("confirm-ok")))
+	b.wait("billing revoked", `document.querySelector("#cred-done")?.textContent.startsWith("Revoked billing") && document.querySelector('#cred-table tr[data-name="billing"]') === null && document.querySelector('#cred-table tr[data-name="reporting"]') !== null`)
+
+	// In default, the admin namespace: the cluster's admin credentials.
+	b.hash("#/namespaces")
+	b.wait("the namespaces page", `document.querySelector('#ns-table button.work[data-ns="default"]') !== null`)
+	b.js("work in default", `document.querySelector('#ns-table button.work[data-ns="default"]').click()`)
+	b.wait("acting in default", `document.querySelector("#acting")?.textContent === "default"`)
+	b.hash("#/credentials")
+	b.wait("the admin credentials", `document.querySelector("h2 code")?.textContent === "default" && document.querySelector('#cred-table tr[data-name="initial"] .role')?.textContent === "admin" && [...document.querySelectorAll("#cred-role option")].map((o) => o.textContent).join() === "reader,writer,owner,admin"`)
+
+	// The reader: reads, but a write and the credentials are refused with
+	// the server's message, once.
+	b.do("sign out", chromedp.Click(chromedp.ID("signout")))
+	b.signIn(reader)
+	b.wait("signed in as the reader", `document.querySelector("#acting")?.textContent === "shop" && document.querySelector("#nav-cluster") === null`)
+	b.hash("#/streams/stream/order-1")
+	b.wait("the reader reads", `document.querySelectorAll('#messages article.msg').length === 2`)
+	b.hash("#/append/order-9")
+	b.do("append as the reader", chromedp.WaitVisible(chromedp.ID("append-form")), chromedp.SetValue(chromedp.ID("append-type"), "Placed"),
+		chromedp.SetValue(chromedp.ID("append-data"), `{}`), chromedp.Click(chromedp.ID("append-button")))
+	b.wait("the write refused", `document.querySelector("#append-error")?.textContent.startsWith("permission_denied: ")`)
+	if got := eval[string](b, `document.querySelector("#append-error").textContent`); strings.Contains(got, "\n") || !strings.Contains(got, `"reporting"`) || !strings.Contains(got, "reader") {
+		t.Fatalf("the refused write shown as %q: want the API's one line, naming the credential and its role", got)
+	}
+	b.hash("#/credentials")
+	b.wait("the credentials refused", `document.querySelector("#cred-list-error")?.textContent.startsWith("permission_denied: ")`)
+	// The refused append wrote nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	req := connect.NewRequest(&skaldv1.ReadStreamRequest{Stream: "order-9"})
+	req.Header().Set("Authorization", "Bearer "+reader)
+	r, err := skaldv1connect.NewEventStoreClient(http.DefaultClient, "http://"+addr).ReadStream(ctx, req)
+	if err != nil {
+		t.Fatalf("read order-9 as the reader: %v", err)
+	}
+	if n := len(r.Msg.Messages); n != 0 {
+		t.Fatalf("the refused append wrote %d messages", n)
+	}
+}

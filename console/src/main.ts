@@ -13,6 +13,7 @@ import { appendPage } from "./pages/append";
 import { queryPage } from "./pages/query";
 import { groupsPage } from "./pages/groups";
 import { retentionPage } from "./pages/retention";
+import { credentialsPage } from "./pages/credentials";
 import { metricsPage } from "./pages/metrics";
 
 export type Page = (root: HTMLElement, args: string[]) => () => void;
@@ -33,6 +34,7 @@ const routes: Route[] = [
   { path: "append", title: "Append", page: appendPage },
   { path: "groups", title: "Groups", page: groupsPage },
   { path: "retention", title: "Retention", page: retentionPage },
+  { path: "credentials", title: "Credentials", page: credentialsPage },
   { path: "metrics", title: "Metrics", page: metricsPage },
 ];
 
