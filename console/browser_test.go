@@ -422,6 +422,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	groups(t, b, live, shopToken)
 	retention(t, b)
 	hardDeleted(t, b, live, shopToken)
+	indexes(t, b, live, shopToken)
 	credentials(t, b, live)
 }
 
@@ -585,6 +586,73 @@ func hardDeleted(t *testing.T, b *browser, addr, token string) {
 		b.hash("#/streams/stream/" + tc.stream)
 		b.wait(tc.stream+" deleted", tc.shown)
 	}
+}
+
+// indexes creates an index of shop on the Indexes page, appends the
+// events it takes (one without the amount, skipped), waits for it to be
+// healthy with its entries, queries it (equality, range, descending by
+// pages, prefix, a value the server refuses) and deletes it.
+func indexes(t *testing.T, b *browser, addr, token string) {
+	t.Helper()
+	b.hash("#/indexes")
+	b.wait("no index yet", `document.querySelector("#indexes-none") !== null && document.querySelector("h2 code")?.textContent === "shop"`)
+	b.do("create an index", chromedp.WaitVisible(chromedp.ID("index-create")),
+		chromedp.SetValue(chromedp.ID("index-name"), "by-customer"), chromedp.SetValue(chromedp.ID("index-category"), "invoice"),
+		chromedp.SetValue(chromedp.ID("index-field-pointer-0"), "/customer"),
+		chromedp.Click(chromedp.ID("index-field-add")), chromedp.WaitVisible(chromedp.ID("index-field-pointer-1")),
+		chromedp.SetValue(chromedp.ID("index-field-pointer-1"), "/amount"), chromedp.SetValue(chromedp.ID("index-field-type-1"), "2"),
+		chromedp.Click(chromedp.ID("index-create-button")))
+	b.wait("the index listed", `document.querySelector("#index-created") !== null && document.querySelector('#indexes-table tr[data-index="by-customer"]') !== null`)
+	if got := eval[string](b, `[...document.querySelectorAll('#indexes-table tr[data-index="by-customer"] td')].slice(1, 4).map((td) => td.textContent).join(" | ")`); got != "category invoice | data /customer (string)data /amount (int) | event" {
+		t.Fatalf("the index's definition shown as %q", got)
+	}
+	for i, data := range []string{`{"customer": "c1", "amount": 10}`, `{"customer": "c1", "amount": 30}`, `{"customer": "c2", "amount": 20}`, `{"customer": "c1"}`} {
+		appendAs(t, addr, token, fmt.Sprintf("invoice-%d", i+1), "Issued", data)
+	}
+	// The list reports the answering node's progress: wait for it.
+	b.wait("the index healthy with its entries", `(() => { const tr = document.querySelector('#indexes-table tr[data-index="by-customer"]'); return tr && tr.querySelector(".state").textContent === "healthy" && tr.querySelector(".entries").textContent === "3" && tr.querySelector(".skipped").textContent === "1" && tr.querySelector(".lag").textContent === "0 events" && tr.querySelector(".progress").textContent === "100%" })()`)
+	b.screenshot("indexes")
+
+	b.js("open the index", `document.querySelector('#indexes-table tr[data-index="by-customer"] a').click()`)
+	b.wait("the index's page", `document.querySelector("#index-eq-1") !== null && document.querySelector("#index-entries")?.textContent === "3 (1 skipped)"`)
+	hits := func(what string, n int) string {
+		t.Helper()
+		b.wait(what, fmt.Sprintf(`document.querySelectorAll("#index-hits article.hit").length === %d && document.querySelector("#index-query-status").textContent !== "Reading…"`, n))
+		return eval[string](b, `[...document.querySelectorAll("#index-hits article.hit")].map((a) => a.querySelector("a.stream").textContent + "=" + [...a.querySelectorAll(".hit-values .tag")].map((e) => e.textContent).join("/")).join(" ")`)
+	}
+	b.do("equal and a range", chromedp.SetValue(chromedp.ID("index-eq-0"), "c1"), chromedp.SetValue(chromedp.ID("index-from"), "15"), chromedp.Click(chromedp.ID("index-run")))
+	if got := hits("c1 from 15", 1); got != "invoice-2=c1/30" {
+		t.Fatalf("customer c1 from amount 15: %q", got)
+	}
+	b.do("descending, a page of one", chromedp.Evaluate[chromedp.Void](`document.querySelector("#index-from").value = ""`), chromedp.Click(chromedp.ID("index-descending")),
+		chromedp.SetValue(chromedp.ID("index-limit"), "1"), chromedp.Click(chromedp.ID("index-run")))
+	if got := hits("the first page", 1); got != "invoice-2=c1/30" {
+		t.Fatalf("c1 descending, first page: %q", got)
+	}
+	b.do("the next page", chromedp.Click(chromedp.ID("index-more")))
+	if got := hits("the second page", 2); got != "invoice-2=c1/30 invoice-1=c1/10" {
+		t.Fatalf("c1 descending, two pages: %q", got)
+	}
+	b.do("a prefix, ascending", chromedp.Evaluate[chromedp.Void](`document.querySelector("#index-eq-0").value = ""`), chromedp.SetValue(chromedp.ID("index-prefix"), "c"),
+		chromedp.Click(chromedp.ID("index-descending")), chromedp.SetValue(chromedp.ID("index-limit"), "50"), chromedp.Click(chromedp.ID("index-run")))
+	if got := hits("prefix c", 3); got != "invoice-1=c1/10 invoice-2=c1/30 invoice-3=c2/20" {
+		t.Fatalf("prefix c: %q", got)
+	}
+	b.wait("no next page", `document.querySelector("#index-more").hidden && document.querySelector("#index-query-count").textContent === "3 hits"`)
+	b.screenshot("index")
+	// A value not of the field's type: the server's refusal, shown once.
+	b.do("an amount that is not an int", chromedp.Evaluate[chromedp.Void](`document.querySelector("#index-prefix").value = ""`), chromedp.SetValue(chromedp.ID("index-eq-0"), "c1"),
+		chromedp.SetValue(chromedp.ID("index-from"), "ten"), chromedp.Click(chromedp.ID("index-run")))
+	b.wait("the value refused", `document.querySelector("#index-query-error")?.textContent.startsWith("invalid_argument: ")`)
+	if got := eval[string](b, `document.querySelector("#index-query-error").textContent`); strings.Contains(got, "\n") || !strings.Contains(got, "ten") {
+		t.Fatalf("the refusal shown as %q: want the API's one line, naming the value", got)
+	}
+
+	b.hash("#/indexes")
+	b.wait("the list", `document.querySelector('#indexes-table button.delete[data-index="by-customer"]') !== null`)
+	b.js("ask to delete the index", `document.querySelector('#indexes-table button.delete[data-index="by-customer"]').click()`)
+	b.do("confirm", chromedp.WaitVisible(chromedp.ID("confirm-ok")), chromedp.Click(chromedp.ID("confirm-ok")))
+	b.wait("the index deleted", `document.querySelector("#indexes-done")?.textContent === "Deleted index by-customer." && document.querySelector("#indexes-none") !== null`)
 }
 
 // credentials manages shop's credentials as the admin (without shop's

@@ -13,6 +13,7 @@ import { appendPage } from "./pages/append";
 import { queryPage } from "./pages/query";
 import { groupsPage } from "./pages/groups";
 import { retentionPage } from "./pages/retention";
+import { indexesPage } from "./pages/indexes";
 import { credentialsPage } from "./pages/credentials";
 import { metricsPage } from "./pages/metrics";
 
@@ -33,6 +34,7 @@ const routes: Route[] = [
   { path: "tail", title: "Live tail", page: tailPage },
   { path: "append", title: "Append", page: appendPage },
   { path: "groups", title: "Groups", page: groupsPage },
+  { path: "indexes", title: "Indexes", page: indexesPage },
   { path: "retention", title: "Retention", page: retentionPage },
   { path: "credentials", title: "Credentials", page: credentialsPage },
   { path: "metrics", title: "Metrics", page: metricsPage },
