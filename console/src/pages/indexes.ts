@@ -126,8 +126,9 @@ function listPage(root: HTMLElement): () => void {
     void load();
   };
 
-  const form = createForm(msg, load);
-  replace(root, h("h2", null, "Indexes of ", h("code", null, session.acting)), form, msg, listEl);
+  const formMsg = h("div", { id: "index-create-message", class: "message" });
+  const form = createForm(formMsg, load);
+  replace(root, h("h2", null, "Indexes of ", h("code", null, session.acting)), msg, listEl, h("h3", null, "New index"), form, formMsg);
   void load();
   const timer = window.setInterval(load, REFRESH_MS);
   return () => {
@@ -202,7 +203,7 @@ function createForm(msg: HTMLElement, reload: () => Promise<void>): HTMLElement 
       replace(msg, h("p", { id: "index-created", class: "good" }, `Created index ${r.definition?.name ?? def.name}: every node builds it from the namespace's events.`));
       name.value = "";
     } catch (e) {
-      replace(msg, h("pre", { class: "error", id: "indexes-error" }, describeError(e)));
+      replace(msg, h("pre", { class: "error", id: "index-create-error" }, describeError(e)));
     }
     void reload();
   };
