@@ -78,10 +78,13 @@ class Session {
 
   /**
    * admin says the sign-in token is an admin credential (Cluster.Status
-   * answered it at sign-in): it acts on any namespace by naming it.
+   * answered it at sign-in): it acts on any namespace by naming it. A
+   * session signed in by an older console (no record) goes by the
+   * token's namespace, as that console did.
    */
   get admin(): boolean {
-    return sessionStorage.getItem(ADMIN_KEY) === "1";
+    const v = sessionStorage.getItem(ADMIN_KEY);
+    return v === null ? this.namespace === "default" : v === "1";
   }
 
   /**
