@@ -7,19 +7,26 @@ import { Code, ConnectError, createClient, type Client, type Interceptor } from 
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import { Cluster } from "./gen/skald/v1/cluster_pb";
+import { Credentials } from "./gen/skald/v1/credentials_pb";
 import { EventStore } from "./gen/skald/v1/event_store_pb";
-import { Namespaces } from "./gen/skald/v1/namespaces_pb";
+import { Indexes } from "./gen/skald/v1/indexes_pb";
+import { Namespaces, type NamespaceInfo } from "./gen/skald/v1/namespaces_pb";
 import { Subscriptions } from "./gen/skald/v1/subscriptions_pb";
 import { ConditionFailedSchema, DuplicateMessageIdSchema, VersionConflictSchema, VersionConflictsSchema } from "./gen/skald/v1/types_pb";
 
 const TOKEN_KEY = "skald.token"; // the sign-in token: sessionStorage only
-const NS_KEY = "skald.nsTokens"; // tokens of namespaces created in this session
+const ADMIN_KEY = "skald.admin"; // "1" when the sign-in token is an admin credential
 const ACT_KEY = "skald.acting"; // the namespace the data pages act on
 const NODES_KEY = "skald.nodes";
 
+/** NAMESPACE_HEADER names the namespace an admin credential's call acts on. */
+export const NAMESPACE_HEADER = "Skald-Namespace";
+
 export interface Clients {
   cluster: Client<typeof Cluster>;
+  credentials: Client<typeof Credentials>;
   events: Client<typeof EventStore>;
+  indexes: Client<typeof Indexes>;
   namespaces: Client<typeof Namespaces>;
   subscriptions: Client<typeof Subscriptions>;
   base: string;
@@ -69,51 +76,44 @@ class Session {
     return namespaceOf(this.token ?? "") ?? "";
   }
 
+  /**
+   * admin says the sign-in token is an admin credential (Cluster.Status
+   * answered it at sign-in): it acts on any namespace by naming it. A
+   * session signed in by an older console (no record) goes by the
+   * token's namespace, as that console did.
+   */
   get admin(): boolean {
-    return this.namespace === "default";
+    const v = sessionStorage.getItem(ADMIN_KEY);
+    return v === null ? this.namespace === "default" : v === "1";
   }
 
-  /** tokens of namespaces this session created (admin), by name. */
-  get nsTokens(): Record<string, string> {
-    try {
-      return JSON.parse(sessionStorage.getItem(NS_KEY) ?? "{}") as Record<string, string>;
-    } catch {
-      return {};
-    }
-  }
-
-  rememberNamespace(name: string, token: string) {
-    sessionStorage.setItem(NS_KEY, JSON.stringify({ ...this.nsTokens, [name]: token }));
-  }
-
-  forgetNamespace(name: string) {
-    const t = this.nsTokens;
-    delete t[name];
-    sessionStorage.setItem(NS_KEY, JSON.stringify(t));
-    if (this.acting === name) this.acting = this.namespace;
-  }
-
-  /** The namespace the data pages (streams, tail, append) act on. */
+  /**
+   * The namespace the data pages (streams, tail, append, groups, indexes,
+   * credentials) act on: any namespace for the admin, which names it in
+   * the Skald-Namespace header (no other token needed); a namespace
+   * credential's own otherwise.
+   */
   get acting(): string {
     const a = sessionStorage.getItem(ACT_KEY);
-    return a && (a === this.namespace || this.nsTokens[a]) ? a : this.namespace;
+    return a && this.admin ? a : this.namespace;
   }
 
   set acting(name: string) {
     sessionStorage.setItem(ACT_KEY, name);
   }
 
-  /** The token for EventStore calls: the acting namespace's. */
-  get dataToken(): string {
-    return this.acting === this.namespace ? (this.token ?? "") : this.nsTokens[this.acting];
+  /** forgetNamespace stops acting on a namespace that was deleted. */
+  forgetNamespace(name: string) {
+    if (this.acting === name) sessionStorage.removeItem(ACT_KEY);
   }
 
-  signIn(token: string) {
+  signIn(token: string, admin: boolean) {
     sessionStorage.setItem(TOKEN_KEY, token.trim());
+    sessionStorage.setItem(ADMIN_KEY, admin ? "1" : "0");
   }
 
   signOut() {
-    for (const k of [TOKEN_KEY, NS_KEY, ACT_KEY, NODES_KEY]) sessionStorage.removeItem(k);
+    for (const k of [TOKEN_KEY, ADMIN_KEY, ACT_KEY, NODES_KEY]) sessionStorage.removeItem(k);
   }
 
   /** setMembers records the members' API addresses from Cluster.Status. */
@@ -134,26 +134,30 @@ class Session {
   }
 
   /**
-   * clientsFor returns clients for one node: with the sign-in token, or
-   * the given one (cached as the data token unless once is set).
+   * clientsFor returns clients for one node, with the sign-in token. Data
+   * clients act on the acting namespace: the admin's name it in the
+   * Skald-Namespace header.
    */
-  clientsFor(base: string, token?: () => string, once = false): Clients {
-    const key = token ? base + "\u0000data" : base;
-    let c = once ? undefined : this.clients.get(key);
+  clientsFor(base: string, data: boolean): Clients {
+    const key = base + (data ? "\u0000data" : "");
+    let c = this.clients.get(key);
     if (!c) {
       const auth: Interceptor = (next) => (req) => {
-        req.header.set("Authorization", `Bearer ${token ? token() : (this.token ?? "")}`);
+        req.header.set("Authorization", `Bearer ${this.token ?? ""}`);
+        if (data && this.admin && this.acting !== this.namespace) req.header.set(NAMESPACE_HEADER, this.acting);
         return next(req);
       };
       const transport = createConnectTransport({ baseUrl: base, useBinaryFormat: true, interceptors: [auth] });
       c = {
         base,
         cluster: createClient(Cluster, transport),
+        credentials: createClient(Credentials, transport),
         events: createClient(EventStore, transport),
+        indexes: createClient(Indexes, transport),
         namespaces: createClient(Namespaces, transport),
         subscriptions: createClient(Subscriptions, transport),
       };
-      if (!once) this.clients.set(key, c);
+      this.clients.set(key, c);
     }
     return c;
   }
@@ -171,15 +175,13 @@ class Session {
    * in turn and keeps using the first that answers. Writes are sent once:
    * a write whose node went away may have been applied.
    */
-  async call<T>(f: (c: Clients) => Promise<T>, opts: { data?: boolean; write?: boolean; token?: string } = {}): Promise<T> {
-    const once = opts.token;
-    const token = once ? () => once : opts.data ? () => this.dataToken : undefined;
+  async call<T>(f: (c: Clients) => Promise<T>, opts: { data?: boolean; write?: boolean } = {}): Promise<T> {
     const order = this.nodes.map((_, i) => (this.current + i) % this.nodes.length);
     let last: unknown;
     for (const i of order) {
       const base = this.nodes[i];
       try {
-        const r = await f(this.clientsFor(base, token, once !== undefined));
+        const r = await f(this.clientsFor(base, opts.data ?? false));
         this.mark(base, true);
         if (i !== this.current) {
           this.current = i;
@@ -214,6 +216,21 @@ export function unreachable(e: unknown): boolean {
 }
 
 export const session = new Session();
+
+/**
+ * listNamespaces reads every namespace (admin), following
+ * Namespaces.List's cursor a page of 1000 at a time.
+ */
+export async function listNamespaces(): Promise<NamespaceInfo[]> {
+  const out: NamespaceInfo[] = [];
+  let cursor = "";
+  for (;;) {
+    const r = await session.call((c) => c.namespaces.list({ cursor }, { timeoutMs: CALL_TIMEOUT }));
+    out.push(...r.namespaces);
+    if (!r.nextCursor || r.nextCursor === cursor) return out;
+    cursor = r.nextCursor;
+  }
+}
 
 /** Timeout for unary calls, so a node that hangs counts as down. */
 export const CALL_TIMEOUT = 4000;

@@ -2,6 +2,7 @@
 // router that renders one page at a time. Each page returns a function
 // that stops its timers and streams when the user leaves it.
 
+import { Code, ConnectError } from "@connectrpc/connect";
 import { CALL_TIMEOUT, describeError, namespaceOf, session } from "./api";
 import { h, replace } from "./ui";
 import { clusterPage } from "./pages/cluster";
@@ -12,6 +13,8 @@ import { appendPage } from "./pages/append";
 import { queryPage } from "./pages/query";
 import { groupsPage } from "./pages/groups";
 import { retentionPage } from "./pages/retention";
+import { indexesPage } from "./pages/indexes";
+import { credentialsPage } from "./pages/credentials";
 import { metricsPage } from "./pages/metrics";
 
 export type Page = (root: HTMLElement, args: string[]) => () => void;
@@ -31,7 +34,9 @@ const routes: Route[] = [
   { path: "tail", title: "Live tail", page: tailPage },
   { path: "append", title: "Append", page: appendPage },
   { path: "groups", title: "Groups", page: groupsPage },
+  { path: "indexes", title: "Indexes", page: indexesPage },
   { path: "retention", title: "Retention", page: retentionPage },
+  { path: "credentials", title: "Credentials", page: credentialsPage },
   { path: "metrics", title: "Metrics", page: metricsPage },
 ];
 
@@ -44,11 +49,23 @@ function signInView() {
   const submit = async (ev: Event) => {
     ev.preventDefault();
     const token = input.value.trim();
-    session.signIn(token);
+    const ns = namespaceOf(token);
+    // An admin credential (only in default) is one Cluster.Status
+    // answers; any other is checked with Namespaces.Get of its own
+    // namespace (a reader of default too).
+    let admin = ns === "default";
+    session.signIn(token, admin);
     try {
-      const ns = namespaceOf(token);
-      if (ns === "default") await session.call((c) => c.cluster.status({}, { timeoutMs: CALL_TIMEOUT }));
-      else await session.call((c) => c.namespaces.get({ name: ns ?? "" }, { timeoutMs: CALL_TIMEOUT }));
+      if (admin) {
+        try {
+          await session.call((c) => c.cluster.status({}, { timeoutMs: CALL_TIMEOUT }));
+        } catch (e) {
+          if (ConnectError.from(e).code !== Code.PermissionDenied) throw e;
+          admin = false;
+          session.signIn(token, admin);
+        }
+      }
+      if (!admin) await session.call((c) => c.namespaces.get({ name: ns ?? "" }, { timeoutMs: CALL_TIMEOUT }));
     } catch (e) {
       session.signOut();
       err.textContent = describeError(e);
@@ -64,7 +81,7 @@ function signInView() {
       "form",
       { id: "signin", class: "card signin", onsubmit: submit },
       h("h1", null, "Skald console"),
-      h("p", null, "Sign in with the admin token (everything) or a namespace token (that namespace). The token stays in this tab's session storage."),
+      h("p", null, "Sign in with an admin token (every namespace and the cluster) or a namespace token (that namespace, as far as its role allows). The token stays in this tab's session storage."),
       h("label", null, "Token ", input),
       h("button", { type: "submit", id: "signin-button" }, "Sign in"),
       err,
@@ -106,21 +123,16 @@ function showNodes() {
 }
 session.onNodesChange = showNodes;
 
-function actingSelect(): HTMLElement | null {
-  const names = [session.namespace, ...Object.keys(session.nsTokens).filter((n) => n !== session.namespace)];
-  if (names.length < 2) return h("span", { class: "muted", title: "the namespace the data pages act on" }, "ns ", h("code", { id: "acting" }, session.acting));
-  const sel = h(
-    "select",
-    {
-      id: "acting-select",
-      onchange: () => {
-        session.acting = sel.value;
-        render();
-      },
-    },
-    names.map((n) => h("option", { value: n, selected: n === session.acting }, n)),
+// actingView names the namespace the data pages act on; the admin
+// changes it with "Work in" on the Namespaces page.
+function actingView(): HTMLElement {
+  const name = h("code", { id: "acting" }, session.acting);
+  return h(
+    "span",
+    { class: "muted", title: session.admin ? "the namespace the data pages act on (Work in on the Namespaces page changes it)" : "the namespace the data pages act on" },
+    "ns ",
+    session.admin ? h("a", { href: "#/namespaces", id: "acting-link" }, name) : name,
   );
-  return h("label", { class: "muted", title: "the namespace the data pages act on" }, "ns ", sel);
 }
 
 function render() {
@@ -149,7 +161,7 @@ function render() {
         visible.map((r) => h("a", { href: `#/${r.path}`, id: `nav-${r.path}`, class: r === route ? "active" : null }, r.title)),
       ),
       h("span", { class: "spacer" }),
-      actingSelect(),
+      actingView(),
       nodeInfo,
       h(
         "button",

@@ -56,21 +56,23 @@ export function confirmDialog(question: string, confirmLabel: string): Promise<b
   });
 }
 
-/** promptDialog asks for a secret in a modal dialog; resolves null on cancel. */
-export function promptDialog(question: string, placeholder: string, okLabel: string): Promise<string | null> {
-  return new Promise((resolve) => {
-    const input = h("input", { id: "prompt-input", type: "password", autocomplete: "off", placeholder, size: 50 });
-    const ok = h("button", { id: "prompt-ok", value: "ok" }, okLabel);
-    const cancel = h("button", { id: "prompt-cancel", value: "cancel", formnovalidate: true }, "Cancel");
-    const dlg = h("dialog", { id: "prompt" }, h("form", { method: "dialog" }, h("p", null, question), input, h("menu", null, cancel, ok)));
-    dlg.addEventListener("close", () => {
-      dlg.remove();
-      resolve(dlg.returnValue === "ok" ? input.value.trim() : null);
-    });
-    document.body.appendChild(dlg);
-    dlg.showModal();
-    input.focus();
-  });
+/** tokenView shows a secret shown only once, with a button that copies it. */
+export function tokenView(id: string, token: string): HTMLElement {
+  const note = h("span", { class: "muted small", id: `${id}-copied` });
+  const copy = h(
+    "button",
+    {
+      type: "button",
+      id: `${id}-copy`,
+      onclick: () =>
+        navigator.clipboard.writeText(token).then(
+          () => replace(note, "Copied."),
+          (e: unknown) => replace(note, `Not copied (${e instanceof Error ? e.message : String(e)}): select the token and copy it.`),
+        ),
+    },
+    "Copy",
+  );
+  return h("div", { class: "token-box" }, h("pre", { id, class: "token" }, token), h("div", { class: "row" }, copy, note));
 }
 
 /** time formats a date in ISO form with milliseconds, in UTC. */
@@ -98,4 +100,14 @@ export function prettyJSON(b: Uint8Array): string {
   } catch {
     return text;
   }
+}
+
+/**
+ * enumName is the name of a protobuf enum value, lower-cased and without
+ * its prefix ("healthy" for IndexState.HEALTHY); a value this build does
+ * not know (a newer server's) is shown by its number ("state 7").
+ */
+export function enumName(e: Record<number, string>, value: number, what: string): string {
+  const n = e[value];
+  return n === undefined ? `${what} ${value}` : n.toLowerCase().replace(/_/g, " ");
 }

@@ -83,7 +83,7 @@ export function clusterPage(root: HTMLElement): () => void {
       act("Transferring leadership", async () => {
         if (!leader) throw new Error("no leader is known");
         const to = isLeader ? undefined : s.id;
-        const r = await session.clientsFor(base(leader.apiAddress)).cluster.transferLeadership({ toId: to }, { timeoutMs: 15000 });
+        const r = await session.clientsFor(base(leader.apiAddress), false).cluster.transferLeadership({ toId: to }, { timeoutMs: 15000 });
         return `Leadership transferred to ${label(st.servers.find((x) => x.id === r.leaderId), r.leaderId)}.`;
       });
     const remove = async () => {
@@ -162,7 +162,7 @@ export function clusterPage(root: HTMLElement): () => void {
         st.servers.map(async (s) => {
           if (!s.apiAddress) return;
           try {
-            const own = await session.clientsFor(base(s.apiAddress)).cluster.status({}, { timeoutMs: REFRESH_MS * 1.5 });
+            const own = await session.clientsFor(base(s.apiAddress), false).cluster.status({}, { timeoutMs: REFRESH_MS * 1.5 });
             views.set(s.id, { ok: true, st: own });
             learnNames(own);
           } catch (e) {

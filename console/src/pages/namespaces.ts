@@ -1,15 +1,26 @@
-// Namespaces: the list with counts and last activity; the admin creates
-// (the new token is shown once) and deletes (after confirming). A
-// namespace token sees its own namespace only.
+// Namespaces: the list with counts and last activity, a page at a time
+// (Namespaces.List's cursor); the admin creates (the new token is shown
+// once), deletes (after confirming) and works in any of them ("Work in":
+// the data pages then name it in the Skald-Namespace header, no other
+// token needed). A namespace token sees its own namespace only.
 
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { CALL_TIMEOUT, describeError, namespaceOf, session } from "../api";
+import { CALL_TIMEOUT, describeError, session } from "../api";
 import type { NamespaceInfo } from "../gen/skald/v1/namespaces_pb";
-import { ago, confirmDialog, fmtTime, h, promptDialog, replace } from "../ui";
+import { ago, confirmDialog, fmtTime, h, replace, tokenView } from "../ui";
 
-export function namespacesPage(root: HTMLElement): () => void {
+/** PAGE is how many namespaces one page shows; #/namespaces/limit/N sets another (1..1000). */
+const PAGE = 100;
+
+export function namespacesPage(root: HTMLElement, args: string[]): () => void {
   const list = h("div", { id: "ns-list" }, "Loading…");
   const msg = h("div", { id: "ns-message", class: "message", hidden: true });
+  const pager = h("div", { id: "ns-pager", class: "pager", hidden: true });
+  const limit = args[0] === "limit" && Number(args[1]) >= 1 && Number(args[1]) <= 1000 ? Math.floor(Number(args[1])) : PAGE;
+  // The cursors of the pages shown so far: cursors[i] starts page i.
+  const cursors = [""];
+  let page = 0;
+  let next = "";
   let stopped = false;
 
   const say = (...children: (Node | string)[]) => {
@@ -20,8 +31,11 @@ export function namespacesPage(root: HTMLElement): () => void {
   const load = async () => {
     try {
       let rows: NamespaceInfo[];
-      if (session.admin) rows = (await session.call((c) => c.namespaces.list({}, { timeoutMs: CALL_TIMEOUT }))).namespaces;
-      else rows = [await session.call((c) => c.namespaces.get({ name: session.namespace }, { timeoutMs: CALL_TIMEOUT }))];
+      if (session.admin) {
+        const r = await session.call((c) => c.namespaces.list({ cursor: cursors[page], limit }, { timeoutMs: CALL_TIMEOUT }));
+        rows = r.namespaces;
+        next = r.nextCursor;
+      } else rows = [await session.call((c) => c.namespaces.get({ name: session.namespace }, { timeoutMs: CALL_TIMEOUT }))];
       if (stopped) return;
       replace(
         list,
@@ -45,7 +59,7 @@ export function namespacesPage(root: HTMLElement): () => void {
                 h(
                   "td",
                   { class: "actions" },
-                  n.name !== session.acting ? h("button", { class: "work", "data-ns": n.name, onclick: () => workIn(n.name) }, "Work in") : null,
+                  session.admin && n.name !== session.acting ? h("button", { class: "work", "data-ns": n.name, onclick: () => workIn(n.name) }, "Work in") : null,
                   session.admin && n.name !== "default" ? h("button", { class: "delete danger", "data-ns": n.name, onclick: () => del(n.name) }, "Delete") : null,
                 ),
               ),
@@ -53,30 +67,32 @@ export function namespacesPage(root: HTMLElement): () => void {
           ),
         ),
       );
+      showPager(rows.length);
     } catch (e) {
       if (!stopped) replace(list, h("pre", { class: "error" }, describeError(e)));
     }
   };
 
-  // workIn makes the data pages act on a namespace: the admin's own, one
-  // created in this tab, or another whose token the admin pastes (checked
-  // with Namespaces.Get before it is kept).
-  const workIn = async (name: string) => {
-    if (name !== session.namespace && !session.nsTokens[name]) {
-      const token = await promptDialog(`The token of ${name} (the server keeps only its hash, so only you can supply it):`, "ns_…", "Work in " + name);
-      if (!token) return;
-      if (namespaceOf(token) !== name) {
-        say(h("pre", { class: "error" }, `That is not a token of ${name}.`));
-        return;
-      }
-      try {
-        await session.call((c) => c.namespaces.get({ name }, { timeoutMs: CALL_TIMEOUT }), { token });
-      } catch (e) {
-        say(h("pre", { class: "error" }, describeError(e)));
-        return;
-      }
-      session.rememberNamespace(name, token);
-    }
+  const showPager = (shown: number) => {
+    pager.hidden = page === 0 && !next;
+    const first = page * limit + 1;
+    replace(
+      pager,
+      h("button", { id: "ns-first", type: "button", disabled: page === 0, onclick: () => go(0) }, "First page"),
+      h("button", { id: "ns-prev", type: "button", disabled: page === 0, onclick: () => go(page - 1) }, "Previous"),
+      h("span", { id: "ns-page", class: "muted" }, shown ? `namespaces ${first}–${first + shown - 1}` : "no namespaces"),
+      h("button", { id: "ns-next", type: "button", disabled: !next, onclick: () => go(page + 1) }, "Next page"),
+    );
+  };
+  const go = (p: number) => {
+    if (p === cursors.length) cursors.push(next);
+    page = p;
+    void load();
+  };
+
+  // workIn makes the data pages act on a namespace. The admin names it in
+  // each call (the Skald-Namespace header); the server checks it exists.
+  const workIn = (name: string) => {
     session.acting = name;
     location.hash = "#/streams";
   };
@@ -99,23 +115,10 @@ export function namespacesPage(root: HTMLElement): () => void {
     ev.preventDefault();
     try {
       const r = await session.call((c) => c.namespaces.create({ name: name.value.trim(), description: desc.value }, { timeoutMs: 15000 }), { write: true });
-      session.rememberNamespace(r.name, r.token);
-      const use = h(
-        "button",
-        {
-          id: "ns-use",
-          onclick: () => {
-            session.acting = r.name;
-            location.hash = "#/streams";
-          },
-        },
-        `Work in ${r.name}`,
-      );
       say(
-        h("p", null, "Created ", h("strong", null, r.name), ". Its token is shown only now; the server keeps only a hash:"),
-        h("pre", { id: "ns-token", class: "token" }, r.token),
-        h("p", { class: "muted" }, "This tab keeps it for this session, so you can read and write there: "),
-        use,
+        h("p", null, "Created ", h("strong", null, r.name), ". Its token (its owner credential, ", h("code", null, "initial"), ") is shown only now; the server keeps only a hash:"),
+        tokenView("ns-token", r.token),
+        h("button", { id: "ns-use", onclick: () => workIn(r.name) }, `Work in ${r.name}`),
       );
       name.value = "";
       desc.value = "";
@@ -133,6 +136,7 @@ export function namespacesPage(root: HTMLElement): () => void {
       : null,
     msg,
     list,
+    pager,
   );
   void load();
   const timer = window.setInterval(load, 5000);

@@ -5,7 +5,7 @@
 // the leader's schedule (--retention-interval). The admin namespace
 // (default) holds the admin token and takes no policy.
 
-import { CALL_TIMEOUT, describeError, session } from "../api";
+import { CALL_TIMEOUT, describeError, listNamespaces, session } from "../api";
 import { RetentionScope } from "../gen/skald/v1/namespaces_pb";
 import { fmtDuration, fromMs, parseDuration, toMs } from "../duration";
 import { h, replace } from "../ui";
@@ -112,7 +112,7 @@ export function retentionPage(root: HTMLElement, args: string[]): () => void {
     let names: string[];
     if (session.admin) {
       try {
-        names = (await session.call((c) => c.namespaces.list({}, { timeoutMs: CALL_TIMEOUT }))).namespaces.map((n) => n.name).filter((n) => n !== "default");
+        names = (await listNamespaces()).map((n) => n.name).filter((n) => n !== "default");
       } catch (e) {
         replace(list, h("pre", { class: "error" }, describeError(e)));
         return;
