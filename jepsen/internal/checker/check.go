@@ -29,6 +29,11 @@ type Input struct {
 	// MaxAge maps a category to the max-age retention policy its streams
 	// had for the whole run: expiry may remove a message once older.
 	MaxAge map[string]time.Duration
+	// IndexDefs are the user-defined indexes of the run (the indexes
+	// workload), FinalIndexes every node's final read of each (node →
+	// index name → read); indexes.go.
+	IndexDefs    []history.IndexDef
+	FinalIndexes map[string]map[string]history.IndexRead
 }
 
 // Options tunes checking.
@@ -217,6 +222,9 @@ func Check(in Input, opts Options) Result {
 	}
 	if s.hasDeliveries() {
 		set = append(set[:len(set):len(set)], rule{"consumers", checkConsumers})
+	}
+	if len(in.IndexDefs) > 0 {
+		set = append(set[:len(set):len(set)], rule{"indexes", func(s *state) bool { return checkIndexes(s, in.IndexDefs, in.FinalIndexes) }})
 	}
 	for _, r := range set {
 		if r.run == nil {
