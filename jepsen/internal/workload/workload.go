@@ -72,7 +72,7 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 	case "dcb":
 		mix = []weighted{{85, opDecide}, {10, opReadStream}, {5, opReadCategory}}
 	case "indexes":
-		mix = []weighted{{52, opIndexAppend}, {6, opTruncate}, {3, opDelete}, {20, opIndexQuery}, {5, opIndexSession}, {5, opIndexLocal},
+		mix = []weighted{{56, opIndexAppend}, {4, opTruncate}, {1, opDelete}, {20, opIndexQuery}, {5, opIndexSession}, {5, opIndexLocal},
 			{6, opReadStream}, {3, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
@@ -361,7 +361,11 @@ func (w *worker) step(ctx context.Context) {
 		// tail of acknowledged messages survives for durability to check.
 		st := w.removable()
 		node := w.node()
-		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-int64(w.rng.IntN(12))))
+		back := int64(w.rng.IntN(12))
+		if w.cfg.Name == "indexes" {
+			back = int64(w.rng.IntN(40)) // keep more for the final index comparison
+		}
+		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-back))
 		w.lastWrit = node
 	case opDelete:
 		// At the last known version: a delete that names what it removes
