@@ -88,6 +88,10 @@ type Stats struct {
 	Deliveries    int     `json:"deliveries,omitempty"`
 	Redeliveries  int     `json:"redeliveries,omitempty"`
 	AcksOK        int     `json:"acks_ok,omitempty"`
+	// The indexes workload: hits of ok index queries, and the entries of
+	// every index in the reference node's final read.
+	IndexHits         int `json:"index_hits,omitempty"`
+	FinalIndexEntries int `json:"final_index_entries,omitempty"`
 	DurationSec   float64 `json:"duration_sec"`
 	OKPerSec      float64 `json:"ok_ops_per_sec"`
 	FaultOKPerSec float64 `json:"ok_ops_per_sec_during_faults"`

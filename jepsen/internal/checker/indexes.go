@@ -232,6 +232,14 @@ func checkIndexes(s *state, defs []history.IndexDef, reads map[string]map[string
 	}
 	ran := checkFinalIndexes(s, defs, models, reads)
 	checkIndexReads(s, models)
+	for _, r := range reads[s.refNode] {
+		s.res.Stats.FinalIndexEntries += len(r.Hits)
+	}
+	for _, p := range s.pairs {
+		if p.Invoke.F == history.FIndexQuery && p.Type() == history.OK && p.Complete.Result != nil {
+			s.res.Stats.IndexHits += len(p.Complete.Result.Events)
+		}
+	}
 	return ran
 }
 
