@@ -85,16 +85,16 @@ type Stats struct {
 	LostUnacked   int                             `json:"indeterminate_absent"`
 	// The consumers workload: deliveries, redeliveries (deliveries of an
 	// id after its first) and successful acks.
-	Deliveries    int     `json:"deliveries,omitempty"`
-	Redeliveries  int     `json:"redeliveries,omitempty"`
-	AcksOK        int     `json:"acks_ok,omitempty"`
+	Deliveries   int `json:"deliveries,omitempty"`
+	Redeliveries int `json:"redeliveries,omitempty"`
+	AcksOK       int `json:"acks_ok,omitempty"`
 	// The indexes workload: hits of ok index queries, and the entries of
 	// every index in the reference node's final read.
-	IndexHits         int `json:"index_hits,omitempty"`
-	FinalIndexEntries int `json:"final_index_entries,omitempty"`
-	DurationSec   float64 `json:"duration_sec"`
-	OKPerSec      float64 `json:"ok_ops_per_sec"`
-	FaultOKPerSec float64 `json:"ok_ops_per_sec_during_faults"`
+	IndexHits         int     `json:"index_hits,omitempty"`
+	FinalIndexEntries int     `json:"final_index_entries,omitempty"`
+	DurationSec       float64 `json:"duration_sec"`
+	OKPerSec          float64 `json:"ok_ops_per_sec"`
+	FaultOKPerSec     float64 `json:"ok_ops_per_sec_during_faults"`
 }
 
 // state is what every rule reads: the history indexed.
