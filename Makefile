@@ -77,7 +77,7 @@ bench-ab:
 bench-profile:
 	GO=$(GO) ARGS="$(or $(ARGS),--workload append --concurrency 64)" DURATION=$(or $(DURATION),16s) OUT=$(OUT) bash scripts/bench-profile.sh
 
-## jepsen-ci: the chaos smoke runs (mixed, idempotent, retention, consumers, dcb) and the mutants CI runs (JEPSEN=1; ~6 min; netns when root, else proxies)
+## jepsen-ci: the chaos smoke runs (mixed, idempotent, retention, consumers, dcb, indexes) and the mutants CI runs (JEPSEN=1; ~6 min; netns when root, else proxies)
 jepsen-ci:
 	JEPSEN=1 $(GO) test -count=1 -timeout 20m -run 'TestSmoke|TestMutants' ./jepsen
 

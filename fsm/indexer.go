@@ -312,6 +312,9 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 		hi := int64(binary.BigEndian.Uint64(v[1:]))
 		switch v[0] {
 		case changeRemoved:
+			if indexSkipsRemoval(r.s.opts.IndexMutant, lo) {
+				break // a mutant's bug (mutant_on.go); never in normal builds
+			}
 			for _, d := range r.defs {
 				if err := r.removeRun(d.Id, lo, hi); err != nil {
 					return false, err
@@ -478,6 +481,9 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) e
 		c.skipped++
 		r.res.Skipped++
 		return nil
+	}
+	if indexDropsEntry(r.s.opts.IndexMutant, m.GlobalPosition) {
+		return nil // a mutant's bug (mutant_on.go); never in normal builds
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
 	if err := r.b.Set(r.key, nil, nil); err != nil {

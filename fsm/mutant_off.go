@@ -16,3 +16,7 @@ func conditionDecidedByLeader(*Entry) bool { return false }
 func expireOneTooMany(*Entry) bool { return false }
 
 func expireAgeEarly(*Entry) bool { return false }
+
+func indexDropsEntry(byte, int64) bool { return false }
+
+func indexSkipsRemoval(byte, int64) bool { return false }

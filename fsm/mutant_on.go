@@ -59,3 +59,29 @@ func expireOneTooMany(l *Entry) bool {
 func expireAgeEarly(l *Entry) bool {
 	return len(l.Extensions) == 9 && l.Extensions[8]&ExpireAgeEarly != 0
 }
+
+// Index loop mutants (Options.IndexMutant): the node's loop is not a log
+// entry, so these are chosen when the store opens, not by the leader.
+const (
+	// IndexDropEntry: the loop writes no entry for a matching message
+	// whose global position is a multiple of indexDropEvery.
+	IndexDropEntry byte = 1 + iota
+	// IndexSkipRemoval: the loop deletes the change record of a removed
+	// run whose first global position is even without dropping its
+	// entries.
+	IndexSkipRemoval
+)
+
+const indexDropEvery = 50
+
+// indexDropsEntry reports that the index-drop-entry mutant drops the
+// entry of global position gp.
+func indexDropsEntry(mutant byte, gp int64) bool {
+	return mutant == IndexDropEntry && gp%indexDropEvery == 0
+}
+
+// indexSkipsRemoval reports that the index-skip-removal mutant ignores
+// the removed run starting at lo.
+func indexSkipsRemoval(mutant byte, lo int64) bool {
+	return mutant == IndexSkipRemoval && lo%2 == 0
+}

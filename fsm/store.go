@@ -55,6 +55,11 @@ type Options struct {
 	// Logger receives Pebble's messages and the store's own. The default
 	// discards them.
 	Logger *slog.Logger
+
+	// IndexMutant is a chaos-harness mutant of the index loop
+	// (mutant_on.go): honoured only in binaries built with -tags
+	// mutants, ignored (and zero) in every other.
+	IndexMutant byte
 }
 
 // Defaults of Options, sized for a 2-core machine with a few GiB.

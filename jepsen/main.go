@@ -103,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (runner.Options, int, error) {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := runner.Options{}
-	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw, mixed, idempotent, retention, consumers or dcb")
+	fs.StringVar(&o.Workload, "workload", "mixed", "append, cas, ryw, mixed, idempotent, retention, consumers, dcb or indexes")
 	fs.StringVar(&o.Nemesis, "nemesis", "kill,partition", "none, all, or a comma list of kill, pause, partition, leader-kill, transfer, membership")
 	fs.IntVar(&o.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.DurationVar(&o.Time, "time", 60*time.Second, "how long traffic and faults run")
@@ -212,7 +212,16 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 		final[n] = evs
 	}
-	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: nodes}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	in := checker.Input{Ops: ops, Final: final, Nodes: nodes}
+	if b, err := os.ReadFile(filepath.Join(dir, "final", "indexes.json")); err == nil {
+		var fi runner.FinalIndexes
+		if err := json.Unmarshal(b, &fi); err != nil {
+			fmt.Fprintf(stderr, "jepsen: final/indexes.json: %v\n", err)
+			return runner.ExitHarness
+		}
+		in.IndexDefs, in.FinalIndexes = fi.Defs, fi.Reads
+	}
+	res := checker.Check(in, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
 	run := prev.Run
 	run.Dir = dir
 	if err := report.Write(dir, run, res, ops); err != nil {

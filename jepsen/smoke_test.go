@@ -184,6 +184,31 @@ func TestSmokeDCB(t *testing.T) {
 	}
 }
 
+// TestSmokeIndexes: appends with chosen field values racing truncates and
+// deletes, and queries of two user-defined indexes at every consistency,
+// under kills and partitions, must be valid: every node's index equals
+// the checker's model of its own final log, and no linearizable query
+// misses an earlier acknowledged append or returns an earlier removal.
+func TestSmokeIndexes(t *testing.T) {
+	res := validSmokeRun(t, "indexes", "kill,partition", 15*time.Second)
+	st := res.Stats
+	if oks := st.ByF[history.FAppend][history.OK]; oks < 100 {
+		t.Fatalf("only %d acknowledged appends", oks)
+	}
+	if oks := st.ByF[history.FTruncate][history.OK]; oks < 10 {
+		t.Fatalf("only %d acknowledged truncates", oks)
+	}
+	if oks := st.ByF[history.FIndexQuery][history.OK]; oks < 100 || st.IndexHits < 200 {
+		t.Fatalf("%d ok index queries with %d hits: too few to judge", oks, st.IndexHits)
+	}
+	if st.FinalIndexEntries < 20 {
+		t.Fatalf("the final indexes hold only %d entries", st.FinalIndexEntries)
+	}
+	if res.Checkers["indexes"] != "valid" {
+		t.Fatalf("checker indexes: %q (checkers %v)", res.Checkers["indexes"], res.Checkers)
+	}
+}
+
 // validSmokeRun runs workload under nemesis on 3 nodes for d (mods change
 // the options) and fails the test unless the verdict is valid; it returns
 // the result.
@@ -236,6 +261,8 @@ var mutantCases = []struct {
 	{node.MutantExpireAgeEarly, "retention", "none", 100, 10, 10 * time.Second, []string{"aged-early"}, false},
 	{node.MutantCheckpointAhead, "consumers", "transfer", 300, 10, 20 * time.Second, []string{"group-undelivered", "group-unacked"}, false},
 	{node.MutantConditionAtPropose, "dcb", "none", 1000, 20, 10 * time.Second, []string{"dcb-conflict"}, false},
+	{node.MutantIndexDropEntry, "indexes", "none", 100, 10, 10 * time.Second, []string{"index-missing", "index-stale-read"}, false},
+	{node.MutantIndexSkipRemoval, "indexes", "none", 100, 10, 10 * time.Second, []string{"index-count"}, false},
 	{node.MutantGlobalPosAtPropose, "append", "transfer,leader-kill", 1000, 20, 20 * time.Second,
 		[]string{"global-gap", "global-dup", "order-mismatch", "realtime-order", "category-hole", "stream-gap", "incompatible-order", "lost", "ack-mismatch", "category-foreign"}, false},
 }

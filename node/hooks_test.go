@@ -35,6 +35,10 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		{MutantConditionAtPropose, []string{"propose"}},
 		{MutantExpireOneTooMany, []string{"propose"}},
 		{MutantExpireAgeEarly, []string{"propose"}},
+		// The index loop's mutants set no hook: the store's IndexMutant
+		// (TestIndexMutantOnlyWithMutants).
+		{MutantIndexDropEntry, nil},
+		{MutantIndexSkipRemoval, nil},
 	}
 	if len(cases) != len(Mutants)+1 {
 		t.Fatalf("%d cases for %d mutants: add the new mutant here", len(cases)-1, len(Mutants))
@@ -50,5 +54,23 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("mutant %q (built: %v): hooks set %v, want %v", tc.mutant, MutantsBuilt, got, want)
 		}
+	}
+}
+
+// TestIndexMutantOnlyWithMutants: the store's index loop mutant is zero
+// for every name unless the binary was built with -tags mutants, and then
+// non-zero, and distinct, only for the index loop's mutants.
+func TestIndexMutantOnlyWithMutants(t *testing.T) {
+	seen := map[byte]string{}
+	for _, name := range append([]string{""}, Mutants...) {
+		got := indexMutant(name)
+		want := MutantsBuilt && (name == MutantIndexDropEntry || name == MutantIndexSkipRemoval)
+		if (got != 0) != want {
+			t.Errorf("indexMutant(%q) = %d (built: %v), want non-zero %v", name, got, MutantsBuilt, want)
+		}
+		if prev, ok := seen[got]; ok && got != 0 {
+			t.Errorf("indexMutant(%q) = indexMutant(%q) = %d", name, prev, got)
+		}
+		seen[got] = name
 	}
 }

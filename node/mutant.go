@@ -53,10 +53,18 @@ const (
 	// MutantExpireAgeEarly has the leader's expiry entries count max-age
 	// limits as half as long: messages go while still young enough to keep.
 	MutantExpireAgeEarly = "expire-age-early"
+	// MutantIndexDropEntry has this node's index loop write no entry for
+	// matching messages whose global position is a multiple of 50.
+	MutantIndexDropEntry = "index-drop-entry"
+	// MutantIndexSkipRemoval has this node's index loop ignore the
+	// removal records of runs that start at an even global position:
+	// the entries of removed messages stay (queries skip them, the entry
+	// count does not).
+	MutantIndexSkipRemoval = "index-skip-removal"
 )
 
 // Mutants lists every mutant name.
-var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly}
+var Mutants = []string{MutantCASOutsideFSM, MutantAckBeforeCommit, MutantStaleLinearizable, MutantRYWNoWait, MutantForwardRetry, MutantGlobalPosAtPropose, MutantDedupeAtPropose, MutantCheckpointAhead, MutantConditionAtPropose, MutantExpireOneTooMany, MutantExpireAgeEarly, MutantIndexDropEntry, MutantIndexSkipRemoval}
 
 func checkMutant(name string) error {
 	if name == "" {

@@ -78,6 +78,17 @@ func (n *Node) installMutant() {
 	}
 }
 
+// indexMutant is the store's index loop mutant for name (0: none).
+func indexMutant(name string) byte {
+	switch name {
+	case MutantIndexDropEntry:
+		return fsm.IndexDropEntry
+	case MutantIndexSkipRemoval:
+		return fsm.IndexSkipRemoval
+	}
+	return 0
+}
+
 // forwardRetry is MutantForwardRetry: it gives a forwarded write
 // forwardRetryTimeout to answer and, when it does not, reports it as not
 // sent, so Apply sends it again.

@@ -154,6 +154,7 @@ func (n *Node) open() error {
 	store, err := fsm.Open(fsm.Options{
 		Dir: n.fs.PathJoin(n.dataDir, "fsm"), FS: n.fs, MaxOpenNamespaces: n.cfg.MaxOpenNamespaces,
 		MemTableSize: n.cfg.MemTableSize, CacheSize: n.cfg.CacheSize, Logger: n.log,
+		IndexMutant: indexMutant(n.cfg.Mutant),
 	})
 	if err != nil {
 		return err

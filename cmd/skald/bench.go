@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,10 @@ Workloads:
   consume        a persistent subscription group with --concurrency consumers over the targets:
                  appends at --rate, each delivered and acknowledged; messages/s acknowledged and
                  latency from the append's send to its ack's answer
+--index (append, evdb-append, append-batch, mixed) creates one user-defined index on the
+category the run writes and samples every target node's lag on it at LOCAL every 100ms: the
+age of the oldest event its index does not hold yet (index_lag_ms p50/p99/max) and the most
+events behind (index_lag_events_max).
 
 Targets (--target): which nodes receive the calls, through the Go client (package client).
   all, leader, followers   one client pinned to each chosen node (callers take turns): a node
@@ -55,6 +60,7 @@ type benchConfig struct {
 	rate        int
 	run         string    // prefix that keeps runs apart
 	cpu         *cpuMeter // every --addr node, not only the targets; nil: not measured
+	index       bool      // --index: create an index on the run's category, sample its lag
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,6 +78,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	http2 := fs.Bool("http2", false, "call over HTTP/2 (one multiplexed connection per node; more server CPU per request) instead of one HTTP/1.1 connection per caller")
 	plot := fs.String("plot", "", "also write throughput and latency per second to this HTML file")
 	standard := fs.Bool("standard", false, "run the standard set (append x64, append-batch 100 x16, follower reads, mixed, subscribe) and print one table")
+	index := fs.Bool("index", false, "create one index on the written category (a string field of the data) before the run and sample every target node's lag on it at LOCAL every 100ms (append, evdb-append, append-batch, mixed)")
 	tokenNS := fs.Bool("token-namespace", false, "write into the token's namespace and leave the data there, instead of a namespace of the run's own (bench-<run>, created and deleted; needs the admin token)")
 	if _, err := cf.parse(fs, args, 0, 0); err != nil {
 		return err
@@ -86,7 +93,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := benchConfig{
 		addrs: addrs, workload: *workload, concurrency: *concurrency, duration: *duration,
 		batch: *batch, payload: *payload, streams: *streams, readRatio: *readRatio, rate: *rate,
-		target: *target, http2: *http2,
+		target: *target, http2: *http2, index: *index,
 		run: "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
 		cpu: newCPUMeter(cf, strings.Split(cf.addr, ",")),
 	}
@@ -102,6 +109,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if cfg.concurrency < 1 || cfg.batch < 1 || cfg.batch > 1000 || cfg.streams < 1 || cfg.payload < 2 {
 		return &exitError{exitUsage, errors.New("--concurrency, --streams and --payload-bytes must be positive, --batch 1..1000")}
+	}
+	if cfg.index && !slices.Contains(indexWorkloads, cfg.workload) {
+		return &exitError{exitUsage, fmt.Errorf("--index: the %s workload writes no category to index (want one of %s)", cfg.workload, strings.Join(indexWorkloads, ", "))}
 	}
 	if !*tokenNS {
 		wf, cleanup, err := benchNamespace(ctx, cf, cfg.run, stderr)

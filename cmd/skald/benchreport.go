@@ -28,6 +28,12 @@ type benchResult struct {
 	ServerCPUSeconds  float64 `json:"server_cpu_s,omitempty"`
 	ServerCPUUsPerOp  float64 `json:"server_cpu_us_per_op,omitempty"`
 	ServerCPUUsPerMsg float64 `json:"server_cpu_us_per_msg,omitempty"`
+	// --index: every target node's lag on the run's index, sampled at
+	// LOCAL (benchindex.go): p50, p99 and max of the age of the oldest
+	// event not indexed yet, the samples, and the most events behind.
+	IndexLagMS        map[string]float64 `json:"index_lag_ms,omitempty"`
+	IndexLagSamples   int                `json:"index_lag_samples,omitempty"`
+	IndexLagEventsMax int64              `json:"index_lag_events_max,omitempty"`
 }
 
 // setCPU records the servers' CPU seconds over the run, when measured.

@@ -106,5 +106,14 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 			return nil, &exitError{exitUsage, fmt.Errorf("--workload %q: unknown (see --help)", c.workload)}
 		}
 	}
-	return c.measure(ctx, ops, stderr)
+	if !c.index {
+		return c.measure(ctx, ops, stderr)
+	}
+	if err := c.createBenchIndex(ctx, clients.of(0)); err != nil {
+		return nil, err
+	}
+	lag := sampleIndexLag(ctx, clients)
+	res, err := c.measure(ctx, ops, stderr)
+	lag.finish(res, stderr)
+	return res, err
 }

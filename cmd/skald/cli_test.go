@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -818,6 +819,7 @@ func TestBenchCLI(t *testing.T) {
 		{"subscribe", []string{"--workload", "subscribe", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"consume through a subscription group", []string{"--workload", "consume", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"append with an index's lag sampled", []string{"--workload", "append", "--index", "--concurrency", "2", "--duration", "2s"}, 1},
 	}
 	messagesIn := func(ns string) string {
 		t.Helper()
@@ -866,6 +868,14 @@ func TestBenchCLI(t *testing.T) {
 				math.Abs(res.ServerCPUUsPerOp-perOp) > 1e-6*perOp || (tc.perOpMsg > 0 && math.Abs(res.ServerCPUUsPerMsg*float64(tc.perOpMsg)-perOp) > 1e-6*perOp) {
 				t.Fatalf("server CPU: %v s, %v µs/op, %v µs/msg over %d ops", res.ServerCPUSeconds, res.ServerCPUUsPerOp, res.ServerCPUUsPerMsg, res.Ops)
 			}
+			// --index: the node's lag on the run's index, sampled every
+			// 100 ms (at least a few samples in 2 s on a loaded machine).
+			if il := res.IndexLagMS; slices.Contains(tc.args, "--index") != (il != nil) {
+				t.Fatalf("index lag %v with args %v", il, tc.args)
+			} else if il != nil && (res.IndexLagSamples < 3 || !(il["p50"] >= 0 && il["p50"] <= il["p99"] && il["p99"] <= il["max"]) ||
+				!regexp.MustCompile(`(?m)^index lag \(LOCAL, \d+ samples every 100ms per node, \d+ failed\): p50 [\d.]+ ms  p99 [\d.]+ ms  max [\d.]+ ms; at most \d+ events behind$`).MatchString(errOut)) {
+				t.Fatalf("index lag %v over %d samples (at most %d events behind); stderr %s", il, res.IndexLagSamples, res.IndexLagEventsMax, errOut)
+			}
 		})
 	}
 	// Nothing was left behind: no namespace, no message in the token's.
@@ -898,6 +908,9 @@ func TestBenchCLI(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch 1..1000") {
 		t.Fatalf("bad --batch: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, env, "bench", "--workload", "read-stream", "--index"); code != exitUsage || !strings.Contains(errOut, "--index: the read-stream workload writes no category to index") {
+		t.Fatalf("bench --index of reads: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := runCLI(t, env, "bench", "--target", "some"); code != exitUsage || !strings.Contains(errOut, "want all, leader, followers or cluster") {
 		t.Fatalf("bad --target: exit %d, %q", code, errOut)

@@ -29,6 +29,11 @@ type Input struct {
 	// MaxAge maps a category to the max-age retention policy its streams
 	// had for the whole run: expiry may remove a message once older.
 	MaxAge map[string]time.Duration
+	// IndexDefs are the user-defined indexes of the run (the indexes
+	// workload), FinalIndexes every node's final read of each (node →
+	// index name → read); indexes.go.
+	IndexDefs    []history.IndexDef
+	FinalIndexes map[string]map[string]history.IndexRead
 }
 
 // Options tunes checking.
@@ -80,12 +85,16 @@ type Stats struct {
 	LostUnacked   int                             `json:"indeterminate_absent"`
 	// The consumers workload: deliveries, redeliveries (deliveries of an
 	// id after its first) and successful acks.
-	Deliveries    int     `json:"deliveries,omitempty"`
-	Redeliveries  int     `json:"redeliveries,omitempty"`
-	AcksOK        int     `json:"acks_ok,omitempty"`
-	DurationSec   float64 `json:"duration_sec"`
-	OKPerSec      float64 `json:"ok_ops_per_sec"`
-	FaultOKPerSec float64 `json:"ok_ops_per_sec_during_faults"`
+	Deliveries   int `json:"deliveries,omitempty"`
+	Redeliveries int `json:"redeliveries,omitempty"`
+	AcksOK       int `json:"acks_ok,omitempty"`
+	// The indexes workload: hits of ok index queries, and the entries of
+	// every index in the reference node's final read.
+	IndexHits         int     `json:"index_hits,omitempty"`
+	FinalIndexEntries int     `json:"final_index_entries,omitempty"`
+	DurationSec       float64 `json:"duration_sec"`
+	OKPerSec          float64 `json:"ok_ops_per_sec"`
+	FaultOKPerSec     float64 `json:"ok_ops_per_sec_during_faults"`
 }
 
 // state is what every rule reads: the history indexed.
@@ -217,6 +226,9 @@ func Check(in Input, opts Options) Result {
 	}
 	if s.hasDeliveries() {
 		set = append(set[:len(set):len(set)], rule{"consumers", checkConsumers})
+	}
+	if len(in.IndexDefs) > 0 {
+		set = append(set[:len(set):len(set)], rule{"indexes", func(s *state) bool { return checkIndexes(s, in.IndexDefs, in.FinalIndexes) }})
 	}
 	for _, r := range set {
 		if r.run == nil {

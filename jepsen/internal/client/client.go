@@ -27,6 +27,7 @@ type Client struct {
 	rec     *history.Recorder
 	nodes   map[string]skaldv1connect.EventStoreClient
 	groups  map[string]skaldv1connect.SubscriptionsClient
+	indexes map[string]skaldv1connect.IndexesClient
 	timeout time.Duration
 	seq     atomic.Uint64
 }
@@ -34,10 +35,12 @@ type Client struct {
 // New returns a client for nodes (name → base URL) that authenticates with
 // token and gives every call timeout.
 func New(rec *history.Recorder, nodes map[string]string, token string, timeout time.Duration) *Client {
-	c := &Client{rec: rec, nodes: map[string]skaldv1connect.EventStoreClient{}, groups: map[string]skaldv1connect.SubscriptionsClient{}, timeout: timeout}
+	c := &Client{rec: rec, nodes: map[string]skaldv1connect.EventStoreClient{}, groups: map[string]skaldv1connect.SubscriptionsClient{},
+		indexes: map[string]skaldv1connect.IndexesClient{}, timeout: timeout}
 	for name, url := range nodes {
 		c.nodes[name] = skaldv1connect.NewEventStoreClient(HTTPClient(), url, connect.WithInterceptors(Bearer(token)))
 		c.groups[name] = skaldv1connect.NewSubscriptionsClient(HTTPClient(), url, connect.WithInterceptors(Bearer(token)))
+		c.indexes[name] = skaldv1connect.NewIndexesClient(HTTPClient(), url, connect.WithInterceptors(Bearer(token)))
 	}
 	return c
 }

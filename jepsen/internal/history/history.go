@@ -52,6 +52,11 @@ const (
 	// FQuery is a decider's read by tags (the dcb workload): Value.Tags
 	// are the query (any of them), Value.From its position.
 	FQuery = "query"
+	// FIndexQuery is a read of a user-defined index (the indexes
+	// workload): Value.Index says which and what range; Result.Events are
+	// the messages of the hits in the order returned, Result.Values their
+	// field values.
+	FIndexQuery = "index-query"
 )
 
 // IsWrite reports whether f changes the log (so an error may leave its
@@ -108,6 +113,57 @@ type Value struct {
 	Tags []string `json:"tags,omitempty"`
 	// Condition: a conditional append's condition (the dcb workload).
 	Condition *Condition `json:"condition,omitempty"`
+	// Bodies: an append's messages as sent, one per id, when the
+	// workload chooses them (the indexes workload); nil otherwise.
+	Bodies []Body `json:"bodies,omitempty"`
+	// Index: an index query's index and range (the indexes workload).
+	Index *IndexQuery `json:"index,omitempty"`
+}
+
+// Body is one appended message's type, data (JSON) and tags.
+type Body struct {
+	Type string   `json:"type"`
+	Data string   `json:"data"`
+	Tags []string `json:"tags,omitempty"`
+}
+
+// IndexQuery is one index read as asked: equality on the first field
+// (Equal), or an inclusive range From..To (either end optional), or a
+// prefix of a string field; ascending.
+type IndexQuery struct {
+	Name   string  `json:"name"`
+	Equal  *string `json:"equal,omitempty"`
+	From   *string `json:"from,omitempty"`
+	To     *string `json:"to,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+}
+
+// IndexDef is a user-defined index as the harness declares it (the indexes
+// workload): a message is in it when it is of Category (if set), of one
+// of Types (if any), carries one of Tags (if any), and has the one Field
+// (a JSON pointer into its data) of FieldType ("int" or "string").
+type IndexDef struct {
+	Name      string   `json:"name"`
+	Category  string   `json:"category,omitempty"`
+	Types     []string `json:"types,omitempty"`
+	Tags      []string `json:"tags,omitempty"`
+	Field     string   `json:"field"`
+	FieldType string   `json:"field_type"`
+}
+
+// IndexRead is one node's whole index as a final read saw it: every hit in
+// order (global position and field values), and the node's status.
+type IndexRead struct {
+	Hits    []IndexHit `json:"hits"`
+	Entries int64      `json:"entries"`
+	Covered uint64     `json:"covered_index"`
+	Applied uint64     `json:"applied_index"`
+}
+
+// IndexHit is one entry of an index read.
+type IndexHit struct {
+	Global int64    `json:"global"`
+	Values []string `json:"values"`
 }
 
 // Condition is an append condition as the dcb workload sends it: fail if
@@ -136,6 +192,12 @@ type Result struct {
 	Stream  string `json:"stream,omitempty"` // a delivery's stream
 	// Match: a failed condition's first matching global position.
 	Match int64 `json:"match,omitempty"`
+	// Values: an index query's hits' field values, one per event of
+	// Events; More: the query had more pages (it is not complete).
+	Values [][]string `json:"values,omitempty"`
+	More   bool       `json:"more,omitempty"`
+	// Entries: an index query's status (this node's entry count).
+	Entries int64 `json:"entries,omitempty"`
 }
 
 // Event is one message as a read (or the final log) saw it.

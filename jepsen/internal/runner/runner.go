@@ -127,6 +127,10 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 		maxCount = map[string]int64{workload.RetentionCategory: workload.RetentionMaxCount}
 		maxAge = map[string]time.Duration{workload.AgeCategory: workload.RetentionMaxAge}
 	}
+	var indexDefs []history.IndexDef
+	if o.Workload == "indexes" {
+		indexDefs = workload.IndexDefs
+	}
 
 	hf, err := os.Create(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
@@ -138,6 +142,9 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 	var names []string
 	for _, n := range c.Nodes {
 		names = append(names, n.Name)
+	}
+	if err := createIndexes(ctx, cl, names, indexDefs); err != nil {
+		return out, err
 	}
 	var consumers *workload.Consumers
 	if o.Workload == "consumers" {
@@ -208,6 +215,10 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 		}
 	}
 	final := finalReads(ctx, cl, rec, c, names, o, &run)
+	var finalIdx map[string]map[string]history.IndexRead
+	if len(indexDefs) > 0 {
+		finalIdx = finalIndexes(ctx, cl, final, indexDefs, &run)
+	}
 	if consumers != nil {
 		// Every message of the group's category must be acknowledged:
 		// let the consumers finish (the checker judges what they missed).
@@ -233,9 +244,14 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 		b, _ := json.Marshal(evs)
 		os.WriteFile(filepath.Join(fdir, n+".json"), b, 0o644)
 	}
+	if len(indexDefs) > 0 {
+		b, _ := json.Marshal(FinalIndexes{Defs: indexDefs, Reads: finalIdx})
+		os.WriteFile(filepath.Join(fdir, "indexes.json"), b, 0o644)
+	}
 
 	ops := rec.Ops()
-	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount, MaxAge: maxAge}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
+	res := checker.Check(checker.Input{Ops: ops, Final: final, Nodes: names, MaxCount: maxCount, MaxAge: maxAge,
+		IndexDefs: indexDefs, FinalIndexes: finalIdx}, checker.Options{VisualizeDir: filepath.Join(dir, "linear")})
 	out.Result, out.Run = res, run
 	if err := report.Write(dir, run, res, ops); err != nil {
 		return out, err
@@ -246,6 +262,13 @@ func Run(ctx context.Context, o Options) (Outcome, error) {
 		c.RemoveData()
 	}
 	return out, nil
+}
+
+// FinalIndexes is final/indexes.json: the indexes of the run and every
+// node's final read of each (node → index name → read).
+type FinalIndexes struct {
+	Defs  []history.IndexDef                      `json:"defs"`
+	Reads map[string]map[string]history.IndexRead `json:"reads"`
 }
 
 // ExitCode is the exit code for a verdict.

@@ -43,7 +43,7 @@ const (
 )
 
 // Names lists the workloads.
-var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers", "dcb"}
+var Names = []string{"append", "cas", "ryw", "mixed", "idempotent", "retention", "consumers", "dcb", "indexes"}
 
 // Config is one workload run.
 type Config struct {
@@ -71,6 +71,9 @@ func Run(ctx context.Context, c *client.Client, cfg Config) error {
 		mix = []weighted{{53, opAppend}, {9, opTruncate}, {3, opWatermark}, {3, opDelete}, {2, opTombstone}, {20, opReadStream}, {10, opReadCategory}}
 	case "dcb":
 		mix = []weighted{{85, opDecide}, {10, opReadStream}, {5, opReadCategory}}
+	case "indexes":
+		mix = []weighted{{56, opIndexAppend}, {4, opTruncate}, {1, opDelete}, {20, opIndexQuery}, {5, opIndexSession}, {5, opIndexLocal},
+			{6, opReadStream}, {3, opReadCategory}}
 	case "mixed":
 		mix = []weighted{{25, opAppend}, {15, opCASAppend}, {10, opVersion}, {15, opReadStream}, {10, opReadCategory},
 			{10, opSessionStream}, {5, opSessionCategory}, {10, opLocalStream}}
@@ -146,6 +149,10 @@ const (
 	opWatermark
 	opTombstone
 	opDecide
+	opIndexAppend
+	opIndexQuery
+	opIndexSession
+	opIndexLocal
 )
 
 // The dcb workload's tags: few, so decisions overlap (each one reads and
@@ -282,8 +289,12 @@ func (w *worker) readFrom(stream string) int64 {
 }
 
 // removable picks a stream for a truncate or delete: one outside
-// RetentionCategory.
+// RetentionCategory (the indexes workload: any, both categories are
+// indexed).
 func (w *worker) removable() string {
+	if w.cfg.Name == "indexes" {
+		return w.stream()
+	}
 	return fmt.Sprintf("acct-%d", w.rng.IntN(w.cfg.Streams))
 }
 
@@ -320,6 +331,21 @@ func (w *worker) step(ctx context.Context) {
 	case opDecide:
 		w.decide(ctx)
 		return
+	case opIndexAppend:
+		st, n := w.stream(), 1+w.rng.IntN(2)
+		ids, bodies := make([]string, n), make([]history.Body, n)
+		for i := range ids {
+			ids[i], bodies[i] = w.c.NewID(w.pid), w.body()
+		}
+		node := w.node()
+		op = w.c.AppendBodies(ctx, w.pid, node, st, ids, bodies)
+		w.lastWrit = node
+	case opIndexQuery:
+		op = w.c.IndexQuery(ctx, w.pid, w.node(), w.indexQuery(), indexPage, client.ReadOptions{Consistency: history.Linearizable})
+	case opIndexSession:
+		op = w.c.IndexQuery(ctx, w.pid, w.otherNode(w.lastWrit), w.indexQuery(), indexPage, client.ReadOptions{Consistency: history.Session, MinIndex: w.session})
+	case opIndexLocal:
+		op = w.c.IndexQuery(ctx, w.pid, w.node(), w.indexQuery(), indexPage, client.ReadOptions{Consistency: history.Local})
 	case opCASAppend:
 		st := w.stream()
 		exp := int64(-1)
@@ -335,7 +361,11 @@ func (w *worker) step(ctx context.Context) {
 		// tail of acknowledged messages survives for durability to check.
 		st := w.removable()
 		node := w.node()
-		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-int64(w.rng.IntN(12))))
+		back := int64(w.rng.IntN(12))
+		if w.cfg.Name == "indexes" {
+			back = int64(w.rng.IntN(40)) // keep more for the final index comparison
+		}
+		op = w.c.Truncate(ctx, w.pid, node, st, max(0, w.known.last(st)+1-back))
 		w.lastWrit = node
 	case opDelete:
 		// At the last known version: a delete that names what it removes
