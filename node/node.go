@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,7 +281,9 @@ func (n *Node) configChange(ctx context.Context, f raft.Future) error {
 }
 
 // TransferLeadership hands leadership to another voter (to id when set)
-// and waits until it moved.
+// and waits until it moved. A transfer Raft gave up on (another one
+// runs, or the target did not take over in time) is
+// nodeapi.ErrTransferNotDone.
 func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	var f raft.Future
 	if id == "" {
@@ -301,7 +304,12 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), addr)
 	}
-	return n.configChange(ctx, f)
+	err := n.configChange(ctx, f)
+	// Raft says "leadership transfer timeout" only as text.
+	if errors.Is(err, raft.ErrLeadershipTransferInProgress) || (err != nil && strings.Contains(err.Error(), "leadership transfer timeout")) {
+		return fmt.Errorf("%w: %v; the leader is unchanged, try again", nodeapi.ErrTransferNotDone, err)
+	}
+	return err
 }
 
 // leaderLoop reacts to leadership changes: a new leader commits a Barrier

@@ -161,6 +161,7 @@ var errorTable = []func(error) (reply, bool){
 		message: "index already exists"}),
 	sentinel(nodeapi.ErrUpgradeRequired, reply{code: connect.CodeFailedPrecondition, status: http.StatusServiceUnavailable, evCode: "UPGRADE_REQUIRED",
 		cause: true, notApplied: true}),
+	sentinel(nodeapi.ErrTransferNotDone, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(nodeapi.ErrTooManyConsumers, reply{verdict: true, code: connect.CodeResourceExhausted, status: http.StatusTooManyRequests, evCode: "TOO_MANY_CONSUMERS",
 		message: "the group has as many consumers as its max_consumers allows"}),
 	// Not verdicts: the message is the error's own text.

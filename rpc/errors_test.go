@@ -228,6 +228,7 @@ func TestErrorTable(t *testing.T) {
 		// reads are linearizable); retryable, so 503 there too now.
 		{name: "stale", err: fmt.Errorf("%w: leader last heard 3s ago, bound 1s", nodeapi.ErrStale)},
 		{name: "shutdown", err: nodeapi.ErrShutdown},
+		{name: "transfer_not_done", err: fmt.Errorf("%w: leadership transfer timeout; the leader is unchanged, try again", nodeapi.ErrTransferNotDone)},
 		{name: "store_closed", err: fsm.ErrClosed},
 		{name: "position_exists", err: &fsm.PositionExistsError{Record: 1, Stream: "a-1", Reason: "taken"}},
 		{name: "bad_command", err: fsm.ErrBadCommand},

@@ -52,6 +52,12 @@ var (
 	// server is upgraded.
 	ErrUpgradeRequired = errors.New("node: a server of the cluster needs an upgrade")
 
+	// ErrTransferNotDone is returned (wrapped, with Raft's reason) when a
+	// leadership transfer did not complete: another one was running, or
+	// the target did not take over within an election timeout. The leader
+	// is unchanged; the caller may try again.
+	ErrTransferNotDone = errors.New("node: leadership did not move")
+
 	// ErrSettingsLimit is matched by a *SettingsLimitError.
 	ErrSettingsLimit = errors.New("node: the namespace holds as many as the cluster allows")
 )
