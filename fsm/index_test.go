@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,26 +175,121 @@ func modelEntries(t testing.TB, s *Store, ns string) (map[int64]string, int) {
 	}
 	out, skipped := map[int64]string{}, 0
 	for _, m := range msgs {
-		if Category(m.Stream) != "account" {
+		fields, matched, ok := modelFields(t, m)
+		if !matched {
 			continue
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(m.Data, &doc); err != nil {
-			t.Fatal(err)
-		}
-		bal, ok1 := doc["balance"].(float64)
-		owner, ok2 := doc["owner"].(string)
-		if !ok1 || !ok2 || bal != math.Trunc(bal) {
+		if !ok {
 			skipped++
 			continue
 		}
-		out[m.GlobalPosition] = string(appendOrderKey(appendOrderKey(nil, tInt, int64(bal)), tString, owner))
+		out[m.GlobalPosition] = fields
 	}
 	return out, skipped
 }
 
+// modelFields is the entry fields of m in "bal" and "last"; matched: m
+// is of the source, ok: it has every field.
+func modelFields(t testing.TB, m Message) (fields string, matched, ok bool) {
+	if Category(m.Stream) != "account" {
+		return "", false, false
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(m.Data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	bal, ok1 := doc["balance"].(float64)
+	owner, ok2 := doc["owner"].(string)
+	if !ok1 || !ok2 || bal != math.Trunc(bal) {
+		return "", true, false
+	}
+	return string(appendOrderKey(appendOrderKey(nil, tInt, int64(bal)), tString, owner)), true, true
+}
+
+// modelStreamEntries computes stream index "last" (the source and fields
+// of "bal") from the namespace's messages: for each stream, the entry of
+// its indexed message of the highest position (global position ->
+// fields, and stream -> global position).
+func modelStreamEntries(t testing.TB, s *Store, ns string) (map[int64]string, map[string]int64) {
+	t.Helper()
+	msgs, err := view(t, s, ns).ReadAll(1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]Message{}
+	for _, m := range msgs {
+		if _, _, ok := modelFields(t, m); ok {
+			if old, seen := latest[m.Stream]; !seen || m.Position > old.Position {
+				latest[m.Stream] = m
+			}
+		}
+	}
+	out, streams := map[int64]string{}, map[string]int64{}
+	for stream, m := range latest {
+		out[m.GlobalPosition], _, _ = modelFields(t, m)
+		streams[stream] = m.GlobalPosition
+	}
+	return out, streams
+}
+
+// streamIndexEntries returns the entries of stream index name (global
+// position -> fields, stream -> global position), after checking that
+// every entry has its reverse keys (XV by position, XS by stream) and no
+// reverse key is left over.
+func streamIndexEntries(t testing.TB, s *Store, ns, name string) (map[int64]string, map[string]int64) {
+	t.Helper()
+	out := indexEntries(t, s, ns, name) // checks XV
+	v := view(t, s, ns)
+	d, err := v.indexDef(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := indexEntryPrefix(d.Id)
+	it, err := v.iter(p, prefixEnd(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	streams := map[string]int64{}
+	for ok := it.First(); ok; ok = it.Next() {
+		gp := keySuffixUint64(it.Key())
+		if old, dup := streams[string(it.Value())]; dup {
+			t.Fatalf("stream %q has two entries: global positions %d and %d", it.Value(), old, gp)
+		}
+		streams[string(it.Value())] = gp
+	}
+	sp := appendUint64(append([]byte(nil), prefixIndexStream...), d.Id)
+	sit, err := v.iter(sp, prefixEnd(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sit.Close()
+	n := 0
+	for ok := sit.First(); ok; ok = sit.Next() {
+		n++
+		stream := string(sit.Key()[len(sp):])
+		val := sit.Value()
+		gp := int64(binary.BigEndian.Uint64(val[8:]))
+		if streams[stream] != gp || out[gp] != string(val[16:]) {
+			t.Fatalf("XS of stream %q names global position %d fields %x; the entry is at %d (fields %x)", stream, gp, val[16:], streams[stream], out[streams[stream]])
+		}
+	}
+	if n != len(streams) {
+		t.Fatalf("%d XS keys for %d streams", n, len(streams))
+	}
+	return out, streams
+}
+
 func balanceIndex() *fsmv1.IndexDefinition {
 	return &fsmv1.IndexDefinition{Name: "bal", Version: 1, Category: "account", Fields: []*fsmv1.IndexField{dataField("/balance", tInt), dataField("/owner", tString)}}
+}
+
+// lastIndex is the stream index of "bal"'s source and fields: each
+// account's latest balance and owner.
+func lastIndex() *fsmv1.IndexDefinition {
+	d := balanceIndex()
+	d.Name, d.Kind = "last", fsmv1.IndexKind_INDEX_KIND_STREAM
+	return d
 }
 
 func accountMsg(balance any, owner string) *fsmv1.NewMessage {
@@ -223,6 +319,9 @@ func TestIndexMatchesModel(t *testing.T) {
 			case 2:
 				stream = fmt.Sprintf("other-%d", rng.Intn(3)) // another category
 				m = accountMsg(1, "o")
+			case 3:
+				m = accountMsg(rng.Intn(200)-100, "adjuster")
+				m.Type = "Adjusted" // indexed as well: a watermark by type keeps it
 			default:
 				m = accountMsg(rng.Intn(200)-100, fmt.Sprintf("owner%d", rng.Intn(5)))
 			}
@@ -247,16 +346,47 @@ func TestIndexMatchesModel(t *testing.T) {
 		if step == "appends" && info.Skipped != int64(skipped) {
 			t.Fatalf("%s: %d skipped, model %d", step, info.Skipped, skipped)
 		}
+		wantS, wantStreams := modelStreamEntries(t, s, "ns")
+		gotS, gotStreams := streamIndexEntries(t, s, "ns", "last")
+		if !reflect.DeepEqual(gotS, wantS) || !reflect.DeepEqual(gotStreams, wantStreams) {
+			t.Fatalf("%s: stream index holds %v, model %v", step, gotStreams, wantStreams)
+		}
+		if info, err := view(t, s, "ns").Index("last"); err != nil || info.Entries != int64(len(wantS)) || info.LagEvents != 0 {
+			t.Fatalf("%s: stream index info %+v, %v; want %d entries and no lag", step, info, err, len(wantS))
+		}
+	}
+	// lastOf is the global position of stream's entry in "last".
+	lastOf := func(stream string) int64 {
+		t.Helper()
+		catchUp(t, s, "ns")
+		_, streams := streamIndexEntries(t, s, "ns", "last")
+		return streams[stream]
 	}
 
 	appendSome(60) // before the index: the first rounds build from them
 	f.must(createIndexCmd("ns", balanceIndex()))
+	f.must(createIndexCmd("ns", lastIndex()))
 	check("appends")
 
 	// Removals after the loop read the messages.
 	f.must(truncateCmd("ns", "account-1", 2))
 	f.must(deleteStreamCmd("ns", "account-2", false))
 	check("truncate and delete after indexing")
+
+	// A stream's latest indexed message removed while an earlier one
+	// stays: the entry moves to it. Later messages that are skipped or of
+	// another source do not take the entry.
+	adjusted := accountMsg(7, "kept")
+	adjusted.Type = "Adjusted"
+	res := f.must(appendCmd("ns", "account-9", adjusted, accountMsg(8, "gone"), accountMsg(9, "gone too"), newMsg("Opened", `{"owner":"x"}`))).(*AppendResult)
+	if got := lastOf("account-9"); got != res.FirstGlobalPosition+2 {
+		t.Fatalf("account-9's entry is at %d, want %d (its last indexed message)", got, res.FirstGlobalPosition+2)
+	}
+	f.must(watermarkCmd("ns", "account", []string{"Balanced"}, "account-9", 1000))
+	check("latest removed by type")
+	if got := lastOf("account-9"); got != res.FirstGlobalPosition {
+		t.Fatalf("after the watermark account-9's entry is at %d, want %d (the Adjusted message left)", got, res.FirstGlobalPosition)
+	}
 
 	// Removals before the loop reached the messages.
 	appendSome(40)
@@ -538,7 +668,6 @@ func TestIndexDefinitionRefused(t *testing.T) {
 		{"pointer on stream", func(d *fsmv1.IndexDefinition) {
 			d.Fields[0] = &fsmv1.IndexField{Source: fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_STREAM, Type: tString, Pointer: "/x"}
 		}, "fields[0].pointer"},
-		{"stream kind", func(d *fsmv1.IndexDefinition) { d.Kind = fsmv1.IndexKind_INDEX_KIND_STREAM }, "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := ok()

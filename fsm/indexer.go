@@ -313,7 +313,13 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 		switch v[0] {
 		case changeRemoved:
 			for _, d := range r.defs {
-				if err := r.removeRun(d.Id, lo, hi); err != nil {
+				var err error
+				if isStreamIndex(d) {
+					err = r.removeStreamRun(d, lo, hi)
+				} else {
+					err = r.removeRun(d.Id, lo, hi)
+				}
+				if err != nil {
 					return false, err
 				}
 			}
@@ -381,9 +387,10 @@ func (r *indexRound) deleteEntry(id uint64, gp int64, fields []byte) error {
 	return r.b.Delete(indexReverseKey(id, gp), nil)
 }
 
-// drop deletes every entry, reverse key and the checkpoint of index id.
+// drop deletes every entry, reverse key (XV, and XS of a stream index)
+// and the checkpoint of index id.
 func (r *indexRound) drop(id uint64) error {
-	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id)} {
+	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), appendUint64(append([]byte(nil), prefixIndexStream...), id)} {
 		if err := r.b.DeleteRange(p, prefixEnd(p), nil); err != nil {
 			return err
 		}
@@ -395,6 +402,12 @@ func (r *indexRound) drop(id uint64) error {
 // whose checkpoint is past them (the scan finds the others).
 func (r *indexRound) addRun(lo, hi int64) error {
 	for _, d := range r.defs {
+		if isStreamIndex(d) {
+			if err := r.addStreamRun(d, lo, hi); err != nil {
+				return err
+			}
+			continue
+		}
 		c, err := r.ckpt(d.Id)
 		if err != nil {
 			return err
@@ -478,6 +491,9 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) e
 		c.skipped++
 		r.res.Skipped++
 		return nil
+	}
+	if isStreamIndex(d) {
+		return r.upsertStream(d, c, m, fields)
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
 	if err := r.b.Set(r.key, nil, nil); err != nil {

@@ -62,7 +62,10 @@ type IndexQuery struct {
 type IndexHit struct {
 	GlobalPosition int64
 	Values         []any // the entry's field values, in field order
-	Message        *Message
+	// Stream is the entry's stream in a stream index (its document; set
+	// with PositionsOnly too), "" in an event index.
+	Stream  string
+	Message *Message
 }
 
 // IndexPage is a query's answer.
@@ -262,7 +265,11 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 				break
 			}
 		}
-		page.Hits = append(page.Hits, IndexHit{GlobalPosition: gp, Values: vals})
+		hit := IndexHit{GlobalPosition: gp, Values: vals}
+		if isStreamIndex(d) {
+			hit.Stream = string(it.Value())
+		}
+		page.Hits = append(page.Hits, hit)
 		page.NextCursor = bytes.Clone(k)
 		if len(page.Hits) >= limit {
 			if !w.next() {
