@@ -34,6 +34,9 @@ type IndexHit struct {
 	GlobalPosition int64
 	Values         []string
 	Message        *Message // nil with PositionsOnly
+	// Stream is the entry's stream in a stream index, "" in an event
+	// index.
+	Stream string
 }
 
 // IndexPage is one page of an index query.
@@ -138,7 +141,7 @@ func (c *Client) QueryIndex(ctx context.Context, namespace string, q IndexQuery,
 			page.NextCursor = nil
 		}
 		for _, h := range r.Msg.Hits {
-			hit := IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			hit := IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values, Stream: h.Stream}
 			if h.Message != nil {
 				msg := fromWire(h.Message)
 				hit.Message = &msg

@@ -246,7 +246,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 	}
 	resp := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Capped, AppliedIndex: applied, Status: indexStatusOut(info, applied)}
 	for _, h := range page.Hits {
-		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition}
+		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Stream: h.Stream}
 		for _, v := range h.Values {
 			hit.Values = append(hit.Values, indexValueText(v, h, info.Definition, len(hit.Values)))
 		}

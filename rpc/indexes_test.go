@@ -164,3 +164,54 @@ func TestIndexesAPI(t *testing.T) {
 		t.Fatalf("after delete: %v, %v", list, err)
 	}
 }
+
+// A stream index answers each stream once, from its latest event, and
+// names the stream with positions only; its kind is reported back.
+func TestIndexesAPIStreamKind(t *testing.T) {
+	s := single(t)
+	ctx := ctxT(t)
+	admin := newClients(s, protocols[0], adminToken)
+	created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := newClients(s, protocols[0], created.Msg.Token)
+	for i := range 10 {
+		data := fmt.Appendf(nil, `{"amount":%d}`, i*10-20)
+		if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i%3),
+			Messages: []*skaldv1.NewMessage{{Type: "T", Data: data}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := amountDefinition()
+	d.Name, d.Kind = "latest", skaldv1.IndexKind_INDEX_KIND_STREAM
+	res, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: d}))
+	if err != nil || res.Msg.Definition.Kind != skaldv1.IndexKind_INDEX_KIND_STREAM {
+		t.Fatalf("create: %v, %v", res, err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *skaldv1.IndexesQueryRequest
+		want string
+	}{
+		{"every stream", &skaldv1.IndexesQueryRequest{Name: "latest", PositionsOnly: true}, "[8=50/acct-1 9=60/acct-2 10=70/acct-0]"},
+		{"range, descending", &skaldv1.IndexesQueryRequest{Name: "latest", From: &skaldv1.IndexBound{Value: "55"}, Descending: true}, "[10=70/acct-0 9=60/acct-2]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := own.indexes.Query(ctx, connect.NewRequest(tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range r.Msg.Hits {
+				if m := h.GetMessage(); m != nil && m.Stream != h.Stream {
+					t.Fatalf("hit %d names stream %q, its event is of %q", h.GlobalPosition, h.Stream, m.Stream)
+				}
+				got = append(got, fmt.Sprintf("%d=%s/%s", h.GlobalPosition, h.Values[0], h.Stream))
+			}
+			if fmt.Sprint(got) != tc.want || r.Msg.Status.GetEntries() != 3 {
+				t.Fatalf("hits %v, want %s; status %v", got, tc.want, r.Msg.Status)
+			}
+		})
+	}
+}

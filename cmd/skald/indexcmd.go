@@ -19,11 +19,13 @@ import (
 const indexUsage = `Usage: skald index <create|list|info|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
+                         [--kind event|stream]
       declare an event index: one entry per event of category C (the text before a stream
       name's first '-'), of one of the types, and carrying every tag (give at least one of
       them), ordered by its fields. SPEC is data:POINTER:TYPE or metadata:POINTER:TYPE (a JSON
       pointer such as /customer/id; TYPE string, int, float, time or bool), or type, stream
       or time (the event's own). An event without a field of its type is skipped and counted.
+      --kind stream keeps one entry per stream instead, from its latest such event.
   skald index list
       list the namespace's indexes with this node's progress (entries, skipped, lag)
   skald index info NAME
@@ -110,6 +112,7 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
 	category := fs.String("category", "", "index the events of this category")
 	version := fs.Uint("version", 1, "the definition's version (yours to choose; reported back)")
+	kind := fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event")
 	var types, tags, fields listFlag
 	fs.Var(&types, "type", "index events of this type (repeat for several)")
 	fs.Var(&tags, "tag", "index events carrying this tag (repeat: every one)")
@@ -119,6 +122,14 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	d := &skaldv1.IndexDefinition{Name: rest[0], Version: uint32(*version), Category: *category, Types: types}
+	switch *kind {
+	case "event":
+		d.Kind = skaldv1.IndexKind_INDEX_KIND_EVENT
+	case "stream":
+		d.Kind = skaldv1.IndexKind_INDEX_KIND_STREAM
+	default:
+		return cf.usageError(fs, fmt.Sprintf("--kind %q: want event or stream", *kind))
+	}
 	if len(tags) > 0 {
 		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: types, Tags: tags}}}
 	}
@@ -144,7 +155,11 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cf.output == "json" {
 		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "Created index %s: %s; every node builds it from its log now.\n", out.Name, describeFields(out.Fields))
+	per := ""
+	if out.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
+		per = " (per stream)"
+	}
+	fmt.Fprintf(stdout, "Created index %s%s: %s; every node builds it from its log now.\n", out.Name, per, describeFields(out.Fields))
 	return nil
 }
 
@@ -164,6 +179,9 @@ func describeFields(fields []*skaldv1.IndexField) string {
 
 func describeSource(d *skaldv1.IndexDefinition) string {
 	var parts []string
+	if d.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
+		parts = append(parts, "latest per stream of")
+	}
 	if d.Category != "" {
 		parts = append(parts, "category "+d.Category)
 	}
@@ -329,7 +347,7 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if cf.output == "json" {
 		out := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Truncated, Status: page.Status}
 		for _, h := range page.Hits {
-			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values, Stream: h.Stream}
 			if m := h.Message; m != nil {
 				hit.Message = &skaldv1.Message{Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
 					Data: m.Data, Metadata: m.Metadata, Time: timestamppb.New(m.Time), Tags: m.Tags}
@@ -338,17 +356,26 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return printJSON(stdout, out)
 	}
+	// A stream index's positions name their streams (its documents).
+	perStream := false
+	for _, h := range page.Hits {
+		perStream = perStream || h.Stream != ""
+	}
 	rows := make([][]string, 0, len(page.Hits))
 	for _, h := range page.Hits {
 		row := []string{strconv.FormatInt(h.GlobalPosition, 10), strings.Join(h.Values, " | ")}
 		if h.Message != nil {
 			row = append(row, h.Message.Stream, strconv.FormatInt(h.Message.Position, 10), h.Message.Type, string(h.Message.Data))
+		} else if perStream {
+			row = append(row, h.Stream)
 		}
 		rows = append(rows, row)
 	}
 	header := "GPOS\tVALUES"
 	if !*positions {
 		header += "\tSTREAM\tPOS\tTYPE\tDATA"
+	} else if perStream {
+		header += "\tSTREAM"
 	}
 	if err := table(stdout, header, rows); err != nil {
 		return err

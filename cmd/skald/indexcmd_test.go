@@ -81,6 +81,30 @@ func TestCLIIndex(t *testing.T) {
 		t.Fatalf("pages read %s, want 1..5", got)
 	}
 
+	// A stream index: order-0's latest sku moves from apple to cherry.
+	if stdout, stderr, code := runCLI(t, shop, "index", "create", "last-sku", "--kind", "stream", "--category", "order", "--field", "data:/sku:string"); code != 0 ||
+		stdout != "Created index last-sku (per stream): data:/sku:string; every node builds it from its log now.\n" {
+		t.Fatalf("create stream index: exit %d, %q, %s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, shop, "append", "order-0", "Sold", `{"sku":"cherry","qty":1}`); code != 0 {
+		t.Fatalf("append: exit %d: %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args   []string
+		stdout string
+	}{
+		{[]string{"--eq", "apple", "--positions"}, `(?s)^GPOS\s+VALUES\s+STREAM\n4\s+apple\s+order-3\s*\n$`},
+		{[]string{"--eq", "cherry", "--positions"}, `(?s)^GPOS\s+VALUES\s+STREAM\n5\s+cherry\s+order-4\s*\n6\s+cherry\s+order-0\s*\n$`},
+	} {
+		stdout, stderr, code := runCLI(t, shop, append([]string{"index", "query", "last-sku"}, tc.args...)...)
+		if code != 0 || !regexp.MustCompile(tc.stdout).MatchString(stdout) {
+			t.Fatalf("stream index query %v: exit %d, %q (want %s), %s", tc.args, code, stdout, tc.stdout, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, shop, "index", "create", "x", "--kind", "doc", "--type", "Sold", "--field", "type"); code != exitUsage || !strings.Contains(stderr, `--kind "doc": want event or stream`) {
+		t.Fatalf("bad kind: exit %d, %s", code, stderr)
+	}
+
 	if stdout, _, code := runCLI(t, shop, "index", "delete", "by-sku"); code != 0 || stdout != "Deleted index by-sku.\n" {
 		t.Fatalf("delete: exit %d, %q", code, stdout)
 	}

@@ -156,8 +156,7 @@ const (
 	IndexKind_INDEX_KIND_UNSPECIFIED IndexKind = 0
 	// One entry per matching message.
 	IndexKind_INDEX_KIND_EVENT IndexKind = 1
-	// One entry per stream, from its latest matching message (not built yet:
-	// refused).
+	// One entry per stream, from its latest indexed message (fsm/indexstream.go).
 	IndexKind_INDEX_KIND_STREAM IndexKind = 2
 )
 

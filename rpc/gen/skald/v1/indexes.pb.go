@@ -158,8 +158,11 @@ const (
 	IndexKind_INDEX_KIND_UNSPECIFIED IndexKind = 0
 	// One entry per matching event (the default).
 	IndexKind_INDEX_KIND_EVENT IndexKind = 1
-	// One entry per stream from its latest matching event: not supported
-	// yet (INVALID_ARGUMENT).
+	// One entry per stream, from its latest indexed event (the matching
+	// event with every field, of the highest stream position): "streams
+	// whose last status is frozen" is one range read. When that event is
+	// removed, the entry moves to the stream's latest remaining indexed
+	// event, or goes.
 	IndexKind_INDEX_KIND_STREAM IndexKind = 2
 )
 
@@ -1213,7 +1216,10 @@ type IndexHit struct {
 	// The entry's field values, as text.
 	Values []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
 	// Absent with positions_only.
-	Message       *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Message *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The entry's stream in a stream index (with positions_only too);
+	// empty in an event index.
+	Stream        string `protobuf:"bytes,4,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1267,6 +1273,13 @@ func (x *IndexHit) GetMessage() *Message {
 		return x.Message
 	}
 	return nil
+}
+
+func (x *IndexHit) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
 }
 
 type IndexesQueryResponse struct {
@@ -1434,11 +1447,12 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x0epositions_only\x18\n" +
 	" \x01(\bR\rpositionsOnly\x12)\n" +
 	"\x04read\x18\v \x01(\v2\x15.skald.v1.ReadOptionsR\x04readB\t\n" +
-	"\a_prefix\"x\n" +
+	"\a_prefix\"\x90\x01\n" +
 	"\bIndexHit\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\x12+\n" +
-	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\"\xd1\x01\n" +
+	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\tR\x06stream\"\xd1\x01\n" +
 	"\x14IndexesQueryResponse\x12&\n" +
 	"\x04hits\x18\x01 \x03(\v2\x12.skald.v1.IndexHitR\x04hits\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\fR\n" +
