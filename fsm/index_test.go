@@ -786,14 +786,14 @@ func TestWaitIndexed(t *testing.T) {
 	idx := s.AppliedIndex()
 	ctx, cancel := contextWithTimeout(20 * time.Millisecond)
 	defer cancel()
-	if err := s.WaitIndexed(ctx, "ns", idx); err == nil {
+	if err := s.WaitIndexed(ctx, "ns", "", idx); err == nil {
 		t.Fatal("WaitIndexed returned before any round")
 	}
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := contextWithTimeout(10 * time.Second)
 		defer cancel()
-		done <- s.WaitIndexed(ctx, "ns", idx)
+		done <- s.WaitIndexed(ctx, "ns", "", idx)
 	}()
 	if r := catchUp(t, s, "ns"); r.Covered < idx {
 		t.Fatalf("round covers %d, want %d", r.Covered, idx)
@@ -803,6 +803,80 @@ func TestWaitIndexed(t *testing.T) {
 	}
 	if got := s.IndexCovered("ns"); got < idx {
 		t.Fatalf("IndexCovered %d, want at least %d", got, idx)
+	}
+}
+
+// Each index has its own coverage: one that builds holds back neither
+// the waits nor the state of a sibling that follows the namespace, even
+// when every round ends at its bound inside the building one.
+func TestIndexCoverageByIndex(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(createIndexCmd("ns", balanceIndex()))
+	for i := range 300 {
+		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%7), accountMsg(i, "o")))
+	}
+	catchUp(t, s, "ns")
+	// Named to sort first: rounds must still serve the healthy one first.
+	building := lastIndex()
+	building.Name = "all"
+	f.must(createIndexCmd("ns", building)) // builds from 300 messages
+	for step := range 3 {
+		f.must(appendCmd("ns", "account-1", accountMsg(1000+step, "new")))
+		applied := s.AppliedIndex()
+		r, err := s.IndexRound("ns", 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.More || len(r.CoveredIDs) != 1 {
+			t.Fatalf("step %d: round %+v, want one index covered and more to do", step, r)
+		}
+		ctx, cancel := contextWithTimeout(10 * time.Second)
+		err = s.WaitIndexed(ctx, "ns", "bal", applied)
+		cancel()
+		if err != nil {
+			t.Fatalf("step %d: waiting for the healthy index: %v", step, err)
+		}
+		ctx, cancel = contextWithTimeout(20 * time.Millisecond)
+		err = s.WaitIndexed(ctx, "ns", "all", applied)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("step %d: waiting for the building index: %v, want the deadline", step, err)
+		}
+		v := view(t, s, "ns")
+		bal, err := v.Index("bal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := v.Index("all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bal.Built || bal.Covered < applied || bal.LagEvents != 0 || last.Built || last.Covered != 0 {
+			t.Fatalf("step %d: bal %+v, last %+v; want bal built and covering %d, last building", step, bal, last, applied)
+		}
+		if got := v.IndexCovered("bal"); got < applied {
+			t.Fatalf("step %d: the view's coverage of bal is %d, want %d", step, got, applied)
+		}
+		if s.IndexCovered("ns") >= applied {
+			t.Fatalf("step %d: the namespace counts as covered while an index builds", step)
+		}
+	}
+	r := catchUp(t, s, "ns")
+	if v := view(t, s, "ns"); v.IndexCovered("all") < r.Covered || s.IndexCovered("ns") < r.Covered {
+		t.Fatalf("after the build: last covers %d, the namespace %d; want %d", v.IndexCovered("all"), s.IndexCovered("ns"), r.Covered)
+	}
+	// A deleted index leaves the coverage.
+	f.must(deleteIndexCmd("ns", "all"))
+	catchUp(t, s, "ns")
+	if n := len(s.mu.namespaces["ns"].indexer.coverage()); n != 1 {
+		t.Fatalf("coverage holds %d indexes after a delete, want 1", n)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.WaitIndexed(ctx, "ns", "all", s.AppliedIndex()); err != nil {
+		t.Fatalf("waiting for a deleted index: %v, want nil (the read reports it)", err)
 	}
 }
 

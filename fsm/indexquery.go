@@ -88,7 +88,8 @@ type IndexInfo struct {
 	// LagEvents is the namespace's last global position less Checkpoint.
 	LagEvents int64
 	// Covered is the applied index every message of which the index holds
-	// on this node (0: not known yet).
+	// on this node (0: not known yet); each index has its own, so one that
+	// builds holds back no sibling.
 	Covered uint64
 	// Built: a round reached the end of the namespace since the index was
 	// created (or an import cleared it); until then it is building, and
@@ -119,6 +120,19 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 	return out, nil
 }
 
+// IndexCovered returns the applied index up to which index name (as this
+// view's snapshot defines it) holds every message, as loaded before the
+// snapshot: a read that waited for the index checks it here, in case the
+// name was deleted and created again meanwhile (0: unknown, or no such
+// index).
+func (v *View) IndexCovered(name string) uint64 {
+	d, err := v.indexDef(name)
+	if err != nil {
+		return 0
+	}
+	return v.coveredBy[d.Id]
+}
+
 // Index returns one index's definition and progress; ErrIndexNotFound
 // when the namespace has none of that name.
 func (v *View) Index(name string) (IndexInfo, error) {
@@ -145,7 +159,7 @@ func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
 }
 
 func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
-	info := IndexInfo{Definition: d, Covered: v.covered}
+	info := IndexInfo{Definition: d, Covered: v.coveredBy[d.Id]}
 	val, err := get(v.snap, indexCkptKey(d.Id))
 	if err != nil {
 		return info, err

@@ -69,7 +69,7 @@ func indexedOn(t *testing.T, n *Node, ns string) map[int64]int64 {
 	var cursor []byte
 	for {
 		var page fsm.IndexPage
-		_, err := n.ReadIndexed(ctxT(t), ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+		_, err := n.ReadIndexed(ctxT(t), ns, "", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			page, err = v.QueryIndex(fsm.IndexQuery{Index: "amount", Limit: 1000, Cursor: cursor, PositionsOnly: true})
 			return err
 		})
@@ -93,7 +93,7 @@ func latestOn(t *testing.T, n *Node, ns string) map[string]int64 {
 	var cursor []byte
 	for {
 		var page fsm.IndexPage
-		_, err := n.ReadIndexed(ctxT(t), ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+		_, err := n.ReadIndexed(ctxT(t), ns, "", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			page, err = v.QueryIndex(fsm.IndexQuery{Index: "latest", Limit: 1000, Cursor: cursor, PositionsOnly: true})
 			return err
 		})
@@ -229,7 +229,7 @@ func TestIndexReadLinearizable(t *testing.T) {
 	for i := range 20 {
 		res := appendAmount(t, l.Node, "app", "acct-1", 1000+i)
 		var hits []fsm.IndexHit
-		_, err := f.ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+		_, err := f.ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
 			page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{fmt.Sprint(1000 + i)}})
 			hits = page.Hits
 			return err
@@ -244,7 +244,7 @@ func TestIndexReadLinearizable(t *testing.T) {
 	// SESSION at the write's index, on another follower.
 	res := appendAmount(t, l.Node, "app", "acct-2", 5)
 	var n int
-	if _, err := c.Followers()[1].ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}, func(v *fsm.View) error {
+	if _, err := c.Followers()[1].ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}, func(v *fsm.View) error {
 		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"5"}})
 		n = len(page.Hits)
 		return err
@@ -344,7 +344,7 @@ func TestIndexInMemory(t *testing.T) {
 	}
 	res := appendAmount(t, l.Node, "app", "acct-1", 42)
 	var hits []fsm.IndexHit
-	if _, err := c.Followers()[0].ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+	if _, err := c.Followers()[0].ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
 		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"42"}})
 		hits = page.Hits
 		return err

@@ -19,7 +19,7 @@ import (
 type indexBackend interface {
 	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
 	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
-	ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
 }
@@ -138,22 +138,24 @@ func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.Index
 }
 
 // read runs fn at the requested consistency, pages capped at
-// s.pageBytes. With waitIndex (queries), LINEARIZABLE and SESSION also
-// wait for the namespace's indexes (ReadIndexed); List and Info do not:
+// s.pageBytes. With waitIndex (a query's index name), LINEARIZABLE and
+// SESSION also wait for that index (ReadIndexed); List and Info do not:
 // they report the progress of an index that may be building.
-func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex bool, fn func(*fsm.View) error) (uint64, error) {
+func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex string, fn func(*fsm.View) error) (uint64, error) {
 	opts, err := readOptions(o)
 	if err != nil {
 		return 0, err
 	}
-	read := s.b.Read
-	if waitIndex {
-		read = s.b.ReadIndexed
-	}
-	applied, err := read(ctx, ns, opts, func(v *fsm.View) error {
+	withPage := func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
 		return fn(v)
-	})
+	}
+	var applied uint64
+	if waitIndex != "" {
+		applied, err = s.b.ReadIndexed(ctx, ns, waitIndex, opts, withPage)
+	} else {
+		applied, err = s.b.Read(ctx, ns, opts, withPage)
+	}
 	if err != nil {
 		return 0, toConnect(ctx, s.log, namedNamespace(ns, err))
 	}
@@ -170,7 +172,7 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	var infos []fsm.IndexInfo
 	// A listing never waits for the loops: it reports their progress.
-	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, "", func(v *fsm.View) (err error) {
 		infos, err = v.Indexes()
 		return err
 	})
@@ -196,7 +198,7 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.Indexes
 		return nil, err
 	}
 	var info fsm.IndexInfo
-	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, "", func(v *fsm.View) (err error) {
 		info, err = v.Index(req.Msg.Name)
 		return err
 	})
@@ -234,7 +236,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 		page fsm.IndexPage
 		info fsm.IndexInfo
 	)
-	applied, err := s.read(ctx, name, m.Read, true, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, m.Read, m.Name, func(v *fsm.View) (err error) {
 		if page, err = v.QueryIndex(q); err != nil {
 			return err
 		}
