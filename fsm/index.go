@@ -317,8 +317,12 @@ func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {
 		return fmt.Errorf("%w: %q", ErrIndexNotFound, c.Name)
 	}
 	a.deleteKeys(nb, indexDefKey(c.Name))
-	// The loop drops the entries (it is their only writer).
+	// The loop drops the entries (it is their only writer), of a pending
+	// rebuild too (keyed apart: lo is each record's own).
 	a.logChange(nb, changeDropped, 0, int64(d.Id))
+	if d.Next != nil {
+		a.logChange(nb, changeDropped, 1, int64(d.Next.Id))
+	}
 	delete(nb.ns.indexes, c.Name)
 	nb.dirty = true
 	nb.done(l)

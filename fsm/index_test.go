@@ -916,3 +916,143 @@ func TestIndexStates(t *testing.T) {
 		t.Fatalf("healthy and behind by one: %+v", info)
 	}
 }
+
+func rebuildIndexCmd(ns, name string, d *fsmv1.IndexDefinition) *fsmv1.Command {
+	return &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: &fsmv1.RebuildIndex{Namespace: ns, Name: name, Definition: d, TimeUnixNano: testTime}}}
+}
+
+// idKeys counts the XE, XV and XC keys of index id.
+func idKeys(t *testing.T, s *Store, id uint64) int {
+	t.Helper()
+	v := view(t, s, "ns")
+	n := 0
+	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), indexCkptKey(id)} {
+		it, err := v.iter(p, prefixEnd(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		it.Close()
+	}
+	return n
+}
+
+// A rebuild under a new definition builds beside the current one, which
+// answers queries until the new one is built on this node and then
+// replaces it (its keys dropped); a second rebuild while one is pending
+// promotes the pending one; a delete drops both; bad rebuilds change
+// nothing.
+func TestIndexRebuild(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	v1 := f.must(createIndexCmd("ns", balanceIndex())).(*IndexResult).Definition
+	for i := range 200 {
+		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%5), accountMsg(i, fmt.Sprintf("owner%d", i%4))))
+	}
+	catchUp(t, s, "ns")
+	byOwner := &fsmv1.IndexDefinition{Name: "bal", Version: 2, Category: "account", Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}
+	res := f.must(rebuildIndexCmd("ns", "bal", byOwner)).(*IndexResult)
+	v2 := res.Definition
+	if v2.Id != res.Index || v2.Version != 2 || v2.Kind != fsmv1.IndexKind_INDEX_KIND_EVENT {
+		t.Fatalf("rebuild result %+v", v2)
+	}
+	answers := func(step string, wantVersion uint32, rebuilding bool) {
+		t.Helper()
+		info, err := view(t, s, "ns").Index("bal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Definition.Version != wantVersion || (info.Rebuilding != nil) != rebuilding {
+			t.Fatalf("%s: answers from version %d (rebuilding %v), want %d (%v)", step, info.Definition.Version, info.Rebuilding != nil, wantVersion, rebuilding)
+		}
+		var q IndexQuery
+		if wantVersion == 1 {
+			q = IndexQuery{Index: "bal", Equal: []string{"7"}, PositionsOnly: true}
+		} else {
+			q = IndexQuery{Index: "bal", Equal: []string{"owner3"}, PositionsOnly: true, Limit: 1000}
+		}
+		gps, _ := queryHits(t, s, q)
+		if want := map[uint32]int{1: 1, 2: 50}[wantVersion]; len(gps) != want {
+			t.Fatalf("%s: query %+v finds %d entries, want %d", step, q, len(gps), want)
+		}
+	}
+	answers("before any round", 1, true)
+	r, err := s.IndexRound("ns", 60)
+	if err != nil || !r.More {
+		t.Fatalf("partial round: %+v, %v", r, err)
+	}
+	answers("partly built", 1, true)
+	if info, _ := view(t, s, "ns").Index("bal"); info.Rebuilding.Built || info.Rebuilding.Progress <= 0 || info.Rebuilding.Progress >= 1 {
+		t.Fatalf("rebuild progress %+v", info.Rebuilding)
+	}
+	catchUp(t, s, "ns")
+	answers("built", 2, false)
+	if n := idKeys(t, s, v1.Id); n != 0 {
+		t.Fatalf("the replaced definition keeps %d keys", n)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.WaitIndexed(ctx, "ns", "bal", s.AppliedIndex()); err != nil {
+		t.Fatalf("waiting for the rebuilt index: %v", err)
+	}
+
+	// The same definition again, then a new one while it is pending: the
+	// pending one becomes current, the old current goes.
+	same := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	if same.Version != 2 || same.Id == v2.Id {
+		t.Fatalf("rebuild of the same definition: %+v", same)
+	}
+	answers("same definition, pending", 2, true)
+	third := f.must(rebuildIndexCmd("ns", "bal", balanceIndex())).(*IndexResult).Definition
+	catchUp(t, s, "ns")
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || info.Definition.Id != third.Id || idKeys(t, s, v2.Id) != 0 || idKeys(t, s, same.Id) != 0 {
+		t.Fatalf("after two rebuilds: answers from %d, want %d; keys of v2 %d, of the promoted %d; %v",
+			info.Definition.GetId(), third.Id, idKeys(t, s, v2.Id), idKeys(t, s, same.Id), err)
+	}
+	answers("rebuilt twice", 1, false)
+
+	// Refusals change nothing.
+	wrongName := balanceIndex()
+	wrongName.Name = "other"
+	for _, tc := range []struct {
+		name string
+		cmd  *fsmv1.Command
+		want error
+	}{
+		{"unknown index", rebuildIndexCmd("ns", "nope", nil), ErrIndexNotFound},
+		{"another name", rebuildIndexCmd("ns", "bal", wrongName), &ValidationError{Field: "definition.name"}},
+		{"bad definition", rebuildIndexCmd("ns", "bal", &fsmv1.IndexDefinition{Name: "bal", Category: "account"}), &ValidationError{Field: "fields"}},
+		{"unknown namespace", rebuildIndexCmd("nope", "bal", nil), ErrNamespaceNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err, _ := f.apply(tc.cmd)[0].(error)
+			var ve *ValidationError
+			if want, ok := tc.want.(*ValidationError); ok {
+				if !errors.As(err, &ve) || ve.Field != want.Field {
+					t.Fatalf("error %v, want a validation error of %s", err, want.Field)
+				}
+			} else if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if info, _ := view(t, s, "ns").Index("bal"); info.Definition.Id != third.Id || info.Rebuilding != nil {
+		t.Fatalf("refused rebuilds changed the index: %+v", info)
+	}
+
+	// A delete while a rebuild is pending drops both.
+	pending := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	r, err = s.IndexRound("ns", 10)
+	if err != nil || idKeys(t, s, pending.Id) == 0 {
+		t.Fatalf("the pending rebuild has no keys after a round: %v", err)
+	}
+	f.must(deleteIndexCmd("ns", "bal"))
+	catchUp(t, s, "ns")
+	if a, b := idKeys(t, s, third.Id), idKeys(t, s, pending.Id); a != 0 || b != 0 {
+		t.Fatalf("after the delete: %d keys of the current definition, %d of the pending rebuild", a, b)
+	}
+}

@@ -262,8 +262,11 @@ type indexRound struct {
 	defs   []*fsmv1.IndexDefinition
 	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
 	dirty  map[uint64]bool
-	key    []byte
-	res    IndexRoundResult
+	// replaces: a building rebuild's id -> the id of the definition it
+	// replaces once built.
+	replaces map[uint64]uint64
+	key      []byte
+	res      IndexRoundResult
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
@@ -271,7 +274,9 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 	if err != nil {
 		return r.res, err
 	}
-	r.defs = sortedIndexes(defs)
+	if r.defs, err = r.roundDefs(sortedIndexes(defs)); err != nil {
+		return r.res, err
+	}
 	r.res.Indexes = len(r.defs)
 	done, err := r.applyChanges()
 	if err != nil {
@@ -307,11 +312,19 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 			}
 		}
 	}
-	// An index that reached the end of the snapshot is built.
+	// An index that reached the end of the snapshot is built; a rebuild
+	// that is replaces its old definition on this node at once.
 	for _, id := range r.res.CoveredIDs {
 		if c := r.ckpts[id]; !c.built {
 			c.built = true
 			r.touch(id)
+			if old, ok := r.replaces[id]; ok {
+				if err := r.drop(old); err != nil {
+					return r.res, err
+				}
+				delete(r.ckpts, old)
+				delete(r.dirty, old)
+			}
 		}
 	}
 	for id := range r.dirty {
@@ -644,7 +657,11 @@ func (s *Store) liveIndexID(name, indexName string) (id uint64, found bool, err 
 	if err := proto.Unmarshal(v, d); err != nil {
 		return 0, false, fmt.Errorf("fsm: index %q: %w", indexName, err)
 	}
-	return d.Id, true, nil
+	answer, _, err := effectiveIndex(ns.db, d)
+	if err != nil {
+		return 0, false, err
+	}
+	return answer.Id, true, nil
 }
 
 // IndexCoveredBy returns the applied index up to which namespace name's

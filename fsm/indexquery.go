@@ -101,6 +101,10 @@ type IndexInfo struct {
 	// LagTime is the age of the oldest message the index does not hold
 	// yet (0 when it holds every one).
 	LagTime time.Duration
+	// Rebuilding is the progress of a rebuild of this index while it
+	// builds on this node (nil otherwise): Definition is then the one
+	// queries still answer from.
+	Rebuilding *IndexInfo
 }
 
 // Indexes lists the namespace's indexes by name.
@@ -111,13 +115,29 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 	}
 	out := make([]IndexInfo, 0, len(defs))
 	for _, d := range sortedIndexes(defs) {
-		info, err := v.indexInfo(d)
+		info, err := v.infoOf(d)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// infoOf is the info of the definition this node answers d's name from,
+// with the rebuild still building beside it.
+func (v *View) infoOf(d *fsmv1.IndexDefinition) (IndexInfo, error) {
+	answer, building, err := effectiveIndex(v.snap, d)
+	if err != nil {
+		return IndexInfo{}, err
+	}
+	info, err := v.indexInfo(answer)
+	if err != nil || building == nil {
+		return info, err
+	}
+	next, err := v.indexInfo(building)
+	info.Rebuilding = &next
+	return info, err
 }
 
 // IndexCovered returns the applied index up to which index name (as this
@@ -136,14 +156,26 @@ func (v *View) IndexCovered(name string) uint64 {
 // Index returns one index's definition and progress; ErrIndexNotFound
 // when the namespace has none of that name.
 func (v *View) Index(name string) (IndexInfo, error) {
-	d, err := v.indexDef(name)
+	d, err := v.storedIndexDef(name)
 	if err != nil {
 		return IndexInfo{}, err
 	}
-	return v.indexInfo(d)
+	return v.infoOf(d)
 }
 
+// indexDef is the definition this node answers queries of name from
+// (the stored one, or its rebuild once this node built it).
 func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
+	d, err := v.storedIndexDef(name)
+	if err != nil {
+		return nil, err
+	}
+	answer, _, err := effectiveIndex(v.snap, d)
+	return answer, err
+}
+
+// storedIndexDef is XD name as stored (with its pending rebuild).
+func (v *View) storedIndexDef(name string) (*fsmv1.IndexDefinition, error) {
 	val, err := get(v.snap, indexDefKey(name))
 	if err != nil {
 		return nil, err
