@@ -70,6 +70,28 @@ func (c *Client) CreateIndex(ctx context.Context, namespace string, d *skaldv1.I
 	return resp.Definition, nil
 }
 
+// RebuildIndex builds index name of namespace (empty: the token's own)
+// again from the log: with d (a new definition of the same name, e.g. a
+// new version) or, when d is nil, the current one. The current
+// definition keeps answering queries on each node until that node has
+// built the new one; IndexInfo's Rebuilding and RebuildStatus show the
+// progress meanwhile. It returns the definition being built.
+func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+	var resp *skaldv1.IndexesRebuildResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Namespace: namespace, Name: name, Definition: d}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.observe(resp.Index)
+	return resp.Definition, nil
+}
+
 // DeleteIndex drops an index of namespace (empty: the token's own).
 func (c *Client) DeleteIndex(ctx context.Context, namespace, name string) error {
 	var resp *skaldv1.IndexesDeleteResponse

@@ -29,7 +29,7 @@ import (
 //
 // Rolling upgrades: a replica that does not know CreateIndex would apply
 // it as a malformed command while the others store the definition, and
-// their states would differ. So CreateIndex and DeleteIndex are proposed
+// their states would differ. So CreateIndex, DeleteIndex and RebuildIndex are proposed
 // only once every server of the configuration reports
 // fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
 // typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
@@ -52,11 +52,20 @@ func (n *Node) DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.Inde
 	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{DeleteIndex: c}})
 }
 
+// RebuildIndex is Apply for an index rebuild (a new definition or the
+// same one, built beside the current one).
+func (n *Node) RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error) {
+	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{}}); err != nil {
+		return nil, err
+	}
+	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: c}})
+}
+
 // checkIndexGate refuses an index command on the leader while a server
 // does not report knowing indexes.
 func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
 	switch cmd.Kind.(type) {
-	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex:
+	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex, *fsmv1.Command_RebuildIndex:
 	default:
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 type indexBackend interface {
 	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
 	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
+	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error)
 	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
@@ -119,6 +120,33 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Index
 	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
 }
 
+func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.IndexesRebuildRequest]) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
+		return nil, err
+	}
+	c := &fsmv1.RebuildIndex{Namespace: name, Name: req.Msg.Name}
+	if req.Msg.Definition != nil {
+		if c.Definition, err = indexDefinitionIn(req.Msg.Definition); err != nil {
+			return nil, err
+		}
+		if c.Definition.Name != req.Msg.Name {
+			return nil, invalidField("definition.name", "must be the index's name %q, got %q (a rebuild keeps the name)", req.Msg.Name, c.Definition.Name)
+		}
+	}
+	res, err := s.b.RebuildIndex(ctx, c)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
+	}
+	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+}
+
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
@@ -181,7 +209,7 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	resp := &skaldv1.IndexesListResponse{AppliedIndex: applied}
 	for _, info := range infos {
-		resp.Indexes = append(resp.Indexes, &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)})
+		resp.Indexes = append(resp.Indexes, indexInfoOut(info, applied))
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -205,8 +233,17 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied,
-		Index: &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}}), nil
+	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied, Index: indexInfoOut(info, applied)}), nil
+}
+
+// indexInfoOut is an index's info: the definition queries answer from,
+// and a rebuild while it builds.
+func indexInfoOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexInfo {
+	out := &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}
+	if r := info.Rebuilding; r != nil {
+		out.Rebuilding, out.RebuildStatus = indexDefinitionOut(r.Definition), indexStatusOut(*r, applied)
+	}
+	return out
 }
 
 func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {

@@ -16,7 +16,7 @@ import (
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-const indexUsage = `Usage: skald index <create|list|info|delete|query> ...
+const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
                          [--kind event|stream]
@@ -30,6 +30,10 @@ const indexUsage = `Usage: skald index <create|list|info|delete|query> ...
       list the namespace's indexes with this node's progress (entries, skipped, lag)
   skald index info NAME
       one index's definition and progress
+  skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]]
+      build the index again from the log: as it is, or with the definition the flags give (a
+      new version; the name stays). Every node answers queries from the current definition
+      until it has built the new one, which then replaces it; list and info show the progress.
   skald index delete NAME
       drop an index; every node drops its entries
   skald index query NAME [--eq VALUE]... [--from V|--after V] [--to V|--before V] [--prefix P]
@@ -60,6 +64,8 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runIndexInfo(ctx, args[1:], stdout, stderr)
 	case "delete":
 		return runIndexDelete(ctx, args[1:], stdout, stderr)
+	case "rebuild":
+		return runIndexRebuild(ctx, args[1:], stdout, stderr)
 	case "query":
 		return runIndexQuery(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -107,41 +113,63 @@ func parseFieldSpec(spec string) (*skaldv1.IndexField, error) {
 	return &skaldv1.IndexField{Source: source, Pointer: rest[:i], Type: typ}, nil
 }
 
-func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	category := fs.String("category", "", "index the events of this category")
-	version := fs.Uint("version", 1, "the definition's version (yours to choose; reported back)")
-	kind := fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event")
-	var types, tags, fields listFlag
-	fs.Var(&types, "type", "index events of this type (repeat for several)")
-	fs.Var(&tags, "tag", "index events carrying this tag (repeat: every one)")
-	fs.Var(&fields, "field", "a field: data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time (repeat, in order)")
-	rest, err := cf.parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+// defFlags are the flags that define an index (create, rebuild).
+type defFlags struct {
+	category, kind      *string
+	version             *uint
+	types, tags, fields listFlag
+}
+
+func addDefFlags(fs *flag.FlagSet) *defFlags {
+	f := &defFlags{
+		category: fs.String("category", "", "index the events of this category"),
+		version:  fs.Uint("version", 1, "the definition's version (yours to choose; reported back)"),
+		kind:     fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event"),
 	}
-	d := &skaldv1.IndexDefinition{Name: rest[0], Version: uint32(*version), Category: *category, Types: types}
-	switch *kind {
+	fs.Var(&f.types, "type", "index events of this type (repeat for several)")
+	fs.Var(&f.tags, "tag", "index events carrying this tag (repeat: every one)")
+	fs.Var(&f.fields, "field", "a field: data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time (repeat, in order)")
+	return f
+}
+
+// definition is the definition the flags give; errors are usage errors.
+func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
+	d := &skaldv1.IndexDefinition{Name: name, Version: uint32(*f.version), Category: *f.category, Types: f.types}
+	switch *f.kind {
 	case "event":
 		d.Kind = skaldv1.IndexKind_INDEX_KIND_EVENT
 	case "stream":
 		d.Kind = skaldv1.IndexKind_INDEX_KIND_STREAM
 	default:
-		return cf.usageError(fs, fmt.Sprintf("--kind %q: want event or stream", *kind))
+		return nil, fmt.Errorf("--kind %q: want event or stream", *f.kind)
 	}
-	if len(tags) > 0 {
-		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: types, Tags: tags}}}
+	if len(f.tags) > 0 {
+		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: f.types, Tags: f.tags}}}
 	}
-	for _, spec := range fields {
-		f, err := parseFieldSpec(spec)
+	for _, spec := range f.fields {
+		fd, err := parseFieldSpec(spec)
 		if err != nil {
-			return cf.usageError(fs, err.Error())
+			return nil, err
 		}
-		d.Fields = append(d.Fields, f)
+		d.Fields = append(d.Fields, fd)
 	}
-	if len(fields) == 0 {
-		return cf.usageError(fs, "give at least one --field")
+	if len(f.fields) == 0 {
+		return nil, fmt.Errorf("give at least one --field")
+	}
+	return d, nil
+}
+
+func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	df := addDefFlags(fs)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	d, err := df.definition(rest[0])
+	if err != nil {
+		return cf.usageError(fs, err.Error())
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {
@@ -160,6 +188,45 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 		per = " (per stream)"
 	}
 	fmt.Fprintf(stdout, "Created index %s%s: %s; every node builds it from its log now.\n", out.Name, per, describeFields(out.Fields))
+	return nil
+}
+
+func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	df := addDefFlags(fs)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var d *skaldv1.IndexDefinition
+	visited := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
+	if len(df.fields) > 0 {
+		if d, err = df.definition(rest[0]); err != nil {
+			return cf.usageError(fs, err.Error())
+		}
+	} else {
+		for _, name := range []string{"category", "version", "kind", "type", "tag"} {
+			if visited[name] {
+				return cf.usageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
+			}
+		}
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.RebuildIndex(ctx, *ns, rest[0], d)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "Rebuilding index %s (version %d): %s; every node answers from the current definition until it has built this one.\n",
+		out.Name, out.Version, describeFields(out.Fields))
 	return nil
 }
 
@@ -198,8 +265,17 @@ func describeSource(d *skaldv1.IndexDefinition) string {
 
 func indexRow(info *skaldv1.IndexInfo) []string {
 	d, s := info.Definition, info.Status
-	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexState(s),
+	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexRowState(info),
 		strconv.FormatInt(s.GetEntries(), 10), strconv.FormatInt(s.GetSkipped(), 10), strconv.FormatInt(s.GetLagEvents(), 10)}
+}
+
+// indexRowState is the index's state, and a rebuild's progress.
+func indexRowState(info *skaldv1.IndexInfo) string {
+	out := indexState(info.Status)
+	if info.Rebuilding != nil {
+		out += fmt.Sprintf("; rebuilding v%d: %s", info.Rebuilding.Version, indexState(info.RebuildStatus))
+	}
+	return out
 }
 
 // indexState is "healthy", or "building 42%" with the ETA when known.
