@@ -988,8 +988,14 @@ func TestIndexRebuild(t *testing.T) {
 	if info, _ := view(t, s, "ns").Index("bal"); info.Rebuilding.Built || info.Rebuilding.Progress <= 0 || info.Rebuilding.Progress >= 1 {
 		t.Fatalf("rebuild progress %+v", info.Rebuilding)
 	}
+	_, oldPage := queryHits(t, s, IndexQuery{Index: "bal", From: &IndexBound{Value: "0"}, Limit: 1, PositionsOnly: true})
 	catchUp(t, s, "ns")
 	answers("built", 2, false)
+	// A cursor of the old definition's page is refused after the switch.
+	var ve *ValidationError
+	if _, err := view(t, s, "ns").QueryIndex(IndexQuery{Index: "bal", Limit: 1, Cursor: oldPage.NextCursor}); !errors.As(err, &ve) || ve.Field != "cursor" {
+		t.Fatalf("a cursor of the replaced definition: %v, want a validation error of cursor", err)
+	}
 	if n := idKeys(t, s, v1.Id); n != 0 {
 		t.Fatalf("the replaced definition keeps %d keys", n)
 	}

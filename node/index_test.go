@@ -212,6 +212,24 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 	if got := f.Node.store.IndexCounters().Read; got > 5 {
 		t.Fatalf("the restarted node's loop read %d messages: it rebuilt instead of resuming", got)
 	}
+
+	// A rebuild: every node switches to the new definition once it has
+	// built it, and it still equals the log.
+	res, err := c.Leader().RebuildIndex(ctxT(t), &fsmv1.RebuildIndex{Namespace: "app", Name: "latest"})
+	if err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	for _, n := range c.Nodes {
+		testutil.Eventually(t, waitTimeout, n.ID()+" to answer from the rebuilt index", func() bool {
+			var info fsm.IndexInfo
+			_, err := n.Node.Read(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+				info, err = v.Index("latest")
+				return err
+			})
+			return err == nil && info.Definition.Id == res.Index && info.Rebuilding == nil
+		})
+	}
+	check("after a rebuild")
 }
 
 // An index read at LINEARIZABLE on a follower sees a write acknowledged
@@ -310,7 +328,8 @@ func TestIndexMetrics(t *testing.T) {
 				skipped, ok2 := sampleValue(t, l.Registry, "skald_index_skipped_events", label, value)
 				building, ok3 := sampleValue(t, l.Registry, "skald_index_building", label, value)
 				progress, ok4 := sampleValue(t, l.Registry, "skald_index_build_progress", label, value)
-				return ok1 && ok2 && ok3 && ok4 && entries == 5 && skipped == 1 && building == 0 && progress == 1
+				rebuild, ok5 := sampleValue(t, l.Registry, "skald_index_rebuild_progress", label, value)
+				return ok1 && ok2 && ok3 && ok4 && ok5 && entries == 5 && skipped == 1 && building == 0 && progress == 1 && rebuild == 1
 			})
 			if v, _ := sampleValue(t, l.Registry, "skald_index_events_read_total", "", ""); v < 6 {
 				t.Fatalf("skald_index_events_read_total = %v, want at least 6", v)
