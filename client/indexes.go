@@ -34,6 +34,9 @@ type IndexHit struct {
 	GlobalPosition int64
 	Values         []string
 	Message        *Message // nil with PositionsOnly
+	// Stream is the entry's stream in a stream index, "" in an event
+	// index.
+	Stream string
 }
 
 // IndexPage is one page of an index query.
@@ -55,6 +58,28 @@ func (c *Client) CreateIndex(ctx context.Context, namespace string, d *skaldv1.I
 	var resp *skaldv1.IndexesCreateResponse
 	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
 		r, err := m.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: namespace, Definition: d}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.observe(resp.Index)
+	return resp.Definition, nil
+}
+
+// RebuildIndex builds index name of namespace (empty: the token's own)
+// again from the log: with d (a new definition of the same name, e.g. a
+// new version) or, when d is nil, the current one. The current
+// definition keeps answering queries on each node until that node has
+// built the new one; IndexInfo's Rebuilding and RebuildStatus show the
+// progress meanwhile. It returns the definition being built.
+func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+	var resp *skaldv1.IndexesRebuildResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Namespace: namespace, Name: name, Definition: d}))
 		if err == nil {
 			resp = r.Msg
 		}
@@ -138,7 +163,7 @@ func (c *Client) QueryIndex(ctx context.Context, namespace string, q IndexQuery,
 			page.NextCursor = nil
 		}
 		for _, h := range r.Msg.Hits {
-			hit := IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			hit := IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values, Stream: h.Stream}
 			if h.Message != nil {
 				msg := fromWire(h.Message)
 				hit.Message = &msg

@@ -58,6 +58,32 @@ func TestIndexes(t *testing.T) {
 		st := infos[0].Status
 		return st.Entries == 12 && st.LagEvents == 0, fmt.Sprintf("status %v", st)
 	})
+	// A rebuild as a stream index (version 2): the linearizable query
+	// answers from one version or the other; every member switches.
+	v2, err := c.RebuildIndex(ctxT(t), "", "by-sku", &skaldv1.IndexDefinition{Name: "by-sku", Version: 2, Types: []string{"Sold"},
+		Kind: skaldv1.IndexKind_INDEX_KIND_STREAM, Fields: []*skaldv1.IndexField{
+			{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/sku", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING},
+		}})
+	if err != nil || v2.Version != 2 || v2.Kind != skaldv1.IndexKind_INDEX_KIND_STREAM {
+		t.Fatalf("rebuild: %v, %v", v2, err)
+	}
+	page, err = c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}, WithLinearizable())
+	if err != nil || len(page.Hits) != 3 {
+		t.Fatalf("query during the rebuild: %+v, %v", page, err)
+	}
+	testutil.Until(t, 20*time.Second, "every member answers from version 2", func() (bool, string) {
+		for range 6 { // the round robin visits every member
+			info, err := c.IndexInfo(ctxT(t), "", "by-sku")
+			if err != nil || info.Definition.Version != 2 || info.Rebuilding != nil {
+				return false, fmt.Sprintf("info %v, %v", info, err)
+			}
+		}
+		return true, ""
+	})
+	if page, err = c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}); err != nil ||
+		len(page.Hits) != 3 || page.Hits[0].Stream == "" {
+		t.Fatalf("query of the stream index: %+v, %v", page, err)
+	}
 	if err := c.DeleteIndex(ctxT(t), "", "by-sku"); err != nil {
 		t.Fatal(err)
 	}

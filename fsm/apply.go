@@ -344,6 +344,8 @@ func (a *applier) command(l *Entry) any {
 		return a.createIndex(l, k.CreateIndex)
 	case *fsmv1.Command_DeleteIndex:
 		return a.deleteIndex(l, k.DeleteIndex)
+	case *fsmv1.Command_RebuildIndex:
+		return a.rebuildIndex(l, k.RebuildIndex)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}

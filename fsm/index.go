@@ -86,9 +86,10 @@ func indexedHintKey(namespace string) []byte {
 }
 
 // ValidateIndexDefinition checks a definition as a client gives it (id and
-// created time are apply's): a name like a namespace's, the event kind, a
-// source of at least one of category (no '-'), types and a query, and
-// 1..MaxIndexFields fields, each a source and a type that fit together.
+// created time are apply's): a name like a namespace's, the event or
+// stream kind, a source of at least one of category (no '-'), types and
+// a query, and 1..MaxIndexFields fields, each a source and a type that
+// fit together.
 func ValidateIndexDefinition(d *fsmv1.IndexDefinition) error {
 	if d == nil {
 		return invalid("definition", "is required")
@@ -97,9 +98,7 @@ func ValidateIndexDefinition(d *fsmv1.IndexDefinition) error {
 		return err
 	}
 	switch d.Kind {
-	case fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED, fsmv1.IndexKind_INDEX_KIND_EVENT:
-	case fsmv1.IndexKind_INDEX_KIND_STREAM:
-		return invalid("kind", "stream indexes are not supported yet; use the event kind")
+	case fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED, fsmv1.IndexKind_INDEX_KIND_EVENT, fsmv1.IndexKind_INDEX_KIND_STREAM:
 	default:
 		return invalid("kind", "unknown kind %d", d.Kind)
 	}
@@ -285,7 +284,9 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 		return invalid("name", "namespace %q has %d indexes, the most it may have; delete one first", c.Namespace, MaxIndexes)
 	}
 	d := proto.Clone(c.Definition).(*fsmv1.IndexDefinition)
-	d.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
+	if d.Kind == fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED {
+		d.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
+	}
 	d.Id, d.CreatedUnixNano = l.Index, c.TimeUnixNano
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	if err != nil {
@@ -316,8 +317,12 @@ func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {
 		return fmt.Errorf("%w: %q", ErrIndexNotFound, c.Name)
 	}
 	a.deleteKeys(nb, indexDefKey(c.Name))
-	// The loop drops the entries (it is their only writer).
+	// The loop drops the entries (it is their only writer), of a pending
+	// rebuild too (keyed apart: lo is each record's own).
 	a.logChange(nb, changeDropped, 0, int64(d.Id))
+	if d.Next != nil {
+		a.logChange(nb, changeDropped, 1, int64(d.Next.Id))
+	}
 	delete(nb.ns.indexes, c.Name)
 	nb.dirty = true
 	nb.done(l)

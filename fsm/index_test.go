@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,26 +175,121 @@ func modelEntries(t testing.TB, s *Store, ns string) (map[int64]string, int) {
 	}
 	out, skipped := map[int64]string{}, 0
 	for _, m := range msgs {
-		if Category(m.Stream) != "account" {
+		fields, matched, ok := modelFields(t, m)
+		if !matched {
 			continue
 		}
-		var doc map[string]any
-		if err := json.Unmarshal(m.Data, &doc); err != nil {
-			t.Fatal(err)
-		}
-		bal, ok1 := doc["balance"].(float64)
-		owner, ok2 := doc["owner"].(string)
-		if !ok1 || !ok2 || bal != math.Trunc(bal) {
+		if !ok {
 			skipped++
 			continue
 		}
-		out[m.GlobalPosition] = string(appendOrderKey(appendOrderKey(nil, tInt, int64(bal)), tString, owner))
+		out[m.GlobalPosition] = fields
 	}
 	return out, skipped
 }
 
+// modelFields is the entry fields of m in "bal" and "last"; matched: m
+// is of the source, ok: it has every field.
+func modelFields(t testing.TB, m Message) (fields string, matched, ok bool) {
+	if Category(m.Stream) != "account" {
+		return "", false, false
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(m.Data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	bal, ok1 := doc["balance"].(float64)
+	owner, ok2 := doc["owner"].(string)
+	if !ok1 || !ok2 || bal != math.Trunc(bal) {
+		return "", true, false
+	}
+	return string(appendOrderKey(appendOrderKey(nil, tInt, int64(bal)), tString, owner)), true, true
+}
+
+// modelStreamEntries computes stream index "last" (the source and fields
+// of "bal") from the namespace's messages: for each stream, the entry of
+// its indexed message of the highest position (global position ->
+// fields, and stream -> global position).
+func modelStreamEntries(t testing.TB, s *Store, ns string) (map[int64]string, map[string]int64) {
+	t.Helper()
+	msgs, err := view(t, s, ns).ReadAll(1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := map[string]Message{}
+	for _, m := range msgs {
+		if _, _, ok := modelFields(t, m); ok {
+			if old, seen := latest[m.Stream]; !seen || m.Position > old.Position {
+				latest[m.Stream] = m
+			}
+		}
+	}
+	out, streams := map[int64]string{}, map[string]int64{}
+	for stream, m := range latest {
+		out[m.GlobalPosition], _, _ = modelFields(t, m)
+		streams[stream] = m.GlobalPosition
+	}
+	return out, streams
+}
+
+// streamIndexEntries returns the entries of stream index name (global
+// position -> fields, stream -> global position), after checking that
+// every entry has its reverse keys (XV by position, XS by stream) and no
+// reverse key is left over.
+func streamIndexEntries(t testing.TB, s *Store, ns, name string) (map[int64]string, map[string]int64) {
+	t.Helper()
+	out := indexEntries(t, s, ns, name) // checks XV
+	v := view(t, s, ns)
+	d, err := v.indexDef(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := indexEntryPrefix(d.Id)
+	it, err := v.iter(p, prefixEnd(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	streams := map[string]int64{}
+	for ok := it.First(); ok; ok = it.Next() {
+		gp := keySuffixUint64(it.Key())
+		if old, dup := streams[string(it.Value())]; dup {
+			t.Fatalf("stream %q has two entries: global positions %d and %d", it.Value(), old, gp)
+		}
+		streams[string(it.Value())] = gp
+	}
+	sp := appendUint64(append([]byte(nil), prefixIndexStream...), d.Id)
+	sit, err := v.iter(sp, prefixEnd(sp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sit.Close()
+	n := 0
+	for ok := sit.First(); ok; ok = sit.Next() {
+		n++
+		stream := string(sit.Key()[len(sp):])
+		val := sit.Value()
+		gp := int64(binary.BigEndian.Uint64(val[8:]))
+		if streams[stream] != gp || out[gp] != string(val[16:]) {
+			t.Fatalf("XS of stream %q names global position %d fields %x; the entry is at %d (fields %x)", stream, gp, val[16:], streams[stream], out[streams[stream]])
+		}
+	}
+	if n != len(streams) {
+		t.Fatalf("%d XS keys for %d streams", n, len(streams))
+	}
+	return out, streams
+}
+
 func balanceIndex() *fsmv1.IndexDefinition {
 	return &fsmv1.IndexDefinition{Name: "bal", Version: 1, Category: "account", Fields: []*fsmv1.IndexField{dataField("/balance", tInt), dataField("/owner", tString)}}
+}
+
+// lastIndex is the stream index of "bal"'s source and fields: each
+// account's latest balance and owner.
+func lastIndex() *fsmv1.IndexDefinition {
+	d := balanceIndex()
+	d.Name, d.Kind = "last", fsmv1.IndexKind_INDEX_KIND_STREAM
+	return d
 }
 
 func accountMsg(balance any, owner string) *fsmv1.NewMessage {
@@ -223,6 +319,9 @@ func TestIndexMatchesModel(t *testing.T) {
 			case 2:
 				stream = fmt.Sprintf("other-%d", rng.Intn(3)) // another category
 				m = accountMsg(1, "o")
+			case 3:
+				m = accountMsg(rng.Intn(200)-100, "adjuster")
+				m.Type = "Adjusted" // indexed as well: a watermark by type keeps it
 			default:
 				m = accountMsg(rng.Intn(200)-100, fmt.Sprintf("owner%d", rng.Intn(5)))
 			}
@@ -247,16 +346,47 @@ func TestIndexMatchesModel(t *testing.T) {
 		if step == "appends" && info.Skipped != int64(skipped) {
 			t.Fatalf("%s: %d skipped, model %d", step, info.Skipped, skipped)
 		}
+		wantS, wantStreams := modelStreamEntries(t, s, "ns")
+		gotS, gotStreams := streamIndexEntries(t, s, "ns", "last")
+		if !reflect.DeepEqual(gotS, wantS) || !reflect.DeepEqual(gotStreams, wantStreams) {
+			t.Fatalf("%s: stream index holds %v, model %v", step, gotStreams, wantStreams)
+		}
+		if info, err := view(t, s, "ns").Index("last"); err != nil || info.Entries != int64(len(wantS)) || info.LagEvents != 0 {
+			t.Fatalf("%s: stream index info %+v, %v; want %d entries and no lag", step, info, err, len(wantS))
+		}
+	}
+	// lastOf is the global position of stream's entry in "last".
+	lastOf := func(stream string) int64 {
+		t.Helper()
+		catchUp(t, s, "ns")
+		_, streams := streamIndexEntries(t, s, "ns", "last")
+		return streams[stream]
 	}
 
 	appendSome(60) // before the index: the first rounds build from them
 	f.must(createIndexCmd("ns", balanceIndex()))
+	f.must(createIndexCmd("ns", lastIndex()))
 	check("appends")
 
 	// Removals after the loop read the messages.
 	f.must(truncateCmd("ns", "account-1", 2))
 	f.must(deleteStreamCmd("ns", "account-2", false))
 	check("truncate and delete after indexing")
+
+	// A stream's latest indexed message removed while an earlier one
+	// stays: the entry moves to it. Later messages that are skipped or of
+	// another source do not take the entry.
+	adjusted := accountMsg(7, "kept")
+	adjusted.Type = "Adjusted"
+	res := f.must(appendCmd("ns", "account-9", adjusted, accountMsg(8, "gone"), accountMsg(9, "gone too"), newMsg("Opened", `{"owner":"x"}`))).(*AppendResult)
+	if got := lastOf("account-9"); got != res.FirstGlobalPosition+2 {
+		t.Fatalf("account-9's entry is at %d, want %d (its last indexed message)", got, res.FirstGlobalPosition+2)
+	}
+	f.must(watermarkCmd("ns", "account", []string{"Balanced"}, "account-9", 1000))
+	check("latest removed by type")
+	if got := lastOf("account-9"); got != res.FirstGlobalPosition {
+		t.Fatalf("after the watermark account-9's entry is at %d, want %d (the Adjusted message left)", got, res.FirstGlobalPosition)
+	}
 
 	// Removals before the loop reached the messages.
 	appendSome(40)
@@ -538,7 +668,6 @@ func TestIndexDefinitionRefused(t *testing.T) {
 		{"pointer on stream", func(d *fsmv1.IndexDefinition) {
 			d.Fields[0] = &fsmv1.IndexField{Source: fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_STREAM, Type: tString, Pointer: "/x"}
 		}, "fields[0].pointer"},
-		{"stream kind", func(d *fsmv1.IndexDefinition) { d.Kind = fsmv1.IndexKind_INDEX_KIND_STREAM }, "kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := ok()
@@ -657,14 +786,14 @@ func TestWaitIndexed(t *testing.T) {
 	idx := s.AppliedIndex()
 	ctx, cancel := contextWithTimeout(20 * time.Millisecond)
 	defer cancel()
-	if err := s.WaitIndexed(ctx, "ns", idx); err == nil {
+	if err := s.WaitIndexed(ctx, "ns", "", idx); err == nil {
 		t.Fatal("WaitIndexed returned before any round")
 	}
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := contextWithTimeout(10 * time.Second)
 		defer cancel()
-		done <- s.WaitIndexed(ctx, "ns", idx)
+		done <- s.WaitIndexed(ctx, "ns", "", idx)
 	}()
 	if r := catchUp(t, s, "ns"); r.Covered < idx {
 		t.Fatalf("round covers %d, want %d", r.Covered, idx)
@@ -674,6 +803,80 @@ func TestWaitIndexed(t *testing.T) {
 	}
 	if got := s.IndexCovered("ns"); got < idx {
 		t.Fatalf("IndexCovered %d, want at least %d", got, idx)
+	}
+}
+
+// Each index has its own coverage: one that builds holds back neither
+// the waits nor the state of a sibling that follows the namespace, even
+// when every round ends at its bound inside the building one.
+func TestIndexCoverageByIndex(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(createIndexCmd("ns", balanceIndex()))
+	for i := range 300 {
+		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%7), accountMsg(i, "o")))
+	}
+	catchUp(t, s, "ns")
+	// Named to sort first: rounds must still serve the healthy one first.
+	building := lastIndex()
+	building.Name = "all"
+	f.must(createIndexCmd("ns", building)) // builds from 300 messages
+	for step := range 3 {
+		f.must(appendCmd("ns", "account-1", accountMsg(1000+step, "new")))
+		applied := s.AppliedIndex()
+		r, err := s.IndexRound("ns", 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.More || len(r.CoveredIDs) != 1 {
+			t.Fatalf("step %d: round %+v, want one index covered and more to do", step, r)
+		}
+		ctx, cancel := contextWithTimeout(10 * time.Second)
+		err = s.WaitIndexed(ctx, "ns", "bal", applied)
+		cancel()
+		if err != nil {
+			t.Fatalf("step %d: waiting for the healthy index: %v", step, err)
+		}
+		ctx, cancel = contextWithTimeout(20 * time.Millisecond)
+		err = s.WaitIndexed(ctx, "ns", "all", applied)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("step %d: waiting for the building index: %v, want the deadline", step, err)
+		}
+		v := view(t, s, "ns")
+		bal, err := v.Index("bal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := v.Index("all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bal.Built || bal.Covered < applied || bal.LagEvents != 0 || last.Built || last.Covered != 0 {
+			t.Fatalf("step %d: bal %+v, last %+v; want bal built and covering %d, last building", step, bal, last, applied)
+		}
+		if got := v.IndexCovered("bal"); got < applied {
+			t.Fatalf("step %d: the view's coverage of bal is %d, want %d", step, got, applied)
+		}
+		if s.IndexCovered("ns") >= applied {
+			t.Fatalf("step %d: the namespace counts as covered while an index builds", step)
+		}
+	}
+	r := catchUp(t, s, "ns")
+	if v := view(t, s, "ns"); v.IndexCovered("all") < r.Covered || s.IndexCovered("ns") < r.Covered {
+		t.Fatalf("after the build: last covers %d, the namespace %d; want %d", v.IndexCovered("all"), s.IndexCovered("ns"), r.Covered)
+	}
+	// A deleted index leaves the coverage.
+	f.must(deleteIndexCmd("ns", "all"))
+	catchUp(t, s, "ns")
+	if n := len(s.mu.namespaces["ns"].indexer.coverage()); n != 1 {
+		t.Fatalf("coverage holds %d indexes after a delete, want 1", n)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.WaitIndexed(ctx, "ns", "all", s.AppliedIndex()); err != nil {
+		t.Fatalf("waiting for a deleted index: %v, want nil (the read reports it)", err)
 	}
 }
 
@@ -711,5 +914,151 @@ func TestIndexStates(t *testing.T) {
 	info, _ = view(t, s, "ns").Index("bal")
 	if !info.Built || info.LagEvents != 1 || info.LagTime <= 0 {
 		t.Fatalf("healthy and behind by one: %+v", info)
+	}
+}
+
+func rebuildIndexCmd(ns, name string, d *fsmv1.IndexDefinition) *fsmv1.Command {
+	return &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: &fsmv1.RebuildIndex{Namespace: ns, Name: name, Definition: d, TimeUnixNano: testTime}}}
+}
+
+// idKeys counts the XE, XV and XC keys of index id.
+func idKeys(t *testing.T, s *Store, id uint64) int {
+	t.Helper()
+	v := view(t, s, "ns")
+	n := 0
+	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), indexCkptKey(id)} {
+		it, err := v.iter(p, prefixEnd(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+		}
+		it.Close()
+	}
+	return n
+}
+
+// A rebuild under a new definition builds beside the current one, which
+// answers queries until the new one is built on this node and then
+// replaces it (its keys dropped); a second rebuild while one is pending
+// promotes the pending one; a delete drops both; bad rebuilds change
+// nothing.
+func TestIndexRebuild(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	v1 := f.must(createIndexCmd("ns", balanceIndex())).(*IndexResult).Definition
+	for i := range 200 {
+		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%5), accountMsg(i, fmt.Sprintf("owner%d", i%4))))
+	}
+	catchUp(t, s, "ns")
+	byOwner := &fsmv1.IndexDefinition{Name: "bal", Version: 2, Category: "account", Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}
+	res := f.must(rebuildIndexCmd("ns", "bal", byOwner)).(*IndexResult)
+	v2 := res.Definition
+	if v2.Id != res.Index || v2.Version != 2 || v2.Kind != fsmv1.IndexKind_INDEX_KIND_EVENT {
+		t.Fatalf("rebuild result %+v", v2)
+	}
+	answers := func(step string, wantVersion uint32, rebuilding bool) {
+		t.Helper()
+		info, err := view(t, s, "ns").Index("bal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Definition.Version != wantVersion || (info.Rebuilding != nil) != rebuilding {
+			t.Fatalf("%s: answers from version %d (rebuilding %v), want %d (%v)", step, info.Definition.Version, info.Rebuilding != nil, wantVersion, rebuilding)
+		}
+		var q IndexQuery
+		if wantVersion == 1 {
+			q = IndexQuery{Index: "bal", Equal: []string{"7"}, PositionsOnly: true}
+		} else {
+			q = IndexQuery{Index: "bal", Equal: []string{"owner3"}, PositionsOnly: true, Limit: 1000}
+		}
+		gps, _ := queryHits(t, s, q)
+		if want := map[uint32]int{1: 1, 2: 50}[wantVersion]; len(gps) != want {
+			t.Fatalf("%s: query %+v finds %d entries, want %d", step, q, len(gps), want)
+		}
+	}
+	answers("before any round", 1, true)
+	r, err := s.IndexRound("ns", 60)
+	if err != nil || !r.More {
+		t.Fatalf("partial round: %+v, %v", r, err)
+	}
+	answers("partly built", 1, true)
+	if info, _ := view(t, s, "ns").Index("bal"); info.Rebuilding.Built || info.Rebuilding.Progress <= 0 || info.Rebuilding.Progress >= 1 {
+		t.Fatalf("rebuild progress %+v", info.Rebuilding)
+	}
+	_, oldPage := queryHits(t, s, IndexQuery{Index: "bal", From: &IndexBound{Value: "0"}, Limit: 1, PositionsOnly: true})
+	catchUp(t, s, "ns")
+	answers("built", 2, false)
+	// A cursor of the old definition's page is refused after the switch.
+	var ve *ValidationError
+	if _, err := view(t, s, "ns").QueryIndex(IndexQuery{Index: "bal", Limit: 1, Cursor: oldPage.NextCursor}); !errors.As(err, &ve) || ve.Field != "cursor" {
+		t.Fatalf("a cursor of the replaced definition: %v, want a validation error of cursor", err)
+	}
+	if n := idKeys(t, s, v1.Id); n != 0 {
+		t.Fatalf("the replaced definition keeps %d keys", n)
+	}
+	ctx, cancel := contextWithTimeout(10 * time.Second)
+	defer cancel()
+	if err := s.WaitIndexed(ctx, "ns", "bal", s.AppliedIndex()); err != nil {
+		t.Fatalf("waiting for the rebuilt index: %v", err)
+	}
+
+	// The same definition again, then a new one while it is pending: the
+	// pending one becomes current, the old current goes.
+	same := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	if same.Version != 2 || same.Id == v2.Id {
+		t.Fatalf("rebuild of the same definition: %+v", same)
+	}
+	answers("same definition, pending", 2, true)
+	third := f.must(rebuildIndexCmd("ns", "bal", balanceIndex())).(*IndexResult).Definition
+	catchUp(t, s, "ns")
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || info.Definition.Id != third.Id || idKeys(t, s, v2.Id) != 0 || idKeys(t, s, same.Id) != 0 {
+		t.Fatalf("after two rebuilds: answers from %d, want %d; keys of v2 %d, of the promoted %d; %v",
+			info.Definition.GetId(), third.Id, idKeys(t, s, v2.Id), idKeys(t, s, same.Id), err)
+	}
+	answers("rebuilt twice", 1, false)
+
+	// Refusals change nothing.
+	wrongName := balanceIndex()
+	wrongName.Name = "other"
+	for _, tc := range []struct {
+		name string
+		cmd  *fsmv1.Command
+		want error
+	}{
+		{"unknown index", rebuildIndexCmd("ns", "nope", nil), ErrIndexNotFound},
+		{"another name", rebuildIndexCmd("ns", "bal", wrongName), &ValidationError{Field: "definition.name"}},
+		{"bad definition", rebuildIndexCmd("ns", "bal", &fsmv1.IndexDefinition{Name: "bal", Category: "account"}), &ValidationError{Field: "fields"}},
+		{"unknown namespace", rebuildIndexCmd("nope", "bal", nil), ErrNamespaceNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err, _ := f.apply(tc.cmd)[0].(error)
+			var ve *ValidationError
+			if want, ok := tc.want.(*ValidationError); ok {
+				if !errors.As(err, &ve) || ve.Field != want.Field {
+					t.Fatalf("error %v, want a validation error of %s", err, want.Field)
+				}
+			} else if !errors.Is(err, tc.want) {
+				t.Fatalf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if info, _ := view(t, s, "ns").Index("bal"); info.Definition.Id != third.Id || info.Rebuilding != nil {
+		t.Fatalf("refused rebuilds changed the index: %+v", info)
+	}
+
+	// A delete while a rebuild is pending drops both.
+	pending := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	r, err = s.IndexRound("ns", 10)
+	if err != nil || idKeys(t, s, pending.Id) == 0 {
+		t.Fatalf("the pending rebuild has no keys after a round: %v", err)
+	}
+	f.must(deleteIndexCmd("ns", "bal"))
+	catchUp(t, s, "ns")
+	if a, b := idKeys(t, s, third.Id), idKeys(t, s, pending.Id); a != 0 || b != 0 {
+		t.Fatalf("after the delete: %d keys of the current definition, %d of the pending rebuild", a, b)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -57,6 +59,11 @@ type indexerState struct {
 	// covered: the indexes hold every message of every entry up to this
 	// applied index (0: not known yet).
 	covered atomic.Uint64
+	// byIndex: index id -> the applied index up to which that index holds
+	// every message (DESIGN.md, Per-index coverage). Replaced whole by
+	// each round that covers an index (copy on write), so a view loads it
+	// with one atomic read before taking its snapshot.
+	byIndex atomic.Pointer[map[uint64]uint64]
 	// rate is the messages per second the last rounds that read any
 	// read (math.Float64bits; 0: not known yet), for the ETA of a build.
 	rate atomic.Uint64
@@ -101,6 +108,11 @@ type IndexRoundResult struct {
 	More bool
 	// Covered is the applied index every index now covers (when !More).
 	Covered uint64
+	// CoveredIDs are the indexes that reached the end of the round's
+	// snapshot (every change record applied too): each now covers the
+	// applied index read before it, even when More (a sibling still
+	// builds).
+	CoveredIDs []uint64
 }
 
 // IndexCounters are the store's running totals of index work, for tests
@@ -194,14 +206,50 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	t.indexed.Add(res.Indexed)
 	t.skipped.Add(res.Skipped)
 	t.removed.Add(res.Removed)
+	wake := ns.indexer.cover(r.defs, res.CoveredIDs, applied)
 	if !res.More {
 		res.Covered = applied
 		if ns.indexer.covered.Load() < applied {
 			ns.indexer.covered.Store(applied)
-			s.indexWake.broadcast()
+			wake = true
 		}
 	}
+	if wake {
+		s.indexWake.broadcast()
+	}
 	return res, nil
+}
+
+// cover records that the indexes ids cover applied, forgets the indexes
+// not in defs (deleted), and reports whether anything grew. Rounds of a
+// namespace are serialized: the only writer.
+func (st *indexerState) cover(defs []*fsmv1.IndexDefinition, ids []uint64, applied uint64) bool {
+	old := st.coverage()
+	next := make(map[uint64]uint64, len(defs))
+	for _, d := range defs {
+		if c, ok := old[d.Id]; ok {
+			next[d.Id] = c
+		}
+	}
+	grew := len(next) != len(old)
+	for _, id := range ids {
+		if next[id] < applied {
+			next[id] = applied
+			grew = true
+		}
+	}
+	if grew {
+		st.byIndex.Store(&next)
+	}
+	return grew
+}
+
+// coverage is the per-index coverage (read only; nil before any round).
+func (st *indexerState) coverage() map[uint64]uint64 {
+	if p := st.byIndex.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // indexRound is the state of one IndexRound.
@@ -214,8 +262,11 @@ type indexRound struct {
 	defs   []*fsmv1.IndexDefinition
 	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
 	dirty  map[uint64]bool
-	key    []byte
-	res    IndexRoundResult
+	// replaces: a building rebuild's id -> the id of the definition it
+	// replaces once built.
+	replaces map[uint64]uint64
+	key      []byte
+	res      IndexRoundResult
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
@@ -223,35 +274,56 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 	if err != nil {
 		return r.res, err
 	}
-	r.defs = sortedIndexes(defs)
+	if r.defs, err = r.roundDefs(sortedIndexes(defs)); err != nil {
+		return r.res, err
+	}
 	r.res.Indexes = len(r.defs)
 	done, err := r.applyChanges()
 	if err != nil {
 		return r.res, err
 	}
 	r.res.More = !done
-	for _, d := range r.defs {
-		if !done {
-			break // the records first: a clear resets the checkpoints
-		}
-		if err := r.scan(d); err != nil {
-			return r.res, err
-		}
-		if r.budget <= 0 {
-			r.res.More = true
-			break
-		}
-	}
-	if !r.res.More {
-		// Every index reached the end of the snapshot: built.
-		for _, d := range r.defs {
+	if done {
+		// The most advanced first: an index that follows the namespace
+		// reads its few new messages and is covered although a sibling
+		// still builds and spends the rest of the budget.
+		order := make([]*fsmv1.IndexDefinition, len(r.defs))
+		copy(order, r.defs)
+		gps := make(map[uint64]int64, len(order))
+		for _, d := range order {
 			c, err := r.ckpt(d.Id)
 			if err != nil {
 				return r.res, err
 			}
-			if !c.built {
-				c.built = true
-				r.touch(d.Id)
+			gps[d.Id] = c.gp
+		}
+		sort.SliceStable(order, func(i, j int) bool { return gps[order[i].Id] > gps[order[j].Id] })
+		for _, d := range order {
+			end, err := r.scan(d)
+			if err != nil {
+				return r.res, err
+			}
+			if end {
+				r.res.CoveredIDs = append(r.res.CoveredIDs, d.Id)
+			}
+			if r.budget <= 0 {
+				r.res.More = true
+				break
+			}
+		}
+	}
+	// An index that reached the end of the snapshot is built; a rebuild
+	// that is replaces its old definition on this node at once.
+	for _, id := range r.res.CoveredIDs {
+		if c := r.ckpts[id]; !c.built {
+			c.built = true
+			r.touch(id)
+			if old, ok := r.replaces[id]; ok {
+				if err := r.drop(old); err != nil {
+					return r.res, err
+				}
+				delete(r.ckpts, old)
+				delete(r.dirty, old)
 			}
 		}
 	}
@@ -316,7 +388,13 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 				break // a mutant's bug (mutant_on.go); never in normal builds
 			}
 			for _, d := range r.defs {
-				if err := r.removeRun(d.Id, lo, hi); err != nil {
+				var err error
+				if isStreamIndex(d) {
+					err = r.removeStreamRun(d, lo, hi)
+				} else {
+					err = r.removeRun(d.Id, lo, hi)
+				}
+				if err != nil {
 					return false, err
 				}
 			}
@@ -384,9 +462,10 @@ func (r *indexRound) deleteEntry(id uint64, gp int64, fields []byte) error {
 	return r.b.Delete(indexReverseKey(id, gp), nil)
 }
 
-// drop deletes every entry, reverse key and the checkpoint of index id.
+// drop deletes every entry, reverse key (XV, and XS of a stream index)
+// and the checkpoint of index id.
 func (r *indexRound) drop(id uint64) error {
-	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id)} {
+	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), appendUint64(append([]byte(nil), prefixIndexStream...), id)} {
 		if err := r.b.DeleteRange(p, prefixEnd(p), nil); err != nil {
 			return err
 		}
@@ -398,6 +477,12 @@ func (r *indexRound) drop(id uint64) error {
 // whose checkpoint is past them (the scan finds the others).
 func (r *indexRound) addRun(lo, hi int64) error {
 	for _, d := range r.defs {
+		if isStreamIndex(d) {
+			if err := r.addStreamRun(d, lo, hi); err != nil {
+				return err
+			}
+			continue
+		}
 		c, err := r.ckpt(d.Id)
 		if err != nil {
 			return err
@@ -438,36 +523,38 @@ func (r *indexRound) addRun(lo, hi int64) error {
 	return nil
 }
 
-// scan indexes the messages above d's checkpoint, within the budget.
-func (r *indexRound) scan(d *fsmv1.IndexDefinition) error {
+// scan indexes the messages above d's checkpoint, within the budget; end
+// reports that it read the snapshot's last message.
+func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 	c, err := r.ckpt(d.Id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	it, err := r.snap.NewIter(&pebble.IterOptions{LowerBound: messageKey(c.gp + 1), UpperBound: prefixEnd(prefixMessage)})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer it.Close()
-	for ok := it.First(); ok && r.budget > 0; ok = it.Next() {
+	ok := it.First()
+	for ; ok && r.budget > 0; ok = it.Next() {
 		gp := keySuffixUint64(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return err
+			return false, err
 		}
 		m, err := decodeMessage(gp, v)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.res.Read++
 		r.budget--
 		if err := r.index(d, c, &m); err != nil {
-			return err
+			return false, err
 		}
 		c.gp = gp
 		r.touch(d.Id)
 	}
-	return it.Error()
+	return !ok, it.Error()
 }
 
 // index writes m's entry in d when m matches d's source and has every
@@ -484,6 +571,9 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) e
 	}
 	if indexDropsEntry(r.s.opts.IndexMutant, m.GlobalPosition) {
 		return nil // a mutant's bug (mutant_on.go); never in normal builds
+	}
+	if isStreamIndex(d) {
+		return r.upsertStream(d, c, m, fields)
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
 	if err := r.b.Set(r.key, nil, nil); err != nil {
@@ -524,9 +614,11 @@ func (s *Store) IndexCovered(name string) uint64 {
 	return 0
 }
 
-// WaitIndexed blocks until namespace name's indexes hold every message
-// of the entries up to index, or ctx ends (its error is returned).
-func (s *Store) WaitIndexed(ctx context.Context, name string, index uint64) error {
+// WaitIndexed blocks until namespace name's index of that name (every
+// index of the namespace when it is "") holds every message of the
+// entries up to index, or ctx ends (its error is returned). A name the
+// namespace has no index of returns at once: the read reports it.
+func (s *Store) WaitIndexed(ctx context.Context, name, indexName string, index uint64) error {
 	for {
 		ch := s.indexWake.wait()
 		s.mu.Lock()
@@ -535,8 +627,17 @@ func (s *Store) WaitIndexed(ctx context.Context, name string, index uint64) erro
 		if !ok {
 			return ErrNamespaceNotFound
 		}
-		if ns.indexer.covered.Load() >= index {
+		if indexName == "" && ns.indexer.covered.Load() >= index {
 			return nil
+		}
+		if indexName != "" {
+			id, found, err := s.liveIndexID(name, indexName)
+			if err != nil || !found {
+				return err
+			}
+			if ns.indexer.coverage()[id] >= index {
+				return nil
+			}
 		}
 		select {
 		case <-ch:
@@ -544,4 +645,44 @@ func (s *Store) WaitIndexed(ctx context.Context, name string, index uint64) erro
 			return ctx.Err()
 		}
 	}
+}
+
+// liveIndexID is the id of namespace name's index indexName in its live
+// database (found is false when it has none).
+func (s *Store) liveIndexID(name, indexName string) (id uint64, found bool, err error) {
+	ns, err := s.acquire(name)
+	if err != nil {
+		return 0, false, err
+	}
+	defer s.release(ns)
+	v, err := get(ns.db, indexDefKey(indexName))
+	if err != nil || v == nil {
+		return 0, false, err
+	}
+	d := &fsmv1.IndexDefinition{}
+	if err := proto.Unmarshal(v, d); err != nil {
+		return 0, false, fmt.Errorf("fsm: index %q: %w", indexName, err)
+	}
+	answer, _, err := effectiveIndex(ns.db, d)
+	if err != nil {
+		return 0, false, err
+	}
+	return answer.Id, true, nil
+}
+
+// IndexCoveredBy returns the applied index up to which namespace name's
+// index indexName holds every message on this node (0: not known yet, or
+// no such index).
+func (s *Store) IndexCoveredBy(name, indexName string) uint64 {
+	s.mu.Lock()
+	ns, ok := s.mu.namespaces[name]
+	s.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	id, found, err := s.liveIndexID(name, indexName)
+	if err != nil || !found {
+		return 0
+	}
+	return ns.indexer.coverage()[id]
 }

@@ -62,7 +62,10 @@ type IndexQuery struct {
 type IndexHit struct {
 	GlobalPosition int64
 	Values         []any // the entry's field values, in field order
-	Message        *Message
+	// Stream is the entry's stream in a stream index (its document; set
+	// with PositionsOnly too), "" in an event index.
+	Stream  string
+	Message *Message
 }
 
 // IndexPage is a query's answer.
@@ -85,7 +88,8 @@ type IndexInfo struct {
 	// LagEvents is the namespace's last global position less Checkpoint.
 	LagEvents int64
 	// Covered is the applied index every message of which the index holds
-	// on this node (0: not known yet).
+	// on this node (0: not known yet); each index has its own, so one that
+	// builds holds back no sibling.
 	Covered uint64
 	// Built: a round reached the end of the namespace since the index was
 	// created (or an import cleared it); until then it is building, and
@@ -97,6 +101,10 @@ type IndexInfo struct {
 	// LagTime is the age of the oldest message the index does not hold
 	// yet (0 when it holds every one).
 	LagTime time.Duration
+	// Rebuilding is the progress of a rebuild of this index while it
+	// builds on this node (nil otherwise): Definition is then the one
+	// queries still answer from.
+	Rebuilding *IndexInfo
 }
 
 // Indexes lists the namespace's indexes by name.
@@ -107,7 +115,7 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 	}
 	out := make([]IndexInfo, 0, len(defs))
 	for _, d := range sortedIndexes(defs) {
-		info, err := v.indexInfo(d)
+		info, err := v.infoOf(d)
 		if err != nil {
 			return nil, err
 		}
@@ -116,17 +124,58 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 	return out, nil
 }
 
-// Index returns one index's definition and progress; ErrIndexNotFound
-// when the namespace has none of that name.
-func (v *View) Index(name string) (IndexInfo, error) {
-	d, err := v.indexDef(name)
+// infoOf is the info of the definition this node answers d's name from,
+// with the rebuild still building beside it.
+func (v *View) infoOf(d *fsmv1.IndexDefinition) (IndexInfo, error) {
+	answer, building, err := effectiveIndex(v.snap, d)
 	if err != nil {
 		return IndexInfo{}, err
 	}
-	return v.indexInfo(d)
+	info, err := v.indexInfo(answer)
+	if err != nil || building == nil {
+		return info, err
+	}
+	next, err := v.indexInfo(building)
+	info.Rebuilding = &next
+	return info, err
 }
 
+// IndexCovered returns the applied index up to which index name (as this
+// view's snapshot defines it) holds every message, as loaded before the
+// snapshot: a read that waited for the index checks it here, in case the
+// name was deleted and created again meanwhile (0: unknown, or no such
+// index).
+func (v *View) IndexCovered(name string) uint64 {
+	d, err := v.indexDef(name)
+	if err != nil {
+		return 0
+	}
+	return v.coveredBy[d.Id]
+}
+
+// Index returns one index's definition and progress; ErrIndexNotFound
+// when the namespace has none of that name.
+func (v *View) Index(name string) (IndexInfo, error) {
+	d, err := v.storedIndexDef(name)
+	if err != nil {
+		return IndexInfo{}, err
+	}
+	return v.infoOf(d)
+}
+
+// indexDef is the definition this node answers queries of name from
+// (the stored one, or its rebuild once this node built it).
 func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
+	d, err := v.storedIndexDef(name)
+	if err != nil {
+		return nil, err
+	}
+	answer, _, err := effectiveIndex(v.snap, d)
+	return answer, err
+}
+
+// storedIndexDef is XD name as stored (with its pending rebuild).
+func (v *View) storedIndexDef(name string) (*fsmv1.IndexDefinition, error) {
 	val, err := get(v.snap, indexDefKey(name))
 	if err != nil {
 		return nil, err
@@ -142,7 +191,7 @@ func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
 }
 
 func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
-	info := IndexInfo{Definition: d, Covered: v.covered}
+	info := IndexInfo{Definition: d, Covered: v.coveredBy[d.Id]}
 	val, err := get(v.snap, indexCkptKey(d.Id))
 	if err != nil {
 		return info, err
@@ -262,7 +311,11 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 				break
 			}
 		}
-		page.Hits = append(page.Hits, IndexHit{GlobalPosition: gp, Values: vals})
+		hit := IndexHit{GlobalPosition: gp, Values: vals}
+		if isStreamIndex(d) {
+			hit.Stream = string(it.Value())
+		}
+		page.Hits = append(page.Hits, hit)
 		page.NextCursor = bytes.Clone(k)
 		if len(page.Hits) >= limit {
 			if !w.next() {

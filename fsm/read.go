@@ -62,6 +62,9 @@ type View struct {
 	// covered is the namespace's index coverage loaded before snap was
 	// taken, so it never claims entries the snapshot lacks.
 	covered uint64
+	// coveredBy is the per-index coverage (index id -> applied index),
+	// loaded with covered.
+	coveredBy map[uint64]uint64
 }
 
 // View opens a consistent view of namespace name.
@@ -70,8 +73,8 @@ func (s *Store) View(name string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	covered := ns.indexer.covered.Load()
-	return &View{s: s, ns: ns, covered: covered, snap: ns.db.NewSnapshot()}, nil
+	covered, byIndex := ns.indexer.covered.Load(), ns.indexer.coverage()
+	return &View{s: s, ns: ns, covered: covered, coveredBy: byIndex, snap: ns.db.NewSnapshot()}, nil
 }
 
 // Namespace returns the registry entry of the viewed namespace.

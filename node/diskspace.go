@@ -66,7 +66,8 @@ func (a *diskAlarm) err() error {
 	return a.reason
 }
 
-// refusedWhenFull reports whether cmd adds data: deleting a namespace,
+// refusedWhenFull reports whether cmd adds data (a RebuildIndex does: a
+// second copy of an index's entries on every node): deleting a namespace,
 // streams or messages, expiry and retention policies free space, node
 // info is membership's, and a leaked credential must be revocable, so
 // those still go.

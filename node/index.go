@@ -29,7 +29,7 @@ import (
 //
 // Rolling upgrades: a replica that does not know CreateIndex would apply
 // it as a malformed command while the others store the definition, and
-// their states would differ. So CreateIndex and DeleteIndex are proposed
+// their states would differ. So CreateIndex, DeleteIndex and RebuildIndex are proposed
 // only once every server of the configuration reports
 // fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
 // typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
@@ -52,11 +52,20 @@ func (n *Node) DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.Inde
 	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{DeleteIndex: c}})
 }
 
+// RebuildIndex is Apply for an index rebuild (a new definition or the
+// same one, built beside the current one).
+func (n *Node) RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error) {
+	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{}}); err != nil {
+		return nil, err
+	}
+	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: c}})
+}
+
 // checkIndexGate refuses an index command on the leader while a server
 // does not report knowing indexes.
 func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
 	switch cmd.Kind.(type) {
-	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex:
+	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex, *fsmv1.Command_RebuildIndex:
 	default:
 		return nil
 	}
@@ -67,15 +76,17 @@ func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
 	return nil
 }
 
-// ReadIndexed is Read for index reads: at LINEARIZABLE and SESSION it
-// also waits, within ctx (or Config.ReadWait when ctx has no deadline),
-// until namespace ns's indexes on this node hold every message of the
-// entries the read must see; LOCAL answers at once (IndexInfo.Covered
-// and LagEvents say how far behind the index is).
+// ReadIndexed is Read for reads of index (every index of the namespace
+// when ""): at LINEARIZABLE and SESSION it also waits, within ctx (or
+// Config.ReadWait when ctx has no deadline), until that index on this
+// node holds every message of the entries the read must see; LOCAL
+// answers at once (IndexInfo.Covered and LagEvents say how far behind
+// the index is). Each index is waited for alone: one that builds holds
+// back no read of its siblings.
 //
 // Errors: those of Read, and nodeapi.ErrNotCaughtUp when the index did
 // not catch up in time.
-func (n *Node) ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
 	var target uint64
 	switch opts.Consistency {
 	case nodeapi.Linearizable:
@@ -94,28 +105,49 @@ func (n *Node) ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOpti
 	// The read index may be past the last entry the state machine saw (a
 	// no-op); everything up to it that holds state is applied by now.
 	target = min(target, applied)
-	if opts.Consistency != nodeapi.Local && target > 0 {
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if _, ok := ctx.Deadline(); !ok {
-			wctx, cancel = context.WithTimeout(ctx, n.cfg.ReadWait)
-		}
-		n.indexLoops.kick(ns)
-		err := n.store.WaitIndexed(wctx, ns, target)
-		cancel()
-		switch {
-		case errors.Is(err, fsm.ErrNamespaceNotFound):
-			return applied, err
-		case err != nil:
-			return 0, fmt.Errorf("%w: the indexes of namespace %q hold the entries up to %d on this node, the read needs %d: %v",
-				nodeapi.ErrNotCaughtUp, ns, n.store.IndexCovered(ns), target, err)
-		}
+	wait := opts.Consistency != nodeapi.Local && target > 0
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok && wait {
+		wctx, cancel = context.WithTimeout(ctx, n.cfg.ReadWait)
 	}
-	v, err := n.store.View(ns)
-	if err != nil {
+	defer cancel()
+	for {
+		if wait {
+			n.indexLoops.kick(ns)
+			err := n.store.WaitIndexed(wctx, ns, index, target)
+			switch {
+			case errors.Is(err, fsm.ErrNamespaceNotFound):
+				return applied, err
+			case err != nil:
+				covered := n.store.IndexCovered(ns)
+				if index != "" {
+					covered = n.store.IndexCoveredBy(ns, index)
+				}
+				return 0, fmt.Errorf("%w: index %q of namespace %q holds the entries up to %d on this node, the read needs %d: %v",
+					nodeapi.ErrNotCaughtUp, index, ns, covered, target, err)
+			}
+		}
+		v, err := n.store.View(ns)
+		if err != nil {
+			return applied, err
+		}
+		if wait && index != "" {
+			// The name may have been deleted and created again since
+			// the wait: the view's own index must cover the read.
+			if c := v.IndexCovered(index); c < target {
+				if _, err := v.Index(index); err == nil {
+					v.Close()
+					if err := wctx.Err(); err != nil {
+						return 0, fmt.Errorf("%w: index %q of namespace %q was created again while the read waited: %v", nodeapi.ErrNotCaughtUp, index, ns, err)
+					}
+					continue
+				}
+			}
+		}
+		err = fn(v)
+		v.Close()
 		return applied, err
 	}
-	defer v.Close()
-	return applied, fn(v)
 }
 
 // indexLoops are the node's per-namespace index loops.

@@ -23,12 +23,26 @@ func amountIndex(ns string) *fsmv1.CreateIndex {
 	}}
 }
 
+// latestIndex is amountIndex's stream kind: each acct stream's latest
+// amount.
+func latestIndex(ns string) *fsmv1.CreateIndex {
+	c := amountIndex(ns)
+	c.Definition.Name, c.Definition.Kind = "latest", fsmv1.IndexKind_INDEX_KIND_STREAM
+	return c
+}
+
 var amountIDs atomic.Int64
 
 // appendAmount appends one message through n, again with the same id
 // (remembered by the namespace: written once) while the outcome is
 // unknown or no leader is known: a loaded host loses leaders.
 func appendAmount(t *testing.T, n *Node, ns, stream string, amount any) *fsm.AppendResult {
+	t.Helper()
+	return appendTyped(t, n, ns, stream, "T", amount)
+}
+
+// appendTyped is appendAmount with a message type.
+func appendTyped(t *testing.T, n *Node, ns, stream, typ string, amount any) *fsm.AppendResult {
 	t.Helper()
 	data, _ := json.Marshal(map[string]any{"amount": amount})
 	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", amountIDs.Add(1))
@@ -38,7 +52,7 @@ func appendAmount(t *testing.T, n *Node, ns, stream string, amount any) *fsm.App
 	)
 	testutil.Eventually(t, waitTimeout, "an append to "+stream, func() bool {
 		res, err = n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
-			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: "T", Data: data}}})
+			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: typ, Data: data}}})
 		return err == nil || !(errors.Is(err, nodeapi.ErrUnknownOutcome) || errors.Is(err, nodeapi.ErrNoLeader))
 	})
 	if err != nil {
@@ -55,7 +69,7 @@ func indexedOn(t *testing.T, n *Node, ns string) map[int64]int64 {
 	var cursor []byte
 	for {
 		var page fsm.IndexPage
-		_, err := n.ReadIndexed(ctxT(t), ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+		_, err := n.ReadIndexed(ctxT(t), ns, "", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			page, err = v.QueryIndex(fsm.IndexQuery{Index: "amount", Limit: 1000, Cursor: cursor, PositionsOnly: true})
 			return err
 		})
@@ -71,10 +85,35 @@ func indexedOn(t *testing.T, n *Node, ns string) map[int64]int64 {
 	}
 }
 
-// modelOn computes index "amount" from n's own messages.
-func modelOn(t *testing.T, n *Node, ns string) map[int64]int64 {
+// latestOn reads the whole stream index "latest" on n at LOCAL: stream
+// -> global position of its entry.
+func latestOn(t *testing.T, n *Node, ns string) map[string]int64 {
 	t.Helper()
-	out := map[int64]int64{}
+	out := map[string]int64{}
+	var cursor []byte
+	for {
+		var page fsm.IndexPage
+		_, err := n.ReadIndexed(ctxT(t), ns, "", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+			page, err = v.QueryIndex(fsm.IndexQuery{Index: "latest", Limit: 1000, Cursor: cursor, PositionsOnly: true})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("query on %s: %v", n.ID(), err)
+		}
+		for _, h := range page.Hits {
+			out[h.Stream] = h.GlobalPosition
+		}
+		if cursor = page.NextCursor; cursor == nil {
+			return out
+		}
+	}
+}
+
+// modelOn computes index "amount" from n's own messages, and the stream
+// index "latest" (stream -> global position of its last indexed message).
+func modelOn(t *testing.T, n *Node, ns string) (map[int64]int64, map[string]int64) {
+	t.Helper()
+	out, latest := map[int64]int64{}, map[string]int64{}
 	for _, m := range readAll(t, n, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}) {
 		if fsm.Category(m.Stream) != "acct" {
 			continue
@@ -87,9 +126,10 @@ func modelOn(t *testing.T, n *Node, ns string) map[int64]int64 {
 		}
 		if v, err := d.Amount.Int64(); err == nil {
 			out[m.GlobalPosition] = v
+			latest[m.Stream] = m.GlobalPosition // in global order: the last wins
 		}
 	}
-	return out
+	return out, latest
 }
 
 // Every node's index equals the index computed from its own messages
@@ -108,6 +148,9 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 	if _, err := c.Followers()[0].CreateIndex(ctxT(t), amountIndex("app")); err != nil {
 		t.Fatalf("create index: %v", err)
 	}
+	if _, err := l.CreateIndex(ctxT(t), latestIndex("app")); err != nil {
+		t.Fatalf("create stream index: %v", err)
+	}
 	for i := range 10 {
 		appendAmount(t, l.Node, "app", fmt.Sprintf("acct-%d", i%4), 100+i)
 	}
@@ -115,6 +158,14 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := l.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: "app", Stream: "acct-1"}); err != nil {
+		t.Fatal(err)
+	}
+	// acct-3's latest indexed message removed by type, an earlier one kept:
+	// its stream index entry moves back.
+	kept := appendAmount(t, l.Node, "app", "acct-3", 500)
+	appendTyped(t, l.Node, "app", "acct-3", "Late", 501)
+	if _, err := l.DeleteByWatermark(ctxT(t), &fsmv1.DeleteByWatermark{Namespace: "app", Category: "acct", Types: []string{"Late"},
+		Watermarks: []*fsmv1.StreamWatermark{{Stream: "acct-3", Position: 1000}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.SetRetentionPolicy(ctxT(t), &fsmv1.SetRetentionPolicy{Namespace: "app", Policy: &fsmv1.RetentionPolicy{
@@ -134,16 +185,22 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		for _, n := range c.Nodes {
-			want := modelOn(t, n.Node, "app")
-			testutil.Eventually(t, waitTimeout, step+": the index of "+n.ID()+" to equal its log", func() bool {
-				return reflect.DeepEqual(indexedOn(t, n.Node, "app"), want)
+			want, wantLatest := modelOn(t, n.Node, "app")
+			testutil.Eventually(t, waitTimeout, step+": the indexes of "+n.ID()+" to equal its log", func() bool {
+				return reflect.DeepEqual(indexedOn(t, n.Node, "app"), want) && reflect.DeepEqual(latestOn(t, n.Node, "app"), wantLatest)
 			})
-			if len(want) < 10 {
-				t.Fatalf("%s: the model holds only %d entries: the test removed too much", step, len(want))
+			if len(want) < 10 || len(wantLatest) != 3 {
+				t.Fatalf("%s: the model holds only %d entries, %d streams: the test removed too much", step, len(want), len(wantLatest))
+			}
+			if wantLatest["acct-3"] < kept.FirstGlobalPosition {
+				t.Fatalf("%s: acct-3's model entry is at %d, before the message kept at %d", step, wantLatest["acct-3"], kept.FirstGlobalPosition)
 			}
 		}
 	}
 	check("after removals")
+	if got := latestOn(t, l.Node, "app")["acct-3"]; got != kept.FirstGlobalPosition {
+		t.Fatalf("acct-3's entry is at %d, want %d: the Late message was removed", got, kept.FirstGlobalPosition)
+	}
 
 	// A restart resumes from the checkpoint: only new messages are read.
 	f := c.Followers()[0]
@@ -155,6 +212,24 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 	if got := f.Node.store.IndexCounters().Read; got > 5 {
 		t.Fatalf("the restarted node's loop read %d messages: it rebuilt instead of resuming", got)
 	}
+
+	// A rebuild: every node switches to the new definition once it has
+	// built it, and it still equals the log.
+	res, err := c.Leader().RebuildIndex(ctxT(t), &fsmv1.RebuildIndex{Namespace: "app", Name: "latest"})
+	if err != nil {
+		t.Fatalf("rebuild: %v", err)
+	}
+	for _, n := range c.Nodes {
+		testutil.Eventually(t, waitTimeout, n.ID()+" to answer from the rebuilt index", func() bool {
+			var info fsm.IndexInfo
+			_, err := n.Node.Read(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
+				info, err = v.Index("latest")
+				return err
+			})
+			return err == nil && info.Definition.Id == res.Index && info.Rebuilding == nil
+		})
+	}
+	check("after a rebuild")
 }
 
 // An index read at LINEARIZABLE on a follower sees a write acknowledged
@@ -172,7 +247,7 @@ func TestIndexReadLinearizable(t *testing.T) {
 	for i := range 20 {
 		res := appendAmount(t, l.Node, "app", "acct-1", 1000+i)
 		var hits []fsm.IndexHit
-		_, err := f.ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+		_, err := f.ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
 			page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{fmt.Sprint(1000 + i)}})
 			hits = page.Hits
 			return err
@@ -187,7 +262,7 @@ func TestIndexReadLinearizable(t *testing.T) {
 	// SESSION at the write's index, on another follower.
 	res := appendAmount(t, l.Node, "app", "acct-2", 5)
 	var n int
-	if _, err := c.Followers()[1].ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}, func(v *fsm.View) error {
+	if _, err := c.Followers()[1].ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}, func(v *fsm.View) error {
 		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"5"}})
 		n = len(page.Hits)
 		return err
@@ -253,7 +328,8 @@ func TestIndexMetrics(t *testing.T) {
 				skipped, ok2 := sampleValue(t, l.Registry, "skald_index_skipped_events", label, value)
 				building, ok3 := sampleValue(t, l.Registry, "skald_index_building", label, value)
 				progress, ok4 := sampleValue(t, l.Registry, "skald_index_build_progress", label, value)
-				return ok1 && ok2 && ok3 && ok4 && entries == 5 && skipped == 1 && building == 0 && progress == 1
+				rebuild, ok5 := sampleValue(t, l.Registry, "skald_index_rebuild_progress", label, value)
+				return ok1 && ok2 && ok3 && ok4 && ok5 && entries == 5 && skipped == 1 && building == 0 && progress == 1 && rebuild == 1
 			})
 			if v, _ := sampleValue(t, l.Registry, "skald_index_events_read_total", "", ""); v < 6 {
 				t.Fatalf("skald_index_events_read_total = %v, want at least 6", v)
@@ -287,7 +363,7 @@ func TestIndexInMemory(t *testing.T) {
 	}
 	res := appendAmount(t, l.Node, "app", "acct-1", 42)
 	var hits []fsm.IndexHit
-	if _, err := c.Followers()[0].ReadIndexed(ctxT(t), "app", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+	if _, err := c.Followers()[0].ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
 		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"42"}})
 		hits = page.Hits
 		return err

@@ -34,6 +34,7 @@ func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
 		"entries":  desc("entries", "Entries of the index on this node"),
 		"skipped":  desc("skipped_events", "Matching events skipped for a missing or mistyped field"),
 		"progress": desc("build_progress", "Share of the namespace an index has read, 0 to 1 (the least, when summed)"),
+		"rebuild":  desc("rebuild_progress", "Share of the namespace a rebuild of an index has read, 0 to 1; 1 when none runs (the least, when summed)"),
 	}, read: prometheus.NewDesc("skald_index_events_read_total", "Events the index loops of this node read since it started.", nil, nil)}
 }
 
@@ -46,7 +47,7 @@ func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(c.n.store.IndexCounters().Read))
-	sum := map[string]float64{"progress": 1}
+	sum := map[string]float64{"progress": 1, "rebuild": 1}
 	for _, ns := range c.n.store.IndexedNamespaces() {
 		v, err := c.n.store.View(ns)
 		if err != nil {
@@ -64,7 +65,10 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			vals := map[string]float64{
 				"indexes": 1, "building": building, "lag": float64(info.LagEvents), "lag_sec": info.LagTime.Seconds(),
-				"entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress,
+				"entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress, "rebuild": 1,
+			}
+			if r := info.Rebuilding; r != nil {
+				vals["rebuild"] = r.Progress
 			}
 			if c.tenantLabels {
 				for name, x := range vals {
@@ -76,7 +80,7 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 				switch name {
 				case "lag_sec":
 					sum[name] = max(sum[name], x)
-				case "progress":
+				case "progress", "rebuild":
 					sum[name] = min(sum[name], x)
 				default:
 					sum[name] += x

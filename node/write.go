@@ -226,6 +226,10 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		if k.CreateIndex.TimeUnixNano == 0 {
 			k.CreateIndex.TimeUnixNano = ns
 		}
+	case *fsmv1.Command_RebuildIndex:
+		if k.RebuildIndex.TimeUnixNano == 0 {
+			k.RebuildIndex.TimeUnixNano = ns
+		}
 	}
 }
 

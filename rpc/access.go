@@ -91,6 +91,7 @@ var procedureAccess = map[string]access{
 	skaldv1connect.SubscriptionsNackProcedure:         readerAll,
 	skaldv1connect.IndexesCreateProcedure:             ownerAll,
 	skaldv1connect.IndexesDeleteProcedure:             ownerAll,
+	skaldv1connect.IndexesRebuildProcedure:            ownerAll,
 	skaldv1connect.IndexesListProcedure:               readerAll,
 	skaldv1connect.IndexesInfoProcedure:               readerAll,
 	skaldv1connect.IndexesQueryProcedure:              readerAll, // entries of every stream: unscoped

@@ -82,11 +82,12 @@ var connectSpec = map[string]struct {
 	"skald.v1.Subscriptions/Ack":          {rdWhole, `{"group":"nope","ids":["x"]}`},
 	"skald.v1.Subscriptions/Nack":         {rdWhole, `{"group":"nope","ids":["x"]}`},
 
-	"skald.v1.Indexes/Create": {owWhole, `{}`},
-	"skald.v1.Indexes/Delete": {owWhole, `{"name":"nope"}`},
-	"skald.v1.Indexes/List":   {rdWhole, `{}`},
-	"skald.v1.Indexes/Info":   {rdWhole, `{"name":"nope"}`},
-	"skald.v1.Indexes/Query":  {rdWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Create":  {owWhole, `{}`},
+	"skald.v1.Indexes/Delete":  {owWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Rebuild": {owWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/List":    {rdWhole, `{}`},
+	"skald.v1.Indexes/Info":    {rdWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Query":   {rdWhole, `{"name":"nope"}`},
 
 	"skald.v1.Credentials/Create": {owWhole, `{"name":""}`},
 	"skald.v1.Credentials/List":   {owWhole, `{}`},

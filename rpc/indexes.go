@@ -19,7 +19,8 @@ import (
 type indexBackend interface {
 	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
 	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
-	ReadIndexed(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
+	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error)
+	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
 }
@@ -119,6 +120,33 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Index
 	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
 }
 
+func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.IndexesRebuildRequest]) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
+		return nil, err
+	}
+	c := &fsmv1.RebuildIndex{Namespace: name, Name: req.Msg.Name}
+	if req.Msg.Definition != nil {
+		if c.Definition, err = indexDefinitionIn(req.Msg.Definition); err != nil {
+			return nil, err
+		}
+		if c.Definition.Name != req.Msg.Name {
+			return nil, invalidField("definition.name", "must be the index's name %q, got %q (a rebuild keeps the name)", req.Msg.Name, c.Definition.Name)
+		}
+	}
+	res, err := s.b.RebuildIndex(ctx, c)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
+	}
+	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+}
+
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
 	if err := checkKnown(req.Msg); err != nil {
 		return nil, err
@@ -138,22 +166,24 @@ func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.Index
 }
 
 // read runs fn at the requested consistency, pages capped at
-// s.pageBytes. With waitIndex (queries), LINEARIZABLE and SESSION also
-// wait for the namespace's indexes (ReadIndexed); List and Info do not:
+// s.pageBytes. With waitIndex (a query's index name), LINEARIZABLE and
+// SESSION also wait for that index (ReadIndexed); List and Info do not:
 // they report the progress of an index that may be building.
-func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex bool, fn func(*fsm.View) error) (uint64, error) {
+func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, waitIndex string, fn func(*fsm.View) error) (uint64, error) {
 	opts, err := readOptions(o)
 	if err != nil {
 		return 0, err
 	}
-	read := s.b.Read
-	if waitIndex {
-		read = s.b.ReadIndexed
-	}
-	applied, err := read(ctx, ns, opts, func(v *fsm.View) error {
+	withPage := func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
 		return fn(v)
-	})
+	}
+	var applied uint64
+	if waitIndex != "" {
+		applied, err = s.b.ReadIndexed(ctx, ns, waitIndex, opts, withPage)
+	} else {
+		applied, err = s.b.Read(ctx, ns, opts, withPage)
+	}
 	if err != nil {
 		return 0, toConnect(ctx, s.log, namedNamespace(ns, err))
 	}
@@ -170,7 +200,7 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	var infos []fsm.IndexInfo
 	// A listing never waits for the loops: it reports their progress.
-	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, "", func(v *fsm.View) (err error) {
 		infos, err = v.Indexes()
 		return err
 	})
@@ -179,7 +209,7 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	resp := &skaldv1.IndexesListResponse{AppliedIndex: applied}
 	for _, info := range infos {
-		resp.Indexes = append(resp.Indexes, &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)})
+		resp.Indexes = append(resp.Indexes, indexInfoOut(info, applied))
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -196,15 +226,24 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.Indexes
 		return nil, err
 	}
 	var info fsm.IndexInfo
-	applied, err := s.read(ctx, name, req.Msg.Read, false, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, req.Msg.Read, "", func(v *fsm.View) (err error) {
 		info, err = v.Index(req.Msg.Name)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied,
-		Index: &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}}), nil
+	return connect.NewResponse(&skaldv1.IndexesInfoResponse{AppliedIndex: applied, Index: indexInfoOut(info, applied)}), nil
+}
+
+// indexInfoOut is an index's info: the definition queries answer from,
+// and a rebuild while it builds.
+func indexInfoOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexInfo {
+	out := &skaldv1.IndexInfo{Definition: indexDefinitionOut(info.Definition), Status: indexStatusOut(info, applied)}
+	if r := info.Rebuilding; r != nil {
+		out.Rebuilding, out.RebuildStatus = indexDefinitionOut(r.Definition), indexStatusOut(*r, applied)
+	}
+	return out
 }
 
 func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {
@@ -234,7 +273,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 		page fsm.IndexPage
 		info fsm.IndexInfo
 	)
-	applied, err := s.read(ctx, name, m.Read, true, func(v *fsm.View) (err error) {
+	applied, err := s.read(ctx, name, m.Read, m.Name, func(v *fsm.View) (err error) {
 		if page, err = v.QueryIndex(q); err != nil {
 			return err
 		}
@@ -246,7 +285,7 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 	}
 	resp := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Capped, AppliedIndex: applied, Status: indexStatusOut(info, applied)}
 	for _, h := range page.Hits {
-		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition}
+		hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Stream: h.Stream}
 		for _, v := range h.Values {
 			hit.Values = append(hit.Values, indexValueText(v, h, info.Definition, len(hit.Values)))
 		}

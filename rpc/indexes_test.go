@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/skalddb/skald/internal/testutil"
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
@@ -162,5 +164,137 @@ func TestIndexesAPI(t *testing.T) {
 	}
 	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || len(list.Msg.Indexes) != 0 {
 		t.Fatalf("after delete: %v, %v", list, err)
+	}
+}
+
+// A stream index answers each stream once, from its latest event, and
+// names the stream with positions only; its kind is reported back.
+func TestIndexesAPIStreamKind(t *testing.T) {
+	s := single(t)
+	ctx := ctxT(t)
+	admin := newClients(s, protocols[0], adminToken)
+	created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := newClients(s, protocols[0], created.Msg.Token)
+	for i := range 10 {
+		data := fmt.Appendf(nil, `{"amount":%d}`, i*10-20)
+		if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i%3),
+			Messages: []*skaldv1.NewMessage{{Type: "T", Data: data}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := amountDefinition()
+	d.Name, d.Kind = "latest", skaldv1.IndexKind_INDEX_KIND_STREAM
+	res, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: d}))
+	if err != nil || res.Msg.Definition.Kind != skaldv1.IndexKind_INDEX_KIND_STREAM {
+		t.Fatalf("create: %v, %v", res, err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  *skaldv1.IndexesQueryRequest
+		want string
+	}{
+		{"every stream", &skaldv1.IndexesQueryRequest{Name: "latest", PositionsOnly: true}, "[8=50/acct-1 9=60/acct-2 10=70/acct-0]"},
+		{"range, descending", &skaldv1.IndexesQueryRequest{Name: "latest", From: &skaldv1.IndexBound{Value: "55"}, Descending: true}, "[10=70/acct-0 9=60/acct-2]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := own.indexes.Query(ctx, connect.NewRequest(tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range r.Msg.Hits {
+				if m := h.GetMessage(); m != nil && m.Stream != h.Stream {
+					t.Fatalf("hit %d names stream %q, its event is of %q", h.GlobalPosition, h.Stream, m.Stream)
+				}
+				got = append(got, fmt.Sprintf("%d=%s/%s", h.GlobalPosition, h.Values[0], h.Stream))
+			}
+			if fmt.Sprint(got) != tc.want || r.Msg.Status.GetEntries() != 3 {
+				t.Fatalf("hits %v, want %s; status %v", got, tc.want, r.Msg.Status)
+			}
+		})
+	}
+}
+
+// Rebuild builds an index again under a new version; the listing shows
+// the rebuild while it runs and the new version once built; bad rebuilds
+// are refused naming their field and change nothing.
+func TestIndexesRebuild(t *testing.T) {
+	s := single(t)
+	ctx := ctxT(t)
+	admin := newClients(s, protocols[0], adminToken)
+	created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := newClients(s, protocols[0], created.Msg.Token)
+	for i := range 10 {
+		if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i%3),
+			Messages: []*skaldv1.NewMessage{{Type: "T", Data: fmt.Appendf(nil, `{"amount":%d}`, i)}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: amountDefinition()})); err != nil {
+		t.Fatal(err)
+	}
+	v2 := amountDefinition()
+	v2.Version, v2.Kind = 2, skaldv1.IndexKind_INDEX_KIND_STREAM
+	res, err := own.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Name: "amount", Definition: v2}))
+	if err != nil || res.Msg.Index == 0 || res.Msg.Definition.Version != 2 || res.Msg.Definition.Kind != skaldv1.IndexKind_INDEX_KIND_STREAM {
+		t.Fatalf("rebuild: %v, %v", res, err)
+	}
+	// A query at LINEARIZABLE answers from one version or the other, and
+	// holds every event either way: 10 entries (v1) or 3 streams (v2).
+	q, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", PositionsOnly: true}))
+	if err != nil || (len(q.Msg.Hits) != 10 && len(q.Msg.Hits) != 3) {
+		t.Fatalf("query during the rebuild: %v, %v", q, err)
+	}
+	testutil.Eventually(t, 20*time.Second, "the listing to show version 2", func() bool {
+		list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{}))
+		return err == nil && len(list.Msg.Indexes) == 1 && list.Msg.Indexes[0].Definition.Version == 2 &&
+			list.Msg.Indexes[0].Rebuilding == nil && list.Msg.Indexes[0].Status.Entries == 3
+	})
+	q, err = own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", PositionsOnly: true}))
+	if err != nil || len(q.Msg.Hits) != 3 || q.Msg.Hits[0].Stream == "" {
+		t.Fatalf("query of version 2: %v, %v", q, err)
+	}
+	renamed := amountDefinition()
+	renamed.Name = "other"
+	for _, tc := range []struct {
+		name  string
+		req   *skaldv1.IndexesRebuildRequest
+		code  connect.Code
+		field string
+	}{
+		{"another name", &skaldv1.IndexesRebuildRequest{Name: "amount", Definition: renamed}, connect.CodeInvalidArgument, "definition.name"},
+		{"bad definition", &skaldv1.IndexesRebuildRequest{Name: "amount", Definition: &skaldv1.IndexDefinition{Name: "amount", Category: "acct"}}, connect.CodeInvalidArgument, "definition.fields"},
+		{"unknown index", &skaldv1.IndexesRebuildRequest{Name: "nope"}, connect.CodeNotFound, ""},
+		{"bad name", &skaldv1.IndexesRebuildRequest{Name: ""}, connect.CodeInvalidArgument, "name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := own.indexes.Rebuild(ctx, connect.NewRequest(tc.req))
+			var ce *connect.Error
+			if !errors.As(err, &ce) || ce.Code() != tc.code {
+				t.Fatalf("error %v, want %v", err, tc.code)
+			}
+			if tc.field != "" {
+				var field string
+				for _, d := range ce.Details() {
+					if v, err := d.Value(); err == nil {
+						if br, ok := v.(*errdetails.BadRequest); ok && len(br.FieldViolations) > 0 {
+							field = br.FieldViolations[0].Field
+						}
+					}
+				}
+				if field != tc.field {
+					t.Fatalf("field violation %q, want %q (%v)", field, tc.field, err)
+				}
+			}
+		})
+	}
+	if list, err := own.indexes.List(ctx, connect.NewRequest(&skaldv1.IndexesListRequest{})); err != nil || list.Msg.Indexes[0].Definition.Version != 2 || list.Msg.Indexes[0].Rebuilding != nil {
+		t.Fatalf("the refusals changed the index: %v, %v", list, err)
 	}
 }

@@ -45,8 +45,9 @@ var throughLeader = map[string]bool{
 	skaldv1connect.CredentialsCreateProcedure:         true,
 	skaldv1connect.CredentialsRevokeProcedure:         true,
 
-	skaldv1connect.IndexesCreateProcedure: true,
-	skaldv1connect.IndexesDeleteProcedure: true,
+	skaldv1connect.IndexesCreateProcedure:  true,
+	skaldv1connect.IndexesDeleteProcedure:  true,
+	skaldv1connect.IndexesRebuildProcedure: true,
 }
 
 // servedLocally are the procedures any node answers itself: reads at the

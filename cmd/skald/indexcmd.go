@@ -16,18 +16,24 @@ import (
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-const indexUsage = `Usage: skald index <create|list|info|delete|query> ...
+const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
+                         [--kind event|stream]
       declare an event index: one entry per event of category C (the text before a stream
       name's first '-'), of one of the types, and carrying every tag (give at least one of
       them), ordered by its fields. SPEC is data:POINTER:TYPE or metadata:POINTER:TYPE (a JSON
       pointer such as /customer/id; TYPE string, int, float, time or bool), or type, stream
       or time (the event's own). An event without a field of its type is skipped and counted.
+      --kind stream keeps one entry per stream instead, from its latest such event.
   skald index list
       list the namespace's indexes with this node's progress (entries, skipped, lag)
   skald index info NAME
       one index's definition and progress
+  skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]]
+      build the index again from the log: as it is, or with the definition the flags give (a
+      new version; the name stays). Every node answers queries from the current definition
+      until it has built the new one, which then replaces it; list and info show the progress.
   skald index delete NAME
       drop an index; every node drops its entries
   skald index query NAME [--eq VALUE]... [--from V|--after V] [--to V|--before V] [--prefix P]
@@ -58,6 +64,8 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runIndexInfo(ctx, args[1:], stdout, stderr)
 	case "delete":
 		return runIndexDelete(ctx, args[1:], stdout, stderr)
+	case "rebuild":
+		return runIndexRebuild(ctx, args[1:], stdout, stderr)
 	case "query":
 		return runIndexQuery(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -105,32 +113,63 @@ func parseFieldSpec(spec string) (*skaldv1.IndexField, error) {
 	return &skaldv1.IndexField{Source: source, Pointer: rest[:i], Type: typ}, nil
 }
 
+// defFlags are the flags that define an index (create, rebuild).
+type defFlags struct {
+	category, kind      *string
+	version             *uint
+	types, tags, fields listFlag
+}
+
+func addDefFlags(fs *flag.FlagSet) *defFlags {
+	f := &defFlags{
+		category: fs.String("category", "", "index the events of this category"),
+		version:  fs.Uint("version", 1, "the definition's version (yours to choose; reported back)"),
+		kind:     fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event"),
+	}
+	fs.Var(&f.types, "type", "index events of this type (repeat for several)")
+	fs.Var(&f.tags, "tag", "index events carrying this tag (repeat: every one)")
+	fs.Var(&f.fields, "field", "a field: data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time (repeat, in order)")
+	return f
+}
+
+// definition is the definition the flags give; errors are usage errors.
+func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
+	d := &skaldv1.IndexDefinition{Name: name, Version: uint32(*f.version), Category: *f.category, Types: f.types}
+	switch *f.kind {
+	case "event":
+		d.Kind = skaldv1.IndexKind_INDEX_KIND_EVENT
+	case "stream":
+		d.Kind = skaldv1.IndexKind_INDEX_KIND_STREAM
+	default:
+		return nil, fmt.Errorf("--kind %q: want event or stream", *f.kind)
+	}
+	if len(f.tags) > 0 {
+		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: f.types, Tags: f.tags}}}
+	}
+	for _, spec := range f.fields {
+		fd, err := parseFieldSpec(spec)
+		if err != nil {
+			return nil, err
+		}
+		d.Fields = append(d.Fields, fd)
+	}
+	if len(f.fields) == 0 {
+		return nil, fmt.Errorf("give at least one --field")
+	}
+	return d, nil
+}
+
 func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--namespace NS]", stderr)
+	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	category := fs.String("category", "", "index the events of this category")
-	version := fs.Uint("version", 1, "the definition's version (yours to choose; reported back)")
-	var types, tags, fields listFlag
-	fs.Var(&types, "type", "index events of this type (repeat for several)")
-	fs.Var(&tags, "tag", "index events carrying this tag (repeat: every one)")
-	fs.Var(&fields, "field", "a field: data:POINTER:TYPE, metadata:POINTER:TYPE, type, stream or time (repeat, in order)")
+	df := addDefFlags(fs)
 	rest, err := cf.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	d := &skaldv1.IndexDefinition{Name: rest[0], Version: uint32(*version), Category: *category, Types: types}
-	if len(tags) > 0 {
-		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: types, Tags: tags}}}
-	}
-	for _, spec := range fields {
-		f, err := parseFieldSpec(spec)
-		if err != nil {
-			return cf.usageError(fs, err.Error())
-		}
-		d.Fields = append(d.Fields, f)
-	}
-	if len(fields) == 0 {
-		return cf.usageError(fs, "give at least one --field")
+	d, err := df.definition(rest[0])
+	if err != nil {
+		return cf.usageError(fs, err.Error())
 	}
 	c, err := cf.connect(ctx)
 	if err != nil {
@@ -144,7 +183,50 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cf.output == "json" {
 		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "Created index %s: %s; every node builds it from its log now.\n", out.Name, describeFields(out.Fields))
+	per := ""
+	if out.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
+		per = " (per stream)"
+	}
+	fmt.Fprintf(stdout, "Created index %s%s: %s; every node builds it from its log now.\n", out.Name, per, describeFields(out.Fields))
+	return nil
+}
+
+func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	df := addDefFlags(fs)
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	var d *skaldv1.IndexDefinition
+	visited := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
+	if len(df.fields) > 0 {
+		if d, err = df.definition(rest[0]); err != nil {
+			return cf.usageError(fs, err.Error())
+		}
+	} else {
+		for _, name := range []string{"category", "version", "kind", "type", "tag"} {
+			if visited[name] {
+				return cf.usageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
+			}
+		}
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.RebuildIndex(ctx, *ns, rest[0], d)
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "Rebuilding index %s (version %d): %s; every node answers from the current definition until it has built this one.\n",
+		out.Name, out.Version, describeFields(out.Fields))
 	return nil
 }
 
@@ -164,6 +246,9 @@ func describeFields(fields []*skaldv1.IndexField) string {
 
 func describeSource(d *skaldv1.IndexDefinition) string {
 	var parts []string
+	if d.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
+		parts = append(parts, "latest per stream of")
+	}
 	if d.Category != "" {
 		parts = append(parts, "category "+d.Category)
 	}
@@ -180,8 +265,17 @@ func describeSource(d *skaldv1.IndexDefinition) string {
 
 func indexRow(info *skaldv1.IndexInfo) []string {
 	d, s := info.Definition, info.Status
-	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexState(s),
+	return []string{d.Name, strconv.FormatUint(uint64(d.Version), 10), describeSource(d), describeFields(d.Fields), indexRowState(info),
 		strconv.FormatInt(s.GetEntries(), 10), strconv.FormatInt(s.GetSkipped(), 10), strconv.FormatInt(s.GetLagEvents(), 10)}
+}
+
+// indexRowState is the index's state, and a rebuild's progress.
+func indexRowState(info *skaldv1.IndexInfo) string {
+	out := indexState(info.Status)
+	if info.Rebuilding != nil {
+		out += fmt.Sprintf("; rebuilding v%d: %s", info.Rebuilding.Version, indexState(info.RebuildStatus))
+	}
+	return out
 }
 
 // indexState is "healthy", or "building 42%" with the ETA when known.
@@ -329,7 +423,7 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if cf.output == "json" {
 		out := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Truncated, Status: page.Status}
 		for _, h := range page.Hits {
-			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values}
+			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values, Stream: h.Stream}
 			if m := h.Message; m != nil {
 				hit.Message = &skaldv1.Message{Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
 					Data: m.Data, Metadata: m.Metadata, Time: timestamppb.New(m.Time), Tags: m.Tags}
@@ -338,17 +432,26 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 		return printJSON(stdout, out)
 	}
+	// A stream index's positions name their streams (its documents).
+	perStream := false
+	for _, h := range page.Hits {
+		perStream = perStream || h.Stream != ""
+	}
 	rows := make([][]string, 0, len(page.Hits))
 	for _, h := range page.Hits {
 		row := []string{strconv.FormatInt(h.GlobalPosition, 10), strings.Join(h.Values, " | ")}
 		if h.Message != nil {
 			row = append(row, h.Message.Stream, strconv.FormatInt(h.Message.Position, 10), h.Message.Type, string(h.Message.Data))
+		} else if perStream {
+			row = append(row, h.Stream)
 		}
 		rows = append(rows, row)
 	}
 	header := "GPOS\tVALUES"
 	if !*positions {
 		header += "\tSTREAM\tPOS\tTYPE\tDATA"
+	} else if perStream {
+		header += "\tSTREAM"
 	}
 	if err := table(stdout, header, rows); err != nil {
 		return err

@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
 )
 
 // TestCLIIndex drives `skald index` through the built binary against a
@@ -52,7 +55,7 @@ func TestCLIIndex(t *testing.T) {
 		{"both bounds", shop, []string{"index", "query", "by-qty", "--from", "1", "--after", "2"}, exitUsage, `^$`, `give --from or --after, not both`},
 		{"unknown index", shop, []string{"index", "query", "nope"}, exitNotFound, `^$`, `not_found`},
 		{"another namespace", shop, []string{"index", "list", "--namespace", "default"}, exitAuth, `^$`, `permission_denied`},
-		{"unknown subcommand", shop, []string{"index", "rebuild", "by-sku"}, exitUsage, `^$`, `unknown subcommand "rebuild"`},
+		{"unknown subcommand", shop, []string{"index", "rename", "by-sku"}, exitUsage, `^$`, `unknown subcommand "rename"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, tc.env, tc.args...)
@@ -79,6 +82,61 @@ func TestCLIIndex(t *testing.T) {
 	}
 	if got := strings.Join(strings.Fields(strings.Join(seen, " ")), ","); got != "1,2,3,4,5" {
 		t.Fatalf("pages read %s, want 1..5", got)
+	}
+
+	// A stream index: order-0's latest sku moves from apple to cherry.
+	if stdout, stderr, code := runCLI(t, shop, "index", "create", "last-sku", "--kind", "stream", "--category", "order", "--field", "data:/sku:string"); code != 0 ||
+		stdout != "Created index last-sku (per stream): data:/sku:string; every node builds it from its log now.\n" {
+		t.Fatalf("create stream index: exit %d, %q, %s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, shop, "append", "order-0", "Sold", `{"sku":"cherry","qty":1}`); code != 0 {
+		t.Fatalf("append: exit %d: %s", code, stderr)
+	}
+	for _, tc := range []struct {
+		args   []string
+		stdout string
+	}{
+		{[]string{"--eq", "apple", "--positions"}, `(?s)^GPOS\s+VALUES\s+STREAM\n4\s+apple\s+order-3\s*\n$`},
+		{[]string{"--eq", "cherry", "--positions"}, `(?s)^GPOS\s+VALUES\s+STREAM\n5\s+cherry\s+order-4\s*\n6\s+cherry\s+order-0\s*\n$`},
+	} {
+		stdout, stderr, code := runCLI(t, shop, append([]string{"index", "query", "last-sku"}, tc.args...)...)
+		if code != 0 || !regexp.MustCompile(tc.stdout).MatchString(stdout) {
+			t.Fatalf("stream index query %v: exit %d, %q (want %s), %s", tc.args, code, stdout, tc.stdout, stderr)
+		}
+	}
+	if _, stderr, code := runCLI(t, shop, "index", "create", "x", "--kind", "doc", "--type", "Sold", "--field", "type"); code != exitUsage || !strings.Contains(stderr, `--kind "doc": want event or stream`) {
+		t.Fatalf("bad kind: exit %d, %s", code, stderr)
+	}
+
+	// A rebuild under a new version: qty as a float. Queries answer from
+	// version 1 until the node built version 2, then from it.
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"new version", []string{"by-qty", "--version", "2", "--category", "order", "--field", "data:/qty:float"}, 0,
+			"Rebuilding index by-qty (version 2): data:/qty:float; every node answers from the current definition until it has built this one.\n", ""},
+		{"as it is", []string{"last-sku"}, 0, "Rebuilding index last-sku (version 1): data:/sku:string; every node answers from the current definition until it has built this one.\n", ""},
+		{"a version without fields", []string{"by-qty", "--version", "3"}, exitUsage, "", "--version defines a new version: give its --field(s) too"},
+		{"unknown index", []string{"nope"}, exitNotFound, "", "not_found"},
+		{"bad field", []string{"by-qty", "--field", "data:/qty:number"}, exitUsage, "", `type "number"`},
+	} {
+		t.Run("rebuild "+tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, shop, append([]string{"index", "rebuild"}, tc.args...)...)
+			if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout %q (want %q)\nstderr %q (want %q)", code, tc.code, stdout, tc.stdout, stderr, tc.stderr)
+			}
+		})
+	}
+	testutil.Eventually(t, 30*time.Second, "by-qty to answer from version 2", func() bool {
+		stdout, _, code := runCLI(t, shop, "index", "list")
+		return code == 0 && regexp.MustCompile(`(?m)^by-qty\s+2\s+category order\s+data:/qty:float\s+healthy\s+6\s`).MatchString(stdout)
+	})
+	if stdout, stderr, code := runCLI(t, shop, "index", "query", "by-qty", "--eq", "1.0", "--positions"); code != 0 || !regexp.MustCompile(`(?s)^GPOS\s+VALUES\n6\s+1\s*\n$`).MatchString(stdout) {
+		t.Fatalf("query of version 2: exit %d, %q, %s", code, stdout, stderr)
 	}
 
 	if stdout, _, code := runCLI(t, shop, "index", "delete", "by-sku"); code != 0 || stdout != "Deleted index by-sku.\n" {

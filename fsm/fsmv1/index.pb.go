@@ -156,8 +156,7 @@ const (
 	IndexKind_INDEX_KIND_UNSPECIFIED IndexKind = 0
 	// One entry per matching message.
 	IndexKind_INDEX_KIND_EVENT IndexKind = 1
-	// One entry per stream, from its latest matching message (not built yet:
-	// refused).
+	// One entry per stream, from its latest indexed message (fsm/indexstream.go).
 	IndexKind_INDEX_KIND_STREAM IndexKind = 2
 )
 
@@ -284,8 +283,13 @@ type IndexDefinition struct {
 	Id uint64 `protobuf:"varint,8,opt,name=id,proto3" json:"id,omitempty"`
 	// Set by apply: the create's time (the leader's clock, unix ns).
 	CreatedUnixNano int64 `protobuf:"varint,9,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set by apply: the definition a RebuildIndex builds beside this one
+	// (its id the rebuild's Raft index). Each node answers queries from
+	// this definition until its own copy of next is built, then from next
+	// (fsm/indexrebuild.go).
+	Next          *IndexDefinition `protobuf:"bytes,10,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IndexDefinition) Reset() {
@@ -379,6 +383,13 @@ func (x *IndexDefinition) GetCreatedUnixNano() int64 {
 		return x.CreatedUnixNano
 	}
 	return 0
+}
+
+func (x *IndexDefinition) GetNext() *IndexDefinition {
+	if x != nil {
+		return x.Next
+	}
+	return nil
 }
 
 // CreateIndex declares an index in a namespace; the name must be free.
@@ -496,6 +507,79 @@ func (x *DeleteIndex) GetName() string {
 	return ""
 }
 
+// RebuildIndex builds an index again from the log, under a new id, with
+// the definition given (a new version) or the current one; the current
+// one keeps answering until the new one is built.
+type RebuildIndex struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Absent: the current definition. Its name must be the index's.
+	Definition *IndexDefinition `protobuf:"bytes,3,opt,name=definition,proto3" json:"definition,omitempty"`
+	// The leader's clock when it proposed (unix ns).
+	TimeUnixNano  int64 `protobuf:"varint,4,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndex) Reset() {
+	*x = RebuildIndex{}
+	mi := &file_skald_fsm_v1_index_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndex) ProtoMessage() {}
+
+func (x *RebuildIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_index_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndex.ProtoReflect.Descriptor instead.
+func (*RebuildIndex) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_index_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RebuildIndex) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RebuildIndex) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RebuildIndex) GetDefinition() *IndexDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *RebuildIndex) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
 var File_skald_fsm_v1_index_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_index_proto_rawDesc = "" +
@@ -505,7 +589,7 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"IndexField\x126\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1e.skald.fsm.v1.IndexFieldSourceR\x06source\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x120\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x1c.skald.fsm.v1.IndexFieldTypeR\x04type\"\xb7\x02\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1c.skald.fsm.v1.IndexFieldTypeR\x04type\"\xea\x02\n" +
 	"\x0fIndexDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1a\n" +
@@ -515,7 +599,9 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"\x06fields\x18\x06 \x03(\v2\x18.skald.fsm.v1.IndexFieldR\x06fields\x12+\n" +
 	"\x04kind\x18\a \x01(\x0e2\x17.skald.fsm.v1.IndexKindR\x04kind\x12\x0e\n" +
 	"\x02id\x18\b \x01(\x04R\x02id\x12*\n" +
-	"\x11created_unix_nano\x18\t \x01(\x03R\x0fcreatedUnixNano\"\x90\x01\n" +
+	"\x11created_unix_nano\x18\t \x01(\x03R\x0fcreatedUnixNano\x121\n" +
+	"\x04next\x18\n" +
+	" \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\x04next\"\x90\x01\n" +
 	"\vCreateIndex\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12=\n" +
 	"\n" +
@@ -524,7 +610,14 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\"?\n" +
 	"\vDeleteIndex\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name*\xcd\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa5\x01\n" +
+	"\fRebuildIndex\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12=\n" +
+	"\n" +
+	"definition\x18\x03 \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\n" +
+	"definition\x12$\n" +
+	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano*\xcd\x01\n" +
 	"\x10IndexFieldSource\x12\"\n" +
 	"\x1eINDEX_FIELD_SOURCE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17INDEX_FIELD_SOURCE_DATA\x10\x01\x12\x1f\n" +
@@ -557,7 +650,7 @@ func file_skald_fsm_v1_index_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_fsm_v1_index_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_skald_fsm_v1_index_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_skald_fsm_v1_index_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_skald_fsm_v1_index_proto_goTypes = []any{
 	(IndexFieldSource)(0),   // 0: skald.fsm.v1.IndexFieldSource
 	(IndexFieldType)(0),     // 1: skald.fsm.v1.IndexFieldType
@@ -566,20 +659,23 @@ var file_skald_fsm_v1_index_proto_goTypes = []any{
 	(*IndexDefinition)(nil), // 4: skald.fsm.v1.IndexDefinition
 	(*CreateIndex)(nil),     // 5: skald.fsm.v1.CreateIndex
 	(*DeleteIndex)(nil),     // 6: skald.fsm.v1.DeleteIndex
-	(*Query)(nil),           // 7: skald.fsm.v1.Query
+	(*RebuildIndex)(nil),    // 7: skald.fsm.v1.RebuildIndex
+	(*Query)(nil),           // 8: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_index_proto_depIdxs = []int32{
 	0, // 0: skald.fsm.v1.IndexField.source:type_name -> skald.fsm.v1.IndexFieldSource
 	1, // 1: skald.fsm.v1.IndexField.type:type_name -> skald.fsm.v1.IndexFieldType
-	7, // 2: skald.fsm.v1.IndexDefinition.query:type_name -> skald.fsm.v1.Query
+	8, // 2: skald.fsm.v1.IndexDefinition.query:type_name -> skald.fsm.v1.Query
 	3, // 3: skald.fsm.v1.IndexDefinition.fields:type_name -> skald.fsm.v1.IndexField
 	2, // 4: skald.fsm.v1.IndexDefinition.kind:type_name -> skald.fsm.v1.IndexKind
-	4, // 5: skald.fsm.v1.CreateIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 5: skald.fsm.v1.IndexDefinition.next:type_name -> skald.fsm.v1.IndexDefinition
+	4, // 6: skald.fsm.v1.CreateIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
+	4, // 7: skald.fsm.v1.RebuildIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_index_proto_init() }
@@ -594,7 +690,7 @@ func file_skald_fsm_v1_index_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_index_proto_rawDesc), len(file_skald_fsm_v1_index_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

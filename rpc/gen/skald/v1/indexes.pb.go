@@ -158,8 +158,11 @@ const (
 	IndexKind_INDEX_KIND_UNSPECIFIED IndexKind = 0
 	// One entry per matching event (the default).
 	IndexKind_INDEX_KIND_EVENT IndexKind = 1
-	// One entry per stream from its latest matching event: not supported
-	// yet (INVALID_ARGUMENT).
+	// One entry per stream, from its latest indexed event (the matching
+	// event with every field, of the highest stream position): "streams
+	// whose last status is frozen" is one range read. When that event is
+	// removed, the entry moves to the stream's latest remaining indexed
+	// event, or goes.
 	IndexKind_INDEX_KIND_STREAM IndexKind = 2
 )
 
@@ -657,6 +660,121 @@ func (x *IndexesCreateResponse) GetIndex() uint64 {
 	return 0
 }
 
+type IndexesRebuildRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The new definition (its name must be name's); absent: rebuild the
+	// current one as it is.
+	Definition    *IndexDefinition `protobuf:"bytes,3,opt,name=definition,proto3" json:"definition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesRebuildRequest) Reset() {
+	*x = IndexesRebuildRequest{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesRebuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesRebuildRequest) ProtoMessage() {}
+
+func (x *IndexesRebuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesRebuildRequest.ProtoReflect.Descriptor instead.
+func (*IndexesRebuildRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *IndexesRebuildRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexesRebuildRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *IndexesRebuildRequest) GetDefinition() *IndexDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+type IndexesRebuildResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The definition being built.
+	Definition    *IndexDefinition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Index         uint64           `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesRebuildResponse) Reset() {
+	*x = IndexesRebuildResponse{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesRebuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesRebuildResponse) ProtoMessage() {}
+
+func (x *IndexesRebuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesRebuildResponse.ProtoReflect.Descriptor instead.
+func (*IndexesRebuildResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *IndexesRebuildResponse) GetDefinition() *IndexDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *IndexesRebuildResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type IndexesDeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -667,7 +785,7 @@ type IndexesDeleteRequest struct {
 
 func (x *IndexesDeleteRequest) Reset() {
 	*x = IndexesDeleteRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[5]
+	mi := &file_skald_v1_indexes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +797,7 @@ func (x *IndexesDeleteRequest) String() string {
 func (*IndexesDeleteRequest) ProtoMessage() {}
 
 func (x *IndexesDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[5]
+	mi := &file_skald_v1_indexes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +810,7 @@ func (x *IndexesDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesDeleteRequest.ProtoReflect.Descriptor instead.
 func (*IndexesDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IndexesDeleteRequest) GetNamespace() string {
@@ -718,7 +836,7 @@ type IndexesDeleteResponse struct {
 
 func (x *IndexesDeleteResponse) Reset() {
 	*x = IndexesDeleteResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[6]
+	mi := &file_skald_v1_indexes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +848,7 @@ func (x *IndexesDeleteResponse) String() string {
 func (*IndexesDeleteResponse) ProtoMessage() {}
 
 func (x *IndexesDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[6]
+	mi := &file_skald_v1_indexes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +861,7 @@ func (x *IndexesDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesDeleteResponse.ProtoReflect.Descriptor instead.
 func (*IndexesDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *IndexesDeleteResponse) GetIndex() uint64 {
@@ -763,7 +881,7 @@ type IndexesListRequest struct {
 
 func (x *IndexesListRequest) Reset() {
 	*x = IndexesListRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[7]
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +893,7 @@ func (x *IndexesListRequest) String() string {
 func (*IndexesListRequest) ProtoMessage() {}
 
 func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[7]
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +906,7 @@ func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListRequest.ProtoReflect.Descriptor instead.
 func (*IndexesListRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IndexesListRequest) GetNamespace() string {
@@ -806,16 +924,21 @@ func (x *IndexesListRequest) GetRead() *ReadOptions {
 }
 
 type IndexInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Definition    *IndexDefinition       `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
-	Status        *IndexStatus           `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The definition this node answers queries from, and its progress.
+	Definition *IndexDefinition `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Status     *IndexStatus     `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// While a rebuild runs on this node: the definition being built and its
+	// progress (state BUILDING). Absent otherwise.
+	Rebuilding    *IndexDefinition `protobuf:"bytes,3,opt,name=rebuilding,proto3" json:"rebuilding,omitempty"`
+	RebuildStatus *IndexStatus     `protobuf:"bytes,4,opt,name=rebuild_status,json=rebuildStatus,proto3" json:"rebuild_status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IndexInfo) Reset() {
 	*x = IndexInfo{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[8]
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +950,7 @@ func (x *IndexInfo) String() string {
 func (*IndexInfo) ProtoMessage() {}
 
 func (x *IndexInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[8]
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +963,7 @@ func (x *IndexInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexInfo.ProtoReflect.Descriptor instead.
 func (*IndexInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{8}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IndexInfo) GetDefinition() *IndexDefinition {
@@ -857,6 +980,20 @@ func (x *IndexInfo) GetStatus() *IndexStatus {
 	return nil
 }
 
+func (x *IndexInfo) GetRebuilding() *IndexDefinition {
+	if x != nil {
+		return x.Rebuilding
+	}
+	return nil
+}
+
+func (x *IndexInfo) GetRebuildStatus() *IndexStatus {
+	if x != nil {
+		return x.RebuildStatus
+	}
+	return nil
+}
+
 type IndexesListResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Indexes       []*IndexInfo           `protobuf:"bytes,1,rep,name=indexes,proto3" json:"indexes,omitempty"`
@@ -867,7 +1004,7 @@ type IndexesListResponse struct {
 
 func (x *IndexesListResponse) Reset() {
 	*x = IndexesListResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1016,7 @@ func (x *IndexesListResponse) String() string {
 func (*IndexesListResponse) ProtoMessage() {}
 
 func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1029,7 @@ func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListResponse.ProtoReflect.Descriptor instead.
 func (*IndexesListResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IndexesListResponse) GetIndexes() []*IndexInfo {
@@ -920,7 +1057,7 @@ type IndexesInfoRequest struct {
 
 func (x *IndexesInfoRequest) Reset() {
 	*x = IndexesInfoRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1069,7 @@ func (x *IndexesInfoRequest) String() string {
 func (*IndexesInfoRequest) ProtoMessage() {}
 
 func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1082,7 @@ func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoRequest.ProtoReflect.Descriptor instead.
 func (*IndexesInfoRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IndexesInfoRequest) GetNamespace() string {
@@ -979,7 +1116,7 @@ type IndexesInfoResponse struct {
 
 func (x *IndexesInfoResponse) Reset() {
 	*x = IndexesInfoResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1128,7 @@ func (x *IndexesInfoResponse) String() string {
 func (*IndexesInfoResponse) ProtoMessage() {}
 
 func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1141,7 @@ func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoResponse.ProtoReflect.Descriptor instead.
 func (*IndexesInfoResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IndexesInfoResponse) GetIndex() *IndexInfo {
@@ -1034,7 +1171,7 @@ type IndexBound struct {
 
 func (x *IndexBound) Reset() {
 	*x = IndexBound{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1183,7 @@ func (x *IndexBound) String() string {
 func (*IndexBound) ProtoMessage() {}
 
 func (x *IndexBound) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1196,7 @@ func (x *IndexBound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexBound.ProtoReflect.Descriptor instead.
 func (*IndexBound) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IndexBound) GetValue() string {
@@ -1102,7 +1239,7 @@ type IndexesQueryRequest struct {
 
 func (x *IndexesQueryRequest) Reset() {
 	*x = IndexesQueryRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1251,7 @@ func (x *IndexesQueryRequest) String() string {
 func (*IndexesQueryRequest) ProtoMessage() {}
 
 func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1264,7 @@ func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryRequest.ProtoReflect.Descriptor instead.
 func (*IndexesQueryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IndexesQueryRequest) GetNamespace() string {
@@ -1213,14 +1350,17 @@ type IndexHit struct {
 	// The entry's field values, as text.
 	Values []string `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
 	// Absent with positions_only.
-	Message       *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Message *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The entry's stream in a stream index (with positions_only too);
+	// empty in an event index.
+	Stream        string `protobuf:"bytes,4,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IndexHit) Reset() {
 	*x = IndexHit{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1372,7 @@ func (x *IndexHit) String() string {
 func (*IndexHit) ProtoMessage() {}
 
 func (x *IndexHit) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1385,7 @@ func (x *IndexHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexHit.ProtoReflect.Descriptor instead.
 func (*IndexHit) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IndexHit) GetGlobalPosition() int64 {
@@ -1269,6 +1409,13 @@ func (x *IndexHit) GetMessage() *Message {
 	return nil
 }
 
+func (x *IndexHit) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
 type IndexesQueryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Hits  []*IndexHit            `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
@@ -1285,7 +1432,7 @@ type IndexesQueryResponse struct {
 
 func (x *IndexesQueryResponse) Reset() {
 	*x = IndexesQueryResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1444,7 @@ func (x *IndexesQueryResponse) String() string {
 func (*IndexesQueryResponse) ProtoMessage() {}
 
 func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1457,7 @@ func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryResponse.ProtoReflect.Descriptor instead.
 func (*IndexesQueryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IndexesQueryResponse) GetHits() []*IndexHit {
@@ -1391,6 +1538,17 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
 	"definition\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\x84\x01\n" +
+	"\x15IndexesRebuildRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
+	"\n" +
+	"definition\x18\x03 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
+	"definition\"i\n" +
+	"\x16IndexesRebuildResponse\x129\n" +
+	"\n" +
+	"definition\x18\x01 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
+	"definition\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\"H\n" +
 	"\x14IndexesDeleteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1399,12 +1557,16 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"]\n" +
 	"\x12IndexesListRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
-	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"u\n" +
+	"\x04read\x18\x02 \x01(\v2\x15.skald.v1.ReadOptionsR\x04read\"\xee\x01\n" +
 	"\tIndexInfo\x129\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
 	"definition\x12-\n" +
-	"\x06status\x18\x02 \x01(\v2\x15.skald.v1.IndexStatusR\x06status\"i\n" +
+	"\x06status\x18\x02 \x01(\v2\x15.skald.v1.IndexStatusR\x06status\x129\n" +
+	"\n" +
+	"rebuilding\x18\x03 \x01(\v2\x19.skald.v1.IndexDefinitionR\n" +
+	"rebuilding\x12<\n" +
+	"\x0erebuild_status\x18\x04 \x01(\v2\x15.skald.v1.IndexStatusR\rrebuildStatus\"i\n" +
 	"\x13IndexesListResponse\x12-\n" +
 	"\aindexes\x18\x01 \x03(\v2\x13.skald.v1.IndexInfoR\aindexes\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\"q\n" +
@@ -1434,11 +1596,12 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x0epositions_only\x18\n" +
 	" \x01(\bR\rpositionsOnly\x12)\n" +
 	"\x04read\x18\v \x01(\v2\x15.skald.v1.ReadOptionsR\x04readB\t\n" +
-	"\a_prefix\"x\n" +
+	"\a_prefix\"\x90\x01\n" +
 	"\bIndexHit\x12'\n" +
 	"\x0fglobal_position\x18\x01 \x01(\x03R\x0eglobalPosition\x12\x16\n" +
 	"\x06values\x18\x02 \x03(\tR\x06values\x12+\n" +
-	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\"\xd1\x01\n" +
+	"\amessage\x18\x03 \x01(\v2\x11.skald.v1.MessageR\amessage\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\tR\x06stream\"\xd1\x01\n" +
 	"\x14IndexesQueryResponse\x12&\n" +
 	"\x04hits\x18\x01 \x03(\v2\x12.skald.v1.IndexHitR\x04hits\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\fR\n" +
@@ -1468,10 +1631,11 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INDEX_STATE_BUILDING\x10\x01\x12\x17\n" +
-	"\x13INDEX_STATE_HEALTHY\x10\x022\x80\x03\n" +
+	"\x13INDEX_STATE_HEALTHY\x10\x022\xce\x03\n" +
 	"\aIndexes\x12I\n" +
 	"\x06Create\x12\x1e.skald.v1.IndexesCreateRequest\x1a\x1f.skald.v1.IndexesCreateResponse\x12I\n" +
-	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12H\n" +
+	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12L\n" +
+	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12H\n" +
 	"\x04List\x12\x1c.skald.v1.IndexesListRequest\x1a\x1d.skald.v1.IndexesListResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\x04Info\x12\x1c.skald.v1.IndexesInfoRequest\x1a\x1d.skald.v1.IndexesInfoResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
@@ -1489,73 +1653,81 @@ func file_skald_v1_indexes_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_skald_v1_indexes_proto_goTypes = []any{
-	(IndexFieldSource)(0),         // 0: skald.v1.IndexFieldSource
-	(IndexFieldType)(0),           // 1: skald.v1.IndexFieldType
-	(IndexKind)(0),                // 2: skald.v1.IndexKind
-	(IndexState)(0),               // 3: skald.v1.IndexState
-	(*IndexField)(nil),            // 4: skald.v1.IndexField
-	(*IndexDefinition)(nil),       // 5: skald.v1.IndexDefinition
-	(*IndexStatus)(nil),           // 6: skald.v1.IndexStatus
-	(*IndexesCreateRequest)(nil),  // 7: skald.v1.IndexesCreateRequest
-	(*IndexesCreateResponse)(nil), // 8: skald.v1.IndexesCreateResponse
-	(*IndexesDeleteRequest)(nil),  // 9: skald.v1.IndexesDeleteRequest
-	(*IndexesDeleteResponse)(nil), // 10: skald.v1.IndexesDeleteResponse
-	(*IndexesListRequest)(nil),    // 11: skald.v1.IndexesListRequest
-	(*IndexInfo)(nil),             // 12: skald.v1.IndexInfo
-	(*IndexesListResponse)(nil),   // 13: skald.v1.IndexesListResponse
-	(*IndexesInfoRequest)(nil),    // 14: skald.v1.IndexesInfoRequest
-	(*IndexesInfoResponse)(nil),   // 15: skald.v1.IndexesInfoResponse
-	(*IndexBound)(nil),            // 16: skald.v1.IndexBound
-	(*IndexesQueryRequest)(nil),   // 17: skald.v1.IndexesQueryRequest
-	(*IndexHit)(nil),              // 18: skald.v1.IndexHit
-	(*IndexesQueryResponse)(nil),  // 19: skald.v1.IndexesQueryResponse
-	(*Query)(nil),                 // 20: skald.v1.Query
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*ReadOptions)(nil),           // 23: skald.v1.ReadOptions
-	(*Message)(nil),               // 24: skald.v1.Message
+	(IndexFieldSource)(0),          // 0: skald.v1.IndexFieldSource
+	(IndexFieldType)(0),            // 1: skald.v1.IndexFieldType
+	(IndexKind)(0),                 // 2: skald.v1.IndexKind
+	(IndexState)(0),                // 3: skald.v1.IndexState
+	(*IndexField)(nil),             // 4: skald.v1.IndexField
+	(*IndexDefinition)(nil),        // 5: skald.v1.IndexDefinition
+	(*IndexStatus)(nil),            // 6: skald.v1.IndexStatus
+	(*IndexesCreateRequest)(nil),   // 7: skald.v1.IndexesCreateRequest
+	(*IndexesCreateResponse)(nil),  // 8: skald.v1.IndexesCreateResponse
+	(*IndexesRebuildRequest)(nil),  // 9: skald.v1.IndexesRebuildRequest
+	(*IndexesRebuildResponse)(nil), // 10: skald.v1.IndexesRebuildResponse
+	(*IndexesDeleteRequest)(nil),   // 11: skald.v1.IndexesDeleteRequest
+	(*IndexesDeleteResponse)(nil),  // 12: skald.v1.IndexesDeleteResponse
+	(*IndexesListRequest)(nil),     // 13: skald.v1.IndexesListRequest
+	(*IndexInfo)(nil),              // 14: skald.v1.IndexInfo
+	(*IndexesListResponse)(nil),    // 15: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),     // 16: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),    // 17: skald.v1.IndexesInfoResponse
+	(*IndexBound)(nil),             // 18: skald.v1.IndexBound
+	(*IndexesQueryRequest)(nil),    // 19: skald.v1.IndexesQueryRequest
+	(*IndexHit)(nil),               // 20: skald.v1.IndexHit
+	(*IndexesQueryResponse)(nil),   // 21: skald.v1.IndexesQueryResponse
+	(*Query)(nil),                  // 22: skald.v1.Query
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
+	(*ReadOptions)(nil),            // 25: skald.v1.ReadOptions
+	(*Message)(nil),                // 26: skald.v1.Message
 }
 var file_skald_v1_indexes_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.IndexField.source:type_name -> skald.v1.IndexFieldSource
 	1,  // 1: skald.v1.IndexField.type:type_name -> skald.v1.IndexFieldType
-	20, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
+	22, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
 	4,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
-	21, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
+	23, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
 	3,  // 6: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
-	22, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
-	22, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
+	24, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
+	24, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
 	5,  // 9: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
 	5,  // 10: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
-	23, // 11: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
-	5,  // 12: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
-	6,  // 13: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
-	12, // 14: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
-	23, // 15: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
-	12, // 16: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
-	16, // 17: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
-	16, // 18: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
-	23, // 19: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
-	24, // 20: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	18, // 21: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
-	6,  // 22: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
-	7,  // 23: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
-	9,  // 24: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
-	11, // 25: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
-	14, // 26: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
-	17, // 27: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
-	8,  // 28: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
-	10, // 29: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
-	13, // 30: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
-	15, // 31: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
-	19, // 32: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 11: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
+	5,  // 12: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
+	25, // 13: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
+	5,  // 14: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 15: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
+	5,  // 16: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
+	6,  // 17: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
+	14, // 18: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	25, // 19: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	14, // 20: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	18, // 21: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	18, // 22: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	25, // 23: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
+	26, // 24: skald.v1.IndexHit.message:type_name -> skald.v1.Message
+	20, // 25: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	6,  // 26: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
+	7,  // 27: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
+	11, // 28: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
+	9,  // 29: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
+	13, // 30: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	16, // 31: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	19, // 32: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	8,  // 33: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	12, // 34: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	10, // 35: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
+	15, // 36: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	17, // 37: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	21, // 38: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_indexes_proto_init() }
@@ -1564,14 +1736,14 @@ func file_skald_v1_indexes_proto_init() {
 		return
 	}
 	file_skald_v1_types_proto_init()
-	file_skald_v1_indexes_proto_msgTypes[13].OneofWrappers = []any{}
+	file_skald_v1_indexes_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_indexes_proto_rawDesc), len(file_skald_v1_indexes_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

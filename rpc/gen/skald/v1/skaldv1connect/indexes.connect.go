@@ -37,6 +37,8 @@ const (
 	IndexesCreateProcedure = "/skald.v1.Indexes/Create"
 	// IndexesDeleteProcedure is the fully-qualified name of the Indexes's Delete RPC.
 	IndexesDeleteProcedure = "/skald.v1.Indexes/Delete"
+	// IndexesRebuildProcedure is the fully-qualified name of the Indexes's Rebuild RPC.
+	IndexesRebuildProcedure = "/skald.v1.Indexes/Rebuild"
 	// IndexesListProcedure is the fully-qualified name of the Indexes's List RPC.
 	IndexesListProcedure = "/skald.v1.Indexes/List"
 	// IndexesInfoProcedure is the fully-qualified name of the Indexes's Info RPC.
@@ -52,6 +54,12 @@ type IndexesClient interface {
 	Create(context.Context, *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error)
 	// Delete drops an index; every node then drops its entries.
 	Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error)
+	// Rebuild builds an index again from the log, with a new definition (a
+	// new version: the name stays) or the same one. The current definition
+	// keeps answering queries on each node until that node has built the
+	// new one, which then replaces it. Refused (FAILED_PRECONDITION) as
+	// Create is.
+	Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error)
 	// List lists the namespace's indexes with this node's progress.
 	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
@@ -87,6 +95,12 @@ func NewIndexesClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 			connect.WithSchema(indexesMethods.ByName("Delete")),
 			connect.WithClientOptions(opts...),
 		),
+		rebuild: connect.NewClient[v1.IndexesRebuildRequest, v1.IndexesRebuildResponse](
+			httpClient,
+			baseURL+IndexesRebuildProcedure,
+			connect.WithSchema(indexesMethods.ByName("Rebuild")),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[v1.IndexesListRequest, v1.IndexesListResponse](
 			httpClient,
 			baseURL+IndexesListProcedure,
@@ -113,11 +127,12 @@ func NewIndexesClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 
 // indexesClient implements IndexesClient.
 type indexesClient struct {
-	create *connect.Client[v1.IndexesCreateRequest, v1.IndexesCreateResponse]
-	delete *connect.Client[v1.IndexesDeleteRequest, v1.IndexesDeleteResponse]
-	list   *connect.Client[v1.IndexesListRequest, v1.IndexesListResponse]
-	info   *connect.Client[v1.IndexesInfoRequest, v1.IndexesInfoResponse]
-	query  *connect.Client[v1.IndexesQueryRequest, v1.IndexesQueryResponse]
+	create  *connect.Client[v1.IndexesCreateRequest, v1.IndexesCreateResponse]
+	delete  *connect.Client[v1.IndexesDeleteRequest, v1.IndexesDeleteResponse]
+	rebuild *connect.Client[v1.IndexesRebuildRequest, v1.IndexesRebuildResponse]
+	list    *connect.Client[v1.IndexesListRequest, v1.IndexesListResponse]
+	info    *connect.Client[v1.IndexesInfoRequest, v1.IndexesInfoResponse]
+	query   *connect.Client[v1.IndexesQueryRequest, v1.IndexesQueryResponse]
 }
 
 // Create calls skald.v1.Indexes.Create.
@@ -128,6 +143,11 @@ func (c *indexesClient) Create(ctx context.Context, req *connect.Request[v1.Inde
 // Delete calls skald.v1.Indexes.Delete.
 func (c *indexesClient) Delete(ctx context.Context, req *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error) {
 	return c.delete.CallUnary(ctx, req)
+}
+
+// Rebuild calls skald.v1.Indexes.Rebuild.
+func (c *indexesClient) Rebuild(ctx context.Context, req *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error) {
+	return c.rebuild.CallUnary(ctx, req)
 }
 
 // List calls skald.v1.Indexes.List.
@@ -152,6 +172,12 @@ type IndexesHandler interface {
 	Create(context.Context, *connect.Request[v1.IndexesCreateRequest]) (*connect.Response[v1.IndexesCreateResponse], error)
 	// Delete drops an index; every node then drops its entries.
 	Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error)
+	// Rebuild builds an index again from the log, with a new definition (a
+	// new version: the name stays) or the same one. The current definition
+	// keeps answering queries on each node until that node has built the
+	// new one, which then replaces it. Refused (FAILED_PRECONDITION) as
+	// Create is.
+	Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error)
 	// List lists the namespace's indexes with this node's progress.
 	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
@@ -183,6 +209,12 @@ func NewIndexesHandler(svc IndexesHandler, opts ...connect.HandlerOption) (strin
 		connect.WithSchema(indexesMethods.ByName("Delete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	indexesRebuildHandler := connect.NewUnaryHandler(
+		IndexesRebuildProcedure,
+		svc.Rebuild,
+		connect.WithSchema(indexesMethods.ByName("Rebuild")),
+		connect.WithHandlerOptions(opts...),
+	)
 	indexesListHandler := connect.NewUnaryHandler(
 		IndexesListProcedure,
 		svc.List,
@@ -210,6 +242,8 @@ func NewIndexesHandler(svc IndexesHandler, opts ...connect.HandlerOption) (strin
 			indexesCreateHandler.ServeHTTP(w, r)
 		case IndexesDeleteProcedure:
 			indexesDeleteHandler.ServeHTTP(w, r)
+		case IndexesRebuildProcedure:
+			indexesRebuildHandler.ServeHTTP(w, r)
 		case IndexesListProcedure:
 			indexesListHandler.ServeHTTP(w, r)
 		case IndexesInfoProcedure:
@@ -231,6 +265,10 @@ func (UnimplementedIndexesHandler) Create(context.Context, *connect.Request[v1.I
 
 func (UnimplementedIndexesHandler) Delete(context.Context, *connect.Request[v1.IndexesDeleteRequest]) (*connect.Response[v1.IndexesDeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Delete is not implemented"))
+}
+
+func (UnimplementedIndexesHandler) Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Rebuild is not implemented"))
 }
 
 func (UnimplementedIndexesHandler) List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error) {
