@@ -42,7 +42,9 @@ func (s *eventStore) AppendStream(ctx context.Context, stream *connect.BidiStrea
 	body, _ := ctx.Value(duplexKey{}).(*duplexBody)
 	if body != nil {
 		// A revoked credential or a client gone ends ctx: stop reading.
-		defer context.AfterFunc(ctx, body.end)()
+		stop := context.AfterFunc(ctx, body.end)
+		defer body.finish()
+		defer stop()
 	}
 	send := func(resp *skaldv1.AppendStreamResponse) {
 		sendMu.Lock()

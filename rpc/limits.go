@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -283,6 +284,9 @@ type duplexBody struct {
 	hdrN       int   // bytes of the current envelope prefix seen
 	left       int64 // bytes of the current message still to come
 	ended      atomic.Bool
+
+	mu   sync.Mutex // end against finish: rc is not to be used once the handler returned
+	done bool
 }
 
 // duplexKey is the request context's key of its *duplexBody.
@@ -340,6 +344,18 @@ func (b *duplexBody) setDeadline(t time.Time) {
 // end makes the body's pending and later reads fail at once: the handler
 // stops receiving (its replies can no longer be written).
 func (b *duplexBody) end() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return
+	}
 	b.ended.Store(true)
 	_ = b.rc.SetReadDeadline(time.Now())
+}
+
+// finish is called as the handler returns: end does nothing after it.
+func (b *duplexBody) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
 }
