@@ -183,21 +183,25 @@ func TestAppendStreamClose(t *testing.T) {
 		for range started { // keep callers from blocking on the channel
 		}
 	}()
+	// Close waited for the streams' readers.
+	if n := goroutinesIn("skald/client.(*appendStream).read"); n != 0 {
+		t.Errorf("%d stream readers still running after Close", n)
+	}
 	wg.Wait()
 	close(started)
 	testcluster.WaitFor(t, "no goroutine of the client's streams", func() bool {
-		return clientStreamGoroutines() == 0
+		return goroutinesIn("skald/client.(*appendStream)")+goroutinesIn("connect.(*duplexHTTPCall)") == 0
 	})
 }
 
-// clientStreamGoroutines counts goroutines in the client's stream code or
-// in connect-go's client side of a call.
-func clientStreamGoroutines() int {
+// goroutinesIn counts the goroutines with frame in their stack (the
+// client's stream code, or connect-go's client side of a call).
+func goroutinesIn(frame string) int {
 	buf := make([]byte, 4<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	n := 0
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "skald/client.(*appendStream)") || strings.Contains(g, "connect.(*duplexHTTPCall)") {
+		if strings.Contains(g, frame) {
 			n++
 		}
 	}
