@@ -109,12 +109,14 @@ func (c *Client) closePools() {
 	pools := c.pools
 	c.pools = nil
 	c.poolsMu.Unlock()
+	var open []*appendStream
 	for _, p := range pools {
 		p.mu.Lock()
-		for _, s := range p.streams {
-			s.cancel()
-		}
+		open = append(open, p.streams...)
 		p.mu.Unlock()
+	}
+	for _, s := range open {
+		s.close()
 	}
 	c.streamsWG.Wait()
 }
@@ -156,7 +158,7 @@ func (p *appendPool) acquire() *appendStream {
 		case s.dead:
 		case s.inFlight == 0 && time.Since(s.idleSince) > streamIdle:
 			s.dead = true
-			s.cancel()
+			go s.close()
 		default:
 			live = append(live, s)
 		}
@@ -207,6 +209,16 @@ func (p *appendPool) open() *appendStream {
 	return s
 }
 
+// close ends the stream: its context, and its request body, which
+// net/http's HTTP/2 transport is blocked reading while no append is sent
+// (it notices the context only once the body ends).
+func (s *appendStream) close() {
+	s.cancel()
+	s.sendMu.Lock()
+	_ = s.conn.CloseRequest()
+	s.sendMu.Unlock()
+}
+
 // append sends req and waits for its answer, the stream's end or ctx.
 func (s *appendStream) append(ctx context.Context, req *skaldv1.AppendRequest) (*skaldv1.AppendResponse, error) {
 	ch := make(chan streamAnswer, 1)
@@ -230,7 +242,7 @@ func (s *appendStream) append(ctx context.Context, req *skaldv1.AppendRequest) (
 	if err != nil {
 		// The stream is broken; its reader fails every pending append
 		// with the reason (Send's own error only wraps io.EOF).
-		s.cancel()
+		go s.close()
 	}
 	select {
 	case a := <-ch:
@@ -284,10 +296,7 @@ func (s *appendStream) read() {
 
 // end records why the stream ended and fails the appends waiting on it.
 func (s *appendStream) end(err error) {
-	s.cancel()
-	s.sendMu.Lock()
-	_ = s.conn.CloseRequest()
-	s.sendMu.Unlock()
+	s.close()
 	_ = s.conn.CloseResponse()
 	p := s.pool
 	p.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -192,6 +193,32 @@ func TestAppendStreamClose(t *testing.T) {
 	testcluster.WaitFor(t, "no goroutine of the client's streams", func() bool {
 		return goroutinesIn("skald/client.(*appendStream)")+goroutinesIn("connect.(*duplexHTTPCall)") == 0
 	})
+
+	// Close with every stream idle: net/http's transport is then blocked
+	// reading each stream's request body.
+	idle, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: testcluster.AdminToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg2 sync.WaitGroup
+	for i := range 40 {
+		wg2.Go(func() {
+			if _, err := idle.Append(ctxT(t), fmt.Sprintf("idle-%d", i), []NewMessage{event(i)}); err != nil {
+				t.Errorf("append %d: %v", i, err)
+			}
+		})
+	}
+	wg2.Wait()
+	closed := make(chan struct{})
+	go func() { idle.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(testcluster.Timeout):
+		t.Fatalf("Close of a client with idle streams still waiting after %v", testcluster.Timeout)
+	}
+	if n := goroutinesIn("skald/client.(*appendStream).read"); n != 0 {
+		t.Errorf("%d stream readers still running after Close", n)
+	}
 }
 
 // goroutinesIn counts the goroutines with frame in their stack (the
