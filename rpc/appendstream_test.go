@@ -168,6 +168,21 @@ func TestAppendStreamRefusesOneRequest(t *testing.T) {
 	if a := receiveAll(t, stream, 1)[7]; a.GetAppend() == nil {
 		t.Fatalf("after the refusals: %v", a)
 	}
+	// Revoking the credential ends the stream with the authentication
+	// error, though its client keeps it open.
+	if status, out := connectCall(t, leader.addr, appToken, "skald.v1.Credentials/Revoke", `{"name":"invoicer"}`, nil); status != 200 {
+		t.Fatalf("revoke: %d %s", status, out)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := stream.Receive(); done <- err }()
+	select {
+	case err := <-done:
+		if connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Fatalf("the stream of a revoked credential ended with %v, want unauthenticated", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("the stream of a revoked credential still open after %v", waitTimeout)
+	}
 }
 
 // fieldViolation reports whether e carries a google.rpc.BadRequest detail
