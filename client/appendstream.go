@@ -271,15 +271,15 @@ func (s *appendStream) read() {
 				s.pool.c.view.hint(addr)
 			}
 		}
+		if resp.Leader != "" && !s.pool.c.cfg.Pinned {
+			s.pool.c.view.hint(resp.Leader)
+		}
 		var a streamAnswer
 		switch r := resp.Result.(type) {
 		case *skaldv1.AppendStreamResponse_Append:
 			a.resp = r.Append
 		case *skaldv1.AppendStreamResponse_Error:
-			a.err = streamedError(r.Error)
-			if r.Error.Leader != "" && !s.pool.c.cfg.Pinned {
-				s.pool.c.view.hint(r.Error.Leader)
-			}
+			a.err = streamedError(r.Error, resp.Leader)
 		default:
 			a.err = connect.NewError(connect.CodeUnknown, fmt.Errorf("append stream: answer %d holds neither a result nor an error", resp.Id))
 		}
@@ -348,7 +348,7 @@ func (s *appendStream) unserved() bool {
 
 // streamedError is the unary call's error from an AppendStream answer: a
 // wire error with its code, message, details and metadata.
-func streamedError(e *skaldv1.AppendStreamError) error {
+func streamedError(e *skaldv1.AppendStreamError, leader string) error {
 	var code connect.Code
 	if err := code.UnmarshalText([]byte(e.Code)); err != nil {
 		code = connect.CodeUnknown
@@ -362,8 +362,8 @@ func streamedError(e *skaldv1.AppendStreamError) error {
 	if e.NotApplied {
 		ce.Meta().Set(outcomeHeader, outcomeNotApplied)
 	}
-	if e.Leader != "" {
-		ce.Meta().Set(leaderHeader, e.Leader)
+	if leader != "" {
+		ce.Meta().Set(leaderHeader, leader)
 	}
 	return ce
 }

@@ -249,11 +249,11 @@ func TestStreamErrorsClassify(t *testing.T) {
 		err  error
 		want verdict
 	}{
-		{"invalid argument", streamedError(&skaldv1.AppendStreamError{Code: "invalid_argument", Message: "stream: empty", Details: []*anypb.Any{detail}}), final},
-		{"aborted", streamedError(&skaldv1.AppendStreamError{Code: "aborted", Message: "expected version"}), final},
-		{"unavailable, not applied", streamedError(&skaldv1.AppendStreamError{Code: "unavailable", Message: "node: no leader", NotApplied: true}), refused},
-		{"unavailable", streamedError(&skaldv1.AppendStreamError{Code: "unavailable", Message: "the write may or may not have been applied"}), unknown},
-		{"deadline, not applied", streamedError(&skaldv1.AppendStreamError{Code: "deadline_exceeded", NotApplied: true}), refused},
+		{"invalid argument", streamedError(&skaldv1.AppendStreamError{Code: "invalid_argument", Message: "stream: empty", Details: []*anypb.Any{detail}}, ""), final},
+		{"aborted", streamedError(&skaldv1.AppendStreamError{Code: "aborted", Message: "expected version"}, ""), final},
+		{"unavailable, not applied", streamedError(&skaldv1.AppendStreamError{Code: "unavailable", Message: "node: no leader", NotApplied: true}, ""), refused},
+		{"unavailable", streamedError(&skaldv1.AppendStreamError{Code: "unavailable", Message: "the write may or may not have been applied"}, ""), unknown},
+		{"deadline, not applied", streamedError(&skaldv1.AppendStreamError{Code: "deadline_exceeded", NotApplied: true}, ""), refused},
 		{"stream reset after answers", broken(true, connect.NewError(connect.CodeUnavailable, io.ErrUnexpectedEOF)), unknown},
 		{"stream ended by the server", broken(true, connect.NewWireError(connect.CodeUnauthenticated, errors.New("revoked"))), unknown},
 		{"stream ended Unimplemented after answers", broken(true, connect.NewError(connect.CodeUnimplemented, errors.New("x"))), unknown},
@@ -267,7 +267,7 @@ func TestStreamErrorsClassify(t *testing.T) {
 			t.Errorf("%v before any answer: %v, want errNoStream", cause, err)
 		}
 	}
-	e := streamedError(&skaldv1.AppendStreamError{Code: "invalid_argument", Message: "stream: empty", Details: []*anypb.Any{detail}, Leader: "n2:8080"})
+	e := streamedError(&skaldv1.AppendStreamError{Code: "invalid_argument", Message: "stream: empty", Details: []*anypb.Any{detail}}, "n2:8080")
 	var ce *connect.Error
 	if !errors.As(e, &ce) || ce.Message() != "stream: empty" || len(ce.Details()) != 1 || ce.Meta().Get(leaderHeader) != "n2:8080" || !connect.IsWireError(e) {
 		t.Errorf("rebuilt error %v: message %q, %d details, leader %q", e, ce.Message(), len(ce.Details()), ce.Meta().Get(leaderHeader))

@@ -47,6 +47,9 @@ func (s *eventStore) AppendStream(ctx context.Context, stream *connect.BidiStrea
 		defer stop()
 	}
 	send := func(resp *skaldv1.AppendStreamResponse) {
+		// Every answer from a follower names the leader, as every unary
+		// reply does: the leader may change while the stream is open.
+		resp.Leader, _ = s.hint.hint(skaldv1connect.EventStoreAppendStreamProcedure)
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		if sendErr != nil {
@@ -107,6 +110,13 @@ func (s *eventStore) streamedAppend(ctx context.Context, c caller, req *skaldv1.
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if s.creds != nil {
+		// Once a revoke returned, no request is admitted (the stream
+		// itself ends within credentialRecheck).
+		if err := stillValid(s.creds, c); err != nil {
+			return nil, toConnect(context.Background(), s.log, err)
+		}
+	}
 	if req.Append == nil {
 		return nil, invalidField("append", "is missing: each request carries one append")
 	}
@@ -120,8 +130,8 @@ func (s *eventStore) streamedAppend(ctx context.Context, c caller, req *skaldv1.
 }
 
 // streamError is err as the unary Append would have returned it: code,
-// message, details, the not-applied marker and, from a follower, the
-// leader's address.
+// message, details and the not-applied marker (send adds the leader's
+// address from a follower).
 func (s *eventStore) streamError(id uint64, err error) *skaldv1.AppendStreamResponse {
 	ce := new(connect.Error)
 	if !errors.As(err, &ce) {
@@ -131,9 +141,6 @@ func (s *eventStore) streamError(id uint64, err error) *skaldv1.AppendStreamResp
 		NotApplied: ce.Meta().Get(OutcomeHeader) == OutcomeNotApplied}
 	for _, d := range ce.Details() {
 		out.Details = append(out.Details, &anypb.Any{TypeUrl: "type.googleapis.com/" + d.Type(), Value: d.Bytes()})
-	}
-	if addr, ok := s.hint.hint(skaldv1connect.EventStoreAppendStreamProcedure); ok {
-		out.Leader = addr
 	}
 	return &skaldv1.AppendStreamResponse{Id: id, Result: &skaldv1.AppendStreamResponse_Error{Error: out}}
 }

@@ -94,6 +94,13 @@ func TestAppendStreamPositions(t *testing.T) {
 				if a.FirstPosition != a.LastPosition || a.Index == 0 {
 					t.Fatalf("request %d: %+v", i, a)
 				}
+				want := "" // the leader names nobody, a follower the leader
+				if tc.s == follower {
+					want = leader.addr
+				}
+				if l := answers[uint64(1000+i)].Leader; l != want {
+					t.Fatalf("request %d answered by the %s names the leader %q, want %q", i, tc.name, l, want)
+				}
 				if prev, dup := idAt[a.FirstPosition]; dup {
 					t.Fatalf("position %d answered to %s and request %d", a.FirstPosition, prev, i)
 				}

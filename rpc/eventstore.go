@@ -46,6 +46,10 @@ type eventStore struct {
 	// leader in its errors when this node is a follower.
 	metrics *rpcMetrics
 	hint    leaderHint
+	// creds checks an AppendStream's credential at each request, so a
+	// revoke that returned refuses the next request at once, as for a
+	// unary call (nil in tests of the handler alone).
+	creds tokenChecker
 }
 
 func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {

@@ -141,7 +141,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		handleService(path, auth.beforeBody(h, errw, metrics))
 	}
 	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget, replyTimeout: limits.WriteTimeout,
-		streamInFlight: limits.AppendStreamInFlight, metrics: metrics, hint: leaderHint{b}}, handlerOpts...))
+		streamInFlight: limits.AppendStreamInFlight, metrics: metrics, hint: leaderHint{b}, creds: b}, handlerOpts...))
 	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, audit: audit, createWait: tokens.createWait()}, handlerOpts...))
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))

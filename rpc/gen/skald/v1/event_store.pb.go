@@ -260,7 +260,10 @@ type AppendStreamResponse struct {
 	//
 	//	*AppendStreamResponse_Append
 	//	*AppendStreamResponse_Error
-	Result        isAppendStreamResponse_Result `protobuf_oneof:"result"`
+	Result isAppendStreamResponse_Result `protobuf_oneof:"result"`
+	// The leader's API address, when a follower answered (the unary reply's
+	// or error's Skald-Leader header).
+	Leader        string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -327,6 +330,13 @@ func (x *AppendStreamResponse) GetError() *AppendStreamError {
 	return nil
 }
 
+func (x *AppendStreamResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 type isAppendStreamResponse_Result interface {
 	isAppendStreamResponse_Result()
 }
@@ -355,10 +365,7 @@ type AppendStreamError struct {
 	// skald.v1.VersionConflict, ...).
 	Details []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
 	// Nothing was proposed (the unary error's Skald-Outcome: not-applied).
-	NotApplied bool `protobuf:"varint,4,opt,name=not_applied,json=notApplied,proto3" json:"not_applied,omitempty"`
-	// The leader's API address, when a follower answered (the unary reply's
-	// Skald-Leader).
-	Leader        string `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	NotApplied    bool `protobuf:"varint,4,opt,name=not_applied,json=notApplied,proto3" json:"not_applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,13 +426,6 @@ func (x *AppendStreamError) GetNotApplied() bool {
 		return x.NotApplied
 	}
 	return false
-}
-
-func (x *AppendStreamError) GetLeader() string {
-	if x != nil {
-		return x.Leader
-	}
-	return ""
 }
 
 type AppendMultiRequest struct {
@@ -2704,19 +2704,19 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x13AppendStreamRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
 	"\x06append\x18\x02 \x01(\v2\x17.skald.v1.AppendRequestR\x06append\x123\n" +
-	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x99\x01\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xb1\x01\n" +
 	"\x14AppendStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x06append\x18\x02 \x01(\v2\x18.skald.v1.AppendResponseH\x00R\x06append\x123\n" +
-	"\x05error\x18\x03 \x01(\v2\x1b.skald.v1.AppendStreamErrorH\x00R\x05errorB\b\n" +
-	"\x06result\"\xaa\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.skald.v1.AppendStreamErrorH\x00R\x05error\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leaderB\b\n" +
+	"\x06result\"\x92\x01\n" +
 	"\x11AppendStreamError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
 	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\x12\x1f\n" +
 	"\vnot_applied\x18\x04 \x01(\bR\n" +
-	"notApplied\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\tR\x06leader\"\x7f\n" +
+	"notApplied\"\x7f\n" +
 	"\x12AppendMultiRequest\x120\n" +
 	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\x127\n" +
 	"\tcondition\x18\x02 \x01(\v2\x19.skald.v1.AppendConditionR\tcondition\"\x9d\x01\n" +
