@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
@@ -124,6 +125,11 @@ func (c *Client) closePools() {
 // appendOn sends req on one of m's streams and returns its answer, or
 // errNoStream when it was not sent on one (send it unary).
 func (c *Client) appendOn(ctx context.Context, m *member, req *skaldv1.AppendRequest) (*skaldv1.AppendResponse, error) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		// A traced append is a call of its own: a stream carries one
+		// traceparent, sent when it opens.
+		return nil, errNoStream
+	}
 	p := c.poolOf(m)
 	if p == nil {
 		return nil, errNoStream
@@ -237,13 +243,11 @@ func (s *appendStream) append(ctx context.Context, req *skaldv1.AppendRequest) (
 		r.Timeout = durationpb.New(max(time.Until(dl), time.Millisecond))
 	}
 	s.sendMu.Lock()
-	err := s.conn.Send(r)
+	_ = s.conn.Send(r)
 	s.sendMu.Unlock()
-	if err != nil {
-		// The stream is broken; its reader fails every pending append
-		// with the reason (Send's own error only wraps io.EOF).
-		go s.close()
-	}
+	// A failed Send means the call failed: its reader's Receive returns
+	// the reason (a dial error, the server's) and fails every pending
+	// append with it; Send's own error only wraps io.EOF.
 	select {
 	case a := <-ch:
 		return a.resp, a.err
