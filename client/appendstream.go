@@ -322,11 +322,23 @@ func (s *appendStream) end(err error) {
 
 // endError is what an append on the ended stream gets (s.mu held):
 // errNoStream when the server never served the stream (Unimplemented
-// before any answer: nothing was applied), else a client-side Unavailable
-// wrapping the cause, an unknown outcome for classify.
+// before any answer: nothing was applied); the server's own error,
+// marked not applied, when it ended the stream with a status (it answers
+// every request it read before it does: rpc's AppendStream, so these
+// were never read); else a client-side Unavailable wrapping the cause,
+// an unknown outcome for classify.
 func (s *appendStream) endError() error {
 	if s.unserved() {
 		return errNoStream
+	}
+	var ce *connect.Error
+	if errors.As(s.err, &ce) && connect.IsWireError(s.err) {
+		e := connect.NewWireError(ce.Code(), errors.New(ce.Message()))
+		for _, d := range ce.Details() {
+			e.AddDetail(d)
+		}
+		e.Meta().Set(outcomeHeader, outcomeNotApplied)
+		return e
 	}
 	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("append stream to %s ended before the answer: %w", s.pool.m.url, s.err))
 }

@@ -255,7 +255,9 @@ func TestStreamErrorsClassify(t *testing.T) {
 		{"unavailable", streamedError(&skaldv1.AppendStreamError{Code: "unavailable", Message: "the write may or may not have been applied"}, ""), unknown},
 		{"deadline, not applied", streamedError(&skaldv1.AppendStreamError{Code: "deadline_exceeded", NotApplied: true}, ""), refused},
 		{"stream reset after answers", broken(true, connect.NewError(connect.CodeUnavailable, io.ErrUnexpectedEOF)), unknown},
-		{"stream ended by the server", broken(true, connect.NewWireError(connect.CodeUnauthenticated, errors.New("revoked"))), unknown},
+		{"stream ended by the server, revoked", broken(true, connect.NewWireError(connect.CodeUnauthenticated, errors.New("revoked"))), final},
+		{"stream ended by the server, idle", broken(true, connect.NewWireError(connect.CodeUnavailable, errors.New("i/o timeout"))), refused},
+		{"stream refused at its opening", broken(false, connect.NewWireError(connect.CodePermissionDenied, errors.New("reader"))), final},
 		{"stream ended Unimplemented after answers", broken(true, connect.NewError(connect.CodeUnimplemented, errors.New("x"))), unknown},
 	} {
 		if got := classify(tc.err); got != tc.want {

@@ -21,8 +21,11 @@ import (
 // as it is decided, in any order. INVARIANTS: at most s.streamInFlight
 // requests are in flight (received, not answered): one more is answered
 // ResourceExhausted at once, not applied, and the stream goes on; every
-// request received is answered unless the stream breaks; the handler
-// returns only once every request's goroutine has ended.
+// request received is answered before the stream ends with a status (the
+// handler returns only once every request's goroutine has ended and
+// sent), so a client may take a request without an answer at such an
+// end for one the server never read (client/appendstream.go does); only
+// a stream whose answers cannot be written ends without them.
 //
 // The token was checked before the stream's body was read (beforeBody)
 // and the role for AppendStream; each request's scope is checked here
