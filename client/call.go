@@ -45,8 +45,9 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 		tried[m] = true
 		err := try(ctx, m)
 		v := classify(err)
-		if v == unknown && ctx.Err() != nil {
-			// Cut off by the caller's context, maybe after it was sent.
+		if v == unknown && (ctx.Err() != nil || c.closed.Load()) {
+			// Cut off by the caller's context or Close, maybe after it was
+			// sent.
 			return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
 		}
 		switch v {

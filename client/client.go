@@ -37,9 +37,18 @@ type Client struct {
 	served func(url string)
 
 	stop      context.CancelFunc
-	closeIdle func() // of the client's own HTTP client
+	life      context.Context // ended by Close
+	closeIdle func()          // of the client's own HTTP client
 	closed    atomic.Bool
 	wg        sync.WaitGroup
+
+	// The AppendStreams to each member (appendstream.go); poolsClosed
+	// once Close began, after which none is opened.
+	poolsMu     sync.Mutex
+	pools       map[*member]*appendPool
+	poolsClosed bool
+	streamsWG   sync.WaitGroup // their readers
+	streamed    atomic.Int64   // appends answered over a stream (tests)
 }
 
 // New returns a client of the cluster at cfg.Endpoints. With the admin
@@ -98,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.Background())
-	c.stop = stop
+	c.stop, c.life = stop, life
 	c.wg.Go(func() { c.disc.loop(life, cfg.DiscoveryInterval) })
 	return c, nil
 }
@@ -110,6 +119,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.stop()
+	c.closePools()
 	c.wg.Wait()
 	if c.closeIdle != nil {
 		c.closeIdle()

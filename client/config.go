@@ -81,6 +81,16 @@ type Config struct {
 	// after the others; it doubles with each further failure, up to 32
 	// times, until the member answers again. Default 1 s.
 	DownFor time.Duration
+
+	// AppendStreams is how many EventStore.AppendStream streams the client
+	// may open to one member for Append (appendstream.go): concurrent
+	// appends then share a few HTTP/2 streams instead of making a request
+	// each, which costs the server less per write. Each stream carries at
+	// most 64 appends at once; past that, and to a server or transport
+	// that cannot stream (an older server, HTTP/1.1), Append is a unary
+	// call as before. Default 0: 4 streams; negative: off, every Append a
+	// unary call.
+	AppendStreams int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -98,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DownFor <= 0 {
 		c.DownFor = time.Second
+	}
+	if c.AppendStreams == 0 {
+		c.AppendStreams = 4
 	}
 	return c, nil
 }

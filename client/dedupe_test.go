@@ -51,7 +51,9 @@ func lossyClient(t *testing.T, cl *testcluster.Cluster, token string, lose int32
 	t.Helper()
 	l := &loseReply{next: newHTTPClient(Config{DialTimeout: time.Second}).Transport}
 	l.lost.Store(lose)
-	c, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}})
+	// Unary calls: loseReply loses whole HTTP exchanges (a stream broken
+	// mid-way is TestStreamErrorsClassify's).
+	c, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}, AppendStreams: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

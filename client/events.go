@@ -83,9 +83,14 @@ func (c *Client) Append(ctx context.Context, stream string, msgs []NewMessage, o
 	req.ExpectedVersion, req.Condition = set.expectedVersion, set.condition
 	var resp *skaldv1.AppendResponse
 	err := c.write(ctx, c.retryWindow, func(ctx context.Context, m *member) error {
-		r, err := m.events.Append(ctx, connect.NewRequest(req))
+		r, err := c.appendOn(ctx, m, req)
+		if !errors.Is(err, errNoStream) {
+			resp = r
+			return err
+		}
+		r2, err := m.events.Append(ctx, connect.NewRequest(req))
 		if err == nil {
-			resp = r.Msg
+			resp = r2.Msg
 		}
 		return err
 	})

@@ -58,6 +58,7 @@ var (
 var procedureAccess = map[string]access{
 	skaldv1connect.EventStoreAppendProcedure:            writerStreams, // a condition reads the namespace: unscoped
 	skaldv1connect.EventStoreAppendMultiProcedure:       writerStreams,
+	skaldv1connect.EventStoreAppendStreamProcedure:      writerStreams, // each request as Append
 	skaldv1connect.EventStoreQueryProcedure:             readerAll,
 	skaldv1connect.EventStoreReadStreamProcedure:        readerStreams,
 	skaldv1connect.EventStoreReadCategoryProcedure:      readerStreams,
@@ -210,6 +211,8 @@ func permitScope(c caller, procedure string, msg any) error {
 		} else {
 			err = stream(m.Stream)
 		}
+	case *skaldv1.AppendStreamRequest:
+		return permitScope(c, procedure, m.GetAppend())
 	case *skaldv1.AppendMultiRequest:
 		for _, s := range m.Streams {
 			if err = stream(s.Stream); err != nil {

@@ -49,6 +49,7 @@ var connectSpec = map[string]struct {
 	body string
 }{
 	"skald.v1.EventStore/Append":            {wrTarget, `{"stream":"{s}","messages":[{"type":"T","data":"e30="}]}`},
+	"skald.v1.EventStore/AppendStream":      {wrTarget, `{"id":"1","append":{"stream":"{s}","messages":[{"type":"T","data":"e30="}]}}`},
 	"skald.v1.EventStore/AppendMulti":       {wrTarget, `{"streams":[{"stream":"{s}","messages":[{"type":"T","data":"e30="}]}]}`},
 	"skald.v1.EventStore/Query":             {rdWhole, `{}`},
 	"skald.v1.EventStore/ReadStream":        {rdTarget, `{"stream":"{s}"}`},
@@ -191,10 +192,12 @@ func connectCall(t *testing.T, addr, token, procedure, body string, header http.
 
 // connectCode calls procedure and returns the Connect error code it
 // answered ("" for none): for a server stream, the first message's or the
-// end of the stream's.
+// end of the stream's; for AppendStream (over h2c), its one request's
+// answer or the end of the stream's.
 func connectCode(t *testing.T, addr, token, procedure, body string) string {
 	t.Helper()
-	if procedure != "skald.v1.EventStore/Subscribe" && procedure != "skald.v1.Subscriptions/Consume" {
+	bidi := procedure == "skald.v1.EventStore/AppendStream"
+	if !bidi && procedure != "skald.v1.EventStore/Subscribe" && procedure != "skald.v1.Subscriptions/Consume" {
 		status, out := connectCall(t, addr, token, procedure, body, nil)
 		if status == 200 {
 			return ""
@@ -211,7 +214,11 @@ func connectCode(t *testing.T, addr, token, procedure, body string) string {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/"+procedure, bytes.NewReader(append(env, body...)))
 	req.Header.Set("Content-Type", "application/connect+json")
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if bidi {
+		hc = h2c()
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +238,13 @@ func connectCode(t *testing.T, addr, token, procedure, body string) string {
 	msg := make([]byte, binary.BigEndian.Uint32(head[1:]))
 	if _, err := io.ReadFull(resp.Body, msg); err != nil {
 		t.Fatalf("%s: read the stream: %v", procedure, err)
+	}
+	if head[0]&2 == 0 && bidi {
+		var answer struct{ Error struct{ Code string } }
+		if err := json.Unmarshal(msg, &answer); err != nil {
+			t.Fatalf("%s: answer %s", procedure, msg)
+		}
+		return answer.Error.Code
 	}
 	if head[0]&2 == 0 {
 		return "" // a message: admitted

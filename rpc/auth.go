@@ -15,6 +15,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // caller is who a request acts for: the credential that authenticated
@@ -475,7 +476,13 @@ func (a authenticator) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 		c := callerFrom(ctx)
 		ctx, stop := whileValid(ctx, a.b, c)
 		defer stop()
-		err = next(ctx, scopedConn{StreamingHandlerConn: conn, c: c, procedure: procedure})
+		if procedure == skaldv1connect.EventStoreAppendStreamProcedure {
+			// Each request's scope is its own answer, not the stream's end
+			// (appendstream.go checks it).
+			err = next(ctx, conn)
+		} else {
+			err = next(ctx, scopedConn{StreamingHandlerConn: conn, c: c, procedure: procedure})
+		}
 		if cause := credentialEnded(ctx); cause != nil {
 			return toConnect(context.Background(), a.log, cause)
 		}

@@ -39,10 +39,30 @@ type eventStore struct {
 	// replyTimeout ends a read when its reply could no longer be written
 	// (Limits.WriteTimeout).
 	replyTimeout time.Duration
+	// streamInFlight caps the requests in flight on one AppendStream
+	// (Limits.AppendStreamInFlight).
+	streamInFlight int
+	// metrics counts each request of an AppendStream; hint names the
+	// leader in its errors when this node is a follower.
+	metrics *rpcMetrics
+	hint    leaderHint
+	// creds checks an AppendStream's credential at each request, so a
+	// revoke that returned refuses the next request at once, as for a
+	// unary call (nil in tests of the handler alone).
+	creds tokenChecker
 }
 
 func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.AppendRequest]) (*connect.Response[skaldv1.AppendResponse], error) {
-	m := req.Msg
+	resp, err := s.append(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// append is one Append, unary or streamed (appendstream.go): checked at
+// the edge, proposed, answered.
+func (s *eventStore) append(ctx context.Context, m *skaldv1.AppendRequest) (*skaldv1.AppendResponse, error) {
 	if err := checkKnown(m); err != nil {
 		return nil, err
 	}
@@ -66,11 +86,11 @@ func (s *eventStore) Append(ctx context.Context, req *connect.Request[skaldv1.Ap
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.AppendResponse{
+	return &skaldv1.AppendResponse{
 		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
 		FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition, Index: res.Index,
 		Duplicate: res.Duplicate,
-	}), nil
+	}, nil
 }
 
 func (s *eventStore) AppendMulti(ctx context.Context, req *connect.Request[skaldv1.AppendMultiRequest]) (*connect.Response[skaldv1.AppendMultiResponse], error) {

@@ -24,6 +24,7 @@ const LeaderHeader = "Skald-Leader"
 var throughLeader = map[string]bool{
 	skaldv1connect.EventStoreAppendProcedure:            true,
 	skaldv1connect.EventStoreAppendMultiProcedure:       true,
+	skaldv1connect.EventStoreAppendStreamProcedure:      true, // each request forwarded; its errors name the leader too
 	skaldv1connect.EventStoreDeleteStreamProcedure:      true,
 	skaldv1connect.EventStoreTruncateStreamProcedure:    true,
 	skaldv1connect.EventStoreDeleteByWatermarkProcedure: true,

@@ -1,10 +1,14 @@
 package rpc
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -57,6 +61,11 @@ type Limits struct {
 	// DefaultUnknownTokenTTL; negative remembers nothing (and creates do
 	// not wait).
 	UnknownTokenTTL time.Duration
+	// AppendStreamInFlight caps the requests in flight (received, not yet
+	// answered) on one EventStore.AppendStream: one more is answered
+	// ResourceExhausted, not applied, and the stream goes on. Default
+	// DefaultAppendStreamInFlight.
+	AppendStreamInFlight int
 }
 
 // Defaults of Limits.
@@ -75,6 +84,10 @@ const (
 	DefaultScanBudget       = 100_000
 	DefaultUnknownTokenPace = 20 * time.Millisecond
 	DefaultUnknownTokenTTL  = 250 * time.Millisecond
+	// DefaultAppendStreamInFlight is twice what the Go client puts on one
+	// stream, and bounds a stream's requests held in memory at 128 × 16 MiB
+	// at worst (connections and streams per connection bound the rest).
+	DefaultAppendStreamInFlight = 128
 	// ReadHeaderTimeout bounds the request line and headers.
 	ReadHeaderTimeout = 10 * time.Second
 	// MaxHeaderBytes bounds the request headers.
@@ -110,6 +123,9 @@ func (l Limits) withDefaults() Limits {
 	if l.UnknownTokenPace <= 0 {
 		l.UnknownTokenPace = DefaultUnknownTokenPace
 	}
+	if l.AppendStreamInFlight <= 0 {
+		l.AppendStreamInFlight = DefaultAppendStreamInFlight
+	}
 	switch {
 	case l.UnknownTokenTTL == 0:
 		l.UnknownTokenTTL = DefaultUnknownTokenTTL
@@ -140,6 +156,7 @@ const (
 	routeStream                // read deadline, no write deadline
 	routeDownload              // no body; each write must progress
 	routeUpload                // /import: progress for reads and writes
+	routeDuplex                // AppendStream: each message read in time, each write progressing
 )
 
 func routeOf(r *http.Request) route {
@@ -150,6 +167,8 @@ func routeOf(r *http.Request) route {
 		return routeDownload
 	case "/import":
 		return routeUpload
+	case skaldv1connect.EventStoreAppendStreamProcedure:
+		return routeDuplex
 	}
 	return routeUnary
 }
@@ -165,7 +184,9 @@ type deadlines struct {
 func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	kind := routeOf(r)
-	capped := kind != routeUpload
+	// A duplex stream's messages are capped one by one (connect-go's
+	// read limit), not the body they arrive in.
+	capped := kind != routeUpload && kind != routeDuplex
 	if capped && r.ContentLength > maxBodyBytes {
 		// Refused before a byte of it is read; the connection closes.
 		msg := fmt.Sprintf("request body is larger than %d bytes (%d)", maxBodyBytes, r.ContentLength)
@@ -184,6 +205,14 @@ func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &progressWriter{ResponseWriter: w, rc: rc, timeout: d.limits.WriteTimeout}
 	case routeUpload:
 		w = &progressWriter{ResponseWriter: w, rc: rc, timeout: d.limits.WriteTimeout}
+	case routeDuplex:
+		w = &progressWriter{ResponseWriter: w, rc: rc, timeout: d.limits.WriteTimeout}
+		if r.Body != nil && r.Body != http.NoBody {
+			b := &duplexBody{ReadCloser: r.Body, rc: rc, read: d.limits.ReadTimeout, idle: d.limits.IdleTimeout}
+			b.between()
+			r.Body = b
+			r = r.WithContext(context.WithValue(r.Context(), duplexKey{}, b))
+		}
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		if kind == routeUpload {
@@ -238,3 +267,95 @@ func (p *progressWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// duplexBody bounds the reads of a bidirectional stream's body (an
+// AppendStream's requests) message by message, following the 5-byte
+// envelope (flags, big-endian length) that frames every message in both
+// the Connect and the gRPC protocol: between messages the client has
+// idle (Limits.IdleTimeout) to begin the next one, and a message must
+// arrive whole within read (Limits.ReadTimeout) of its first byte, as a
+// unary request's body must. So a stream nobody uses ends like an idle
+// connection, and a message trickled in costs no more than a unary one.
+type duplexBody struct {
+	io.ReadCloser
+	rc         *http.ResponseController
+	read, idle time.Duration
+	hdr        [5]byte
+	hdrN       int   // bytes of the current envelope prefix seen
+	left       int64 // bytes of the current message still to come
+	ended      atomic.Bool
+
+	mu   sync.Mutex // end against finish: rc is not to be used once the handler returned
+	done bool
+}
+
+// duplexKey is the request context's key of its *duplexBody.
+type duplexKey struct{}
+
+func (b *duplexBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && err == nil {
+		b.advance(p[:n])
+	}
+	return n, err
+}
+
+// advance follows the envelopes through p and moves the read deadline:
+// idle from now when p ends between messages, read from now when it ends
+// inside a message that began in p.
+func (b *duplexBody) advance(p []byte) {
+	began := false
+	for len(p) > 0 {
+		if b.left > 0 {
+			k := min(int64(len(p)), b.left)
+			b.left -= k
+			p = p[k:]
+			continue
+		}
+		if b.hdrN == 0 {
+			began = true
+		}
+		k := copy(b.hdr[b.hdrN:], p)
+		b.hdrN += k
+		p = p[k:]
+		if b.hdrN == len(b.hdr) {
+			b.left = int64(binary.BigEndian.Uint32(b.hdr[1:]))
+			b.hdrN = 0
+		}
+	}
+	switch {
+	case b.hdrN == 0 && b.left == 0:
+		b.between()
+	case began:
+		b.setDeadline(time.Now().Add(b.read))
+	}
+}
+
+// between gives the client idle to begin its next message.
+func (b *duplexBody) between() { b.setDeadline(time.Now().Add(b.idle)) }
+
+func (b *duplexBody) setDeadline(t time.Time) {
+	_ = b.rc.SetReadDeadline(t)
+	if b.ended.Load() { // end won the race: keep the body ended
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
+}
+
+// end makes the body's pending and later reads fail at once: the handler
+// stops receiving (its replies can no longer be written).
+func (b *duplexBody) end() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return
+	}
+	b.ended.Store(true)
+	_ = b.rc.SetReadDeadline(time.Now())
+}
+
+// finish is called as the handler returns: end does nothing after it.
+func (b *duplexBody) finish() {
+	b.mu.Lock()
+	b.done = true
+	b.mu.Unlock()
+}

@@ -140,7 +140,8 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleAPI := func(path string, h http.Handler) { // token from the headers first
 		handleService(path, auth.beforeBody(h, errw, metrics))
 	}
-	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget, replyTimeout: limits.WriteTimeout}, handlerOpts...))
+	handleAPI(skaldv1connect.NewEventStoreHandler(&eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget, replyTimeout: limits.WriteTimeout,
+		streamInFlight: limits.AppendStreamInFlight, metrics: metrics, hint: leaderHint{b}, creds: b}, handlerOpts...))
 	handleAPI(skaldv1connect.NewNamespacesHandler(&namespaces{b: b, log: log, audit: audit, createWait: tokens.createWait()}, handlerOpts...))
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
@@ -386,6 +387,9 @@ func (m *rpcMetrics) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := time.Now()
 		err := next(ctx, conn)
+		if conn.Spec().Procedure == skaldv1connect.EventStoreAppendStreamProcedure && err == nil {
+			return nil // each of its requests was counted (appendstream.go)
+		}
 		m.observe(conn.Spec().Procedure, start, err)
 		return err
 	}

@@ -33,7 +33,7 @@ import (
 // refused.
 func strictJSON(m proto.Message) bool {
 	switch m.(type) {
-	case *skaldv1.AppendRequest, *skaldv1.AppendMultiRequest, *skaldv1.QueryRequest:
+	case *skaldv1.AppendRequest, *skaldv1.AppendStreamRequest, *skaldv1.AppendMultiRequest, *skaldv1.QueryRequest:
 		return true
 	}
 	return false

@@ -4,7 +4,8 @@
 #   etcd (Debian etcd-server, its defaults) driven with puts,
 #   NATS JetStream (nats-server, pinned, go-installed) with synchronous
 #     publishes to an R3 file stream with sync_interval: always,
-#   Skald (skald dev) with single-message appends,
+#   Skald (skald dev) with single-message appends (Connect unary, EventoDB
+#     stream.write, Connect AppendStream),
 # at the same concurrency, value size and key/subject/stream count, with
 # clients spread over all three nodes; prints the three and Skald's ratios
 # (README: Performance). Server CPU per operation is read the same way for
@@ -149,9 +150,10 @@ wait_until 60 "skald dev" "$tmp/dev.out" grep -q "cluster ready" "$tmp/dev.out"
 mapfile -t side < <(pgrep -P "$dev")
 [ "${#side[@]}" = 3 ] || { echo "bench-compare: want 3 skald server processes under skald dev, found ${#side[@]}" >&2; exit 1; }
 pids+=("${side[@]}")
-# The same single appends through both APIs: Connect (what skald's clients
-# send) and EventoDB's POST /rpc stream.write (what EventoDB's SDKs send).
-for wl in append evdb-append; do
+# The same single appends through both APIs: Connect (unary calls), EventoDB's
+# POST /rpc stream.write (what EventoDB's SDKs send), and the Go client's
+# default over HTTP/2, concurrent appends sharing a few AppendStreams per node.
+for wl in append evdb-append append-stream; do
 	SKALD_TOKEN=$(sed -n 's/^Admin token: //p' "$tmp/dev.out") measure "$(IFS=,; echo "${side[*]}")" "$tmp/skald" bench --workload "$wl" \
 		--concurrency "$CONC" --payload-bytes "$BYTES" --streams "$STREAMS" --duration "$DUR" --target all -o json \
 		--addr "127.0.0.1:$PORT,127.0.0.1:$((PORT + 10)),127.0.0.1:$((PORT + 20))" > "$tmp/skald-$wl.json"
@@ -160,4 +162,4 @@ stop "${pids[@]}"
 pids=()
 
 echo
-"$tmp/bench" compare "$tmp/etcd.json" "$tmp/nats.json" "$tmp/skald-append.json" "$tmp/skald-evdb-append.json"
+"$tmp/bench" compare "$tmp/etcd.json" "$tmp/nats.json" "$tmp/skald-append.json" "$tmp/skald-evdb-append.json" "$tmp/skald-append-stream.json"

@@ -19,11 +19,12 @@ type side struct {
 // target is a goal from issue 15 for one Skald/other ratio; 0 means none.
 type target struct{ throughputMin, cpuMax, p99Max float64 }
 
-// compare prints etcd, NATS and one or two Skald runs: the Connect
-// append, then optionally the EventoDB /rpc stream.write.
+// compare prints etcd, NATS and one to three Skald runs: the Connect
+// append (unary), then optionally the EventoDB /rpc stream.write and the
+// Go client's appends over AppendStream.
 func compare(args []string) error {
-	if len(args) != 3 && len(args) != 4 {
-		return errors.New("usage: compare ETCD.json NATS.json SKALD.json [SKALD-EVENTODB.json]")
+	if len(args) < 3 || len(args) > 5 {
+		return errors.New("usage: compare ETCD.json NATS.json SKALD.json [SKALD-EVENTODB.json [SKALD-APPENDSTREAM.json]]")
 	}
 	rs := make([]result, len(args))
 	for i, path := range args {
@@ -36,8 +37,11 @@ func compare(args []string) error {
 		}
 	}
 	skalds := []side{{"Skald", "Connect append", rs[2]}}
-	if len(rs) == 4 {
+	if len(rs) >= 4 {
 		skalds = append(skalds, side{"Skald", "EventoDB stream.write", rs[3]})
+	}
+	if len(rs) == 5 {
+		skalds = append(skalds, side{"Skald", "Connect AppendStream", rs[4]})
 	}
 	printComparison(os.Stdout, side{"etcd", "put", rs[0]}, side{"NATS", "JetStream publish", rs[1]}, skalds,
 		map[string]target{"etcd": {throughputMin: 2, cpuMax: 0.5, p99Max: 1}, "NATS": {cpuMax: 1}})

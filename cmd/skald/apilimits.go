@@ -15,6 +15,7 @@ type apiLimitFlags struct {
 	readTimeout, writeTimeout, idleTimeout time.Duration
 	pageBytes                              int
 	scanBudget                             int
+	streamInFlight                         int
 }
 
 func (a *apiLimitFlags) register(fs *flag.FlagSet) {
@@ -24,6 +25,7 @@ func (a *apiLimitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
 	fs.IntVar(&a.pageBytes, "read-page-bytes", rpc.DefaultPageBytes, "most bytes of messages in one read's reply (Connect: truncated, read on; EventoDB: a shorter batch)")
 	fs.IntVar(&a.scanBudget, "read-scan-budget", rpc.DefaultScanBudget, "most entries one Connect read (or one subscription page) examines without returning them, for filters that match rarely; past it the reply says where to read on (resume_from)")
+	fs.IntVar(&a.streamInFlight, "append-stream-in-flight", rpc.DefaultAppendStreamInFlight, "most appends in flight (received, not yet answered) on one EventStore.AppendStream; one more is answered RESOURCE_EXHAUSTED, not applied, and the stream goes on")
 }
 
 func (a *apiLimitFlags) validate() error {
@@ -40,13 +42,16 @@ func (a *apiLimitFlags) validate() error {
 		return fmt.Errorf("--read-page-bytes must be between 64 KiB and 64 MiB, got %d", a.pageBytes)
 	case a.scanBudget < 1000 || a.scanBudget > 100_000_000:
 		return fmt.Errorf("--read-scan-budget must be between 1000 and 100000000, got %d", a.scanBudget)
+	case a.streamInFlight < 1 || a.streamInFlight > 65536:
+		return fmt.Errorf("--append-stream-in-flight must be between 1 and 65536, got %d", a.streamInFlight)
 	}
 	return nil
 }
 
 // rpcLimits returns the limits the handler and server get.
 func (a *apiLimitFlags) rpcLimits() rpc.Limits {
-	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes, ScanBudget: a.scanBudget}
+	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes, ScanBudget: a.scanBudget,
+		AppendStreamInFlight: a.streamInFlight}
 }
 
 // connections returns --max-connections, or its default under the

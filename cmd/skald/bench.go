@@ -19,7 +19,9 @@ Measures a running cluster (any nodes). With the admin token it writes into a na
 its own, bench-<run>, created before and deleted after the run; --token-namespace writes into
 the token's namespace instead (what a namespace token must do) and leaves the data there.
 Workloads:
-  append         one message per call
+  append         one message per call (unary)
+  append-stream  one message per call, the client's appends sharing a few AppendStreams per node
+                 over HTTP/2 (the Go client's default; --http2 implied)
   evdb-append    one message per call as EventoDB's SDKs send it: POST /rpc stream.write (JSON, HTTP/1.1)
   append-batch   --batch messages per call
   read-stream    read 100 messages of a stream (streams are filled first)
@@ -65,7 +67,7 @@ type benchConfig struct {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := newClientFlagSet("bench", benchUsage, stderr)
-	workload := fs.String("workload", "append", "append, evdb-append, append-batch, read-stream, read-category, mixed, subscribe or consume")
+	workload := fs.String("workload", "append", "append, append-stream, evdb-append, append-batch, read-stream, read-category, mixed, subscribe or consume")
 	concurrency := fs.Int("concurrency", 16, "concurrent callers")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
 	batch := fs.Int("batch", 100, "messages per call (append-batch)")

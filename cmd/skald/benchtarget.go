@@ -62,7 +62,9 @@ type benchClients []*client.Client
 
 // dial makes the run's clients. Unless --http2, each client has its own
 // HTTP/1.1 pool keeping a connection per concurrent caller: HTTP/1.1
-// costs the server less CPU per request than HTTP/2.
+// costs the server less CPU per request than HTTP/2. Appends are unary
+// calls but in the append-stream workload, whose clients use their own
+// HTTP/2 transport and AppendStreams (client.Config.AppendStreams).
 //
 // Pinned clients are FailFast: a refused or failed call is counted as an
 // error, as the node answered it. The cluster client retries as an
@@ -72,8 +74,14 @@ func (c *benchConfig) dial(ctx context.Context, cf *clientFlags) (benchClients, 
 	newClient := func(endpoints []string) (*client.Client, error) {
 		cfg := cfg
 		cfg.Endpoints = endpoints
-		if !c.http2 {
+		switch {
+		case c.workload == "append-stream":
+			// The client's own HTTP/2 transport, appends over its streams.
+		case !c.http2:
 			cfg.HTTPClient = benchHTTPClient(cf, c.concurrency)
+			cfg.AppendStreams = -1
+		default:
+			cfg.AppendStreams = -1 // unary calls, as the workload says
 		}
 		cl, err := client.New(ctx, cfg)
 		if err != nil {

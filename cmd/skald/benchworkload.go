@@ -80,7 +80,7 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 			return len(msgs), err
 		}
 		switch c.workload {
-		case "append":
+		case "append", "append-stream":
 			ops[w] = appendN(1)
 		case "evdb-append":
 			ops[w] = c.evdbAppend(cf, w)

@@ -797,6 +797,24 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 }
 
+// appendStreamRequests reads the server's count of AppendStream requests
+// from /metrics.
+func appendStreamRequests(t *testing.T, addr string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var n float64
+	for _, m := range regexp.MustCompile(`(?m)^skald_rpc_requests_total\{code="ok",procedure="/skald.v1.EventStore/AppendStream"\} (\S+)$`).FindAllSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		n += v
+	}
+	return n
+}
+
 // skald bench against a real server: the JSON it prints adds up, and the
 // plot is written.
 func TestBenchCLI(t *testing.T) {
@@ -815,6 +833,7 @@ func TestBenchCLI(t *testing.T) {
 		{"read-category", []string{"--workload", "read-category", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, -1},
 		{"append through the cluster client", []string{"--workload", "append", "--target", "cluster", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"append over HTTP/2", []string{"--workload", "append", "--http2", "--concurrency", "2", "--duration", "1s"}, 1},
+		{"append-stream", []string{"--workload", "append-stream", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"mixed through the cluster client", []string{"--workload", "mixed", "--target", "cluster", "--streams", "3", "--concurrency", "2", "--duration", "1s"}, -1},
 		{"subscribe", []string{"--workload", "subscribe", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
 		{"subscribe through the cluster client", []string{"--workload", "subscribe", "--target", "cluster", "--rate", "200", "--concurrency", "2", "--duration", "1s"}, 1},
@@ -831,6 +850,7 @@ func TestBenchCLI(t *testing.T) {
 		return m[1]
 	}
 	before := messagesIn("default")
+	streamedBefore := appendStreamRequests(t, p.addr)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := runCLI(t, env, append([]string{"bench", "-o", "json"}, tc.args...)...)
@@ -875,6 +895,12 @@ func TestBenchCLI(t *testing.T) {
 			} else if il != nil && (res.IndexLagSamples < 3 || !(il["p50"] >= 0 && il["p50"] <= il["p99"] && il["p99"] <= il["max"]) ||
 				!regexp.MustCompile(`(?m)^index lag \(LOCAL, \d+ samples every 100ms per node, \d+ failed\): p50 [\d.]+ ms  p99 [\d.]+ ms  max [\d.]+ ms; at most \d+ events behind$`).MatchString(errOut)) {
 				t.Fatalf("index lag %v over %d samples (at most %d events behind); stderr %s", il, res.IndexLagSamples, res.IndexLagEventsMax, errOut)
+			}
+			// append-stream's appends went over AppendStream, the others' not.
+			if streamed := appendStreamRequests(t, p.addr); (tc.name == "append-stream") != (streamed > streamedBefore) {
+				t.Fatalf("AppendStream requests %v → %v", streamedBefore, streamed)
+			} else {
+				streamedBefore = streamed
 			}
 		})
 	}

@@ -322,6 +322,7 @@ func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
 	c, err := client.New(ctx, client.Config{
 		Endpoints: eps, Token: cf.token, Namespace: cf.ns, TLS: cf.tlsConfig(),
 		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
+		AppendStreams: -1, // a command's appends are one at a time: a stream would only add its opening
 	})
 	if err != nil {
 		return nil, apiError(err)

@@ -48,6 +48,7 @@ test("writes on both APIs count as writes, reads do not", () => {
   const cases: [string, boolean][] = [
     ["/skald.v1.EventStore/Append", true],
     ["/skald.v1.EventStore/AppendMulti", true],
+    ["/skald.v1.EventStore/AppendStream", true], // each request of the stream
     ["/skald.v1.EventStore/DeleteStream", true],
     ["/skald.v1.Namespaces/Create", true],
     ["/skald.v1.EventStore/ReadStream", false],

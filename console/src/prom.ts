@@ -31,7 +31,7 @@ export function parseMetrics(text: string): Metrics {
  * as "eventodb/<method>" ("eventodb/import" for /import).
  */
 export function isWrite(procedure: string | undefined): boolean {
-  return /^\/skald\.v1\.(EventStore\/(Append|AppendMulti|DeleteStream|TruncateStream|DeleteByWatermark)|Namespaces\/(Create|Delete))$|^eventodb\/(stream\.(write|delete|truncate)|category\.deleteByWatermark|ns\.(create|delete)|import)$/.test(
+  return /^\/skald\.v1\.(EventStore\/(Append|AppendMulti|AppendStream|DeleteStream|TruncateStream|DeleteByWatermark)|Namespaces\/(Create|Delete))$|^eventodb\/(stream\.(write|delete|truncate)|category\.deleteByWatermark|ns\.(create|delete)|import)$/.test(
     procedure ?? "",
   );
 }

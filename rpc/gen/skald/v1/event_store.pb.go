@@ -9,6 +9,8 @@ package skaldv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -182,6 +184,250 @@ func (x *AppendResponse) GetDuplicate() bool {
 	return false
 }
 
+// AppendStreamRequest is one append of an AppendStream.
+type AppendStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; the answer carries it. Ids need not be unique
+	// or ordered: the server only echoes them.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The append, as the unary Append takes it (the same limits, checks and
+	// access rules).
+	Append *AppendRequest `protobuf:"bytes,2,opt,name=append,proto3" json:"append,omitempty"`
+	// How long the server may take to answer this append, from its arrival
+	// (as a unary call's deadline); unset or longer than the server's write
+	// timeout: the write timeout.
+	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamRequest) Reset() {
+	*x = AppendStreamRequest{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamRequest) ProtoMessage() {}
+
+func (x *AppendStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamRequest.ProtoReflect.Descriptor instead.
+func (*AppendStreamRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AppendStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AppendStreamRequest) GetAppend() *AppendRequest {
+	if x != nil {
+		return x.Append
+	}
+	return nil
+}
+
+func (x *AppendStreamRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+// AppendStreamResponse answers one AppendStreamRequest.
+type AppendStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*AppendStreamResponse_Append
+	//	*AppendStreamResponse_Error
+	Result isAppendStreamResponse_Result `protobuf_oneof:"result"`
+	// The leader's API address, when a follower answered (the unary reply's
+	// or error's Skald-Leader header).
+	Leader        string `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamResponse) Reset() {
+	*x = AppendStreamResponse{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamResponse) ProtoMessage() {}
+
+func (x *AppendStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamResponse.ProtoReflect.Descriptor instead.
+func (*AppendStreamResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AppendStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AppendStreamResponse) GetResult() isAppendStreamResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *AppendStreamResponse) GetAppend() *AppendResponse {
+	if x != nil {
+		if x, ok := x.Result.(*AppendStreamResponse_Append); ok {
+			return x.Append
+		}
+	}
+	return nil
+}
+
+func (x *AppendStreamResponse) GetError() *AppendStreamError {
+	if x != nil {
+		if x, ok := x.Result.(*AppendStreamResponse_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *AppendStreamResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type isAppendStreamResponse_Result interface {
+	isAppendStreamResponse_Result()
+}
+
+type AppendStreamResponse_Append struct {
+	// As the unary Append answers.
+	Append *AppendResponse `protobuf:"bytes,2,opt,name=append,proto3,oneof"`
+}
+
+type AppendStreamResponse_Error struct {
+	// The error the unary Append would return.
+	Error *AppendStreamError `protobuf:"bytes,3,opt,name=error,proto3,oneof"`
+}
+
+func (*AppendStreamResponse_Append) isAppendStreamResponse_Result() {}
+
+func (*AppendStreamResponse_Error) isAppendStreamResponse_Result() {}
+
+// AppendStreamError is a unary call's error, carried in a message.
+type AppendStreamError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Connect code's name ("invalid_argument", "aborted", ...).
+	Code    string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The details the unary error carries (google.rpc.BadRequest,
+	// skald.v1.VersionConflict, ...).
+	Details []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	// Nothing was proposed (the unary error's Skald-Outcome: not-applied).
+	NotApplied    bool `protobuf:"varint,4,opt,name=not_applied,json=notApplied,proto3" json:"not_applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendStreamError) Reset() {
+	*x = AppendStreamError{}
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendStreamError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendStreamError) ProtoMessage() {}
+
+func (x *AppendStreamError) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendStreamError.ProtoReflect.Descriptor instead.
+func (*AppendStreamError) Descriptor() ([]byte, []int) {
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AppendStreamError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *AppendStreamError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AppendStreamError) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+func (x *AppendStreamError) GetNotApplied() bool {
+	if x != nil {
+		return x.NotApplied
+	}
+	return false
+}
+
 type AppendMultiRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Streams []*StreamAppend        `protobuf:"bytes,1,rep,name=streams,proto3" json:"streams,omitempty"`
@@ -193,7 +439,7 @@ type AppendMultiRequest struct {
 
 func (x *AppendMultiRequest) Reset() {
 	*x = AppendMultiRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +451,7 @@ func (x *AppendMultiRequest) String() string {
 func (*AppendMultiRequest) ProtoMessage() {}
 
 func (x *AppendMultiRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[2]
+	mi := &file_skald_v1_event_store_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +464,7 @@ func (x *AppendMultiRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiRequest.ProtoReflect.Descriptor instead.
 func (*AppendMultiRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{2}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AppendMultiRequest) GetStreams() []*StreamAppend {
@@ -247,7 +493,7 @@ type StreamAppend struct {
 
 func (x *StreamAppend) Reset() {
 	*x = StreamAppend{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +505,7 @@ func (x *StreamAppend) String() string {
 func (*StreamAppend) ProtoMessage() {}
 
 func (x *StreamAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[3]
+	mi := &file_skald_v1_event_store_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +518,7 @@ func (x *StreamAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamAppend.ProtoReflect.Descriptor instead.
 func (*StreamAppend) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamAppend) GetStream() string {
@@ -312,7 +558,7 @@ type AppendMultiResponse struct {
 
 func (x *AppendMultiResponse) Reset() {
 	*x = AppendMultiResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +570,7 @@ func (x *AppendMultiResponse) String() string {
 func (*AppendMultiResponse) ProtoMessage() {}
 
 func (x *AppendMultiResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[4]
+	mi := &file_skald_v1_event_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +583,7 @@ func (x *AppendMultiResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMultiResponse.ProtoReflect.Descriptor instead.
 func (*AppendMultiResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{4}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AppendMultiResponse) GetStreams() []*StreamAppendResult {
@@ -388,7 +634,7 @@ type StreamAppendResult struct {
 
 func (x *StreamAppendResult) Reset() {
 	*x = StreamAppendResult{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +646,7 @@ func (x *StreamAppendResult) String() string {
 func (*StreamAppendResult) ProtoMessage() {}
 
 func (x *StreamAppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[5]
+	mi := &file_skald_v1_event_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +659,7 @@ func (x *StreamAppendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamAppendResult.ProtoReflect.Descriptor instead.
 func (*StreamAppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{5}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StreamAppendResult) GetStream() string {
@@ -465,7 +711,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +723,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[6]
+	mi := &file_skald_v1_event_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +736,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{6}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *QueryRequest) GetQuery() *Query {
@@ -544,7 +790,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +802,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[7]
+	mi := &file_skald_v1_event_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +815,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{7}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *QueryResponse) GetMessages() []*Message {
@@ -619,7 +865,7 @@ type ReadStreamRequest struct {
 
 func (x *ReadStreamRequest) Reset() {
 	*x = ReadStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +877,7 @@ func (x *ReadStreamRequest) String() string {
 func (*ReadStreamRequest) ProtoMessage() {}
 
 func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[8]
+	mi := &file_skald_v1_event_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +890,7 @@ func (x *ReadStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReadStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{8}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReadStreamRequest) GetStream() string {
@@ -712,7 +958,7 @@ type ReadStreamResponse struct {
 
 func (x *ReadStreamResponse) Reset() {
 	*x = ReadStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +970,7 @@ func (x *ReadStreamResponse) String() string {
 func (*ReadStreamResponse) ProtoMessage() {}
 
 func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[9]
+	mi := &file_skald_v1_event_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +983,7 @@ func (x *ReadStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReadStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadStreamResponse) GetMessages() []*Message {
@@ -797,7 +1043,7 @@ type ReadCategoryRequest struct {
 
 func (x *ReadCategoryRequest) Reset() {
 	*x = ReadCategoryRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1055,7 @@ func (x *ReadCategoryRequest) String() string {
 func (*ReadCategoryRequest) ProtoMessage() {}
 
 func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[10]
+	mi := &file_skald_v1_event_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1068,7 @@ func (x *ReadCategoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryRequest.ProtoReflect.Descriptor instead.
 func (*ReadCategoryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReadCategoryRequest) GetCategory() string {
@@ -918,7 +1164,7 @@ type ReadCategoryResponse struct {
 
 func (x *ReadCategoryResponse) Reset() {
 	*x = ReadCategoryResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1176,7 @@ func (x *ReadCategoryResponse) String() string {
 func (*ReadCategoryResponse) ProtoMessage() {}
 
 func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[11]
+	mi := &file_skald_v1_event_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1189,7 @@ func (x *ReadCategoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadCategoryResponse.ProtoReflect.Descriptor instead.
 func (*ReadCategoryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadCategoryResponse) GetMessages() []*Message {
@@ -995,7 +1241,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1253,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[12]
+	mi := &file_skald_v1_event_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1266,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadAllRequest) GetGlobalPosition() int64 {
@@ -1088,7 +1334,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1346,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[13]
+	mi := &file_skald_v1_event_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1359,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadAllResponse) GetMessages() []*Message {
@@ -1156,7 +1402,7 @@ type LastMessageRequest struct {
 
 func (x *LastMessageRequest) Reset() {
 	*x = LastMessageRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1414,7 @@ func (x *LastMessageRequest) String() string {
 func (*LastMessageRequest) ProtoMessage() {}
 
 func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[14]
+	mi := &file_skald_v1_event_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1427,7 @@ func (x *LastMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageRequest.ProtoReflect.Descriptor instead.
 func (*LastMessageRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LastMessageRequest) GetStream() string {
@@ -1215,7 +1461,7 @@ type LastMessageResponse struct {
 
 func (x *LastMessageResponse) Reset() {
 	*x = LastMessageResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1473,7 @@ func (x *LastMessageResponse) String() string {
 func (*LastMessageResponse) ProtoMessage() {}
 
 func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[15]
+	mi := &file_skald_v1_event_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1486,7 @@ func (x *LastMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastMessageResponse.ProtoReflect.Descriptor instead.
 func (*LastMessageResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LastMessageResponse) GetMessage() *Message {
@@ -1267,7 +1513,7 @@ type StreamVersionRequest struct {
 
 func (x *StreamVersionRequest) Reset() {
 	*x = StreamVersionRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1525,7 @@ func (x *StreamVersionRequest) String() string {
 func (*StreamVersionRequest) ProtoMessage() {}
 
 func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[16]
+	mi := &file_skald_v1_event_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1538,7 @@ func (x *StreamVersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionRequest.ProtoReflect.Descriptor instead.
 func (*StreamVersionRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamVersionRequest) GetStream() string {
@@ -1323,7 +1569,7 @@ type StreamVersionResponse struct {
 
 func (x *StreamVersionResponse) Reset() {
 	*x = StreamVersionResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1581,7 @@ func (x *StreamVersionResponse) String() string {
 func (*StreamVersionResponse) ProtoMessage() {}
 
 func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[17]
+	mi := &file_skald_v1_event_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1594,7 @@ func (x *StreamVersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamVersionResponse.ProtoReflect.Descriptor instead.
 func (*StreamVersionResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamVersionResponse) GetVersion() int64 {
@@ -1386,7 +1632,7 @@ type ListStreamsRequest struct {
 
 func (x *ListStreamsRequest) Reset() {
 	*x = ListStreamsRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1644,7 @@ func (x *ListStreamsRequest) String() string {
 func (*ListStreamsRequest) ProtoMessage() {}
 
 func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[18]
+	mi := &file_skald_v1_event_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1657,7 @@ func (x *ListStreamsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{18}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListStreamsRequest) GetPrefix() string {
@@ -1453,7 +1699,7 @@ type StreamInfo struct {
 
 func (x *StreamInfo) Reset() {
 	*x = StreamInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1711,7 @@ func (x *StreamInfo) String() string {
 func (*StreamInfo) ProtoMessage() {}
 
 func (x *StreamInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[19]
+	mi := &file_skald_v1_event_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1724,7 @@ func (x *StreamInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamInfo.ProtoReflect.Descriptor instead.
 func (*StreamInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{19}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamInfo) GetStream() string {
@@ -1514,7 +1760,7 @@ type ListStreamsResponse struct {
 
 func (x *ListStreamsResponse) Reset() {
 	*x = ListStreamsResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1772,7 @@ func (x *ListStreamsResponse) String() string {
 func (*ListStreamsResponse) ProtoMessage() {}
 
 func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[20]
+	mi := &file_skald_v1_event_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1785,7 @@ func (x *ListStreamsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{20}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListStreamsResponse) GetStreams() []*StreamInfo {
@@ -1576,7 +1822,7 @@ type ListCategoriesRequest struct {
 
 func (x *ListCategoriesRequest) Reset() {
 	*x = ListCategoriesRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1834,7 @@ func (x *ListCategoriesRequest) String() string {
 func (*ListCategoriesRequest) ProtoMessage() {}
 
 func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[21]
+	mi := &file_skald_v1_event_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1847,7 @@ func (x *ListCategoriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesRequest.ProtoReflect.Descriptor instead.
 func (*ListCategoriesRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{21}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListCategoriesRequest) GetRead() *ReadOptions {
@@ -1636,7 +1882,7 @@ type CategoryInfo struct {
 
 func (x *CategoryInfo) Reset() {
 	*x = CategoryInfo{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1894,7 @@ func (x *CategoryInfo) String() string {
 func (*CategoryInfo) ProtoMessage() {}
 
 func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[22]
+	mi := &file_skald_v1_event_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1907,7 @@ func (x *CategoryInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CategoryInfo.ProtoReflect.Descriptor instead.
 func (*CategoryInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{22}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CategoryInfo) GetCategory() string {
@@ -1697,7 +1943,7 @@ type ListCategoriesResponse struct {
 
 func (x *ListCategoriesResponse) Reset() {
 	*x = ListCategoriesResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1955,7 @@ func (x *ListCategoriesResponse) String() string {
 func (*ListCategoriesResponse) ProtoMessage() {}
 
 func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[23]
+	mi := &file_skald_v1_event_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1968,7 @@ func (x *ListCategoriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCategoriesResponse.ProtoReflect.Descriptor instead.
 func (*ListCategoriesResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{23}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListCategoriesResponse) GetCategories() []*CategoryInfo {
@@ -1768,7 +2014,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2026,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[24]
+	mi := &file_skald_v1_event_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2039,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{24}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubscribeRequest) GetTarget() isSubscribeRequest_Target {
@@ -1901,7 +2147,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2159,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[25]
+	mi := &file_skald_v1_event_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2172,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{25}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubscribeResponse) GetEvent() isSubscribeResponse_Event {
@@ -1995,7 +2241,7 @@ type CaughtUp struct {
 
 func (x *CaughtUp) Reset() {
 	*x = CaughtUp{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2253,7 @@ func (x *CaughtUp) String() string {
 func (*CaughtUp) ProtoMessage() {}
 
 func (x *CaughtUp) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[26]
+	mi := &file_skald_v1_event_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2266,7 @@ func (x *CaughtUp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaughtUp.ProtoReflect.Descriptor instead.
 func (*CaughtUp) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{26}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CaughtUp) GetAppliedIndex() uint64 {
@@ -2041,7 +2287,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2053,7 +2299,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[27]
+	mi := &file_skald_v1_event_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2066,7 +2312,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{27}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
@@ -2089,7 +2335,7 @@ type DeleteStreamRequest struct {
 
 func (x *DeleteStreamRequest) Reset() {
 	*x = DeleteStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[28]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2347,7 @@ func (x *DeleteStreamRequest) String() string {
 func (*DeleteStreamRequest) ProtoMessage() {}
 
 func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[28]
+	mi := &file_skald_v1_event_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2360,7 @@ func (x *DeleteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamRequest.ProtoReflect.Descriptor instead.
 func (*DeleteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{28}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteStreamRequest) GetStream() string {
@@ -2151,7 +2397,7 @@ type DeleteStreamResponse struct {
 
 func (x *DeleteStreamResponse) Reset() {
 	*x = DeleteStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[29]
+	mi := &file_skald_v1_event_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2409,7 @@ func (x *DeleteStreamResponse) String() string {
 func (*DeleteStreamResponse) ProtoMessage() {}
 
 func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[29]
+	mi := &file_skald_v1_event_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2422,7 @@ func (x *DeleteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteStreamResponse.ProtoReflect.Descriptor instead.
 func (*DeleteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{29}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteStreamResponse) GetMessagesDeleted() int64 {
@@ -2212,7 +2458,7 @@ type TruncateStreamRequest struct {
 
 func (x *TruncateStreamRequest) Reset() {
 	*x = TruncateStreamRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[30]
+	mi := &file_skald_v1_event_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2224,7 +2470,7 @@ func (x *TruncateStreamRequest) String() string {
 func (*TruncateStreamRequest) ProtoMessage() {}
 
 func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[30]
+	mi := &file_skald_v1_event_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2237,7 +2483,7 @@ func (x *TruncateStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamRequest.ProtoReflect.Descriptor instead.
 func (*TruncateStreamRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{30}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TruncateStreamRequest) GetStream() string {
@@ -2265,7 +2511,7 @@ type TruncateStreamResponse struct {
 
 func (x *TruncateStreamResponse) Reset() {
 	*x = TruncateStreamResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[31]
+	mi := &file_skald_v1_event_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2523,7 @@ func (x *TruncateStreamResponse) String() string {
 func (*TruncateStreamResponse) ProtoMessage() {}
 
 func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[31]
+	mi := &file_skald_v1_event_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2536,7 @@ func (x *TruncateStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateStreamResponse.ProtoReflect.Descriptor instead.
 func (*TruncateStreamResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{31}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TruncateStreamResponse) GetMessagesDeleted() int64 {
@@ -2327,7 +2573,7 @@ type DeleteByWatermarkRequest struct {
 
 func (x *DeleteByWatermarkRequest) Reset() {
 	*x = DeleteByWatermarkRequest{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[32]
+	mi := &file_skald_v1_event_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2585,7 @@ func (x *DeleteByWatermarkRequest) String() string {
 func (*DeleteByWatermarkRequest) ProtoMessage() {}
 
 func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[32]
+	mi := &file_skald_v1_event_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2598,7 @@ func (x *DeleteByWatermarkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkRequest.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{32}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteByWatermarkRequest) GetCategory() string {
@@ -2388,7 +2634,7 @@ type DeleteByWatermarkResponse struct {
 
 func (x *DeleteByWatermarkResponse) Reset() {
 	*x = DeleteByWatermarkResponse{}
-	mi := &file_skald_v1_event_store_proto_msgTypes[33]
+	mi := &file_skald_v1_event_store_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2646,7 @@ func (x *DeleteByWatermarkResponse) String() string {
 func (*DeleteByWatermarkResponse) ProtoMessage() {}
 
 func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_event_store_proto_msgTypes[33]
+	mi := &file_skald_v1_event_store_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2659,7 @@ func (x *DeleteByWatermarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteByWatermarkResponse.ProtoReflect.Descriptor instead.
 func (*DeleteByWatermarkResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{33}
+	return file_skald_v1_event_store_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteByWatermarkResponse) GetMessagesDeleted() int64 {
@@ -2441,7 +2687,7 @@ var File_skald_v1_event_store_proto protoreflect.FileDescriptor
 
 const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/v1/event_store.proto\x12\bskald.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\xd7\x01\n" +
+	"\x1askald/v1/event_store.proto\x12\bskald.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14skald/v1/types.proto\"\xd7\x01\n" +
 	"\rAppendRequest\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x120\n" +
 	"\bmessages\x18\x02 \x03(\v2\x14.skald.v1.NewMessageR\bmessages\x12.\n" +
@@ -2454,7 +2700,23 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
 	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\x04R\x05index\x12\x1c\n" +
-	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\x7f\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\"\x8b\x01\n" +
+	"\x13AppendStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12/\n" +
+	"\x06append\x18\x02 \x01(\v2\x17.skald.v1.AppendRequestR\x06append\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xb1\x01\n" +
+	"\x14AppendStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
+	"\x06append\x18\x02 \x01(\v2\x18.skald.v1.AppendResponseH\x00R\x06append\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1b.skald.v1.AppendStreamErrorH\x00R\x05error\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leaderB\b\n" +
+	"\x06result\"\x92\x01\n" +
+	"\x11AppendStreamError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails\x12\x1f\n" +
+	"\vnot_applied\x18\x04 \x01(\bR\n" +
+	"notApplied\"\x7f\n" +
 	"\x12AppendMultiRequest\x120\n" +
 	"\astreams\x18\x01 \x03(\v2\x16.skald.v1.StreamAppendR\astreams\x127\n" +
 	"\tcondition\x18\x02 \x01(\v2\x19.skald.v1.AppendConditionR\tcondition\"\x9d\x01\n" +
@@ -2631,10 +2893,11 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\x19DeleteByWatermarkResponse\x12)\n" +
 	"\x10messages_deleted\x18\x01 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
 	"\astreams\x18\x02 \x01(\x03R\astreams\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index2\xd8\b\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index2\xab\t\n" +
 	"\n" +
 	"EventStore\x12;\n" +
-	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12J\n" +
+	"\x06Append\x12\x17.skald.v1.AppendRequest\x1a\x18.skald.v1.AppendResponse\x12Q\n" +
+	"\fAppendStream\x12\x1d.skald.v1.AppendStreamRequest\x1a\x1e.skald.v1.AppendStreamResponse(\x010\x01\x12J\n" +
 	"\vAppendMulti\x12\x1c.skald.v1.AppendMultiRequest\x1a\x1d.skald.v1.AppendMultiResponse\x12=\n" +
 	"\x05Query\x12\x16.skald.v1.QueryRequest\x1a\x17.skald.v1.QueryResponse\"\x03\x90\x02\x01\x12L\n" +
 	"\n" +
@@ -2662,118 +2925,130 @@ func file_skald_v1_event_store_proto_rawDescGZIP() []byte {
 	return file_skald_v1_event_store_proto_rawDescData
 }
 
-var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_skald_v1_event_store_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_skald_v1_event_store_proto_goTypes = []any{
 	(*AppendRequest)(nil),             // 0: skald.v1.AppendRequest
 	(*AppendResponse)(nil),            // 1: skald.v1.AppendResponse
-	(*AppendMultiRequest)(nil),        // 2: skald.v1.AppendMultiRequest
-	(*StreamAppend)(nil),              // 3: skald.v1.StreamAppend
-	(*AppendMultiResponse)(nil),       // 4: skald.v1.AppendMultiResponse
-	(*StreamAppendResult)(nil),        // 5: skald.v1.StreamAppendResult
-	(*QueryRequest)(nil),              // 6: skald.v1.QueryRequest
-	(*QueryResponse)(nil),             // 7: skald.v1.QueryResponse
-	(*ReadStreamRequest)(nil),         // 8: skald.v1.ReadStreamRequest
-	(*ReadStreamResponse)(nil),        // 9: skald.v1.ReadStreamResponse
-	(*ReadCategoryRequest)(nil),       // 10: skald.v1.ReadCategoryRequest
-	(*ReadCategoryResponse)(nil),      // 11: skald.v1.ReadCategoryResponse
-	(*ReadAllRequest)(nil),            // 12: skald.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),           // 13: skald.v1.ReadAllResponse
-	(*LastMessageRequest)(nil),        // 14: skald.v1.LastMessageRequest
-	(*LastMessageResponse)(nil),       // 15: skald.v1.LastMessageResponse
-	(*StreamVersionRequest)(nil),      // 16: skald.v1.StreamVersionRequest
-	(*StreamVersionResponse)(nil),     // 17: skald.v1.StreamVersionResponse
-	(*ListStreamsRequest)(nil),        // 18: skald.v1.ListStreamsRequest
-	(*StreamInfo)(nil),                // 19: skald.v1.StreamInfo
-	(*ListStreamsResponse)(nil),       // 20: skald.v1.ListStreamsResponse
-	(*ListCategoriesRequest)(nil),     // 21: skald.v1.ListCategoriesRequest
-	(*CategoryInfo)(nil),              // 22: skald.v1.CategoryInfo
-	(*ListCategoriesResponse)(nil),    // 23: skald.v1.ListCategoriesResponse
-	(*SubscribeRequest)(nil),          // 24: skald.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),         // 25: skald.v1.SubscribeResponse
-	(*CaughtUp)(nil),                  // 26: skald.v1.CaughtUp
-	(*Heartbeat)(nil),                 // 27: skald.v1.Heartbeat
-	(*DeleteStreamRequest)(nil),       // 28: skald.v1.DeleteStreamRequest
-	(*DeleteStreamResponse)(nil),      // 29: skald.v1.DeleteStreamResponse
-	(*TruncateStreamRequest)(nil),     // 30: skald.v1.TruncateStreamRequest
-	(*TruncateStreamResponse)(nil),    // 31: skald.v1.TruncateStreamResponse
-	(*DeleteByWatermarkRequest)(nil),  // 32: skald.v1.DeleteByWatermarkRequest
-	(*DeleteByWatermarkResponse)(nil), // 33: skald.v1.DeleteByWatermarkResponse
-	nil,                               // 34: skald.v1.ReadCategoryRequest.StateVectorEntry
-	nil,                               // 35: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	(*NewMessage)(nil),                // 36: skald.v1.NewMessage
-	(*AppendCondition)(nil),           // 37: skald.v1.AppendCondition
-	(*Query)(nil),                     // 38: skald.v1.Query
-	(*ReadOptions)(nil),               // 39: skald.v1.ReadOptions
-	(*Message)(nil),                   // 40: skald.v1.Message
-	(*ConsumerGroup)(nil),             // 41: skald.v1.ConsumerGroup
-	(*timestamppb.Timestamp)(nil),     // 42: google.protobuf.Timestamp
+	(*AppendStreamRequest)(nil),       // 2: skald.v1.AppendStreamRequest
+	(*AppendStreamResponse)(nil),      // 3: skald.v1.AppendStreamResponse
+	(*AppendStreamError)(nil),         // 4: skald.v1.AppendStreamError
+	(*AppendMultiRequest)(nil),        // 5: skald.v1.AppendMultiRequest
+	(*StreamAppend)(nil),              // 6: skald.v1.StreamAppend
+	(*AppendMultiResponse)(nil),       // 7: skald.v1.AppendMultiResponse
+	(*StreamAppendResult)(nil),        // 8: skald.v1.StreamAppendResult
+	(*QueryRequest)(nil),              // 9: skald.v1.QueryRequest
+	(*QueryResponse)(nil),             // 10: skald.v1.QueryResponse
+	(*ReadStreamRequest)(nil),         // 11: skald.v1.ReadStreamRequest
+	(*ReadStreamResponse)(nil),        // 12: skald.v1.ReadStreamResponse
+	(*ReadCategoryRequest)(nil),       // 13: skald.v1.ReadCategoryRequest
+	(*ReadCategoryResponse)(nil),      // 14: skald.v1.ReadCategoryResponse
+	(*ReadAllRequest)(nil),            // 15: skald.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),           // 16: skald.v1.ReadAllResponse
+	(*LastMessageRequest)(nil),        // 17: skald.v1.LastMessageRequest
+	(*LastMessageResponse)(nil),       // 18: skald.v1.LastMessageResponse
+	(*StreamVersionRequest)(nil),      // 19: skald.v1.StreamVersionRequest
+	(*StreamVersionResponse)(nil),     // 20: skald.v1.StreamVersionResponse
+	(*ListStreamsRequest)(nil),        // 21: skald.v1.ListStreamsRequest
+	(*StreamInfo)(nil),                // 22: skald.v1.StreamInfo
+	(*ListStreamsResponse)(nil),       // 23: skald.v1.ListStreamsResponse
+	(*ListCategoriesRequest)(nil),     // 24: skald.v1.ListCategoriesRequest
+	(*CategoryInfo)(nil),              // 25: skald.v1.CategoryInfo
+	(*ListCategoriesResponse)(nil),    // 26: skald.v1.ListCategoriesResponse
+	(*SubscribeRequest)(nil),          // 27: skald.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),         // 28: skald.v1.SubscribeResponse
+	(*CaughtUp)(nil),                  // 29: skald.v1.CaughtUp
+	(*Heartbeat)(nil),                 // 30: skald.v1.Heartbeat
+	(*DeleteStreamRequest)(nil),       // 31: skald.v1.DeleteStreamRequest
+	(*DeleteStreamResponse)(nil),      // 32: skald.v1.DeleteStreamResponse
+	(*TruncateStreamRequest)(nil),     // 33: skald.v1.TruncateStreamRequest
+	(*TruncateStreamResponse)(nil),    // 34: skald.v1.TruncateStreamResponse
+	(*DeleteByWatermarkRequest)(nil),  // 35: skald.v1.DeleteByWatermarkRequest
+	(*DeleteByWatermarkResponse)(nil), // 36: skald.v1.DeleteByWatermarkResponse
+	nil,                               // 37: skald.v1.ReadCategoryRequest.StateVectorEntry
+	nil,                               // 38: skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	(*NewMessage)(nil),                // 39: skald.v1.NewMessage
+	(*AppendCondition)(nil),           // 40: skald.v1.AppendCondition
+	(*durationpb.Duration)(nil),       // 41: google.protobuf.Duration
+	(*anypb.Any)(nil),                 // 42: google.protobuf.Any
+	(*Query)(nil),                     // 43: skald.v1.Query
+	(*ReadOptions)(nil),               // 44: skald.v1.ReadOptions
+	(*Message)(nil),                   // 45: skald.v1.Message
+	(*ConsumerGroup)(nil),             // 46: skald.v1.ConsumerGroup
+	(*timestamppb.Timestamp)(nil),     // 47: google.protobuf.Timestamp
 }
 var file_skald_v1_event_store_proto_depIdxs = []int32{
-	36, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
-	37, // 1: skald.v1.AppendRequest.condition:type_name -> skald.v1.AppendCondition
-	3,  // 2: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
-	37, // 3: skald.v1.AppendMultiRequest.condition:type_name -> skald.v1.AppendCondition
-	36, // 4: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
-	5,  // 5: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
-	38, // 6: skald.v1.QueryRequest.query:type_name -> skald.v1.Query
-	39, // 7: skald.v1.QueryRequest.read:type_name -> skald.v1.ReadOptions
-	40, // 8: skald.v1.QueryResponse.messages:type_name -> skald.v1.Message
-	39, // 9: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
-	40, // 10: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
-	41, // 11: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	39, // 12: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
-	34, // 13: skald.v1.ReadCategoryRequest.state_vector:type_name -> skald.v1.ReadCategoryRequest.StateVectorEntry
-	40, // 14: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
-	39, // 15: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
-	40, // 16: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
-	39, // 17: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
-	40, // 18: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
-	39, // 19: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
-	39, // 20: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
-	42, // 21: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
-	19, // 22: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
-	39, // 23: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
-	22, // 24: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
-	41, // 25: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
-	39, // 26: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
-	40, // 27: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
-	26, // 28: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
-	27, // 29: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
-	42, // 30: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	35, // 31: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
-	0,  // 32: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
-	2,  // 33: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
-	6,  // 34: skald.v1.EventStore.Query:input_type -> skald.v1.QueryRequest
-	8,  // 35: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
-	10, // 36: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
-	12, // 37: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
-	14, // 38: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
-	16, // 39: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
-	18, // 40: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
-	21, // 41: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
-	24, // 42: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
-	28, // 43: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
-	30, // 44: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
-	32, // 45: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
-	1,  // 46: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
-	4,  // 47: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
-	7,  // 48: skald.v1.EventStore.Query:output_type -> skald.v1.QueryResponse
-	9,  // 49: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
-	11, // 50: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
-	13, // 51: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
-	15, // 52: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
-	17, // 53: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
-	20, // 54: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
-	23, // 55: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
-	25, // 56: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
-	29, // 57: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
-	31, // 58: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
-	33, // 59: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
-	46, // [46:60] is the sub-list for method output_type
-	32, // [32:46] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	39, // 0: skald.v1.AppendRequest.messages:type_name -> skald.v1.NewMessage
+	40, // 1: skald.v1.AppendRequest.condition:type_name -> skald.v1.AppendCondition
+	0,  // 2: skald.v1.AppendStreamRequest.append:type_name -> skald.v1.AppendRequest
+	41, // 3: skald.v1.AppendStreamRequest.timeout:type_name -> google.protobuf.Duration
+	1,  // 4: skald.v1.AppendStreamResponse.append:type_name -> skald.v1.AppendResponse
+	4,  // 5: skald.v1.AppendStreamResponse.error:type_name -> skald.v1.AppendStreamError
+	42, // 6: skald.v1.AppendStreamError.details:type_name -> google.protobuf.Any
+	6,  // 7: skald.v1.AppendMultiRequest.streams:type_name -> skald.v1.StreamAppend
+	40, // 8: skald.v1.AppendMultiRequest.condition:type_name -> skald.v1.AppendCondition
+	39, // 9: skald.v1.StreamAppend.messages:type_name -> skald.v1.NewMessage
+	8,  // 10: skald.v1.AppendMultiResponse.streams:type_name -> skald.v1.StreamAppendResult
+	43, // 11: skald.v1.QueryRequest.query:type_name -> skald.v1.Query
+	44, // 12: skald.v1.QueryRequest.read:type_name -> skald.v1.ReadOptions
+	45, // 13: skald.v1.QueryResponse.messages:type_name -> skald.v1.Message
+	44, // 14: skald.v1.ReadStreamRequest.read:type_name -> skald.v1.ReadOptions
+	45, // 15: skald.v1.ReadStreamResponse.messages:type_name -> skald.v1.Message
+	46, // 16: skald.v1.ReadCategoryRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	44, // 17: skald.v1.ReadCategoryRequest.read:type_name -> skald.v1.ReadOptions
+	37, // 18: skald.v1.ReadCategoryRequest.state_vector:type_name -> skald.v1.ReadCategoryRequest.StateVectorEntry
+	45, // 19: skald.v1.ReadCategoryResponse.messages:type_name -> skald.v1.Message
+	44, // 20: skald.v1.ReadAllRequest.read:type_name -> skald.v1.ReadOptions
+	45, // 21: skald.v1.ReadAllResponse.messages:type_name -> skald.v1.Message
+	44, // 22: skald.v1.LastMessageRequest.read:type_name -> skald.v1.ReadOptions
+	45, // 23: skald.v1.LastMessageResponse.message:type_name -> skald.v1.Message
+	44, // 24: skald.v1.StreamVersionRequest.read:type_name -> skald.v1.ReadOptions
+	44, // 25: skald.v1.ListStreamsRequest.read:type_name -> skald.v1.ReadOptions
+	47, // 26: skald.v1.StreamInfo.last_activity:type_name -> google.protobuf.Timestamp
+	22, // 27: skald.v1.ListStreamsResponse.streams:type_name -> skald.v1.StreamInfo
+	44, // 28: skald.v1.ListCategoriesRequest.read:type_name -> skald.v1.ReadOptions
+	25, // 29: skald.v1.ListCategoriesResponse.categories:type_name -> skald.v1.CategoryInfo
+	46, // 30: skald.v1.SubscribeRequest.consumer_group:type_name -> skald.v1.ConsumerGroup
+	44, // 31: skald.v1.SubscribeRequest.read:type_name -> skald.v1.ReadOptions
+	45, // 32: skald.v1.SubscribeResponse.message:type_name -> skald.v1.Message
+	29, // 33: skald.v1.SubscribeResponse.caught_up:type_name -> skald.v1.CaughtUp
+	30, // 34: skald.v1.SubscribeResponse.heartbeat:type_name -> skald.v1.Heartbeat
+	47, // 35: skald.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	38, // 36: skald.v1.DeleteByWatermarkRequest.watermarks:type_name -> skald.v1.DeleteByWatermarkRequest.WatermarksEntry
+	0,  // 37: skald.v1.EventStore.Append:input_type -> skald.v1.AppendRequest
+	2,  // 38: skald.v1.EventStore.AppendStream:input_type -> skald.v1.AppendStreamRequest
+	5,  // 39: skald.v1.EventStore.AppendMulti:input_type -> skald.v1.AppendMultiRequest
+	9,  // 40: skald.v1.EventStore.Query:input_type -> skald.v1.QueryRequest
+	11, // 41: skald.v1.EventStore.ReadStream:input_type -> skald.v1.ReadStreamRequest
+	13, // 42: skald.v1.EventStore.ReadCategory:input_type -> skald.v1.ReadCategoryRequest
+	15, // 43: skald.v1.EventStore.ReadAll:input_type -> skald.v1.ReadAllRequest
+	17, // 44: skald.v1.EventStore.LastMessage:input_type -> skald.v1.LastMessageRequest
+	19, // 45: skald.v1.EventStore.StreamVersion:input_type -> skald.v1.StreamVersionRequest
+	21, // 46: skald.v1.EventStore.ListStreams:input_type -> skald.v1.ListStreamsRequest
+	24, // 47: skald.v1.EventStore.ListCategories:input_type -> skald.v1.ListCategoriesRequest
+	27, // 48: skald.v1.EventStore.Subscribe:input_type -> skald.v1.SubscribeRequest
+	31, // 49: skald.v1.EventStore.DeleteStream:input_type -> skald.v1.DeleteStreamRequest
+	33, // 50: skald.v1.EventStore.TruncateStream:input_type -> skald.v1.TruncateStreamRequest
+	35, // 51: skald.v1.EventStore.DeleteByWatermark:input_type -> skald.v1.DeleteByWatermarkRequest
+	1,  // 52: skald.v1.EventStore.Append:output_type -> skald.v1.AppendResponse
+	3,  // 53: skald.v1.EventStore.AppendStream:output_type -> skald.v1.AppendStreamResponse
+	7,  // 54: skald.v1.EventStore.AppendMulti:output_type -> skald.v1.AppendMultiResponse
+	10, // 55: skald.v1.EventStore.Query:output_type -> skald.v1.QueryResponse
+	12, // 56: skald.v1.EventStore.ReadStream:output_type -> skald.v1.ReadStreamResponse
+	14, // 57: skald.v1.EventStore.ReadCategory:output_type -> skald.v1.ReadCategoryResponse
+	16, // 58: skald.v1.EventStore.ReadAll:output_type -> skald.v1.ReadAllResponse
+	18, // 59: skald.v1.EventStore.LastMessage:output_type -> skald.v1.LastMessageResponse
+	20, // 60: skald.v1.EventStore.StreamVersion:output_type -> skald.v1.StreamVersionResponse
+	23, // 61: skald.v1.EventStore.ListStreams:output_type -> skald.v1.ListStreamsResponse
+	26, // 62: skald.v1.EventStore.ListCategories:output_type -> skald.v1.ListCategoriesResponse
+	28, // 63: skald.v1.EventStore.Subscribe:output_type -> skald.v1.SubscribeResponse
+	32, // 64: skald.v1.EventStore.DeleteStream:output_type -> skald.v1.DeleteStreamResponse
+	34, // 65: skald.v1.EventStore.TruncateStream:output_type -> skald.v1.TruncateStreamResponse
+	36, // 66: skald.v1.EventStore.DeleteByWatermark:output_type -> skald.v1.DeleteByWatermarkResponse
+	52, // [52:67] is the sub-list for method output_type
+	37, // [37:52] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_event_store_proto_init() }
@@ -2783,31 +3058,35 @@ func file_skald_v1_event_store_proto_init() {
 	}
 	file_skald_v1_types_proto_init()
 	file_skald_v1_event_store_proto_msgTypes[0].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[7].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[8].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[9].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[3].OneofWrappers = []any{
+		(*AppendStreamResponse_Append)(nil),
+		(*AppendStreamResponse_Error)(nil),
+	}
+	file_skald_v1_event_store_proto_msgTypes[6].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[10].OneofWrappers = []any{}
 	file_skald_v1_event_store_proto_msgTypes[11].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[13].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[15].OneofWrappers = []any{}
-	file_skald_v1_event_store_proto_msgTypes[24].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[12].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[14].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[16].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[18].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[27].OneofWrappers = []any{
 		(*SubscribeRequest_Stream)(nil),
 		(*SubscribeRequest_Category)(nil),
 		(*SubscribeRequest_All)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[25].OneofWrappers = []any{
+	file_skald_v1_event_store_proto_msgTypes[28].OneofWrappers = []any{
 		(*SubscribeResponse_Message)(nil),
 		(*SubscribeResponse_CaughtUp)(nil),
 		(*SubscribeResponse_Heartbeat)(nil),
 	}
-	file_skald_v1_event_store_proto_msgTypes[28].OneofWrappers = []any{}
+	file_skald_v1_event_store_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_event_store_proto_rawDesc), len(file_skald_v1_event_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

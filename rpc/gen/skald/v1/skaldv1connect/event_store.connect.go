@@ -35,6 +35,8 @@ const (
 const (
 	// EventStoreAppendProcedure is the fully-qualified name of the EventStore's Append RPC.
 	EventStoreAppendProcedure = "/skald.v1.EventStore/Append"
+	// EventStoreAppendStreamProcedure is the fully-qualified name of the EventStore's AppendStream RPC.
+	EventStoreAppendStreamProcedure = "/skald.v1.EventStore/AppendStream"
 	// EventStoreAppendMultiProcedure is the fully-qualified name of the EventStore's AppendMulti RPC.
 	EventStoreAppendMultiProcedure = "/skald.v1.EventStore/AppendMulti"
 	// EventStoreQueryProcedure is the fully-qualified name of the EventStore's Query RPC.
@@ -74,6 +76,16 @@ type EventStoreClient interface {
 	// writes: a retry of an earlier append, same stream, types and data), it
 	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
+	// AppendStream carries many appends over one HTTP/2 stream (Connect or
+	// gRPC; Connect's HTTP/1.1 clients cannot call it). Each request is an
+	// Append of its own: its own log entry, its own answer (the response
+	// with its id), answered in any order, refused on its own (InvalidArgument,
+	// PermissionDenied, ...) without ending the stream. Past the server's cap
+	// of requests in flight on one stream a request is answered
+	// RESOURCE_EXHAUSTED (not applied). The stream ends when its client
+	// closes its side and every request is answered, when it stays idle
+	// for the server's idle timeout, or when its credential is revoked.
+	AppendStream(context.Context) *connect.BidiStreamForClient[v1.AppendStreamRequest, v1.AppendStreamResponse]
 	// AppendMulti writes to several streams of the namespace at once, all or
 	// nothing: one log entry, contiguous global positions in the order of
 	// the streams given. A failed expected version (ABORTED) names every
@@ -128,6 +140,12 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			httpClient,
 			baseURL+EventStoreAppendProcedure,
 			connect.WithSchema(eventStoreMethods.ByName("Append")),
+			connect.WithClientOptions(opts...),
+		),
+		appendStream: connect.NewClient[v1.AppendStreamRequest, v1.AppendStreamResponse](
+			httpClient,
+			baseURL+EventStoreAppendStreamProcedure,
+			connect.WithSchema(eventStoreMethods.ByName("AppendStream")),
 			connect.WithClientOptions(opts...),
 		),
 		appendMulti: connect.NewClient[v1.AppendMultiRequest, v1.AppendMultiResponse](
@@ -222,6 +240,7 @@ func NewEventStoreClient(httpClient connect.HTTPClient, baseURL string, opts ...
 // eventStoreClient implements EventStoreClient.
 type eventStoreClient struct {
 	append            *connect.Client[v1.AppendRequest, v1.AppendResponse]
+	appendStream      *connect.Client[v1.AppendStreamRequest, v1.AppendStreamResponse]
 	appendMulti       *connect.Client[v1.AppendMultiRequest, v1.AppendMultiResponse]
 	query             *connect.Client[v1.QueryRequest, v1.QueryResponse]
 	readStream        *connect.Client[v1.ReadStreamRequest, v1.ReadStreamResponse]
@@ -240,6 +259,11 @@ type eventStoreClient struct {
 // Append calls skald.v1.EventStore.Append.
 func (c *eventStoreClient) Append(ctx context.Context, req *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error) {
 	return c.append.CallUnary(ctx, req)
+}
+
+// AppendStream calls skald.v1.EventStore.AppendStream.
+func (c *eventStoreClient) AppendStream(ctx context.Context) *connect.BidiStreamForClient[v1.AppendStreamRequest, v1.AppendStreamResponse] {
+	return c.appendStream.CallBidiStream(ctx)
 }
 
 // AppendMulti calls skald.v1.EventStore.AppendMulti.
@@ -314,6 +338,16 @@ type EventStoreHandler interface {
 	// writes: a retry of an earlier append, same stream, types and data), it
 	// writes nothing and answers the original positions with duplicate set.
 	Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error)
+	// AppendStream carries many appends over one HTTP/2 stream (Connect or
+	// gRPC; Connect's HTTP/1.1 clients cannot call it). Each request is an
+	// Append of its own: its own log entry, its own answer (the response
+	// with its id), answered in any order, refused on its own (InvalidArgument,
+	// PermissionDenied, ...) without ending the stream. Past the server's cap
+	// of requests in flight on one stream a request is answered
+	// RESOURCE_EXHAUSTED (not applied). The stream ends when its client
+	// closes its side and every request is answered, when it stays idle
+	// for the server's idle timeout, or when its credential is revoked.
+	AppendStream(context.Context, *connect.BidiStream[v1.AppendStreamRequest, v1.AppendStreamResponse]) error
 	// AppendMulti writes to several streams of the namespace at once, all or
 	// nothing: one log entry, contiguous global positions in the order of
 	// the streams given. A failed expected version (ABORTED) names every
@@ -364,6 +398,12 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		EventStoreAppendProcedure,
 		svc.Append,
 		connect.WithSchema(eventStoreMethods.ByName("Append")),
+		connect.WithHandlerOptions(opts...),
+	)
+	eventStoreAppendStreamHandler := connect.NewBidiStreamHandler(
+		EventStoreAppendStreamProcedure,
+		svc.AppendStream,
+		connect.WithSchema(eventStoreMethods.ByName("AppendStream")),
 		connect.WithHandlerOptions(opts...),
 	)
 	eventStoreAppendMultiHandler := connect.NewUnaryHandler(
@@ -456,6 +496,8 @@ func NewEventStoreHandler(svc EventStoreHandler, opts ...connect.HandlerOption) 
 		switch r.URL.Path {
 		case EventStoreAppendProcedure:
 			eventStoreAppendHandler.ServeHTTP(w, r)
+		case EventStoreAppendStreamProcedure:
+			eventStoreAppendStreamHandler.ServeHTTP(w, r)
 		case EventStoreAppendMultiProcedure:
 			eventStoreAppendMultiHandler.ServeHTTP(w, r)
 		case EventStoreQueryProcedure:
@@ -493,6 +535,10 @@ type UnimplementedEventStoreHandler struct{}
 
 func (UnimplementedEventStoreHandler) Append(context.Context, *connect.Request[v1.AppendRequest]) (*connect.Response[v1.AppendResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.Append is not implemented"))
+}
+
+func (UnimplementedEventStoreHandler) AppendStream(context.Context, *connect.BidiStream[v1.AppendStreamRequest, v1.AppendStreamResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.EventStore.AppendStream is not implemented"))
 }
 
 func (UnimplementedEventStoreHandler) AppendMulti(context.Context, *connect.Request[v1.AppendMultiRequest]) (*connect.Response[v1.AppendMultiResponse], error) {
