@@ -4,8 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Any, Duration, Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { AppendCondition, ConsumerGroup, Message as Message$1, NewMessage, Query, ReadOptions } from "./types_pb";
 import { file_skald_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/event_store.proto.
  */
 export const file_skald_v1_event_store: GenFile = /*@__PURE__*/
-  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiqQEKDUFwcGVuZFJlcXVlc3QSDgoGc3RyZWFtGAEgASgJEiYKCG1lc3NhZ2VzGAIgAygLMhQuc2thbGQudjEuTmV3TWVzc2FnZRIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQESLAoJY29uZGl0aW9uGAQgASgLMhkuc2thbGQudjEuQXBwZW5kQ29uZGl0aW9uQhMKEV9leHBlY3RlZF92ZXJzaW9uIp4BCg5BcHBlbmRSZXNwb25zZRIWCg5maXJzdF9wb3NpdGlvbhgBIAEoAxIVCg1sYXN0X3Bvc2l0aW9uGAIgASgDEh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgEIAEoAxINCgVpbmRleBgFIAEoBBIRCglkdXBsaWNhdGUYBiABKAgiawoSQXBwZW5kTXVsdGlSZXF1ZXN0EicKB3N0cmVhbXMYASADKAsyFi5za2FsZC52MS5TdHJlYW1BcHBlbmQSLAoJY29uZGl0aW9uGAIgASgLMhkuc2thbGQudjEuQXBwZW5kQ29uZGl0aW9uInoKDFN0cmVhbUFwcGVuZBIOCgZzdHJlYW0YASABKAkSJgoIbWVzc2FnZXMYAiADKAsyFC5za2FsZC52MS5OZXdNZXNzYWdlEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiKjAQoTQXBwZW5kTXVsdGlSZXNwb25zZRItCgdzdHJlYW1zGAEgAygLMhwuc2thbGQudjEuU3RyZWFtQXBwZW5kUmVzdWx0Eh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgCIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxINCgVpbmRleBgEIAEoBBIRCglkdXBsaWNhdGUYBSABKAgikAEKElN0cmVhbUFwcGVuZFJlc3VsdBIOCgZzdHJlYW0YASABKAkSFgoOZmlyc3RfcG9zaXRpb24YAiABKAMSFQoNbGFzdF9wb3NpdGlvbhgDIAEoAxIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YBCABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YBSABKAMicQoMUXVlcnlSZXF1ZXN0Eh4KBXF1ZXJ5GAEgASgLMg8uc2thbGQudjEuUXVlcnkSDQoFYWZ0ZXIYAiABKAMSDQoFbGltaXQYAyABKAMSIwoEcmVhZBgEIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIogBCg1RdWVyeVJlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuc2thbGQudjEuTWVzc2FnZRIVCg1hcHBsaWVkX2luZGV4GAIgASgEEhEKCXRydW5jYXRlZBgDIAEoCBIYCgtyZXN1bWVfZnJvbRgEIAEoA0gAiAEBQg4KDF9yZXN1bWVfZnJvbSKtAQoRUmVhZFN0cmVhbVJlcXVlc3QSDgoGc3RyZWFtGAEgASgJEhAKCHBvc2l0aW9uGAIgASgDEhwKD2dsb2JhbF9wb3NpdGlvbhgDIAEoA0gAiAEBEg0KBWxpbWl0GAQgASgDEiMKBHJlYWQYBSABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucxIQCghiYWNrd2FyZBgGIAEoCEISChBfZ2xvYmFsX3Bvc2l0aW9uIo0BChJSZWFkU3RyZWFtUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSEQoJdHJ1bmNhdGVkGAMgASgIEhgKC3Jlc3VtZV9mcm9tGAQgASgDSACIAQFCDgoMX3Jlc3VtZV9mcm9tIuwCChNSZWFkQ2F0ZWdvcnlSZXF1ZXN0EhAKCGNhdGVnb3J5GAEgASgJEhcKD2dsb2JhbF9wb3NpdGlvbhgCIAEoAxINCgVsaW1pdBgDIAEoAxITCgtjb3JyZWxhdGlvbhgEIAEoCRIvCg5jb25zdW1lcl9ncm91cBgFIAEoCzIXLnNrYWxkLnYxLkNvbnN1bWVyR3JvdXASIwoEcmVhZBgGIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zEhAKCGJhY2t3YXJkGAcgASgIEg0KBXR5cGVzGAggAygJEhUKDXN0cmVhbV9wcmVmaXgYCSABKAkSRAoMc3RhdGVfdmVjdG9yGAogAygLMi4uc2thbGQudjEuUmVhZENhdGVnb3J5UmVxdWVzdC5TdGF0ZVZlY3RvckVudHJ5GjIKEFN0YXRlVmVjdG9yRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASKPAQoUUmVhZENhdGVnb3J5UmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSEQoJdHJ1bmNhdGVkGAMgASgIEhgKC3Jlc3VtZV9mcm9tGAQgASgDSACIAQFCDgoMX3Jlc3VtZV9mcm9tIpUBCg5SZWFkQWxsUmVxdWVzdBIXCg9nbG9iYWxfcG9zaXRpb24YASABKAMSDQoFbGltaXQYAiABKAMSIwoEcmVhZBgDIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zEhAKCGJhY2t3YXJkGAQgASgIEg0KBXR5cGVzGAUgAygJEhUKDXN0cmVhbV9wcmVmaXgYBiABKAkiigEKD1JlYWRBbGxSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLnNrYWxkLnYxLk1lc3NhZ2USFQoNYXBwbGllZF9pbmRleBgCIAEoBBIRCgl0cnVuY2F0ZWQYAyABKAgSGAoLcmVzdW1lX2Zyb20YBCABKANIAIgBAUIOCgxfcmVzdW1lX2Zyb20iVwoSTGFzdE1lc3NhZ2VSZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgR0eXBlGAIgASgJEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhChNMYXN0TWVzc2FnZVJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSACIAQESFQoNYXBwbGllZF9pbmRleBgCIAEoBEIKCghfbWVzc2FnZSJLChRTdHJlYW1WZXJzaW9uUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSIwoEcmVhZBgCIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIlUKFVN0cmVhbVZlcnNpb25SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSFAoMaGFyZF9kZWxldGVkGAMgASgIImgKEkxpc3RTdHJlYW1zUmVxdWVzdBIOCgZwcmVmaXgYASABKAkSDgoGY3Vyc29yGAIgASgJEg0KBWxpbWl0GAMgASgFEiMKBHJlYWQYBCABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJgCgpTdHJlYW1JbmZvEg4KBnN0cmVhbRgBIAEoCRIPCgd2ZXJzaW9uGAIgASgDEjEKDWxhc3RfYWN0aXZpdHkYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImgKE0xpc3RTdHJlYW1zUmVzcG9uc2USJQoHc3RyZWFtcxgBIAMoCzIULnNrYWxkLnYxLlN0cmVhbUluZm8SEwoLbmV4dF9jdXJzb3IYAiABKAkSFQoNYXBwbGllZF9pbmRleBgDIAEoBCJbChVMaXN0Q2F0ZWdvcmllc1JlcXVlc3QSIwoEcmVhZBgBIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zEg4KBmN1cnNvchgCIAEoCRINCgVsaW1pdBgDIAEoBSJNCgxDYXRlZ29yeUluZm8SEAoIY2F0ZWdvcnkYASABKAkSFAoMc3RyZWFtX2NvdW50GAIgASgDEhUKDW1lc3NhZ2VfY291bnQYAyABKAMicAoWTGlzdENhdGVnb3JpZXNSZXNwb25zZRIqCgpjYXRlZ29yaWVzGAEgAygLMhYuc2thbGQudjEuQ2F0ZWdvcnlJbmZvEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSEwoLbmV4dF9jdXJzb3IYAyABKAki5wEKEFN1YnNjcmliZVJlcXVlc3QSEAoGc3RyZWFtGAEgASgJSAASEgoIY2F0ZWdvcnkYAiABKAlIABINCgNhbGwYAyABKAhIABIQCghwb3NpdGlvbhgEIAEoAxIXCg9nbG9iYWxfcG9zaXRpb24YBSABKAMSLwoOY29uc3VtZXJfZ3JvdXAYBiABKAsyFy5za2FsZC52MS5Db25zdW1lckdyb3VwEhMKC2NvcnJlbGF0aW9uGAcgASgJEiMKBHJlYWQYCCABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9uc0IICgZ0YXJnZXQilQEKEVN1YnNjcmliZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyES5za2FsZC52MS5NZXNzYWdlSAASJwoJY2F1Z2h0X3VwGAIgASgLMhIuc2thbGQudjEuQ2F1Z2h0VXBIABIoCgloZWFydGJlYXQYAyABKAsyEy5za2FsZC52MS5IZWFydGJlYXRIAEIHCgVldmVudCIhCghDYXVnaHRVcBIVCg1hcHBsaWVkX2luZGV4GAEgASgEIjUKCUhlYXJ0YmVhdBIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJnChNEZWxldGVTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIMCgRoYXJkGAIgASgIEh0KEGV4cGVjdGVkX3ZlcnNpb24YAyABKANIAIgBAUITChFfZXhwZWN0ZWRfdmVyc2lvbiJQChREZWxldGVTdHJlYW1SZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3ZlcnNpb24YAiABKAMSDQoFaW5kZXgYAyABKAQiNwoVVHJ1bmNhdGVTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIOCgZiZWZvcmUYAiABKAMiUgoWVHJ1bmNhdGVTdHJlYW1SZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3ZlcnNpb24YAiABKAMSDQoFaW5kZXgYAyABKAQitgEKGERlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdBIQCghjYXRlZ29yeRgBIAEoCRJGCgp3YXRlcm1hcmtzGAIgAygLMjIuc2thbGQudjEuRGVsZXRlQnlXYXRlcm1hcmtSZXF1ZXN0LldhdGVybWFya3NFbnRyeRINCgV0eXBlcxgDIAMoCRoxCg9XYXRlcm1hcmtzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASJVChlEZWxldGVCeVdhdGVybWFya1Jlc3BvbnNlEhgKEG1lc3NhZ2VzX2RlbGV0ZWQYASABKAMSDwoHc3RyZWFtcxgCIAEoAxINCgVpbmRleBgDIAEoBDLYCAoKRXZlbnRTdG9yZRI7CgZBcHBlbmQSFy5za2FsZC52MS5BcHBlbmRSZXF1ZXN0Ghguc2thbGQudjEuQXBwZW5kUmVzcG9uc2USSgoLQXBwZW5kTXVsdGkSHC5za2FsZC52MS5BcHBlbmRNdWx0aVJlcXVlc3QaHS5za2FsZC52MS5BcHBlbmRNdWx0aVJlc3BvbnNlEj0KBVF1ZXJ5EhYuc2thbGQudjEuUXVlcnlSZXF1ZXN0Ghcuc2thbGQudjEuUXVlcnlSZXNwb25zZSIDkAIBEkwKClJlYWRTdHJlYW0SGy5za2FsZC52MS5SZWFkU3RyZWFtUmVxdWVzdBocLnNrYWxkLnYxLlJlYWRTdHJlYW1SZXNwb25zZSIDkAIBElIKDFJlYWRDYXRlZ29yeRIdLnNrYWxkLnYxLlJlYWRDYXRlZ29yeVJlcXVlc3QaHi5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXNwb25zZSIDkAIBEkMKB1JlYWRBbGwSGC5za2FsZC52MS5SZWFkQWxsUmVxdWVzdBoZLnNrYWxkLnYxLlJlYWRBbGxSZXNwb25zZSIDkAIBEk8KC0xhc3RNZXNzYWdlEhwuc2thbGQudjEuTGFzdE1lc3NhZ2VSZXF1ZXN0Gh0uc2thbGQudjEuTGFzdE1lc3NhZ2VSZXNwb25zZSIDkAIBElUKDVN0cmVhbVZlcnNpb24SHi5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVxdWVzdBofLnNrYWxkLnYxLlN0cmVhbVZlcnNpb25SZXNwb25zZSIDkAIBEk8KC0xpc3RTdHJlYW1zEhwuc2thbGQudjEuTGlzdFN0cmVhbXNSZXF1ZXN0Gh0uc2thbGQudjEuTGlzdFN0cmVhbXNSZXNwb25zZSIDkAIBElgKDkxpc3RDYXRlZ29yaWVzEh8uc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXF1ZXN0GiAuc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXNwb25zZSIDkAIBEkYKCVN1YnNjcmliZRIaLnNrYWxkLnYxLlN1YnNjcmliZVJlcXVlc3QaGy5za2FsZC52MS5TdWJzY3JpYmVSZXNwb25zZTABEk0KDERlbGV0ZVN0cmVhbRIdLnNrYWxkLnYxLkRlbGV0ZVN0cmVhbVJlcXVlc3QaHi5za2FsZC52MS5EZWxldGVTdHJlYW1SZXNwb25zZRJTCg5UcnVuY2F0ZVN0cmVhbRIfLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVxdWVzdBogLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVzcG9uc2USXAoRRGVsZXRlQnlXYXRlcm1hcmsSIi5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1JlcXVlc3QaIy5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1Jlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("Chpza2FsZC92MS9ldmVudF9zdG9yZS5wcm90bxIIc2thbGQudjEiqQEKDUFwcGVuZFJlcXVlc3QSDgoGc3RyZWFtGAEgASgJEiYKCG1lc3NhZ2VzGAIgAygLMhQuc2thbGQudjEuTmV3TWVzc2FnZRIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQESLAoJY29uZGl0aW9uGAQgASgLMhkuc2thbGQudjEuQXBwZW5kQ29uZGl0aW9uQhMKEV9leHBlY3RlZF92ZXJzaW9uIp4BCg5BcHBlbmRSZXNwb25zZRIWCg5maXJzdF9wb3NpdGlvbhgBIAEoAxIVCg1sYXN0X3Bvc2l0aW9uGAIgASgDEh0KFWZpcnN0X2dsb2JhbF9wb3NpdGlvbhgDIAEoAxIcChRsYXN0X2dsb2JhbF9wb3NpdGlvbhgEIAEoAxINCgVpbmRleBgFIAEoBBIRCglkdXBsaWNhdGUYBiABKAgidgoTQXBwZW5kU3RyZWFtUmVxdWVzdBIKCgJpZBgBIAEoBBInCgZhcHBlbmQYAiABKAsyFy5za2FsZC52MS5BcHBlbmRSZXF1ZXN0EioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ilgEKFEFwcGVuZFN0cmVhbVJlc3BvbnNlEgoKAmlkGAEgASgEEioKBmFwcGVuZBgCIAEoCzIYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlSAASLAoFZXJyb3IYAyABKAsyGy5za2FsZC52MS5BcHBlbmRTdHJlYW1FcnJvckgAEg4KBmxlYWRlchgEIAEoCUIICgZyZXN1bHQibgoRQXBwZW5kU3RyZWFtRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEiUKB2RldGFpbHMYAyADKAsyFC5nb29nbGUucHJvdG9idWYuQW55EhMKC25vdF9hcHBsaWVkGAQgASgIImsKEkFwcGVuZE11bHRpUmVxdWVzdBInCgdzdHJlYW1zGAEgAygLMhYuc2thbGQudjEuU3RyZWFtQXBwZW5kEiwKCWNvbmRpdGlvbhgCIAEoCzIZLnNrYWxkLnYxLkFwcGVuZENvbmRpdGlvbiJ6CgxTdHJlYW1BcHBlbmQSDgoGc3RyZWFtGAEgASgJEiYKCG1lc3NhZ2VzGAIgAygLMhQuc2thbGQudjEuTmV3TWVzc2FnZRIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iowEKE0FwcGVuZE11bHRpUmVzcG9uc2USLQoHc3RyZWFtcxgBIAMoCzIcLnNrYWxkLnYxLlN0cmVhbUFwcGVuZFJlc3VsdBIdChVmaXJzdF9nbG9iYWxfcG9zaXRpb24YAiABKAMSHAoUbGFzdF9nbG9iYWxfcG9zaXRpb24YAyABKAMSDQoFaW5kZXgYBCABKAQSEQoJZHVwbGljYXRlGAUgASgIIpABChJTdHJlYW1BcHBlbmRSZXN1bHQSDgoGc3RyZWFtGAEgASgJEhYKDmZpcnN0X3Bvc2l0aW9uGAIgASgDEhUKDWxhc3RfcG9zaXRpb24YAyABKAMSHQoVZmlyc3RfZ2xvYmFsX3Bvc2l0aW9uGAQgASgDEhwKFGxhc3RfZ2xvYmFsX3Bvc2l0aW9uGAUgASgDInEKDFF1ZXJ5UmVxdWVzdBIeCgVxdWVyeRgBIAEoCzIPLnNrYWxkLnYxLlF1ZXJ5Eg0KBWFmdGVyGAIgASgDEg0KBWxpbWl0GAMgASgDEiMKBHJlYWQYBCABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyKIAQoNUXVlcnlSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLnNrYWxkLnYxLk1lc3NhZ2USFQoNYXBwbGllZF9pbmRleBgCIAEoBBIRCgl0cnVuY2F0ZWQYAyABKAgSGAoLcmVzdW1lX2Zyb20YBCABKANIAIgBAUIOCgxfcmVzdW1lX2Zyb20irQEKEVJlYWRTdHJlYW1SZXF1ZXN0Eg4KBnN0cmVhbRgBIAEoCRIQCghwb3NpdGlvbhgCIAEoAxIcCg9nbG9iYWxfcG9zaXRpb24YAyABKANIAIgBARINCgVsaW1pdBgEIAEoAxIjCgRyZWFkGAUgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMSEAoIYmFja3dhcmQYBiABKAhCEgoQX2dsb2JhbF9wb3NpdGlvbiKNAQoSUmVhZFN0cmVhbVJlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuc2thbGQudjEuTWVzc2FnZRIVCg1hcHBsaWVkX2luZGV4GAIgASgEEhEKCXRydW5jYXRlZBgDIAEoCBIYCgtyZXN1bWVfZnJvbRgEIAEoA0gAiAEBQg4KDF9yZXN1bWVfZnJvbSLsAgoTUmVhZENhdGVnb3J5UmVxdWVzdBIQCghjYXRlZ29yeRgBIAEoCRIXCg9nbG9iYWxfcG9zaXRpb24YAiABKAMSDQoFbGltaXQYAyABKAMSEwoLY29ycmVsYXRpb24YBCABKAkSLwoOY29uc3VtZXJfZ3JvdXAYBSABKAsyFy5za2FsZC52MS5Db25zdW1lckdyb3VwEiMKBHJlYWQYBiABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucxIQCghiYWNrd2FyZBgHIAEoCBINCgV0eXBlcxgIIAMoCRIVCg1zdHJlYW1fcHJlZml4GAkgASgJEkQKDHN0YXRlX3ZlY3RvchgKIAMoCzIuLnNrYWxkLnYxLlJlYWRDYXRlZ29yeVJlcXVlc3QuU3RhdGVWZWN0b3JFbnRyeRoyChBTdGF0ZVZlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEijwEKFFJlYWRDYXRlZ29yeVJlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuc2thbGQudjEuTWVzc2FnZRIVCg1hcHBsaWVkX2luZGV4GAIgASgEEhEKCXRydW5jYXRlZBgDIAEoCBIYCgtyZXN1bWVfZnJvbRgEIAEoA0gAiAEBQg4KDF9yZXN1bWVfZnJvbSKVAQoOUmVhZEFsbFJlcXVlc3QSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg0KBWxpbWl0GAIgASgDEiMKBHJlYWQYAyABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucxIQCghiYWNrd2FyZBgEIAEoCBINCgV0eXBlcxgFIAMoCRIVCg1zdHJlYW1fcHJlZml4GAYgASgJIooBCg9SZWFkQWxsUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5za2FsZC52MS5NZXNzYWdlEhUKDWFwcGxpZWRfaW5kZXgYAiABKAQSEQoJdHJ1bmNhdGVkGAMgASgIEhgKC3Jlc3VtZV9mcm9tGAQgASgDSACIAQFCDgoMX3Jlc3VtZV9mcm9tIlcKEkxhc3RNZXNzYWdlUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEdHlwZRgCIAEoCRIjCgRyZWFkGAMgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiYQoTTGFzdE1lc3NhZ2VSZXNwb25zZRInCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAiAEBEhUKDWFwcGxpZWRfaW5kZXgYAiABKARCCgoIX21lc3NhZ2UiSwoUU3RyZWFtVmVyc2lvblJlcXVlc3QSDgoGc3RyZWFtGAEgASgJEiMKBHJlYWQYAiABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJVChVTdHJlYW1WZXJzaW9uUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoAxIVCg1hcHBsaWVkX2luZGV4GAIgASgEEhQKDGhhcmRfZGVsZXRlZBgDIAEoCCJoChJMaXN0U3RyZWFtc1JlcXVlc3QSDgoGcHJlZml4GAEgASgJEg4KBmN1cnNvchgCIAEoCRINCgVsaW1pdBgDIAEoBRIjCgRyZWFkGAQgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMiYAoKU3RyZWFtSW5mbxIOCgZzdHJlYW0YASABKAkSDwoHdmVyc2lvbhgCIAEoAxIxCg1sYXN0X2FjdGl2aXR5GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJoChNMaXN0U3RyZWFtc1Jlc3BvbnNlEiUKB3N0cmVhbXMYASADKAsyFC5za2FsZC52MS5TdHJlYW1JbmZvEhMKC25leHRfY3Vyc29yGAIgASgJEhUKDWFwcGxpZWRfaW5kZXgYAyABKAQiWwoVTGlzdENhdGVnb3JpZXNSZXF1ZXN0EiMKBHJlYWQYASABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucxIOCgZjdXJzb3IYAiABKAkSDQoFbGltaXQYAyABKAUiTQoMQ2F0ZWdvcnlJbmZvEhAKCGNhdGVnb3J5GAEgASgJEhQKDHN0cmVhbV9jb3VudBgCIAEoAxIVCg1tZXNzYWdlX2NvdW50GAMgASgDInAKFkxpc3RDYXRlZ29yaWVzUmVzcG9uc2USKgoKY2F0ZWdvcmllcxgBIAMoCzIWLnNrYWxkLnYxLkNhdGVnb3J5SW5mbxIVCg1hcHBsaWVkX2luZGV4GAIgASgEEhMKC25leHRfY3Vyc29yGAMgASgJIucBChBTdWJzY3JpYmVSZXF1ZXN0EhAKBnN0cmVhbRgBIAEoCUgAEhIKCGNhdGVnb3J5GAIgASgJSAASDQoDYWxsGAMgASgISAASEAoIcG9zaXRpb24YBCABKAMSFwoPZ2xvYmFsX3Bvc2l0aW9uGAUgASgDEi8KDmNvbnN1bWVyX2dyb3VwGAYgASgLMhcuc2thbGQudjEuQ29uc3VtZXJHcm91cBITCgtjb3JyZWxhdGlvbhgHIAEoCRIjCgRyZWFkGAggASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnNCCAoGdGFyZ2V0IpUBChFTdWJzY3JpYmVSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhEuc2thbGQudjEuTWVzc2FnZUgAEicKCWNhdWdodF91cBgCIAEoCzISLnNrYWxkLnYxLkNhdWdodFVwSAASKAoJaGVhcnRiZWF0GAMgASgLMhMuc2thbGQudjEuSGVhcnRiZWF0SABCBwoFZXZlbnQiIQoIQ2F1Z2h0VXASFQoNYXBwbGllZF9pbmRleBgBIAEoBCI1CglIZWFydGJlYXQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZwoTRGVsZXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDAoEaGFyZBgCIAEoCBIdChBleHBlY3RlZF92ZXJzaW9uGAMgASgDSACIAQFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iUAoURGVsZXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIjcKFVRydW5jYXRlU3RyZWFtUmVxdWVzdBIOCgZzdHJlYW0YASABKAkSDgoGYmVmb3JlGAIgASgDIlIKFlRydW5jYXRlU3RyZWFtUmVzcG9uc2USGAoQbWVzc2FnZXNfZGVsZXRlZBgBIAEoAxIPCgd2ZXJzaW9uGAIgASgDEg0KBWluZGV4GAMgASgEIrYBChhEZWxldGVCeVdhdGVybWFya1JlcXVlc3QSEAoIY2F0ZWdvcnkYASABKAkSRgoKd2F0ZXJtYXJrcxgCIAMoCzIyLnNrYWxkLnYxLkRlbGV0ZUJ5V2F0ZXJtYXJrUmVxdWVzdC5XYXRlcm1hcmtzRW50cnkSDQoFdHlwZXMYAyADKAkaMQoPV2F0ZXJtYXJrc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAzoCOAEiVQoZRGVsZXRlQnlXYXRlcm1hcmtSZXNwb25zZRIYChBtZXNzYWdlc19kZWxldGVkGAEgASgDEg8KB3N0cmVhbXMYAiABKAMSDQoFaW5kZXgYAyABKAQyqwkKCkV2ZW50U3RvcmUSOwoGQXBwZW5kEhcuc2thbGQudjEuQXBwZW5kUmVxdWVzdBoYLnNrYWxkLnYxLkFwcGVuZFJlc3BvbnNlElEKDEFwcGVuZFN0cmVhbRIdLnNrYWxkLnYxLkFwcGVuZFN0cmVhbVJlcXVlc3QaHi5za2FsZC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESSgoLQXBwZW5kTXVsdGkSHC5za2FsZC52MS5BcHBlbmRNdWx0aVJlcXVlc3QaHS5za2FsZC52MS5BcHBlbmRNdWx0aVJlc3BvbnNlEj0KBVF1ZXJ5EhYuc2thbGQudjEuUXVlcnlSZXF1ZXN0Ghcuc2thbGQudjEuUXVlcnlSZXNwb25zZSIDkAIBEkwKClJlYWRTdHJlYW0SGy5za2FsZC52MS5SZWFkU3RyZWFtUmVxdWVzdBocLnNrYWxkLnYxLlJlYWRTdHJlYW1SZXNwb25zZSIDkAIBElIKDFJlYWRDYXRlZ29yeRIdLnNrYWxkLnYxLlJlYWRDYXRlZ29yeVJlcXVlc3QaHi5za2FsZC52MS5SZWFkQ2F0ZWdvcnlSZXNwb25zZSIDkAIBEkMKB1JlYWRBbGwSGC5za2FsZC52MS5SZWFkQWxsUmVxdWVzdBoZLnNrYWxkLnYxLlJlYWRBbGxSZXNwb25zZSIDkAIBEk8KC0xhc3RNZXNzYWdlEhwuc2thbGQudjEuTGFzdE1lc3NhZ2VSZXF1ZXN0Gh0uc2thbGQudjEuTGFzdE1lc3NhZ2VSZXNwb25zZSIDkAIBElUKDVN0cmVhbVZlcnNpb24SHi5za2FsZC52MS5TdHJlYW1WZXJzaW9uUmVxdWVzdBofLnNrYWxkLnYxLlN0cmVhbVZlcnNpb25SZXNwb25zZSIDkAIBEk8KC0xpc3RTdHJlYW1zEhwuc2thbGQudjEuTGlzdFN0cmVhbXNSZXF1ZXN0Gh0uc2thbGQudjEuTGlzdFN0cmVhbXNSZXNwb25zZSIDkAIBElgKDkxpc3RDYXRlZ29yaWVzEh8uc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXF1ZXN0GiAuc2thbGQudjEuTGlzdENhdGVnb3JpZXNSZXNwb25zZSIDkAIBEkYKCVN1YnNjcmliZRIaLnNrYWxkLnYxLlN1YnNjcmliZVJlcXVlc3QaGy5za2FsZC52MS5TdWJzY3JpYmVSZXNwb25zZTABEk0KDERlbGV0ZVN0cmVhbRIdLnNrYWxkLnYxLkRlbGV0ZVN0cmVhbVJlcXVlc3QaHi5za2FsZC52MS5EZWxldGVTdHJlYW1SZXNwb25zZRJTCg5UcnVuY2F0ZVN0cmVhbRIfLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVxdWVzdBogLnNrYWxkLnYxLlRydW5jYXRlU3RyZWFtUmVzcG9uc2USXAoRRGVsZXRlQnlXYXRlcm1hcmsSIi5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1JlcXVlc3QaIy5za2FsZC52MS5EZWxldGVCeVdhdGVybWFya1Jlc3BvbnNlQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.AppendRequest
@@ -102,6 +102,134 @@ export const AppendResponseSchema: GenMessage<AppendResponse> = /*@__PURE__*/
   messageDesc(file_skald_v1_event_store, 1);
 
 /**
+ * AppendStreamRequest is one append of an AppendStream.
+ *
+ * @generated from message skald.v1.AppendStreamRequest
+ */
+export type AppendStreamRequest = Message<"skald.v1.AppendStreamRequest"> & {
+  /**
+   * Chosen by the client; the answer carries it. Ids need not be unique
+   * or ordered: the server only echoes them.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The append, as the unary Append takes it (the same limits, checks and
+   * access rules).
+   *
+   * @generated from field: skald.v1.AppendRequest append = 2;
+   */
+  append?: AppendRequest | undefined;
+
+  /**
+   * How long the server may take to answer this append, from its arrival
+   * (as a unary call's deadline); unset or longer than the server's write
+   * timeout: the write timeout.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+};
+
+/**
+ * Describes the message skald.v1.AppendStreamRequest.
+ * Use `create(AppendStreamRequestSchema)` to create a new message.
+ */
+export const AppendStreamRequestSchema: GenMessage<AppendStreamRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 2);
+
+/**
+ * AppendStreamResponse answers one AppendStreamRequest.
+ *
+ * @generated from message skald.v1.AppendStreamResponse
+ */
+export type AppendStreamResponse = Message<"skald.v1.AppendStreamResponse"> & {
+  /**
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof skald.v1.AppendStreamResponse.result
+   */
+  result: {
+    /**
+     * As the unary Append answers.
+     *
+     * @generated from field: skald.v1.AppendResponse append = 2;
+     */
+    value: AppendResponse;
+    case: "append";
+  } | {
+    /**
+     * The error the unary Append would return.
+     *
+     * @generated from field: skald.v1.AppendStreamError error = 3;
+     */
+    value: AppendStreamError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The leader's API address, when a follower answered (the unary reply's
+   * or error's Skald-Leader header).
+   *
+   * @generated from field: string leader = 4;
+   */
+  leader: string;
+};
+
+/**
+ * Describes the message skald.v1.AppendStreamResponse.
+ * Use `create(AppendStreamResponseSchema)` to create a new message.
+ */
+export const AppendStreamResponseSchema: GenMessage<AppendStreamResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 3);
+
+/**
+ * AppendStreamError is a unary call's error, carried in a message.
+ *
+ * @generated from message skald.v1.AppendStreamError
+ */
+export type AppendStreamError = Message<"skald.v1.AppendStreamError"> & {
+  /**
+   * The Connect code's name ("invalid_argument", "aborted", ...).
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * The details the unary error carries (google.rpc.BadRequest,
+   * skald.v1.VersionConflict, ...).
+   *
+   * @generated from field: repeated google.protobuf.Any details = 3;
+   */
+  details: Any[];
+
+  /**
+   * Nothing was proposed (the unary error's Skald-Outcome: not-applied).
+   *
+   * @generated from field: bool not_applied = 4;
+   */
+  notApplied: boolean;
+};
+
+/**
+ * Describes the message skald.v1.AppendStreamError.
+ * Use `create(AppendStreamErrorSchema)` to create a new message.
+ */
+export const AppendStreamErrorSchema: GenMessage<AppendStreamError> = /*@__PURE__*/
+  messageDesc(file_skald_v1_event_store, 4);
+
+/**
  * @generated from message skald.v1.AppendMultiRequest
  */
 export type AppendMultiRequest = Message<"skald.v1.AppendMultiRequest"> & {
@@ -123,7 +251,7 @@ export type AppendMultiRequest = Message<"skald.v1.AppendMultiRequest"> & {
  * Use `create(AppendMultiRequestSchema)` to create a new message.
  */
 export const AppendMultiRequestSchema: GenMessage<AppendMultiRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 2);
+  messageDesc(file_skald_v1_event_store, 5);
 
 /**
  * StreamAppend is one stream's part of an AppendMulti.
@@ -152,7 +280,7 @@ export type StreamAppend = Message<"skald.v1.StreamAppend"> & {
  * Use `create(StreamAppendSchema)` to create a new message.
  */
 export const StreamAppendSchema: GenMessage<StreamAppend> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 3);
+  messageDesc(file_skald_v1_event_store, 6);
 
 /**
  * @generated from message skald.v1.AppendMultiResponse
@@ -194,7 +322,7 @@ export type AppendMultiResponse = Message<"skald.v1.AppendMultiResponse"> & {
  * Use `create(AppendMultiResponseSchema)` to create a new message.
  */
 export const AppendMultiResponseSchema: GenMessage<AppendMultiResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 4);
+  messageDesc(file_skald_v1_event_store, 7);
 
 /**
  * @generated from message skald.v1.StreamAppendResult
@@ -231,7 +359,7 @@ export type StreamAppendResult = Message<"skald.v1.StreamAppendResult"> & {
  * Use `create(StreamAppendResultSchema)` to create a new message.
  */
 export const StreamAppendResultSchema: GenMessage<StreamAppendResult> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 5);
+  messageDesc(file_skald_v1_event_store, 8);
 
 /**
  * @generated from message skald.v1.QueryRequest
@@ -267,7 +395,7 @@ export type QueryRequest = Message<"skald.v1.QueryRequest"> & {
  * Use `create(QueryRequestSchema)` to create a new message.
  */
 export const QueryRequestSchema: GenMessage<QueryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 6);
+  messageDesc(file_skald_v1_event_store, 9);
 
 /**
  * @generated from message skald.v1.QueryResponse
@@ -312,7 +440,7 @@ export type QueryResponse = Message<"skald.v1.QueryResponse"> & {
  * Use `create(QueryResponseSchema)` to create a new message.
  */
 export const QueryResponseSchema: GenMessage<QueryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 7);
+  messageDesc(file_skald_v1_event_store, 10);
 
 /**
  * @generated from message skald.v1.ReadStreamRequest
@@ -362,7 +490,7 @@ export type ReadStreamRequest = Message<"skald.v1.ReadStreamRequest"> & {
  * Use `create(ReadStreamRequestSchema)` to create a new message.
  */
 export const ReadStreamRequestSchema: GenMessage<ReadStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 8);
+  messageDesc(file_skald_v1_event_store, 11);
 
 /**
  * @generated from message skald.v1.ReadStreamResponse
@@ -407,7 +535,7 @@ export type ReadStreamResponse = Message<"skald.v1.ReadStreamResponse"> & {
  * Use `create(ReadStreamResponseSchema)` to create a new message.
  */
 export const ReadStreamResponseSchema: GenMessage<ReadStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 9);
+  messageDesc(file_skald_v1_event_store, 12);
 
 /**
  * @generated from message skald.v1.ReadCategoryRequest
@@ -485,7 +613,7 @@ export type ReadCategoryRequest = Message<"skald.v1.ReadCategoryRequest"> & {
  * Use `create(ReadCategoryRequestSchema)` to create a new message.
  */
 export const ReadCategoryRequestSchema: GenMessage<ReadCategoryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 10);
+  messageDesc(file_skald_v1_event_store, 13);
 
 /**
  * @generated from message skald.v1.ReadCategoryResponse
@@ -530,7 +658,7 @@ export type ReadCategoryResponse = Message<"skald.v1.ReadCategoryResponse"> & {
  * Use `create(ReadCategoryResponseSchema)` to create a new message.
  */
 export const ReadCategoryResponseSchema: GenMessage<ReadCategoryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 11);
+  messageDesc(file_skald_v1_event_store, 14);
 
 /**
  * @generated from message skald.v1.ReadAllRequest
@@ -582,7 +710,7 @@ export type ReadAllRequest = Message<"skald.v1.ReadAllRequest"> & {
  * Use `create(ReadAllRequestSchema)` to create a new message.
  */
 export const ReadAllRequestSchema: GenMessage<ReadAllRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 12);
+  messageDesc(file_skald_v1_event_store, 15);
 
 /**
  * @generated from message skald.v1.ReadAllResponse
@@ -627,7 +755,7 @@ export type ReadAllResponse = Message<"skald.v1.ReadAllResponse"> & {
  * Use `create(ReadAllResponseSchema)` to create a new message.
  */
 export const ReadAllResponseSchema: GenMessage<ReadAllResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 13);
+  messageDesc(file_skald_v1_event_store, 16);
 
 /**
  * @generated from message skald.v1.LastMessageRequest
@@ -656,7 +784,7 @@ export type LastMessageRequest = Message<"skald.v1.LastMessageRequest"> & {
  * Use `create(LastMessageRequestSchema)` to create a new message.
  */
 export const LastMessageRequestSchema: GenMessage<LastMessageRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 14);
+  messageDesc(file_skald_v1_event_store, 17);
 
 /**
  * @generated from message skald.v1.LastMessageResponse
@@ -678,7 +806,7 @@ export type LastMessageResponse = Message<"skald.v1.LastMessageResponse"> & {
  * Use `create(LastMessageResponseSchema)` to create a new message.
  */
 export const LastMessageResponseSchema: GenMessage<LastMessageResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 15);
+  messageDesc(file_skald_v1_event_store, 18);
 
 /**
  * @generated from message skald.v1.StreamVersionRequest
@@ -700,7 +828,7 @@ export type StreamVersionRequest = Message<"skald.v1.StreamVersionRequest"> & {
  * Use `create(StreamVersionRequestSchema)` to create a new message.
  */
 export const StreamVersionRequestSchema: GenMessage<StreamVersionRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 16);
+  messageDesc(file_skald_v1_event_store, 19);
 
 /**
  * @generated from message skald.v1.StreamVersionResponse
@@ -732,7 +860,7 @@ export type StreamVersionResponse = Message<"skald.v1.StreamVersionResponse"> & 
  * Use `create(StreamVersionResponseSchema)` to create a new message.
  */
 export const StreamVersionResponseSchema: GenMessage<StreamVersionResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 17);
+  messageDesc(file_skald_v1_event_store, 20);
 
 /**
  * @generated from message skald.v1.ListStreamsRequest
@@ -768,7 +896,7 @@ export type ListStreamsRequest = Message<"skald.v1.ListStreamsRequest"> & {
  * Use `create(ListStreamsRequestSchema)` to create a new message.
  */
 export const ListStreamsRequestSchema: GenMessage<ListStreamsRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 18);
+  messageDesc(file_skald_v1_event_store, 21);
 
 /**
  * @generated from message skald.v1.StreamInfo
@@ -795,7 +923,7 @@ export type StreamInfo = Message<"skald.v1.StreamInfo"> & {
  * Use `create(StreamInfoSchema)` to create a new message.
  */
 export const StreamInfoSchema: GenMessage<StreamInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 19);
+  messageDesc(file_skald_v1_event_store, 22);
 
 /**
  * @generated from message skald.v1.ListStreamsResponse
@@ -824,7 +952,7 @@ export type ListStreamsResponse = Message<"skald.v1.ListStreamsResponse"> & {
  * Use `create(ListStreamsResponseSchema)` to create a new message.
  */
 export const ListStreamsResponseSchema: GenMessage<ListStreamsResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 20);
+  messageDesc(file_skald_v1_event_store, 23);
 
 /**
  * @generated from message skald.v1.ListCategoriesRequest
@@ -855,7 +983,7 @@ export type ListCategoriesRequest = Message<"skald.v1.ListCategoriesRequest"> & 
  * Use `create(ListCategoriesRequestSchema)` to create a new message.
  */
 export const ListCategoriesRequestSchema: GenMessage<ListCategoriesRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 21);
+  messageDesc(file_skald_v1_event_store, 24);
 
 /**
  * @generated from message skald.v1.CategoryInfo
@@ -882,7 +1010,7 @@ export type CategoryInfo = Message<"skald.v1.CategoryInfo"> & {
  * Use `create(CategoryInfoSchema)` to create a new message.
  */
 export const CategoryInfoSchema: GenMessage<CategoryInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 22);
+  messageDesc(file_skald_v1_event_store, 25);
 
 /**
  * @generated from message skald.v1.ListCategoriesResponse
@@ -911,7 +1039,7 @@ export type ListCategoriesResponse = Message<"skald.v1.ListCategoriesResponse"> 
  * Use `create(ListCategoriesResponseSchema)` to create a new message.
  */
 export const ListCategoriesResponseSchema: GenMessage<ListCategoriesResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 23);
+  messageDesc(file_skald_v1_event_store, 26);
 
 /**
  * @generated from message skald.v1.SubscribeRequest
@@ -977,7 +1105,7 @@ export type SubscribeRequest = Message<"skald.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 24);
+  messageDesc(file_skald_v1_event_store, 27);
 
 /**
  * @generated from message skald.v1.SubscribeResponse
@@ -1012,7 +1140,7 @@ export type SubscribeResponse = Message<"skald.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 25);
+  messageDesc(file_skald_v1_event_store, 28);
 
 /**
  * CaughtUp is sent once, after the stored matches.
@@ -1031,7 +1159,7 @@ export type CaughtUp = Message<"skald.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 26);
+  messageDesc(file_skald_v1_event_store, 29);
 
 /**
  * Heartbeat is sent after 15 s without a message, so proxies keep the
@@ -1051,7 +1179,7 @@ export type Heartbeat = Message<"skald.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 27);
+  messageDesc(file_skald_v1_event_store, 30);
 
 /**
  * @generated from message skald.v1.DeleteStreamRequest
@@ -1082,7 +1210,7 @@ export type DeleteStreamRequest = Message<"skald.v1.DeleteStreamRequest"> & {
  * Use `create(DeleteStreamRequestSchema)` to create a new message.
  */
 export const DeleteStreamRequestSchema: GenMessage<DeleteStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 28);
+  messageDesc(file_skald_v1_event_store, 31);
 
 /**
  * @generated from message skald.v1.DeleteStreamResponse
@@ -1113,7 +1241,7 @@ export type DeleteStreamResponse = Message<"skald.v1.DeleteStreamResponse"> & {
  * Use `create(DeleteStreamResponseSchema)` to create a new message.
  */
 export const DeleteStreamResponseSchema: GenMessage<DeleteStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 29);
+  messageDesc(file_skald_v1_event_store, 32);
 
 /**
  * @generated from message skald.v1.TruncateStreamRequest
@@ -1138,7 +1266,7 @@ export type TruncateStreamRequest = Message<"skald.v1.TruncateStreamRequest"> & 
  * Use `create(TruncateStreamRequestSchema)` to create a new message.
  */
 export const TruncateStreamRequestSchema: GenMessage<TruncateStreamRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 30);
+  messageDesc(file_skald_v1_event_store, 33);
 
 /**
  * @generated from message skald.v1.TruncateStreamResponse
@@ -1165,7 +1293,7 @@ export type TruncateStreamResponse = Message<"skald.v1.TruncateStreamResponse"> 
  * Use `create(TruncateStreamResponseSchema)` to create a new message.
  */
 export const TruncateStreamResponseSchema: GenMessage<TruncateStreamResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 31);
+  messageDesc(file_skald_v1_event_store, 34);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkRequest
@@ -1196,7 +1324,7 @@ export type DeleteByWatermarkRequest = Message<"skald.v1.DeleteByWatermarkReques
  * Use `create(DeleteByWatermarkRequestSchema)` to create a new message.
  */
 export const DeleteByWatermarkRequestSchema: GenMessage<DeleteByWatermarkRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 32);
+  messageDesc(file_skald_v1_event_store, 35);
 
 /**
  * @generated from message skald.v1.DeleteByWatermarkResponse
@@ -1225,7 +1353,7 @@ export type DeleteByWatermarkResponse = Message<"skald.v1.DeleteByWatermarkRespo
  * Use `create(DeleteByWatermarkResponseSchema)` to create a new message.
  */
 export const DeleteByWatermarkResponseSchema: GenMessage<DeleteByWatermarkResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_event_store, 33);
+  messageDesc(file_skald_v1_event_store, 36);
 
 /**
  * EventStore reads and writes the messages of the caller's namespace (the
@@ -1246,6 +1374,24 @@ export const EventStore: GenService<{
     methodKind: "unary";
     input: typeof AppendRequestSchema;
     output: typeof AppendResponseSchema;
+  },
+  /**
+   * AppendStream carries many appends over one HTTP/2 stream (Connect or
+   * gRPC; Connect's HTTP/1.1 clients cannot call it). Each request is an
+   * Append of its own: its own log entry, its own answer (the response
+   * with its id), answered in any order, refused on its own (InvalidArgument,
+   * PermissionDenied, ...) without ending the stream. Past the server's cap
+   * of requests in flight on one stream a request is answered
+   * RESOURCE_EXHAUSTED (not applied). The stream ends when its client
+   * closes its side and every request is answered, when it stays idle
+   * for the server's idle timeout, or when its credential is revoked.
+   *
+   * @generated from rpc skald.v1.EventStore.AppendStream
+   */
+  appendStream: {
+    methodKind: "bidi_streaming";
+    input: typeof AppendStreamRequestSchema;
+    output: typeof AppendStreamResponseSchema;
   },
   /**
    * AppendMulti writes to several streams of the namespace at once, all or

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/indexes.proto.
  */
 export const file_skald_v1_indexes: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2FsZC92MS9pbmRleGVzLnByb3RvEghza2FsZC52MSJxCgpJbmRleEZpZWxkEioKBnNvdXJjZRgBIAEoDjIaLnNrYWxkLnYxLkluZGV4RmllbGRTb3VyY2USDwoHcG9pbnRlchgCIAEoCRImCgR0eXBlGAMgASgOMhguc2thbGQudjEuSW5kZXhGaWVsZFR5cGUi5wEKD0luZGV4RGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKA0SEAoIY2F0ZWdvcnkYAyABKAkSDQoFdHlwZXMYBCADKAkSHgoFcXVlcnkYBSABKAsyDy5za2FsZC52MS5RdWVyeRIkCgZmaWVsZHMYBiADKAsyFC5za2FsZC52MS5JbmRleEZpZWxkEiEKBGtpbmQYByABKA4yEy5za2FsZC52MS5JbmRleEtpbmQSKwoHY3JlYXRlZBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAIKC0luZGV4U3RhdHVzEhIKCmNoZWNrcG9pbnQYASABKAMSDwoHZW50cmllcxgCIAEoAxIPCgdza2lwcGVkGAMgASgDEhIKCmxhZ19ldmVudHMYBCABKAMSFQoNY292ZXJlZF9pbmRleBgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEiMKBXN0YXRlGAcgASgOMhQuc2thbGQudjEuSW5kZXhTdGF0ZRIQCghwcm9ncmVzcxgIIAEoARImCgNldGEYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoDbGFnGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlgKFEluZGV4ZXNDcmVhdGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRItCgpkZWZpbml0aW9uGAIgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlUKFUluZGV4ZXNDcmVhdGVSZXNwb25zZRItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEg0KBWluZGV4GAIgASgEIjcKFEluZGV4ZXNEZWxldGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIMCgRuYW1lGAIgASgJIiYKFUluZGV4ZXNEZWxldGVSZXNwb25zZRINCgVpbmRleBgBIAEoBCJMChJJbmRleGVzTGlzdFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEiMKBHJlYWQYAiABKAsyFS5za2FsZC52MS5SZWFkT3B0aW9ucyJhCglJbmRleEluZm8SLQoKZGVmaW5pdGlvbhgBIAEoCzIZLnNrYWxkLnYxLkluZGV4RGVmaW5pdGlvbhIlCgZzdGF0dXMYAiABKAsyFS5za2FsZC52MS5JbmRleFN0YXR1cyJSChNJbmRleGVzTGlzdFJlc3BvbnNlEiQKB2luZGV4ZXMYASADKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCJaChJJbmRleGVzSW5mb1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSIwoEcmVhZBgDIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIlAKE0luZGV4ZXNJbmZvUmVzcG9uc2USIgoFaW5kZXgYASABKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCIuCgpJbmRleEJvdW5kEg0KBXZhbHVlGAEgASgJEhEKCWV4Y2x1c2l2ZRgCIAEoCCKbAgoTSW5kZXhlc1F1ZXJ5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRINCgVlcXVhbBgDIAMoCRIiCgRmcm9tGAQgASgLMhQuc2thbGQudjEuSW5kZXhCb3VuZBIgCgJ0bxgFIAEoCzIULnNrYWxkLnYxLkluZGV4Qm91bmQSEwoGcHJlZml4GAYgASgJSACIAQESEgoKZGVzY2VuZGluZxgHIAEoCBINCgVsaW1pdBgIIAEoBRIOCgZjdXJzb3IYCSABKAwSFgoOcG9zaXRpb25zX29ubHkYCiABKAgSIwoEcmVhZBgLIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zQgkKB19wcmVmaXgiVwoISW5kZXhIaXQSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg4KBnZhbHVlcxgCIAMoCRIiCgdtZXNzYWdlGAMgASgLMhEuc2thbGQudjEuTWVzc2FnZSKeAQoUSW5kZXhlc1F1ZXJ5UmVzcG9uc2USIAoEaGl0cxgBIAMoCzISLnNrYWxkLnYxLkluZGV4SGl0EhMKC25leHRfY3Vyc29yGAIgASgMEhEKCXRydW5jYXRlZBgDIAEoCBIlCgZzdGF0dXMYBCABKAsyFS5za2FsZC52MS5JbmRleFN0YXR1cxIVCg1hcHBsaWVkX2luZGV4GAUgASgEKs0BChBJbmRleEZpZWxkU291cmNlEiIKHklOREVYX0ZJRUxEX1NPVVJDRV9VTlNQRUNJRklFRBAAEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9EQVRBEAESHwobSU5ERVhfRklFTERfU09VUkNFX01FVEFEQVRBEAISGwoXSU5ERVhfRklFTERfU09VUkNFX1RZUEUQAxIdChlJTkRFWF9GSUVMRF9TT1VSQ0VfU1RSRUFNEAQSGwoXSU5ERVhfRklFTERfU09VUkNFX1RJTUUQBSq7AQoOSW5kZXhGaWVsZFR5cGUSIAocSU5ERVhfRklFTERfVFlQRV9VTlNQRUNJRklFRBAAEhsKF0lOREVYX0ZJRUxEX1RZUEVfU1RSSU5HEAESGAoUSU5ERVhfRklFTERfVFlQRV9JTlQQAhIaChZJTkRFWF9GSUVMRF9UWVBFX0ZMT0FUEAMSGQoVSU5ERVhfRklFTERfVFlQRV9USU1FEAQSGQoVSU5ERVhfRklFTERfVFlQRV9CT09MEAUqVAoJSW5kZXhLaW5kEhoKFklOREVYX0tJTkRfVU5TUEVDSUZJRUQQABIUChBJTkRFWF9LSU5EX0VWRU5UEAESFQoRSU5ERVhfS0lORF9TVFJFQU0QAipcCgpJbmRleFN0YXRlEhsKF0lOREVYX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUSU5ERVhfU1RBVEVfQlVJTERJTkcQARIXChNJTkRFWF9TVEFURV9IRUFMVEhZEAIygAMKB0luZGV4ZXMSSQoGQ3JlYXRlEh4uc2thbGQudjEuSW5kZXhlc0NyZWF0ZVJlcXVlc3QaHy5za2FsZC52MS5JbmRleGVzQ3JlYXRlUmVzcG9uc2USSQoGRGVsZXRlEh4uc2thbGQudjEuSW5kZXhlc0RlbGV0ZVJlcXVlc3QaHy5za2FsZC52MS5JbmRleGVzRGVsZXRlUmVzcG9uc2USSAoETGlzdBIcLnNrYWxkLnYxLkluZGV4ZXNMaXN0UmVxdWVzdBodLnNrYWxkLnYxLkluZGV4ZXNMaXN0UmVzcG9uc2UiA5ACARJICgRJbmZvEhwuc2thbGQudjEuSW5kZXhlc0luZm9SZXF1ZXN0Gh0uc2thbGQudjEuSW5kZXhlc0luZm9SZXNwb25zZSIDkAIBEksKBVF1ZXJ5Eh0uc2thbGQudjEuSW5kZXhlc1F1ZXJ5UmVxdWVzdBoeLnNrYWxkLnYxLkluZGV4ZXNRdWVyeVJlc3BvbnNlIgOQAgFCM1oxZ2l0aHViLmNvbS9za2FsZGRiL3NrYWxkL3JwYy9nZW4vc2thbGQvdjE7c2thbGR2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("ChZza2FsZC92MS9pbmRleGVzLnByb3RvEghza2FsZC52MSJxCgpJbmRleEZpZWxkEioKBnNvdXJjZRgBIAEoDjIaLnNrYWxkLnYxLkluZGV4RmllbGRTb3VyY2USDwoHcG9pbnRlchgCIAEoCRImCgR0eXBlGAMgASgOMhguc2thbGQudjEuSW5kZXhGaWVsZFR5cGUi5wEKD0luZGV4RGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKA0SEAoIY2F0ZWdvcnkYAyABKAkSDQoFdHlwZXMYBCADKAkSHgoFcXVlcnkYBSABKAsyDy5za2FsZC52MS5RdWVyeRIkCgZmaWVsZHMYBiADKAsyFC5za2FsZC52MS5JbmRleEZpZWxkEiEKBGtpbmQYByABKA4yEy5za2FsZC52MS5JbmRleEtpbmQSKwoHY3JlYXRlZBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAIKC0luZGV4U3RhdHVzEhIKCmNoZWNrcG9pbnQYASABKAMSDwoHZW50cmllcxgCIAEoAxIPCgdza2lwcGVkGAMgASgDEhIKCmxhZ19ldmVudHMYBCABKAMSFQoNY292ZXJlZF9pbmRleBgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEiMKBXN0YXRlGAcgASgOMhQuc2thbGQudjEuSW5kZXhTdGF0ZRIQCghwcm9ncmVzcxgIIAEoARImCgNldGEYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoDbGFnGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlgKFEluZGV4ZXNDcmVhdGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRItCgpkZWZpbml0aW9uGAIgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlUKFUluZGV4ZXNDcmVhdGVSZXNwb25zZRItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEg0KBWluZGV4GAIgASgEImcKFUluZGV4ZXNSZWJ1aWxkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRItCgpkZWZpbml0aW9uGAMgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlYKFkluZGV4ZXNSZWJ1aWxkUmVzcG9uc2USLQoKZGVmaW5pdGlvbhgBIAEoCzIZLnNrYWxkLnYxLkluZGV4RGVmaW5pdGlvbhINCgVpbmRleBgCIAEoBCI3ChRJbmRleGVzRGVsZXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSImChVJbmRleGVzRGVsZXRlUmVzcG9uc2USDQoFaW5kZXgYASABKAQiTAoSSW5kZXhlc0xpc3RSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIjCgRyZWFkGAIgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMivwEKCUluZGV4SW5mbxItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEiUKBnN0YXR1cxgCIAEoCzIVLnNrYWxkLnYxLkluZGV4U3RhdHVzEi0KCnJlYnVpbGRpbmcYAyABKAsyGS5za2FsZC52MS5JbmRleERlZmluaXRpb24SLQoOcmVidWlsZF9zdGF0dXMYBCABKAsyFS5za2FsZC52MS5JbmRleFN0YXR1cyJSChNJbmRleGVzTGlzdFJlc3BvbnNlEiQKB2luZGV4ZXMYASADKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCJaChJJbmRleGVzSW5mb1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSIwoEcmVhZBgDIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIlAKE0luZGV4ZXNJbmZvUmVzcG9uc2USIgoFaW5kZXgYASABKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCIuCgpJbmRleEJvdW5kEg0KBXZhbHVlGAEgASgJEhEKCWV4Y2x1c2l2ZRgCIAEoCCKbAgoTSW5kZXhlc1F1ZXJ5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRINCgVlcXVhbBgDIAMoCRIiCgRmcm9tGAQgASgLMhQuc2thbGQudjEuSW5kZXhCb3VuZBIgCgJ0bxgFIAEoCzIULnNrYWxkLnYxLkluZGV4Qm91bmQSEwoGcHJlZml4GAYgASgJSACIAQESEgoKZGVzY2VuZGluZxgHIAEoCBINCgVsaW1pdBgIIAEoBRIOCgZjdXJzb3IYCSABKAwSFgoOcG9zaXRpb25zX29ubHkYCiABKAgSIwoEcmVhZBgLIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zQgkKB19wcmVmaXgiZwoISW5kZXhIaXQSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg4KBnZhbHVlcxgCIAMoCRIiCgdtZXNzYWdlGAMgASgLMhEuc2thbGQudjEuTWVzc2FnZRIOCgZzdHJlYW0YBCABKAkingEKFEluZGV4ZXNRdWVyeVJlc3BvbnNlEiAKBGhpdHMYASADKAsyEi5za2FsZC52MS5JbmRleEhpdBITCgtuZXh0X2N1cnNvchgCIAEoDBIRCgl0cnVuY2F0ZWQYAyABKAgSJQoGc3RhdHVzGAQgASgLMhUuc2thbGQudjEuSW5kZXhTdGF0dXMSFQoNYXBwbGllZF9pbmRleBgFIAEoBCrNAQoQSW5kZXhGaWVsZFNvdXJjZRIiCh5JTkRFWF9GSUVMRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9TT1VSQ0VfREFUQRABEh8KG0lOREVYX0ZJRUxEX1NPVVJDRV9NRVRBREFUQRACEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9UWVBFEAMSHQoZSU5ERVhfRklFTERfU09VUkNFX1NUUkVBTRAEEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9USU1FEAUquwEKDkluZGV4RmllbGRUeXBlEiAKHElOREVYX0ZJRUxEX1RZUEVfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9UWVBFX1NUUklORxABEhgKFElOREVYX0ZJRUxEX1RZUEVfSU5UEAISGgoWSU5ERVhfRklFTERfVFlQRV9GTE9BVBADEhkKFUlOREVYX0ZJRUxEX1RZUEVfVElNRRAEEhkKFUlOREVYX0ZJRUxEX1RZUEVfQk9PTBAFKlQKCUluZGV4S2luZBIaChZJTkRFWF9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQSU5ERVhfS0lORF9FVkVOVBABEhUKEUlOREVYX0tJTkRfU1RSRUFNEAIqXAoKSW5kZXhTdGF0ZRIbChdJTkRFWF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFElOREVYX1NUQVRFX0JVSUxESU5HEAESFwoTSU5ERVhfU1RBVEVfSEVBTFRIWRACMs4DCgdJbmRleGVzEkkKBkNyZWF0ZRIeLnNrYWxkLnYxLkluZGV4ZXNDcmVhdGVSZXF1ZXN0Gh8uc2thbGQudjEuSW5kZXhlc0NyZWF0ZVJlc3BvbnNlEkkKBkRlbGV0ZRIeLnNrYWxkLnYxLkluZGV4ZXNEZWxldGVSZXF1ZXN0Gh8uc2thbGQudjEuSW5kZXhlc0RlbGV0ZVJlc3BvbnNlEkwKB1JlYnVpbGQSHy5za2FsZC52MS5JbmRleGVzUmVidWlsZFJlcXVlc3QaIC5za2FsZC52MS5JbmRleGVzUmVidWlsZFJlc3BvbnNlEkgKBExpc3QSHC5za2FsZC52MS5JbmRleGVzTGlzdFJlcXVlc3QaHS5za2FsZC52MS5JbmRleGVzTGlzdFJlc3BvbnNlIgOQAgESSAoESW5mbxIcLnNrYWxkLnYxLkluZGV4ZXNJbmZvUmVxdWVzdBodLnNrYWxkLnYxLkluZGV4ZXNJbmZvUmVzcG9uc2UiA5ACARJLCgVRdWVyeRIdLnNrYWxkLnYxLkluZGV4ZXNRdWVyeVJlcXVlc3QaHi5za2FsZC52MS5JbmRleGVzUXVlcnlSZXNwb25zZSIDkAIBQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.IndexField
@@ -235,6 +235,60 @@ export const IndexesCreateResponseSchema: GenMessage<IndexesCreateResponse> = /*
   messageDesc(file_skald_v1_indexes, 4);
 
 /**
+ * @generated from message skald.v1.IndexesRebuildRequest
+ */
+export type IndexesRebuildRequest = Message<"skald.v1.IndexesRebuildRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The new definition (its name must be name's); absent: rebuild the
+   * current one as it is.
+   *
+   * @generated from field: skald.v1.IndexDefinition definition = 3;
+   */
+  definition?: IndexDefinition | undefined;
+};
+
+/**
+ * Describes the message skald.v1.IndexesRebuildRequest.
+ * Use `create(IndexesRebuildRequestSchema)` to create a new message.
+ */
+export const IndexesRebuildRequestSchema: GenMessage<IndexesRebuildRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 5);
+
+/**
+ * @generated from message skald.v1.IndexesRebuildResponse
+ */
+export type IndexesRebuildResponse = Message<"skald.v1.IndexesRebuildResponse"> & {
+  /**
+   * The definition being built.
+   *
+   * @generated from field: skald.v1.IndexDefinition definition = 1;
+   */
+  definition?: IndexDefinition | undefined;
+
+  /**
+   * @generated from field: uint64 index = 2;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.IndexesRebuildResponse.
+ * Use `create(IndexesRebuildResponseSchema)` to create a new message.
+ */
+export const IndexesRebuildResponseSchema: GenMessage<IndexesRebuildResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 6);
+
+/**
  * @generated from message skald.v1.IndexesDeleteRequest
  */
 export type IndexesDeleteRequest = Message<"skald.v1.IndexesDeleteRequest"> & {
@@ -254,7 +308,7 @@ export type IndexesDeleteRequest = Message<"skald.v1.IndexesDeleteRequest"> & {
  * Use `create(IndexesDeleteRequestSchema)` to create a new message.
  */
 export const IndexesDeleteRequestSchema: GenMessage<IndexesDeleteRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 5);
+  messageDesc(file_skald_v1_indexes, 7);
 
 /**
  * @generated from message skald.v1.IndexesDeleteResponse
@@ -271,7 +325,7 @@ export type IndexesDeleteResponse = Message<"skald.v1.IndexesDeleteResponse"> & 
  * Use `create(IndexesDeleteResponseSchema)` to create a new message.
  */
 export const IndexesDeleteResponseSchema: GenMessage<IndexesDeleteResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 6);
+  messageDesc(file_skald_v1_indexes, 8);
 
 /**
  * @generated from message skald.v1.IndexesListRequest
@@ -293,13 +347,15 @@ export type IndexesListRequest = Message<"skald.v1.IndexesListRequest"> & {
  * Use `create(IndexesListRequestSchema)` to create a new message.
  */
 export const IndexesListRequestSchema: GenMessage<IndexesListRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 7);
+  messageDesc(file_skald_v1_indexes, 9);
 
 /**
  * @generated from message skald.v1.IndexInfo
  */
 export type IndexInfo = Message<"skald.v1.IndexInfo"> & {
   /**
+   * The definition this node answers queries from, and its progress.
+   *
    * @generated from field: skald.v1.IndexDefinition definition = 1;
    */
   definition?: IndexDefinition | undefined;
@@ -308,6 +364,19 @@ export type IndexInfo = Message<"skald.v1.IndexInfo"> & {
    * @generated from field: skald.v1.IndexStatus status = 2;
    */
   status?: IndexStatus | undefined;
+
+  /**
+   * While a rebuild runs on this node: the definition being built and its
+   * progress (state BUILDING). Absent otherwise.
+   *
+   * @generated from field: skald.v1.IndexDefinition rebuilding = 3;
+   */
+  rebuilding?: IndexDefinition | undefined;
+
+  /**
+   * @generated from field: skald.v1.IndexStatus rebuild_status = 4;
+   */
+  rebuildStatus?: IndexStatus | undefined;
 };
 
 /**
@@ -315,7 +384,7 @@ export type IndexInfo = Message<"skald.v1.IndexInfo"> & {
  * Use `create(IndexInfoSchema)` to create a new message.
  */
 export const IndexInfoSchema: GenMessage<IndexInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 8);
+  messageDesc(file_skald_v1_indexes, 10);
 
 /**
  * @generated from message skald.v1.IndexesListResponse
@@ -337,7 +406,7 @@ export type IndexesListResponse = Message<"skald.v1.IndexesListResponse"> & {
  * Use `create(IndexesListResponseSchema)` to create a new message.
  */
 export const IndexesListResponseSchema: GenMessage<IndexesListResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 9);
+  messageDesc(file_skald_v1_indexes, 11);
 
 /**
  * @generated from message skald.v1.IndexesInfoRequest
@@ -364,7 +433,7 @@ export type IndexesInfoRequest = Message<"skald.v1.IndexesInfoRequest"> & {
  * Use `create(IndexesInfoRequestSchema)` to create a new message.
  */
 export const IndexesInfoRequestSchema: GenMessage<IndexesInfoRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 10);
+  messageDesc(file_skald_v1_indexes, 12);
 
 /**
  * @generated from message skald.v1.IndexesInfoResponse
@@ -386,7 +455,7 @@ export type IndexesInfoResponse = Message<"skald.v1.IndexesInfoResponse"> & {
  * Use `create(IndexesInfoResponseSchema)` to create a new message.
  */
 export const IndexesInfoResponseSchema: GenMessage<IndexesInfoResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 11);
+  messageDesc(file_skald_v1_indexes, 13);
 
 /**
  * IndexBound is one end of a range; its value is text read by the
@@ -412,7 +481,7 @@ export type IndexBound = Message<"skald.v1.IndexBound"> & {
  * Use `create(IndexBoundSchema)` to create a new message.
  */
 export const IndexBoundSchema: GenMessage<IndexBound> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 12);
+  messageDesc(file_skald_v1_indexes, 14);
 
 /**
  * @generated from message skald.v1.IndexesQueryRequest
@@ -491,7 +560,7 @@ export type IndexesQueryRequest = Message<"skald.v1.IndexesQueryRequest"> & {
  * Use `create(IndexesQueryRequestSchema)` to create a new message.
  */
 export const IndexesQueryRequestSchema: GenMessage<IndexesQueryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 13);
+  messageDesc(file_skald_v1_indexes, 15);
 
 /**
  * @generated from message skald.v1.IndexHit
@@ -515,6 +584,14 @@ export type IndexHit = Message<"skald.v1.IndexHit"> & {
    * @generated from field: skald.v1.Message message = 3;
    */
   message?: Message$1 | undefined;
+
+  /**
+   * The entry's stream in a stream index (with positions_only too);
+   * empty in an event index.
+   *
+   * @generated from field: string stream = 4;
+   */
+  stream: string;
 };
 
 /**
@@ -522,7 +599,7 @@ export type IndexHit = Message<"skald.v1.IndexHit"> & {
  * Use `create(IndexHitSchema)` to create a new message.
  */
 export const IndexHitSchema: GenMessage<IndexHit> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 14);
+  messageDesc(file_skald_v1_indexes, 16);
 
 /**
  * @generated from message skald.v1.IndexesQueryResponse
@@ -564,7 +641,7 @@ export type IndexesQueryResponse = Message<"skald.v1.IndexesQueryResponse"> & {
  * Use `create(IndexesQueryResponseSchema)` to create a new message.
  */
 export const IndexesQueryResponseSchema: GenMessage<IndexesQueryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 15);
+  messageDesc(file_skald_v1_indexes, 17);
 
 /**
  * IndexFieldSource is where a field's value comes from.
@@ -691,8 +768,11 @@ export enum IndexKind {
   EVENT = 1,
 
   /**
-   * One entry per stream from its latest matching event: not supported
-   * yet (INVALID_ARGUMENT).
+   * One entry per stream, from its latest indexed event (the matching
+   * event with every field, of the highest stream position): "streams
+   * whose last status is frozen" is one range read. When that event is
+   * removed, the entry moves to the stream's latest remaining indexed
+   * event, or goes.
    *
    * @generated from enum value: INDEX_KIND_STREAM = 2;
    */
@@ -770,6 +850,20 @@ export const Indexes: GenService<{
     methodKind: "unary";
     input: typeof IndexesDeleteRequestSchema;
     output: typeof IndexesDeleteResponseSchema;
+  },
+  /**
+   * Rebuild builds an index again from the log, with a new definition (a
+   * new version: the name stays) or the same one. The current definition
+   * keeps answering queries on each node until that node has built the
+   * new one, which then replaces it. Refused (FAILED_PRECONDITION) as
+   * Create is.
+   *
+   * @generated from rpc skald.v1.Indexes.Rebuild
+   */
+  rebuild: {
+    methodKind: "unary";
+    input: typeof IndexesRebuildRequestSchema;
+    output: typeof IndexesRebuildResponseSchema;
   },
   /**
    * List lists the namespace's indexes with this node's progress.
