@@ -15,14 +15,23 @@ import (
 // cap (3 MiB) and says so (truncated); the client's reads go on from the
 // last message, so a limit of -1 still returns every message and a
 // positive limit that many, whatever their size.
+//
+// Each append and read has its own deadline, and a read attempt may take
+// all of it: the one member is slow, not hung, and a 3 MiB page under
+// -race on a loaded machine took longer than the default 5 s attempt,
+// so the client cut and retried the same page until the test's deadline
+// (leaving a hung member is tested in pinned_test.go).
 func TestReadsReadOnPastPageCap(t *testing.T) {
 	cl := testcluster.Start(t, 1)
-	ctx := ctxT(t)
-	c := newTestClient(t, cl.Endpoints(), cl.CreateNamespace(t, "pages", 0))
+	c, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: cl.CreateNamespace(t, "pages", 0), ReadAttemptTimeout: testcluster.Timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 	const n = 30 // of 256 KiB: 7.5 MiB, three pages at least
 	data := []byte(`{"x":"` + strings.Repeat("a", 256<<10) + `"}`)
 	for i := range n {
-		if _, err := c.Append(ctx, fmt.Sprintf("wide-%d", i%2), []NewMessage{{Type: "T", Data: data, Tags: []string{"wide:1"}}}); err != nil {
+		if _, err := c.Append(ctxT(t), fmt.Sprintf("wide-%d", i%2), []NewMessage{{Type: "T", Data: data, Tags: []string{"wide:1"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
