@@ -12,17 +12,25 @@ import (
 )
 
 // TestReadsReadOnPastPageCap: the server cuts a reply at its page byte
-// cap (3 MiB) and says so (truncated); the client's reads go on from the
-// last message, so a limit of -1 still returns every message and a
-// positive limit that many, whatever their size.
+// cap and says so (truncated); the client's reads go on from the last
+// message, so a limit of -1 still returns every message and a positive
+// limit that many, whatever their size.
+//
+// The cap is set to 256 KiB here (the default is 3 MiB): with 30
+// messages of 256 KiB against the default, each read carried 7.5 MiB,
+// and under -race on a loaded machine one 3 MiB page took longer than a
+// read attempt (5 s, or half the call's deadline), so the client cut it
+// and asked for the same page again until the test's deadline. The
+// paging is the same at any cap; each append and read has its own
+// deadline.
 func TestReadsReadOnPastPageCap(t *testing.T) {
-	cl := testcluster.Start(t, 1)
-	ctx := ctxT(t)
+	const pageBytes = 256 << 10
+	cl := testcluster.StartWith(t, 1, rpc.Options{Limits: rpc.Limits{PageBytes: pageBytes}})
 	c := newTestClient(t, cl.Endpoints(), cl.CreateNamespace(t, "pages", 0))
-	const n = 30 // of 256 KiB: 7.5 MiB, three pages at least
-	data := []byte(`{"x":"` + strings.Repeat("a", 256<<10) + `"}`)
+	const n = 30 // of 32 KiB: 960 KiB, three pages at least
+	data := []byte(`{"x":"` + strings.Repeat("a", pageBytes/8) + `"}`)
 	for i := range n {
-		if _, err := c.Append(ctx, fmt.Sprintf("wide-%d", i%2), []NewMessage{{Type: "T", Data: data, Tags: []string{"wide:1"}}}); err != nil {
+		if _, err := c.Append(ctxT(t), fmt.Sprintf("wide-%d", i%2), []NewMessage{{Type: "T", Data: data, Tags: []string{"wide:1"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -111,6 +111,16 @@ func voters(n *node.Node) map[string]bool {
 	return out
 }
 
+// theLeader waits for one of nodes to lead and returns it: between two
+// checks, leadership may be moving (an election under -race on a loaded
+// machine), and leaderOf answers nil.
+func theLeader(t *testing.T, nodes []*mnode) *mnode {
+	t.Helper()
+	var l *mnode
+	testutil.Eventually(t, waitTimeout, "a leader", func() bool { l = leaderOf(nodes); return l != nil })
+	return l
+}
+
 func leaderOf(nodes []*mnode) *mnode {
 	for _, mn := range nodes {
 		if mn.n != nil && mn.n.IsLeader() {
@@ -137,7 +147,7 @@ func formCluster(t *testing.T) []*mnode {
 
 func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
 	nodes := formCluster(t)
-	l := leaderOf(nodes)
+	l := theLeader(t, nodes)
 	for _, mn := range nodes {
 		if !voters(l.n)[mn.n.ID()] {
 			t.Fatalf("node %s is not a voter", mn.n.ID())
@@ -166,7 +176,7 @@ func TestBootstrapExpectJoinPromoteLeave(t *testing.T) {
 	if err := fourth.m.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if l := leaderOf(nodes); voters(l.n)[fourth.n.ID()] {
+	if l := theLeader(t, nodes); voters(l.n)[fourth.n.ID()] {
 		t.Fatal("the node that left is still a voter")
 	}
 	fourth.kill()
@@ -213,7 +223,7 @@ func TestDeadServerCleanupKeepsQuorum(t *testing.T) {
 		healthy, ok := l.m.Healthy(id2)
 		return ok && !healthy
 	})
-	l := leaderOf(all)
+	l := theLeader(t, all)
 	if !voters(l.n)[id2] || len(voters(l.n)) != 3 {
 		t.Fatalf("below the minimum quorum a dead server was removed: voters %v", voters(l.n))
 	}
@@ -252,7 +262,7 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 	}
 	id, oldRaft := f.n.ID(), f.n.RaftAddr()
 	f.kill()
-	f.start(3, []string{leaderOf(nodes).gossip}) // same data, new ports
+	f.start(3, []string{theLeader(t, nodes).gossip}) // same data, new ports
 	if f.n.ID() != id || f.n.RaftAddr() == oldRaft {
 		t.Fatalf("restart: id %s (was %s), raft %s (was %s)", f.n.ID(), id, f.n.RaftAddr(), oldRaft)
 	}
@@ -269,7 +279,7 @@ func TestRestartOnNewAddressRejoinsUnderItsID(t *testing.T) {
 		}
 		return false
 	})
-	l := leaderOf(nodes)
+	l := theLeader(t, nodes)
 	if _, err := l.n.CreateNamespace(context.Background(), &fsmv1.CreateNamespace{Name: "after-move"}); err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,49 @@ func (n *Node) localFreeDisk() (free uint64, ok bool) {
 	return free, true
 }
 
-// diskAlarm holds the leader's current refusal, nil while writes may go.
+// diskReportTTL is how long a voter's last answer about its free space
+// stands in for an answer it does not give: a voter slow to answer one
+// check (a busy or stalled disk, a long GC, a loaded machine; the
+// leader's check waits DiskCheckInterval, 1 s by default) is still as
+// full as it said, and writes must not go to it meanwhile; a voter
+// silent for longer is taken as down (not applying either) and stops
+// holding writes back. Five seconds is five default checks, and several
+// election timeouts: a voter gone that long is not coming back at once.
+const diskReportTTL = 5 * time.Second
+
+// diskReport is a voter's last answer about its free space.
+type diskReport struct {
+	free uint64
+	at   time.Time
+}
+
+// diskAlarm holds the leader's current refusal, nil while writes may go,
+// and each voter's last report (by server id).
 type diskAlarm struct {
-	mu     sync.Mutex
-	reason error
+	mu      sync.Mutex
+	reason  error
+	reports map[string]diskReport
+}
+
+// report records id's free space as of now.
+func (a *diskAlarm) report(id string, free uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reports == nil {
+		a.reports = map[string]diskReport{}
+	}
+	a.reports[id] = diskReport{free: free, at: time.Now()}
+}
+
+// lastReport is id's last report if younger than diskReportTTL.
+func (a *diskAlarm) lastReport(id string) (free uint64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.reports[id]
+	if !ok || time.Since(r.at) > diskReportTTL {
+		return 0, false
+	}
+	return r.free, true
 }
 
 func (a *diskAlarm) set(reason error) (changed bool) {
@@ -99,7 +138,10 @@ func (n *Node) diskWatch() {
 		}
 		var reason error
 		if n.IsLeader() {
-			ctx, cancel := context.WithTimeout(n.life, n.cfg.DiskCheckInterval)
+			// The voters have an interval to answer, and a second at
+			// least (as for creates): a shorter interval checks more
+			// often, it does not make an answer due sooner.
+			ctx, cancel := context.WithTimeout(n.life, max(n.cfg.DiskCheckInterval, time.Second))
 			reason = n.checkVoterDisks(ctx, n.cfg.MinFreeDisk, "the %s minimum (--min-free-disk)")
 			cancel()
 		}
@@ -115,8 +157,9 @@ func (n *Node) diskWatch() {
 
 // checkVoterDisks asks every voter (itself included) for its free space
 // and returns the refusal for the first one under min, or nil; under says
-// what min is ("the %s minimum ..."). A voter that does not answer is not
-// counted: it is not applying either.
+// what min is ("the %s minimum ..."). A voter that does not answer counts
+// with its last answer for diskReportTTL, then not at all: it is not
+// applying either.
 func (n *Node) checkVoterDisks(ctx context.Context, min uint64, under string) error {
 	servers, err := n.Servers()
 	if err != nil {
@@ -135,6 +178,11 @@ func (n *Node) checkVoterDisks(ctx context.Context, min uint64, under string) er
 			if resp, err := n.peers.stats(ctx, n.serverAddr(s)); err == nil && resp.FreeDiskBytes != nil {
 				free, ok = resp.GetFreeDiskBytes(), true
 			}
+		}
+		if ok {
+			n.alarm.report(id, free)
+		} else {
+			free, ok = n.alarm.lastReport(id)
 		}
 		if ok && free < min {
 			return fmt.Errorf("%w: server %s has %s free for its data, under "+under+"; "+

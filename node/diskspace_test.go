@@ -86,6 +86,74 @@ func TestDiskFullAlarm(t *testing.T) {
 	})
 }
 
+// TestDiskAlarmHoldsWhileAFullVoterIsSilent: a full voter that does not
+// answer a check (slow, cut off, down) still counts with its last answer for
+// diskReportTTL, so the alarm does not clear for one missed answer and
+// let writes reach a disk that cannot take them. TestDiskFullAlarm failed
+// under load this way: the check waits DiskCheckInterval (20 ms there)
+// for each answer, and a late one cleared the alarm. Past the TTL a voter
+// still silent is taken as down and stops holding writes back.
+func TestDiskAlarmHoldsWhileAFullVoterIsSilent(t *testing.T) {
+	const minFree = 64 << 20
+	const interval = 20 * time.Millisecond
+	mount := mountTmpfs(t, "256m")
+	c := newCluster(t, 3, func(cfg *Config) {
+		mount(cfg)
+		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, interval
+		cfg.MemTableSize = 4 << 20
+	})
+	stopFirst(t, c)
+	createNamespace(t, c.Leader().Node, "app")
+	full := c.Followers()[0]
+	free, err := freeDiskBytes(full.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(full.Dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-minFree/2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The full voter must be a follower, for the leader to ask it (under
+	// load leadership may have moved to it), and that leader must have
+	// had its answer: it refuses writes.
+	var l *TestNode
+	testutil.Until(t, waitTimeout, "a leader other than the full voter to refuse writes", func() (bool, string) {
+		if l = c.Leader(); l == full {
+			_ = full.TransferLeadership(ctxT(t), c.Followers()[0].ID())
+			return false, "the full voter leads"
+		}
+		_, err := appendOne(ctxT(t), l.Node, "app", "s-1", "")
+		return errors.Is(err, nodeapi.ErrStorageFull) && c.Leader() == l, fmt.Sprint(err)
+	})
+	// Stopped, it answers no check (a partition of it alone is one-way
+	// in this harness: it could still win an election from the others
+	// under load, and lead).
+	full.Stop()
+	silent := time.Now()
+	// Well inside the TTL: 25 checks found it silent, and it still counts.
+	for time.Since(silent) < 25*interval {
+		if _, err := appendOne(ctxT(t), l.Node, "app", "s-1", ""); !errors.Is(err, nodeapi.ErrStorageFull) {
+			t.Fatalf("write %s after the full voter went silent: %v, want ErrStorageFull (its last answer holds for %s)",
+				time.Since(silent).Round(time.Millisecond), err, diskReportTTL)
+		}
+	}
+	testutil.Until(t, waitTimeout, "writes to go once the silent voter's answer is older than the TTL", func() (bool, string) {
+		_, err := appendOne(ctxT(t), l.Node, "app", "s-1", "")
+		return err == nil, fmt.Sprint(err)
+	})
+	// Its last answer came a check or so before it went silent (checks
+	// every 20 ms, each waiting a second at most): the TTL runs from it.
+	if waited := time.Since(silent); waited < diskReportTTL-2*time.Second {
+		t.Fatalf("writes went %s after the full voter went silent, long before its answer's TTL of %s", waited, diskReportTTL)
+	}
+	// Free the space before it hears the writes it missed.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	full.Restart()
+	c.WaitConverged()
+}
+
 // mountTmpfs gives each node's data directory a tmpfs of its own, once.
 // A tmpfs must not go while its node still applies: call stopFirst on the
 // cluster once it started.

@@ -23,8 +23,13 @@ import (
 // log (raft.ErrLeadershipTransferInProgress), so every write must succeed
 // after a retry: no unknown outcome, no error at all, and every
 // acknowledged write stored exactly once where it was acknowledged.
+//
+// The cluster runs ProductionTiming: the claim holds for graceful
+// handovers only, and under -race on a loaded machine FastTiming's 250 ms
+// lease ran out now and then, a leader stepped down with writes in
+// flight, and those had unknown outcomes (11 of 446), as they must.
 func TestWritesAcrossLeadershipTransfers(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, func(cfg *Config) { cfg.Timing = ProductionTiming })
 	createNamespace(t, c.Leader().Node, "app")
 
 	type ack struct {
@@ -72,9 +77,13 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 		before := countAcked()
 		testutil.Eventually(t, waitTimeout, "writes between transfers", func() bool { return countAcked() >= before+20 })
 		old := c.Leader()
-		if err := old.TransferLeadership(ctxT(t), ""); err != nil {
-			t.Fatalf("transfer %d from %s: %v", i, old.ID(), err)
-		}
+		// Raft gives a transfer an election timeout to complete; under
+		// -race on a loaded machine it may time out: ask again (the
+		// writes must survive every attempt as well).
+		testutil.Until(t, waitTimeout, fmt.Sprintf("transfer %d from %s", i, old.ID()), func() (bool, string) {
+			err := old.TransferLeadership(ctxT(t), "")
+			return err == nil || c.Leader() != old, fmt.Sprint(err)
+		})
 		testutil.Eventually(t, waitTimeout, "a new leader", func() bool { return c.Leader() != old })
 	}
 	before := countAcked()

@@ -193,13 +193,31 @@ func smallSnapshots(c *Config) {
 	c.TrailingLogs = 16
 }
 
+// writeN appends count messages to ns through n, over streams s-0..s-4.
+// Each message has a client id, so a write whose outcome is unknown
+// (leadership moved while it committed: FastTiming under -race on a
+// loaded machine) or that found no leader is sent again, as a client
+// would, and written once (idempotent writes).
 func writeN(t *testing.T, n *Node, ns string, count int) {
 	t.Helper()
 	for i := 0; i < count; i++ {
-		if _, err := appendOne(ctxT(t), n, ns, fmt.Sprintf("s-%d", i%5), ""); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
+		appendRetrying(t, n, ns, fmt.Sprintf("s-%d", i%5), fmt.Sprintf("append %d", i))
 	}
+}
+
+// appendRetrying appends one message with a client id to stream through
+// n, sending it again while its outcome is unknown or there is no leader
+// (see writeN); any other error fails the test, named by what.
+func appendRetrying(t *testing.T, n *Node, ns, stream, what string) {
+	t.Helper()
+	msg := &fsmv1.NewMessage{Id: uuid.NewString(), Type: "T", Data: []byte(`{"k":1}`), ClientId: true}
+	testutil.Until(t, waitTimeout, what, func() (bool, string) {
+		_, err := n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream, Messages: []*fsmv1.NewMessage{msg}})
+		if err != nil && !errors.Is(err, nodeapi.ErrUnknownOutcome) && !errors.Is(err, nodeapi.ErrNoLeader) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 func checkHistory(t *testing.T, msgs []fsm.Message, want int) {

@@ -43,6 +43,11 @@ func TestStorageStallOnEveryReplica(t *testing.T) {
 	if _, err := appendOne(ctxT(t), c.Leader().Node, "app", "s-1", ""); err != nil {
 		t.Fatal(err)
 	}
+	// Every replica has opened "app" before descriptors run out: a
+	// follower still opening it under load met the injected error in the
+	// middle of Pebble's Open, where Pebble calls Fatalf (MANIFEST set
+	// current failed) instead of returning it, and the node stopped.
+	c.WaitConverged()
 
 	noFDs.Store(true)
 	type outcome struct {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -114,8 +115,6 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 func writeOther(t *testing.T, n *Node, count int) {
 	t.Helper()
 	for i := 0; i < count; i++ {
-		if _, err := appendOne(ctxT(t), n, "app", "other-1", ""); err != nil {
-			t.Fatalf("append %d: %v", i, err)
-		}
+		appendRetrying(t, n, "app", "other-1", fmt.Sprintf("append %d", i))
 	}
 }

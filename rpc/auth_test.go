@@ -76,11 +76,14 @@ func TestUnknownTokensSpareTheLeader(t *testing.T) {
 		name    string
 		callers int
 		token   func() string
-		// most rounds the leader may see for calls taking elapsed
+		// most rounds the leader may see for calls taking elapsed: what
+		// the memory and the pace promise, whatever the calls' speed (a
+		// fixed cap of calls/20 failed when the calls took 35 s under
+		// -race on a loaded machine: 134 rounds, one per TTL, as promised)
 		most func(elapsed time.Duration) uint64
 	}{
 		{"one stale token, one caller", 1, func() string { return staleToken },
-			func(elapsed time.Duration) uint64 { return min(uint64(elapsed/DefaultUnknownTokenTTL)+2, calls/20) }},
+			func(elapsed time.Duration) uint64 { return uint64(elapsed/DefaultUnknownTokenTTL) + 2 }},
 		{"a new token each call, 16 callers", 16, func() string { return randomToken(t) },
 			func(elapsed time.Duration) uint64 { return uint64(elapsed/DefaultUnknownTokenPace) + 2 }},
 	} {
@@ -88,14 +91,25 @@ func TestUnknownTokensSpareTheLeader(t *testing.T) {
 			before := readIndexRounds(t, l.reg)
 			start := time.Now()
 			var refused atomic.Int64
+			var other sync.Map // a call's answer other than Unauthenticated
 			var wg sync.WaitGroup
 			for range c.callers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for range calls / c.callers {
-						if unauthenticated(call(c.token())) {
+						token := c.token()
+						err := call(token)
+						// A round that failed (the leader busy past its
+						// lease under -race on a loaded machine) answers
+						// Unavailable, retryable: a client tries again.
+						for try := 0; connect.CodeOf(err) == connect.CodeUnavailable && try < 5; try++ {
+							err = call(token)
+						}
+						if unauthenticated(err) {
 							refused.Add(1)
+						} else {
+							other.Store(fmt.Sprint(err), true)
 						}
 					}
 				}()
@@ -105,7 +119,9 @@ func TestUnknownTokensSpareTheLeader(t *testing.T) {
 			ops := readIndexRounds(t, l.reg) - before
 			t.Logf("%d calls in %s: %d leader read-index rounds", calls, elapsed.Round(time.Millisecond), ops)
 			if refused.Load() != calls {
-				t.Fatalf("%d of %d calls refused Unauthenticated", refused.Load(), calls)
+				var answers []string
+				other.Range(func(k, _ any) bool { answers = append(answers, k.(string)); return true })
+				t.Fatalf("%d of %d calls refused Unauthenticated; others: %q", refused.Load(), calls, answers)
 			}
 			if most := c.most(elapsed); ops > most {
 				t.Fatalf("%d calls cost the leader %d read-index rounds, want at most %d", calls, ops, most)

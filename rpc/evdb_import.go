@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/skalddb/skald/fsm"
@@ -208,8 +209,10 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		chunk, lines, size = chunk[:0], lines[:0], 0
 		return nil
 	}
-	sc := bufio.NewScanner(r.Body)
+	body := &readErr{r: r.Body}
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), maxImportLine)
+	sc.Split(body.scanLines)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -236,6 +239,8 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			msg = fmt.Sprintf("line longer than %d bytes", maxImportLine)
 		} else if errors.Is(err, io.ErrUnexpectedEOF) {
 			msg = "request body ended early"
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			msg = fmt.Sprintf("request body too slow: less than 1 MiB arrived within the read timeout (%s)", e.limits.ReadTimeout)
 		}
 		event(&importError{"READ_ERROR", msg, n + 1, ""})
 		return
@@ -245,4 +250,31 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	event(map[string]any{"done": true, "imported": imported, "elapsed": time.Since(start).Round(time.Millisecond).String()})
+}
+
+// readErr remembers the error that ended a body other than io.EOF, so
+// that scanLines can tell a line the body was cut in from a last line
+// without its newline.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (b *readErr) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// scanLines is bufio.ScanLines, except that the piece of a line a read
+// error cut off is not a line: bufio.Scanner hands a split function what
+// it holds when a read fails as if the body had ended, and the import
+// would report the half line as INVALID_JSON instead of the read error.
+func (b *readErr) scanLines(data []byte, atEOF bool) (int, []byte, error) {
+	if atEOF && b.err != nil && len(data) > 0 && bytes.IndexByte(data, '\n') < 0 {
+		return 0, nil, b.err
+	}
+	return bufio.ScanLines(data, atEOF)
 }

@@ -23,7 +23,10 @@ import (
 // Deadlines per request (deadlines below): reading a request, headers and
 // body, must finish within ReadTimeout of its start, whatever the route
 // (a client trickling a body is cut off there), except /import, whose
-// deadline moves on by ReadTimeout with every MiB received. Once the body
+// deadline moves on by ReadTimeout with every MiB received, and by the
+// time the handler spent away from the body (parsing records, replicating
+// a chunk): the client is charged only for time the server waited for
+// its bytes. Once the body
 // is read net/http lifts the read deadline, so a long reply or stream is
 // not cancelled by it. A unary reply must be written within WriteTimeout
 // of the request's start. Streams (Subscribe, Consume, GET /subscribe)
@@ -96,8 +99,15 @@ const (
 
 // importDeadlineStep is how much of an /import body moves its read
 // deadline on by one ReadTimeout: an import must stream at least this
-// much per ReadTimeout (35 KiB/s at the default).
+// much per ReadTimeout of the server waiting for it (35 KiB/s at the
+// default).
 const importDeadlineStep = 1 << 20
+
+// importAwaySlack is how much time away from the body (progressBody)
+// accumulates before the read deadline is moved on by it: the client
+// is never charged more than this for the server's own work, and a fast
+// body does not move the deadline on every read.
+const importAwaySlack = 10 * time.Millisecond
 
 // maxBodyBytes bounds every request body but /import's (checked before
 // anything reads it): the largest request
@@ -216,7 +226,7 @@ func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		if kind == routeUpload {
-			r.Body = &progressBody{ReadCloser: r.Body, rc: rc, timeout: d.limits.ReadTimeout}
+			r.Body = newProgressBody(r.Body, rc, d.limits.ReadTimeout, time.Now())
 		}
 		if capped {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
@@ -226,23 +236,47 @@ func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // progressBody moves the read deadline on by timeout for every
-// importDeadlineStep bytes read. At the body's end net/http lifts the
-// deadline itself (so the background read of HTTP/1.1 cannot cancel the
-// request); the last read must not set it again.
+// importDeadlineStep bytes read, and by the time the handler spent
+// between two reads (its own work is not the client's delay). At the
+// body's end net/http lifts the deadline itself (so the background read
+// of HTTP/1.1 cannot cancel the request); no read after the one that
+// ended the body sets it again, and neither does the last read itself
+// (deadlines are set before a read, never after one that failed).
 type progressBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
-	timeout time.Duration
-	since   int64 // bytes since the deadline last moved
+	rc       *http.ResponseController
+	timeout  time.Duration
+	since    int64     // bytes since the deadline last moved on by timeout
+	deadline time.Time // the read deadline in force
+	returned time.Time // when the last read returned; zero before the first
+	away     time.Duration
+	ended    bool // a read failed or hit the end: leave the deadline alone
+}
+
+// newProgressBody wraps body; start is when the request began, from
+// which net/http's own read deadline (timeout) runs.
+func newProgressBody(body io.ReadCloser, rc *http.ResponseController, timeout time.Duration, start time.Time) *progressBody {
+	return &progressBody{ReadCloser: body, rc: rc, timeout: timeout, deadline: start.Add(timeout)}
 }
 
 func (b *progressBody) Read(p []byte) (int, error) {
+	if !b.ended && !b.returned.IsZero() {
+		if b.away += time.Since(b.returned); b.away >= importAwaySlack {
+			b.deadline = b.deadline.Add(b.away)
+			b.away = 0
+			_ = b.rc.SetReadDeadline(b.deadline)
+		}
+	}
 	n, err := b.ReadCloser.Read(p)
 	b.since += int64(n)
-	if err == nil && b.since >= importDeadlineStep {
-		b.since = 0
-		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	if err != nil {
+		b.ended = true
+	} else if b.since >= importDeadlineStep {
+		b.since, b.away = 0, 0
+		b.deadline = time.Now().Add(b.timeout)
+		_ = b.rc.SetReadDeadline(b.deadline)
 	}
+	b.returned = time.Now()
 	return n, err
 }
 

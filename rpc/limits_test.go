@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -425,29 +427,39 @@ func TestWriteTimeoutCutsStalledReader(t *testing.T) {
 // TestImportOutlivesReadTimeout: /import's read deadline moves on with
 // every MiB received, so an import that streams steadily may take longer
 // than the read timeout (here 4 MiB over about 1.5 s, with a 1 s one).
+// The body is made before the clock starts: building it under -race on a
+// loaded machine took longer than sending it (300-600 ms per 256 KiB),
+// and the import was cut off for the test's own slowness. The server's
+// time parsing what it read is not charged to the client (progressBody),
+// so only the pace of the writes below counts: a MiB per 360 ms against
+// a 1 s deadline.
 func TestImportOutlivesReadTimeout(t *testing.T) {
 	s := single(t)
 	opts := defaultOptions
 	opts.Limits = Limits{ReadTimeout: time.Second}
 	ls := serveLimited(t, s.n, opts, 0)
 	const records = 1000
+	var chunks []string
+	var chunk strings.Builder
+	pad := strings.Repeat("p", 4000)
+	for i := range records {
+		fmt.Fprintf(&chunk, `{"id":"00000000-0000-4000-8000-%012d","stream":"imp-1","type":"T","pos":%d,"gpos":%d,"data":{"p":%q},"meta":null,"time":"2025-01-15T10:00:00Z"}`+"\n",
+			i, i, i+1, pad)
+		if chunk.Len() >= 256<<10 || i == records-1 {
+			chunks = append(chunks, chunk.String())
+			chunk.Reset()
+		}
+	}
 	pr, pw := io.Pipe()
 	go func() {
 		defer pw.Close()
-		var chunk strings.Builder
-		pad := strings.Repeat("p", 4000)
 		start := time.Now()
-		for i := range records {
-			fmt.Fprintf(&chunk, `{"id":"00000000-0000-4000-8000-%012d","stream":"imp-1","type":"T","pos":%d,"gpos":%d,"data":{"p":%q},"meta":null,"time":"2025-01-15T10:00:00Z"}`+"\n",
-				i, i, i+1, pad)
-			if chunk.Len() >= 256<<10 || i == records-1 {
-				// 256 KiB every 90 ms: a MiB per 360 ms.
-				time.Sleep(time.Until(start.Add(90 * time.Millisecond)))
-				start = time.Now()
-				if _, err := io.WriteString(pw, chunk.String()); err != nil {
-					return
-				}
-				chunk.Reset()
+		for _, c := range chunks {
+			// 256 KiB every 90 ms: a MiB per 360 ms.
+			time.Sleep(time.Until(start.Add(90 * time.Millisecond)))
+			start = time.Now()
+			if _, err := io.WriteString(pw, c); err != nil {
+				return
 			}
 		}
 	}()
@@ -466,5 +478,97 @@ func TestImportOutlivesReadTimeout(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < time.Second {
 		t.Fatalf("the import took %s, not longer than the read timeout: the test proves nothing", elapsed)
+	}
+}
+
+// TestImportReadErrors: a body that stops in the middle of a line, by
+// stalling past the read timeout or by ending before its Content-Length,
+// is a READ_ERROR saying so at the line it was cut in, not an INVALID_JSON
+// on the half line the server held (bufio.Scanner hands it over as if the
+// body had ended). The whole lines before it are imported.
+func TestImportReadErrors(t *testing.T) {
+	s := single(t)
+	opts := defaultOptions
+	opts.Limits = Limits{ReadTimeout: 300 * time.Millisecond}
+	ls := serveLimited(t, s.n, opts, 0)
+	const whole = 3
+	body := importBody(whole + 1)
+	cut := bytes.LastIndexByte(body[:len(body)-1], '\n') + 20 // 20 bytes into the last line
+	for _, c := range []struct {
+		name string
+		end  func(conn net.Conn) // after the body's first cut bytes
+		want string              // in the message
+	}{
+		{"stalls past the read timeout", func(net.Conn) {}, "less than 1 MiB arrived within the read timeout (300ms)"},
+		{"ends early", func(conn net.Conn) { conn.(*net.TCPConn).CloseWrite() }, "request body ended early"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn := rawRequest(t, ls.addr, "/import", "application/x-ndjson", adminToken, int64(len(body)))
+			if _, err := conn.Write(body[:cut]); err != nil {
+				t.Fatal(err)
+			}
+			c.end(conn)
+			conn.SetReadDeadline(time.Now().Add(waitTimeout))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			reply, _ := io.ReadAll(resp.Body)
+			var last map[string]any
+			for line := range strings.Lines(string(reply)) {
+				if ev, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+					last = nil
+					if err := json.Unmarshal([]byte(ev), &last); err != nil {
+						t.Fatalf("event %q: %v", ev, err)
+					}
+				}
+			}
+			msg, _ := last["message"].(string)
+			if last["error"] != "READ_ERROR" || last["line"] != float64(whole+1) || !strings.Contains(msg, c.want) {
+				t.Fatalf("import cut in line %d: %s; want READ_ERROR at line %d saying %q", whole+1, reply, whole+1, c.want)
+			}
+		})
+	}
+}
+
+// TestImportDeadlineSparesServerTime: the time the /import handler spends
+// away from the body (parsing, replicating a chunk: here it stops reading
+// for twice the read timeout, as a slow Raft commit under load does) is
+// not charged to the client, whose body was all sent at once. Before,
+// the read after the pause failed with the deadline set at the request's
+// start.
+func TestImportDeadlineSparesServerTime(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	const size = 512 << 10 // under importDeadlineStep: only the away time moves the deadline
+	result := make(chan string, 1)
+	h := deadlines{limits: Limits{ReadTimeout: timeout}.withDefaults(), next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := make([]byte, 64<<10)
+		n, err := io.ReadFull(r.Body, first)
+		if err != nil {
+			result <- fmt.Sprintf("first read: %v", err)
+			return
+		}
+		time.Sleep(2 * timeout) // the server's own work, not a wait for the client
+		rest, err := io.ReadAll(r.Body)
+		result <- fmt.Sprintf("%d bytes, %v", n+len(rest), err)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	Limits{ReadTimeout: timeout}.Configure(srv)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	conn := rawRequest(t, ln.Addr().String(), "/import", "application/x-ndjson", "", size)
+	go conn.Write(make([]byte, size))
+	select {
+	case got := <-result:
+		if want := fmt.Sprintf("%d bytes, <nil>", size); got != want {
+			t.Fatalf("body read: %s, want %s", got, want)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the handler never finished reading")
 	}
 }
