@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -47,7 +48,25 @@ func (c *pebbleConfig) options(fs vfs.FS, db string) *pebble.Options {
 // walPreallocFS (WAL preallocated in steps, prealloc.go) under waitFS
 // (resource errors waited out once the database is open, waitfs.go).
 // A lock held elsewhere is ErrLocked naming the lock file.
-func (c *pebbleConfig) open(dir, name string) (*pebble.DB, error) {
+func (c *pebbleConfig) open(dir, name string) (_ *pebble.DB, err error) {
+	defer func() {
+		// Pebble's Open calls Logger.Fatalf on some failures of its own
+		// writes (moving a new database's MANIFEST marker): Fatalf panics
+		// (pebbleFatal), and Open releases what it took before passing the
+		// panic on. When the cause is a resource (no descriptor, no
+		// space), the open returns it as an error instead, so apply waits
+		// it out as for any other resource error; a database cut short
+		// that way is in the state a crash at that point leaves, which
+		// Pebble's next Open handles. Every other fatal still panics.
+		if r := recover(); r != nil {
+			f, ok := r.(pebbleFatal)
+			errno, resource := f.resourceErrno()
+			if !ok || !resource {
+				panic(r)
+			}
+			err = fmt.Errorf("fsm: open database %s: pebble: %s: %w", name, f.msg, errno)
+		}
+	}()
 	if c.waiter == nil {
 		db, err := pebble.Open(dir, c.options(walPreallocFS{c.fs}, name))
 		return db, c.lockError(dir, err)
@@ -95,11 +114,29 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
 
-// Fatalf is called by Pebble on unrecoverable corruption; it must not return.
+// Fatalf is called by Pebble on unrecoverable corruption and on some
+// failed writes; it must not return. It panics with a pebbleFatal.
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	l.log.Error(msg, "component", "pebble")
-	panic("pebble: " + msg)
+	panic(pebbleFatal{msg: msg})
+}
+
+// pebbleFatal is the panic of pebbleLogger.Fatalf. Pebble formats its
+// cause into the message, so only the text says what failed.
+type pebbleFatal struct{ msg string }
+
+func (f pebbleFatal) String() string { return "pebble: " + f.msg }
+
+// resourceErrno is the resource errno (IsResourceError) the message
+// names, if any, by the text the C library gives it.
+func (f pebbleFatal) resourceErrno() (syscall.Errno, bool) {
+	for _, errno := range resourceErrnos {
+		if strings.Contains(f.msg, errno.Error()) {
+			return errno, true
+		}
+	}
+	return 0, false
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

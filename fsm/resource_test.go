@@ -131,6 +131,12 @@ func TestApplyWaitsOutResourceErrors(t *testing.T) {
 	}{
 		{"no file descriptor opening a new namespace", syscall.EMFILE, underNS(newID)},
 		{"disk full creating a new namespace's files", syscall.ENOSPC, underNS(newID, errorfs.OpCreate, errorfs.OpFileWrite)},
+		// Pebble's Open calls Logger.Fatalf when it cannot move a new
+		// database's MANIFEST marker: a resource error there must stall
+		// like any other, not stop the node.
+		{"no file descriptor moving a new namespace's MANIFEST marker", syscall.EMFILE, func(op errorfs.Op) bool {
+			return underNS(newID, errorfs.OpCreate)(op) && strings.Contains(op.Path, "marker.manifest")
+		}},
 		{"no file descriptor reading a namespace's tables", syscall.EMFILE, func(op errorfs.Op) bool {
 			return underNS(1, errorfs.OpOpen)(op) && strings.HasSuffix(op.Path, ".sst")
 		}},
