@@ -27,9 +27,19 @@ func requireJepsen(t *testing.T) {
 
 var (
 	buildOnce sync.Once
+	binDir    string // holds bins; TestMain removes it
 	bins      = map[bool]string{}
 	buildErr  error
 )
+
+// TestMain removes the binaries the runs built once they are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // binaries builds skald with and without mutants once per test binary.
 func binaries(t *testing.T) (plain, mutants string) {
@@ -40,6 +50,7 @@ func binaries(t *testing.T) (plain, mutants string) {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		for _, m := range []bool{false, true} {
 			if bins[m], buildErr = buildSkald(context.Background(), dir, m, os.Stderr); buildErr != nil {
 				return

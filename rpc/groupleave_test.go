@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -39,13 +38,13 @@ func TestGroupLeavingConsumerParks(t *testing.T) {
 				// The owner goes idle (no consumer left) before the next one
 				// comes: the case where the count was forgotten.
 				testutil.Eventually(t, waitTimeout, "the group's owner idle", func() bool {
-					g, err := cs[0].subs.GetGroup(context.Background(), connect.NewRequest(&skaldv1.GetGroupRequest{Name: group}))
+					g, err := cs[0].subs.GetGroup(ctxT(t), connect.NewRequest(&skaldv1.GetGroupRequest{Name: group}))
 					return err == nil && !g.Msg.Group.GetState().GetActive()
 				})
 			}
 			var parked *skaldv1.ParkedMessage
 			testutil.Eventually(t, waitTimeout, "the message parked", func() bool {
-				p, err := cs[1].subs.ListParked(context.Background(), connect.NewRequest(&skaldv1.ListParkedRequest{Group: group}))
+				p, err := cs[1].subs.ListParked(ctxT(t), connect.NewRequest(&skaldv1.ListParkedRequest{Group: group}))
 				if err != nil || p.Msg.Total != 1 {
 					return false
 				}
