@@ -8,8 +8,11 @@ BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 
+# api/ (and, once split, client/) is a module of its own: ./... at the root
+# does not enter it, so vet runs there too.
 vet:
 	$(GO) vet ./...
+	cd api && $(GO) vet ./...
 
 ## lint: gofmt, go vet, buf lint and buf format
 lint: vet
@@ -17,9 +20,9 @@ lint: vet
 	cd rpc && $(BUF) lint && $(BUF) format --diff --exit-code
 	cd proto && $(BUF) lint && $(BUF) format --diff --exit-code
 
-GENERATED := rpc/gen fsm/fsmv1 node/peerv1
+GENERATED := api/skald fsm/fsmv1 node/peerv1
 
-## generate: format the .proto sources and regenerate rpc/gen (public API, rpc/proto), fsm/fsmv1 and node/peerv1 (internal, proto/)
+## generate: format the .proto sources and regenerate api/skald (public API, rpc/proto; its own module), fsm/fsmv1 and node/peerv1 (internal, proto/)
 generate:
 	cd rpc && $(BUF) format -w && $(BUF) generate
 	cd proto && $(BUF) format -w && $(BUF) generate

@@ -19,9 +19,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/internal/testcluster"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // Concurrent Appends go over the member's AppendStreams, each answered

@@ -12,7 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 )
 
 // Client calls a Skald cluster. It is safe for concurrent use; make one

@@ -9,7 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // retryWindow is how long after an append's first try an unknown outcome

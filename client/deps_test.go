@@ -17,7 +17,7 @@ var clientDeps = []string{
 	"google.golang.org/genproto/googleapis/rpc/errdetails",
 	"github.com/google/uuid",
 	"github.com/skalddb/skald/client",
-	"github.com/skalddb/skald/rpc/gen/", // the generated API: the future api module
+	"github.com/skalddb/skald/api/", // the generated API (its own module)
 	// The OpenTelemetry API, to send a caller's traceparent: never the
 	// SDK or an exporter.
 	"go.opentelemetry.io/otel/attribute",

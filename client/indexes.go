@@ -5,7 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // User-defined indexes (docs/api.md, Indexes). Definitions and statuses

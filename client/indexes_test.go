@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/internal/testutil"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // TestIndexes creates an index through the client, and reads it back

@@ -10,8 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 )
 
 // member is one node's API, with the generated clients that call it.

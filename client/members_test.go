@@ -3,7 +3,7 @@ package client
 import (
 	"testing"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // The members are the discovered addresses plus the configured endpoints

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // NewMessage is a message to append. Data must be a JSON object; Metadata

@@ -15,14 +15,14 @@ import (
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // The browser tests drive a real headless Chromium through the console

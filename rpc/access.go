@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/fsm"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // Who may call what (docs/access.md). Every Connect procedure and every

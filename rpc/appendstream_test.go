@@ -9,11 +9,11 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // openAppendStream opens an AppendStream on s over h2c (gRPC or Connect)

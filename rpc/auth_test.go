@@ -14,8 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/nstoken"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // readIndexRounds is how many read-index confirmations node reg's node

@@ -7,7 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // The API benchmarks call one real node over loopback HTTP/1.1 with the

@@ -8,10 +8,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/node/nodeapi"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // TestTransferLeadershipNamesNewLeader: the reply names the new leader,

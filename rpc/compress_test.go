@@ -10,7 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // encodingRecorder remembers the Content-Encoding of the last reply.

@@ -5,8 +5,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 func message(m *fsm.Message) *skaldv1.Message {

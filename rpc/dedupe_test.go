@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // Idempotent writes (issue #18) through both APIs, on the leader and

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node/nodeapi"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // reply is one node or state-machine error as both APIs answer it:

@@ -15,11 +15,11 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node/nodeapi"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // failingBackend answers every call the tests make with err.

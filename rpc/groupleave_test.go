@@ -7,8 +7,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // TestGroupLeavingConsumerParks (issue 31, item 20): a consumer leaving

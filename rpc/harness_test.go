@@ -9,11 +9,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // The harness runs real nodes (node.TestCluster: Raft over loopback TCP,

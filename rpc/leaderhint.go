@@ -6,7 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 )
 
 // LeaderHeader names the leader's API address (host:port) on the reply to

@@ -13,7 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 )
 
 // Limits bounds what one client can hold on the API port: time (read,

@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // limitedServer is NewHandler served as cmd/skald serves it: an

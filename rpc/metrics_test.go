@@ -11,9 +11,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // scrape GETs /metrics from s with token ("" sends no Authorization).

@@ -5,7 +5,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // TestAppendMultiToHardDeletedStream: after DeleteStream hard, AppendMulti

@@ -9,11 +9,11 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node/nodeapi"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // tenants is what the Namespaces handlers need from the node.

@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // A write refused before anything was proposed says so in a field, not

@@ -16,8 +16,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // Finding 4 of issue 28: with 1 MiB messages one read returned 133 MB,

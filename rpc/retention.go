@@ -8,10 +8,10 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // retentionNamespace resolves the namespace a retention call names

@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/nstoken"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // TestRetentionAPI sets, lists and clears retention policies with a

@@ -8,7 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 )
 
 // A read whose filter matches rarely stops at the server's scan budget:

@@ -20,12 +20,12 @@ import (
 	"github.com/rs/cors"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/console"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node/nodeapi"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // Backend is everything the API needs from the node (*node.Node).

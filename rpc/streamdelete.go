@@ -7,9 +7,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // DeleteStream removes every message of a stream of the caller's

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/jsonscan"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // Strict input. Writes and queries refuse fields this server does not

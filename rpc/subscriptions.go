@@ -10,10 +10,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // groups is what the Subscriptions service needs from the node.

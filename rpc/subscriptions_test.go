@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // Subscription groups on a real 3-node cluster: consumers attach to the

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 )
 
 // Tracing (Options.TracerProvider; off by default, and then nothing here

@@ -12,8 +12,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // With a TracerProvider, every protocol still works through the tracing

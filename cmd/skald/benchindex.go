@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // bench --index: one user-defined index on the category the run writes

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 const nsUsage = `Usage: skald ns <create|list|info|delete> ...

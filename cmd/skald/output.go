@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // The JSON of the admin commands (-o json) is the API's reply message in

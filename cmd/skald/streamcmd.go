@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 const streamUsage = `Usage: skald stream <delete|truncate|delete-by-watermark> ...

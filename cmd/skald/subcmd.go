@@ -14,8 +14,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 const subUsage = `Usage: skald sub <create|list|info|update|delete|consume|parked|replay> ...

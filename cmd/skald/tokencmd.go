@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 const tokenUsage = `Usage: skald token <create|list|revoke> ...

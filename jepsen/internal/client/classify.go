@@ -6,8 +6,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/jepsen/internal/history"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
 // Classify says what a completed call lets the checker assume.

@@ -22,10 +22,10 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/jepsen/internal/client"
-	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
-	"github.com/skalddb/skald/rpc/gen/skald/v1/skaldv1connect"
 )
 
 // Config describes a cluster to start.

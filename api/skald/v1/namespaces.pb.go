@@ -964,7 +964,7 @@ const file_skald_v1_namespaces_proto_rawDesc = "" +
 	"\x04List\x12\x15.skald.v1.ListRequest\x1a\x16.skald.v1.ListResponse\"\x03\x90\x02\x01\x129\n" +
 	"\x03Get\x12\x14.skald.v1.GetRequest\x1a\x17.skald.v1.NamespaceInfo\"\x03\x90\x02\x01\x12_\n" +
 	"\x12SetRetentionPolicy\x12#.skald.v1.SetRetentionPolicyRequest\x1a$.skald.v1.SetRetentionPolicyResponse\x12m\n" +
-	"\x15ListRetentionPolicies\x12&.skald.v1.ListRetentionPoliciesRequest\x1a'.skald.v1.ListRetentionPoliciesResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x15ListRetentionPolicies\x12&.skald.v1.ListRetentionPoliciesRequest\x1a'.skald.v1.ListRetentionPoliciesResponse\"\x03\x90\x02\x01B/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_namespaces_proto_rawDescOnce sync.Once

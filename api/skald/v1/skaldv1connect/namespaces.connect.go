@@ -8,7 +8,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	v1 "github.com/skalddb/skald/rpc/gen/skald/v1"
+	v1 "github.com/skalddb/skald/api/skald/v1"
 	http "net/http"
 	strings "strings"
 )

@@ -554,7 +554,7 @@ const file_skald_v1_credentials_proto_rawDesc = "" +
 	"\vCredentials\x12Q\n" +
 	"\x06Create\x12\".skald.v1.CredentialsCreateRequest\x1a#.skald.v1.CredentialsCreateResponse\x12P\n" +
 	"\x04List\x12 .skald.v1.CredentialsListRequest\x1a!.skald.v1.CredentialsListResponse\"\x03\x90\x02\x01\x12Q\n" +
-	"\x06Revoke\x12\".skald.v1.CredentialsRevokeRequest\x1a#.skald.v1.CredentialsRevokeResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x06Revoke\x12\".skald.v1.CredentialsRevokeRequest\x1a#.skald.v1.CredentialsRevokeResponseB/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_credentials_proto_rawDescOnce sync.Once

@@ -601,7 +601,7 @@ const file_skald_v1_cluster_proto_rawDesc = "" +
 	"\x06Status\x12\x17.skald.v1.StatusRequest\x1a\x18.skald.v1.StatusResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\x12TransferLeadership\x12#.skald.v1.TransferLeadershipRequest\x1a$.skald.v1.TransferLeadershipResponse\x12M\n" +
 	"\fRemoveServer\x12\x1d.skald.v1.RemoveServerRequest\x1a\x1e.skald.v1.RemoveServerResponse\x128\n" +
-	"\x05Leave\x12\x16.skald.v1.LeaveRequest\x1a\x17.skald.v1.LeaveResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x05Leave\x12\x16.skald.v1.LeaveRequest\x1a\x17.skald.v1.LeaveResponseB/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_cluster_proto_rawDescOnce sync.Once

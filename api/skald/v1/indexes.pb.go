@@ -1638,7 +1638,7 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12H\n" +
 	"\x04List\x12\x1c.skald.v1.IndexesListRequest\x1a\x1d.skald.v1.IndexesListResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\x04Info\x12\x1c.skald.v1.IndexesInfoRequest\x1a\x1d.skald.v1.IndexesInfoResponse\"\x03\x90\x02\x01\x12K\n" +
-	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_indexes_proto_rawDescOnce sync.Once

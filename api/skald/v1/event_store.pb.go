@@ -2911,7 +2911,7 @@ const file_skald_v1_event_store_proto_rawDesc = "" +
 	"\tSubscribe\x12\x1a.skald.v1.SubscribeRequest\x1a\x1b.skald.v1.SubscribeResponse0\x01\x12M\n" +
 	"\fDeleteStream\x12\x1d.skald.v1.DeleteStreamRequest\x1a\x1e.skald.v1.DeleteStreamResponse\x12S\n" +
 	"\x0eTruncateStream\x12\x1f.skald.v1.TruncateStreamRequest\x1a .skald.v1.TruncateStreamResponse\x12\\\n" +
-	"\x11DeleteByWatermark\x12\".skald.v1.DeleteByWatermarkRequest\x1a#.skald.v1.DeleteByWatermarkResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x11DeleteByWatermark\x12\".skald.v1.DeleteByWatermarkRequest\x1a#.skald.v1.DeleteByWatermarkResponseB/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_event_store_proto_rawDescOnce sync.Once

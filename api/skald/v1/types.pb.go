@@ -871,7 +871,7 @@ const file_skald_v1_types_proto_rawDesc = "" +
 	"\x17CONSISTENCY_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x01\x12\x17\n" +
 	"\x13CONSISTENCY_SESSION\x10\x02\x12\x15\n" +
-	"\x11CONSISTENCY_LOCAL\x10\x03B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\x11CONSISTENCY_LOCAL\x10\x03B/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_types_proto_rawDescOnce sync.Once

@@ -2127,7 +2127,7 @@ const file_skald_v1_subscriptions_proto_rawDesc = "" +
 	"\n" +
 	"ListParked\x12\x1b.skald.v1.ListParkedRequest\x1a\x1c.skald.v1.ListParkedResponse\"\x03\x90\x02\x01\x12M\n" +
 	"\fReplayParked\x12\x1d.skald.v1.ReplayParkedRequest\x1a\x1e.skald.v1.ReplayParkedResponse\x12M\n" +
-	"\fDeleteParked\x12\x1d.skald.v1.DeleteParkedRequest\x1a\x1e.skald.v1.DeleteParkedResponseB3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
+	"\fDeleteParked\x12\x1d.skald.v1.DeleteParkedRequest\x1a\x1e.skald.v1.DeleteParkedResponseB/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
 
 var (
 	file_skald_v1_subscriptions_proto_rawDescOnce sync.Once
