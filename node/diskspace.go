@@ -122,7 +122,9 @@ func refusedWhenFull(cmd *fsmv1.Command) bool {
 }
 
 // diskWatch re-evaluates the alarm every Config.DiskCheckInterval while
-// this node leads (a follower clears its own: only the leader proposes).
+// this node leads (a follower clears its own: only the leader proposes),
+// and at once when it becomes leader (diskKick): a new leader starts with
+// a clear alarm, and must not accept writes for a whole interval on that.
 func (n *Node) diskWatch() {
 	defer n.wg.Done()
 	if n.cfg.MinFreeDisk == 0 {
@@ -135,6 +137,7 @@ func (n *Node) diskWatch() {
 		case <-n.closing:
 			return
 		case <-tick.C:
+		case <-n.diskKick:
 		}
 		var reason error
 		if n.IsLeader() {

@@ -252,3 +252,50 @@ func TestApplyStorageFailureSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestNewLeaderChecksDisksAtOnce: a follower's alarm is always clear, so a
+// node that becomes leader checks the voters' disks at once instead of
+// accepting writes until its first tick (an hour away here): with a
+// voter under the minimum, appends through the new leader are refused
+// with ErrStorageFull naming that voter within moments of the election.
+func TestNewLeaderChecksDisksAtOnce(t *testing.T) {
+	const minFree = 64 << 20
+	mount := mountTmpfs(t, "256m")
+	c := newCluster(t, 3, func(cfg *Config) {
+		mount(cfg)
+		cfg.MinFreeDisk, cfg.DiskCheckInterval = minFree, time.Hour
+		cfg.MemTableSize = 4 << 20
+	})
+	stopFirst(t, c)
+	createNamespace(t, c.Leader().Node, "app")
+	followers := c.Followers()
+	full, next := followers[0], followers[1]
+	free, err := freeDiskBytes(full.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(full.Dir, "filler")
+	if err := os.WriteFile(filler, make([]byte, free-minFree/2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appendOne(ctxT(t), c.Leader().Node, "app", "s-1", ""); err != nil {
+		t.Fatalf("append before the election (the old leader's check is an hour away): %v", err)
+	}
+	testutil.Until(t, 30*time.Second, "leadership moves to "+next.ID(), func() (bool, string) {
+		if next.IsLeader() {
+			return true, ""
+		}
+		err := c.Leader().TransferLeadership(ctxT(t), next.ID())
+		return next.IsLeader(), fmt.Sprintf("transfer: %v", err)
+	})
+	testutil.Until(t, 15*time.Second, "the new leader refuses appends", func() (bool, string) {
+		_, err := appendOne(ctxT(t), next.Node, "app", "s-1", "")
+		if errors.Is(err, nodeapi.ErrStorageFull) && strings.Contains(err.Error(), "server "+full.ID()+" has") {
+			return true, ""
+		}
+		return false, fmt.Sprintf("append through the new leader: %v", err)
+	})
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+}

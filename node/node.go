@@ -50,6 +50,10 @@ type Node struct {
 	forward *forwarder
 	groups  *groupOwner // subscription groups this node owns as leader
 	notify  chan bool
+	// diskKick asks diskWatch for a check now: this node just became
+	// leader, and a leader must not accept writes on its predecessor's
+	// word (a follower's alarm is always clear).
+	diskKick chan struct{}
 
 	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
 	leaderIndex *indexBatcher // leaderReadIndex, coalesced
@@ -99,7 +103,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
-		addrs: newAddressBook(), notify: make(chan bool, 16), fs: fs, dataDir: dataDir,
+		addrs: newAddressBook(), notify: make(chan bool, 16), diskKick: make(chan struct{}, 1), fs: fs, dataDir: dataDir,
 	}
 	if cfg.InMemory {
 		n.log.Warn("IN-MEMORY NODE: the data, the Raft log and snapshots are kept in memory only; nothing survives a restart")
@@ -323,6 +327,10 @@ func (n *Node) leaderLoop() {
 			return
 		case isLeader := <-n.notify:
 			if isLeader {
+				select {
+				case n.diskKick <- struct{}{}:
+				default:
+				}
 				n.onLeader()
 			} else {
 				n.groups.stopAll(errNotLeader)
