@@ -55,11 +55,12 @@ type Node struct {
 	// word (a follower's alarm is always clear).
 	diskKick chan struct{}
 
-	barrierTerm atomic.Uint64 // term in which this leader's Barrier completed
-	leaderIndex *indexBatcher // leaderReadIndex, coalesced
-	remoteIndex *indexBatcher // remoteReadIndex, coalesced
-	inflight    inflight      // leader proposals, for the watchdog
-	alarm       diskAlarm     // the leader's disk-space refusal
+	barrierTerm atomic.Uint64        // term in which this leader's Barrier completed
+	leaderIndex *indexBatcher        // leaderReadIndex, coalesced
+	remoteIndex *indexBatcher        // remoteReadIndex, coalesced
+	inflight    inflight             // leader proposals, for the watchdog
+	alarm       diskAlarm            // the leader's disk-space refusal
+	settingsRes settingsReservations // creates of groups and credentials in flight
 
 	hooks hooks // nil unless a mutant is on (hooks.go)
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -73,5 +74,51 @@ func TestSettingsLimit(t *testing.T) {
 		if after := l.AppliedIndex(); after != before {
 			t.Fatalf("%s: the refusal moved the applied index %d -> %d: something was proposed", step.name, before, after)
 		}
+	}
+}
+
+// TestSettingsLimitHoldsUnderConcurrentCreates: creates proposed at once
+// cannot pass the limit together (the leader counts its own creates in
+// flight beside the applied ones): of 24 concurrent group creates under a
+// limit of 5, exactly 5 succeed, the others are SettingsLimitErrors, and
+// the namespace holds 5 groups.
+func TestSettingsLimitHoldsUnderConcurrentCreates(t *testing.T) {
+	const limit, callers = 5, 24
+	c := newCluster(t, 3, func(cfg *Config) { cfg.MaxGroupsPerNamespace = limit })
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := l.CreateGroup(ctxT(t), &fsmv1.CreateGroup{Namespace: "app", Name: fmt.Sprintf("g%d", i)})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, nodeapi.ErrSettingsLimit):
+		default:
+			t.Fatalf("create: %v, want success or a SettingsLimitError", err)
+		}
+	}
+	v, err := l.store.View("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	n, err := v.GroupCount(callers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != limit || n != limit {
+		t.Fatalf("%d creates succeeded, the namespace holds %d groups; want %d and %d", ok, n, limit, limit)
 	}
 }

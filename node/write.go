@@ -92,9 +92,14 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err e
 	if err := n.checkIndexGate(ctx, cmd); err != nil {
 		return nil, err // nothing proposed
 	}
-	if err := n.checkSettingsRoom(cmd); err != nil {
+	release, err := n.checkSettingsRoom(cmd)
+	if err != nil {
 		return nil, err // nothing proposed
 	}
+	// A create in flight holds its place under the limit until it is
+	// answered; if the caller gives up first, until Raft answers it.
+	held := release
+	defer func() { held() }()
 	if c := cmd.GetCreateNamespace(); c != nil {
 		// Apply enforces the leader's limit; and a create adds a database
 		// on every voter at once: refuse it while one is nearly full.
@@ -131,6 +136,7 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err e
 	}
 	if err = waitFuture(ctx, f); ctx.Err() != nil && err == ctx.Err() {
 		// The entry may still commit.
+		held = func() { go func() { _ = f.Error(); release() }() }
 		return nil, fmt.Errorf("%w: %v", nodeapi.ErrUnknownOutcome, err)
 	}
 	n.m.applyLatency.Observe(time.Since(start).Seconds())
