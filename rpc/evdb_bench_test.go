@@ -2,6 +2,9 @@ package rpc
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +28,50 @@ func BenchmarkDecodeRPCWrite(b *testing.B) {
 				if everr != nil || method != "stream.write" || len(args) != 3 {
 					b.Fatalf("decoded %q %d args, %v", method, len(args), everr)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkEvdbRPC is one EventoDB SDK call over HTTP/1.1 keep-alive, as
+// the SDKs make it (POST /rpc, bearer token, a JSON reply): the whole
+// HTTP/1.1 path of the server (net/http, authentication, decoding,
+// dispatch, the reply) on one real node. "version" reads (no Raft round
+// trip), so what it costs is the path itself; "write" appends one 200-byte
+// message end to end.
+//
+//	go test -run '^$' -bench EvdbRPC -count 6 ./rpc
+func BenchmarkEvdbRPC(b *testing.B) {
+	s := single(b)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	call := func(b *testing.B, body string) {
+		req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+"/rpc", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reply, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %d %s %v", body, resp.StatusCode, reply, err)
+		}
+	}
+	note := strings.Repeat("x", 180)
+	write := `["stream.write","account-1",{"type":"Deposited","data":{"note":"` + note + `"}}]`
+	call(b, write)
+	for _, bc := range []struct{ name, body string }{
+		{"version", `["stream.version","account-1"]`},
+		{"write", write},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				call(b, bc.body)
 			}
 		})
 	}
