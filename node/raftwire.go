@@ -279,10 +279,10 @@ func (w *binaryWire) serve(conn net.Conn) {
 			w.log.Error("raft skald-raft/2: encoding an answer failed", "err", err)
 			return
 		}
+		w.served.Add(1) // before the write: a caller that has the answer sees the count
 		if _, err := conn.Write(out); err != nil {
 			return
 		}
-		w.served.Add(1)
 	}
 }
 
