@@ -152,12 +152,9 @@ func (w *binaryWire) get(target raft.ServerAddress) (*frameConn, bool, error) {
 		w.mu.Unlock()
 		return nil, true, raft.ErrTransportShutdown
 	}
-	if until, ok := w.legacy[target]; ok {
-		if w.now().Before(until) {
-			w.mu.Unlock()
-			return nil, false, nil
-		}
-		delete(w.legacy, target)
+	if until, ok := w.legacy[target]; ok && w.now().Before(until) {
+		w.mu.Unlock()
+		return nil, false, nil
 	}
 	if conns := w.idle[target]; len(conns) > 0 {
 		c := conns[len(conns)-1]
@@ -188,6 +185,13 @@ func (w *binaryWire) get(target raft.ServerAddress) (*frameConn, bool, error) {
 				"peer", target, "protocol", proto, "recheck-in", legacyRecheck)
 		}
 		return nil, false, nil
+	}
+	w.mu.Lock()
+	_, was := w.legacy[target]
+	delete(w.legacy, target)
+	w.mu.Unlock()
+	if was {
+		w.log.Info("raft peer now speaks skald-raft/2: AppendEntries in the binary framing", "peer", target)
 	}
 	return &frameConn{conn: conn, r: bufio.NewReaderSize(conn, 4<<10)}, true, nil
 }

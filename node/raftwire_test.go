@@ -31,6 +31,9 @@ func newRaftEnd(t *testing.T, upgraded bool) *raftEnd {
 	e := &raftEnd{}
 	if upgraded {
 		tr := openTransport(Config{Logger: testutil.Logger(t)}, newAddressBook(), port)
+		if tr.wire == nil {
+			t.Fatal("openTransport made no skald-raft/2 wire")
+		}
 		e.trans, e.wire = tr, tr.wire
 	} else {
 		e.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -204,5 +207,28 @@ func TestRaftWireRechecksLegacyPeer(t *testing.T) {
 	}
 	if n := len(old.received()); n != 2 {
 		t.Fatalf("older peer received %d requests, want 2", n)
+	}
+}
+
+// A peer held legacy that has been upgraded by the time of its recheck
+// gets skald-raft/2 from then on.
+func TestRaftWireSwitchesOnceLegacyPeerUpgraded(t *testing.T) {
+	client, upgraded := newRaftEnd(t, true), newRaftEnd(t, true)
+	addr := upgraded.trans.LocalAddr()
+	client.wire.mu.Lock()
+	client.wire.legacy[addr] = time.Now().Add(-time.Second) // held legacy, recheck due
+	client.wire.mu.Unlock()
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("leader")}, Term: 1}
+	for i := range 3 {
+		var resp raft.AppendEntriesResponse
+		if err := client.trans.AppendEntries("peer", addr, req, &resp); err != nil || !resp.Success {
+			t.Fatalf("request %d: %v, success %v", i, err, resp.Success)
+		}
+	}
+	if client.wire.isLegacy(addr) {
+		t.Fatalf("the upgraded peer is still held legacy")
+	}
+	if n := upgraded.wire.served.Load(); n != 3 {
+		t.Fatalf("upgraded peer answered %d requests over skald-raft/2, want 3", n)
 	}
 }
