@@ -58,6 +58,9 @@ func openTransport(cfg Config, addrs *addressBook, port *clusterPort) transport 
 		MsgpackUseNewTimeFormat: true,
 	}
 	nt := raft.NewNetworkTransportWithConfig(tc)
+	if cfg.olderRaftFraming {
+		return transport{NetworkTransport: nt}
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

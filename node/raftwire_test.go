@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
 )
 
 // raftEnd is one side of a Raft transport test: a transport of this
@@ -230,5 +231,46 @@ func TestRaftWireSwitchesOnceLegacyPeerUpgraded(t *testing.T) {
 	}
 	if n := upgraded.wire.served.Load(); n != 3 {
 		t.Fatalf("upgraded peer answered %d requests over skald-raft/2, want 3", n)
+	}
+}
+
+// A cluster in the middle of a rolling upgrade: member 2 is of the
+// version before skald-raft/2. With each member leading in turn, every
+// write reaches every member, and the two upgraded members speak
+// skald-raft/2 to each other.
+func TestMixedVersionClusterReplicates(t *testing.T) {
+	c := StartTestCluster(t, 3, TestClusterOptions{Config: func(i int, cfg *Config) { cfg.olderRaftFraming = i == 2 }})
+	createNamespace(t, c.Leader().Node, "app")
+	const perLeader = 30
+	for i, tn := range c.Nodes {
+		if l := c.Leader(); l != tn {
+			if err := l.TransferLeadership(ctxT(t), tn.ID()); err != nil {
+				t.Fatalf("transfer leadership to member %d: %v", i, err)
+			}
+			testutil.Eventually(t, waitTimeout, "member to lead", func() bool { return c.Leader() == tn })
+		}
+		writeN(t, tn.Node, "app", perLeader)
+		c.WaitConverged()
+	}
+	want := readAll(t, c.Nodes[0].Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local})
+	checkHistory(t, want, 3*perLeader)
+	for i, tn := range c.Nodes {
+		if got := readAll(t, tn.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); !reflect.DeepEqual(got, want) {
+			t.Fatalf("member %d holds %d messages, member 0 %d, or they differ", i, len(got), len(want))
+		}
+	}
+	if c.Nodes[2].trans.wire != nil {
+		t.Fatalf("the older member has a skald-raft/2 wire")
+	}
+	for i, tn := range c.Nodes[:2] {
+		if n := tn.trans.wire.served.Load(); n == 0 {
+			t.Fatalf("upgraded member %d answered no request over skald-raft/2", i)
+		}
+		tn.trans.wire.mu.Lock()
+		legacy := len(tn.trans.wire.legacy)
+		tn.trans.wire.mu.Unlock()
+		if legacy != 1 {
+			t.Fatalf("upgraded member %d holds %d peers legacy, want 1 (the older member)", i, legacy)
+		}
 	}
 }
