@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +23,15 @@ import (
 // loaded leader that cost about 20 µs of CPU per forwarded write more
 // (make bench-profile, evdb-append x64); a follower keeps a few
 // connections per leader anyway (forward.go).
+//
+// skald-raft/2 carries AppendEntries in Skald's own binary framing
+// (raftcodec.go, raftwire.go); the port offers it only once a binary wire
+// serves it, and lists it first, so that a member dialing with both gets
+// it from an upgraded node and skald-raft/1 from an older one.
 const (
-	alpnRaft = "skald-raft/1"
-	alpnPeer = "http/1.1"
+	alpnRaftBinary = "skald-raft/2"
+	alpnRaft       = "skald-raft/1"
+	alpnPeer       = "http/1.1"
 )
 
 // Bounds on connections that have not proven membership yet, so that
@@ -56,7 +63,9 @@ type clusterPort struct {
 	log       *slog.Logger
 
 	raftConns chan net.Conn
+	binConns  chan net.Conn // skald-raft/2, once offerBinary was called
 	peerConns chan net.Conn
+	binary    atomic.Bool   // skald-raft/2 is offered
 	refused   atomic.Uint64 // connections closed before or at the handshake
 
 	mu      sync.Mutex
@@ -91,7 +100,7 @@ func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, 
 	}
 	p := &clusterPort{
 		memberDialer: memberDialer{creds, dials}, ln: ln, advertise: adv, log: log,
-		raftConns: make(chan net.Conn), peerConns: make(chan net.Conn),
+		raftConns: make(chan net.Conn), binConns: make(chan net.Conn), peerConns: make(chan net.Conn),
 		perIP: make(map[string]int),
 	}
 	p.life, p.stop = context.WithCancel(context.Background())
@@ -104,6 +113,7 @@ func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, 
 func (p *clusterPort) acceptLoop() {
 	defer p.wg.Done()
 	cfg := p.creds.serverTLS([]string{alpnRaft, alpnPeer})
+	binCfg := p.creds.serverTLS([]string{alpnRaftBinary, alpnRaft, alpnPeer})
 	var delay time.Duration
 	for {
 		conn, err := p.ln.Accept()
@@ -130,8 +140,12 @@ func (p *clusterPort) acceptLoop() {
 			conn.Close()
 			continue
 		}
+		c := cfg
+		if p.binary.Load() {
+			c = binCfg
+		}
 		p.wg.Add(1)
-		go p.handshake(tls.Server(conn, cfg), ip)
+		go p.handshake(tls.Server(conn, c), ip)
 	}
 }
 
@@ -181,6 +195,8 @@ func (p *clusterPort) handshake(conn *tls.Conn, ip string) {
 	switch proto := conn.ConnectionState().NegotiatedProtocol; proto {
 	case alpnRaft:
 		to = p.raftConns
+	case alpnRaftBinary:
+		to = p.binConns
 	case alpnPeer:
 	default:
 		p.refused.Add(1)
@@ -199,6 +215,20 @@ func (p *clusterPort) handshake(conn *tls.Conn, ip string) {
 func (p *clusterPort) Accept() (net.Conn, error) {
 	select {
 	case c := <-p.raftConns:
+		return c, nil
+	case <-p.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// offerBinary makes the port offer skald-raft/2 to the connections it
+// accepts from now on; acceptBinary must then take them.
+func (p *clusterPort) offerBinary() { p.binary.Store(true) }
+
+// acceptBinary returns the next authenticated skald-raft/2 connection.
+func (p *clusterPort) acceptBinary() (net.Conn, error) {
+	select {
+	case c := <-p.binConns:
 		return c, nil
 	case <-p.closed:
 		return nil, net.ErrClosed
@@ -245,12 +275,18 @@ type memberDialer struct {
 // handshake; the peer must prove membership too. Every error is a
 // *net.OpError with Op "dial": nothing was sent (see classify).
 func (d memberDialer) dial(ctx context.Context, addr, proto string) (*tls.Conn, error) {
+	return d.dialAny(ctx, addr, proto)
+}
+
+// dialAny is dial offering several protocols, in order of preference; the
+// connection's NegotiatedProtocol says which the peer chose.
+func (d memberDialer) dialAny(ctx context.Context, addr string, protos ...string) (*tls.Conn, error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", d.dials.target(addr))
 	if err != nil {
 		return nil, err
 	}
-	conn := tls.Client(raw, d.creds.clientTLS(proto))
+	conn := tls.Client(raw, d.creds.clientTLS(protos...))
 	if err := conn.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		// %v, not %w: connect-go replaces any error that is io.EOF (a
@@ -258,9 +294,9 @@ func (d memberDialer) dial(ctx context.Context, addr, proto string) (*tls.Conn, 
 		// the dial error with it.
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err)}
 	}
-	if got := conn.ConnectionState().NegotiatedProtocol; got != proto {
+	if got := conn.ConnectionState().NegotiatedProtocol; !slices.Contains(protos, got) {
 		conn.Close()
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, proto)}
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, protos)}
 	}
 	return conn, nil
 }

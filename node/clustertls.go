@@ -22,8 +22,9 @@ type clusterCreds interface {
 	// verifies it. protos are the ALPN protocols offered.
 	serverTLS(protos []string) *tls.Config
 	// clientTLS is for dialing: it presents this node's certificate and
-	// verifies the peer's chain. proto is the one ALPN protocol asked for.
-	clientTLS(proto string) *tls.Config
+	// verifies the peer's chain. protos are the ALPN protocols asked
+	// for, in order of preference.
+	clientTLS(protos ...string) *tls.Config
 }
 
 // secretCreds are cluster credentials derived from the cluster secret, so
@@ -124,11 +125,11 @@ func (c *secretCreds) serverTLS(protos []string) *tls.Config {
 	}
 }
 
-func (c *secretCreds) clientTLS(proto string) *tls.Config {
+func (c *secretCreds) clientTLS(protos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.leaf},
-		NextProtos:   []string{proto},
+		NextProtos:   protos,
 		// Members are named by address and addresses change: the chain is
 		// verified against the cluster CA, not the host name.
 		InsecureSkipVerify: true,
@@ -163,8 +164,8 @@ func (c fileCreds) serverTLS(protos []string) *tls.Config {
 	return c.t.serverConfig(tls.RequireAndVerifyClientCert, protos)
 }
 
-func (c fileCreds) clientTLS(proto string) *tls.Config {
+func (c fileCreds) clientTLS(protos ...string) *tls.Config {
 	cfg := c.t.ClientConfig()
-	cfg.NextProtos = []string{proto}
+	cfg.NextProtos = protos
 	return cfg
 }

@@ -151,6 +151,11 @@ type Config struct {
 	// Logger receives the node's, Raft's and Pebble's logs. Default: discard.
 	Logger *slog.Logger
 
+	// olderRaftFraming makes the node speak Raft as the version before
+	// skald-raft/2 did, hashicorp/raft's framing only (tests of a cluster
+	// in the middle of a rolling upgrade).
+	olderRaftFraming bool
+
 	// Registerer receives the node's metrics. Default: none registered.
 	Registerer prometheus.Registerer
 

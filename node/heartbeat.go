@@ -20,8 +20,44 @@ import "github.com/hashicorp/raft"
 // costs: a follower busy with a log write answers a heartbeat after it,
 // and one stalled past the heartbeat timeout may start a pre-vote, which
 // the others refuse while they hear from the leader.
+//
+// AppendEntries goes over wire (skald-raft/2, raftwire.go) to every peer
+// that speaks it, else through NetworkTransport; wire, when set, also
+// owns the Consumer channel both feed.
 type transport struct {
 	*raft.NetworkTransport
+	wire *binaryWire // nil: hashicorp/raft's framing only
+}
+
+// AppendEntries implements raft.Transport.
+func (t transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.wire != nil {
+		if ok, err := t.wire.appendEntries(id, target, args, resp); ok {
+			return err
+		}
+	}
+	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+}
+
+// Consumer implements raft.Transport: the RPCs of both framings.
+func (t transport) Consumer() <-chan raft.RPC {
+	if t.wire != nil {
+		return t.wire.consume
+	}
+	return t.NetworkTransport.Consumer()
+}
+
+// Close implements raft.WithClose: the wire's connections, then
+// NetworkTransport's, which closes the port.
+func (t transport) Close() error {
+	if t.wire != nil {
+		t.wire.close()
+	}
+	err := t.NetworkTransport.Close()
+	if t.wire != nil {
+		t.wire.wait()
+	}
+	return err
 }
 
 // SetHeartbeatHandler implements raft.Transport. It drops the handler, so

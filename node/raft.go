@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -33,7 +34,9 @@ func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 }
 
 // openTransport starts Raft's network transport over the cluster port
-// (see transport for the heartbeat fast path it leaves out).
+// (see transport for the heartbeat fast path it leaves out), with
+// AppendEntries in skald-raft/2's binary framing to the peers that speak
+// it (raftwire.go).
 func openTransport(cfg Config, addrs *addressBook, port *clusterPort) transport {
 	tc := &raft.NetworkTransportConfig{
 		ServerAddressProvider: addrs,
@@ -54,7 +57,17 @@ func openTransport(cfg Config, addrs *addressBook, port *clusterPort) transport 
 		Timeout:                 10 * time.Second,
 		MsgpackUseNewTimeFormat: true,
 	}
-	return transport{raft.NewNetworkTransportWithConfig(tc)}
+	nt := raft.NewNetworkTransportWithConfig(tc)
+	if cfg.olderRaftFraming {
+		return transport{NetworkTransport: nt}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	wire := newBinaryWire(port, addrs, tc.Timeout, log.With("component", "raft-wire"))
+	wire.start(nt.Consumer())
+	return transport{NetworkTransport: nt, wire: wire}
 }
 
 // clusterCredsFor returns the credentials of the cluster port: the
