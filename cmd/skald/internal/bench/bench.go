@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const benchUsage = `skald bench [flags]
@@ -65,8 +66,8 @@ type benchConfig struct {
 	index       bool      // --index: create an index on the run's category, sample its lag
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("bench", benchUsage, stderr)
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := command.NewFlagSet("bench", benchUsage, stderr)
 	workload := fs.String("workload", "append", "append, append-stream, evdb-append, append-batch, read-stream, read-category, mixed, subscribe or consume")
 	concurrency := fs.Int("concurrency", 16, "concurrent callers")
 	duration := fs.Duration("duration", 10*time.Second, "how long to measure")
@@ -82,13 +83,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	standard := fs.Bool("standard", false, "run the standard set (append x64, append-batch 100 x16, follower reads, mixed, subscribe) and print one table")
 	index := fs.Bool("index", false, "create one index on the written category (a string field of the data) before the run and sample every target node's lag on it at LOCAL every 100ms (append, evdb-append, append-batch, mixed)")
 	tokenNS := fs.Bool("token-namespace", false, "write into the token's namespace and leave the data there, instead of a namespace of the run's own (bench-<run>, created and deleted; needs the admin token)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *standard {
 		return runStandardBench(ctx, cf, *duration, *http2, *plot, *tokenNS, stdout, stderr)
 	}
-	addrs, err := selectTargets(ctx, cf, strings.Split(cf.addr, ","), *target)
+	addrs, err := selectTargets(ctx, cf, strings.Split(cf.Addr, ","), *target)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batch: *batch, payload: *payload, streams: *streams, readRatio: *readRatio, rate: *rate,
 		target: *target, http2: *http2, index: *index,
 		run: "b" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
-		cpu: newCPUMeter(cf, strings.Split(cf.addr, ",")),
+		cpu: newCPUMeter(cf, strings.Split(cf.Addr, ",")),
 	}
 	switch *consistency {
 	case "linearizable":
@@ -107,13 +108,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "local":
 		cfg.consistency = client.Local
 	default:
-		return &exitError{exitUsage, fmt.Errorf("--consistency %q: want linearizable, session or local", *consistency)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("--consistency %q: want linearizable, session or local", *consistency))
 	}
 	if cfg.concurrency < 1 || cfg.batch < 1 || cfg.batch > 1000 || cfg.streams < 1 || cfg.payload < 2 {
-		return &exitError{exitUsage, errors.New("--concurrency, --streams and --payload-bytes must be positive, --batch 1..1000")}
+		return command.Exit(command.ExitUsage, errors.New("--concurrency, --streams and --payload-bytes must be positive, --batch 1..1000"))
 	}
 	if cfg.index && !slices.Contains(indexWorkloads, cfg.workload) {
-		return &exitError{exitUsage, fmt.Errorf("--index: the %s workload writes no category to index (want one of %s)", cfg.workload, strings.Join(indexWorkloads, ", "))}
+		return command.Exit(command.ExitUsage, fmt.Errorf("--index: the %s workload writes no category to index (want one of %s)", cfg.workload, strings.Join(indexWorkloads, ", ")))
 	}
 	if !*tokenNS {
 		wf, cleanup, err := benchNamespace(ctx, cf, cfg.run, stderr)
@@ -127,12 +128,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return benchReport(stdout, stderr, cf.output, *plot, []*benchResult{res}, []string{*target})
+	return benchReport(stdout, stderr, cf.Output, *plot, []*Result{res}, []string{*target})
 }
 
 // runStandardBench runs the set the targets are stated for.
-func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, http2 bool, plot string, tokenNS bool, stdout, stderr io.Writer) error {
-	all := strings.Split(cf.addr, ",")
+func runStandardBench(ctx context.Context, cf *command.Flags, d time.Duration, http2 bool, plot string, tokenNS bool, stdout, stderr io.Writer) error {
+	all := strings.Split(cf.Addr, ",")
 	admin := cf // finds the targets and reads /metrics
 	if !tokenNS {
 		wf, cleanup, err := benchNamespace(ctx, cf, "b"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), stderr)
@@ -155,7 +156,7 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, htt
 		{"all", benchConfig{workload: "subscribe", concurrency: 64, rate: 1000}},
 	}
 	var (
-		results []*benchResult
+		results []*Result
 		targets []string
 	)
 	for _, b := range set {
@@ -181,5 +182,5 @@ func runStandardBench(ctx context.Context, cf *clientFlags, d time.Duration, htt
 		}
 		results, targets = append(results, res), append(targets, b.target)
 	}
-	return benchReport(stdout, stderr, cf.output, plot, results, targets)
+	return benchReport(stdout, stderr, cf.Output, plot, results, targets)
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // consume measures a persistent subscription: appends at --rate carry
@@ -18,12 +19,12 @@ import (
 // delivery. The latency is from the append's send to its ack's answer
 // (delivered and acknowledged, end to end); the rate is acknowledged
 // messages per second.
-func (c *benchConfig) consume(ctx context.Context, clients benchClients, stderr io.Writer) (*benchResult, error) {
+func (c *benchConfig) consume(ctx context.Context, clients benchClients, stderr io.Writer) (*Result, error) {
 	writer := clients.of(0)
 	group := c.run + "-g"
 	if _, err := writer.CreateGroup(ctx, client.GroupSpec{Name: group, Category: c.run, StartAtEnd: true,
 		Settings: client.GroupSettings{MaxInFlight: 100_000, MaxInFlightPerConsumer: 1000, CheckpointAfter: 1000}}); err != nil {
-		return nil, fmt.Errorf("create group: %w", apiError(err))
+		return nil, fmt.Errorf("create group: %w", command.APIError(err))
 	}
 	defer writer.DeleteGroup(context.WithoutCancel(ctx), group)
 	cctx, cancel := context.WithCancel(ctx)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // cpuMeter reads how much CPU the cluster's server processes have used, from
@@ -24,10 +26,10 @@ type cpuMeter struct {
 	urls  []string
 }
 
-func newCPUMeter(cf *clientFlags, nodes []string) *cpuMeter {
-	m := &cpuMeter{hc: cf.httpClient(), token: cf.token}
+func newCPUMeter(cf *command.Flags, nodes []string) *cpuMeter {
+	m := &cpuMeter{hc: cf.HTTPClient(), token: cf.Token}
 	for _, n := range nodes {
-		m.urls = append(m.urls, (&clientFlags{addr: n}).baseURL()+"/metrics")
+		m.urls = append(m.urls, (&command.Flags{Addr: n}).BaseURL()+"/metrics")
 	}
 	return m
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -8,12 +8,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // evdbAppend is the op of the evdb-append workload for caller w: one
 // EventoDB stream.write per call over POST /rpc, on a connection of its
 // own, as EventoDB's SDKs send it.
-func (c *benchConfig) evdbAppend(cf *clientFlags, w int) op {
+func (c *benchConfig) evdbAppend(cf *command.Flags, w int) op {
 	hc := benchHTTPClient(cf, 1)
 	url := c.url(w) + "/rpc"
 	var body []byte
@@ -28,7 +30,7 @@ func (c *benchConfig) evdbAppend(cf *clientFlags, w int) op {
 			return 0, err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+cf.token)
+		req.Header.Set("Authorization", "Bearer "+cf.Token)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return 0, err

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // bench --index: one user-defined index on the category the run writes
@@ -33,7 +34,7 @@ func (c *benchConfig) createBenchIndex(ctx context.Context, cl *client.Client) e
 	_, err := cl.CreateIndex(ctx, "", &skaldv1.IndexDefinition{Name: benchIndexName, Version: 1, Category: c.run, Kind: skaldv1.IndexKind_INDEX_KIND_EVENT,
 		Fields: []*skaldv1.IndexField{{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/p", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING}}})
 	if err != nil {
-		return fmt.Errorf("--index: create index %s: %w", benchIndexName, apiError(err))
+		return fmt.Errorf("--index: create index %s: %w", benchIndexName, command.APIError(err))
 	}
 	return nil
 }
@@ -86,7 +87,7 @@ func sampleIndexLag(ctx context.Context, clients benchClients) *lagSampler {
 }
 
 // finish stops the samplers and puts what they saw into res.
-func (s *lagSampler) finish(res *benchResult, stderr io.Writer) {
+func (s *lagSampler) finish(res *Result, stderr io.Writer) {
 	s.stop()
 	s.wg.Wait()
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // measure runs every op in a loop for the duration, with a progress line
 // each second.
-func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (*benchResult, error) {
+func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (*Result, error) {
 	// Calls run without the run's deadline (a deadline travels to the
 	// server, which would fail the last calls); the loop stops on a flag.
 	// A call still retrying then (a cluster client waiting for a leader)
@@ -91,7 +91,7 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 	return res, nil
 }
 
-func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *benchResult {
+func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *Result {
 	all := make([]time.Duration, len(samples))
 	for i, s := range samples {
 		all[i] = s.d
@@ -99,7 +99,7 @@ func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs,
 	slices.Sort(all)
 	pct := func(p float64) float64 { return percentileMS(all, p) }
 	s := elapsed.Seconds()
-	return &benchResult{
+	return &Result{
 		Workload: c.workload, Concurrency: c.concurrency, DurationS: s, Ops: ops, Messages: msgs, Errors: errs,
 		OpsPerSec: float64(ops) / s, MessagesPerSec: float64(msgs) / s,
 		LatencyMS: map[string]float64{"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999), "max": pct(1)},

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ func percentileMS(sorted []time.Duration, p float64) float64 {
 
 // writePlot writes a self-contained HTML page with, for each result,
 // throughput and p50/p99 latency per second as inline SVG.
-func writePlot(w io.Writer, results []*benchResult, targets []string) error {
+func writePlot(w io.Writer, results []*Result, targets []string) error {
 	var b strings.Builder
 	b.WriteString("<!doctype html>\n<meta charset=\"utf-8\">\n<title>skald bench</title>\n")
 	b.WriteString("<style>body{font:14px sans-serif;margin:2em}svg{background:#fafafa;border:1px solid #ddd}</style>\n")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"reflect"
@@ -38,10 +38,10 @@ func TestTimeline(t *testing.T) {
 }
 
 func TestWritePlot(t *testing.T) {
-	res := &benchResult{Workload: "append<x>", Concurrency: 4, OpsPerSec: 10, LatencyMS: map[string]float64{"p50": 1, "p99": 2},
+	res := &Result{Workload: "append<x>", Concurrency: 4, OpsPerSec: 10, LatencyMS: map[string]float64{"p50": 1, "p99": 2},
 		Timeline: []benchSecond{{0, 10, 1, 2, 0}, {1, 20, 1.5, 3, 1}, {2, 15, 1, 2, 0}}}
 	var b strings.Builder
-	if err := writePlot(&b, []*benchResult{res}, []string{"all"}); err != nil {
+	if err := writePlot(&b, []*Result{res}, []string{"all"}); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"strconv"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // What bench prints: the result of a run, as a table or JSON.
 
-// benchResult is what -o json prints.
-type benchResult struct {
+// Result is what -o json prints.
+type Result struct {
 	Workload       string             `json:"workload"`
 	Concurrency    int                `json:"concurrency"`
 	DurationS      float64            `json:"duration_s"`
@@ -37,7 +39,7 @@ type benchResult struct {
 }
 
 // setCPU records the servers' CPU seconds over the run, when measured.
-func (r *benchResult) setCPU(seconds float64, ok bool) {
+func (r *Result) setCPU(seconds float64, ok bool) {
 	if !ok || r.Ops == 0 {
 		return
 	}
@@ -50,7 +52,7 @@ func (r *benchResult) setCPU(seconds float64, ok bool) {
 
 // benchReport prints the results as a table or JSON (one object for one
 // result) and writes the plot when asked.
-func benchReport(stdout, stderr io.Writer, output, plot string, results []*benchResult, targets []string) error {
+func benchReport(stdout, stderr io.Writer, output, plot string, results []*Result, targets []string) error {
 	if plot != "" {
 		var page bytes.Buffer
 		if err := writePlot(&page, results, targets); err != nil {
@@ -70,7 +72,7 @@ func benchReport(stdout, stderr io.Writer, output, plot string, results []*bench
 	return benchTable(stdout, results, targets)
 }
 
-func benchTable(w io.Writer, results []*benchResult, targets []string) error {
+func benchTable(w io.Writer, results []*Result, targets []string) error {
 	var rows [][]string
 	for i, res := range results {
 		cpu := "-"
@@ -83,5 +85,5 @@ func benchTable(w io.Writer, results []*benchResult, targets []string) error {
 			fmt.Sprintf("%.2f", res.LatencyMS["p999"]), fmt.Sprintf("%.2f", res.LatencyMS["max"]), strconv.FormatInt(res.Errors, 10), cpu,
 		})
 	}
-	return table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS\tCPU µS/OP", rows)
+	return command.Table(w, "WORKLOAD\tNODES\tCONC\tOPS/S\tMSGS/S\tP50 MS\tP90 MS\tP99 MS\tP99.9 MS\tMAX MS\tERRORS\tCPU µS/OP", rows)
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // subscribe measures delivery latency: appends at --rate on the first node
 // carry their send time; a subscriber on the last node measures arrival
 // (with --target cluster, both go through the cluster client).
-func (c *benchConfig) subscribe(ctx context.Context, clients benchClients, stderr io.Writer) (*benchResult, error) {
+func (c *benchConfig) subscribe(ctx context.Context, clients benchClients, stderr io.Writer) (*Result, error) {
 	writer, reader := clients.of(0), clients.of(len(c.addrs)-1)
 	where := c.addrs[len(c.addrs)-1]
 	if c.target == "cluster" {
@@ -51,7 +52,7 @@ func (c *benchConfig) subscribe(ctx context.Context, clients benchClients, stder
 	select {
 	case <-caught:
 	case <-stopped:
-		return nil, fmt.Errorf("subscribe: ended before caught up: %w", apiError(subErr))
+		return nil, fmt.Errorf("subscribe: ended before caught up: %w", command.APIError(subErr))
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("subscribe: not caught up within 30 s")
 	}

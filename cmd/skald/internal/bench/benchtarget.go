@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // benchGrace is how long after the measured window a call may still be
@@ -17,24 +18,24 @@ const benchGrace = 10 * time.Second
 // selectTargets keeps the leader or the followers among addrs, by the
 // API addresses Cluster.Status reports at addrs[0]; all and cluster keep
 // every address.
-func selectTargets(ctx context.Context, cf *clientFlags, addrs []string, target string) ([]string, error) {
+func selectTargets(ctx context.Context, cf *command.Flags, addrs []string, target string) ([]string, error) {
 	switch target {
 	case "all", "cluster":
 		return addrs, nil
 	case "leader", "followers":
 	default:
-		return nil, &exitError{exitUsage, fmt.Errorf("--target %q: want all, leader, followers or cluster", target)}
+		return nil, command.Exit(command.ExitUsage, fmt.Errorf("--target %q: want all, leader, followers or cluster", target))
 	}
 	first := *cf
-	first.addr = addrs[0]
-	c, err := first.connect(ctx)
+	first.Addr = addrs[0]
+	c, err := first.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
-		return nil, apiError(err)
+		return nil, command.APIError(err)
 	}
 	leaderAPI := ""
 	for _, s := range st.Servers {
@@ -69,8 +70,8 @@ type benchClients []*client.Client
 // Pinned clients are FailFast: a refused or failed call is counted as an
 // error, as the node answered it. The cluster client retries as an
 // application's would (within benchGrace after the window).
-func (c *benchConfig) dial(ctx context.Context, cf *clientFlags) (benchClients, error) {
-	cfg := client.Config{Token: cf.token, TLS: cf.tlsConfig(), Consistency: c.consistency}
+func (c *benchConfig) dial(ctx context.Context, cf *command.Flags) (benchClients, error) {
+	cfg := client.Config{Token: cf.Token, TLS: cf.TLSConfig(), Consistency: c.consistency}
 	newClient := func(endpoints []string) (*client.Client, error) {
 		cfg := cfg
 		cfg.Endpoints = endpoints
@@ -85,13 +86,13 @@ func (c *benchConfig) dial(ctx context.Context, cf *clientFlags) (benchClients, 
 		}
 		cl, err := client.New(ctx, cfg)
 		if err != nil {
-			return nil, apiError(err)
+			return nil, command.APIError(err)
 		}
 		return cl, nil
 	}
 	var urls []string
 	for _, a := range c.addrs {
-		urls = append(urls, (&clientFlags{addr: a}).baseURL())
+		urls = append(urls, (&command.Flags{Addr: a}).BaseURL())
 	}
 	if c.target == "cluster" {
 		cl, err := newClient(urls)
@@ -124,14 +125,14 @@ func (b benchClients) close() {
 
 // url is the base URL of the node caller i calls (evdb-append).
 func (c *benchConfig) url(i int) string {
-	return (&clientFlags{addr: c.addrs[i%len(c.addrs)]}).baseURL()
+	return (&command.Flags{Addr: c.addrs[i%len(c.addrs)]}).BaseURL()
 }
 
 // benchHTTPClient is an HTTP client of its own (its own connections)
 // keeping up to idle connections open per node: as many as will be used
 // at once, or every call past them dials a new one.
-func benchHTTPClient(cf *clientFlags, idle int) *http.Client {
-	hc := cf.httpClient()
+func benchHTTPClient(cf *command.Flags, idle int) *http.Client {
+	hc := cf.HTTPClient()
 	if tr, ok := hc.Transport.(*http.Transport); ok {
 		tr.MaxIdleConnsPerHost = idle
 	} else {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // The workloads: one op per concurrent caller, and the streams reads need.
@@ -33,7 +34,7 @@ func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Wri
 			msgs[i] = client.NewMessage{Type: "Filled", Data: c.payloadJSON(r)}
 		}
 		if _, err := cl.Append(ctx, c.stream(s), msgs); err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
 		if s%100 == 99 {
 			prog.printf("filling streams: %d/%d", s+1, c.streams)
@@ -45,7 +46,7 @@ func (c *benchConfig) fill(ctx context.Context, cl *client.Client, stderr io.Wri
 // op is one measured call; it returns how many messages it moved.
 type op func(ctx context.Context, r *rand.Rand) (int, error)
 
-func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Writer) (*benchResult, error) {
+func (c *benchConfig) execute(ctx context.Context, cf *command.Flags, stderr io.Writer) (*Result, error) {
 	clients, err := c.dial(ctx, cf)
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func (c *benchConfig) execute(ctx context.Context, cf *clientFlags, stderr io.Wr
 				return write(ctx, r)
 			}
 		default:
-			return nil, &exitError{exitUsage, fmt.Errorf("--workload %q: unknown (see --help)", c.workload)}
+			return nil, command.Exit(command.ExitUsage, fmt.Errorf("--workload %q: unknown (see --help)", c.workload))
 		}
 	}
 	if !c.index {

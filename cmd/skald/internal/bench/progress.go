@@ -1,9 +1,11 @@
-package main
+package bench
 
 import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // progress writes a progress line of a long run: over the last one on a
@@ -17,7 +19,7 @@ type progress struct {
 
 func newProgress(w io.Writer) *progress {
 	f, ok := w.(*os.File)
-	return &progress{w: w, terminal: ok && isTerminal(f)}
+	return &progress{w: w, terminal: ok && command.IsTerminal(f)}
 }
 
 // printf writes one progress line.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,31 +13,32 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/durable"
 	"github.com/skalddb/skald/node"
 )
 
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("backup", "skald backup --out FILE [--data-dir DIR]   (admin token; a consistent snapshot of the whole cluster state)", stderr, noOutputFlag)
+	fs, cf := command.NewFlagSet("backup", "skald backup --out FILE [--data-dir DIR]   (admin token; a consistent snapshot of the whole cluster state)", stderr, command.NoOutput)
 	out := fs.String("out", "", "file to write")
 	dataDir := fs.String("data-dir", "", "back up a stopped node's data directory instead of calling a running node")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	if *out == "" {
-		return &exitError{exitUsage, fmt.Errorf("backup: --out is required")}
+		return command.Exit(command.ExitUsage, fmt.Errorf("backup: --out is required"))
 	}
 	if *dataDir != "" {
 		return offlineBackup(*dataDir, *out, stdout)
 	}
-	if err := cf.needToken(); err != nil {
+	if err := cf.NeedToken(); err != nil {
 		return err
 	}
-	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+	resp, err := cf.Do(ctx, func(base string) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/admin/backup", nil)
 		if err == nil {
-			req.Header.Set("Authorization", "Bearer "+cf.token)
+			req.Header.Set("Authorization", "Bearer "+cf.Token)
 		}
 		return req, err
 	})
@@ -47,11 +48,11 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		code := exitFailure
+		code := command.ExitFailure
 		if resp.StatusCode == http.StatusUnauthorized {
-			code = exitAuth
+			code = command.ExitAuth
 		}
-		return &exitError{code, fmt.Errorf("backup: %s: %s", resp.Status, b)}
+		return command.Exit(code, fmt.Errorf("backup: %s: %s", resp.Status, b))
 	}
 	var n int64
 	if err := durable.ReplaceFile(vfs.Default, *out, func(w io.Writer) error {
@@ -104,10 +105,10 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if node.CheckLogStore(*logStore) != nil {
-		return &exitError{exitUsage, fmt.Errorf("restore: --raft-log-store %q: want bolt or wal", *logStore)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("restore: --raft-log-store %q: want bolt or wal", *logStore))
 	}
 	if *from == "" || *dataDir == "" {
-		return &exitError{exitUsage, fmt.Errorf("restore: --from and --data-dir are required")}
+		return command.Exit(command.ExitUsage, fmt.Errorf("restore: --from and --data-dir are required"))
 	}
 	f, err := os.Open(*from)
 	if err != nil {

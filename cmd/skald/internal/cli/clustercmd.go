@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> ...   (admin token)
@@ -22,33 +23,33 @@ const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> .
 
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, clusterUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("cluster: missing subcommand")}
+		fmt.Fprint(stderr, clusterUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("cluster: missing subcommand"))
 	}
 	switch args[0] {
 	case "status":
-		fs, cf := newClientFlagSet("cluster status", "skald cluster status", stderr)
-		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+		fs, cf := command.NewFlagSet("cluster status", "skald cluster status", stderr)
+		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		c, err := cf.connect(ctx)
+		c, err := cf.Connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		st, err := c.Status(ctx)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, statusReply(st))
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, command.StatusReply(st))
 		}
 		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
-		return table(stdout, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
+		return command.Table(stdout, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
 	case "transfer-leadership":
-		fs, cf := newClientFlagSet("cluster transfer-leadership", "skald cluster transfer-leadership [--to SERVER-ID]", stderr)
+		fs, cf := command.NewFlagSet("cluster transfer-leadership", "skald cluster transfer-leadership [--to SERVER-ID]", stderr)
 		to := fs.String("to", "", "server to hand leadership to (default: any voter)")
-		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
 		c, err := leaderClient(ctx, cf, stderr)
@@ -58,53 +59,53 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer c.Close()
 		leader, err := c.TransferLeadership(ctx, *to)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.TransferLeadershipResponse{LeaderId: leader})
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, &skaldv1.TransferLeadershipResponse{LeaderId: leader})
 		}
 		fmt.Fprintf(stdout, "Leader is now %s.\n", leader)
 		return nil
 	case "remove":
-		fs, cf := newClientFlagSet("cluster remove", "skald cluster remove SERVER-ID [--yes]", stderr)
-		yes := addYes(fs)
-		rest, err := cf.parse(fs, args[1:], 1, 1)
+		fs, cf := command.NewFlagSet("cluster remove", "skald cluster remove SERVER-ID [--yes]", stderr)
+		yes := command.AddYes(fs)
+		rest, err := cf.Parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
-		if err := confirm("cluster remove", "removes server "+rest[0]+" from the cluster",
+		if err := command.Confirm("cluster remove", "removes server "+rest[0]+" from the cluster",
 			"Remove server "+rest[0]+" from the cluster? It stops being a voter and leaves Raft.", *yes, os.Stdin, stderr); err != nil {
 			return err
 		}
-		c, err := cf.connect(ctx)
+		c, err := cf.Connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		if err := c.RemoveServer(ctx, rest[0]); err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.RemoveServerResponse{})
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, &skaldv1.RemoveServerResponse{})
 		}
 		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
 		return nil
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, clusterUsage, clientHelp)
+		fmt.Fprint(stdout, clusterUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, clusterUsage)
-	return &exitError{exitUsage, fmt.Errorf("cluster: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("cluster: unknown subcommand %q", args[0]))
 }
 
 func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr, noOutputFlag)
+	fs, cf := command.NewFlagSet("leave", "skald leave --addr NODE [--if-scaled-down]   (admin token: the node leaves the cluster and stops)", stderr, command.NoOutput)
 	ifScaledDown := fs.Bool("if-scaled-down", false, "Kubernetes preStop hook: leave only when this pod's StatefulSet was scaled below it (not on restarts or rolling updates)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	if eps, _ := cf.endpoints(); len(eps) > 1 {
-		return cf.usageError(fs, "--addr names the node that leaves: give one node, not a list")
+	if eps, _ := cf.Endpoints(); len(eps) > 1 {
+		return cf.UsageError(fs, "--addr names the node that leaves: give one node, not a list")
 	}
 	if *ifScaledDown {
 		pod := os.Getenv("POD_NAME")
@@ -113,11 +114,11 @@ func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		api, err := inClusterAPI(serviceAccountDir)
 		if err != nil {
-			return &exitError{exitFailure, fmt.Errorf("--if-scaled-down: %w", err)}
+			return command.Exit(command.ExitFailure, fmt.Errorf("--if-scaled-down: %w", err))
 		}
 		down, why, err := api.scaledDown(ctx, pod)
 		if err != nil {
-			return &exitError{exitFailure, fmt.Errorf("--if-scaled-down: %w", err)}
+			return command.Exit(command.ExitFailure, fmt.Errorf("--if-scaled-down: %w", err))
 		}
 		if !down {
 			fmt.Fprintf(stdout, "Not leaving: %s (a restart, not a scale-down).\n", why)
@@ -125,14 +126,14 @@ func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "Leaving: %s.\n", why)
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	id, err := c.Leave(ctx, cf.baseURL())
+	id, err := c.Leave(ctx, cf.BaseURL())
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
 	fmt.Fprintf(stdout, "Node %s left the cluster and is stopping.\n", id)
 	return nil

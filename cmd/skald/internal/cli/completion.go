@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // Shell completion: `skald completion bash|zsh|fish` prints a script that
@@ -15,10 +17,10 @@ import (
 // what it offers is always the commands and flags this binary has: the
 // flags are read from each command's own --help.
 
-// subcommands are the second words of the commands that take one. A
+// Subcommands are the second words of the commands that take one. A
 // command absent here takes none. TestCompletionKnowsEveryCommand holds
 // this table to run's dispatch and to the usage text.
-var subcommands = map[string][]string{
+var Subcommands = map[string][]string{
 	"ns":         {"create", "list", "info", "delete"},
 	"token":      {"create", "list", "revoke"},
 	"stream":     {"delete", "truncate", "delete-by-watermark"},
@@ -32,18 +34,18 @@ var subcommands = map[string][]string{
 	"help":       helpTopicNames(),
 }
 
-// commands are the first words, in the usage text's order.
-var commands = []string{"server", "dev", "ns", "token", "append", "append-multi", "read", "all", "query", "category", "stream",
+// Commands are the first words, in the usage text's order.
+var Commands = []string{"server", "dev", "ns", "token", "append", "append-multi", "read", "all", "query", "category", "stream",
 	"retention", "index", "sub", "tail", "cluster", "leave", "backup", "restore", "export", "import", "tls", "bench",
 	"probe", "version", "completion", "help"}
 
 func runCompletion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) != 1 || !slices.Contains(subcommands["completion"], args[0]) {
+	if len(args) != 1 || !slices.Contains(Subcommands["completion"], args[0]) {
 		fmt.Fprint(stderr, completionUsage)
 		if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
-		return &exitError{2, fmt.Errorf("completion: name one shell: bash, zsh or fish")}
+		return command.Exit(2, fmt.Errorf("completion: name one shell: bash, zsh or fish"))
 	}
 	fmt.Fprint(stdout, completionScripts[args[0]])
 	return nil
@@ -86,7 +88,7 @@ complete -c skald -f -a '(__skald_complete)'
 // runComplete prints the candidates for the last of args (the word being
 // typed, maybe empty), one per line: commands, then subcommands, then the
 // command's flags; files are the shell's default.
-func runComplete(ctx context.Context, args []string, stdout io.Writer) error {
+func runComplete(ctx context.Context, args []string, stdout io.Writer, all Program) error {
 	if len(args) == 0 {
 		args = []string{""}
 	}
@@ -94,15 +96,15 @@ func runComplete(ctx context.Context, args []string, stdout io.Writer) error {
 	var out []string
 	switch {
 	case len(prev) == 0:
-		out = commands
-	case len(prev) == 1 && subcommands[prev[0]] != nil && !strings.HasPrefix(cur, "-"):
-		out = subcommands[prev[0]]
+		out = Commands
+	case len(prev) == 1 && Subcommands[prev[0]] != nil && !strings.HasPrefix(cur, "-"):
+		out = Subcommands[prev[0]]
 	case strings.HasPrefix(cur, "-"):
 		cmd := prev[:1]
-		if len(prev) > 1 && slices.Contains(subcommands[prev[0]], prev[1]) {
+		if len(prev) > 1 && slices.Contains(Subcommands[prev[0]], prev[1]) {
 			cmd = prev[:2]
 		}
-		out = commandFlags(ctx, cmd)
+		out = commandFlags(ctx, cmd, all)
 	}
 	for _, c := range out {
 		if strings.HasPrefix(c, cur) {
@@ -116,12 +118,12 @@ func runComplete(ctx context.Context, args []string, stdout io.Writer) error {
 var flagLine = regexp.MustCompile(`(?m)^\s+-(-?[A-Za-z0-9][A-Za-z0-9-]*)`)
 
 // commandFlags are the flags cmd's --help lists, as --name.
-func commandFlags(ctx context.Context, cmd []string) []string {
+func commandFlags(ctx context.Context, cmd []string, all Program) []string {
 	if cmd[0] == "help" || cmd[0] == "completion" || cmd[0] == "version" {
 		return nil
 	}
 	var help bytes.Buffer
-	run(ctx, append(slices.Clone(cmd), "--help"), &help, &help)
+	all(ctx, append(slices.Clone(cmd), "--help"), &help, &help)
 	var out []string
 	for _, m := range flagLine.FindAllStringSubmatch(help.String(), -1) {
 		name := strings.TrimPrefix(m[1], "-")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -14,10 +14,11 @@ import (
 	"strings"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID] [--tag T]... [--fail-if-type T]... [--fail-if-tag T]... [--after GP]", stderr)
+	fs, cf := command.NewFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID] [--tag T]... [--fail-if-type T]... [--fail-if-tag T]... [--after GP]", stderr)
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
 	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
@@ -27,7 +28,7 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&failTypes, "fail-if-type", "condition: fail if a message of this `type` (repeat: any of them) and every --fail-if-tag exists after --after")
 	fs.Var(&failTags, "fail-if-tag", "condition: fail if a message with this `tag` (repeat: all of them) exists after --after")
 	after := fs.Int64("after", 0, "the condition's global position: only later messages count (0: any)")
-	rest, err := cf.parse(fs, args, 3, 3)
+	rest, err := cf.Parse(fs, args, 3, 3)
 	if err != nil {
 		return err
 	}
@@ -35,7 +36,7 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(failTypes) > 0 || len(failTags) > 0 {
 		opts = append(opts, client.FailIfMatch(client.Query{{Types: failTypes, Tags: failTags}}, *after))
 	} else if *after != 0 {
-		return &exitError{exitUsage, errors.New("--after is the position of a condition: give --fail-if-type or --fail-if-tag")}
+		return command.Exit(command.ExitUsage, errors.New("--after is the position of a condition: give --fail-if-type or --fail-if-tag"))
 	}
 	data, err := jsonArg("data", rest[2], os.Stdin)
 	if err != nil {
@@ -50,17 +51,17 @@ func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if expected.set {
 		opts = append(opts, client.ExpectVersion(expected.v))
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	res, err := c.Append(ctx, rest[0], []client.NewMessage{{ID: *id, Type: rest[1], Data: data, Metadata: meta, Tags: tags}}, opts...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, appendReply(res))
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, command.AppendReply(res))
 	}
 	if res.Duplicate {
 		fmt.Fprintf(stdout, "Already appended to %s at position %d (global position %d): the id was written before; nothing written.\n", rest[0], res.FirstPosition, res.FirstGlobalPosition)
@@ -91,11 +92,11 @@ func jsonArg(what, arg string, stdin io.Reader) ([]byte, error) {
 		b = []byte(arg)
 	}
 	if err != nil {
-		return nil, &exitError{exitUsage, fmt.Errorf("%s: %w", what, err)}
+		return nil, command.Exit(command.ExitUsage, fmt.Errorf("%s: %w", what, err))
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, &exitError{exitUsage, fmt.Errorf("%s: invalid JSON: %v", what, err)}
+		return nil, command.Exit(command.ExitUsage, fmt.Errorf("%s: invalid JSON: %v", what, err))
 	}
 	return b, nil
 }
@@ -124,11 +125,11 @@ func (o *optionalInt64) Set(s string) error {
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("read", "skald read STREAM [--position N] [--limit N] [--backward] [--last N]", stderr)
+	fs, cf := command.NewFlagSet("read", "skald read STREAM [--position N] [--limit N] [--backward] [--last N]", stderr)
 	position := fs.Int64("position", 0, "first stream position (with --backward or --last: the highest; default the end)")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
 	dir := addDirectionFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -136,40 +137,40 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: from, Limit: limitN, Backward: dir.reads()})
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
 	if dir.reads() {
-		return printMessages(stdout, cf.output, dir.order(msgs))
+		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
+	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: last.Position + 1, Limit: 1})
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
-		return readOn{last.Position + 1, shellArgs("skald", "read", rest[0], "--position", strconv.FormatInt(last.Position+1, 10))}
+		return readOn{last.Position + 1, command.ShellArgs("skald", "read", rest[0], "--position", strconv.FormatInt(last.Position+1, 10))}
 	})
 }
 
 func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
+	fs, cf := command.NewFlagSet("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
 	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
 	dir := addDirectionFlags(fs)
 	flt := addFilterFlags(fs)
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,18 +178,18 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	msgs, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: from, Limit: limitN, Backward: dir.reads(),
 		Types: flt.types, StreamPrefix: *flt.prefix})
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
 	if dir.reads() {
-		return printMessages(stdout, cf.output, dir.order(msgs))
+		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
+	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: last.GlobalPosition + 1, Limit: 1, Types: flt.types, StreamPrefix: *flt.prefix})
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
 		args := []string{"skald", "all", "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
 		args = append(args, flt.args()...)
-		return readOn{last.GlobalPosition + 1, shellArgs(args...)}
+		return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
 	})
 }
 
@@ -235,15 +236,15 @@ func (d *directionFlags) reads() bool { return *d.backward || *d.last > 0 }
 
 // resolve returns the read's start and limit: a backward read without
 // --position starts at the end (-1), and --last N is a backward read of N.
-func (d *directionFlags) resolve(cf *clientFlags, fs *flag.FlagSet, position, limit int64) (int64, int64, error) {
+func (d *directionFlags) resolve(cf *command.Flags, fs *flag.FlagSet, position, limit int64) (int64, int64, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["last"] {
 		if *d.last < 1 {
-			return 0, 0, cf.usageError(fs, fmt.Sprintf("--last %d: want 1 or more", *d.last))
+			return 0, 0, cf.UsageError(fs, fmt.Sprintf("--last %d: want 1 or more", *d.last))
 		}
 		if given["limit"] {
-			return 0, 0, cf.usageError(fs, "--last and --limit: give one")
+			return 0, 0, cf.UsageError(fs, "--last and --limit: give one")
 		}
 		limit = *d.last
 	}
@@ -286,7 +287,7 @@ func (f *queryFlags) build() (client.Query, error) {
 	var q client.Query
 	switch {
 	case *f.query != "" && (len(f.types) > 0 || len(f.tags) > 0):
-		return nil, &exitError{exitUsage, errors.New("give --query or --type/--tag, not both")}
+		return nil, command.Exit(command.ExitUsage, errors.New("give --query or --type/--tag, not both"))
 	case *f.query != "":
 		raw, err := jsonArg("--query", *f.query, os.Stdin)
 		if err != nil {
@@ -301,7 +302,7 @@ func (f *queryFlags) build() (client.Query, error) {
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&j); err != nil {
-			return nil, &exitError{exitUsage, fmt.Errorf("--query: %v", err)}
+			return nil, command.Exit(command.ExitUsage, fmt.Errorf("--query: %v", err))
 		}
 		for _, it := range j.Items {
 			q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
@@ -309,33 +310,33 @@ func (f *queryFlags) build() (client.Query, error) {
 	case len(f.types) > 0 || len(f.tags) > 0:
 		q = client.Query{{Types: f.types, Tags: f.tags}}
 	default:
-		return nil, &exitError{exitUsage, errors.New("give --type, --tag or --query")}
+		return nil, command.Exit(command.ExitUsage, errors.New("give --type, --tag or --query"))
 	}
 	return q, nil
 }
 
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
+	fs, cf := command.NewFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
 	qf := addQueryFlags(fs)
 	after := fs.Int64("after", 0, "only messages whose global position is above this")
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	q, err := qf.build()
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	msgs, err := c.Query(ctx, q, *after, *limit)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+	return printRead(ctx, stdout, stderr, cf.Output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.Query(ctx, q, last.GlobalPosition, 1)
 		return len(more) > 0, err
 	}, func(last client.Message) readOn {
@@ -349,12 +350,12 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *qf.query != "" {
 			args = append(args, "--query", *qf.query)
 		}
-		return readOn{last.GlobalPosition, shellArgs(append(args, "--after", strconv.FormatInt(last.GlobalPosition, 10))...)}
+		return readOn{last.GlobalPosition, command.ShellArgs(append(args, "--after", strconv.FormatInt(last.GlobalPosition, 10))...)}
 	})
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", stderr)
+	fs, cf := command.NewFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", stderr)
 	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
 	var held stringList
 	fs.Var(&held, "held", "a state vector: you hold `STREAM=POS`, so only its later messages (repeat; streams not named: every message)")
@@ -364,7 +365,7 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
 	dir := addDirectionFlags(fs)
 	flt := addFilterFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -375,10 +376,10 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var sv map[string]int64
 	if len(held) > 0 {
 		if sv, err = parseWatermarks(held); err != nil {
-			return cf.usageError(fs, "--held "+err.Error())
+			return cf.UsageError(fs, "--held "+err.Error())
 		}
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -389,12 +390,12 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
 	})
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
 	if dir.reads() {
-		return printMessages(stdout, cf.output, dir.order(msgs))
+		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
 	}
-	return printRead(ctx, stdout, stderr, cf.output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
+	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
 		more, err := c.ReadCategory(ctx, client.CategoryQuery{
 			Category: rest[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
 			Group: client.ConsumerGroup{Member: *member, Size: *size},
@@ -413,12 +414,12 @@ func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		for _, h := range held {
 			args = append(args, "--held", h)
 		}
-		return readOn{last.GlobalPosition + 1, shellArgs(args...)}
+		return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
 	})
 }
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("tail", "skald tail [STREAM] [--category C [--member M --size S]] [--all] [--from-start | --position N]", stderr)
+	fs, cf := command.NewFlagSet("tail", "skald tail [STREAM] [--category C [--member M --size S]] [--all] [--from-start | --position N]", stderr)
 	category := fs.String("category", "", "follow a category")
 	all := fs.Bool("all", false, "follow the whole namespace")
 	fromStart := fs.Bool("from-start", false, "replay every stored message first, then follow")
@@ -426,15 +427,15 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(&position, "position", "replay from this stream position (STREAM) or global position (--category, --all), then follow (default: only new messages)")
 	member := fs.Int64("member", 0, "consumer group member (with --size)")
 	size := fs.Int64("size", 0, "consumer group size")
-	rest, err := cf.parse(fs, args, 0, 1)
+	rest, err := cf.Parse(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}
 	switch {
 	case *fromStart && position.set:
-		return cf.usageError(fs, "give --from-start or --position, not both")
+		return cf.UsageError(fs, "give --from-start or --position, not both")
 	case position.set && position.v < 0:
-		return cf.usageError(fs, fmt.Sprintf("--position %d: positions start at 0; without --position tail follows from the end", position.v))
+		return cf.UsageError(fs, fmt.Sprintf("--position %d: positions start at 0; without --position tail follows from the end", position.v))
 	}
 	sub := client.Subscription{CaughtUp: func() {
 		fmt.Fprintln(stderr, "-- caught up; waiting for new messages (Ctrl-C to stop)")
@@ -448,15 +449,15 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case len(rest) == 0 && *category == "" && *all:
 		sub.All = true
 	default:
-		return cf.usageError(fs, "give exactly one of STREAM, --category or --all")
+		return cf.UsageError(fs, "give exactly one of STREAM, --category or --all")
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if err := tailStart(ctx, c, &sub, *fromStart, position, stderr); err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
 	enc := json.NewEncoder(stdout)
 	for m, err := range c.Subscribe(ctx, sub) {
@@ -464,10 +465,10 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if ctx.Err() != nil {
 				return nil // Ctrl-C
 			}
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			if err := enc.Encode(toJSONMessage(m)); err != nil {
+		if cf.Output == "json" {
+			if err := enc.Encode(command.ToJSONMessage(m)); err != nil {
 				return err
 			}
 			continue

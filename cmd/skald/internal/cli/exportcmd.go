@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
@@ -41,11 +42,11 @@ type exportRecord struct {
 func tokenNamespace(token, ns string) (string, error) {
 	name, err := nstoken.Parse(token)
 	if err != nil {
-		return "", &exitError{exitUsage, fmt.Errorf("--token: %v", err)}
+		return "", command.Exit(command.ExitUsage, fmt.Errorf("--token: %v", err))
 	}
 	if ns != "" && ns != name {
 		if name != nstoken.AdminNamespace {
-			return "", &exitError{exitUsage, fmt.Errorf("--ns %s: the token is %s's; use %s's token or an admin token", ns, name, ns)}
+			return "", command.Exit(command.ExitUsage, fmt.Errorf("--ns %s: the token is %s's; use %s's token or an admin token", ns, name, ns))
 		}
 		return ns, nil
 	}
@@ -53,18 +54,18 @@ func tokenNamespace(token, ns string) (string, error) {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr, noOutputFlag)
+	fs, cf := command.NewFlagSet("export", "skald export [--ns NAME] [--category C] [--since TIME] [--gzip] > file.ndjson", stderr, command.NoOutput)
 	category := fs.String("category", "", "export only this category")
 	since := fs.String("since", "", "only messages written at or after this RFC 3339 time")
 	gz := fs.Bool("gzip", false, "gzip the output")
 	out := fs.String("out", "-", "output file (- for stdout)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	if err := cf.needToken(); err != nil {
+	if err := cf.NeedToken(); err != nil {
 		return err
 	}
-	name, err := tokenNamespace(cf.token, cf.ns)
+	name, err := tokenNamespace(cf.Token, cf.NS)
 	if err != nil {
 		return err
 	}
@@ -72,13 +73,14 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *since != "" {
 		t, err := time.Parse(time.RFC3339, *since)
 		if err != nil {
-			return &exitError{exitUsage, fmt.Errorf("--since %q: want RFC 3339: %v", *since, err)}
+			return command.Exit(command.ExitUsage, fmt.Errorf("--since %q: want RFC 3339: %v", *since, err))
 		}
 		// UnixNano is undefined outside these: a time past 2262 wrapped
 		// and exported everything.
 		if lo, hi := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64); t.Before(lo) || t.After(hi) {
-			return &exitError{exitUsage, fmt.Errorf("--since %q: want a time from %s to %s (the times a message can carry)",
-				*since, lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339))}
+			return command.Exit(command.ExitUsage, fmt.Errorf("--since %q: want a time from %s to %s (the times a message can carry)",
+				*since, lo.UTC().Format(time.RFC3339), hi.UTC().Format(time.RFC3339)))
+
 		}
 		sinceNS = t.UnixNano()
 	}
@@ -99,7 +101,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		w = bw
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -115,7 +117,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			msgs, err = c.ReadAll(ctx, next, 1000)
 		}
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
 		if len(msgs) == 0 {
 			break
@@ -153,17 +155,17 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("import", "skald import FILE.ndjson[.gz]|- [--force [--yes]]   (- reads standard input)", stderr, noOutputFlag)
+	fs, cf := command.NewFlagSet("import", "skald import FILE.ndjson[.gz]|- [--force [--yes]]   (- reads standard input)", stderr, command.NoOutput)
 	force := fs.Bool("force", false, "delete every message of the namespace first")
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	if err := cf.needToken(); err != nil {
+	if err := cf.NeedToken(); err != nil {
 		return err
 	}
-	ns, err := tokenNamespace(cf.token, cf.ns)
+	ns, err := tokenNamespace(cf.Token, cf.NS)
 	if err != nil {
 		return err
 	}
@@ -181,7 +183,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if rest[0] == "-" {
 			ask = nil // standard input is the data: no one to ask
 		}
-		if err := confirm("import --force", "deletes every message of namespace "+ns+" first",
+		if err := command.Confirm("import --force", "deletes every message of namespace "+ns+" first",
 			"Delete every message of namespace "+ns+" before importing?", *yes, ask, stderr); err != nil {
 			return err
 		}
@@ -200,12 +202,12 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		query = "?force=true"
 	}
 	// A node that cannot be dialled read nothing of body: the next may.
-	resp, err := cf.do(ctx, func(base string) (*http.Request, error) {
+	resp, err := cf.Do(ctx, func(base string) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/import"+query, body)
 		if err == nil {
-			req.Header.Set("Authorization", "Bearer "+cf.token)
-			if cf.ns != "" {
-				req.Header.Set(client.NamespaceHeader, cf.ns)
+			req.Header.Set("Authorization", "Bearer "+cf.Token)
+			if cf.NS != "" {
+				req.Header.Set(client.NamespaceHeader, cf.NS)
 			}
 			req.Header.Set("Content-Type", "application/x-ndjson")
 		}
@@ -217,11 +219,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
-		code := exitFailure
+		code := command.ExitFailure
 		if resp.StatusCode == 401 || resp.StatusCode == 403 {
-			code = exitAuth
+			code = command.ExitAuth
 		}
-		return &exitError{code, fmt.Errorf("import: %s: %s", resp.Status, strings.TrimSpace(string(b)))}
+		return command.Exit(code, fmt.Errorf("import: %s: %s", resp.Status, strings.TrimSpace(string(b))))
 	}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -243,13 +245,13 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		switch {
 		case ev.Error != "":
-			code := exitFailure
+			code := command.ExitFailure
 			if ev.Error == "POSITION_EXISTS" {
-				code = exitConflict
+				code = command.ExitConflict
 			} else if ev.Error == "INVALID_JSON" || ev.Error == "INVALID_RECORD" {
-				code = exitUsage
+				code = command.ExitUsage
 			}
-			return &exitError{code, fmt.Errorf("import stopped at line %d: %s: %s (chunks before it are imported)", ev.Line, ev.Error, ev.Message)}
+			return command.Exit(code, fmt.Errorf("import stopped at line %d: %s: %s (chunks before it are imported)", ev.Line, ev.Error, ev.Message))
 		case ev.Done:
 			fmt.Fprintf(stdout, "Imported %s in %s.\n", plural(ev.Imported, "message"), ev.Elapsed)
 			return nil

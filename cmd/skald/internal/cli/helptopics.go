@@ -1,9 +1,11 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // helpTopics are `skald help TOPIC`: what a man page would hold that no
@@ -69,7 +71,7 @@ func helpTopicNames() []string {
 // runHelp prints the usage, a topic, or a command's --help.
 func runHelp(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, Usage)
 		fmt.Fprintf(stdout, "\nHelp topics: skald help %v\n", helpTopicNames())
 		return nil
 	}
@@ -77,5 +79,5 @@ func runHelp(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, t)
 		return nil
 	}
-	return &exitError{2, fmt.Errorf("help: no topic %q; topics: %v (and skald COMMAND --help for a command)", args[0], helpTopicNames())}
+	return command.Exit(2, fmt.Errorf("help: no topic %q; topics: %v (and skald COMMAND --help for a command)", args[0], helpTopicNames()))
 }

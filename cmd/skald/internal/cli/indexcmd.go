@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> ...
@@ -52,8 +53,8 @@ exit 5 (conflict).
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, indexUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("index: missing subcommand")}
+		fmt.Fprint(stderr, indexUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("index: missing subcommand"))
 	}
 	switch args[0] {
 	case "create":
@@ -69,11 +70,11 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "query":
 		return runIndexQuery(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, indexUsage, clientHelp)
+		fmt.Fprint(stdout, indexUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, indexUsage)
-	return &exitError{exitUsage, fmt.Errorf("index: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("index: unknown subcommand %q", args[0]))
 }
 
 // listFlag collects a repeated flag.
@@ -160,28 +161,28 @@ func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
 }
 
 func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
 	df := addDefFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	d, err := df.definition(rest[0])
 	if err != nil {
-		return cf.usageError(fs, err.Error())
+		return cf.UsageError(fs, err.Error())
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	out, err := c.CreateIndex(ctx, *ns, d)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, out)
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, out)
 	}
 	per := ""
 	if out.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
@@ -192,10 +193,10 @@ func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
 	df := addDefFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -204,26 +205,26 @@ func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
 	if len(df.fields) > 0 {
 		if d, err = df.definition(rest[0]); err != nil {
-			return cf.usageError(fs, err.Error())
+			return cf.UsageError(fs, err.Error())
 		}
 	} else {
 		for _, name := range []string{"category", "version", "kind", "type", "tag"} {
 			if visited[name] {
-				return cf.usageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
+				return cf.UsageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
 			}
 		}
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	out, err := c.RebuildIndex(ctx, *ns, rest[0], d)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, out)
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "Rebuilding index %s (version %d): %s; every node answers from the current definition until it has built this one.\n",
 		out.Name, out.Version, describeFields(out.Fields))
@@ -293,76 +294,76 @@ func indexState(s *skaldv1.IndexStatus) string {
 const indexHeader = "NAME\tVERSION\tSOURCE\tFIELDS\tSTATE\tENTRIES\tSKIPPED\tLAG"
 
 func runIndexList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index list", "skald index list [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index list", "skald index list [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	infos, err := c.Indexes(ctx, *ns)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.IndexesListResponse{Indexes: infos})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.IndexesListResponse{Indexes: infos})
 	}
 	rows := make([][]string, 0, len(infos))
 	for _, info := range infos {
 		rows = append(rows, indexRow(info))
 	}
-	return table(stdout, indexHeader, rows)
+	return command.Table(stdout, indexHeader, rows)
 }
 
 func runIndexInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index info", "skald index info NAME [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index info", "skald index info NAME [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	info, err := c.IndexInfo(ctx, *ns, rest[0])
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, info)
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, info)
 	}
-	return table(stdout, indexHeader, [][]string{indexRow(info)})
+	return command.Table(stdout, indexHeader, [][]string{indexRow(info)})
 }
 
 func runIndexDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index delete", "skald index delete NAME [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index delete", "skald index delete NAME [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if err := c.DeleteIndex(ctx, *ns, rest[0]); err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.IndexesDeleteResponse{})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.IndexesDeleteResponse{})
 	}
 	fmt.Fprintf(stdout, "Deleted index %s.\n", rest[0])
 	return nil
 }
 
 func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("index query", "skald index query NAME [--eq V]... [--from V|--after V] [--to V|--before V] [--prefix P] [--desc] [--limit N] [--cursor C] [--positions] [--local] [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("index query", "skald index query NAME [--eq V]... [--from V|--after V] [--to V|--before V] [--prefix P] [--desc] [--limit N] [--cursor C] [--positions] [--local] [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
 	var eq listFlag
 	fs.Var(&eq, "eq", "the value of the next field, in order (repeat)")
@@ -376,7 +377,7 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	cursor := fs.String("cursor", "", "continue after the page whose last line named this cursor")
 	positions := fs.Bool("positions", false, "print global positions and values only, not the events")
 	local := fs.Bool("local", false, "answer from this node at once, however far its index lags")
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -385,9 +386,9 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
 	switch {
 	case visited["from"] && visited["after"]:
-		return cf.usageError(fs, "give --from or --after, not both")
+		return cf.UsageError(fs, "give --from or --after, not both")
 	case visited["to"] && visited["before"]:
-		return cf.usageError(fs, "give --to or --before, not both")
+		return cf.UsageError(fs, "give --to or --before, not both")
 	}
 	if visited["from"] {
 		q.From = &skaldv1.IndexBound{Value: *from}
@@ -404,10 +405,10 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if *cursor != "" {
 		if q.Cursor, err = base64.RawURLEncoding.DecodeString(*cursor); err != nil {
-			return cf.usageError(fs, fmt.Sprintf("--cursor %q: not a cursor this command printed", *cursor))
+			return cf.UsageError(fs, fmt.Sprintf("--cursor %q: not a cursor this command printed", *cursor))
 		}
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -418,9 +419,9 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	page, err := c.QueryIndex(ctx, *ns, q, opts...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
+	if cf.Output == "json" {
 		out := &skaldv1.IndexesQueryResponse{NextCursor: page.NextCursor, Truncated: page.Truncated, Status: page.Status}
 		for _, h := range page.Hits {
 			hit := &skaldv1.IndexHit{GlobalPosition: h.GlobalPosition, Values: h.Values, Stream: h.Stream}
@@ -430,7 +431,7 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 			}
 			out.Hits = append(out.Hits, hit)
 		}
-		return printJSON(stdout, out)
+		return command.PrintJSON(stdout, out)
 	}
 	// A stream index's positions name their streams (its documents).
 	perStream := false
@@ -453,7 +454,7 @@ func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer)
 	} else if perStream {
 		header += "\tSTREAM"
 	}
-	if err := table(stdout, header, rows); err != nil {
+	if err := command.Table(stdout, header, rows); err != nil {
 		return err
 	}
 	if *local && page.Status != nil && page.Status.LagEvents > 0 {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // leaderClient connects to the leader for a call only the leader takes
@@ -14,15 +15,15 @@ import (
 // when that node is a follower the call goes to the leader's API address
 // from its cluster status, as etcdctl move-leader finds the leader, and
 // stderr says so. The leader is called with --addr's scheme.
-func leaderClient(ctx context.Context, cf *clientFlags, stderr io.Writer) (*client.Client, error) {
-	c, err := cf.connect(ctx)
+func leaderClient(ctx context.Context, cf *command.Flags, stderr io.Writer) (*client.Client, error) {
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	st, err := c.Status(ctx)
 	if err != nil {
 		c.Close()
-		return nil, apiError(err)
+		return nil, command.APIError(err)
 	}
 	if st.LeaderID == "" || st.LeaderID == st.NodeID {
 		return c, nil // the leader, or none yet: the server's answer says so
@@ -38,17 +39,17 @@ func leaderClient(ctx context.Context, cf *clientFlags, stderr io.Writer) (*clie
 		}
 	}
 	if leader == "" {
-		return nil, &exitError{exitUnavailable, fmt.Errorf("the node at --addr is a follower and the leader %s has not told its API address yet: retry, or call the leader", st.LeaderID)}
+		return nil, command.Exit(command.ExitUnavailable, fmt.Errorf("the node at --addr is a follower and the leader %s has not told its API address yet: retry, or call the leader", st.LeaderID))
 	}
 	if self == "" {
-		self = cf.baseURL()
+		self = cf.BaseURL()
 	}
 	scheme := "http://"
-	if strings.HasPrefix(cf.baseURL(), "https://") {
+	if strings.HasPrefix(cf.BaseURL(), "https://") {
 		scheme = "https://"
 	}
 	fmt.Fprintf(stderr, "skald: %s is a follower; forwarding to the leader at %s\n", self, leader)
 	lf := *cf
-	lf.addr = scheme + leader
-	return lf.connect(ctx)
+	lf.Addr = scheme + leader
+	return lf.Connect(ctx)
 }

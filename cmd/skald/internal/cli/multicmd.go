@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const appendMultiHelp = `Appends to several streams at once, all or nothing (EventStore.AppendMulti):
@@ -80,13 +81,13 @@ func oneOf[T any](where, proto, camel string, a, b *T) (*T, error) {
 }
 
 func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("append-multi", "skald append-multi FILE|-", stderr)
+	fs, cf := command.NewFlagSet("append-multi", "skald append-multi FILE|-", stderr)
 	base := fs.Usage
 	fs.Usage = func() {
 		base()
 		fmt.Fprintf(stderr, "\n%s\n", appendMultiHelp)
 	}
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -97,19 +98,19 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 		raw, err = os.ReadFile(rest[0])
 	}
 	if err != nil {
-		return &exitError{exitUsage, fmt.Errorf("append-multi: %w", err)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %w", err))
 	}
 	var f multiFile
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return &exitError{exitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", rest[0], err)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", rest[0], err))
 	}
 	var parts []client.StreamAppend
 	for i, s := range f.Streams {
 		expected, err := oneOf(fmt.Sprintf("streams[%d]", i), "expected_version", "expectedVersion", s.ExpectedVersion, s.ExpectedCamel)
 		if err != nil {
-			return &exitError{exitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err)}
+			return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err))
 		}
 		p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: expected}
 		for _, m := range s.Messages {
@@ -125,7 +126,7 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cond := f.Condition; cond != nil {
 		match, err := oneOf("condition", "fail_if_events_match", "failIfEventsMatch", cond.FailIfEventsMatch, cond.FailCamel)
 		if err != nil {
-			return &exitError{exitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err)}
+			return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err))
 		}
 		var q client.Query
 		if match != nil {
@@ -135,17 +136,17 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		opts = append(opts, client.FailIfMatch(q, cond.After))
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	res, err := c.AppendMulti(ctx, parts, opts...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, appendMultiReply(res))
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, command.AppendMultiReply(res))
 	}
 	if res.Duplicate {
 		fmt.Fprintln(stdout, "Already appended (the ids were written before; nothing written):")
@@ -154,7 +155,7 @@ func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer
 	for _, r := range res.Streams {
 		rows = append(rows, []string{r.Stream, fmt.Sprintf("%d..%d", r.FirstPosition, r.LastPosition), fmt.Sprintf("%d..%d", r.FirstGlobalPosition, r.LastGlobalPosition)})
 	}
-	if err := table(stdout, "STREAM\tPOSITIONS\tGLOBAL POSITIONS", rows); err != nil {
+	if err := command.Table(stdout, "STREAM\tPOSITIONS\tGLOBAL POSITIONS", rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "index %d\n", res.Index)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const probeUsage = `Usage: skald probe URL
@@ -25,21 +27,21 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(args) != 1 {
 		fmt.Fprint(stderr, probeUsage)
-		return &exitError{exitUsage, fmt.Errorf("probe: want one URL")}
+		return command.Exit(command.ExitUsage, fmt.Errorf("probe: want one URL"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
 	if err != nil {
-		return &exitError{exitUsage, err}
+		return command.Exit(command.ExitUsage, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return &exitError{exitUnavailable, err}
+		return command.Exit(command.ExitUnavailable, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return &exitError{exitUnavailable, fmt.Errorf("probe: %s", resp.Status)}
+		return command.Exit(command.ExitUnavailable, fmt.Errorf("probe: %s", resp.Status))
 	}
 	return nil
 }

@@ -1,13 +1,13 @@
-package main
+package cli
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // A read that returns as many messages as its limit (1000 unless
@@ -39,7 +39,7 @@ func printRead(ctx context.Context, stdout, stderr io.Writer, output string, msg
 		last := msgs[len(msgs)-1]
 		found, err := more(ctx, last)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
 		if found {
 			h := on(last)
@@ -48,18 +48,18 @@ func printRead(ctx context.Context, stdout, stderr io.Writer, output string, msg
 	}
 	if output == "json" {
 		out := struct {
-			Messages []jsonMessage `json:"messages"`
-			Next     *int64        `json:"next,omitempty"`
-		}{Messages: []jsonMessage{}}
+			Messages []command.JSONMessage `json:"messages"`
+			Next     *int64                `json:"next,omitempty"`
+		}{Messages: []command.JSONMessage{}}
 		for _, m := range msgs {
-			out.Messages = append(out.Messages, toJSONMessage(m))
+			out.Messages = append(out.Messages, command.ToJSONMessage(m))
 		}
 		if hint != nil {
 			out.Next = &hint.next
 		}
 		return json.NewEncoder(stdout).Encode(out)
 	}
-	if err := printMessages(stdout, output, msgs); err != nil {
+	if err := command.PrintMessages(stdout, output, msgs); err != nil {
 		return err
 	}
 	if hint != nil {
@@ -74,20 +74,4 @@ func plural(n int64, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// shellArgs joins a command line, quoting what the shell would split or
-// expand.
-func shellArgs(args ...string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/=@,+%", r))
-		}) < 0 {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const retentionUsage = `Usage: skald retention <set|list|clear> ...
@@ -35,8 +36,8 @@ unknown namespace: exit 4.
 
 func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, retentionUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("retention: missing subcommand")}
+		fmt.Fprint(stderr, retentionUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("retention: missing subcommand"))
 	}
 	switch args[0] {
 	case "set", "clear":
@@ -44,11 +45,11 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case "list":
 		return runRetentionList(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, retentionUsage, clientHelp)
+		fmt.Fprint(stdout, retentionUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, retentionUsage)
-	return &exitError{exitUsage, fmt.Errorf("retention: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("retention: unknown subcommand %q", args[0]))
 }
 
 // retentionScope reads "namespace", "category NAME" or "stream NAME".
@@ -74,7 +75,7 @@ func runRetentionSet(ctx context.Context, verb string, args []string, stdout, st
 	if verb == "set" {
 		usage = "skald retention set namespace|category NAME|stream NAME [--max-age DURATION] [--max-count N] [--namespace NS]"
 	}
-	fs, cf := newClientFlagSet("retention "+verb, usage, stderr)
+	fs, cf := command.NewFlagSet("retention "+verb, usage, stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
 	var age string
 	var maxCount int64
@@ -82,24 +83,24 @@ func runRetentionSet(ctx context.Context, verb string, args []string, stdout, st
 		fs.StringVar(&age, "max-age", "", "remove messages older than this (e.g. 30d, 1d12h or 720h; 0: no age limit)")
 		fs.Int64Var(&maxCount, "max-count", 0, "each stream keeps only the positions above its version - N (0: no count limit)")
 	}
-	rest, err := cf.parse(fs, args, 1, 2)
+	rest, err := cf.Parse(fs, args, 1, 2)
 	if err != nil {
 		return err
 	}
 	var maxAge time.Duration
 	if age != "" {
 		if maxAge, err = parseDays(age); err != nil {
-			return cf.usageError(fs, fmt.Sprintf("--max-age %q: want a duration such as 720h, 30d or 1d12h", age))
+			return cf.UsageError(fs, fmt.Sprintf("--max-age %q: want a duration such as 720h, 30d or 1d12h", age))
 		}
 	}
 	scope, name, err := retentionScope(rest)
 	if err != nil {
-		return cf.usageError(fs, err.Error())
+		return cf.UsageError(fs, err.Error())
 	}
 	if verb == "set" && maxAge == 0 && maxCount == 0 {
-		return cf.usageError(fs, "give --max-age or --max-count (use 'skald retention clear' to remove a policy)")
+		return cf.UsageError(fs, "give --max-age or --max-count (use 'skald retention clear' to remove a policy)")
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -107,10 +108,10 @@ func runRetentionSet(ctx context.Context, verb string, args []string, stdout, st
 	p := client.RetentionPolicy{Scope: scope, Name: name, MaxAge: maxAge, MaxCount: maxCount}
 	replaced, err := c.SetRetentionPolicy(ctx, *ns, p)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.SetRetentionPolicyResponse{Replaced: replaced})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.SetRetentionPolicyResponse{Replaced: replaced})
 	}
 	what := scope.String()
 	if name != "" {
@@ -139,21 +140,21 @@ func limits(p client.RetentionPolicy) string {
 }
 
 func runRetentionList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("retention list", "skald retention list [--namespace NS]", stderr)
+	fs, cf := command.NewFlagSet("retention list", "skald retention list [--namespace NS]", stderr)
 	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	ps, err := c.RetentionPolicies(ctx, *ns)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
+	if cf.Output == "json" {
 		out := &skaldv1.ListRetentionPoliciesResponse{}
 		for _, p := range ps {
 			wp := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope(p.Scope), Name: p.Name, MaxCount: p.MaxCount}
@@ -162,7 +163,7 @@ func runRetentionList(ctx context.Context, args []string, stdout, stderr io.Writ
 			}
 			out.Policies = append(out.Policies, wp)
 		}
-		return printJSON(stdout, out)
+		return command.PrintJSON(stdout, out)
 	}
 	rows := make([][]string, 0, len(ps))
 	for _, p := range ps {
@@ -175,5 +176,5 @@ func runRetentionList(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		rows = append(rows, []string{p.Scope.String(), p.Name, age, count})
 	}
-	return table(stdout, "SCOPE\tNAME\tMAX-AGE\tMAX-COUNT", rows)
+	return command.Table(stdout, "SCOPE\tNAME\tMAX-AGE\tMAX-COUNT", rows)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const streamUsage = `Usage: skald stream <delete|truncate|delete-by-watermark> ...
@@ -34,8 +35,8 @@ without one (a script, a pipe) it needs --yes.
 
 func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, streamUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("stream: missing subcommand")}
+		fmt.Fprint(stderr, streamUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("stream: missing subcommand"))
 	}
 	switch args[0] {
 	case "delete":
@@ -45,20 +46,20 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "delete-by-watermark":
 		return runDeleteByWatermark(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, streamUsage, clientHelp)
+		fmt.Fprint(stdout, streamUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, streamUsage)
-	return &exitError{exitUsage, fmt.Errorf("stream: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("stream: unknown subcommand %q", args[0]))
 }
 
 func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream delete", "skald stream delete STREAM [--hard] [--expected-version N] [--yes]", stderr)
+	fs, cf := command.NewFlagSet("stream delete", "skald stream delete STREAM [--hard] [--expected-version N] [--yes]", stderr)
 	hard := fs.Bool("hard", false, "leave a tombstone: later appends and truncates of the stream fail")
 	var expected optionalInt64
 	fs.Var(&expected, "expected-version", "delete only if the stream is at version `N` (default: any version)")
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Write
 		what += " for good (--hard)"
 		question = "Delete every message of stream " + rest[0] + " and refuse any later append to it (--hard)?"
 	}
-	if err := confirm("stream delete", what, question, *yes, os.Stdin, stderr); err != nil {
+	if err := command.Confirm("stream delete", what, question, *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
 	var opts []client.DeleteOption
@@ -77,17 +78,17 @@ func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Write
 	if expected.set {
 		opts = append(opts, client.ExpectDeleteVersion(expected.v))
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	res, err := c.DeleteStream(ctx, rest[0], opts...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.DeleteStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.DeleteStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
 	}
 	how := "Deleted"
 	if *hard {
@@ -98,32 +99,32 @@ func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func runStreamTruncate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream truncate", "skald stream truncate STREAM --before N [--yes]", stderr)
+	fs, cf := command.NewFlagSet("stream truncate", "skald stream truncate STREAM --before N [--yes]", stderr)
 	var before optionalInt64
 	fs.Var(&before, "before", "remove the messages whose position is below `N` (required)")
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	if !before.set {
-		return cf.usageError(fs, "--before is required")
+		return cf.UsageError(fs, "--before is required")
 	}
-	if err := confirm("stream truncate", fmt.Sprintf("removes the messages of stream %s below position %d", rest[0], before.v),
+	if err := command.Confirm("stream truncate", fmt.Sprintf("removes the messages of stream %s below position %d", rest[0], before.v),
 		fmt.Sprintf("Remove the messages of stream %s below position %d?", rest[0], before.v), *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	res, err := c.TruncateStream(ctx, rest[0], before.v)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
 	}
 	fmt.Fprintf(stdout, "Truncated %s before position %d: %s removed (version %d, index %d).\n", rest[0], before.v, plural(res.MessagesDeleted, "message"), res.Version, res.Index)
 	return nil
@@ -136,33 +137,33 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 func runDeleteByWatermark(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("stream delete-by-watermark", "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]... [--yes]", stderr)
+	fs, cf := command.NewFlagSet("stream delete-by-watermark", "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]... [--yes]", stderr)
 	var types stringList
 	fs.Var(&types, "type", "remove only messages of type `T` (once per type; default: every type)")
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 2, math.MaxInt) // the server bounds the streams
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 2, math.MaxInt) // the server bounds the streams
 	if err != nil {
 		return err
 	}
 	marks, err := parseWatermarks(rest[1:])
 	if err != nil {
-		return cf.usageError(fs, err.Error())
+		return cf.UsageError(fs, err.Error())
 	}
-	if err := confirm("stream delete-by-watermark", fmt.Sprintf("deletes messages of %s from %s of category %s", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]),
+	if err := command.Confirm("stream delete-by-watermark", fmt.Sprintf("deletes messages of %s from %s of category %s", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]),
 		fmt.Sprintf("Delete the messages of %s at or below the given positions in %s of category %s?", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]), *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	res, err := c.DeleteByWatermark(ctx, rest[0], marks, types...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index})
 	}
 	fmt.Fprintf(stdout, "Deleted %s from %s of %s (index %d).\n", plural(res.MessagesDeleted, "message"), plural(res.Streams, "stream"), rest[0], res.Index)
 	return nil

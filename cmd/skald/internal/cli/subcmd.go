@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const subUsage = `Usage: skald sub <create|list|info|update|delete|consume|parked|replay> ...
@@ -46,8 +47,8 @@ Unknown group: exit 4; a taken name: exit 5; a setting out of range: exit 2. del
 
 func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, subUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("sub: missing subcommand")}
+		fmt.Fprint(stderr, subUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("sub: missing subcommand"))
 	}
 	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
 		"create": runSubCreate, "update": runSubUpdate, "list": runSubList, "info": runSubInfo, "delete": runSubDelete,
@@ -58,11 +59,11 @@ func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	switch args[0] {
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, subUsage, clientHelp)
+		fmt.Fprint(stdout, subUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, subUsage)
-	return &exitError{exitUsage, fmt.Errorf("sub: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("sub: unknown subcommand %q", args[0]))
 }
 
 // settingsFlags are the group settings a command line may give.
@@ -135,7 +136,7 @@ func (s *settingsFlags) settings() (client.GroupSettings, error) {
 }
 
 func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all | --type T... --tag A... | --query JSON|@FILE) [--start GP | --from-end] [settings]", stderr)
+	fs, cf := command.NewFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all | --type T... --tag A... | --query JSON|@FILE) [--start GP | --from-end] [settings]", stderr)
 	stream := fs.String("stream", "", "the group reads this stream")
 	category := fs.String("category", "", "the group reads this category")
 	all := fs.Bool("all", false, "the group reads the whole namespace")
@@ -144,7 +145,7 @@ func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&start, "start", "first global position to deliver (`GP`, default 1: every stored message)")
 	fromEnd := fs.Bool("from-end", false, "deliver only messages written after the group is created")
 	sf := addSettingsFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	if n != 1 {
-		return cf.usageError(fs, "give exactly one of --stream, --category, --all or a query (--type/--tag or --query)")
+		return cf.UsageError(fs, "give exactly one of --stream, --category, --all or a query (--type/--tag or --query)")
 	}
 	if qf.set() {
 		if spec.Query, err = qf.build(); err != nil {
@@ -164,66 +165,66 @@ func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	if start.set && *fromEnd {
-		return cf.usageError(fs, "give --start or --from-end, not both")
+		return cf.UsageError(fs, "give --start or --from-end, not both")
 	}
 	if spec.Settings, err = sf.settings(); err != nil {
-		return cf.usageError(fs, err.Error())
+		return cf.UsageError(fs, err.Error())
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	g, err := c.CreateGroup(ctx, spec)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	return printGroup(stdout, cf.output, g, "Created")
+	return printGroup(stdout, cf.Output, g, "Created")
 }
 
 func runSubUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub update", "skald sub update GROUP [settings]", stderr)
+	fs, cf := command.NewFlagSet("sub update", "skald sub update GROUP [settings]", stderr)
 	sf := addSettingsFlags(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	settings, err := sf.settings()
 	if err != nil {
-		return cf.usageError(fs, err.Error())
+		return cf.UsageError(fs, err.Error())
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	g, err := c.UpdateGroup(ctx, rest[0], settings)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	return printGroup(stdout, cf.output, g, "Updated")
+	return printGroup(stdout, cf.Output, g, "Updated")
 }
 
 func runSubList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub list", "skald sub list", stderr)
-	if _, err := cf.parse(fs, args, 0, 0); err != nil {
+	fs, cf := command.NewFlagSet("sub list", "skald sub list", stderr)
+	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	groups, err := c.ListGroups(ctx)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
+	if cf.Output == "json" {
 		out := &skaldv1.ListGroupsResponse{}
 		for _, g := range groups {
 			out.Groups = append(out.Groups, groupReply(g))
 		}
-		return printJSON(stdout, out)
+		return command.PrintJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tSOURCE\tCHECKPOINT\tPARKED\tSTRATEGY")
@@ -234,59 +235,59 @@ func runSubList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func runSubInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub info", "skald sub info GROUP", stderr)
-	rest, err := cf.parse(fs, args, 1, 1)
+	fs, cf := command.NewFlagSet("sub info", "skald sub info GROUP", stderr)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	g, err := c.GetGroup(ctx, rest[0])
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	return printGroup(stdout, cf.output, g, "")
+	return printGroup(stdout, cf.Output, g, "")
 }
 
 func runSubDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub delete", "skald sub delete GROUP [--yes]", stderr)
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 1, 1)
+	fs, cf := command.NewFlagSet("sub delete", "skald sub delete GROUP [--yes]", stderr)
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	if err := confirm("sub delete", "deletes group "+rest[0]+", its checkpoint and its parked messages",
+	if err := command.Confirm("sub delete", "deletes group "+rest[0]+", its checkpoint and its parked messages",
 		"Delete group "+rest[0]+", its checkpoint and its parked messages?", *yes, os.Stdin, stderr); err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if err := c.DeleteGroup(ctx, rest[0]); err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.DeleteGroupResponse{Index: c.SessionIndex()})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.DeleteGroupResponse{Index: c.SessionIndex()})
 	}
 	fmt.Fprintf(stdout, "Deleted group %s.\n", rest[0])
 	return nil
 }
 
 func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub consume", "skald sub consume GROUP [--consumer NAME] [--count N] [--no-ack]", stderr)
+	fs, cf := command.NewFlagSet("sub consume", "skald sub consume GROUP [--consumer NAME] [--count N] [--no-ack]", stderr)
 	consumer := fs.String("consumer", "cli", "consumer name shown in the group's state")
 	count := fs.Int("count", 0, "stop after N deliveries (default: until Ctrl-C)")
 	noAck := fs.Bool("no-ack", false, "do not acknowledge (the messages are delivered again after the ack timeout)")
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -298,13 +299,13 @@ func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer)
 			if ctx.Err() != nil {
 				return nil // Ctrl-C
 			}
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
+		if cf.Output == "json" {
 			out := struct {
-				jsonMessage
+				command.JSONMessage
 				Attempt int32 `json:"attempt"`
-			}{toJSONMessage(d.Message), d.Attempt}
+			}{command.ToJSONMessage(d.Message), d.Attempt}
 			if err := enc.Encode(out); err != nil {
 				return err
 			}
@@ -324,29 +325,29 @@ func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub parked", "skald sub parked GROUP [--after GP] [--limit N]", stderr)
+	fs, cf := command.NewFlagSet("sub parked", "skald sub parked GROUP [--after GP] [--limit N]", stderr)
 	after := fs.Int64("after", 0, "list parked messages above this global position")
 	limit := fs.Int("limit", 100, "at most N (1..1000)")
-	rest, err := cf.parse(fs, args, 1, 1)
+	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	msgs, total, err := c.ListParked(ctx, rest[0], *after, int32(*limit))
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
+	if cf.Output == "json" {
 		out := &skaldv1.ListParkedResponse{Total: total}
 		for _, p := range msgs {
 			out.Messages = append(out.Messages, &skaldv1.ParkedMessage{GlobalPosition: p.GlobalPosition, Id: p.ID, Stream: p.Stream, Position: p.Position,
-				Reason: p.Reason, Deliveries: p.Deliveries, ParkedAt: timestampOf(p.Parked)})
+				Reason: p.Reason, Deliveries: p.Deliveries, ParkedAt: command.TimestampOf(p.Parked)})
 		}
-		return printJSON(stdout, out)
+		return command.PrintJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GLOBAL\tSTREAM\tPOSITION\tDELIVERIES\tPARKED\tREASON")
@@ -361,21 +362,21 @@ func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		last := msgs[n-1].GlobalPosition
 		more, _, err := c.ListParked(ctx, rest[0], last, 1)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
 		if len(more) > 0 {
 			fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(n), "message"),
-				shellArgs("skald", "sub", "parked", rest[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
+				command.ShellArgs("skald", "sub", "parked", rest[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
 		}
 	}
 	return nil
 }
 
 func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := newClientFlagSet("sub replay", "skald sub replay GROUP [--delete [--yes]] [GP...]", stderr)
+	fs, cf := command.NewFlagSet("sub replay", "skald sub replay GROUP [--delete [--yes]] [GP...]", stderr)
 	del := fs.Bool("delete", false, "forget the parked messages instead of delivering them again")
-	yes := addYes(fs)
-	rest, err := cf.parse(fs, args, 1, 1001)
+	yes := command.AddYes(fs)
+	rest, err := cf.Parse(fs, args, 1, 1001)
 	if err != nil {
 		return err
 	}
@@ -384,7 +385,7 @@ func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if len(rest) > 1 {
 			which = "the parked messages named"
 		}
-		if err := confirm("sub replay --delete", "forgets "+which+" of group "+rest[0],
+		if err := command.Confirm("sub replay --delete", "forgets "+which+" of group "+rest[0],
 			"Forget "+which+" of group "+rest[0]+"? They will not be delivered again.", *yes, os.Stdin, stderr); err != nil {
 			return err
 		}
@@ -393,11 +394,11 @@ func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, a := range rest[1:] {
 		gp, err := strconv.ParseInt(a, 10, 64)
 		if err != nil || gp < 1 {
-			return cf.usageError(fs, fmt.Sprintf("%q is not a global position", a))
+			return cf.UsageError(fs, fmt.Sprintf("%q is not a global position", a))
 		}
 		gps = append(gps, gp)
 	}
-	c, err := cf.connect(ctx)
+	c, err := cf.Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -405,20 +406,20 @@ func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *del {
 		deleted, parked, err := c.DeleteParked(ctx, rest[0], gps...)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.DeleteParkedResponse{Deleted: deleted, Parked: parked, Index: c.SessionIndex()})
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, &skaldv1.DeleteParkedResponse{Deleted: deleted, Parked: parked, Index: c.SessionIndex()})
 		}
 		fmt.Fprintf(stdout, "Deleted %d parked messages; %d stay parked.\n", deleted, parked)
 		return nil
 	}
 	replayed, parked, err := c.ReplayParked(ctx, rest[0], gps...)
 	if err != nil {
-		return apiError(err)
+		return command.APIError(err)
 	}
-	if cf.output == "json" {
-		return printJSON(stdout, &skaldv1.ReplayParkedResponse{Replayed: replayed, Parked: parked, Index: c.SessionIndex()})
+	if cf.Output == "json" {
+		return command.PrintJSON(stdout, &skaldv1.ReplayParkedResponse{Replayed: replayed, Parked: parked, Index: c.SessionIndex()})
 	}
 	fmt.Fprintf(stdout, "Replaying %d parked messages; %d stay parked.\n", replayed, parked)
 	return nil
@@ -474,7 +475,7 @@ func strategyName(s *client.GroupStrategy) string {
 // groupReply is g as the API's GroupInfo, for -o json.
 func groupReply(g client.GroupInfo) *skaldv1.GroupInfo {
 	s := g.Settings
-	out := &skaldv1.GroupInfo{Name: g.Name, Start: g.Start, CreatedAt: timestampOf(g.Created), Checkpoint: g.Checkpoint, Parked: g.Parked,
+	out := &skaldv1.GroupInfo{Name: g.Name, Start: g.Start, CreatedAt: command.TimestampOf(g.Created), Checkpoint: g.Checkpoint, Parked: g.Parked,
 		Replaying: g.Replaying,
 		Settings: &skaldv1.GroupSettings{MaxInFlightPerConsumer: &s.MaxInFlightPerConsumer, MaxInFlight: &s.MaxInFlight,
 			AckTimeout: durationpb.New(s.AckTimeout), MaxRetries: s.MaxRetries, MaxConsumers: &s.MaxConsumers,
@@ -501,7 +502,7 @@ func groupReply(g client.GroupInfo) *skaldv1.GroupInfo {
 
 func printGroup(w io.Writer, output string, g client.GroupInfo, verb string) error {
 	if output == "json" {
-		return printJSON(w, groupReply(g))
+		return command.PrintJSON(w, groupReply(g))
 	}
 	if verb != "" {
 		fmt.Fprintf(w, "%s group %s.\n", verb, g.Name)

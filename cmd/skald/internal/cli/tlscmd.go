@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"io"
 	"strings"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/node"
 )
 
 func runTLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "init" {
 		fmt.Fprint(stderr, "Usage: skald tls init [--dir ./skald-tls] [--nodes 3] [--hosts 127.0.0.1,localhost]\n")
-		return &exitError{exitUsage, fmt.Errorf("tls: want the init subcommand")}
+		return command.Exit(command.ExitUsage, fmt.Errorf("tls: want the init subcommand"))
 	}
 	fs := flag.NewFlagSet("skald tls init", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 const tokenUsage = `Usage: skald token <create|list|revoke> ...
@@ -30,22 +31,22 @@ var roleByName = map[string]client.Role{"reader": client.RoleReader, "writer": c
 
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage, clientHelp)
-		return &exitError{exitUsage, fmt.Errorf("token: missing subcommand")}
+		fmt.Fprint(stderr, tokenUsage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("token: missing subcommand"))
 	}
 	switch args[0] {
 	case "create":
-		fs, cf := newClientFlagSet("token create", "skald token create NAME --role ROLE [--scope C,P*] [--expires 30d|TIME] [--ns NAME]", stderr)
+		fs, cf := command.NewFlagSet("token create", "skald token create NAME --role ROLE [--scope C,P*] [--expires 30d|TIME] [--ns NAME]", stderr)
 		role := fs.String("role", "", "reader, writer, owner or admin (admin: the admin namespace only)")
 		scope := fs.String("scope", "", "comma-separated categories (invoice) and stream-name prefixes (invoice-*); default: the whole namespace")
 		expires := fs.String("expires", "", "a duration from now (30d, 12h) or an RFC 3339 time; default: never")
-		rest, err := cf.parse(fs, args[1:], 1, 1)
+		rest, err := cf.Parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
 		r, ok := roleByName[*role]
 		if !ok {
-			return &exitError{exitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role)}
+			return command.Exit(command.ExitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role))
 		}
 		n := client.NewCredential{Name: rest[0], Role: r}
 		if *scope != "" {
@@ -53,43 +54,43 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if *expires != "" {
 			if n.ExpiresAt, err = parseExpiry(*expires, time.Now()); err != nil {
-				return &exitError{exitUsage, fmt.Errorf("token create: --expires %q: %v", *expires, err)}
+				return command.Exit(command.ExitUsage, fmt.Errorf("token create: --expires %q: %v", *expires, err))
 			}
 		}
-		c, err := cf.connect(ctx)
+		c, err := cf.Connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		made, err := c.CreateCredential(ctx, n)
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.CredentialsCreateResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, &skaldv1.CredentialsCreateResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
 		}
 		fmt.Fprintf(stdout, "Created credential %s (%s).\nToken (shown only now; keep it): %s\n", made.Name, made.Role, made.Token)
 		return nil
 	case "list":
-		fs, cf := newClientFlagSet("token list", "skald token list [--ns NAME]", stderr)
-		if _, err := cf.parse(fs, args[1:], 0, 0); err != nil {
+		fs, cf := command.NewFlagSet("token list", "skald token list [--ns NAME]", stderr)
+		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		c, err := cf.connect(ctx)
+		c, err := cf.Connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		list, err := c.Credentials(ctx, "")
 		if err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
+		if cf.Output == "json" {
 			reply := &skaldv1.CredentialsListResponse{}
 			for _, cr := range list {
 				reply.Credentials = append(reply.Credentials, credentialProto(cr))
 			}
-			return printJSON(stdout, reply)
+			return command.PrintJSON(stdout, reply)
 		}
 		var rows [][]string
 		for _, cr := range list {
@@ -99,32 +100,32 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			rows = append(rows, []string{cr.Name, cr.Role.String(), scope, when(cr.ExpiresAt), when(cr.CreatedAt), when(cr.LastUsed)})
 		}
-		return table(stdout, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
+		return command.Table(stdout, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
 	case "revoke":
-		fs, cf := newClientFlagSet("token revoke", "skald token revoke NAME [--ns NAME]", stderr)
-		rest, err := cf.parse(fs, args[1:], 1, 1)
+		fs, cf := command.NewFlagSet("token revoke", "skald token revoke NAME [--ns NAME]", stderr)
+		rest, err := cf.Parse(fs, args[1:], 1, 1)
 		if err != nil {
 			return err
 		}
-		c, err := cf.connect(ctx)
+		c, err := cf.Connect(ctx)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		if err := c.RevokeCredential(ctx, "", rest[0]); err != nil {
-			return apiError(err)
+			return command.APIError(err)
 		}
-		if cf.output == "json" {
-			return printJSON(stdout, &skaldv1.CredentialsRevokeResponse{})
+		if cf.Output == "json" {
+			return command.PrintJSON(stdout, &skaldv1.CredentialsRevokeResponse{})
 		}
 		fmt.Fprintf(stdout, "Revoked credential %s.\n", rest[0])
 		return nil
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, tokenUsage, clientHelp)
+		fmt.Fprint(stdout, tokenUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, tokenUsage)
-	return &exitError{exitUsage, fmt.Errorf("token: unknown subcommand %q", args[0])}
+	return command.Exit(command.ExitUsage, fmt.Errorf("token: unknown subcommand %q", args[0]))
 }
 
 // parseExpiry reads --expires: a duration from now (30d, 12h) or an RFC

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/buildinfo"
 )
 
-// versionJSON is `skald version -o json`: the same fields as the server's
+// VersionJSON is `skald version -o json`: the same fields as the server's
 // GET /version.
-type versionJSON struct {
+type VersionJSON struct {
 	buildinfo.Info
 	EventoDB string `json:"eventodb"`
 }
@@ -30,20 +31,20 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 		if err == flag.ErrHelp {
 			return nil
 		}
-		return &exitError{exitUsage, err}
+		return command.Exit(command.ExitUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return &exitError{exitUsage, fmt.Errorf("version takes no arguments, got %q", fs.Arg(0))}
+		return command.Exit(command.ExitUsage, fmt.Errorf("version takes no arguments, got %q", fs.Arg(0)))
 	}
 	info := buildinfo.Read()
 	switch *output {
 	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(versionJSON{Info: info, EventoDB: buildinfo.EventoDBAPI})
+		return enc.Encode(VersionJSON{Info: info, EventoDB: buildinfo.EventoDBAPI})
 	case "table":
 	default:
-		return &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", *output)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("-o %q: want table or json", *output))
 	}
 	revision := "unknown (not recorded in this build)"
 	if info.Revision != "" {

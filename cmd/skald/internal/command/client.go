@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -22,17 +22,17 @@ import (
 
 // Exit codes of the client commands, so scripts can branch on them.
 const (
-	exitOK          = 0
-	exitFailure     = 1 // server or network error
-	exitUsage       = 2 // bad command line
-	exitAuth        = 3 // unauthenticated or permission denied
-	exitNotFound    = 4
-	exitConflict    = 5 // version conflict, already exists, stream hard-deleted
-	exitUnavailable = 6 // no leader, not caught up: retry
-	exitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
+	ExitOK          = 0
+	ExitFailure     = 1 // server or network error
+	ExitUsage       = 2 // bad command line
+	ExitAuth        = 3 // unauthenticated or permission denied
+	ExitNotFound    = 4
+	ExitConflict    = 5 // version conflict, already exists, stream hard-deleted
+	ExitUnavailable = 6 // no leader, not caught up: retry
+	ExitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
 )
 
-const clientHelp = `
+const ClientHelp = `
 Connection flags (every client command):
   --addr    node address: host[:port] or URL; a comma-separated list tries each in turn
             (env SKALD_ADDR; default 127.0.0.1:8080; a host without a port means :8080)
@@ -47,13 +47,13 @@ hard-deleted), 6 unavailable (no leader yet: retry), 7 unreachable (no answer fr
 `
 
 // clientHelpNoOutput is clientHelp for the commands without -o.
-var clientHelpNoOutput = strings.Replace(clientHelp, "  -o        output: table (default) or json (errors too, on stderr)\n", "", 1)
+var clientHelpNoOutput = strings.Replace(ClientHelp, "  -o        output: table (default) or json (errors too, on stderr)\n", "", 1)
 
-// clientFlags are the connection flags every client command takes.
-type clientFlags struct {
-	addr, token, output, ca string
-	ns                      string // the namespace an admin token acts on
-	tokenFile               string
+// Flags are the connection flags every client command takes.
+type Flags struct {
+	Addr, Token, Output, CA string
+	NS                      string // the namespace an admin token acts on
+	TokenFile               string
 	usage                   string // the command's one-line synopsis
 	noOutput                bool   // the command has no -o
 }
@@ -71,51 +71,51 @@ const (
 // flagSetOption changes what newClientFlagSet defines.
 type flagSetOption int
 
-// noOutputFlag leaves out -o, for commands whose output has one form
+// NoOutput leaves out -o, for commands whose output has one form
 // (backup, export).
-const noOutputFlag flagSetOption = 1
+const NoOutput flagSetOption = 1
 
-func newClientFlagSet(name, usage string, stderr io.Writer, opts ...flagSetOption) (*flag.FlagSet, *clientFlags) {
+func NewFlagSet(name, usage string, stderr io.Writer, opts ...flagSetOption) (*flag.FlagSet, *Flags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cf := &clientFlags{usage: usage, output: "table"}
+	cf := &Flags{usage: usage, Output: "table"}
 	for _, o := range opts {
-		cf.noOutput = cf.noOutput || o == noOutputFlag
+		cf.noOutput = cf.noOutput || o == NoOutput
 	}
 	addr := defaultAddr
 	if v, ok := os.LookupEnv("SKALD_ADDR"); ok && v != "" {
 		addr = v // so --help shows the default in effect
 	}
-	fs.StringVar(&cf.addr, "addr", addr, "node address, host[:port] or URL; a comma-separated list tries each in turn (env SKALD_ADDR)")
-	fs.StringVar(&cf.token, "token", "", "bearer token")
-	fs.StringVar(&cf.ns, "ns", "", "the namespace to act on (env SKALD_NS; default: the token's own; another needs an admin token)")
-	fs.StringVar(&cf.tokenFile, "token-file", "", "read the bearer token from this file (surrounding whitespace trimmed): off the command line, which every local user can see")
+	fs.StringVar(&cf.Addr, "addr", addr, "node address, host[:port] or URL; a comma-separated list tries each in turn (env SKALD_ADDR)")
+	fs.StringVar(&cf.Token, "token", "", "bearer token")
+	fs.StringVar(&cf.NS, "ns", "", "the namespace to act on (env SKALD_NS; default: the token's own; another needs an admin token)")
+	fs.StringVar(&cf.TokenFile, "token-file", "", "read the bearer token from this file (surrounding whitespace trimmed): off the command line, which every local user can see")
 	if !cf.noOutput {
-		fs.StringVar(&cf.output, "o", "table", "output: table or json")
+		fs.StringVar(&cf.Output, "o", "table", "output: table or json")
 	}
-	fs.StringVar(&cf.ca, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
+	fs.StringVar(&cf.CA, "ca", "", "PEM CA to trust for https:// addresses (default: the system's)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", usage)
 		fs.PrintDefaults()
 		if cf.noOutput {
 			fmt.Fprint(stderr, clientHelpNoOutput)
 		} else {
-			fmt.Fprint(stderr, clientHelp)
+			fmt.Fprint(stderr, ClientHelp)
 		}
 	}
 	return fs, cf
 }
 
-// parse parses args, applies the SKALD_ADDR / SKALD_TOKEN fallbacks and
+// Parse parses args, applies the SKALD_ADDR / SKALD_TOKEN fallbacks and
 // checks the positional argument count.
 //
 // A usage error is one line with a hint (the full usage only for --help):
 // the flag package's own report and usage dump are silenced.
-func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
+func (cf *Flags) Parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) ([]string, error) {
 	out, full := fs.Output(), fs.Usage
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	rest, err := parseInterspersed(fs, args)
+	rest, err := ParseInterspersed(fs, args)
 	fs.SetOutput(out)
 	fs.Usage = full
 	if err != nil {
@@ -123,54 +123,54 @@ func (cf *clientFlags) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 			fs.Usage()
 			return nil, err
 		}
-		return nil, cf.usageError(fs, err.Error())
+		return nil, cf.UsageError(fs, err.Error())
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if v, ok := os.LookupEnv("SKALD_ADDR"); ok && !given["addr"] {
-		cf.addr = v
+		cf.Addr = v
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN"); ok && !given["token"] {
-		cf.token = v
+		cf.Token = v
 	}
 	if v, ok := os.LookupEnv("SKALD_NS"); ok && !given["ns"] {
-		cf.ns = v
+		cf.NS = v
 	}
 	if v, ok := os.LookupEnv("SKALD_TOKEN_FILE"); ok && !given["token-file"] {
-		cf.tokenFile = v
+		cf.TokenFile = v
 	}
-	warnings, err := readSecretFiles([]*secretFile{{name: "token", value: &cf.token, path: cf.tokenFile}})
+	warnings, err := ReadSecretFiles([]*SecretFile{{Name: "token", Value: &cf.Token, Path: cf.TokenFile}})
 	if err != nil {
-		return nil, &exitError{exitUsage, err}
+		return nil, Exit(ExitUsage, err)
 	}
 	for _, w := range warnings {
 		fmt.Fprintf(out, "skald: warning: %s\n", w)
 	}
 	if v, ok := os.LookupEnv("SKALD_CA"); ok && !given["ca"] {
-		cf.ca = v
+		cf.CA = v
 	}
-	if cf.output != "table" && cf.output != "json" {
-		return nil, &exitError{exitUsage, fmt.Errorf("-o %q: want table or json", cf.output)}
+	if cf.Output != "table" && cf.Output != "json" {
+		return nil, Exit(ExitUsage, fmt.Errorf("-o %q: want table or json", cf.Output))
 	}
-	if _, err := cf.endpoints(); err != nil {
+	if _, err := cf.Endpoints(); err != nil {
 		return nil, err
 	}
 	if len(rest) < minArgs || len(rest) > maxArgs {
-		return nil, cf.usageError(fs, "wrong number of arguments")
+		return nil, cf.UsageError(fs, "wrong number of arguments")
 	}
 	return rest, nil
 }
 
-// usageError is a usage mistake in one line: what, the synopsis and where
+// UsageError is a usage mistake in one line: what, the synopsis and where
 // the full help is.
-func (cf *clientFlags) usageError(fs *flag.FlagSet, what string) error {
-	return &exitError{exitUsage, fmt.Errorf("%s: %s (usage: %s; see 'skald %s --help')", fs.Name(), what, cf.usage, fs.Name())}
+func (cf *Flags) UsageError(fs *flag.FlagSet, what string) error {
+	return Exit(ExitUsage, fmt.Errorf("%s: %s (usage: %s; see 'skald %s --help')", fs.Name(), what, cf.usage, fs.Name()))
 }
 
-// parseInterspersed parses flags placed before, between or after the
+// ParseInterspersed parses flags placed before, between or after the
 // positional arguments ("skald append s-1 T '{}' --expected-version 0"),
 // and returns the positional ones. Everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func ParseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		i := 0
@@ -194,16 +194,16 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// endpoints are --addr's nodes as base URLs, in the order given: a
+// Endpoints are --addr's nodes as base URLs, in the order given: a
 // comma-separated list, as etcdctl's --endpoints and nats -s take. A host
 // without a scheme is http:// and, without a port, Skald's port 8080; a
 // URL keeps its scheme's port.
-func (cf *clientFlags) endpoints() ([]string, error) {
+func (cf *Flags) Endpoints() ([]string, error) {
 	var out []string
-	for _, a := range strings.Split(cf.addr, ",") {
+	for _, a := range strings.Split(cf.Addr, ",") {
 		u, err := endpointURL(strings.TrimSpace(a))
 		if err != nil {
-			return nil, &exitError{exitUsage, fmt.Errorf("--addr %q: %w", cf.addr, err)}
+			return nil, Exit(ExitUsage, fmt.Errorf("--addr %q: %w", cf.Addr, err))
 		}
 		out = append(out, u)
 	}
@@ -233,24 +233,24 @@ func endpointURL(a string) (string, error) {
 	return strings.TrimSuffix(a, "/"), nil
 }
 
-// do sends the request build makes for each of --addr's endpoints in
+// Do sends the request build makes for each of --addr's endpoints in
 // turn until one answers: a node that cannot be dialled (nothing was
 // sent, so a request body is untouched) moves on to the next. It is how
 // the commands that speak plain HTTP (backup, import) take a list. The
 // error is unreachable's, apiError's for TLS, or exitUnavailable.
-func (cf *clientFlags) do(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, error) {
-	eps, err := cf.endpoints()
+func (cf *Flags) Do(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, error) {
+	eps, err := cf.Endpoints()
 	if err != nil {
 		return nil, err
 	}
-	hc := cf.httpClient()
+	hc := cf.HTTPClient()
 	for i, base := range eps {
 		req, err := build(base)
 		if err != nil {
 			return nil, err
 		}
 		resp, err := hc.Do(req.WithContext(ctx))
-		switch ue := unreachable(err); {
+		switch ue := Unreachable(err); {
 		case err == nil:
 			return resp, nil
 		case ue != nil && i < len(eps)-1:
@@ -258,49 +258,49 @@ func (cf *clientFlags) do(ctx context.Context, build func(base string) (*http.Re
 		case ue != nil:
 			return nil, ue
 		}
-		if te := tlsError(err); te != nil {
+		if te := TLSError(err); te != nil {
 			return nil, te
 		}
-		return nil, &exitError{exitUnavailable, err}
+		return nil, Exit(ExitUnavailable, err)
 	}
 	return nil, errors.New("no --addr endpoint") // endpoints refuses an empty list
 }
 
-// baseURL is the first of --addr's endpoints: the node a command that
+// BaseURL is the first of --addr's endpoints: the node a command that
 // calls one node (leave) calls.
-func (cf *clientFlags) baseURL() string {
-	eps, err := cf.endpoints()
+func (cf *Flags) BaseURL() string {
+	eps, err := cf.Endpoints()
 	if err != nil || len(eps) == 0 {
 		return "http://" + defaultAddr // parse refused it already
 	}
 	return eps[0]
 }
 
-// tlsConfig trusts --ca when given; nil means the system's roots.
-func (cf *clientFlags) tlsConfig() *tls.Config {
-	if cf.ca == "" {
+// TLSConfig trusts --ca when given; nil means the system's roots.
+func (cf *Flags) TLSConfig() *tls.Config {
+	if cf.CA == "" {
 		return nil
 	}
-	pem, err := os.ReadFile(cf.ca)
+	pem, err := os.ReadFile(cf.CA)
 	pool := x509.NewCertPool()
 	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		fmt.Fprintf(os.Stderr, "skald: --ca %s: no PEM certificate (%v); using the system's roots\n", cf.ca, err)
+		fmt.Fprintf(os.Stderr, "skald: --ca %s: no PEM certificate (%v); using the system's roots\n", cf.CA, err)
 		return nil
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 }
 
-// httpClient is for the endpoints outside the Connect API (backup,
+// HTTPClient is for the endpoints outside the Connect API (backup,
 // import, /metrics); it trusts --ca when given.
-func (cf *clientFlags) httpClient() *http.Client {
-	tc := cf.tlsConfig()
+func (cf *Flags) HTTPClient() *http.Client {
+	tc := cf.TLSConfig()
 	if tc == nil {
 		return &http.Client{}
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}
 }
 
-// connect returns a client of the node at --addr, and of it only
+// Connect returns a client of the node at --addr, and of it only
 // (Pinned): that node serves every call or forwards it to its leader, as
 // the user chose it, and "cluster status" is its view. FailFast: a node
 // that does not answer or refuses is reported at once, not retried. Reads
@@ -311,35 +311,35 @@ func (cf *clientFlags) httpClient() *http.Client {
 //
 // With several --addr endpoints, each call goes to one of them and moves
 // on to the next when a node does not answer.
-func (cf *clientFlags) connect(ctx context.Context) (*client.Client, error) {
-	eps, err := cf.endpoints()
+func (cf *Flags) Connect(ctx context.Context) (*client.Client, error) {
+	eps, err := cf.Endpoints()
 	if err != nil {
 		return nil, err
 	}
-	if err := cf.needToken(); err != nil {
+	if err := cf.NeedToken(); err != nil {
 		return nil, err
 	}
 	c, err := client.New(ctx, client.Config{
-		Endpoints: eps, Token: cf.token, Namespace: cf.ns, TLS: cf.tlsConfig(),
+		Endpoints: eps, Token: cf.Token, Namespace: cf.NS, TLS: cf.TLSConfig(),
 		Consistency: client.Linearizable, Pinned: true, FailFast: true, ReadAttemptTimeout: cliReadTimeout,
 		AppendStreams: -1, // a command's appends are one at a time: a stream would only add its opening
 	})
 	if err != nil {
-		return nil, apiError(err)
+		return nil, APIError(err)
 	}
 	return c, nil
 }
 
-// needToken refuses a call without a token before it is made: the
+// NeedToken refuses a call without a token before it is made: the
 // server's answer would not say where a token comes from.
-func (cf *clientFlags) needToken() error {
-	if cf.token != "" {
+func (cf *Flags) NeedToken() error {
+	if cf.Token != "" {
 		return nil
 	}
-	return &exitError{exitAuth, errors.New("unauthenticated: no token: set SKALD_TOKEN or pass --token (or --token-file)")}
+	return Exit(ExitAuth, errors.New("unauthenticated: no token: set SKALD_TOKEN or pass --token (or --token-file)"))
 }
 
-// apiError turns a client error into a message and an exit code: the
+// APIError turns a client error into a message and an exit code: the
 // server's code and message, as "code: message", and the field violations
 // the message does not already name. The *connect.Error stays wrapped, so
 // -o json can print its code.
@@ -348,38 +348,38 @@ func (cf *clientFlags) needToken() error {
 // tried: a node that does not answer is not a cluster without a leader.
 // A certificate the client does not trust is exitFailure, naming --ca:
 // trying again changes nothing.
-func apiError(err error) error {
-	if ue := unreachable(err); ue != nil {
+func APIError(err error) error {
+	if ue := Unreachable(err); ue != nil {
 		return ue
 	}
-	if te := tlsError(err); te != nil {
+	if te := TLSError(err); te != nil {
 		return te
 	}
-	code := exitFailure
+	code := ExitFailure
 	switch {
 	case errors.Is(err, context.Canceled): // Ctrl-C during the call
 	case errors.Is(err, client.ErrInvalidArgument):
-		code = exitUsage
+		code = ExitUsage
 	case errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
-		code = exitAuth
+		code = ExitAuth
 	case errors.Is(err, client.ErrNotFound):
-		code = exitNotFound
+		code = ExitNotFound
 	case errors.Is(err, client.ErrWrongExpectedVersion), errors.Is(err, client.ErrAlreadyExists),
 		errors.Is(err, client.ErrStreamDeleted), errors.Is(err, client.ErrConditionFailed): // the state refuses it, not the input
-		code = exitConflict
+		code = ExitConflict
 	case errors.Is(err, client.ErrUnavailable):
-		code = exitUnavailable
+		code = ExitUnavailable
 	case errors.Is(err, client.ErrUnknownOutcome):
 		// The write may have been applied: "unavailable" when the server
 		// or the connection said so, a plain failure otherwise (an
 		// internal error).
 		if cc := connect.CodeOf(err); cc == connect.CodeUnavailable || cc == connect.CodeDeadlineExceeded {
-			code = exitUnavailable
+			code = ExitUnavailable
 		}
 	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
-		return &exitError{code, err}
+		return Exit(code, err)
 	}
 	msg := fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
 	var e *client.Error
@@ -390,7 +390,7 @@ func apiError(err error) error {
 			}
 		}
 	}
-	return &exitError{code, &serverError{msg: msg, err: ce}}
+	return Exit(code, &serverError{msg: msg, err: ce})
 }
 
 // serverError is a server's answer as the CLI prints it; it wraps the
@@ -403,10 +403,10 @@ type serverError struct {
 func (e *serverError) Error() string { return e.msg }
 func (e *serverError) Unwrap() error { return e.err }
 
-// unreachable returns the exitUnreachable error for a call that could not
-// connect (refused, no route, unknown host), naming the address tried; nil
+// Unreachable returns the exitUnreachable error for a call that could not
+// Connect (refused, no route, unknown host), naming the address tried; nil
 // for any other error.
-func unreachable(err error) error {
+func Unreachable(err error) error {
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "dial" {
 		return nil
@@ -415,14 +415,14 @@ func unreachable(err error) error {
 	if op.Addr != nil {
 		addr = op.Addr.String()
 	}
-	return &exitError{exitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err)}
+	return Exit(ExitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err))
 }
 
-// tlsError returns the exitFailure error for a TLS handshake that failed
+// TLSError returns the exitFailure error for a TLS handshake that failed
 // on the node's certificate (not trusted, expired, for another name) or
 // on a node that does not speak TLS, saying what to change; nil for any
 // other error.
-func tlsError(err error) error {
+func TLSError(err error) error {
 	var (
 		verify   *tls.CertificateVerificationError
 		unknown  x509.UnknownAuthorityError
@@ -432,9 +432,9 @@ func tlsError(err error) error {
 	)
 	switch {
 	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
-		return &exitError{exitFailure, fmt.Errorf("tls: the node's certificate is not accepted (trust its CA with --ca or SKALD_CA; check the address's host name): %w", tlsCause(err))}
+		return Exit(ExitFailure, fmt.Errorf("tls: the node's certificate is not accepted (trust its CA with --ca or SKALD_CA; check the address's host name): %w", tlsCause(err)))
 	case errors.As(err, &record):
-		return &exitError{exitFailure, fmt.Errorf("tls: the node does not speak TLS (use an http:// address): %w", tlsCause(err))}
+		return Exit(ExitFailure, fmt.Errorf("tls: the node does not speak TLS (use an http:// address): %w", tlsCause(err)))
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bufio"
@@ -15,22 +15,22 @@ import (
 // need --yes, as nats stream rm does (-f): a script says so once, a typo
 // at a prompt costs nothing.
 
-// addYes adds --yes to a destructive command's flags.
-func addYes(fs *flag.FlagSet) *bool {
+// AddYes adds --yes to a destructive command's flags.
+func AddYes(fs *flag.FlagSet) *bool {
 	return fs.Bool("yes", false, "do it without asking (required when standard input is not a terminal)")
 }
 
-// confirm lets a destructive command go on: at once with --yes (yes);
+// Confirm lets a destructive command go on: at once with --yes (yes);
 // on a terminal when the user answers y or yes to question; otherwise it
 // returns the error to stop with, saying nothing changed. what says what
 // the command would do, for the error without a terminal; a nil stdin
 // is no terminal.
-func confirm(cmd, what, question string, yes bool, stdin *os.File, stderr io.Writer) error {
+func Confirm(cmd, what, question string, yes bool, stdin *os.File, stderr io.Writer) error {
 	if yes {
 		return nil
 	}
-	if stdin == nil || !isTerminal(stdin) {
-		return &exitError{exitUsage, fmt.Errorf("%s: %s: pass --yes to confirm (no terminal to ask on)", cmd, what)}
+	if stdin == nil || !IsTerminal(stdin) {
+		return Exit(ExitUsage, fmt.Errorf("%s: %s: pass --yes to confirm (no terminal to ask on)", cmd, what))
 	}
 	fmt.Fprintf(stderr, "%s [y/N] ", question)
 	line, _ := bufio.NewReader(stdin).ReadString('\n')
@@ -38,5 +38,5 @@ func confirm(cmd, what, question string, yes bool, stdin *os.File, stderr io.Wri
 	case "y", "yes":
 		return nil
 	}
-	return &exitError{exitFailure, fmt.Errorf("%s: not confirmed; nothing changed", cmd)}
+	return Exit(ExitFailure, fmt.Errorf("%s: not confirmed; nothing changed", cmd))
 }

@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"flag"
@@ -6,9 +6,9 @@ import (
 	"os"
 )
 
-// envFallback sets every flag not given on the command line from the
+// EnvFallback sets every flag not given on the command line from the
 // environment variable SKALD_<NAME> (dashes become underscores).
-func envFallback(fs *flag.FlagSet) error {
+func EnvFallback(fs *flag.FlagSet) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
@@ -16,7 +16,7 @@ func envFallback(fs *flag.FlagSet) error {
 		if given[f.Name] || err != nil {
 			return
 		}
-		env := envName(f.Name)
+		env := EnvName(f.Name)
 		if v, ok := os.LookupEnv(env); ok {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %w", env, v, serr)

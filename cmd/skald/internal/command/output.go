@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"bytes"
@@ -28,8 +28,8 @@ import (
 // every JSON reader takes them exactly. The client's replies are turned
 // back into those messages, field for field, to print them.
 
-// printJSON writes one protobuf message as a JSON object on one line.
-func printJSON(w io.Writer, m proto.Message) error {
+// PrintJSON writes one protobuf message as a JSON object on one line.
+func PrintJSON(w io.Writer, m proto.Message) error {
 	b, err := protojson.MarshalOptions{UseProtoNames: false, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return err
@@ -199,16 +199,16 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.Truncate(b.Len() - 1) // Encode's newline
 }
 
-// timestampOf is t as a protobuf timestamp; nil (JSON null) for the zero
+// TimestampOf is t as a protobuf timestamp; nil (JSON null) for the zero
 // time, which the client gives for a time the server did not send.
-func timestampOf(t time.Time) *timestamppb.Timestamp {
+func TimestampOf(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
 	return timestamppb.New(t)
 }
 
-func appendReply(r client.AppendResult) *skaldv1.AppendResponse {
+func AppendReply(r client.AppendResult) *skaldv1.AppendResponse {
 	return &skaldv1.AppendResponse{
 		FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
 		FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index,
@@ -216,7 +216,7 @@ func appendReply(r client.AppendResult) *skaldv1.AppendResponse {
 	}
 }
 
-func appendMultiReply(r client.AppendMultiResult) *skaldv1.AppendMultiResponse {
+func AppendMultiReply(r client.AppendMultiResult) *skaldv1.AppendMultiResponse {
 	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index, Duplicate: r.Duplicate}
 	for _, s := range r.Streams {
 		out.Streams = append(out.Streams, &skaldv1.StreamAppendResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
@@ -225,23 +225,23 @@ func appendMultiReply(r client.AppendMultiResult) *skaldv1.AppendMultiResponse {
 	return out
 }
 
-func createReply(ns client.CreatedNamespace) *skaldv1.CreateResponse {
-	return &skaldv1.CreateResponse{Name: ns.Name, Token: ns.Token, CreatedAt: timestampOf(ns.CreatedAt), Index: ns.Index}
+func CreateReply(ns client.CreatedNamespace) *skaldv1.CreateResponse {
+	return &skaldv1.CreateResponse{Name: ns.Name, Token: ns.Token, CreatedAt: TimestampOf(ns.CreatedAt), Index: ns.Index}
 }
 
-func deleteReply(ns client.DeletedNamespace) *skaldv1.DeleteResponse {
-	return &skaldv1.DeleteResponse{Name: ns.Name, DeletedAt: timestampOf(ns.DeletedAt), MessagesDeleted: ns.MessagesDeleted, Index: ns.Index}
+func DeleteReply(ns client.DeletedNamespace) *skaldv1.DeleteResponse {
+	return &skaldv1.DeleteResponse{Name: ns.Name, DeletedAt: TimestampOf(ns.DeletedAt), MessagesDeleted: ns.MessagesDeleted, Index: ns.Index}
 }
 
-func namespaceInfo(ns client.Namespace) *skaldv1.NamespaceInfo {
+func NamespaceInfo(ns client.Namespace) *skaldv1.NamespaceInfo {
 	return &skaldv1.NamespaceInfo{
-		Name: ns.Name, Description: ns.Description, CreatedAt: timestampOf(ns.CreatedAt),
-		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: timestampOf(ns.LastActivity),
+		Name: ns.Name, Description: ns.Description, CreatedAt: TimestampOf(ns.CreatedAt),
+		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: TimestampOf(ns.LastActivity),
 		DedupeWindow: durationpb.New(ns.DedupeWindow), DedupeForever: ns.DedupeForever,
 	}
 }
 
-func statusReply(st client.ClusterStatus) *skaldv1.StatusResponse {
+func StatusReply(st client.ClusterStatus) *skaldv1.StatusResponse {
 	out := &skaldv1.StatusResponse{NodeId: st.NodeID, LeaderId: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
 	for _, s := range st.Servers {
 		srv := &skaldv1.Server{
@@ -259,9 +259,9 @@ func statusReply(st client.ClusterStatus) *skaldv1.StatusResponse {
 	return out
 }
 
-// jsonMessage is a message for scripts: data and metadata as JSON, not
+// JSONMessage is a message for scripts: data and metadata as JSON, not
 // base64.
-type jsonMessage struct {
+type JSONMessage struct {
 	ID             string          `json:"id"`
 	Stream         string          `json:"stream"`
 	Type           string          `json:"type"`
@@ -273,25 +273,25 @@ type jsonMessage struct {
 	Tags           []string        `json:"tags,omitempty"`
 }
 
-func toJSONMessage(m client.Message) jsonMessage {
+func ToJSONMessage(m client.Message) JSONMessage {
 	meta := json.RawMessage("null")
 	if len(m.Metadata) > 0 {
 		meta = m.Metadata
 	}
-	return jsonMessage{
+	return JSONMessage{
 		ID: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, GlobalPosition: m.GlobalPosition,
 		Data: m.Data, Metadata: meta, Time: m.Time.UTC().Format(time.RFC3339Nano), Tags: m.Tags,
 	}
 }
 
-// printMessages writes messages as a table or as {"messages": [...]}.
-func printMessages(w io.Writer, output string, msgs []client.Message) error {
+// PrintMessages writes messages as a table or as {"messages": [...]}.
+func PrintMessages(w io.Writer, output string, msgs []client.Message) error {
 	if output == "json" {
 		out := struct {
-			Messages []jsonMessage `json:"messages"`
-		}{Messages: []jsonMessage{}}
+			Messages []JSONMessage `json:"messages"`
+		}{Messages: []JSONMessage{}}
 		for _, m := range msgs {
-			out.Messages = append(out.Messages, toJSONMessage(m))
+			out.Messages = append(out.Messages, ToJSONMessage(m))
 		}
 		return json.NewEncoder(w).Encode(out)
 	}
@@ -316,7 +316,7 @@ func printMessages(w io.Writer, output string, msgs []client.Message) error {
 	return tw.Flush()
 }
 
-func table(w io.Writer, header string, rows [][]string) error {
+func Table(w io.Writer, header string, rows [][]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	for _, r := range rows {

@@ -1,51 +1,37 @@
-package main
+package command
 
 import (
-	"encoding/base64"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-
-	"github.com/skalddb/skald/internal/nstoken"
 )
 
-// secretFile pairs a secret flag (--admin-token) with its file twin
+// SecretFile pairs a secret flag (--admin-token) with its file twin
 // (--admin-token-file), so the secret need not be on the command line,
 // where every user of the machine sees it (ps, /proc/<pid>/cmdline).
 // Like every flag, the twin may also come from the environment
 // (SKALD_ADMIN_TOKEN_FILE).
-type secretFile struct {
-	name  string             // the secret's flag, without dashes
-	value *string            // the secret flag's value; the file's content lands here
-	path  string             // --<name>-file
-	check func(string) error // validates the content; nil accepts any
+type SecretFile struct {
+	Name  string             // the secret's flag, without dashes
+	Value *string            // the secret flag's value; the file's content lands here
+	Path  string             // --<name>-file
+	Check func(string) error // validates the content; nil accepts any
 }
 
 // maxSecretFileBytes bounds what is read from a secret file: secrets are
 // short, and a path mistakenly naming a large file should fail, not load.
 const maxSecretFileBytes = 64 << 10
 
-// serverSecretFiles returns the file twins of skald server's secret flags,
-// bound to f's fields.
-func serverSecretFiles(f *serverFlags) []*secretFile {
-	return []*secretFile{
-		{name: "admin-token", value: &f.adminToken, check: checkAdminToken},
-		{name: "gossip-key", value: &f.gossipKey, check: checkGossipKey},
-		{name: "cluster-secret", value: &f.clusterSecret},
-	}
-}
-
-// addSecretFileFlags declares --<name>-file on fs for each secret.
-func addSecretFileFlags(fs *flag.FlagSet, secrets []*secretFile) {
+// AddSecretFileFlags declares --<name>-file on fs for each secret.
+func AddSecretFileFlags(fs *flag.FlagSet, secrets []*SecretFile) {
 	for _, s := range secrets {
-		fs.StringVar(&s.path, s.name+"-file", "", fmt.Sprintf("read --%s from this file (surrounding whitespace is trimmed); keeps it off the command line, which every local user can see", s.name))
+		fs.StringVar(&s.Path, s.Name+"-file", "", fmt.Sprintf("read --%s from this file (surrounding whitespace is trimmed); keeps it off the command line, which every local user can see", s.Name))
 	}
 }
 
-// readSecretFiles sets each secret whose file is given (on the command
+// ReadSecretFiles sets each secret whose file is given (on the command
 // line or in the environment: call it after envFallback) from that file.
 // A secret given both ways is a usage error, whichever way each came: the
 // two could differ and neither is obviously meant. An empty value counts
@@ -53,26 +39,26 @@ func addSecretFileFlags(fs *flag.FlagSet, secrets []*secretFile) {
 // for each file any user of the machine may read; it does not refuse one,
 // since Kubernetes mounts secrets 0644 unless told otherwise and a
 // single-user container loses nothing by it.
-func readSecretFiles(secrets []*secretFile) (warnings []string, err error) {
+func ReadSecretFiles(secrets []*SecretFile) (warnings []string, err error) {
 	for _, s := range secrets {
-		if s.path == "" {
+		if s.Path == "" {
 			continue
 		}
-		if *s.value != "" {
-			return nil, fmt.Errorf("--%s (or %s) and --%s-file (or %s) are both set: give the secret one way", s.name, envName(s.name), s.name, envName(s.name+"-file"))
+		if *s.Value != "" {
+			return nil, fmt.Errorf("--%s (or %s) and --%s-file (or %s) are both set: give the secret one way", s.Name, EnvName(s.Name), s.Name, EnvName(s.Name+"-file"))
 		}
-		v, warn, err := readSecretFile(s.path)
+		v, warn, err := readSecretFile(s.Path)
 		if err != nil {
-			return nil, fmt.Errorf("--%s-file: %w", s.name, err)
+			return nil, fmt.Errorf("--%s-file: %w", s.Name, err)
 		}
-		if s.check != nil {
-			if err := s.check(v); err != nil {
-				return nil, fmt.Errorf("--%s-file %s: %w", s.name, s.path, err)
+		if s.Check != nil {
+			if err := s.Check(v); err != nil {
+				return nil, fmt.Errorf("--%s-file %s: %w", s.Name, s.Path, err)
 			}
 		}
-		*s.value = v
+		*s.Value = v
 		if warn != "" {
-			warnings = append(warnings, fmt.Sprintf("--%s-file %s %s", s.name, s.path, warn))
+			warnings = append(warnings, fmt.Sprintf("--%s-file %s %s", s.Name, s.Path, warn))
 		}
 	}
 	return warnings, nil
@@ -111,28 +97,7 @@ func readSecretFile(path string) (value, warning string, err error) {
 	return value, warning, nil
 }
 
-// envName is the environment variable of flag name (envFallback's rule).
-func envName(name string) string {
+// EnvName is the environment variable of flag name (envFallback's rule).
+func EnvName(name string) string {
 	return "SKALD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// checkAdminToken accepts only a token of the admin namespace.
-func checkAdminToken(s string) error {
-	if name, err := nstoken.Parse(s); err != nil || name != nstoken.AdminNamespace {
-		return fmt.Errorf("not a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", nstoken.AdminNamespace)
-	}
-	return nil
-}
-
-// checkGossipKey accepts base64 of 16, 24 or 32 bytes, as memberlist
-// needs.
-func checkGossipKey(s string) error {
-	key, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return errors.New("not base64")
-	}
-	if n := len(key); n != 16 && n != 24 && n != 32 {
-		return fmt.Errorf("%d bytes, want 16, 24 or 32", n)
-	}
-	return nil
 }

@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd || openbsd
 
-package main
+package command
 
 import (
 	"os"
@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isTerminal reports whether f is a terminal.
-func isTerminal(f *os.File) bool {
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
 	return err == nil
 }

@@ -1,9 +1,9 @@
 //go:build !linux && !darwin && !freebsd && !netbsd && !openbsd
 
-package main
+package command
 
 import "os"
 
-// isTerminal reports whether f is a terminal: never known here, so
+// IsTerminal reports whether f is a terminal: never known here, so
 // destructive commands need --yes.
-func isTerminal(*os.File) bool { return false }
+func IsTerminal(*os.File) bool { return false }

@@ -1,4 +1,4 @@
-package main
+package dev
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
@@ -34,16 +35,16 @@ watched; dev restarts nothing by itself.
 Flags:
 `
 
-// devState is what a dev cluster keeps between runs in <dir>/dev.json, so
+// State is what a dev cluster keeps between runs in <dir>/dev.json, so
 // a restart finds its cluster again.
-type devState struct {
+type State struct {
 	GossipKey  string `json:"gossipKey"`
 	AdminToken string `json:"adminToken"`
 }
 
-func loadDevState(dir string) (devState, error) {
+func loadDevState(dir string) (State, error) {
 	path := filepath.Join(dir, "dev.json")
-	var st devState
+	var st State
 	b, err := os.ReadFile(path)
 	if err == nil {
 		return st, json.Unmarshal(b, &st)
@@ -59,7 +60,7 @@ func loadDevState(dir string) (devState, error) {
 	if err != nil {
 		return st, err
 	}
-	st = devState{GossipKey: base64.StdEncoding.EncodeToString(key), AdminToken: token}
+	st = State{GossipKey: base64.StdEncoding.EncodeToString(key), AdminToken: token}
 	b, _ = json.MarshalIndent(st, "", "  ")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return st, err
@@ -82,7 +83,7 @@ func writeSecretFile(path, v string) error {
 func selfCommand() string {
 	arg0 := os.Args[0]
 	if strings.ContainsRune(arg0, '/') {
-		return shellArgs(arg0)
+		return command.ShellArgs(arg0)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -91,18 +92,18 @@ func selfCommand() string {
 	if found, err := exec.LookPath(arg0); err == nil {
 		if a, err1 := filepath.EvalSymlinks(found); err1 == nil {
 			if b, err2 := filepath.EvalSymlinks(self); err2 == nil && a == b {
-				return shellArgs(arg0)
+				return command.ShellArgs(arg0)
 			}
 		}
 	}
-	return shellArgs(self)
+	return command.ShellArgs(self)
 }
 
 // runDev starts a local cluster of real `skald server` processes on
 // loopback ports, with their data under one folder, and stops them all on
 // Ctrl-C. skald dev kill N and skald dev restart N reach it through its
 // control socket.
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "kill" || args[0] == "restart") {
 		return runDevControl(ctx, args[0], args[1:], stdout, stderr)
 	}
@@ -120,10 +121,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() > 0 {
-		return &exitError{exitUsage, fmt.Errorf("dev: unexpected argument %q (see 'skald dev --help')", fs.Arg(0))}
+		return command.Exit(command.ExitUsage, fmt.Errorf("dev: unexpected argument %q (see 'skald dev --help')", fs.Arg(0)))
 	}
 	if *nodes < 1 || *nodes > 9 {
-		return &exitError{exitUsage, fmt.Errorf("--nodes must be 1..9, got %d", *nodes)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("--nodes must be 1..9, got %d", *nodes))
 	}
 	st, err := loadDevState(*dir)
 	if err != nil {
@@ -142,7 +143,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	ctl, err := listenDevControl(*dir)
-	var ee *exitError
+	var ee *command.ExitError
 	switch {
 	case errors.As(err, &ee):
 		return err // another dev runs here
@@ -347,7 +348,7 @@ func (c *devCluster) noteExit(e devExit) {
 		fmt.Fprintln(c.stdout, "This dev has no control socket (see the warning above): restart the whole dev cluster to have it back.")
 		return
 	}
-	fmt.Fprintf(c.stdout, "Bring it back: %s dev restart %d --dir %s\n", c.selfCmd, e.i, shellArgs(c.dir))
+	fmt.Fprintf(c.stdout, "Bring it back: %s dev restart %d --dir %s\n", c.selfCmd, e.i, command.ShellArgs(c.dir))
 }
 
 // joinAnd is "a", "a and b", "a, b and c".
@@ -361,22 +362,22 @@ func joinAnd(s []string) string {
 // handle carries out one control request: kill N or restart N.
 func (c *devCluster) handle(ctx context.Context, r devRequest) devReply {
 	if r.Node < 0 || r.Node >= c.n {
-		return devReply{Code: exitUsage, Error: fmt.Sprintf("no node%d: this dev cluster runs node0 to node%d", r.Node, c.n-1)}
+		return devReply{Code: command.ExitUsage, Error: fmt.Sprintf("no node%d: this dev cluster runs node0 to node%d", r.Node, c.n-1)}
 	}
 	n := c.nodes[r.Node]
 	switch r.Op {
 	case "kill":
 		if !c.running(r.Node) {
-			return devReply{Code: exitFailure, Error: fmt.Sprintf("node%d is not running (skald dev restart %d starts it)", r.Node, r.Node)}
+			return devReply{Code: command.ExitFailure, Error: fmt.Sprintf("node%d is not running (skald dev restart %d starts it)", r.Node, r.Node)}
 		}
 		pid := n.cmd.Process.Pid
 		if err := n.cmd.Process.Kill(); err != nil {
-			return devReply{Code: exitFailure, Error: fmt.Sprintf("kill node%d: %v", r.Node, err)}
+			return devReply{Code: command.ExitFailure, Error: fmt.Sprintf("kill node%d: %v", r.Node, err)}
 		}
 		return devReply{Message: fmt.Sprintf("killed node%d (pid %d); skald dev restart %d brings it back", r.Node, pid, r.Node)}
 	case "restart":
 		if c.inMemory {
-			return devReply{Code: exitFailure, Error: "the nodes of a --in-memory dev cluster keep no data: one restarted alone would come back empty; restart the whole dev cluster"}
+			return devReply{Code: command.ExitFailure, Error: "the nodes of a --in-memory dev cluster keep no data: one restarted alone would come back empty; restart the whole dev cluster"}
 		}
 		if c.running(r.Node) {
 			n.stopping = true
@@ -390,11 +391,11 @@ func (c *devCluster) handle(ctx context.Context, r devRequest) devReply {
 			fmt.Fprintf(c.stdout, "node%d stopped for a restart\n", r.Node)
 		}
 		if err := c.start(ctx, r.Node); err != nil {
-			return devReply{Code: exitFailure, Error: err.Error()}
+			return devReply{Code: command.ExitFailure, Error: err.Error()}
 		}
 		return devReply{Message: fmt.Sprintf("node%d started (pid %d); dev says when it is ready", r.Node, c.nodes[r.Node].cmd.Process.Pid)}
 	}
-	return devReply{Code: exitUsage, Error: fmt.Sprintf("unknown operation %q", r.Op)}
+	return devReply{Code: command.ExitUsage, Error: fmt.Sprintf("unknown operation %q", r.Op)}
 }
 
 // stopAll stops every running node: SIGTERM, then SIGKILL after 30 s.

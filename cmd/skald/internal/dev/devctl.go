@@ -1,4 +1,4 @@
-package main
+package dev
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // A running skald dev listens on the Unix socket <dir>/dev.sock, which
@@ -53,7 +55,7 @@ func listenDevControl(dir string) (*devControl, error) {
 	path := filepath.Join(dir, devSocketName)
 	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
 		conn.Close()
-		return nil, &exitError{exitUsage, fmt.Errorf("dev: a skald dev already runs in %s (its control socket %s answers)", dir, path)}
+		return nil, command.Exit(command.ExitUsage, fmt.Errorf("dev: a skald dev already runs in %s (its control socket %s answers)", dir, path))
 	}
 	os.Remove(path)
 	old := syscall.Umask(0o177) // the socket is born 0600: no window where others may connect
@@ -85,7 +87,7 @@ func (d *devControl) serve(ctx context.Context, requests chan<- devRequest) {
 			conn.SetDeadline(time.Now().Add(time.Minute))
 			var r devRequest
 			if err := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, 4096))).Decode(&r); err != nil {
-				json.NewEncoder(conn).Encode(devReply{Code: exitUsage, Error: "bad request: " + err.Error()})
+				json.NewEncoder(conn).Encode(devReply{Code: command.ExitUsage, Error: "bad request: " + err.Error()})
 				return
 			}
 			r.reply = make(chan devReply, 1)
@@ -113,22 +115,22 @@ func runDevControl(ctx context.Context, op string, args []string, stdout, stderr
 		fmt.Fprint(stderr, devUsage)
 		fs.PrintDefaults()
 	}
-	rest, err := parseInterspersed(fs, args)
+	rest, err := command.ParseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(rest) != 1 {
-		return &exitError{exitUsage, fmt.Errorf("dev %s: want one node number (skald dev %s N [--dir DIR])", op, op)}
+		return command.Exit(command.ExitUsage, fmt.Errorf("dev %s: want one node number (skald dev %s N [--dir DIR])", op, op))
 	}
 	n, err := strconv.Atoi(rest[0])
 	if err != nil {
-		return &exitError{exitUsage, fmt.Errorf("dev %s: %q is not a node number (0 for node0)", op, rest[0])}
+		return command.Exit(command.ExitUsage, fmt.Errorf("dev %s: %q is not a node number (0 for node0)", op, rest[0]))
 	}
 	path := filepath.Join(*dir, devSocketName)
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
-		return &exitError{exitUnreachable, fmt.Errorf("dev %s: no skald dev runs in %s (nothing answers on %s); start one with skald dev --dir %s", op, *dir, path, shellArgs(*dir))}
+		return command.Exit(command.ExitUnreachable, fmt.Errorf("dev %s: no skald dev runs in %s (nothing answers on %s); start one with skald dev --dir %s", op, *dir, path, command.ShellArgs(*dir)))
 	}
 	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
@@ -149,9 +151,9 @@ func runDevControl(ctx context.Context, op string, args []string, stdout, stderr
 	if rep.Error != "" {
 		code := rep.Code
 		if code == 0 {
-			code = exitFailure
+			code = command.ExitFailure
 		}
-		return &exitError{code, fmt.Errorf("dev %s: %s", op, rep.Error)}
+		return command.Exit(code, fmt.Errorf("dev %s: %s", op, rep.Error))
 	}
 	fmt.Fprintln(stdout, rep.Message)
 	return nil

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"gopkg.in/yaml.v3"
 )
 
@@ -36,7 +37,7 @@ func layerFlags(fs *flag.FlagSet, path string) (map[string]flagSource, error) {
 	src := map[string]flagSource{}
 	fs.VisitAll(func(f *flag.Flag) { src[f.Name] = fromDefault })
 	fs.Visit(func(f *flag.Flag) { src[f.Name] = fromFlag })
-	if err := envFallback(fs); err != nil {
+	if err := command.EnvFallback(fs); err != nil {
 		return nil, err
 	}
 	fs.Visit(func(f *flag.Flag) {

@@ -1,9 +1,11 @@
-package main
+package server
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // The cluster secret keys the cluster port's mutual TLS: a cluster
@@ -25,11 +27,11 @@ func TestClusterSecret(t *testing.T) {
 	}
 	for _, tc := range cases {
 		_, secret, err := tc.flags.secrets()
-		var ee *exitError
+		var ee *command.ExitError
 		switch {
 		case tc.code == 0 && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.code != 0 && (!errors.As(err, &ee) || ee.code != tc.code || !strings.Contains(err.Error(), tc.errText)):
+		case tc.code != 0 && (!errors.As(err, &ee) || ee.Code != tc.code || !strings.Contains(err.Error(), tc.errText)):
 			t.Errorf("%s: %v, want exit %d saying %q", tc.name, err, tc.code, tc.errText)
 		case tc.secret != nil && !tc.secret(secret):
 			t.Errorf("%s: secret %q", tc.name, secret)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/logbridge"
@@ -112,7 +113,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "turn tracing on: send OpenTelemetry spans (API call, forward to the leader, Raft commit, apply, reply) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (a URL without a path posts to /v1/traces); default: off")
 	fs.Float64Var(&f.otlpSampleRatio, "otlp-sample-ratio", 1, "with --otlp-endpoint, the share of requests traced that arrive without a trace context (0 to 1); a caller's W3C traceparent decides for its own requests")
 	secretFiles := serverSecretFiles(f)
-	addSecretFileFlags(fs, secretFiles)
+	command.AddSecretFileFlags(fs, secretFiles)
 	f.limits.register(fs)
 	configPath := fs.String("config", "", "YAML file of settings, one key per flag (data-dir: /var/lib/skald); a flag or SKALD_<FLAG> overrides it (deploy/skald.yaml)")
 	printCfg := fs.Bool("print-config", false, "print the effective settings (secrets masked) with where each came from, and exit")
@@ -124,19 +125,19 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, &exitError{2, fmt.Errorf("unexpected arguments: %v", fs.Args())}
+		return nil, command.Exit(2, fmt.Errorf("unexpected arguments: %v", fs.Args()))
 	}
-	if v, ok := os.LookupEnv(envName("config")); ok && *configPath == "" {
+	if v, ok := os.LookupEnv(command.EnvName("config")); ok && *configPath == "" {
 		*configPath = v
 	}
 	sources, err := layerFlags(fs, *configPath)
 	if err != nil {
-		return nil, &exitError{2, err}
+		return nil, command.Exit(2, err)
 	}
 	if *printCfg {
 		secrets := []string{}
 		for _, s := range secretFiles {
-			secrets = append(secrets, s.name)
+			secrets = append(secrets, s.Name)
 		}
 		// Before the secret files are read or anything is checked: it
 		// shows the settings, and a host other than the node's may lack
@@ -144,63 +145,63 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 		f.printConfig = func(w io.Writer) { printConfig(w, fs, sources, secrets) }
 		return f, nil
 	}
-	warnings, err := readSecretFiles(secretFiles)
+	warnings, err := command.ReadSecretFiles(secretFiles)
 	if err != nil {
-		return nil, &exitError{2, err}
+		return nil, command.Exit(2, err)
 	}
 	f.secretWarnings = warnings
 	if set := f.tlsCert != "" || f.tlsKey != "" || f.tlsCA != ""; set && (f.tlsCert == "" || f.tlsKey == "" || f.tlsCA == "") {
-		return nil, &exitError{2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")}
+		return nil, command.Exit(2, errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca"))
 	}
 	if _, err := parseDialMap(f.dialMap); err != nil {
-		return nil, &exitError{2, err}
+		return nil, command.Exit(2, err)
 	}
 	if f.bootstrapExpect < 0 {
-		return nil, &exitError{2, errors.New("--bootstrap-expect must not be negative")}
+		return nil, command.Exit(2, errors.New("--bootstrap-expect must not be negative"))
 	}
 	if f.compressMinBytes < 0 {
-		return nil, &exitError{2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes)}
+		return nil, command.Exit(2, fmt.Errorf("--compress-min-bytes must not be negative, got %d", f.compressMinBytes))
 	}
 	if f.inMemory && f.logStore != "" {
-		return nil, &exitError{2, errors.New("--raft-log-store does not apply with --in-memory")}
+		return nil, command.Exit(2, errors.New("--raft-log-store does not apply with --in-memory"))
 	}
 	if node.CheckLogStore(f.logStore) != nil {
-		return nil, &exitError{2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore)}
+		return nil, command.Exit(2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore))
 	}
 	if f.gcPercent < 10 || f.gcPercent > 10000 {
-		return nil, &exitError{2, fmt.Errorf("--gc-percent must be between 10 and 10000, got %d", f.gcPercent)}
+		return nil, command.Exit(2, fmt.Errorf("--gc-percent must be between 10 and 10000, got %d", f.gcPercent))
 	}
 	if f.memTableBytes < 1<<20 || f.memTableBytes > 1<<30 {
-		return nil, &exitError{2, fmt.Errorf("--memtable-bytes must be between 1 MiB and 1 GiB, got %d", f.memTableBytes)}
+		return nil, command.Exit(2, fmt.Errorf("--memtable-bytes must be between 1 MiB and 1 GiB, got %d", f.memTableBytes))
 	}
 	if f.cacheBytes < 1<<20 || f.cacheBytes > 1<<40 {
-		return nil, &exitError{2, fmt.Errorf("--cache-bytes must be between 1 MiB and 1 TiB, got %d", f.cacheBytes)}
+		return nil, command.Exit(2, fmt.Errorf("--cache-bytes must be between 1 MiB and 1 TiB, got %d", f.cacheBytes))
 	}
 	for _, l := range []struct {
 		flag  string
 		value int
 	}{{"--max-groups-per-namespace", f.maxGroupsPerNamespace}, {"--max-credentials-per-namespace", f.maxCredentialsPerNamespace}} {
 		if l.value == 0 || l.value < -1 {
-			return nil, &exitError{2, fmt.Errorf("%s must be 1 or more, or -1 (no limit), got %d", l.flag, l.value)}
+			return nil, command.Exit(2, fmt.Errorf("%s must be 1 or more, or -1 (no limit), got %d", l.flag, l.value))
 		}
 	}
 	if f.maxNamespaces < 0 {
-		return nil, &exitError{2, fmt.Errorf("--max-namespaces must be 0 (no limit) or more, got %d", f.maxNamespaces)}
+		return nil, command.Exit(2, fmt.Errorf("--max-namespaces must be 0 (no limit) or more, got %d", f.maxNamespaces))
 	}
 	if err := f.limits.validate(); err != nil {
-		return nil, &exitError{2, err}
+		return nil, command.Exit(2, err)
 	}
 	if f.maxOpenNamespaces < 1 {
-		return nil, &exitError{2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces)}
+		return nil, command.Exit(2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces))
 	}
 	if err := checkOTLPEndpoint(f.otlpEndpoint); err != nil {
-		return nil, &exitError{2, err}
+		return nil, command.Exit(2, err)
 	}
 	if f.otlpSampleRatio < 0 || f.otlpSampleRatio > 1 {
-		return nil, &exitError{2, fmt.Errorf("--otlp-sample-ratio must be between 0 and 1, got %v", f.otlpSampleRatio)}
+		return nil, command.Exit(2, fmt.Errorf("--otlp-sample-ratio must be between 0 and 1, got %v", f.otlpSampleRatio))
 	}
 	if f.commitTimeout < time.Millisecond || f.commitTimeout > node.ProductionTiming.HeartbeatTimeout {
-		return nil, &exitError{2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout)}
+		return nil, command.Exit(2, fmt.Errorf("--raft-commit-timeout must be between 1ms and %s, got %s", node.ProductionTiming.HeartbeatTimeout, f.commitTimeout))
 	}
 	return f, nil
 }
@@ -235,23 +236,23 @@ const minClusterSecret = 16
 func (f *serverFlags) secrets() (key []byte, secret string, err error) {
 	if f.gossipKey != "" {
 		if key, err = base64.StdEncoding.DecodeString(f.gossipKey); err != nil {
-			return nil, "", &exitError{2, fmt.Errorf("--gossip-key: not base64: %v", err)}
+			return nil, "", command.Exit(2, fmt.Errorf("--gossip-key: not base64: %v", err))
 		}
 		if n := len(key); n != 16 && n != 24 && n != 32 {
-			return nil, "", &exitError{2, fmt.Errorf("--gossip-key: %d bytes, want 16, 24 or 32", n)}
+			return nil, "", command.Exit(2, fmt.Errorf("--gossip-key: %d bytes, want 16, 24 or 32", n))
 		}
 	}
 	switch {
 	case f.clusterSecret != "":
 		if len(f.clusterSecret) < minClusterSecret {
-			return nil, "", &exitError{2, fmt.Errorf("--cluster-secret: %d bytes, want at least %d (it keys the cluster's mutual TLS; e.g. openssl rand -hex 32)", len(f.clusterSecret), minClusterSecret)}
+			return nil, "", command.Exit(2, fmt.Errorf("--cluster-secret: %d bytes, want at least %d (it keys the cluster's mutual TLS; e.g. openssl rand -hex 32)", len(f.clusterSecret), minClusterSecret))
 		}
 		return key, f.clusterSecret, nil
 	case key != nil:
 		sum := sha256.Sum256(append([]byte("skald cluster secret\x00"), key...))
 		return key, hex.EncodeToString(sum[:]), nil
 	case f.clustered():
-		return nil, "", &exitError{2, errors.New("a cluster needs --gossip-key (or --cluster-secret): every node must share it")}
+		return nil, "", command.Exit(2, errors.New("a cluster needs --gossip-key (or --cluster-secret): every node must share it"))
 	}
 	b := make([]byte, 32)
 	rand.Read(b)
@@ -261,7 +262,7 @@ func (f *serverFlags) secrets() (key []byte, secret string, err error) {
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, &exitError{2, fmt.Errorf("--log-level %q: %w", level, err)}
+		return nil, command.Exit(2, fmt.Errorf("--log-level %q: %w", level, err))
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch format {
@@ -270,10 +271,10 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, &exitError{2, fmt.Errorf("--log-format %q: want text or json", format)}
+	return nil, command.Exit(2, fmt.Errorf("--log-format %q: want text or json", format))
 }
 
-func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServerFlags(args, stderr)
 	if err != nil {
 		return err
@@ -294,7 +295,7 @@ func runServer(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	log.Info("go runtime", gc.logAttrs()...)
 	if f.adminToken != "" {
 		if name, err := nstoken.Parse(f.adminToken); err != nil || name != nstoken.AdminNamespace {
-			return &exitError{2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", nstoken.AdminNamespace)}
+			return command.Exit(2, fmt.Errorf("--admin-token must be a token of the %q namespace (ns_ZGVmYXVsdA_<64 hex>)", nstoken.AdminNamespace))
 		}
 	}
 	gossipKey, secret, err := f.secrets()
