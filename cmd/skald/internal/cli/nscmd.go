@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"time"
 
-	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
@@ -30,120 +30,108 @@ func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "create":
-		fs, cf := command.NewFlagSet("ns create", "skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]", stderr)
-		desc := fs.String("description", "", "what the namespace is for")
-		nsToken := fs.String("ns-token", "", "use this token for the namespace instead of a generated one")
-		dedupe := fs.String("dedupe-window", "", "idempotent writes: how long message ids given by clients are remembered (a write of ids\n"+
-			"already written returns the original positions): a duration of 1s or more, off, or forever (default: the server's, 2m)")
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		var opts []client.NamespaceOption
-		switch *dedupe {
-		case "":
-		case "off", "0":
-			opts = append(opts, client.WithDedupeWindow(0))
-		case "forever":
-			opts = append(opts, client.WithDedupeForever())
-		default:
-			d, err := time.ParseDuration(*dedupe)
-			if err != nil {
-				return command.Exit(command.ExitUsage, fmt.Errorf("ns create: --dedupe-window %q: want a duration (2m, 1h), off or forever", *dedupe))
-			}
-			opts = append(opts, client.WithDedupeWindow(d))
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ns, err := c.CreateNamespace(ctx, rest[0], *desc, *nsToken, opts...)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, command.CreateReply(ns))
-		}
-		fmt.Fprintf(stdout, "Created namespace %s.\nToken (shown only now; keep it): %s\n", ns.Name, ns.Token)
-		return nil
+		return nsCreate().Run(ctx, args[1:], stdout, stderr)
 	case "list":
-		fs, cf := command.NewFlagSet("ns list", "skald ns list", stderr)
-		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
-			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		list, err := c.ListNamespaces(ctx)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			reply := &skaldv1.ListResponse{}
-			for _, n := range list {
-				reply.Namespaces = append(reply.Namespaces, command.NamespaceInfo(n))
-			}
-			return command.PrintJSON(stdout, reply)
-		}
-		var rows [][]string
-		for _, n := range list {
-			rows = append(rows, nsRow(n))
-		}
-		return command.Table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", rows)
+		return nsList.Run(ctx, args[1:], stdout, stderr)
 	case "info":
-		fs, cf := command.NewFlagSet("ns info", "skald ns info NAME", stderr)
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ns, err := c.GetNamespace(ctx, rest[0])
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, command.NamespaceInfo(ns))
-		}
-		row := append(nsRow(ns), dedupeOf(ns))
-		return command.Table(stdout, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION\tDEDUPE WINDOW", [][]string{row})
+		return nsInfo.Run(ctx, args[1:], stdout, stderr)
 	case "delete":
-		fs, cf := command.NewFlagSet("ns delete", "skald ns delete NAME [--yes]", stderr)
-		yes := command.AddYes(fs)
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		if err := command.Confirm("ns delete", fmt.Sprintf("deletes namespace %s and its messages", rest[0]),
-			fmt.Sprintf("Delete namespace %s and every message in it? This cannot be undone.", rest[0]), *yes, os.Stdin, stderr); err != nil {
-			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		ns, err := c.DeleteNamespace(ctx, rest[0])
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, command.DeleteReply(ns))
-		}
-		fmt.Fprintf(stdout, "Deleted namespace %s (%s).\n", ns.Name, plural(ns.MessagesDeleted, "message"))
-		return nil
+		return nsDelete(stderr).Run(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, nsUsage, command.ClientHelp)
 		return nil
 	}
 	fmt.Fprint(stderr, nsUsage)
 	return command.Exit(command.ExitUsage, fmt.Errorf("ns: unknown subcommand %q", args[0]))
+}
+
+// nsCreate is ns create; its flags reach the call through the closures.
+func nsCreate() command.Command[client.CreatedNamespace] {
+	var desc, nsToken, dedupe *string
+	var opts []client.NamespaceOption
+	return command.Command[client.CreatedNamespace]{
+		Name: "ns create", Usage: "skald ns create NAME [--description TEXT] [--ns-token TOKEN] [--dedupe-window D|off|forever]",
+		MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			desc = fs.String("description", "", "what the namespace is for")
+			nsToken = fs.String("ns-token", "", "use this token for the namespace instead of a generated one")
+			dedupe = fs.String("dedupe-window", "", "idempotent writes: how long message ids given by clients are remembered (a write of ids\n"+
+				"already written returns the original positions): a duration of 1s or more, off, or forever (default: the server's, 2m)")
+			return func([]string) error {
+				switch *dedupe {
+				case "":
+				case "off", "0":
+					opts = append(opts, client.WithDedupeWindow(0))
+				case "forever":
+					opts = append(opts, client.WithDedupeForever())
+				default:
+					d, err := time.ParseDuration(*dedupe)
+					if err != nil {
+						return command.Exit(command.ExitUsage, fmt.Errorf("ns create: --dedupe-window %q: want a duration (2m, 1h), off or forever", *dedupe))
+					}
+					opts = append(opts, client.WithDedupeWindow(d))
+				}
+				return nil
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.CreatedNamespace, error) {
+			return c.CreateNamespace(ctx, args[0], *desc, *nsToken, opts...)
+		},
+		Text: func(w io.Writer, _ []string, ns client.CreatedNamespace) error {
+			_, err := fmt.Fprintf(w, "Created namespace %s.\nToken (shown only now; keep it): %s\n", ns.Name, ns.Token)
+			return err
+		},
+	}
+}
+
+var nsList = command.Command[[]client.Namespace]{
+	Name: "ns list", Usage: "skald ns list",
+	Call: func(ctx context.Context, c *client.Client, _ []string) ([]client.Namespace, error) {
+		return c.ListNamespaces(ctx)
+	},
+	Text: func(w io.Writer, _ []string, list []client.Namespace) error {
+		var rows [][]string
+		for _, n := range list {
+			rows = append(rows, nsRow(n))
+		}
+		return command.Table(w, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION", rows)
+	},
+	JSON: func(list []client.Namespace) any {
+		return struct{ Namespaces []client.Namespace }{list}
+	},
+}
+
+var nsInfo = command.Command[client.Namespace]{
+	Name: "ns info", Usage: "skald ns info NAME", MinArgs: 1, MaxArgs: 1,
+	Call: func(ctx context.Context, c *client.Client, args []string) (client.Namespace, error) {
+		return c.GetNamespace(ctx, args[0])
+	},
+	Text: func(w io.Writer, _ []string, ns client.Namespace) error {
+		row := append(nsRow(ns), dedupeOf(ns))
+		return command.Table(w, "NAME\tMESSAGES\tSTREAMS\tCREATED\tLAST ACTIVITY\tDESCRIPTION\tDEDUPE WINDOW", [][]string{row})
+	},
+}
+
+// nsDelete is ns delete: it asks on stderr's terminal first.
+func nsDelete(stderr io.Writer) command.Command[client.DeletedNamespace] {
+	var yes *bool
+	return command.Command[client.DeletedNamespace]{
+		Name: "ns delete", Usage: "skald ns delete NAME [--yes]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				return command.Confirm("ns delete", fmt.Sprintf("deletes namespace %s and its messages", args[0]),
+					fmt.Sprintf("Delete namespace %s and every message in it? This cannot be undone.", args[0]), *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.DeletedNamespace, error) {
+			return c.DeleteNamespace(ctx, args[0])
+		},
+		Text: func(w io.Writer, _ []string, ns client.DeletedNamespace) error {
+			_, err := fmt.Fprintf(w, "Deleted namespace %s (%s).\n", ns.Name, plural(ns.MessagesDeleted, "message"))
+			return err
+		},
+	}
 }
 
 func nsRow(n client.Namespace) []string {

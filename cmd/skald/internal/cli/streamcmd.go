@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
@@ -40,11 +40,11 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	switch args[0] {
 	case "delete":
-		return runStreamDelete(ctx, args[1:], stdout, stderr)
+		return streamDelete(stderr).Run(ctx, args[1:], stdout, stderr)
 	case "truncate":
-		return runStreamTruncate(ctx, args[1:], stdout, stderr)
+		return streamTruncate(stderr).Run(ctx, args[1:], stdout, stderr)
 	case "delete-by-watermark":
-		return runDeleteByWatermark(ctx, args[1:], stdout, stderr)
+		return deleteByWatermark(stderr).Run(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, streamUsage, command.ClientHelp)
 		return nil
@@ -53,81 +53,71 @@ func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return command.Exit(command.ExitUsage, fmt.Errorf("stream: unknown subcommand %q", args[0]))
 }
 
-func runStreamDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("stream delete", "skald stream delete STREAM [--hard] [--expected-version N] [--yes]", stderr)
-	hard := fs.Bool("hard", false, "leave a tombstone: later appends and truncates of the stream fail")
+// streamDelete is stream delete: it asks on stderr's terminal first.
+func streamDelete(stderr io.Writer) command.Command[client.DeletionResult] {
+	var hard, yes *bool
 	var expected optionalInt64
-	fs.Var(&expected, "expected-version", "delete only if the stream is at version `N` (default: any version)")
-	yes := command.AddYes(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+	return command.Command[client.DeletionResult]{
+		Name: "stream delete", Usage: "skald stream delete STREAM [--hard] [--expected-version N] [--yes]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			hard = fs.Bool("hard", false, "leave a tombstone: later appends and truncates of the stream fail")
+			fs.Var(&expected, "expected-version", "delete only if the stream is at version `N` (default: any version)")
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				what, question := "deletes every message of stream "+args[0], "Delete every message of stream "+args[0]+"?"
+				if *hard {
+					what += " for good (--hard)"
+					question = "Delete every message of stream " + args[0] + " and refuse any later append to it (--hard)?"
+				}
+				return command.Confirm("stream delete", what, question, *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.DeletionResult, error) {
+			var opts []client.DeleteOption
+			if *hard {
+				opts = append(opts, client.Hard())
+			}
+			if expected.set {
+				opts = append(opts, client.ExpectDeleteVersion(expected.v))
+			}
+			return c.DeleteStream(ctx, args[0], opts...)
+		},
+		Text: func(w io.Writer, args []string, res client.DeletionResult) error {
+			how := "Deleted"
+			if *hard {
+				how = "Hard-deleted"
+			}
+			_, err := fmt.Fprintf(w, "%s %s: %s removed (version %d, index %d).\n", how, args[0], plural(res.MessagesDeleted, "message"), res.Version, res.Index)
+			return err
+		},
 	}
-	what, question := "deletes every message of stream "+rest[0], "Delete every message of stream "+rest[0]+"?"
-	if *hard {
-		what += " for good (--hard)"
-		question = "Delete every message of stream " + rest[0] + " and refuse any later append to it (--hard)?"
-	}
-	if err := command.Confirm("stream delete", what, question, *yes, os.Stdin, stderr); err != nil {
-		return err
-	}
-	var opts []client.DeleteOption
-	if *hard {
-		opts = append(opts, client.Hard())
-	}
-	if expected.set {
-		opts = append(opts, client.ExpectDeleteVersion(expected.v))
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.DeleteStream(ctx, rest[0], opts...)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.DeleteStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
-	}
-	how := "Deleted"
-	if *hard {
-		how = "Hard-deleted"
-	}
-	fmt.Fprintf(stdout, "%s %s: %s removed (version %d, index %d).\n", how, rest[0], plural(res.MessagesDeleted, "message"), res.Version, res.Index)
-	return nil
 }
 
-func runStreamTruncate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("stream truncate", "skald stream truncate STREAM --before N [--yes]", stderr)
+// streamTruncate is stream truncate: it asks on stderr's terminal first.
+func streamTruncate(stderr io.Writer) command.Command[client.DeletionResult] {
 	var before optionalInt64
-	fs.Var(&before, "before", "remove the messages whose position is below `N` (required)")
-	yes := command.AddYes(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+	var yes *bool
+	return command.Command[client.DeletionResult]{
+		Name: "stream truncate", Usage: "skald stream truncate STREAM --before N [--yes]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			fs.Var(&before, "before", "remove the messages whose position is below `N` (required)")
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				if !before.set {
+					return command.Mistake("--before is required")
+				}
+				return command.Confirm("stream truncate", fmt.Sprintf("removes the messages of stream %s below position %d", args[0], before.v),
+					fmt.Sprintf("Remove the messages of stream %s below position %d?", args[0], before.v), *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.DeletionResult, error) {
+			return c.TruncateStream(ctx, args[0], before.v)
+		},
+		Text: func(w io.Writer, args []string, res client.DeletionResult) error {
+			_, err := fmt.Fprintf(w, "Truncated %s before position %d: %s removed (version %d, index %d).\n", args[0], before.v, plural(res.MessagesDeleted, "message"), res.Version, res.Index)
+			return err
+		},
 	}
-	if !before.set {
-		return cf.UsageError(fs, "--before is required")
-	}
-	if err := command.Confirm("stream truncate", fmt.Sprintf("removes the messages of stream %s below position %d", rest[0], before.v),
-		fmt.Sprintf("Remove the messages of stream %s below position %d?", rest[0], before.v), *yes, os.Stdin, stderr); err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.TruncateStream(ctx, rest[0], before.v)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index})
-	}
-	fmt.Fprintf(stdout, "Truncated %s before position %d: %s removed (version %d, index %d).\n", rest[0], before.v, plural(res.MessagesDeleted, "message"), res.Version, res.Index)
-	return nil
 }
 
 // stringList is a flag given once per value.
@@ -136,37 +126,35 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
-func runDeleteByWatermark(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("stream delete-by-watermark", "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]... [--yes]", stderr)
+// deleteByWatermark is stream delete-by-watermark: it asks on stderr's
+// terminal first.
+func deleteByWatermark(stderr io.Writer) command.Command[client.WatermarkDeletionResult] {
 	var types stringList
-	fs.Var(&types, "type", "remove only messages of type `T` (once per type; default: every type)")
-	yes := command.AddYes(fs)
-	rest, err := cf.Parse(fs, args, 2, math.MaxInt) // the server bounds the streams
-	if err != nil {
-		return err
+	var yes *bool
+	var marks map[string]int64
+	return command.Command[client.WatermarkDeletionResult]{
+		Name: "stream delete-by-watermark", Usage: "skald stream delete-by-watermark CATEGORY STREAM=POS... [--type T]... [--yes]",
+		MinArgs: 2, MaxArgs: math.MaxInt, // the server bounds the streams
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			fs.Var(&types, "type", "remove only messages of type `T` (once per type; default: every type)")
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				var err error
+				if marks, err = parseWatermarks(args[1:]); err != nil {
+					return command.Mistake("%s", err)
+				}
+				return command.Confirm("stream delete-by-watermark", fmt.Sprintf("deletes messages of %s from %s of category %s", typesOf(types), plural(int64(len(marks)), "stream"), args[0]),
+					fmt.Sprintf("Delete the messages of %s at or below the given positions in %s of category %s?", typesOf(types), plural(int64(len(marks)), "stream"), args[0]), *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.WatermarkDeletionResult, error) {
+			return c.DeleteByWatermark(ctx, args[0], marks, types...)
+		},
+		Text: func(w io.Writer, args []string, res client.WatermarkDeletionResult) error {
+			_, err := fmt.Fprintf(w, "Deleted %s from %s of %s (index %d).\n", plural(res.MessagesDeleted, "message"), plural(res.Streams, "stream"), args[0], res.Index)
+			return err
+		},
 	}
-	marks, err := parseWatermarks(rest[1:])
-	if err != nil {
-		return cf.UsageError(fs, err.Error())
-	}
-	if err := command.Confirm("stream delete-by-watermark", fmt.Sprintf("deletes messages of %s from %s of category %s", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]),
-		fmt.Sprintf("Delete the messages of %s at or below the given positions in %s of category %s?", typesOf(types), plural(int64(len(marks)), "stream"), rest[0]), *yes, os.Stdin, stderr); err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.DeleteByWatermark(ctx, rest[0], marks, types...)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index})
-	}
-	fmt.Fprintf(stdout, "Deleted %s from %s of %s (index %d).\n", plural(res.MessagesDeleted, "message"), plural(res.Streams, "stream"), rest[0], res.Index)
-	return nil
 }
 
 // typesOf names the message types a watermark deletion removes.

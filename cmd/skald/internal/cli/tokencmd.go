@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -36,62 +37,68 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch args[0] {
 	case "create":
-		fs, cf := command.NewFlagSet("token create", "skald token create NAME --role ROLE [--scope C,P*] [--expires 30d|TIME] [--ns NAME]", stderr)
-		role := fs.String("role", "", "reader, writer, owner or admin (admin: the admin namespace only)")
-		scope := fs.String("scope", "", "comma-separated categories (invoice) and stream-name prefixes (invoice-*); default: the whole namespace")
-		expires := fs.String("expires", "", "a duration from now (30d, 12h) or an RFC 3339 time; default: never")
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		r, ok := roleByName[*role]
-		if !ok {
-			return command.Exit(command.ExitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role))
-		}
-		n := client.NewCredential{Name: rest[0], Role: r}
-		if *scope != "" {
-			n.Scope = strings.Split(*scope, ",")
-		}
-		if *expires != "" {
-			if n.ExpiresAt, err = parseExpiry(*expires, time.Now()); err != nil {
-				return command.Exit(command.ExitUsage, fmt.Errorf("token create: --expires %q: %v", *expires, err))
-			}
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		made, err := c.CreateCredential(ctx, n)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, &skaldv1.CredentialsCreateResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index})
-		}
-		fmt.Fprintf(stdout, "Created credential %s (%s).\nToken (shown only now; keep it): %s\n", made.Name, made.Role, made.Token)
-		return nil
+		return tokenCreate().Run(ctx, args[1:], stdout, stderr)
 	case "list":
-		fs, cf := command.NewFlagSet("token list", "skald token list [--ns NAME]", stderr)
-		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
-			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		list, err := c.Credentials(ctx, "")
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			reply := &skaldv1.CredentialsListResponse{}
-			for _, cr := range list {
-				reply.Credentials = append(reply.Credentials, credentialProto(cr))
+		return tokenList.Run(ctx, args[1:], stdout, stderr)
+	case "revoke":
+		return tokenRevoke.Run(ctx, args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, tokenUsage, command.ClientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, tokenUsage)
+	return command.Exit(command.ExitUsage, fmt.Errorf("token: unknown subcommand %q", args[0]))
+}
+
+// tokenCreate is token create; its flags reach the call through the
+// closures.
+func tokenCreate() command.Command[client.CreatedCredential] {
+	var role, scope, expires *string
+	var n client.NewCredential
+	return command.Command[client.CreatedCredential]{
+		Name: "token create", Usage: "skald token create NAME --role ROLE [--scope C,P*] [--expires 30d|TIME] [--ns NAME]",
+		MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			role = fs.String("role", "", "reader, writer, owner or admin (admin: the admin namespace only)")
+			scope = fs.String("scope", "", "comma-separated categories (invoice) and stream-name prefixes (invoice-*); default: the whole namespace")
+			expires = fs.String("expires", "", "a duration from now (30d, 12h) or an RFC 3339 time; default: never")
+			return func(args []string) error {
+				r, ok := roleByName[*role]
+				if !ok {
+					return command.Exit(command.ExitUsage, fmt.Errorf("token create: --role %q: want reader, writer, owner or admin", *role))
+				}
+				n = client.NewCredential{Name: args[0], Role: r}
+				if *scope != "" {
+					n.Scope = strings.Split(*scope, ",")
+				}
+				if *expires != "" {
+					var err error
+					if n.ExpiresAt, err = parseExpiry(*expires, time.Now()); err != nil {
+						return command.Exit(command.ExitUsage, fmt.Errorf("token create: --expires %q: %v", *expires, err))
+					}
+				}
+				return nil
 			}
-			return command.PrintJSON(stdout, reply)
-		}
+		},
+		Call: func(ctx context.Context, c *client.Client, _ []string) (client.CreatedCredential, error) {
+			return c.CreateCredential(ctx, n)
+		},
+		Text: func(w io.Writer, _ []string, made client.CreatedCredential) error {
+			_, err := fmt.Fprintf(w, "Created credential %s (%s).\nToken (shown only now; keep it): %s\n", made.Name, made.Role, made.Token)
+			return err
+		},
+		JSON: func(made client.CreatedCredential) any { // the role as the API names it
+			return &skaldv1.CredentialsCreateResponse{Credential: credentialProto(made.Credential), Token: made.Token, Index: made.Index}
+		},
+	}
+}
+
+var tokenList = command.Command[[]client.Credential]{
+	Name: "token list", Usage: "skald token list [--ns NAME]",
+	Call: func(ctx context.Context, c *client.Client, _ []string) ([]client.Credential, error) {
+		return c.Credentials(ctx, "")
+	},
+	Text: func(w io.Writer, _ []string, list []client.Credential) error {
 		var rows [][]string
 		for _, cr := range list {
 			scope := strings.Join(cr.Scope, ",")
@@ -100,32 +107,26 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			rows = append(rows, []string{cr.Name, cr.Role.String(), scope, when(cr.ExpiresAt), when(cr.CreatedAt), when(cr.LastUsed)})
 		}
-		return command.Table(stdout, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
-	case "revoke":
-		fs, cf := command.NewFlagSet("token revoke", "skald token revoke NAME [--ns NAME]", stderr)
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
+		return command.Table(w, "NAME\tROLE\tSCOPE\tEXPIRES\tCREATED\tLAST USED", rows)
+	},
+	JSON: func(list []client.Credential) any { // the roles as the API names them
+		reply := &skaldv1.CredentialsListResponse{}
+		for _, cr := range list {
+			reply.Credentials = append(reply.Credentials, credentialProto(cr))
 		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if err := c.RevokeCredential(ctx, "", rest[0]); err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, &skaldv1.CredentialsRevokeResponse{})
-		}
-		fmt.Fprintf(stdout, "Revoked credential %s.\n", rest[0])
-		return nil
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, tokenUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, tokenUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("token: unknown subcommand %q", args[0]))
+		return reply
+	},
+}
+
+var tokenRevoke = command.Command[struct{}]{
+	Name: "token revoke", Usage: "skald token revoke NAME [--ns NAME]", MinArgs: 1, MaxArgs: 1,
+	Call: func(ctx context.Context, c *client.Client, args []string) (struct{}, error) {
+		return struct{}{}, c.RevokeCredential(ctx, "", args[0])
+	},
+	Text: func(w io.Writer, args []string, _ struct{}) error {
+		_, err := fmt.Fprintf(w, "Revoked credential %s.\n", args[0])
+		return err
+	},
 }
 
 // parseExpiry reads --expires: a duration from now (30d, 12h) or an RFC
