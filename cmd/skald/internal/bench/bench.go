@@ -66,6 +66,7 @@ type benchConfig struct {
 	index       bool      // --index: create an index on the run's category, sample its lag
 }
 
+// Run runs skald bench with args, the words after "bench".
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := command.NewFlagSet("bench", benchUsage, stderr)
 	workload := fs.String("workload", "append", "append, append-stream, evdb-append, append-batch, read-stream, read-category, mixed, subscribe or consume")

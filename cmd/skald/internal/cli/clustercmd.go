@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"time"
 
-	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
@@ -22,80 +22,67 @@ const clusterUsage = `Usage: skald cluster <status|transfer-leadership|remove> .
 `
 
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, clusterUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("cluster: missing subcommand"))
+	return runSubcommand(ctx, "cluster", clusterUsage, map[string]runFunc{
+		"status": clusterStatus.Run, "transfer-leadership": transferLeadership(stderr).Run, "remove": clusterRemove(stderr).Run,
+	}, args, stdout, stderr)
+}
+
+var clusterStatus = command.Command[client.ClusterStatus]{
+	Name: "cluster status", Usage: "skald cluster status",
+	Call: func(ctx context.Context, c *client.Client, _ []string) (client.ClusterStatus, error) {
+		return c.Status(ctx)
+	},
+	Text: func(w io.Writer, _ []string, st client.ClusterStatus) error {
+		fmt.Fprintf(w, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
+		return command.Table(w, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
+	},
+	JSON: func(st client.ClusterStatus) any { return command.StatusReply(st) }, // suffrage as the API names it
+}
+
+// transferLeadership is cluster transfer-leadership: it calls the leader,
+// saying on stderr when --addr is a follower.
+func transferLeadership(stderr io.Writer) command.Command[string] {
+	var to *string
+	return command.Command[string]{
+		Name: "cluster transfer-leadership", Usage: "skald cluster transfer-leadership [--to SERVER-ID]",
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			to = fs.String("to", "", "server to hand leadership to (default: any voter)")
+			return nil
+		},
+		Dial: func(ctx context.Context, cf *command.Flags) (*client.Client, error) {
+			return leaderClient(ctx, cf, stderr)
+		},
+		Call: func(ctx context.Context, c *client.Client, _ []string) (string, error) {
+			return c.TransferLeadership(ctx, *to)
+		},
+		Text: func(w io.Writer, _ []string, leader string) error {
+			_, err := fmt.Fprintf(w, "Leader is now %s.\n", leader)
+			return err
+		},
+		JSON: func(leader string) any { return struct{ LeaderID string }{leader} },
 	}
-	switch args[0] {
-	case "status":
-		fs, cf := command.NewFlagSet("cluster status", "skald cluster status", stderr)
-		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
+}
+
+// clusterRemove is cluster remove: it asks on stderr's terminal first.
+func clusterRemove(stderr io.Writer) command.Command[struct{}] {
+	var yes *bool
+	return command.Command[struct{}]{
+		Name: "cluster remove", Usage: "skald cluster remove SERVER-ID [--yes]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				return command.Confirm("cluster remove", "removes server "+args[0]+" from the cluster",
+					"Remove server "+args[0]+" from the cluster? It stops being a voter and leaves Raft.", *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (struct{}, error) {
+			return struct{}{}, c.RemoveServer(ctx, args[0])
+		},
+		Text: func(w io.Writer, args []string, _ struct{}) error {
+			_, err := fmt.Fprintf(w, "Removed server %s.\n", args[0])
 			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		st, err := c.Status(ctx)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, command.StatusReply(st))
-		}
-		fmt.Fprintf(stdout, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
-		return command.Table(stdout, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
-	case "transfer-leadership":
-		fs, cf := command.NewFlagSet("cluster transfer-leadership", "skald cluster transfer-leadership [--to SERVER-ID]", stderr)
-		to := fs.String("to", "", "server to hand leadership to (default: any voter)")
-		if _, err := cf.Parse(fs, args[1:], 0, 0); err != nil {
-			return err
-		}
-		c, err := leaderClient(ctx, cf, stderr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		leader, err := c.TransferLeadership(ctx, *to)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, &skaldv1.TransferLeadershipResponse{LeaderId: leader})
-		}
-		fmt.Fprintf(stdout, "Leader is now %s.\n", leader)
-		return nil
-	case "remove":
-		fs, cf := command.NewFlagSet("cluster remove", "skald cluster remove SERVER-ID [--yes]", stderr)
-		yes := command.AddYes(fs)
-		rest, err := cf.Parse(fs, args[1:], 1, 1)
-		if err != nil {
-			return err
-		}
-		if err := command.Confirm("cluster remove", "removes server "+rest[0]+" from the cluster",
-			"Remove server "+rest[0]+" from the cluster? It stops being a voter and leaves Raft.", *yes, os.Stdin, stderr); err != nil {
-			return err
-		}
-		c, err := cf.Connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if err := c.RemoveServer(ctx, rest[0]); err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, &skaldv1.RemoveServerResponse{})
-		}
-		fmt.Fprintf(stdout, "Removed server %s.\n", rest[0])
-		return nil
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, clusterUsage, command.ClientHelp)
-		return nil
+		},
 	}
-	fmt.Fprint(stderr, clusterUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("cluster: unknown subcommand %q", args[0]))
 }
 
 func runLeave(ctx context.Context, args []string, stdout, stderr io.Writer) error {

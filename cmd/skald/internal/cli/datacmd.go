@@ -125,72 +125,58 @@ func (o *optionalInt64) Set(s string) error {
 }
 
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("read", "skald read STREAM [--position N] [--limit N] [--backward] [--last N]", stderr)
-	position := fs.Int64("position", 0, "first stream position (with --backward or --last: the highest; default the end)")
-	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	dir := addDirectionFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+	cmd := readCommand("read", "skald read STREAM [--position N] [--limit N] [--backward] [--last N]", 1, 1, stderr)
+	var position, limit *int64
+	var dir *directionFlags
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		position = fs.Int64("position", 0, "first stream position (with --backward or --last: the highest; default the end)")
+		limit = fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+		dir = addDirectionFlags(fs)
+		return func([]string) error { return dir.resolve(fs, position, limit) }
 	}
-	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
-	if err != nil {
-		return err
+	cmd.Call = func(ctx context.Context, c *client.Client, args []string) (page, error) {
+		msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: args[0], Position: *position, Limit: *limit, Backward: dir.reads()})
+		if err != nil || dir.reads() {
+			return page{msgs: dir.order(msgs)}, err
+		}
+		return readPage(ctx, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+			more, err := c.ReadStream(ctx, client.StreamQuery{Stream: args[0], Position: last.Position + 1, Limit: 1})
+			return len(more) > 0, err
+		}, func(last client.Message) readOn {
+			return readOn{last.Position + 1, command.ShellArgs("skald", "read", args[0], "--position", strconv.FormatInt(last.Position+1, 10))}
+		})
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msgs, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: from, Limit: limitN, Backward: dir.reads()})
-	if err != nil {
-		return command.APIError(err)
-	}
-	if dir.reads() {
-		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
-	}
-	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
-		more, err := c.ReadStream(ctx, client.StreamQuery{Stream: rest[0], Position: last.Position + 1, Limit: 1})
-		return len(more) > 0, err
-	}, func(last client.Message) readOn {
-		return readOn{last.Position + 1, command.ShellArgs("skald", "read", rest[0], "--position", strconv.FormatInt(last.Position+1, 10))}
-	})
+	return cmd.Run(ctx, args, stdout, stderr)
 }
 
 func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", stderr)
-	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
-	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	dir := addDirectionFlags(fs)
-	flt := addFilterFlags(fs)
-	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
-		return err
+	cmd := readCommand("all", "skald all [--position GP] [--type T]... [--prefix P] [--limit N] [--backward] [--last N]", 0, 0, stderr)
+	var position, limit *int64
+	var dir *directionFlags
+	var flt *filterFlags
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		position = fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+		limit = fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+		dir = addDirectionFlags(fs)
+		flt = addFilterFlags(fs)
+		return func([]string) error { return dir.resolve(fs, position, limit) }
 	}
-	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
-	if err != nil {
-		return err
+	cmd.Call = func(ctx context.Context, c *client.Client, _ []string) (page, error) {
+		msgs, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: *position, Limit: *limit, Backward: dir.reads(),
+			Types: flt.types, StreamPrefix: *flt.prefix})
+		if err != nil || dir.reads() {
+			return page{msgs: dir.order(msgs)}, err
+		}
+		return readPage(ctx, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+			more, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: last.GlobalPosition + 1, Limit: 1, Types: flt.types, StreamPrefix: *flt.prefix})
+			return len(more) > 0, err
+		}, func(last client.Message) readOn {
+			args := []string{"skald", "all", "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
+			args = append(args, flt.args()...)
+			return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
+		})
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msgs, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: from, Limit: limitN, Backward: dir.reads(),
-		Types: flt.types, StreamPrefix: *flt.prefix})
-	if err != nil {
-		return command.APIError(err)
-	}
-	if dir.reads() {
-		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
-	}
-	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
-		more, err := c.ReadAllQuery(ctx, client.AllQuery{GlobalPosition: last.GlobalPosition + 1, Limit: 1, Types: flt.types, StreamPrefix: *flt.prefix})
-		return len(more) > 0, err
-	}, func(last client.Message) readOn {
-		args := []string{"skald", "all", "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
-		args = append(args, flt.args()...)
-		return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
-	})
+	return cmd.Run(ctx, args, stdout, stderr)
 }
 
 // filterFlags are skald all's and category's --type and --prefix.
@@ -234,24 +220,25 @@ func addDirectionFlags(fs *flag.FlagSet) *directionFlags {
 // reads reports whether the server reads backward.
 func (d *directionFlags) reads() bool { return *d.backward || *d.last > 0 }
 
-// resolve returns the read's start and limit: a backward read without
-// --position starts at the end (-1), and --last N is a backward read of N.
-func (d *directionFlags) resolve(cf *command.Flags, fs *flag.FlagSet, position, limit int64) (int64, int64, error) {
+// resolve sets the read's start and limit: a backward read without
+// --position starts at the end (-1), and --last N is a backward read of
+// N. fs is parsed.
+func (d *directionFlags) resolve(fs *flag.FlagSet, position, limit *int64) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["last"] {
 		if *d.last < 1 {
-			return 0, 0, cf.UsageError(fs, fmt.Sprintf("--last %d: want 1 or more", *d.last))
+			return command.Mistake("--last %d: want 1 or more", *d.last)
 		}
 		if given["limit"] {
-			return 0, 0, cf.UsageError(fs, "--last and --limit: give one")
+			return command.Mistake("--last and --limit: give one")
 		}
-		limit = *d.last
+		*limit = *d.last
 	}
 	if d.reads() && !given["position"] {
-		position = -1
+		*position = -1
 	}
-	return position, limit, nil
+	return nil
 }
 
 // order puts a --last read back in position order, unless --backward.
@@ -316,106 +303,106 @@ func (f *queryFlags) build() (client.Query, error) {
 }
 
 func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", stderr)
-	qf := addQueryFlags(fs)
-	after := fs.Int64("after", 0, "only messages whose global position is above this")
-	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	q, err := qf.build()
-	if err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msgs, err := c.Query(ctx, q, *after, *limit)
-	if err != nil {
-		return command.APIError(err)
-	}
-	return printRead(ctx, stdout, stderr, cf.Output, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
-		more, err := c.Query(ctx, q, last.GlobalPosition, 1)
-		return len(more) > 0, err
-	}, func(last client.Message) readOn {
-		args := []string{"skald", "query"}
-		for _, t := range qf.types {
-			args = append(args, "--type", t)
+	cmd := readCommand("query", "skald query [--type T]... [--tag T]... [--query JSON|@FILE] [--after GP] [--limit N]", 0, 0, stderr)
+	var qf *queryFlags
+	var after, limit *int64
+	var q client.Query
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		qf = addQueryFlags(fs)
+		after = fs.Int64("after", 0, "only messages whose global position is above this")
+		limit = fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+		return func([]string) (err error) {
+			q, err = qf.build()
+			return err
 		}
-		for _, t := range qf.tags {
-			args = append(args, "--tag", t)
+	}
+	cmd.Call = func(ctx context.Context, c *client.Client, _ []string) (page, error) {
+		msgs, err := c.Query(ctx, q, *after, *limit)
+		if err != nil {
+			return page{}, err
 		}
-		if *qf.query != "" {
-			args = append(args, "--query", *qf.query)
-		}
-		return readOn{last.GlobalPosition, command.ShellArgs(append(args, "--after", strconv.FormatInt(last.GlobalPosition, 10))...)}
-	})
+		return readPage(ctx, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+			more, err := c.Query(ctx, q, last.GlobalPosition, 1)
+			return len(more) > 0, err
+		}, func(last client.Message) readOn {
+			args := []string{"skald", "query"}
+			for _, t := range qf.types {
+				args = append(args, "--type", t)
+			}
+			for _, t := range qf.tags {
+				args = append(args, "--tag", t)
+			}
+			if *qf.query != "" {
+				args = append(args, "--query", *qf.query)
+			}
+			return readOn{last.GlobalPosition, command.ShellArgs(append(args, "--after", strconv.FormatInt(last.GlobalPosition, 10))...)}
+		})
+	}
+	return cmd.Run(ctx, args, stdout, stderr)
 }
 
 func runCategory(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", stderr)
-	position := fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+	cmd := readCommand("category", "skald category NAME [--position GP] [--member M --size S] [--correlation C] [--type T]... [--prefix P] [--held STREAM=POS]... [--limit N] [--backward] [--last N]", 1, 1, stderr)
+	var position, member, size, limit *int64
 	var held stringList
-	fs.Var(&held, "held", "a state vector: you hold `STREAM=POS`, so only its later messages (repeat; streams not named: every message)")
-	member := fs.Int64("member", 0, "consumer group member (with --size)")
-	size := fs.Int64("size", 0, "consumer group size")
-	correlation := fs.String("correlation", "", "only messages correlated to this category")
-	limit := fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
-	dir := addDirectionFlags(fs)
-	flt := addFilterFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	from, limitN, err := dir.resolve(cf, fs, *position, *limit)
-	if err != nil {
-		return err
-	}
+	var correlation *string
+	var dir *directionFlags
+	var flt *filterFlags
 	var sv map[string]int64
-	if len(held) > 0 {
-		if sv, err = parseWatermarks(held); err != nil {
-			return cf.UsageError(fs, "--held "+err.Error())
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		position = fs.Int64("position", 1, "first global position (with --backward or --last: the highest; default the end)")
+		fs.Var(&held, "held", "a state vector: you hold `STREAM=POS`, so only its later messages (repeat; streams not named: every message)")
+		member = fs.Int64("member", 0, "consumer group member (with --size)")
+		size = fs.Int64("size", 0, "consumer group size")
+		correlation = fs.String("correlation", "", "only messages correlated to this category")
+		limit = fs.Int64("limit", 0, "most messages (0: 1000, -1: all)")
+		dir = addDirectionFlags(fs)
+		flt = addFilterFlags(fs)
+		return func([]string) error {
+			if err := dir.resolve(fs, position, limit); err != nil {
+				return err
+			}
+			if len(held) > 0 {
+				var err error
+				if sv, err = parseWatermarks(held); err != nil {
+					return command.Mistake("--held %s", err)
+				}
+			}
+			return nil
 		}
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
-		Category: rest[0], GlobalPosition: from, Limit: limitN, Correlation: *correlation,
-		Group: client.ConsumerGroup{Member: *member, Size: *size}, Backward: dir.reads(),
-		Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
-	})
-	if err != nil {
-		return command.APIError(err)
-	}
-	if dir.reads() {
-		return command.PrintMessages(stdout, cf.Output, dir.order(msgs))
-	}
-	return printRead(ctx, stdout, stderr, cf.Output, msgs, limitN, func(ctx context.Context, last client.Message) (bool, error) {
-		more, err := c.ReadCategory(ctx, client.CategoryQuery{
-			Category: rest[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
-			Group: client.ConsumerGroup{Member: *member, Size: *size},
+	cmd.Call = func(ctx context.Context, c *client.Client, args []string) (page, error) {
+		msgs, err := c.ReadCategory(ctx, client.CategoryQuery{
+			Category: args[0], GlobalPosition: *position, Limit: *limit, Correlation: *correlation,
+			Group: client.ConsumerGroup{Member: *member, Size: *size}, Backward: dir.reads(),
 			Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
 		})
-		return len(more) > 0, err
-	}, func(last client.Message) readOn {
-		args := []string{"skald", "category", rest[0], "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
-		if *size > 0 {
-			args = append(args, "--member", strconv.FormatInt(*member, 10), "--size", strconv.FormatInt(*size, 10))
+		if err != nil || dir.reads() {
+			return page{msgs: dir.order(msgs)}, err
 		}
-		if *correlation != "" {
-			args = append(args, "--correlation", *correlation)
-		}
-		args = append(args, flt.args()...)
-		for _, h := range held {
-			args = append(args, "--held", h)
-		}
-		return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
-	})
+		return readPage(ctx, msgs, *limit, func(ctx context.Context, last client.Message) (bool, error) {
+			more, err := c.ReadCategory(ctx, client.CategoryQuery{
+				Category: args[0], GlobalPosition: last.GlobalPosition + 1, Limit: 1, Correlation: *correlation,
+				Group: client.ConsumerGroup{Member: *member, Size: *size},
+				Types: flt.types, StreamPrefix: *flt.prefix, StateVector: sv,
+			})
+			return len(more) > 0, err
+		}, func(last client.Message) readOn {
+			args := []string{"skald", "category", args[0], "--position", strconv.FormatInt(last.GlobalPosition+1, 10)}
+			if *size > 0 {
+				args = append(args, "--member", strconv.FormatInt(*member, 10), "--size", strconv.FormatInt(*size, 10))
+			}
+			if *correlation != "" {
+				args = append(args, "--correlation", *correlation)
+			}
+			args = append(args, flt.args()...)
+			for _, h := range held {
+				args = append(args, "--held", h)
+			}
+			return readOn{last.GlobalPosition + 1, command.ShellArgs(args...)}
+		})
+	}
+	return cmd.Run(ctx, args, stdout, stderr)
 }
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {

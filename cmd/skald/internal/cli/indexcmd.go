@@ -52,29 +52,10 @@ exit 5 (conflict).
 `
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, indexUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("index: missing subcommand"))
-	}
-	switch args[0] {
-	case "create":
-		return runIndexCreate(ctx, args[1:], stdout, stderr)
-	case "list":
-		return runIndexList(ctx, args[1:], stdout, stderr)
-	case "info":
-		return runIndexInfo(ctx, args[1:], stdout, stderr)
-	case "delete":
-		return runIndexDelete(ctx, args[1:], stdout, stderr)
-	case "rebuild":
-		return runIndexRebuild(ctx, args[1:], stdout, stderr)
-	case "query":
-		return runIndexQuery(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, indexUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, indexUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("index: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "index", indexUsage, map[string]runFunc{
+		"create": runIndexCreate, "list": indexList().Run, "info": indexInfo().Run, "delete": indexDelete().Run,
+		"rebuild": runIndexRebuild, "query": runIndexQuery,
+	}, args, stdout, stderr)
 }
 
 // listFlag collects a repeated flag.
@@ -293,73 +274,59 @@ func indexState(s *skaldv1.IndexStatus) string {
 
 const indexHeader = "NAME\tVERSION\tSOURCE\tFIELDS\tSTATE\tENTRIES\tSKIPPED\tLAG"
 
-func runIndexList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("index list", "skald index list [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
-		return err
+// namespaceFlag declares --namespace, the namespace an index or a
+// retention command acts on, into ns.
+func namespaceFlag(ns *string) func(fs *flag.FlagSet) func([]string) error {
+	return func(fs *flag.FlagSet) func([]string) error {
+		fs.StringVar(ns, "namespace", "", "the namespace (default: the token's own)")
+		return nil
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	infos, err := c.Indexes(ctx, *ns)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.IndexesListResponse{Indexes: infos})
-	}
-	rows := make([][]string, 0, len(infos))
-	for _, info := range infos {
-		rows = append(rows, indexRow(info))
-	}
-	return command.Table(stdout, indexHeader, rows)
 }
 
-func runIndexInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("index info", "skald index info NAME [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+func indexList() command.Command[[]*skaldv1.IndexInfo] {
+	var ns string
+	return command.Command[[]*skaldv1.IndexInfo]{
+		Name: "index list", Usage: "skald index list [--namespace NS]", Flags: namespaceFlag(&ns),
+		Call: func(ctx context.Context, c *client.Client, _ []string) ([]*skaldv1.IndexInfo, error) {
+			return c.Indexes(ctx, ns)
+		},
+		Text: func(w io.Writer, _ []string, infos []*skaldv1.IndexInfo) error {
+			rows := make([][]string, 0, len(infos))
+			for _, info := range infos {
+				rows = append(rows, indexRow(info))
+			}
+			return command.Table(w, indexHeader, rows)
+		},
+		JSON: func(infos []*skaldv1.IndexInfo) any { return &skaldv1.IndexesListResponse{Indexes: infos} },
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	info, err := c.IndexInfo(ctx, *ns, rest[0])
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, info)
-	}
-	return command.Table(stdout, indexHeader, [][]string{indexRow(info)})
 }
 
-func runIndexDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("index delete", "skald index delete NAME [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+func indexInfo() command.Command[*skaldv1.IndexInfo] {
+	var ns string
+	return command.Command[*skaldv1.IndexInfo]{
+		Name: "index info", Usage: "skald index info NAME [--namespace NS]", MinArgs: 1, MaxArgs: 1, Flags: namespaceFlag(&ns),
+		Call: func(ctx context.Context, c *client.Client, args []string) (*skaldv1.IndexInfo, error) {
+			return c.IndexInfo(ctx, ns, args[0])
+		},
+		Text: func(w io.Writer, _ []string, info *skaldv1.IndexInfo) error {
+			return command.Table(w, indexHeader, [][]string{indexRow(info)})
+		},
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
+}
+
+func indexDelete() command.Command[struct{}] {
+	var ns string
+	return command.Command[struct{}]{
+		Name: "index delete", Usage: "skald index delete NAME [--namespace NS]", MinArgs: 1, MaxArgs: 1, Flags: namespaceFlag(&ns),
+		Call: func(ctx context.Context, c *client.Client, args []string) (struct{}, error) {
+			return struct{}{}, c.DeleteIndex(ctx, ns, args[0])
+		},
+		Text: func(w io.Writer, args []string, _ struct{}) error {
+			_, err := fmt.Fprintf(w, "Deleted index %s.\n", args[0])
+			return err
+		},
+		JSON: func(struct{}) any { return &skaldv1.IndexesDeleteResponse{} }, // index 0, as it always printed
 	}
-	defer c.Close()
-	if err := c.DeleteIndex(ctx, *ns, rest[0]); err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.IndexesDeleteResponse{})
-	}
-	fmt.Fprintf(stdout, "Deleted index %s.\n", rest[0])
-	return nil
 }
 
 func runIndexQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {

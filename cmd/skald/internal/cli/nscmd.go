@@ -24,25 +24,9 @@ A command that deletes asks first on a terminal; without one (a script, a pipe) 
 `
 
 func runNS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, nsUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("ns: missing subcommand"))
-	}
-	switch args[0] {
-	case "create":
-		return nsCreate().Run(ctx, args[1:], stdout, stderr)
-	case "list":
-		return nsList.Run(ctx, args[1:], stdout, stderr)
-	case "info":
-		return nsInfo.Run(ctx, args[1:], stdout, stderr)
-	case "delete":
-		return nsDelete(stderr).Run(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, nsUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, nsUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("ns: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "ns", nsUsage, map[string]runFunc{
+		"create": nsCreate().Run, "list": nsList.Run, "info": nsInfo.Run, "delete": nsDelete(stderr).Run,
+	}, args, stdout, stderr)
 }
 
 // nsCreate is ns create; its flags reach the call through the closures.

@@ -30,42 +30,65 @@ func fullPage(limit int64, msgs []client.Message) bool {
 	return limit > 0 && int64(len(msgs)) >= limit
 }
 
-// printRead writes a read's messages; when they filled limit and more
-// reports a message after the last, with the hint on reads on.
-func printRead(ctx context.Context, stdout, stderr io.Writer, output string, msgs []client.Message, limit int64,
-	more func(ctx context.Context, last client.Message) (bool, error), on func(last client.Message) readOn) error {
-	var hint *readOn
+// page is what a read command found: its messages and, when they filled
+// the limit and more follow, how to read on.
+type page struct {
+	msgs []client.Message
+	hint *readOn
+}
+
+// readPage makes the page of msgs, read with limit: when they fill it
+// and more finds a message after the last, on says how to read on.
+func readPage(ctx context.Context, msgs []client.Message, limit int64,
+	more func(ctx context.Context, last client.Message) (bool, error), on func(last client.Message) readOn) (page, error) {
+	p := page{msgs: msgs}
 	if fullPage(limit, msgs) {
 		last := msgs[len(msgs)-1]
 		found, err := more(ctx, last)
 		if err != nil {
-			return command.APIError(err)
+			return p, err
 		}
 		if found {
 			h := on(last)
-			hint = &h
+			p.hint = &h
 		}
 	}
-	if output == "json" {
-		out := struct {
-			Messages []command.JSONMessage `json:"messages"`
-			Next     *int64                `json:"next,omitempty"`
-		}{Messages: []command.JSONMessage{}}
-		for _, m := range msgs {
-			out.Messages = append(out.Messages, command.ToJSONMessage(m))
-		}
-		if hint != nil {
-			out.Next = &hint.next
-		}
-		return json.NewEncoder(stdout).Encode(out)
+	return p, nil
+}
+
+// readCommand is a read command (read, all, category, query) without its
+// flags and call: a page as a table, with the hint on reading on on
+// stderr, or as {"messages": [...], "next": N}.
+func readCommand(name, usage string, minArgs, maxArgs int, stderr io.Writer) command.Command[page] {
+	return command.Command[page]{
+		Name: name, Usage: usage, MinArgs: minArgs, MaxArgs: maxArgs,
+		Text: func(w io.Writer, _ []string, p page) error {
+			if err := command.PrintMessages(w, "table", p.msgs); err != nil {
+				return err
+			}
+			if p.hint != nil {
+				fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(len(p.msgs)), "message"), p.hint.cmd)
+			}
+			return nil
+		},
+		JSON: func(p page) any {
+			out := struct {
+				Messages []command.JSONMessage `json:"messages"`
+				Next     *int64                `json:"next,omitempty"`
+			}{Messages: []command.JSONMessage{}}
+			for _, m := range p.msgs {
+				out.Messages = append(out.Messages, command.ToJSONMessage(m))
+			}
+			if p.hint != nil {
+				out.Next = &p.hint.next
+			}
+			b, err := json.Marshal(out) // the messages' data as JSON, as encoding/json writes it
+			if err != nil {
+				return err
+			}
+			return json.RawMessage(b)
+		},
 	}
-	if err := command.PrintMessages(stdout, output, msgs); err != nil {
-		return err
-	}
-	if hint != nil {
-		fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(len(msgs)), "message"), hint.cmd)
-	}
-	return nil
 }
 
 // plural is "1 message", "2 messages".

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -35,21 +36,9 @@ unknown namespace: exit 4.
 `
 
 func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, retentionUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("retention: missing subcommand"))
-	}
-	switch args[0] {
-	case "set", "clear":
-		return runRetentionSet(ctx, args[0], args[1:], stdout, stderr)
-	case "list":
-		return runRetentionList(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, retentionUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, retentionUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("retention: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "retention", retentionUsage, map[string]runFunc{
+		"set": retentionSet("set").Run, "clear": retentionSet("clear").Run, "list": retentionList().Run,
+	}, args, stdout, stderr)
 }
 
 // retentionScope reads "namespace", "category NAME" or "stream NAME".
@@ -70,62 +59,63 @@ func retentionScope(args []string) (client.RetentionScope, string, error) {
 	return scope, args[1], nil
 }
 
-func runRetentionSet(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+// retentionSet is retention set, or retention clear (verb "clear": a
+// policy without limits).
+func retentionSet(verb string) command.Command[bool] {
 	usage := "skald retention clear namespace|category NAME|stream NAME [--namespace NS]"
 	if verb == "set" {
 		usage = "skald retention set namespace|category NAME|stream NAME [--max-age DURATION] [--max-count N] [--namespace NS]"
 	}
-	fs, cf := command.NewFlagSet("retention "+verb, usage, stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	var age string
+	var ns, age string
 	var maxCount int64
-	if verb == "set" {
-		fs.StringVar(&age, "max-age", "", "remove messages older than this (e.g. 30d, 1d12h or 720h; 0: no age limit)")
-		fs.Int64Var(&maxCount, "max-count", 0, "each stream keeps only the positions above its version - N (0: no count limit)")
+	var p client.RetentionPolicy
+	return command.Command[bool]{
+		Name: "retention " + verb, Usage: usage, MinArgs: 1, MaxArgs: 2,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			fs.StringVar(&ns, "namespace", "", "the namespace (default: the token's own)")
+			if verb == "set" {
+				fs.StringVar(&age, "max-age", "", "remove messages older than this (e.g. 30d, 1d12h or 720h; 0: no age limit)")
+				fs.Int64Var(&maxCount, "max-count", 0, "each stream keeps only the positions above its version - N (0: no count limit)")
+			}
+			return func(args []string) error {
+				var maxAge time.Duration
+				if age != "" {
+					var err error
+					if maxAge, err = parseDays(age); err != nil {
+						return command.Mistake("--max-age %q: want a duration such as 720h, 30d or 1d12h", age)
+					}
+				}
+				scope, name, err := retentionScope(args)
+				if err != nil {
+					return command.Mistake("%s", err)
+				}
+				if verb == "set" && maxAge == 0 && maxCount == 0 {
+					return command.Mistake("give --max-age or --max-count (use 'skald retention clear' to remove a policy)")
+				}
+				p = client.RetentionPolicy{Scope: scope, Name: name, MaxAge: maxAge, MaxCount: maxCount}
+				return nil
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, _ []string) (bool, error) {
+			return c.SetRetentionPolicy(ctx, ns, p)
+		},
+		Text: func(w io.Writer, _ []string, replaced bool) error {
+			what := p.Scope.String()
+			if p.Name != "" {
+				what += " " + p.Name
+			}
+			switch {
+			case verb == "clear" && replaced:
+				fmt.Fprintf(w, "Removed the policy of %s.\n", what)
+			case verb == "clear":
+				fmt.Fprintf(w, "%s had no policy.\n", what)
+			default:
+				fmt.Fprintf(w, "Set the policy of %s: %s.\n", what, limits(p))
+			}
+			return nil
+		},
+		JSON: func(replaced bool) any { return &skaldv1.SetRetentionPolicyResponse{Replaced: replaced} },
 	}
-	rest, err := cf.Parse(fs, args, 1, 2)
-	if err != nil {
-		return err
-	}
-	var maxAge time.Duration
-	if age != "" {
-		if maxAge, err = parseDays(age); err != nil {
-			return cf.UsageError(fs, fmt.Sprintf("--max-age %q: want a duration such as 720h, 30d or 1d12h", age))
-		}
-	}
-	scope, name, err := retentionScope(rest)
-	if err != nil {
-		return cf.UsageError(fs, err.Error())
-	}
-	if verb == "set" && maxAge == 0 && maxCount == 0 {
-		return cf.UsageError(fs, "give --max-age or --max-count (use 'skald retention clear' to remove a policy)")
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	p := client.RetentionPolicy{Scope: scope, Name: name, MaxAge: maxAge, MaxCount: maxCount}
-	replaced, err := c.SetRetentionPolicy(ctx, *ns, p)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.SetRetentionPolicyResponse{Replaced: replaced})
-	}
-	what := scope.String()
-	if name != "" {
-		what += " " + name
-	}
-	switch {
-	case verb == "clear" && replaced:
-		fmt.Fprintf(stdout, "Removed the policy of %s.\n", what)
-	case verb == "clear":
-		fmt.Fprintf(stdout, "%s had no policy.\n", what)
-	default:
-		fmt.Fprintf(stdout, "Set the policy of %s: %s.\n", what, limits(p))
-	}
-	return nil
 }
 
 func limits(p client.RetentionPolicy) string {
@@ -139,42 +129,37 @@ func limits(p client.RetentionPolicy) string {
 	return age + ", " + count
 }
 
-func runRetentionList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("retention list", "skald retention list [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ps, err := c.RetentionPolicies(ctx, *ns)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		out := &skaldv1.ListRetentionPoliciesResponse{}
-		for _, p := range ps {
-			wp := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope(p.Scope), Name: p.Name, MaxCount: p.MaxCount}
-			if p.MaxAge > 0 {
-				wp.MaxAge = durationpb.New(p.MaxAge)
+func retentionList() command.Command[[]client.RetentionPolicy] {
+	var ns string
+	return command.Command[[]client.RetentionPolicy]{
+		Name: "retention list", Usage: "skald retention list [--namespace NS]", Flags: namespaceFlag(&ns),
+		Call: func(ctx context.Context, c *client.Client, _ []string) ([]client.RetentionPolicy, error) {
+			return c.RetentionPolicies(ctx, ns)
+		},
+		Text: func(w io.Writer, _ []string, ps []client.RetentionPolicy) error {
+			rows := make([][]string, 0, len(ps))
+			for _, p := range ps {
+				age, count := "-", "-"
+				if p.MaxAge > 0 {
+					age = formatDays(p.MaxAge)
+				}
+				if p.MaxCount > 0 {
+					count = strconv.FormatInt(p.MaxCount, 10)
+				}
+				rows = append(rows, []string{p.Scope.String(), p.Name, age, count})
 			}
-			out.Policies = append(out.Policies, wp)
-		}
-		return command.PrintJSON(stdout, out)
+			return command.Table(w, "SCOPE\tNAME\tMAX-AGE\tMAX-COUNT", rows)
+		},
+		JSON: func(ps []client.RetentionPolicy) any { // the scopes as the API names them
+			out := &skaldv1.ListRetentionPoliciesResponse{}
+			for _, p := range ps {
+				wp := &skaldv1.RetentionPolicy{Scope: skaldv1.RetentionScope(p.Scope), Name: p.Name, MaxCount: p.MaxCount}
+				if p.MaxAge > 0 {
+					wp.MaxAge = durationpb.New(p.MaxAge)
+				}
+				out.Policies = append(out.Policies, wp)
+			}
+			return out
+		},
 	}
-	rows := make([][]string, 0, len(ps))
-	for _, p := range ps {
-		age, count := "-", "-"
-		if p.MaxAge > 0 {
-			age = formatDays(p.MaxAge)
-		}
-		if p.MaxCount > 0 {
-			count = strconv.FormatInt(p.MaxCount, 10)
-		}
-		rows = append(rows, []string{p.Scope.String(), p.Name, age, count})
-	}
-	return command.Table(stdout, "SCOPE\tNAME\tMAX-AGE\tMAX-COUNT", rows)
 }

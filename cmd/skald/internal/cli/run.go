@@ -127,3 +127,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, all Progr
 	fmt.Fprint(stderr, Usage)
 	return command.Exit(command.ExitUsage, fmt.Errorf("unknown command %q", args[0]))
 }
+
+// runFunc runs a command with the words after its name.
+type runFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// runSubcommand runs the subcommand args[0] of the command name (ns,
+// token, ...) from subs. Help prints usage and the connection flags' help
+// on stdout; a missing subcommand prints them on stderr, an unknown one
+// usage alone, each with a usage error.
+func runSubcommand(ctx context.Context, name, usage string, subs map[string]runFunc, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage, command.ClientHelp)
+		return command.Exit(command.ExitUsage, fmt.Errorf("%s: missing subcommand", name))
+	}
+	if run, ok := subs[args[0]]; ok {
+		return run(ctx, args[1:], stdout, stderr)
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage, command.ClientHelp)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return command.Exit(command.ExitUsage, fmt.Errorf("%s: unknown subcommand %q", name, args[0]))
+}

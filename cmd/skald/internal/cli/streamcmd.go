@@ -34,23 +34,9 @@ without one (a script, a pipe) it needs --yes.
 `
 
 func runStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, streamUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("stream: missing subcommand"))
-	}
-	switch args[0] {
-	case "delete":
-		return streamDelete(stderr).Run(ctx, args[1:], stdout, stderr)
-	case "truncate":
-		return streamTruncate(stderr).Run(ctx, args[1:], stdout, stderr)
-	case "delete-by-watermark":
-		return deleteByWatermark(stderr).Run(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, streamUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, streamUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("stream: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "stream", streamUsage, map[string]runFunc{
+		"delete": streamDelete(stderr).Run, "truncate": streamTruncate(stderr).Run, "delete-by-watermark": deleteByWatermark(stderr).Run,
+	}, args, stdout, stderr)
 }
 
 // streamDelete is stream delete: it asks on stderr's terminal first.

@@ -46,24 +46,10 @@ Unknown group: exit 4; a taken name: exit 5; a setting out of range: exit 2. del
 `
 
 func runSub(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, subUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("sub: missing subcommand"))
-	}
-	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
-		"create": runSubCreate, "update": runSubUpdate, "list": runSubList, "info": runSubInfo, "delete": runSubDelete,
-		"consume": runSubConsume, "parked": runSubParked, "replay": runSubReplay,
-	}
-	if run, ok := cmds[args[0]]; ok {
-		return run(ctx, args[1:], stdout, stderr)
-	}
-	switch args[0] {
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, subUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, subUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("sub: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "sub", subUsage, map[string]runFunc{
+		"create": subCreate().Run, "update": subUpdate().Run, "list": subList.Run, "info": subInfo().Run, "delete": subDelete(stderr).Run,
+		"consume": runSubConsume, "parked": runSubParked, "replay": subReplay(stderr).Run,
+	}, args, stdout, stderr)
 }
 
 // settingsFlags are the group settings a command line may give.
@@ -135,147 +121,135 @@ func (s *settingsFlags) settings() (client.GroupSettings, error) {
 	return out, nil
 }
 
-func runSubCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub create", "skald sub create GROUP (--stream S | --category C | --all | --type T... --tag A... | --query JSON|@FILE) [--start GP | --from-end] [settings]", stderr)
-	stream := fs.String("stream", "", "the group reads this stream")
-	category := fs.String("category", "", "the group reads this category")
-	all := fs.Bool("all", false, "the group reads the whole namespace")
-	qf := addQueryFlags(fs) // the group reads the (tagged) messages matching the query
-	var start optionalInt64
-	fs.Var(&start, "start", "first global position to deliver (`GP`, default 1: every stored message)")
-	fromEnd := fs.Bool("from-end", false, "deliver only messages written after the group is created")
-	sf := addSettingsFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+// groupCommand is a command whose result is a group: Text prints it
+// after "<verb> group NAME." (none when verb is empty), -o json as the
+// API's GroupInfo (its strategy an API enum name).
+func groupCommand(name, usage string, verb string) command.Command[client.GroupInfo] {
+	return command.Command[client.GroupInfo]{
+		Name: name, Usage: usage, MinArgs: 1, MaxArgs: 1,
+		Text: func(w io.Writer, _ []string, g client.GroupInfo) error { return printGroup(w, g, verb) },
+		JSON: func(g client.GroupInfo) any { return groupReply(g) },
 	}
-	spec := client.GroupSpec{Name: rest[0], Stream: *stream, Category: *category, StartAtEnd: *fromEnd, StartGlobalPosition: start.v}
-	n := 0
-	for _, set := range []bool{*stream != "", *category != "", *all, qf.set()} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		return cf.UsageError(fs, "give exactly one of --stream, --category, --all or a query (--type/--tag or --query)")
-	}
-	if qf.set() {
-		if spec.Query, err = qf.build(); err != nil {
-			return err
-		}
-	}
-	if start.set && *fromEnd {
-		return cf.UsageError(fs, "give --start or --from-end, not both")
-	}
-	if spec.Settings, err = sf.settings(); err != nil {
-		return cf.UsageError(fs, err.Error())
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	g, err := c.CreateGroup(ctx, spec)
-	if err != nil {
-		return command.APIError(err)
-	}
-	return printGroup(stdout, cf.Output, g, "Created")
 }
 
-func runSubUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub update", "skald sub update GROUP [settings]", stderr)
-	sf := addSettingsFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+func subCreate() command.Command[client.GroupInfo] {
+	cmd := groupCommand("sub create", "skald sub create GROUP (--stream S | --category C | --all | --type T... --tag A... | --query JSON|@FILE) [--start GP | --from-end] [settings]", "Created")
+	var spec client.GroupSpec
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		stream := fs.String("stream", "", "the group reads this stream")
+		category := fs.String("category", "", "the group reads this category")
+		all := fs.Bool("all", false, "the group reads the whole namespace")
+		qf := addQueryFlags(fs) // the group reads the (tagged) messages matching the query
+		var start optionalInt64
+		fs.Var(&start, "start", "first global position to deliver (`GP`, default 1: every stored message)")
+		fromEnd := fs.Bool("from-end", false, "deliver only messages written after the group is created")
+		sf := addSettingsFlags(fs)
+		return func(args []string) error {
+			spec = client.GroupSpec{Name: args[0], Stream: *stream, Category: *category, StartAtEnd: *fromEnd, StartGlobalPosition: start.v}
+			n := 0
+			for _, set := range []bool{*stream != "", *category != "", *all, qf.set()} {
+				if set {
+					n++
+				}
+			}
+			if n != 1 {
+				return command.Mistake("give exactly one of --stream, --category, --all or a query (--type/--tag or --query)")
+			}
+			var err error
+			if qf.set() {
+				if spec.Query, err = qf.build(); err != nil {
+					return err
+				}
+			}
+			if start.set && *fromEnd {
+				return command.Mistake("give --start or --from-end, not both")
+			}
+			if spec.Settings, err = sf.settings(); err != nil {
+				return command.Mistake("%s", err)
+			}
+			return nil
+		}
 	}
-	settings, err := sf.settings()
-	if err != nil {
-		return cf.UsageError(fs, err.Error())
+	cmd.Call = func(ctx context.Context, c *client.Client, _ []string) (client.GroupInfo, error) {
+		return c.CreateGroup(ctx, spec)
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	g, err := c.UpdateGroup(ctx, rest[0], settings)
-	if err != nil {
-		return command.APIError(err)
-	}
-	return printGroup(stdout, cf.Output, g, "Updated")
+	return cmd
 }
 
-func runSubList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub list", "skald sub list", stderr)
-	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
-		return err
+func subUpdate() command.Command[client.GroupInfo] {
+	cmd := groupCommand("sub update", "skald sub update GROUP [settings]", "Updated")
+	var settings client.GroupSettings
+	cmd.Flags = func(fs *flag.FlagSet) func([]string) error {
+		sf := addSettingsFlags(fs)
+		return func([]string) error {
+			var err error
+			if settings, err = sf.settings(); err != nil {
+				return command.Mistake("%s", err)
+			}
+			return nil
+		}
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
+	cmd.Call = func(ctx context.Context, c *client.Client, args []string) (client.GroupInfo, error) {
+		return c.UpdateGroup(ctx, args[0], settings)
 	}
-	defer c.Close()
-	groups, err := c.ListGroups(ctx)
-	if err != nil {
-		return command.APIError(err)
+	return cmd
+}
+
+func subInfo() command.Command[client.GroupInfo] {
+	cmd := groupCommand("sub info", "skald sub info GROUP", "")
+	cmd.Call = func(ctx context.Context, c *client.Client, args []string) (client.GroupInfo, error) {
+		return c.GetGroup(ctx, args[0])
 	}
-	if cf.Output == "json" {
+	return cmd
+}
+
+var subList = command.Command[[]client.GroupInfo]{
+	Name: "sub list", Usage: "skald sub list",
+	Call: func(ctx context.Context, c *client.Client, _ []string) ([]client.GroupInfo, error) {
+		return c.ListGroups(ctx)
+	},
+	Text: func(w io.Writer, _ []string, groups []client.GroupInfo) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "GROUP\tSOURCE\tCHECKPOINT\tPARKED\tSTRATEGY")
+		for _, g := range groups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", g.Name, sourceOf(g), g.Checkpoint, g.Parked, strategyName(g.Settings.Strategy))
+		}
+		return tw.Flush()
+	},
+	JSON: func(groups []client.GroupInfo) any { // the strategies as the API names them
 		out := &skaldv1.ListGroupsResponse{}
 		for _, g := range groups {
 			out.Groups = append(out.Groups, groupReply(g))
 		}
-		return command.PrintJSON(stdout, out)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tSOURCE\tCHECKPOINT\tPARKED\tSTRATEGY")
-	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", g.Name, sourceOf(g), g.Checkpoint, g.Parked, strategyName(g.Settings.Strategy))
-	}
-	return tw.Flush()
+		return out
+	},
 }
 
-func runSubInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub info", "skald sub info GROUP", stderr)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+// subDelete is sub delete: it asks on stderr's terminal first. Its result
+// is the deletion's index.
+func subDelete(stderr io.Writer) command.Command[uint64] {
+	var yes *bool
+	return command.Command[uint64]{
+		Name: "sub delete", Usage: "skald sub delete GROUP [--yes]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				return command.Confirm("sub delete", "deletes group "+args[0]+", its checkpoint and its parked messages",
+					"Delete group "+args[0]+", its checkpoint and its parked messages?", *yes, os.Stdin, stderr)
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (uint64, error) {
+			if err := c.DeleteGroup(ctx, args[0]); err != nil {
+				return 0, err
+			}
+			return c.SessionIndex(), nil
+		},
+		Text: func(w io.Writer, args []string, _ uint64) error {
+			_, err := fmt.Fprintf(w, "Deleted group %s.\n", args[0])
+			return err
+		},
+		JSON: func(index uint64) any { return struct{ Index uint64 }{index} },
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	g, err := c.GetGroup(ctx, rest[0])
-	if err != nil {
-		return command.APIError(err)
-	}
-	return printGroup(stdout, cf.Output, g, "")
-}
-
-func runSubDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub delete", "skald sub delete GROUP [--yes]", stderr)
-	yes := command.AddYes(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if err := command.Confirm("sub delete", "deletes group "+rest[0]+", its checkpoint and its parked messages",
-		"Delete group "+rest[0]+", its checkpoint and its parked messages?", *yes, os.Stdin, stderr); err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.DeleteGroup(ctx, rest[0]); err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.DeleteGroupResponse{Index: c.SessionIndex()})
-	}
-	fmt.Fprintf(stdout, "Deleted group %s.\n", rest[0])
-	return nil
 }
 
 func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -372,57 +346,70 @@ func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-func runSubReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub replay", "skald sub replay GROUP [--delete [--yes]] [GP...]", stderr)
-	del := fs.Bool("delete", false, "forget the parked messages instead of delivering them again")
-	yes := command.AddYes(fs)
-	rest, err := cf.Parse(fs, args, 1, 1001)
-	if err != nil {
-		return err
-	}
-	if *del {
-		which := "every parked message"
-		if len(rest) > 1 {
-			which = "the parked messages named"
-		}
-		if err := command.Confirm("sub replay --delete", "forgets "+which+" of group "+rest[0],
-			"Forget "+which+" of group "+rest[0]+"? They will not be delivered again.", *yes, os.Stdin, stderr); err != nil {
-			return err
-		}
-	}
+// parkedOutcome is what sub replay did: replayed (or, with --delete,
+// deleted) messages, those still parked, and the write's index.
+type parkedOutcome struct {
+	n, parked int64
+	index     uint64
+}
+
+// subReplay is sub replay: with --delete it asks on stderr's terminal
+// first.
+func subReplay(stderr io.Writer) command.Command[parkedOutcome] {
+	var del, yes *bool
 	var gps []int64
-	for _, a := range rest[1:] {
-		gp, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || gp < 1 {
-			return cf.UsageError(fs, fmt.Sprintf("%q is not a global position", a))
-		}
-		gps = append(gps, gp)
+	return command.Command[parkedOutcome]{
+		Name: "sub replay", Usage: "skald sub replay GROUP [--delete [--yes]] [GP...]", MinArgs: 1, MaxArgs: 1001,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			del = fs.Bool("delete", false, "forget the parked messages instead of delivering them again")
+			yes = command.AddYes(fs)
+			return func(args []string) error {
+				if *del {
+					which := "every parked message"
+					if len(args) > 1 {
+						which = "the parked messages named"
+					}
+					if err := command.Confirm("sub replay --delete", "forgets "+which+" of group "+args[0],
+						"Forget "+which+" of group "+args[0]+"? They will not be delivered again.", *yes, os.Stdin, stderr); err != nil {
+						return err
+					}
+				}
+				for _, a := range args[1:] {
+					gp, err := strconv.ParseInt(a, 10, 64)
+					if err != nil || gp < 1 {
+						return command.Mistake("%q is not a global position", a)
+					}
+					gps = append(gps, gp)
+				}
+				return nil
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (parkedOutcome, error) {
+			var o parkedOutcome
+			var err error
+			if *del {
+				o.n, o.parked, err = c.DeleteParked(ctx, args[0], gps...)
+			} else {
+				o.n, o.parked, err = c.ReplayParked(ctx, args[0], gps...)
+			}
+			o.index = c.SessionIndex()
+			return o, err
+		},
+		Text: func(w io.Writer, _ []string, o parkedOutcome) error {
+			format := "Replaying %d parked messages; %d stay parked.\n"
+			if *del {
+				format = "Deleted %d parked messages; %d stay parked.\n"
+			}
+			_, err := fmt.Fprintf(w, format, o.n, o.parked)
+			return err
+		},
+		JSON: func(o parkedOutcome) any {
+			if *del {
+				return &skaldv1.DeleteParkedResponse{Deleted: o.n, Parked: o.parked, Index: o.index}
+			}
+			return &skaldv1.ReplayParkedResponse{Replayed: o.n, Parked: o.parked, Index: o.index}
+		},
 	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if *del {
-		deleted, parked, err := c.DeleteParked(ctx, rest[0], gps...)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if cf.Output == "json" {
-			return command.PrintJSON(stdout, &skaldv1.DeleteParkedResponse{Deleted: deleted, Parked: parked, Index: c.SessionIndex()})
-		}
-		fmt.Fprintf(stdout, "Deleted %d parked messages; %d stay parked.\n", deleted, parked)
-		return nil
-	}
-	replayed, parked, err := c.ReplayParked(ctx, rest[0], gps...)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, &skaldv1.ReplayParkedResponse{Replayed: replayed, Parked: parked, Index: c.SessionIndex()})
-	}
-	fmt.Fprintf(stdout, "Replaying %d parked messages; %d stay parked.\n", replayed, parked)
-	return nil
 }
 
 func sourceOf(g client.GroupInfo) string {
@@ -500,10 +487,9 @@ func groupReply(g client.GroupInfo) *skaldv1.GroupInfo {
 	return out
 }
 
-func printGroup(w io.Writer, output string, g client.GroupInfo, verb string) error {
-	if output == "json" {
-		return command.PrintJSON(w, groupReply(g))
-	}
+// printGroup writes a group as "key: value" lines, after "<verb> group
+// NAME." when verb is not empty.
+func printGroup(w io.Writer, g client.GroupInfo, verb string) error {
 	if verb != "" {
 		fmt.Fprintf(w, "%s group %s.\n", verb, g.Name)
 	}

@@ -31,23 +31,9 @@ printed once: the server keeps only its hash. Once revoke returns, no node admit
 var roleByName = map[string]client.Role{"reader": client.RoleReader, "writer": client.RoleWriter, "owner": client.RoleOwner, "admin": client.RoleAdmin}
 
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage, command.ClientHelp)
-		return command.Exit(command.ExitUsage, fmt.Errorf("token: missing subcommand"))
-	}
-	switch args[0] {
-	case "create":
-		return tokenCreate().Run(ctx, args[1:], stdout, stderr)
-	case "list":
-		return tokenList.Run(ctx, args[1:], stdout, stderr)
-	case "revoke":
-		return tokenRevoke.Run(ctx, args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, tokenUsage, command.ClientHelp)
-		return nil
-	}
-	fmt.Fprint(stderr, tokenUsage)
-	return command.Exit(command.ExitUsage, fmt.Errorf("token: unknown subcommand %q", args[0]))
+	return runSubcommand(ctx, "token", tokenUsage, map[string]runFunc{
+		"create": tokenCreate().Run, "list": tokenList.Run, "revoke": tokenRevoke.Run,
+	}, args, stdout, stderr)
 }
 
 // tokenCreate is token create; its flags reach the call through the
@@ -127,6 +113,7 @@ var tokenRevoke = command.Command[struct{}]{
 		_, err := fmt.Fprintf(w, "Revoked credential %s.\n", args[0])
 		return err
 	},
+	JSON: func(struct{}) any { return &skaldv1.CredentialsRevokeResponse{} }, // index 0, as it always printed
 }
 
 // parseExpiry reads --expires: a duration from now (30d, 12h) or an RFC

@@ -46,7 +46,7 @@ hard-deleted), 6 unavailable (no leader yet: retry), 7 unreachable (no answer fr
 --addr).
 `
 
-// clientHelpNoOutput is clientHelp for the commands without -o.
+// clientHelpNoOutput is ClientHelp for the commands without -o.
 var clientHelpNoOutput = strings.Replace(ClientHelp, "  -o        output: table (default) or json (errors too, on stderr)\n", "", 1)
 
 // Flags are the connection flags every client command takes.
@@ -68,14 +68,14 @@ const (
 	defaultPort = "8080"
 )
 
-// flagSetOption changes what newClientFlagSet defines.
-type flagSetOption int
+// FlagSetOption changes what NewFlagSet defines.
+type FlagSetOption int
 
 // NoOutput leaves out -o, for commands whose output has one form
 // (backup, export).
-const NoOutput flagSetOption = 1
+const NoOutput FlagSetOption = 1
 
-func NewFlagSet(name, usage string, stderr io.Writer, opts ...flagSetOption) (*flag.FlagSet, *Flags) {
+func NewFlagSet(name, usage string, stderr io.Writer, opts ...FlagSetOption) (*flag.FlagSet, *Flags) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cf := &Flags{usage: usage, Output: "table"}
@@ -237,7 +237,7 @@ func endpointURL(a string) (string, error) {
 // turn until one answers: a node that cannot be dialled (nothing was
 // sent, so a request body is untouched) moves on to the next. It is how
 // the commands that speak plain HTTP (backup, import) take a list. The
-// error is unreachable's, apiError's for TLS, or exitUnavailable.
+// error is Unreachable's, TLSError's, or ExitUnavailable.
 func (cf *Flags) Do(ctx context.Context, build func(base string) (*http.Request, error)) (*http.Response, error) {
 	eps, err := cf.Endpoints()
 	if err != nil {
@@ -344,9 +344,9 @@ func (cf *Flags) NeedToken() error {
 // the message does not already name. The *connect.Error stays wrapped, so
 // -o json can print its code.
 //
-// A call that could not connect is exitUnreachable, naming the address
+// A call that could not connect is ExitUnreachable, naming the address
 // tried: a node that does not answer is not a cluster without a leader.
-// A certificate the client does not trust is exitFailure, naming --ca:
+// A certificate the client does not trust is ExitFailure, naming --ca:
 // trying again changes nothing.
 func APIError(err error) error {
 	if ue := Unreachable(err); ue != nil {
@@ -403,7 +403,7 @@ type serverError struct {
 func (e *serverError) Error() string { return e.msg }
 func (e *serverError) Unwrap() error { return e.err }
 
-// Unreachable returns the exitUnreachable error for a call that could not
+// Unreachable returns the ExitUnreachable error for a call that could not
 // Connect (refused, no route, unknown host), naming the address tried; nil
 // for any other error.
 func Unreachable(err error) error {
@@ -418,7 +418,7 @@ func Unreachable(err error) error {
 	return Exit(ExitUnreachable, fmt.Errorf("unreachable: no answer from %s (--addr or SKALD_ADDR): %w", addr, op.Err))
 }
 
-// TLSError returns the exitFailure error for a TLS handshake that failed
+// TLSError returns the ExitFailure error for a TLS handshake that failed
 // on the node's certificate (not trusted, expired, for another name) or
 // on a node that does not speak TLS, saying what to change; nil for any
 // other error.

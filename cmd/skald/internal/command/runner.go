@@ -39,6 +39,9 @@ type Command[T any] struct {
 	// is a usage error naming the command; any other error is returned
 	// as it is (an *ExitError keeps its code).
 	Flags func(fs *flag.FlagSet) (check func(args []string) error)
+	// Dial, when set, connects instead of Flags.Connect (to the leader,
+	// say); its error is returned as it is.
+	Dial func(ctx context.Context, cf *Flags) (*client.Client, error)
 	// Call makes the command's call. Its error is mapped by APIError.
 	Call func(ctx context.Context, c *client.Client, args []string) (T, error)
 	// Text prints the result for -o table; args are the positional
@@ -46,7 +49,7 @@ type Command[T any] struct {
 	Text func(w io.Writer, args []string, r T) error
 	// JSON, when set, is what -o json prints of the result: a client
 	// value (WriteJSON) or an API message (PrintJSON). Unset, the result
-	// itself is printed.
+	// itself is printed; an error it returns is the command's.
 	JSON func(r T) any
 }
 
@@ -70,7 +73,11 @@ func (cmd Command[T]) Run(ctx context.Context, args []string, stdout, stderr io.
 			return err
 		}
 	}
-	c, err := cf.Connect(ctx)
+	dial := (*Flags).Connect
+	if cmd.Dial != nil {
+		dial = func(cf *Flags, ctx context.Context) (*client.Client, error) { return cmd.Dial(ctx, cf) }
+	}
+	c, err := dial(cf, ctx)
 	if err != nil {
 		return err
 	}
@@ -92,6 +99,9 @@ func (cmd Command[T]) Run(ctx context.Context, args []string, stdout, stderr io.
 // Print writes v as one line of JSON: an API message as PrintJSON does,
 // anything else (the client's types) as WriteJSON does.
 func Print(w io.Writer, v any) error {
+	if err, ok := v.(error); ok {
+		return err
+	}
 	if m, ok := v.(proto.Message); ok {
 		return PrintJSON(w, m)
 	}

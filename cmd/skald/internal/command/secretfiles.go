@@ -32,7 +32,7 @@ func AddSecretFileFlags(fs *flag.FlagSet, secrets []*SecretFile) {
 }
 
 // ReadSecretFiles sets each secret whose file is given (on the command
-// line or in the environment: call it after envFallback) from that file.
+// line or in the environment: call it after EnvFallback) from that file.
 // A secret given both ways is a usage error, whichever way each came: the
 // two could differ and neither is obviously meant. An empty value counts
 // as not given (SKALD_GOSSIP_KEY= in an env file). It returns a warning
@@ -97,7 +97,7 @@ func readSecretFile(path string) (value, warning string, err error) {
 	return value, warning, nil
 }
 
-// EnvName is the environment variable of flag name (envFallback's rule).
+// EnvName is the environment variable of flag name (EnvFallback's rule).
 func EnvName(name string) string {
 	return "SKALD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }

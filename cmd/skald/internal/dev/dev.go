@@ -99,7 +99,7 @@ func selfCommand() string {
 	return command.ShellArgs(self)
 }
 
-// runDev starts a local cluster of real `skald server` processes on
+// Run starts a local cluster of real `skald server` processes on
 // loopback ports, with their data under one folder, and stops them all on
 // Ctrl-C. skald dev kill N and skald dev restart N reach it through its
 // control socket.
@@ -200,7 +200,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// devCluster is the running dev cluster. Only runDev's loop touches it
+// devCluster is the running dev cluster. Only Run's loop touches it
 // after start-up, so it needs no lock.
 type devCluster struct {
 	n, base            int

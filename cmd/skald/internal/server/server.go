@@ -53,7 +53,7 @@ type serverFlags struct {
 	metricsTenantLabels                                                 bool
 	otlpEndpoint                                                        string
 	otlpSampleRatio                                                     float64
-	// secretWarnings are logged once the logger exists (readSecretFiles).
+	// secretWarnings are logged once the logger exists (command.ReadSecretFiles).
 	secretWarnings []string
 	limits         apiLimitFlags
 	// printConfig, when set (--print-config), writes the effective
@@ -274,6 +274,8 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	return nil, command.Exit(2, fmt.Errorf("--log-format %q: want text or json", format))
 }
 
+// Run runs skald server with args, the words after "server", until ctx
+// ends or the node fails.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServerFlags(args, stderr)
 	if err != nil {
