@@ -36,7 +36,7 @@ var clusterStatus = command.Command[client.ClusterStatus]{
 		fmt.Fprintf(w, "node %s, leader %s, term %d, commit index %d, applied index %d\n\n", st.NodeID, st.LeaderID, st.Term, st.CommitIndex, st.AppliedIndex)
 		return command.Table(w, "ID\tNAME\tROLE\tSUFFRAGE\tHEALTH\tCONTACT\tRAFT\tAPI\tAPPLIED", statusRows(st))
 	},
-	JSON: func(st client.ClusterStatus) any { return command.StatusReply(st) }, // suffrage as the API names it
+	JSON: func(st client.ClusterStatus) any { return statusReply(st) }, // suffrage as the API names it
 }
 
 // transferLeadership is cluster transfer-leadership: it calls the leader,

@@ -18,57 +18,59 @@ import (
 )
 
 func runAppend(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("append", "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID] [--tag T]... [--fail-if-type T]... [--fail-if-tag T]... [--after GP]", stderr)
-	var expected optionalInt64
-	fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
-	metadata := fs.String("metadata", "", "metadata JSON object, or @FILE")
-	id := fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type, data and tags,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
-	var tags, failTypes, failTags stringList
-	fs.Var(&tags, "tag", "a tag of the message (repeat for several; at most 32), e.g. course:c1")
-	fs.Var(&failTypes, "fail-if-type", "condition: fail if a message of this `type` (repeat: any of them) and every --fail-if-tag exists after --after")
-	fs.Var(&failTags, "fail-if-tag", "condition: fail if a message with this `tag` (repeat: all of them) exists after --after")
-	after := fs.Int64("after", 0, "the condition's global position: only later messages count (0: any)")
-	rest, err := cf.Parse(fs, args, 3, 3)
-	if err != nil {
-		return err
-	}
-	var opts []client.AppendOption
-	if len(failTypes) > 0 || len(failTags) > 0 {
-		opts = append(opts, client.FailIfMatch(client.Query{{Types: failTypes, Tags: failTags}}, *after))
-	} else if *after != 0 {
-		return command.Exit(command.ExitUsage, errors.New("--after is the position of a condition: give --fail-if-type or --fail-if-tag"))
-	}
-	data, err := jsonArg("data", rest[2], os.Stdin)
-	if err != nil {
-		return err
-	}
-	var meta []byte
-	if *metadata != "" {
-		if meta, err = jsonArg("--metadata", *metadata, os.Stdin); err != nil {
-			return err
-		}
-	}
-	if expected.set {
-		opts = append(opts, client.ExpectVersion(expected.v))
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.Append(ctx, rest[0], []client.NewMessage{{ID: *id, Type: rest[1], Data: data, Metadata: meta, Tags: tags}}, opts...)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, command.AppendReply(res))
-	}
-	if res.Duplicate {
-		fmt.Fprintf(stdout, "Already appended to %s at position %d (global position %d): the id was written before; nothing written.\n", rest[0], res.FirstPosition, res.FirstGlobalPosition)
-		return nil
-	}
-	fmt.Fprintf(stdout, "Appended to %s at position %d (global position %d, index %d).\n", rest[0], res.FirstPosition, res.FirstGlobalPosition, res.Index)
-	return nil
+	var (
+		expected                  optionalInt64
+		metadata, id              *string
+		after                     *int64
+		tags, failTypes, failTags stringList
+		opts                      []client.AppendOption
+		data, meta                []byte
+	)
+	return command.Command[client.AppendResult]{
+		Name: "append", Usage: "skald append STREAM TYPE DATA-JSON|@FILE|- [--expected-version N] [--metadata JSON|@FILE] [--id UUID] [--tag T]... [--fail-if-type T]... [--fail-if-tag T]... [--after GP]",
+		MinArgs: 3, MaxArgs: 3,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			fs.Var(&expected, "expected-version", "append only if the stream is at version `N` (-1: the stream has no message; default: any version)")
+			metadata = fs.String("metadata", "", "metadata JSON object, or @FILE")
+			id = fs.String("id", "", "message id (UUID); generated when empty. Appending an id again (same stream, type, data and tags,\nwithin the namespace's dedupe window) writes nothing and prints the original position")
+			fs.Var(&tags, "tag", "a tag of the message (repeat for several; at most 32), e.g. course:c1")
+			fs.Var(&failTypes, "fail-if-type", "condition: fail if a message of this `type` (repeat: any of them) and every --fail-if-tag exists after --after")
+			fs.Var(&failTags, "fail-if-tag", "condition: fail if a message with this `tag` (repeat: all of them) exists after --after")
+			after = fs.Int64("after", 0, "the condition's global position: only later messages count (0: any)")
+			return func(args []string) error {
+				if len(failTypes) > 0 || len(failTags) > 0 {
+					opts = append(opts, client.FailIfMatch(client.Query{{Types: failTypes, Tags: failTags}}, *after))
+				} else if *after != 0 {
+					return command.Exit(command.ExitUsage, errors.New("--after is the position of a condition: give --fail-if-type or --fail-if-tag"))
+				}
+				var err error
+				if data, err = jsonArg("data", args[2], os.Stdin); err != nil {
+					return err
+				}
+				if *metadata != "" {
+					if meta, err = jsonArg("--metadata", *metadata, os.Stdin); err != nil {
+						return err
+					}
+				}
+				if expected.set {
+					opts = append(opts, client.ExpectVersion(expected.v))
+				}
+				return nil
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (client.AppendResult, error) {
+			return c.Append(ctx, args[0], []client.NewMessage{{ID: *id, Type: args[1], Data: data, Metadata: meta, Tags: tags}}, opts...)
+		},
+		Text: func(w io.Writer, args []string, res client.AppendResult) error {
+			if res.Duplicate {
+				fmt.Fprintf(w, "Already appended to %s at position %d (global position %d): the id was written before; nothing written.\n", args[0], res.FirstPosition, res.FirstGlobalPosition)
+				return nil
+			}
+			fmt.Fprintf(w, "Appended to %s at position %d (global position %d, index %d).\n", args[0], res.FirstPosition, res.FirstGlobalPosition, res.Index)
+			return nil
+		},
+		JSON: func(res client.AppendResult) any { return appendReply(res) }, // without the message ids
+	}.Run(ctx, args, stdout, stderr)
 }
 
 // jsonArg reads a JSON argument: the text itself, @FILE for a file's

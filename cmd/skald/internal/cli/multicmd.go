@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -81,83 +82,81 @@ func oneOf[T any](where, proto, camel string, a, b *T) (*T, error) {
 }
 
 func runAppendMulti(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("append-multi", "skald append-multi FILE|-", stderr)
-	base := fs.Usage
-	fs.Usage = func() {
-		base()
-		fmt.Fprintf(stderr, "\n%s\n", appendMultiHelp)
-	}
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	var raw []byte
-	if rest[0] == "-" {
-		raw, err = io.ReadAll(os.Stdin)
-	} else {
-		raw, err = os.ReadFile(rest[0])
-	}
-	if err != nil {
-		return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %w", err))
-	}
-	var f multiFile
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", rest[0], err))
-	}
 	var parts []client.StreamAppend
-	for i, s := range f.Streams {
-		expected, err := oneOf(fmt.Sprintf("streams[%d]", i), "expected_version", "expectedVersion", s.ExpectedVersion, s.ExpectedCamel)
-		if err != nil {
-			return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err))
-		}
-		p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: expected}
-		for _, m := range s.Messages {
-			var meta []byte
-			if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
-				meta = m.Metadata
-			}
-			p.Messages = append(p.Messages, client.NewMessage{ID: m.ID, Type: m.Type, Data: m.Data, Metadata: meta, Tags: m.Tags})
-		}
-		parts = append(parts, p)
-	}
 	var opts []client.AppendOption
-	if cond := f.Condition; cond != nil {
-		match, err := oneOf("condition", "fail_if_events_match", "failIfEventsMatch", cond.FailIfEventsMatch, cond.FailCamel)
-		if err != nil {
-			return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", rest[0], err))
-		}
-		var q client.Query
-		if match != nil {
-			for _, it := range match.Items {
-				q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
+	return command.Command[client.AppendMultiResult]{
+		Name: "append-multi", Usage: "skald append-multi FILE|-", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			base := fs.Usage
+			fs.Usage = func() {
+				base()
+				fmt.Fprintf(stderr, "\n%s\n", appendMultiHelp)
 			}
-		}
-		opts = append(opts, client.FailIfMatch(q, cond.After))
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	res, err := c.AppendMulti(ctx, parts, opts...)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, command.AppendMultiReply(res))
-	}
-	if res.Duplicate {
-		fmt.Fprintln(stdout, "Already appended (the ids were written before; nothing written):")
-	}
-	var rows [][]string
-	for _, r := range res.Streams {
-		rows = append(rows, []string{r.Stream, fmt.Sprintf("%d..%d", r.FirstPosition, r.LastPosition), fmt.Sprintf("%d..%d", r.FirstGlobalPosition, r.LastGlobalPosition)})
-	}
-	if err := command.Table(stdout, "STREAM\tPOSITIONS\tGLOBAL POSITIONS", rows); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "index %d\n", res.Index)
-	return nil
+			return func(args []string) error {
+				var raw []byte
+				var err error
+				if args[0] == "-" {
+					raw, err = io.ReadAll(os.Stdin)
+				} else {
+					raw, err = os.ReadFile(args[0])
+				}
+				if err != nil {
+					return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %w", err))
+				}
+				var f multiFile
+				dec := json.NewDecoder(bytes.NewReader(raw))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&f); err != nil {
+					return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: invalid JSON: %v", args[0], err))
+				}
+				for i, s := range f.Streams {
+					expected, err := oneOf(fmt.Sprintf("streams[%d]", i), "expected_version", "expectedVersion", s.ExpectedVersion, s.ExpectedCamel)
+					if err != nil {
+						return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", args[0], err))
+					}
+					p := client.StreamAppend{Stream: s.Stream, ExpectedVersion: expected}
+					for _, m := range s.Messages {
+						var meta []byte
+						if len(m.Metadata) > 0 && string(m.Metadata) != "null" {
+							meta = m.Metadata
+						}
+						p.Messages = append(p.Messages, client.NewMessage{ID: m.ID, Type: m.Type, Data: m.Data, Metadata: meta, Tags: m.Tags})
+					}
+					parts = append(parts, p)
+				}
+				if cond := f.Condition; cond != nil {
+					match, err := oneOf("condition", "fail_if_events_match", "failIfEventsMatch", cond.FailIfEventsMatch, cond.FailCamel)
+					if err != nil {
+						return command.Exit(command.ExitUsage, fmt.Errorf("append-multi: %s: %w", args[0], err))
+					}
+					var q client.Query
+					if match != nil {
+						for _, it := range match.Items {
+							q = append(q, client.QueryItem{Types: it.Types, Tags: it.Tags})
+						}
+					}
+					opts = append(opts, client.FailIfMatch(q, cond.After))
+				}
+				return nil
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, _ []string) (client.AppendMultiResult, error) {
+			return c.AppendMulti(ctx, parts, opts...)
+		},
+		Text: func(w io.Writer, _ []string, res client.AppendMultiResult) error {
+			if res.Duplicate {
+				fmt.Fprintln(w, "Already appended (the ids were written before; nothing written):")
+			}
+			var rows [][]string
+			for _, r := range res.Streams {
+				rows = append(rows, []string{r.Stream, fmt.Sprintf("%d..%d", r.FirstPosition, r.LastPosition), fmt.Sprintf("%d..%d", r.FirstGlobalPosition, r.LastGlobalPosition)})
+			}
+			if err := command.Table(w, "STREAM\tPOSITIONS\tGLOBAL POSITIONS", rows); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(w, "index %d\n", res.Index)
+			return err
+		},
+		JSON: func(res client.AppendMultiResult) any { return appendMultiReply(res) }, // without the message ids
+	}.Run(ctx, args, stdout, stderr)
 }

@@ -298,52 +298,64 @@ func runSubConsume(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return nil
 }
 
+// parkedPage is a page of a group's parked messages, the group's count of
+// them, and more: whether any follow the page, asked only when a table
+// is printed.
+type parkedPage struct {
+	msgs  []client.ParkedMessage
+	total int64
+	more  func(last int64) (bool, error)
+}
+
 func runSubParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("sub parked", "skald sub parked GROUP [--after GP] [--limit N]", stderr)
-	after := fs.Int64("after", 0, "list parked messages above this global position")
-	limit := fs.Int("limit", 100, "at most N (1..1000)")
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	msgs, total, err := c.ListParked(ctx, rest[0], *after, int32(*limit))
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		out := &skaldv1.ListParkedResponse{Total: total}
-		for _, p := range msgs {
-			out.Messages = append(out.Messages, &skaldv1.ParkedMessage{GlobalPosition: p.GlobalPosition, Id: p.ID, Stream: p.Stream, Position: p.Position,
-				Reason: p.Reason, Deliveries: p.Deliveries, ParkedAt: command.TimestampOf(p.Parked)})
-		}
-		return command.PrintJSON(stdout, out)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GLOBAL\tSTREAM\tPOSITION\tDELIVERIES\tPARKED\tREASON")
-	for _, p := range msgs {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\n", p.GlobalPosition, p.Stream, p.Position, p.Deliveries, p.Parked.UTC().Format(time.RFC3339), p.Reason)
-	}
-	tw.Flush()
-	fmt.Fprintf(stdout, "%d parked in all.\n", total)
-	// A full page may have stopped before the end: say how to read on,
-	// as read does.
-	if n := len(msgs); n > 0 && n >= *limit {
-		last := msgs[n-1].GlobalPosition
-		more, _, err := c.ListParked(ctx, rest[0], last, 1)
-		if err != nil {
-			return command.APIError(err)
-		}
-		if len(more) > 0 {
-			fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(n), "message"),
-				command.ShellArgs("skald", "sub", "parked", rest[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
-		}
-	}
-	return nil
+	var after *int64
+	var limit *int
+	return command.Command[parkedPage]{
+		Name: "sub parked", Usage: "skald sub parked GROUP [--after GP] [--limit N]", MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			after = fs.Int64("after", 0, "list parked messages above this global position")
+			limit = fs.Int("limit", 100, "at most N (1..1000)")
+			return nil
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (parkedPage, error) {
+			msgs, total, err := c.ListParked(ctx, args[0], *after, int32(*limit))
+			return parkedPage{msgs: msgs, total: total, more: func(last int64) (bool, error) {
+				more, _, err := c.ListParked(ctx, args[0], last, 1)
+				return len(more) > 0, err
+			}}, err
+		},
+		Text: func(w io.Writer, args []string, p parkedPage) error {
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "GLOBAL\tSTREAM\tPOSITION\tDELIVERIES\tPARKED\tREASON")
+			for _, m := range p.msgs {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\n", m.GlobalPosition, m.Stream, m.Position, m.Deliveries, m.Parked.UTC().Format(time.RFC3339), m.Reason)
+			}
+			tw.Flush()
+			fmt.Fprintf(w, "%d parked in all.\n", p.total)
+			// A full page may have stopped before the end: say how to read
+			// on, as read does.
+			if n := len(p.msgs); n > 0 && n >= *limit {
+				last := p.msgs[n-1].GlobalPosition
+				more, err := p.more(last)
+				if err != nil {
+					return command.APIError(err)
+				}
+				if more {
+					fmt.Fprintf(stderr, "-- %s shown; more follow: %s\n", plural(int64(n), "message"),
+						command.ShellArgs("skald", "sub", "parked", args[0], "--after", strconv.FormatInt(last, 10), "--limit", strconv.Itoa(*limit)))
+				}
+			}
+			return nil
+		},
+		JSON: func(p parkedPage) any { // as the API names it: parkedAt
+			out := &skaldv1.ListParkedResponse{Total: p.total}
+			for _, m := range p.msgs {
+				out.Messages = append(out.Messages, &skaldv1.ParkedMessage{GlobalPosition: m.GlobalPosition, Id: m.ID, Stream: m.Stream, Position: m.Position,
+					Reason: m.Reason, Deliveries: m.Deliveries, ParkedAt: command.TimestampOf(m.Parked)})
+			}
+			return out
+		},
+	}.Run(ctx, args, stdout, stderr)
 }
 
 // parkedOutcome is what sub replay did: replayed (or, with --delete,

@@ -13,20 +13,20 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
 )
 
-// The JSON of the admin commands (-o json) is the API's reply message in
-// protojson (lowerCamel names, every field, timestamps and durations as
-// strings), with one change: 64-bit integers are JSON numbers, as the
-// messages of read, query and tail print them, not protojson's strings.
-// Every count, position and index the CLI prints is far below 2^53, so
-// every JSON reader takes them exactly. The client's replies are turned
-// back into those messages, field for field, to print them.
+// The JSON of the admin commands (-o json) is the client's result as
+// WriteJSON prints it, which is the API's reply in protojson (lowerCamel
+// names, every field, timestamps and durations as strings) with one
+// change: 64-bit integers are JSON numbers, as the messages of read, query
+// and tail print them, not protojson's strings. Every count, position and
+// index the CLI prints is far below 2^53, so every JSON reader takes them
+// exactly. Where the API's reply says more than the client's type (enum
+// names such as SUFFRAGE_VOTER, ROLE_READER) or less (append's message
+// ids), a command prints the API's message with PrintJSON instead.
 
 // PrintJSON writes one protobuf message as a JSON object on one line.
 func PrintJSON(w io.Writer, m proto.Message) error {
@@ -206,57 +206,6 @@ func TimestampOf(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
-}
-
-func AppendReply(r client.AppendResult) *skaldv1.AppendResponse {
-	return &skaldv1.AppendResponse{
-		FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
-		FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index,
-		Duplicate: r.Duplicate,
-	}
-}
-
-func AppendMultiReply(r client.AppendMultiResult) *skaldv1.AppendMultiResponse {
-	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Index: r.Index, Duplicate: r.Duplicate}
-	for _, s := range r.Streams {
-		out.Streams = append(out.Streams, &skaldv1.StreamAppendResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
-			FirstGlobalPosition: s.FirstGlobalPosition, LastGlobalPosition: s.LastGlobalPosition})
-	}
-	return out
-}
-
-func CreateReply(ns client.CreatedNamespace) *skaldv1.CreateResponse {
-	return &skaldv1.CreateResponse{Name: ns.Name, Token: ns.Token, CreatedAt: TimestampOf(ns.CreatedAt), Index: ns.Index}
-}
-
-func DeleteReply(ns client.DeletedNamespace) *skaldv1.DeleteResponse {
-	return &skaldv1.DeleteResponse{Name: ns.Name, DeletedAt: TimestampOf(ns.DeletedAt), MessagesDeleted: ns.MessagesDeleted, Index: ns.Index}
-}
-
-func NamespaceInfo(ns client.Namespace) *skaldv1.NamespaceInfo {
-	return &skaldv1.NamespaceInfo{
-		Name: ns.Name, Description: ns.Description, CreatedAt: TimestampOf(ns.CreatedAt),
-		MessageCount: ns.MessageCount, StreamCount: ns.StreamCount, LastActivity: TimestampOf(ns.LastActivity),
-		DedupeWindow: durationpb.New(ns.DedupeWindow), DedupeForever: ns.DedupeForever,
-	}
-}
-
-func StatusReply(st client.ClusterStatus) *skaldv1.StatusResponse {
-	out := &skaldv1.StatusResponse{NodeId: st.NodeID, LeaderId: st.LeaderID, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex}
-	for _, s := range st.Servers {
-		srv := &skaldv1.Server{
-			Id: s.ID, Name: s.Name, RaftAddress: s.RaftAddress, ApiAddress: s.APIAddress,
-			Suffrage: skaldv1.Suffrage_SUFFRAGE_NONVOTER, Healthy: s.Healthy, AppliedIndex: s.AppliedIndex, Unreachable: s.Unreachable,
-		}
-		if s.Voter {
-			srv.Suffrage = skaldv1.Suffrage_SUFFRAGE_VOTER
-		}
-		if s.LastContact >= 0 {
-			srv.LastContact = durationpb.New(s.LastContact)
-		}
-		out.Servers = append(out.Servers, srv)
-	}
-	return out
 }
 
 // JSONMessage is a message for scripts: data and metadata as JSON, not
