@@ -53,8 +53,8 @@ exit 5 (conflict).
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runSubcommand(ctx, "index", indexUsage, map[string]runFunc{
-		"create": runIndexCreate, "list": indexList().Run, "info": indexInfo().Run, "delete": indexDelete().Run,
-		"rebuild": runIndexRebuild, "query": runIndexQuery,
+		"create": indexCreate().Run, "list": indexList().Run, "info": indexInfo().Run, "delete": indexDelete().Run,
+		"rebuild": indexRebuild().Run, "query": runIndexQuery,
 	}, args, stdout, stderr)
 }
 
@@ -141,75 +141,79 @@ func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
 	return d, nil
 }
 
-func runIndexCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	df := addDefFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
+// indexDefine is index create or index rebuild: the flags that define an
+// index, checked into the definition before anything is sent.
+func indexDefine(name, usage string, check func(fs *flag.FlagSet, df *defFlags, args []string) (*skaldv1.IndexDefinition, error),
+	call func(ctx context.Context, c *client.Client, ns, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error),
+	text func(w io.Writer, out *skaldv1.IndexDefinition) error) command.Command[*skaldv1.IndexDefinition] {
+	var ns *string
+	var d *skaldv1.IndexDefinition
+	return command.Command[*skaldv1.IndexDefinition]{
+		Name: name, Usage: usage, MinArgs: 1, MaxArgs: 1,
+		Flags: func(fs *flag.FlagSet) func([]string) error {
+			ns = fs.String("namespace", "", "the namespace (default: the token's own)")
+			df := addDefFlags(fs)
+			return func(args []string) (err error) {
+				d, err = check(fs, df, args)
+				return err
+			}
+		},
+		Call: func(ctx context.Context, c *client.Client, args []string) (*skaldv1.IndexDefinition, error) {
+			return call(ctx, c, *ns, args[0], d)
+		},
+		Text: func(w io.Writer, _ []string, out *skaldv1.IndexDefinition) error { return text(w, out) },
 	}
-	d, err := df.definition(rest[0])
-	if err != nil {
-		return cf.UsageError(fs, err.Error())
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	out, err := c.CreateIndex(ctx, *ns, d)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, out)
-	}
-	per := ""
-	if out.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
-		per = " (per stream)"
-	}
-	fmt.Fprintf(stdout, "Created index %s%s: %s; every node builds it from its log now.\n", out.Name, per, describeFields(out.Fields))
-	return nil
 }
 
-func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := command.NewFlagSet("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]", stderr)
-	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
-	df := addDefFlags(fs)
-	rest, err := cf.Parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	var d *skaldv1.IndexDefinition
-	visited := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
-	if len(df.fields) > 0 {
-		if d, err = df.definition(rest[0]); err != nil {
-			return cf.UsageError(fs, err.Error())
-		}
-	} else {
-		for _, name := range []string{"category", "version", "kind", "type", "tag"} {
-			if visited[name] {
-				return cf.UsageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
+func indexCreate() command.Command[*skaldv1.IndexDefinition] {
+	return indexDefine("index create", "skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC... [--kind event|stream] [--namespace NS]",
+		func(_ *flag.FlagSet, df *defFlags, args []string) (*skaldv1.IndexDefinition, error) {
+			d, err := df.definition(args[0])
+			if err != nil {
+				return nil, command.Mistake("%s", err)
 			}
-		}
-	}
-	c, err := cf.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	out, err := c.RebuildIndex(ctx, *ns, rest[0], d)
-	if err != nil {
-		return command.APIError(err)
-	}
-	if cf.Output == "json" {
-		return command.PrintJSON(stdout, out)
-	}
-	fmt.Fprintf(stdout, "Rebuilding index %s (version %d): %s; every node answers from the current definition until it has built this one.\n",
-		out.Name, out.Version, describeFields(out.Fields))
-	return nil
+			return d, nil
+		},
+		func(ctx context.Context, c *client.Client, ns, _ string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+			return c.CreateIndex(ctx, ns, d)
+		},
+		func(w io.Writer, out *skaldv1.IndexDefinition) error {
+			per := ""
+			if out.Kind == skaldv1.IndexKind_INDEX_KIND_STREAM {
+				per = " (per stream)"
+			}
+			_, err := fmt.Fprintf(w, "Created index %s%s: %s; every node builds it from its log now.\n", out.Name, per, describeFields(out.Fields))
+			return err
+		})
+}
+
+func indexRebuild() command.Command[*skaldv1.IndexDefinition] {
+	return indexDefine("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]",
+		func(fs *flag.FlagSet, df *defFlags, args []string) (*skaldv1.IndexDefinition, error) {
+			if len(df.fields) > 0 {
+				d, err := df.definition(args[0])
+				if err != nil {
+					return nil, command.Mistake("%s", err)
+				}
+				return d, nil
+			}
+			visited := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
+			for _, name := range []string{"category", "version", "kind", "type", "tag"} {
+				if visited[name] {
+					return nil, command.Mistake("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name)
+				}
+			}
+			return nil, nil
+		},
+		func(ctx context.Context, c *client.Client, ns, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+			return c.RebuildIndex(ctx, ns, name, d)
+		},
+		func(w io.Writer, out *skaldv1.IndexDefinition) error {
+			_, err := fmt.Fprintf(w, "Rebuilding index %s (version %d): %s; every node answers from the current definition until it has built this one.\n",
+				out.Name, out.Version, describeFields(out.Fields))
+			return err
+		})
 }
 
 func describeFields(fields []*skaldv1.IndexField) string {
