@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/cmd/skald/internal/bench"
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -219,12 +221,12 @@ func TestCLI(t *testing.T) {
 	}{
 		{"append", shop, []string{"append", "account-1", "Opened", `{"owner":"ann"}`}, 0, `position 0 \(global position 1`, ""},
 		{"append with flag after arguments", shop, []string{"append", "account-1", "Deposited", `{"n":5}`, "--expected-version", "0"}, 0, `position 1 \(global position 2`, ""},
-		{"version conflict", shop, []string{"append", "account-1", "Deposited", `{}`, "--expected-version", "0"}, exitConflict, `^$`, `aborted: stream "account-1" is at version 1`},
-		{"bad data", shop, []string{"append", "account-1", "T", `[1]`}, exitUsage, `^$`, `^skald: invalid_argument: messages\[0\]\.data: must be a JSON object\n$`},
-		{"malformed data", shop, []string{"append", "account-1", "T", `{bad`}, exitUsage, `^$`, `^skald: data: invalid JSON: invalid character 'b' looking for beginning of object key string\n$`},
-		{"malformed metadata", shop, []string{"append", "account-1", "T", `{}`, "--metadata", `{"a":}`}, exitUsage, `^$`, `^skald: --metadata: invalid JSON: invalid character '}'`},
-		{"data file missing", shop, []string{"append", "account-1", "T", "@/nonexistent/x.json"}, exitUsage, `^$`, `^skald: data: open /nonexistent/x.json: no such file or directory\n$`},
-		{"unknown flag", shop, []string{"append", "account-1", "T", `{}`, "--nope"}, exitUsage, `^$`, `^skald: append: flag provided but not defined: -nope \(usage: skald append STREAM .*; see 'skald append --help'\)\n$`},
+		{"version conflict", shop, []string{"append", "account-1", "Deposited", `{}`, "--expected-version", "0"}, command.ExitConflict, `^$`, `aborted: stream "account-1" is at version 1`},
+		{"bad data", shop, []string{"append", "account-1", "T", `[1]`}, command.ExitUsage, `^$`, `^skald: invalid_argument: messages\[0\]\.data: must be a JSON object\n$`},
+		{"malformed data", shop, []string{"append", "account-1", "T", `{bad`}, command.ExitUsage, `^$`, `^skald: data: invalid JSON: invalid character 'b' looking for beginning of object key string\n$`},
+		{"malformed metadata", shop, []string{"append", "account-1", "T", `{}`, "--metadata", `{"a":}`}, command.ExitUsage, `^$`, `^skald: --metadata: invalid JSON: invalid character '}'`},
+		{"data file missing", shop, []string{"append", "account-1", "T", "@/nonexistent/x.json"}, command.ExitUsage, `^$`, `^skald: data: open /nonexistent/x.json: no such file or directory\n$`},
+		{"unknown flag", shop, []string{"append", "account-1", "T", `{}`, "--nope"}, command.ExitUsage, `^$`, `^skald: append: flag provided but not defined: -nope \(usage: skald append STREAM .*; see 'skald append --help'\)\n$`},
 		{"help shows the effective address", []string{"SKALD_ADDR=10.9.9.9:1"}, []string{"append", "--help"}, 0, `^$`, `(?s)-addr string\n\s+node address.*\(default "10\.9\.9\.9:1"\).*-expected-version N\n\s+append only if the stream is at version N \(-1: the stream has no message; default: any version\)\n`},
 		{"read table", shop, []string{"read", "account-1"}, 0, `(?s)STREAM\s+POS\s+GPOS.*account-1\s+0\s+1\s+Opened.*account-1\s+1\s+2\s+Deposited`, ""},
 		{"read json", shop, []string{"read", "account-1", "-o", "json"}, 0, `"data":\{"owner":"ann"\}`, ""},
@@ -235,25 +237,25 @@ func TestCLI(t *testing.T) {
 		{"read last 1", shop, []string{"read", "account-1", "--last", "1"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+1\s+2\s+Deposited[^\n]*\n$`, ""},
 		{"category last 2, oldest first", shop, []string{"category", "account", "--last", "2"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+0\s+1\s+Opened[^\n]*\naccount-1\s+1\s+2\s+Deposited[^\n]*\n$`, ""},
 		{"category last 1 backward json", shop, []string{"category", "account", "--last", "1", "--backward", "-o", "json"}, 0, `^\{"messages":\[\{[^\]]*"globalPosition":2[,}][^\]]*\]\}\n$`, ""},
-		{"last and limit", shop, []string{"read", "account-1", "--last", "1", "--limit", "5"}, exitUsage, `^$`, `^skald: read: --last and --limit: give one \(usage: skald read STREAM`},
-		{"last 0", shop, []string{"category", "account", "--last", "0"}, exitUsage, `^$`, `^skald: category: --last 0: want 1 or more`},
+		{"last and limit", shop, []string{"read", "account-1", "--last", "1", "--limit", "5"}, command.ExitUsage, `^$`, `^skald: read: --last and --limit: give one \(usage: skald read STREAM`},
+		{"last 0", shop, []string{"category", "account", "--last", "0"}, command.ExitUsage, `^$`, `^skald: category: --last 0: want 1 or more`},
 		{"all last 1", shop, []string{"all", "--last", "1"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+1\s+2\s+Deposited[^\n]*\n$`, ""},
 		{"all of a type (untagged)", shop, []string{"all", "--type", "Opened"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+0\s+1\s+Opened[^\n]*\n$`, ""},
 		{"all of a prefix, backward", shop, []string{"all", "--prefix", "account-", "--backward"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+1\s+2\s+Deposited[^\n]*\naccount-1\s+0\s+1\s+Opened[^\n]*\n$`, ""},
 		{"category of another prefix", shop, []string{"category", "account", "--prefix", "account-2"}, 0, `^STREAM[^\n]*\n$`, ""},
 		{"category after a state vector", shop, []string{"category", "account", "--held", "account-1=0"}, 0, `(?s)^STREAM[^\n]*\naccount-1\s+1\s+2\s+Deposited[^\n]*\n$`, ""},
-		{"category after a bad state vector", shop, []string{"category", "account", "--held", "account-1"}, exitUsage, `^$`, `^skald: category: --held "account-1": want STREAM=POS`},
-		{"category after a state vector of another category", shop, []string{"category", "account", "--held", "order-1=0"}, exitUsage, `^$`, `invalid_argument: state_vector\["order-1"\]: stream "order-1" is not of category "account"`},
-		{"category of a bad type", shop, []string{"category", "account", "--type", ""}, exitUsage, `^$`, `invalid_argument: types\[0\]: must not be empty`},
+		{"category after a bad state vector", shop, []string{"category", "account", "--held", "account-1"}, command.ExitUsage, `^$`, `^skald: category: --held "account-1": want STREAM=POS`},
+		{"category after a state vector of another category", shop, []string{"category", "account", "--held", "order-1=0"}, command.ExitUsage, `^$`, `invalid_argument: state_vector\["order-1"\]: stream "order-1" is not of category "account"`},
+		{"category of a bad type", shop, []string{"category", "account", "--type", ""}, command.ExitUsage, `^$`, `invalid_argument: types\[0\]: must not be empty`},
 		{"ns info own", shop, []string{"ns", "info", "shop"}, 0, `shop\s+2\s+1`, ""},
-		{"ns list needs admin", shop, []string{"ns", "list"}, exitAuth, `^$`, `permission_denied`},
-		{"no token", []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, []string{"read", "s"}, exitAuth, `^$`, `unauthenticated`},
-		{"ns info missing", admin, []string{"ns", "info", "nope"}, exitNotFound, `^$`, `not_found`},
+		{"ns list needs admin", shop, []string{"ns", "list"}, command.ExitAuth, `^$`, `permission_denied`},
+		{"no token", []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, []string{"read", "s"}, command.ExitAuth, `^$`, `unauthenticated`},
+		{"ns info missing", admin, []string{"ns", "info", "nope"}, command.ExitNotFound, `^$`, `not_found`},
 		{"cluster status", admin, []string{"cluster", "status"}, 0, `(?s)leader .*ROLE.*leader\s+voter`, ""},
-		{"usage error", admin, []string{"read"}, exitUsage, `^$`, `^skald: read: wrong number of arguments \(usage: skald read STREAM .*; see 'skald read --help'\)\n$`},
-		{"unknown command", admin, []string{"frobnicate"}, exitUsage, `^$`, `unknown command`},
+		{"usage error", admin, []string{"read"}, command.ExitUsage, `^$`, `^skald: read: wrong number of arguments \(usage: skald read STREAM .*; see 'skald read --help'\)\n$`},
+		{"unknown command", admin, []string{"frobnicate"}, command.ExitUsage, `^$`, `unknown command`},
 		{"help", admin, []string{"append", "--help"}, 0, `^$`, `Usage: skald append STREAM TYPE DATA-JSON`},
-		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
+		{"unreachable", []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, []string{"ns", "list"}, command.ExitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:1 .*connection refused`},
 		{"ns delete", admin, []string{"ns", "delete", "shop", "--yes"}, 0, `Deleted namespace shop \(2 messages\)`, ""},
 		// -o json prints the API's reply message, every field.
 		{"append json", admin, []string{"append", "json-1", "T", `{}`, "-o", "json"}, 0, `^\{"firstPosition":0, ?"lastPosition":0, ?"firstGlobalPosition":\d+, ?"lastGlobalPosition":\d+, ?"index":[1-9]\d*, ?"duplicate":false\}\n$`, ""},
@@ -261,14 +263,14 @@ func TestCLI(t *testing.T) {
 		{"ns info json", admin, []string{"ns", "info", "tmp", "-o", "json"}, 0, `^\{"name":"tmp", ?"description":"", ?"createdAt":"[0-9-]+T[0-9:.]+Z", ?"messageCount":0, ?"streamCount":0, ?"lastActivity":null, ?"dedupeWindow":"120s", ?"dedupeForever":false\}\n$`, ""},
 		{"ns delete json", admin, []string{"ns", "delete", "tmp", "-o", "json", "--yes"}, 0, `^\{"name":"tmp", ?"deletedAt":"[0-9-]+T[0-9:.]+Z", ?"messagesDeleted":0, ?"index":[1-9]\d*\}\n$`, ""},
 		{"cluster status json", admin, []string{"cluster", "status", "-o", "json"}, 0, `^\{"nodeId":"([0-9a-f-]+)", ?"leaderId":"[0-9a-f-]+", ?"term":\d+, ?"commitIndex":\d+, ?"appliedIndex":\d+, ?"servers":\[\{"id":"[0-9a-f-]+", ?"name":"[^"]+", ?"raftAddress":"127\.0\.0\.1:\d+", ?"apiAddress":"127\.0\.0\.1:\d+", ?"suffrage":"SUFFRAGE_VOTER", ?"healthy":true, ?"lastContact":"0s", ?"appliedIndex":[1-9]\d*, ?"unreachable":false\}\]\}\n$`, ""},
-		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, exitNotFound, `^$`, `not_found: to_id: no server "nosuch" in the cluster`},
+		{"transfer to an unknown server", admin, []string{"cluster", "transfer-leadership", "--to", "nosuch"}, command.ExitNotFound, `^$`, `not_found: to_id: no server "nosuch" in the cluster`},
 		{"token from a file", noToken, []string{"ns", "list", "--token-file", adminTokenFile}, 0, `(?s)NAME.*default`, ""},
 		{"token file from the environment", append(noToken, "SKALD_TOKEN_FILE="+adminTokenFile), []string{"ns", "list"}, 0, `(?s)NAME.*default`, ""},
-		{"token and token file", admin, []string{"ns", "list", "--token-file", adminTokenFile}, exitUsage, `^$`, `^skald: --token \(or SKALD_TOKEN\) and --token-file \(or SKALD_TOKEN_FILE\) are both set: give the secret one way\n$`},
-		{"token file missing", noToken, []string{"ns", "list", "--token-file", filepath.Join(dir, "nope")}, exitUsage, `^$`, `^skald: --token-file: open .*/nope: no such file or directory\n$`},
-		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch", "--yes"}, exitNotFound, `^$`, `^skald: not_found: id: no server "nosuch" in the cluster`},
-		{"ns create dedupe window too short", admin, []string{"ns", "create", "dd1", "--dedupe-window", "500ms"}, exitUsage, `^$`, `invalid_argument: dedupe_window: must be 0 \(off\) or at least 1s, got 500ms`},
-		{"ns create bad dedupe window", admin, []string{"ns", "create", "dd1", "--dedupe-window", "soon"}, exitUsage, `^$`, `--dedupe-window "soon": want a duration \(2m, 1h\), off or forever`},
+		{"token and token file", admin, []string{"ns", "list", "--token-file", adminTokenFile}, command.ExitUsage, `^$`, `^skald: --token \(or SKALD_TOKEN\) and --token-file \(or SKALD_TOKEN_FILE\) are both set: give the secret one way\n$`},
+		{"token file missing", noToken, []string{"ns", "list", "--token-file", filepath.Join(dir, "nope")}, command.ExitUsage, `^$`, `^skald: --token-file: open .*/nope: no such file or directory\n$`},
+		{"remove an unknown server", admin, []string{"cluster", "remove", "nosuch", "--yes"}, command.ExitNotFound, `^$`, `^skald: not_found: id: no server "nosuch" in the cluster`},
+		{"ns create dedupe window too short", admin, []string{"ns", "create", "dd1", "--dedupe-window", "500ms"}, command.ExitUsage, `^$`, `invalid_argument: dedupe_window: must be 0 \(off\) or at least 1s, got 500ms`},
+		{"ns create bad dedupe window", admin, []string{"ns", "create", "dd1", "--dedupe-window", "soon"}, command.ExitUsage, `^$`, `--dedupe-window "soon": want a duration \(2m, 1h\), off or forever`},
 		{"ns create dedupe forever", admin, []string{"ns", "create", "dd2", "--dedupe-window", "forever"}, 0, `Created namespace dd2`, ""},
 		{"ns info dedupe", admin, []string{"ns", "info", "dd2"}, 0, `(?s)DEDUPE WINDOW\n.*dd2.*forever\n`, ""},
 		// Retention policies (issue #20), on dd2 through the admin token.
@@ -276,11 +278,11 @@ func TestCLI(t *testing.T) {
 		{"retention set category", admin, []string{"retention", "set", "category", "dd", "--max-age", "720h", "--namespace", "dd2"}, 0, `^Set the policy of category dd: max-age 30d, no count limit\.\n$`, ""},
 		{"retention list", admin, []string{"retention", "list", "--namespace", "dd2"}, 0, `(?s)^SCOPE\s+NAME\s+MAX-AGE\s+MAX-COUNT\ncategory\s+dd\s+30d\s+-\s*\nstream\s+dd-9\s+-\s+2\s*\n$`, ""},
 		{"retention list json", admin, []string{"retention", "list", "--namespace", "dd2", "-o", "json"}, 0, `^\{"policies":\[\{"scope":"RETENTION_SCOPE_CATEGORY", ?"name":"dd", ?"maxAge":"2592000s", ?"maxCount":0\}, ?\{"scope":"RETENTION_SCOPE_STREAM", ?"name":"dd-9", ?"maxAge":null, ?"maxCount":2\}\], ?"appliedIndex":0\}\n$`, ""},
-		{"retention negative count", admin, []string{"retention", "set", "namespace", "--max-count", "-1", "--namespace", "dd2"}, exitUsage, `^$`, `invalid_argument: policy\.max_count: must be 0 \(no limit\) or more, got -1`},
-		{"retention on the reserved namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h"}, exitUsage, `^$`, `invalid_argument: namespace: the "default" namespace holds the admin token and takes no retention policy`},
-		{"retention on an unknown namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h", "--namespace", "nope"}, exitNotFound, `^$`, `not_found`},
-		{"retention scope without a name", admin, []string{"retention", "set", "stream", "--max-count", "1", "--namespace", "dd2"}, exitUsage, `^$`, `the stream scope needs a name`},
-		{"retention set without limits", admin, []string{"retention", "set", "stream", "dd-9", "--namespace", "dd2"}, exitUsage, `^$`, `give --max-age or --max-count`},
+		{"retention negative count", admin, []string{"retention", "set", "namespace", "--max-count", "-1", "--namespace", "dd2"}, command.ExitUsage, `^$`, `invalid_argument: policy\.max_count: must be 0 \(no limit\) or more, got -1`},
+		{"retention on the reserved namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h"}, command.ExitUsage, `^$`, `invalid_argument: namespace: the "default" namespace holds the admin token and takes no retention policy`},
+		{"retention on an unknown namespace", admin, []string{"retention", "set", "namespace", "--max-age", "1h", "--namespace", "nope"}, command.ExitNotFound, `^$`, `not_found`},
+		{"retention scope without a name", admin, []string{"retention", "set", "stream", "--max-count", "1", "--namespace", "dd2"}, command.ExitUsage, `^$`, `the stream scope needs a name`},
+		{"retention set without limits", admin, []string{"retention", "set", "stream", "dd-9", "--namespace", "dd2"}, command.ExitUsage, `^$`, `give --max-age or --max-count`},
 		{"retention clear", admin, []string{"retention", "clear", "stream", "dd-9", "--namespace", "dd2"}, 0, `^Removed the policy of stream dd-9\.\n$`, ""},
 		{"retention clear again", admin, []string{"retention", "clear", "stream", "dd-9", "--namespace", "dd2"}, 0, `^stream dd-9 had no policy\.\n$`, ""},
 		{"retention help", admin, []string{"retention", "--help"}, 0, `(?s)Usage: skald retention <set\|list\|clear>.*--retention-interval`, ""},
@@ -289,10 +291,10 @@ func TestCLI(t *testing.T) {
 		{"append retried with the same id", admin, []string{"append", "dd-1", "T", `{}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, 0, `Already appended to dd-1 at position 0 \(global position \d+\): the id was written before; nothing written`, ""},
 		{"append-multi", admin, []string{"append-multi", multiFile}, 0, `(?s)STREAM\s+POSITIONS\s+GLOBAL POSITIONS\n\s*mm-1\s+0\.\.1\s+\d+\.\.\d+\n\s*mm-2\s+0\.\.0`, ""},
 		{"append-multi again", admin, []string{"append-multi", multiFile}, 0, `^Already appended`, ""},
-		{"append-multi conflict", admin, []string{"append-multi", multiConflictFile}, exitConflict, `^$`, `aborted: expected versions do not match: stream "mm-1" is at version 1, expected 5; stream "mm-3" is at version -1, expected 0`},
-		{"append-multi unknown field", admin, []string{"append-multi", multiBadFile}, exitUsage, `^$`, `invalid JSON: json: unknown field "strems"`},
+		{"append-multi conflict", admin, []string{"append-multi", multiConflictFile}, command.ExitConflict, `^$`, `aborted: expected versions do not match: stream "mm-1" is at version 1, expected 5; stream "mm-3" is at version -1, expected 0`},
+		{"append-multi unknown field", admin, []string{"append-multi", multiBadFile}, command.ExitUsage, `^$`, `invalid JSON: json: unknown field "strems"`},
 		{"append-multi help", admin, []string{"append-multi", "--help"}, 0, `^$`, `(?s)Usage: skald append-multi FILE\|-.*Limits: 1\.\.100 streams`},
-		{"append same id other data", admin, []string{"append", "dd-1", "T", `{"x":1}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, exitConflict, `^$`, `already_exists: messages\[0\]\.id 0192f0c4-0000-7000-8000-0000000000c1 was already written to stream "dd-1" at position 0`},
+		{"append same id other data", admin, []string{"append", "dd-1", "T", `{"x":1}`, "--id", "0192f0c4-0000-7000-8000-0000000000c1"}, command.ExitConflict, `^$`, `already_exists: messages\[0\]\.id 0192f0c4-0000-7000-8000-0000000000c1 was already written to stream "dd-1" at position 0`},
 		// Removals (issue #20), in order on the default namespace.
 		{"stream append 0", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 0`, ""},
 		{"stream append 1", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 1`, ""},
@@ -300,24 +302,24 @@ func TestCLI(t *testing.T) {
 		{"stream truncate", admin, []string{"stream", "truncate", "rt-1", "--before", "2", "--yes"}, 0, `^Truncated rt-1 before position 2: 2 messages removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
 		{"stream truncate json", admin, []string{"stream", "truncate", "rt-1", "--before", "2", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":0, ?"version":2, ?"index":[1-9]\d*\}\n$`, ""},
 		{"stream read after truncate", admin, []string{"read", "rt-1", "-o", "json"}, 0, `^\{"messages":\[\{[^]]*"position":2,[^]]*\}\]\}\n$`, ""},
-		{"stream truncate beyond the version", admin, []string{"stream", "truncate", "rt-1", "--before", "4", "--yes"}, exitUsage, `^$`, `invalid_argument: before: must be at most the stream's version \+ 1 \(3\), got 4`},
-		{"stream truncate without --before", admin, []string{"stream", "truncate", "rt-1"}, exitUsage, `^$`, `stream truncate: --before is required`},
-		{"stream truncate never written", admin, []string{"stream", "truncate", "rt-9", "--before", "1", "--yes"}, exitNotFound, `^$`, `not_found: stream not found`},
-		{"stream delete at the wrong version", admin, []string{"stream", "delete", "rt-1", "--expected-version", "0", "--yes"}, exitConflict, `^$`, `aborted: stream "rt-1" is at version 2, expected 0`},
+		{"stream truncate beyond the version", admin, []string{"stream", "truncate", "rt-1", "--before", "4", "--yes"}, command.ExitUsage, `^$`, `invalid_argument: before: must be at most the stream's version \+ 1 \(3\), got 4`},
+		{"stream truncate without --before", admin, []string{"stream", "truncate", "rt-1"}, command.ExitUsage, `^$`, `stream truncate: --before is required`},
+		{"stream truncate never written", admin, []string{"stream", "truncate", "rt-9", "--before", "1", "--yes"}, command.ExitNotFound, `^$`, `not_found: stream not found`},
+		{"stream delete at the wrong version", admin, []string{"stream", "delete", "rt-1", "--expected-version", "0", "--yes"}, command.ExitConflict, `^$`, `aborted: stream "rt-1" is at version 2, expected 0`},
 		{"stream delete", admin, []string{"stream", "delete", "rt-1", "--expected-version", "2", "--yes"}, 0, `^Deleted rt-1: 1 message removed \(version 2, index [1-9]\d*\)\.\n$`, ""},
 		{"stream append after delete", admin, []string{"append", "rt-1", "T", `{}`}, 0, `position 3`, ""},
 		{"stream hard delete json", admin, []string{"stream", "delete", "rt-1", "--hard", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":1, ?"version":3, ?"index":[1-9]\d*\}\n$`, ""},
-		{"stream append to a tombstone", admin, []string{"append", "rt-1", "T", `{}`}, exitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
-		{"stream truncate a tombstone", admin, []string{"stream", "truncate", "rt-1", "--before", "1", "--yes"}, exitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
-		{"stream delete never written", admin, []string{"stream", "delete", "rt-9", "--yes"}, exitNotFound, `^$`, `not_found: stream not found`},
+		{"stream append to a tombstone", admin, []string{"append", "rt-1", "T", `{}`}, command.ExitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
+		{"stream truncate a tombstone", admin, []string{"stream", "truncate", "rt-1", "--before", "1", "--yes"}, command.ExitConflict, `^$`, `failed_precondition: the stream was hard-deleted`},
+		{"stream delete never written", admin, []string{"stream", "delete", "rt-9", "--yes"}, command.ExitNotFound, `^$`, `not_found: stream not found`},
 		{"stream watermark append 0", admin, []string{"append", "wm-1", "A", `{}`}, 0, `position 0`, ""},
 		{"stream watermark append 1", admin, []string{"append", "wm-1", "B", `{}`}, 0, `position 1`, ""},
 		{"stream watermark append 2", admin, []string{"append", "wm-2", "A", `{}`}, 0, `position 0`, ""},
 		{"stream delete-by-watermark by type", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=5", "--type", "B", "-o", "json", "--yes"}, 0, `^\{"messagesDeleted":1, ?"streams":1, ?"index":[1-9]\d*\}\n$`, ""},
 		{"stream delete-by-watermark", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1=0", "wm-2=7", "--yes"}, 0, `^Deleted 2 messages from 2 streams of wm \(index [1-9]\d*\)\.\n$`, ""},
-		{"stream delete-by-watermark bad pair", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1"}, exitUsage, `^$`, `"wm-1": want STREAM=POS`},
-		{"stream delete-by-watermark other category", admin, []string{"stream", "delete-by-watermark", "wm", "xx-1=0", "--yes"}, exitUsage, `^$`, `invalid_argument: watermarks\[0\]\.stream: "xx-1" is not in category "wm"`},
-		{"stream unknown subcommand", admin, []string{"stream", "shred", "x"}, exitUsage, `^$`, `stream: unknown subcommand "shred"`},
+		{"stream delete-by-watermark bad pair", admin, []string{"stream", "delete-by-watermark", "wm", "wm-1"}, command.ExitUsage, `^$`, `"wm-1": want STREAM=POS`},
+		{"stream delete-by-watermark other category", admin, []string{"stream", "delete-by-watermark", "wm", "xx-1=0", "--yes"}, command.ExitUsage, `^$`, `invalid_argument: watermarks\[0\]\.stream: "xx-1" is not in category "wm"`},
+		{"stream unknown subcommand", admin, []string{"stream", "shred", "x"}, command.ExitUsage, `^$`, `stream: unknown subcommand "shred"`},
 		{"stream help", admin, []string{"stream", "--help"}, 0, `(?s)skald stream delete STREAM \[--hard\].*delete-by-watermark CATEGORY STREAM=POS`, ""},
 		// Tags, query and conditional appends (issue #18), in order on the default namespace.
 		{"dcb append tagged", admin, []string{"append", "course-c1", "Defined", `{}`, "--tag", "course:c1"}, 0, `position 0`, ""},
@@ -325,29 +327,29 @@ func TestCLI(t *testing.T) {
 		{"dcb query by tag", admin, []string{"query", "--tag", "course:c1"}, 0, `(?s)TAGS\s+DATA\n.*course-c1\s+0\s+\d+\s+Defined\s+\S+\s+course:c1\s+\{\}\n.*course:c1,student:s1`, ""},
 		{"dcb query type and tags json", admin, []string{"query", "--type", "Subscribed", "--tag", "course:c1", "--tag", "student:s1", "-o", "json"}, 0, `^\{"messages":\[\{[^]]*"type":"Subscribed"[^]]*"tags":\["course:c1","student:s1"\]\}\]\}\n$`, ""},
 		{"dcb query json file", admin, []string{"query", "--query", `{"items":[{"types":["Defined"]},{"tags":["student:s1"]}]}`, "-o", "json"}, 0, `^\{"messages":\[\{"id".*"type":"Defined".*\},\{"id".*"type":"Subscribed".*\}\]\}\n$`, ""},
-		{"dcb query nothing", admin, []string{"query"}, exitUsage, `^$`, `give --type, --tag or --query`},
+		{"dcb query nothing", admin, []string{"query"}, command.ExitUsage, `^$`, `give --type, --tag or --query`},
 		{"dcb query after the head", admin, []string{"query", "--tag", "course:c1", "--after", "1000000", "-o", "json"}, 0, `^\{"messages":\[\]\}\n$`, ""},
-		{"dcb conditional append fails", admin, []string{"append", "course-c1", "Subscribed", `{}`, "--tag", "student:s2", "--fail-if-tag", "course:c1"}, exitConflict, `^$`, `failed_precondition: append condition failed: message at global position \d+ matches the query and is after 0`},
-		{"dcb conditional append in the future", admin, []string{"append", "course-c1", "Subscribed", `{}`, "--fail-if-tag", "course:c1", "--after", "1000000"}, exitUsage, `^$`, `invalid_argument: condition.after: is past the namespace's last global position \d+, got 1000000`},
+		{"dcb conditional append fails", admin, []string{"append", "course-c1", "Subscribed", `{}`, "--tag", "student:s2", "--fail-if-tag", "course:c1"}, command.ExitConflict, `^$`, `failed_precondition: append condition failed: message at global position \d+ matches the query and is after 0`},
+		{"dcb conditional append in the future", admin, []string{"append", "course-c1", "Subscribed", `{}`, "--fail-if-tag", "course:c1", "--after", "1000000"}, command.ExitUsage, `^$`, `invalid_argument: condition.after: is past the namespace's last global position \d+, got 1000000`},
 		{"dcb conditional append passes", admin, []string{"append", "course-c1", "Renamed", `{}`, "--fail-if-type", "Renamed", "--fail-if-tag", "course:c1"}, 0, `position 2`, ""},
-		{"dcb after without a condition", admin, []string{"append", "course-c1", "T", `{}`, "--after", "3"}, exitUsage, `^$`, `--after is the position of a condition`},
-		{"dcb repeated tag", admin, []string{"append", "course-c1", "T", `{}`, "--tag", "a", "--tag", "a"}, exitUsage, `^$`, `invalid_argument: messages\[0\]\.tags\[1\]: repeats messages\[0\]\.tags\[0\] "a"`},
-		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, exitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
-		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, exitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
+		{"dcb after without a condition", admin, []string{"append", "course-c1", "T", `{}`, "--after", "3"}, command.ExitUsage, `^$`, `--after is the position of a condition`},
+		{"dcb repeated tag", admin, []string{"append", "course-c1", "T", `{}`, "--tag", "a", "--tag", "a"}, command.ExitUsage, `^$`, `invalid_argument: messages\[0\]\.tags\[1\]: repeats messages\[0\]\.tags\[0\] "a"`},
+		{"server commit timeout out of range", nil, []string{"server", "--raft-commit-timeout", "0s"}, command.ExitUsage, `^$`, `--raft-commit-timeout must be between 1ms and 1s, got 0s`},
+		{"server negative compress threshold", nil, []string{"server", "--compress-min-bytes", "-1"}, command.ExitUsage, `^$`, `--compress-min-bytes must not be negative, got -1`},
 		{"server compress flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-compress-min-bytes int`},
 		{"server disk alarm flag in help", nil, []string{"server", "--help"}, 0, `^$`, `-min-free-disk uint\n\s+the leader refuses writes`},
-		{"server unknown log store", nil, []string{"server", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
-		{"restore unknown log store", nil, []string{"restore", "--from", "x", "--data-dir", "y", "--raft-log-store", "rocks"}, exitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
-		{"server memtable too small", nil, []string{"server", "--memtable-bytes", "1000"}, exitUsage, `^$`, `--memtable-bytes must be between 1 MiB and 1 GiB, got 1000`},
-		{"server cache too small", nil, []string{"server", "--cache-bytes", "0"}, exitUsage, `^$`, `--cache-bytes must be between 1 MiB and 1 TiB, got 0`},
-		{"server no open namespaces", nil, []string{"server", "--max-open-namespaces", "0"}, exitUsage, `^$`, `--max-open-namespaces must be at least 1, got 0`},
-		{"server negative namespace limit", nil, []string{"server", "--max-namespaces", "-1"}, exitUsage, `^$`, `--max-namespaces must be 0 \(no limit\) or more, got -1`},
+		{"server unknown log store", nil, []string{"server", "--raft-log-store", "rocks"}, command.ExitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
+		{"restore unknown log store", nil, []string{"restore", "--from", "x", "--data-dir", "y", "--raft-log-store", "rocks"}, command.ExitUsage, `^$`, `--raft-log-store "rocks": want bolt or wal`},
+		{"server memtable too small", nil, []string{"server", "--memtable-bytes", "1000"}, command.ExitUsage, `^$`, `--memtable-bytes must be between 1 MiB and 1 GiB, got 1000`},
+		{"server cache too small", nil, []string{"server", "--cache-bytes", "0"}, command.ExitUsage, `^$`, `--cache-bytes must be between 1 MiB and 1 TiB, got 0`},
+		{"server no open namespaces", nil, []string{"server", "--max-open-namespaces", "0"}, command.ExitUsage, `^$`, `--max-open-namespaces must be at least 1, got 0`},
+		{"server negative namespace limit", nil, []string{"server", "--max-namespaces", "-1"}, command.ExitUsage, `^$`, `--max-namespaces must be 0 \(no limit\) or more, got -1`},
 		{"server namespace limit in help", nil, []string{"server", "--help"}, 0, `^$`, `-max-namespaces int\n\s+most namespaces the cluster holds`},
-		{"server group limit of 0", nil, []string{"server", "--max-groups-per-namespace", "0"}, exitUsage, `^$`, `--max-groups-per-namespace must be 1 or more, or -1 \(no limit\), got 0`},
-		{"server credential limit below -1", nil, []string{"server", "--max-credentials-per-namespace", "-2"}, exitUsage, `^$`, `--max-credentials-per-namespace must be 1 or more, or -1 \(no limit\), got -2`},
+		{"server group limit of 0", nil, []string{"server", "--max-groups-per-namespace", "0"}, command.ExitUsage, `^$`, `--max-groups-per-namespace must be 1 or more, or -1 \(no limit\), got 0`},
+		{"server credential limit below -1", nil, []string{"server", "--max-credentials-per-namespace", "-2"}, command.ExitUsage, `^$`, `--max-credentials-per-namespace must be 1 or more, or -1 \(no limit\), got -2`},
 		{"server storage flags in help", nil, []string{"server", "--help"}, 0, `^$`, `-memtable-bytes uint\s+largest Pebble memtable of one namespace.*\(default 67108864\)`},
 		{"probe ready", nil, []string{"probe", "http://" + p.addr + "/readyz"}, 0, `^$`, ""},
-		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, exitUnavailable, `^$`, `404`},
+		{"probe missing", nil, []string{"probe", "http://" + p.addr + "/nothing"}, command.ExitUnavailable, `^$`, `404`},
 	}
 	// Payloads over the argument size limit (128 KiB) come from a file
 	// or standard input.
@@ -475,10 +477,10 @@ func TestExportImportRoundTrip(t *testing.T) {
 		}
 	}
 	// Importing the same file again clashes.
-	if _, errOut, code := runCLI(t, dst, "import", file); code != exitConflict || !strings.Contains(errOut, "POSITION_EXISTS") {
+	if _, errOut, code := runCLI(t, dst, "import", file); code != command.ExitConflict || !strings.Contains(errOut, "POSITION_EXISTS") {
 		t.Fatalf("second import: %d %s", code, errOut)
 	}
-	if _, errOut, code := runCLI(t, src, "export", "--ns", "dst"); code != exitUsage || !strings.Contains(errOut, "use dst's token") {
+	if _, errOut, code := runCLI(t, src, "export", "--ns", "dst"); code != command.ExitUsage || !strings.Contains(errOut, "use dst's token") {
 		t.Fatalf("export of another namespace: %d %s", code, errOut)
 	}
 }
@@ -695,8 +697,8 @@ func TestServerTLS(t *testing.T) {
 	noCA := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA="}
 	// An untrusted certificate is no "unavailable: retry" (exit 6): the
 	// error says what to give.
-	if _, errOut, code := runCLI(t, noCA, "read", "a-1"); code != exitFailure || !strings.Contains(errOut, "certificate") || !strings.Contains(errOut, "--ca") {
-		t.Fatalf("a client without the CA: exit %d, %s; want exit %d naming --ca", code, errOut, exitFailure)
+	if _, errOut, code := runCLI(t, noCA, "read", "a-1"); code != command.ExitFailure || !strings.Contains(errOut, "certificate") || !strings.Contains(errOut, "--ca") {
+		t.Fatalf("a client without the CA: exit %d, %s; want exit %d naming --ca", code, errOut, command.ExitFailure)
 	}
 	if _, errOut, code := runCLI(t, env[:2], "read", "a-1", "--addr", "http://"+p.addr); code == 0 {
 		t.Fatalf("plain HTTP was served on a TLS port: %s", errOut)
@@ -715,7 +717,7 @@ func TestBackupRestoreCLI(t *testing.T) {
 	if out, errOut, code := runCLI(t, env, "backup", "--out", file); code != 0 || !strings.Contains(out, "Backed up") {
 		t.Fatalf("backup: %d %s %s", code, out, errOut)
 	}
-	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, "backup", "--out", file+"2"); code != exitAuth {
+	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN="}, "backup", "--out", file+"2"); code != command.ExitAuth {
 		t.Fatalf("backup without the admin token: %d %s", code, errOut)
 	}
 	// The restored node's Raft address is baked into the restore: restore
@@ -866,7 +868,7 @@ func TestBenchCLI(t *testing.T) {
 			if strings.Contains(errOut, "\r") {
 				t.Fatalf("progress with carriage returns on a pipe: %q", errOut)
 			}
-			var res benchResult
+			var res bench.Result
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
 				t.Fatalf("%v: %q", err, out)
 			}
@@ -925,24 +927,24 @@ func TestBenchCLI(t *testing.T) {
 		t.Fatalf("ns create: %d %s", code, errOut)
 	}
 	nsEnv := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
-	if _, errOut, code := runCLI(t, nsEnv, "bench", "--duration", "1s"); code != exitAuth || !strings.Contains(errOut, "pass --token-namespace") {
+	if _, errOut, code := runCLI(t, nsEnv, "bench", "--duration", "1s"); code != command.ExitAuth || !strings.Contains(errOut, "pass --token-namespace") {
 		t.Fatalf("bench with a namespace token: exit %d: %s", code, errOut)
 	}
 	page, err := os.ReadFile(plot)
 	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 3 {
 		t.Fatalf("plot %s: %v\n%s", plot, err, page)
 	}
-	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != exitUsage || !strings.Contains(errOut, "--batch 1..1000") {
+	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != command.ExitUsage || !strings.Contains(errOut, "--batch 1..1000") {
 		t.Fatalf("bad --batch: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := runCLI(t, env, "bench", "--workload", "read-stream", "--index"); code != exitUsage || !strings.Contains(errOut, "--index: the read-stream workload writes no category to index") {
+	if _, errOut, code := runCLI(t, env, "bench", "--workload", "read-stream", "--index"); code != command.ExitUsage || !strings.Contains(errOut, "--index: the read-stream workload writes no category to index") {
 		t.Fatalf("bench --index of reads: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := runCLI(t, env, "bench", "--target", "some"); code != exitUsage || !strings.Contains(errOut, "want all, leader, followers or cluster") {
+	if _, errOut, code := runCLI(t, env, "bench", "--target", "some"); code != command.ExitUsage || !strings.Contains(errOut, "want all, leader, followers or cluster") {
 		t.Fatalf("bad --target: exit %d, %q", code, errOut)
 	}
 	// A node that does not answer: the pinned clients report it at once.
-	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, "bench", "--workload", "read-stream", "--duration", "1s"); code != exitUnreachable || !strings.Contains(errOut, "no answer from 127.0.0.1:1") {
+	if _, errOut, code := runCLI(t, []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}, "bench", "--workload", "read-stream", "--duration", "1s"); code != command.ExitUnreachable || !strings.Contains(errOut, "no answer from 127.0.0.1:1") {
 		t.Fatalf("bench against a dead node: exit %d, %q", code, errOut)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/skalddb/skald/cmd/skald/internal/cli"
 )
 
 // The completion candidates come from the binary itself: commands,
@@ -22,7 +24,7 @@ func TestComplete(t *testing.T) {
 		exactly bool     // and nothing else
 	}{
 		{[]string{"re"}, []string{"read", "restore", "retention"}, true},
-		{[]string{""}, commands, true},
+		{[]string{""}, cli.Commands, true},
 		{[]string{"ns", ""}, []string{"create", "list", "info", "delete"}, true},
 		{[]string{"sub", "c"}, []string{"create", "consume"}, true},
 		{[]string{"read", "--"}, []string{"--addr", "--token", "--limit", "--position"}, false},
@@ -80,18 +82,18 @@ COMP_WORDS=(skald cluster t); COMP_CWORD=2; _skald; printf '%s\n' "${COMPREPLY[@
 // Every command completion offers is dispatched, every command the usage
 // names is offered, and every subcommand is one its command takes.
 func TestCompletionKnowsEveryCommand(t *testing.T) {
-	for _, c := range commands {
+	for _, c := range cli.Commands {
 		err := run(context.Background(), []string{c, "--help"}, io.Discard, io.Discard)
 		if err != nil && strings.Contains(err.Error(), "unknown command") {
 			t.Errorf("completion offers %q, which run does not know", c)
 		}
 	}
-	for _, m := range regexp.MustCompile(`(?m)^  skald ([a-z-]+)`).FindAllStringSubmatch(usage, -1) {
-		if !slices.Contains(commands, m[1]) {
+	for _, m := range regexp.MustCompile(`(?m)^  skald ([a-z-]+)`).FindAllStringSubmatch(cli.Usage, -1) {
+		if !slices.Contains(cli.Commands, m[1]) {
 			t.Errorf("the usage names %q, which completion does not offer", m[1])
 		}
 	}
-	for cmd, subs := range subcommands {
+	for cmd, subs := range cli.Subcommands {
 		if cmd == "help" || cmd == "completion" {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,10 +80,10 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 		prompt       string
 		stdout       string
 	}{
-		{"ns delete, no", "n\n", []string{"ns", "delete", "doomed"}, exitFailure, "Delete namespace doomed and every message in it? This cannot be undone. [y/N] ", ""},
-		{"ns delete, empty answer", "\n", []string{"ns", "delete", "doomed"}, exitFailure, "[y/N] ", ""},
-		{"stream delete, no", "no\n", []string{"stream", "delete", "kept-1"}, exitFailure, "Delete every message of stream kept-1? [y/N] ", ""},
-		{"truncate, no", "nope\n", []string{"stream", "truncate", "kept-1", "--before", "1"}, exitFailure, "Remove the messages of stream kept-1 below position 1? [y/N] ", ""},
+		{"ns delete, no", "n\n", []string{"ns", "delete", "doomed"}, command.ExitFailure, "Delete namespace doomed and every message in it? This cannot be undone. [y/N] ", ""},
+		{"ns delete, empty answer", "\n", []string{"ns", "delete", "doomed"}, command.ExitFailure, "[y/N] ", ""},
+		{"stream delete, no", "no\n", []string{"stream", "delete", "kept-1"}, command.ExitFailure, "Delete every message of stream kept-1? [y/N] ", ""},
+		{"truncate, no", "nope\n", []string{"stream", "truncate", "kept-1", "--before", "1"}, command.ExitFailure, "Remove the messages of stream kept-1 below position 1? [y/N] ", ""},
 		{"ns delete, yes", "y\n", []string{"ns", "delete", "doomed"}, 0, "[y/N] ", "Deleted namespace doomed"},
 		{"truncate, yes", "yes\n", []string{"stream", "truncate", "kept-1", "--before", "1"}, 0, "[y/N] ", "Truncated kept-1 before position 1: 1 message removed"},
 	}
@@ -91,14 +92,14 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.prompt) || !strings.Contains(out, c.stdout) {
 			t.Errorf("%s: exit %d (want %d), stdout %q (want %q), stderr %q (want the prompt %q)", c.name, code, c.code, out, c.stdout, errOut, c.prompt)
 		}
-		if c.code == exitFailure && !strings.Contains(errOut, "not confirmed; nothing changed") {
+		if c.code == command.ExitFailure && !strings.Contains(errOut, "not confirmed; nothing changed") {
 			t.Errorf("%s: stderr %q does not say nothing changed", c.name, errOut)
 		}
 	}
 	if out, _, _ := runCLI(t, admin, "read", "kept-1", "-o", "json"); strings.Count(out, `"type"`) != 1 {
 		t.Fatalf("after declining the delete and accepting the truncate, kept-1 holds %s; want only position 1", out)
 	}
-	if _, _, code := runCLI(t, admin, "ns", "info", "doomed"); code != exitNotFound {
+	if _, _, code := runCLI(t, admin, "ns", "info", "doomed"); code != command.ExitNotFound {
 		t.Fatalf("ns info after a confirmed delete: exit %d", code)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
+	"github.com/skalddb/skald/cmd/skald/internal/dev"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -26,16 +28,16 @@ func TestDevSecretsNotOnCommandLine(t *testing.T) {
 	}
 	base := freeBlock(t, 1)
 	dir := t.TempDir()
-	_, dev := startDevCmd(t, base, "--nodes", "1", "--dir", dir)
+	_, devProc := startDevCmd(t, base, "--nodes", "1", "--dir", dir)
 	b, err := os.ReadFile(filepath.Join(dir, "dev.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st devState
+	var st dev.State
 	if err := json.Unmarshal(b, &st); err != nil || st.AdminToken == "" || st.GossipKey == "" {
 		t.Fatalf("dev.json: %s (%v)", b, err)
 	}
-	servers := childProcesses(t, dev.Process.Pid)
+	servers := childProcesses(t, devProc.Process.Pid)
 	if len(servers) != 1 {
 		t.Fatalf("dev runs %d processes, want 1 server", len(servers))
 	}
@@ -145,10 +147,10 @@ func TestDevNodeDiesAndComesBack(t *testing.T) {
 		_, errOut, code := runCLI(t, node(0), "append", "down-1", "T", `{"while":"node1 was down"}`, "--id", "0192f0c4-0000-7000-8000-0000000000d1")
 		return code == 0, errOut
 	})
-	if _, errOut, code := runCLI(t, nil, "dev", "restart", "7", "--dir", dir); code != exitUsage || !strings.Contains(errOut, "no node7") {
+	if _, errOut, code := runCLI(t, nil, "dev", "restart", "7", "--dir", dir); code != command.ExitUsage || !strings.Contains(errOut, "no node7") {
 		t.Fatalf("dev restart 7: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := runCLI(t, nil, "dev", "restart", "1", "--dir", t.TempDir()); code != exitUnreachable || !strings.Contains(errOut, "no skald dev runs in") {
+	if _, errOut, code := runCLI(t, nil, "dev", "restart", "1", "--dir", t.TempDir()); code != command.ExitUnreachable || !strings.Contains(errOut, "no skald dev runs in") {
 		t.Fatalf("dev restart without a dev: exit %d: %s", code, errOut)
 	}
 	if got, errOut, code := runCLI(t, nil, "dev", "restart", "1", "--dir", dir); code != 0 || !strings.Contains(got, "node1 started (pid ") {
@@ -183,7 +185,7 @@ func TestDevNodeDiesAndComesBack(t *testing.T) {
 	if !strings.Contains(out.String(), "node0 and node1 keep running (2 of 3, a majority") {
 		t.Fatalf("dev did not say node0 and node1 keep a majority: %s", out)
 	}
-	if _, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != exitFailure || !strings.Contains(errOut, "node2 is not running") {
+	if _, errOut, code := runCLI(t, nil, "dev", "kill", "2", "--dir", dir); code != command.ExitFailure || !strings.Contains(errOut, "node2 is not running") {
 		t.Fatalf("dev kill of a dead node: exit %d: %s", code, errOut)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // runCLIStdin is runCLI with stdin as the command's standard input.
@@ -101,14 +103,14 @@ func TestCLIEdges(t *testing.T) {
 		// 9: a list of endpoints, as etcdctl --endpoints; a dead one is skipped.
 		{"addr list, first down", admin, "", []string{"ns", "list", "--addr", "127.0.0.1:1," + p.addr}, 0, `(?s)NAME.*default`, `^$`},
 		{"addr list, last down", admin, "", []string{"append", "ep-1", "T", `{}`, "--addr", p.addr + ",127.0.0.1:1"}, 0, `^Appended to ep-1 at position 0`, `^$`},
-		{"addr list all down", admin, "", []string{"ns", "list", "--addr", "127.0.0.1:1,127.0.0.1:2"}, exitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:[12]`},
-		{"leave addr list", admin, "", []string{"leave", "--addr", p.addr + ",127.0.0.1:1"}, exitUsage, `^$`, `--addr names the node that leaves: give one node`},
+		{"addr list all down", admin, "", []string{"ns", "list", "--addr", "127.0.0.1:1,127.0.0.1:2"}, command.ExitUnreachable, `^$`, `unreachable: no answer from 127\.0\.0\.1:[12]`},
+		{"leave addr list", admin, "", []string{"leave", "--addr", p.addr + ",127.0.0.1:1"}, command.ExitUsage, `^$`, `--addr names the node that leaves: give one node`},
 		{"backup addr list, first down", admin, "", []string{"backup", "--out", filepath.Join(dir, "list.bak"), "--addr", "127.0.0.1:1," + p.addr}, 0, `^Backed up \d+ bytes at Raft index \d+ to `, ``},
-		{"addr not a URL", admin, "", []string{"ns", "list", "--addr", "http://"}, exitUsage, `^$`, `--addr "http://": no host`},
+		{"addr not a URL", admin, "", []string{"ns", "list", "--addr", "http://"}, command.ExitUsage, `^$`, `--addr "http://": no host`},
 		{"probe help", nil, "", []string{"probe", "--help"}, 0, `^$`, `(?s)Usage: skald probe URL.*exit 0 when`},
 		// 15: a host without a port means Skald's port, 8080 (nothing
 		// listens on 127.0.0.2).
-		{"addr without a port", admin, "", []string{"ns", "list", "--addr", "127.0.0.2"}, exitUnreachable, `^$`, `no answer from 127\.0\.0\.2:8080 `},
+		{"addr without a port", admin, "", []string{"ns", "list", "--addr", "127.0.0.2"}, command.ExitUnreachable, `^$`, `no answer from 127\.0\.0\.2:8080 `},
 		// 10: data from a file or stdin loses its trailing newline (checked below).
 		{"append data file", admin, "", []string{"append", "nl-1", "T", "@" + dataFile, "--metadata", "@" + metaFile}, 0, `position 0`, `^$`},
 		{"append data stdin", admin, "{\"b\":2}\n\n", []string{"append", "nl-1", "T", "-"}, 0, `position 1`, `^$`},
@@ -119,8 +121,8 @@ func TestCLIEdges(t *testing.T) {
 		{"sub info json numbers", admin, "", []string{"sub", "create", "g1", "--stream", "js-1", "-o", "json"}, 0, `"checkpoint":\d+`, `^$`},
 		// 12: append-multi takes the API's JSON names too.
 		{"append-multi expectedVersion", admin, "", []string{"append-multi", camelFile}, 0, `mc-1\s+0\.\.0`, `^$`},
-		{"append-multi expectedVersion conflict", admin, "", []string{"append-multi", camelConflict}, exitConflict, `^$`, `stream "mc-1" is at version 0, expected 7`},
-		{"append-multi both spellings", admin, "", []string{"append-multi", bothSpellings}, exitUsage, `^$`, `streams\[0\]: give expectedVersion or expected_version, not both`},
+		{"append-multi expectedVersion conflict", admin, "", []string{"append-multi", camelConflict}, command.ExitConflict, `^$`, `stream "mc-1" is at version 0, expected 7`},
+		{"append-multi both spellings", admin, "", []string{"append-multi", bothSpellings}, command.ExitUsage, `^$`, `streams\[0\]: give expectedVersion or expected_version, not both`},
 		// 12: reads that stop at their limit say so and how to read on.
 		{"read more", admin, "", []string{"read", "nl-1", "--limit", "1"}, 0, `(?s)nl-1\s+0\s+`, `(?m)^-- 1 message shown; more follow: skald read nl-1 --position 1$`},
 		{"read more json", admin, "", []string{"read", "nl-1", "--limit", "1", "-o", "json"}, 0, `^\{"messages":\[\{.*"position":0,.*\}\],"next":1\}\n$`, `^$`},
@@ -132,24 +134,24 @@ func TestCLIEdges(t *testing.T) {
 		{"query more 2", admin, "", []string{"append", "tg-1", "T", `{}`, "--tag", "x"}, 0, `position 1`, `^$`},
 		{"query stops", admin, "", []string{"query", "--tag", "x", "--limit", "1"}, 0, `(?s)tg-1\s+0\s+`, `(?m)^-- 1 message shown; more follow: skald query --tag x --after \d+$`},
 		// 12: errors are JSON under -o json.
-		{"error json", admin, "", []string{"ns", "info", "nope", "-o", "json"}, exitNotFound, `^$`, `^\{"error":\{"exitCode":4,"code":"not_found","message":"not_found: namespace not found"\}\}\n$`},
-		{"usage error json", admin, "", []string{"read", "-o", "json"}, exitUsage, `^$`, `^\{"error":\{"exitCode":2,"message":"read: wrong number of arguments .*"\}\}\n$`},
+		{"error json", admin, "", []string{"ns", "info", "nope", "-o", "json"}, command.ExitNotFound, `^$`, `^\{"error":\{"exitCode":4,"code":"not_found","message":"not_found: namespace not found"\}\}\n$`},
+		{"usage error json", admin, "", []string{"read", "-o", "json"}, command.ExitUsage, `^$`, `^\{"error":\{"exitCode":2,"message":"read: wrong number of arguments .*"\}\}\n$`},
 		// 15: a missing token says how to give one.
-		{"no token", noToken, "", []string{"read", "s-1"}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token \(or --token-file\)\n$`},
-		{"no token, backup", noToken, "", []string{"backup", "--out", filepath.Join(dir, "b.bak")}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
-		{"no token, export", noToken, "", []string{"export"}, exitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
+		{"no token", noToken, "", []string{"read", "s-1"}, command.ExitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token \(or --token-file\)\n$`},
+		{"no token, backup", noToken, "", []string{"backup", "--out", filepath.Join(dir, "b.bak")}, command.ExitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
+		{"no token, export", noToken, "", []string{"export"}, command.ExitAuth, `^$`, `^skald: unauthenticated: no token: set SKALD_TOKEN or pass --token`},
 		// 15: --max-age takes days.
 		{"max-age in days", admin, "", []string{"ns", "create", "ret"}, 0, `Created namespace ret`, `^$`},
 		{"max-age days", admin, "", []string{"retention", "set", "namespace", "--namespace", "ret", "--max-age", "30d"}, 0, `^Set the policy of namespace: max-age 30d, no count limit\.\n$`, `^$`},
 		{"max-age days and hours", admin, "", []string{"retention", "set", "stream", "s-1", "--namespace", "ret", "--max-age", "1d12h"}, 0, `max-age 36h0m0s`, `^$`},
-		{"max-age bad", admin, "", []string{"retention", "set", "namespace", "--namespace", "ret", "--max-age", "3w"}, exitUsage, `^$`, `--max-age "3w": want a duration such as 720h, 30d or 1d12h`},
+		{"max-age bad", admin, "", []string{"retention", "set", "namespace", "--namespace", "ret", "--max-age", "3w"}, command.ExitUsage, `^$`, `--max-age "3w": want a duration such as 720h, 30d or 1d12h`},
 		{"retention list days", admin, "", []string{"retention", "list", "--namespace", "ret"}, 0, `(?m)^namespace\s+30d\s+-`, `^$`},
 		// 15: "1 message", not "1 messages".
 		{"delete one message", admin, "", []string{"stream", "delete", "ep-1", "--yes"}, 0, `^Deleted ep-1: 1 message removed \(`, `^$`},
 		// 15: destructive commands need --yes without a terminal to ask on.
-		{"ns delete unconfirmed", admin, "", []string{"ns", "delete", "ret"}, exitUsage, `^$`, `ns delete: deletes namespace ret and its messages: pass --yes to confirm \(no terminal to ask on\)`},
+		{"ns delete unconfirmed", admin, "", []string{"ns", "delete", "ret"}, command.ExitUsage, `^$`, `ns delete: deletes namespace ret and its messages: pass --yes to confirm \(no terminal to ask on\)`},
 		{"ns delete still there", admin, "", []string{"ns", "info", "ret"}, 0, `ret`, `^$`},
-		{"truncate unconfirmed", admin, "", []string{"stream", "truncate", "nl-1", "--before", "1"}, exitUsage, `^$`, `pass --yes`},
+		{"truncate unconfirmed", admin, "", []string{"stream", "truncate", "nl-1", "--before", "1"}, command.ExitUsage, `^$`, `pass --yes`},
 		{"ns delete confirmed", admin, "", []string{"ns", "delete", "ret", "--yes"}, 0, `Deleted namespace ret \(0 messages\)`, `^$`},
 		// 15: flags that do nothing are not offered.
 		{"backup help", admin, "", []string{"backup", "--help"}, 0, `^$`, `(?s)^Usage: skald backup`},

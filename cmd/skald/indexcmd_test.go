@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -46,16 +47,16 @@ func TestCLIIndex(t *testing.T) {
 		{"local", shop, []string{"index", "query", "by-qty", "--eq", "30", "--local", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n5\s+30\s*\n$`, ""},
 		{"list", shop, []string{"index", "list"}, 0, `(?s)^NAME\s+VERSION\s+SOURCE\s+FIELDS\s+STATE\s+ENTRIES\s+SKIPPED\s+LAG\nby-qty\s+1\s+category order\s+data:/qty:int\s+healthy\s+5\s+0\s+0\s*\nby-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+healthy\s+5\s+0\s+0\s*\n$`, ""},
 		{"info json", shop, []string{"index", "info", "by-sku", "-o", "json"}, 0, `"entries":5,`, ""},
-		{"bad field", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:/sku:number"}, exitUsage, `^$`, `type "number": want string, int, float, time or bool`},
-		{"no field", shop, []string{"index", "create", "x", "--type", "Sold"}, exitUsage, `^$`, `give at least one --field`},
-		{"no source", shop, []string{"index", "create", "x", "--field", "type"}, exitUsage, `^$`, `invalid_argument: definition.source: must name a category`},
-		{"bad pointer", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:sku:string"}, exitUsage, `^$`, `definition.fields[0].pointer`},
-		{"exists", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "type"}, exitConflict, `^$`, `already_exists`},
-		{"value of another type", shop, []string{"index", "query", "by-qty", "--eq", "lots"}, exitUsage, `^$`, `equal[0]: must be an integer`},
-		{"both bounds", shop, []string{"index", "query", "by-qty", "--from", "1", "--after", "2"}, exitUsage, `^$`, `give --from or --after, not both`},
-		{"unknown index", shop, []string{"index", "query", "nope"}, exitNotFound, `^$`, `not_found`},
-		{"another namespace", shop, []string{"index", "list", "--namespace", "default"}, exitAuth, `^$`, `permission_denied`},
-		{"unknown subcommand", shop, []string{"index", "rename", "by-sku"}, exitUsage, `^$`, `unknown subcommand "rename"`},
+		{"bad field", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:/sku:number"}, command.ExitUsage, `^$`, `type "number": want string, int, float, time or bool`},
+		{"no field", shop, []string{"index", "create", "x", "--type", "Sold"}, command.ExitUsage, `^$`, `give at least one --field`},
+		{"no source", shop, []string{"index", "create", "x", "--field", "type"}, command.ExitUsage, `^$`, `invalid_argument: definition.source: must name a category`},
+		{"bad pointer", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:sku:string"}, command.ExitUsage, `^$`, `definition.fields[0].pointer`},
+		{"exists", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "type"}, command.ExitConflict, `^$`, `already_exists`},
+		{"value of another type", shop, []string{"index", "query", "by-qty", "--eq", "lots"}, command.ExitUsage, `^$`, `equal[0]: must be an integer`},
+		{"both bounds", shop, []string{"index", "query", "by-qty", "--from", "1", "--after", "2"}, command.ExitUsage, `^$`, `give --from or --after, not both`},
+		{"unknown index", shop, []string{"index", "query", "nope"}, command.ExitNotFound, `^$`, `not_found`},
+		{"another namespace", shop, []string{"index", "list", "--namespace", "default"}, command.ExitAuth, `^$`, `permission_denied`},
+		{"unknown subcommand", shop, []string{"index", "rename", "by-sku"}, command.ExitUsage, `^$`, `unknown subcommand "rename"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, tc.env, tc.args...)
@@ -104,7 +105,7 @@ func TestCLIIndex(t *testing.T) {
 			t.Fatalf("stream index query %v: exit %d, %q (want %s), %s", tc.args, code, stdout, tc.stdout, stderr)
 		}
 	}
-	if _, stderr, code := runCLI(t, shop, "index", "create", "x", "--kind", "doc", "--type", "Sold", "--field", "type"); code != exitUsage || !strings.Contains(stderr, `--kind "doc": want event or stream`) {
+	if _, stderr, code := runCLI(t, shop, "index", "create", "x", "--kind", "doc", "--type", "Sold", "--field", "type"); code != command.ExitUsage || !strings.Contains(stderr, `--kind "doc": want event or stream`) {
 		t.Fatalf("bad kind: exit %d, %s", code, stderr)
 	}
 
@@ -120,9 +121,9 @@ func TestCLIIndex(t *testing.T) {
 		{"new version", []string{"by-qty", "--version", "2", "--category", "order", "--field", "data:/qty:float"}, 0,
 			"Rebuilding index by-qty (version 2): data:/qty:float; every node answers from the current definition until it has built this one.\n", ""},
 		{"as it is", []string{"last-sku"}, 0, "Rebuilding index last-sku (version 1): data:/sku:string; every node answers from the current definition until it has built this one.\n", ""},
-		{"a version without fields", []string{"by-qty", "--version", "3"}, exitUsage, "", "--version defines a new version: give its --field(s) too"},
-		{"unknown index", []string{"nope"}, exitNotFound, "", "not_found"},
-		{"bad field", []string{"by-qty", "--field", "data:/qty:number"}, exitUsage, "", `type "number"`},
+		{"a version without fields", []string{"by-qty", "--version", "3"}, command.ExitUsage, "", "--version defines a new version: give its --field(s) too"},
+		{"unknown index", []string{"nope"}, command.ExitNotFound, "", "not_found"},
+		{"bad field", []string{"by-qty", "--field", "data:/qty:number"}, command.ExitUsage, "", `type "number"`},
 	} {
 		t.Run("rebuild "+tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, shop, append([]string{"index", "rebuild"}, tc.args...)...)
@@ -142,7 +143,7 @@ func TestCLIIndex(t *testing.T) {
 	if stdout, _, code := runCLI(t, shop, "index", "delete", "by-sku"); code != 0 || stdout != "Deleted index by-sku.\n" {
 		t.Fatalf("delete: exit %d, %q", code, stdout)
 	}
-	if _, _, code := runCLI(t, shop, "index", "info", "by-sku"); code != exitNotFound {
-		t.Fatalf("info after delete: exit %d, want %d", code, exitNotFound)
+	if _, _, code := runCLI(t, shop, "index", "info", "by-sku"); code != command.ExitNotFound {
+		t.Fatalf("info after delete: exit %d, want %d", code, command.ExitNotFound)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
 // TestInMemoryServer: skald server --in-memory serves reads and writes,
@@ -28,7 +30,7 @@ func TestInMemoryServer(t *testing.T) {
 	if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("an in-memory server created %s (%v)", dataDir, err)
 	}
-	if _, errOut, code := runCLI(t, nil, "server", "--in-memory", "--raft-log-store", "wal"); code != exitUsage || !strings.Contains(errOut, "--raft-log-store does not apply with --in-memory") {
+	if _, errOut, code := runCLI(t, nil, "server", "--in-memory", "--raft-log-store", "wal"); code != command.ExitUsage || !strings.Contains(errOut, "--raft-log-store does not apply with --in-memory") {
 		t.Fatalf("--in-memory with --raft-log-store: exit %d: %s", code, errOut)
 	}
 }

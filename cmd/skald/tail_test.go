@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/cmd/skald/internal/command"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -93,7 +94,7 @@ func TestTailFollowsFromTheEnd(t *testing.T) {
 		{"--all", "--position", "-1"},
 		{"acct-1", "--from-start", "--position", "2"},
 	} {
-		if _, errOut, code := runCLI(t, env, append([]string{"tail"}, args...)...); code != exitUsage || !strings.Contains(errOut, "--position") {
+		if _, errOut, code := runCLI(t, env, append([]string{"tail"}, args...)...); code != command.ExitUsage || !strings.Contains(errOut, "--position") {
 			t.Errorf("skald tail %q: exit %d, %q; want a usage error naming --position", args, code, errOut)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skalddb/skald/cmd/skald/internal/cli"
 	"github.com/skalddb/skald/internal/buildinfo"
 )
 
@@ -29,7 +30,7 @@ func TestVersionIsSkaldsEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := versionJSON{Info: buildinfo.Info{Version: buildinfo.Version}, EventoDB: "0.7.0"}
+	want := cli.VersionJSON{Info: buildinfo.Info{Version: buildinfo.Version}, EventoDB: "0.7.0"}
 	for line := range strings.Lines(string(mod)) {
 		f := strings.Fields(line)
 		switch {
@@ -46,12 +47,12 @@ func TestVersionIsSkaldsEverywhere(t *testing.T) {
 	}
 
 	out, errOut, code := runCLI(t, nil, "version", "-o", "json")
-	var cli versionJSON
-	if code != 0 || json.Unmarshal([]byte(out), &cli) != nil {
+	var fromCLI cli.VersionJSON
+	if code != 0 || json.Unmarshal([]byte(out), &fromCLI) != nil {
 		t.Fatalf("skald version -o json: exit %d: %s %s", code, out, errOut)
 	}
-	if cli != want {
-		t.Fatalf("skald version -o json = %+v, want %+v", cli, want)
+	if fromCLI != want {
+		t.Fatalf("skald version -o json = %+v, want %+v", fromCLI, want)
 	}
 	out, _, code = runCLI(t, nil, "version")
 	if code != 0 || !strings.HasPrefix(out, "skald "+want.Version+"\n") || !strings.Contains(out, want.GoVersion) ||
@@ -64,7 +65,7 @@ func TestVersionIsSkaldsEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got versionJSON
+	var got cli.VersionJSON
 	err = json.NewDecoder(resp.Body).Decode(&got)
 	resp.Body.Close()
 	if err != nil || got != want {

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTimeline(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name    string
+		samples []sample
+		errAt   []time.Duration
+		want    []benchSecond
+	}{
+		{"empty", nil, nil, []benchSecond{}},
+		{"one second", []sample{{100 * ms, 2 * ms}, {900 * ms, 4 * ms}}, nil,
+			[]benchSecond{{Second: 0, Ops: 2, P50MS: 4, P99MS: 4}}},
+		{"a quiet second in between", []sample{{500 * ms, 1 * ms}, {2500 * ms, 3 * ms}}, []time.Duration{1500 * ms},
+			[]benchSecond{{Second: 0, Ops: 1, P50MS: 1, P99MS: 1}, {Second: 1, Errors: 1}, {Second: 2, Ops: 1, P50MS: 3, P99MS: 3}}},
+		{"percentiles per second", func() []sample {
+			var s []sample
+			for i := 1; i <= 100; i++ {
+				s = append(s, sample{time.Second + time.Duration(i)*ms, time.Duration(i) * ms})
+			}
+			return s
+		}(), nil, []benchSecond{{Second: 0}, {Second: 1, Ops: 100, P50MS: 51, P99MS: 100}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := timeline(tc.samples, tc.errAt); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("timeline = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWritePlot(t *testing.T) {
+	res := &Result{Workload: "append<x>", Concurrency: 4, OpsPerSec: 10, LatencyMS: map[string]float64{"p50": 1, "p99": 2},
+		Timeline: []benchSecond{{0, 10, 1, 2, 0}, {1, 20, 1.5, 3, 1}, {2, 15, 1, 2, 0}}}
+	var b strings.Builder
+	if err := writePlot(&b, []*Result{res}, []string{"all"}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"<h2>append&lt;x&gt; (all, concurrency 4)</h2>", `aria-label="ops/s per second"`, `aria-label="latency ms per second"`, ">p99</text>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("plot lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, "<polyline"); n != 3 {
+		t.Fatalf("%d polylines, want 3 (ops, p50, p99)", n)
+	}
+	// Three points per line, the busiest second at the top of the ops chart.
+	if !strings.Contains(page, `points="40.0,90.0 360.0,40.0 680.0,65.0"`) {
+		t.Fatalf("ops line not where expected:\n%s", page)
+	}
+}
