@@ -140,9 +140,6 @@ func (c *Client) appendOn(ctx context.Context, m *member, req *skaldv1.AppendReq
 	}
 	defer p.release(s)
 	resp, err := s.append(ctx, req)
-	if err == nil {
-		c.streamed.Add(1)
-	}
 	var ce *connect.Error
 	if errors.As(err, &ce) && connect.IsWireError(err) && ce.Code() == connect.CodeResourceExhausted && ce.Meta().Get(outcomeHeader) == outcomeNotApplied {
 		return nil, errNoStream // over the server's cap per stream: not applied

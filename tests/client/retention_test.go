@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/internal/testcluster"
 )
 
@@ -16,14 +17,14 @@ func TestRetention(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	admin := newTestClient(t, cl.Endpoints(), "")
 	c := namespaceClient(t, admin, cl.Endpoints(), "kept")
-	if replaced, err := c.SetRetentionPolicy(ctxT(t), "", RetentionPolicy{Scope: ScopeStream, Name: "cart-1", MaxCount: 2}); err != nil || replaced {
+	if replaced, err := c.SetRetentionPolicy(ctxT(t), "", client.RetentionPolicy{Scope: client.ScopeStream, Name: "cart-1", MaxCount: 2}); err != nil || replaced {
 		t.Fatalf("set a stream policy: %v, replaced %v", err, replaced)
 	}
-	if _, err := admin.SetRetentionPolicy(ctxT(t), "kept", RetentionPolicy{Scope: ScopeCategory, Name: "temp", MaxAge: 200 * time.Millisecond}); err != nil {
+	if _, err := admin.SetRetentionPolicy(ctxT(t), "kept", client.RetentionPolicy{Scope: client.ScopeCategory, Name: "temp", MaxAge: 200 * time.Millisecond}); err != nil {
 		t.Fatalf("set a category policy as admin: %v", err)
 	}
-	ps, err := c.RetentionPolicies(ctxT(t), "", WithLinearizable()) // admin wrote one
-	want := []RetentionPolicy{{Scope: ScopeCategory, Name: "temp", MaxAge: 200 * time.Millisecond}, {Scope: ScopeStream, Name: "cart-1", MaxCount: 2}}
+	ps, err := c.RetentionPolicies(ctxT(t), "", client.WithLinearizable()) // admin wrote one
+	want := []client.RetentionPolicy{{Scope: client.ScopeCategory, Name: "temp", MaxAge: 200 * time.Millisecond}, {Scope: client.ScopeStream, Name: "cart-1", MaxCount: 2}}
 	if err != nil || !slices.Equal(ps, want) {
 		t.Fatalf("policies %+v (err %v), want %+v", ps, err, want)
 	}
@@ -32,7 +33,7 @@ func TestRetention(t *testing.T) {
 	// Reads go round robin: three in a row ask every member.
 	holds := func(stream string, want []int64) bool {
 		for range 3 {
-			msgs, err := c.ReadStream(ctxT(t), StreamQuery{Stream: stream, Limit: -1}, WithLinearizable())
+			msgs, err := c.ReadStream(ctxT(t), client.StreamQuery{Stream: stream, Limit: -1}, client.WithLinearizable())
 			if err != nil {
 				t.Fatalf("read %s: %v", stream, err)
 			}
@@ -51,16 +52,16 @@ func TestRetention(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name string
-		c    *Client
+		c    *client.Client
 		ns   string
-		p    RetentionPolicy
+		p    client.RetentionPolicy
 		err  error
 	}{
-		{"negative count", c, "", RetentionPolicy{Scope: ScopeStream, Name: "cart-1", MaxCount: -1}, ErrInvalidArgument},
-		{"negative age", c, "", RetentionPolicy{Scope: ScopeNamespace, MaxAge: -time.Second}, ErrInvalidArgument},
-		{"reserved namespace", admin, "", RetentionPolicy{Scope: ScopeNamespace, MaxCount: 1}, ErrInvalidArgument},
-		{"unknown namespace", admin, "nope", RetentionPolicy{Scope: ScopeNamespace, MaxCount: 1}, ErrNotFound},
-		{"another namespace", c, "other", RetentionPolicy{Scope: ScopeNamespace, MaxCount: 1}, ErrPermissionDenied},
+		{"negative count", c, "", client.RetentionPolicy{Scope: client.ScopeStream, Name: "cart-1", MaxCount: -1}, client.ErrInvalidArgument},
+		{"negative age", c, "", client.RetentionPolicy{Scope: client.ScopeNamespace, MaxAge: -time.Second}, client.ErrInvalidArgument},
+		{"reserved namespace", admin, "", client.RetentionPolicy{Scope: client.ScopeNamespace, MaxCount: 1}, client.ErrInvalidArgument},
+		{"unknown namespace", admin, "nope", client.RetentionPolicy{Scope: client.ScopeNamespace, MaxCount: 1}, client.ErrNotFound},
+		{"another namespace", c, "other", client.RetentionPolicy{Scope: client.ScopeNamespace, MaxCount: 1}, client.ErrPermissionDenied},
 	} {
 		if _, err := tc.c.SetRetentionPolicy(ctxT(t), tc.ns, tc.p); !errors.Is(err, tc.err) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.err)

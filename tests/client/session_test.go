@@ -1,9 +1,9 @@
-package client
+package client_test
 
 import (
-	"sync"
 	"testing"
 
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/internal/testcluster"
 )
 
@@ -14,24 +14,23 @@ import (
 func TestSessionReadsSeeOwnWritesOnEveryMember(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	admin := newTestClient(t, cl.Endpoints(), "")
-	c := namespaceClient(t, admin, cl.Endpoints(), "carts")
-	var mu sync.Mutex
-	servedBy := map[string]int{}
-	c.served = func(url string) {
-		mu.Lock()
-		servedBy[url]++
-		mu.Unlock()
+	ns, err := admin.CreateNamespace(ctxT(t), "carts", "", "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	c, o := observedClient(t, client.Config{Endpoints: cl.Endpoints(), Token: ns.Token})
+	servedBy := map[string]int{} // reads per member
 	ctx := ctxT(t)
 	const writes = 40
 	for i := range writes {
-		res, err := c.Append(ctx, "cart-1", []NewMessage{event(i)})
+		res, err := c.Append(ctx, "cart-1", []client.NewMessage{event(i)})
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 		if c.SessionIndex() < res.Index {
 			t.Fatalf("session index %d after a write at index %d", c.SessionIndex(), res.Index)
 		}
+		o.take()
 		for range 3 {
 			m, found, err := c.LastMessage(ctx, "cart-1", "")
 			if err != nil {
@@ -41,9 +40,10 @@ func TestSessionReadsSeeOwnWritesOnEveryMember(t *testing.T) {
 				t.Fatalf("after write %d (id %s) a session read found %v, id %s at position %d", i, res.IDs[0], found, m.ID, m.Position)
 			}
 		}
+		for _, u := range o.take() {
+			servedBy[u]++
+		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, n := range cl.Nodes {
 		if got := servedBy["http://"+n.Addr]; got != writes {
 			t.Errorf("member %s served %d reads, want %d (one per write)", n.Addr, got, writes)

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/internal/testcluster"
 )
 
@@ -20,24 +21,24 @@ func TestGroups(t *testing.T) {
 	ctx := ctxT(t)
 	appendN(t, c, "task-1", "Do", 3)
 	retries := int32(0)
-	g, err := c.CreateGroup(ctx, GroupSpec{Name: "workers", Category: "task", Settings: GroupSettings{MaxRetries: &retries, AckTimeout: time.Second}})
+	g, err := c.CreateGroup(ctx, client.GroupSpec{Name: "workers", Category: "task", Settings: client.GroupSettings{MaxRetries: &retries, AckTimeout: time.Second}})
 	if err != nil || g.Category != "task" || g.Checkpoint != 1 || *g.Settings.MaxRetries != 0 || g.Settings.MaxInFlight != 1000 {
 		t.Fatalf("create: %+v %v", g, err)
 	}
-	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "workers"}); !errors.Is(err, ErrAlreadyExists) {
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "workers"}); !errors.Is(err, client.ErrAlreadyExists) {
 		t.Fatalf("create again: %v", err)
 	}
-	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "x", Settings: GroupSettings{MaxInFlight: 200_000}}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "x", Settings: client.GroupSettings{MaxInFlight: 200_000}}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("create out of range: %v", err)
 	}
-	q := Query{{Types: []string{"Do"}, Tags: []string{"urgent"}}}
-	if g, err := c.CreateGroup(ctx, GroupSpec{Name: "urgent", Query: q}); err != nil || !reflect.DeepEqual(g.Query, q) || g.Category != "" {
+	q := client.Query{{Types: []string{"Do"}, Tags: []string{"urgent"}}}
+	if g, err := c.CreateGroup(ctx, client.GroupSpec{Name: "urgent", Query: q}); err != nil || !reflect.DeepEqual(g.Query, q) || g.Category != "" {
 		t.Fatalf("create on a query: %+v %v", g, err)
 	}
-	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "y", Category: "task", Query: q}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "y", Category: "task", Query: q}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("create on a category and a query: %v", err)
 	}
-	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "y", Query: Query{{}}}); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "y", Query: client.Query{{}}}); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("create on an empty query item: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -51,24 +52,24 @@ func TestGroups(t *testing.T) {
 		n++
 		if d.Position == 1 {
 			parkedID = d.ID
-			if err := c.Nack(ctx, "workers", NackRetry, "", d.ID); err != nil { // max retries 0: parked
+			if err := c.Nack(ctx, "workers", client.NackRetry, "", d.ID); err != nil { // max retries 0: parked
 				t.Fatal(err)
 			}
 		} else if err := c.Ack(ctx, "workers", d.ID); err != nil {
 			t.Fatal(err)
-		} else if err := c.Ack(ctx, "workers", d.ID); !errors.Is(err, ErrNotInFlight) {
+		} else if err := c.Ack(ctx, "workers", d.ID); !errors.Is(err, client.ErrNotInFlight) {
 			t.Fatalf("second ack of %s: %v, want ErrNotInFlight", d.ID, err)
 		}
 		if n == 3 {
 			break
 		}
 	}
-	if err := c.Ack(ctx, "workers", parkedID); !errors.Is(err, ErrNotInFlight) {
+	if err := c.Ack(ctx, "workers", parkedID); !errors.Is(err, client.ErrNotInFlight) {
 		t.Fatalf("ack of a parked message: %v", err)
 	}
-	var parked []ParkedMessage
+	var parked []client.ParkedMessage
 	testcluster.WaitFor(t, "the parked message", func() bool {
-		p, total, err := c.ListParked(ctx, "workers", 0, 0, WithSession())
+		p, total, err := c.ListParked(ctx, "workers", 0, 0, client.WithSession())
 		parked = p
 		return err == nil && total == 1
 	})
@@ -91,7 +92,7 @@ func TestGroups(t *testing.T) {
 		break
 	}
 	testcluster.WaitFor(t, "the group settled", func() bool {
-		g, err := c.GetGroup(ctx, "workers", WithLinearizable())
+		g, err := c.GetGroup(ctx, "workers", client.WithLinearizable())
 		return err == nil && g.Checkpoint == 4 && g.Parked == 0 && g.Replaying == 0
 	})
 	groups, err := c.ListGroups(ctx)
@@ -101,11 +102,11 @@ func TestGroups(t *testing.T) {
 	if err := c.DeleteGroup(ctx, "workers"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetGroup(ctx, "workers", WithSession()); !errors.Is(err, ErrNotFound) {
+	if _, err := c.GetGroup(ctx, "workers", client.WithSession()); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	for _, err := range c.Consume(ctx, "workers", "w3") {
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, client.ErrNotFound) {
 			t.Fatalf("consume a deleted group: %v", err)
 		}
 		break
@@ -121,7 +122,7 @@ func TestGroupSurvivesLeaderCrash(t *testing.T) {
 	admin := newTestClient(t, cl.Endpoints(), "")
 	c := namespaceClient(t, admin, cl.Endpoints(), "crash")
 	ctx := ctxT(t)
-	if _, err := c.CreateGroup(ctx, GroupSpec{Name: "g", Category: "job", Settings: GroupSettings{CheckpointAfter: 1, AckTimeout: time.Second}}); err != nil {
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "g", Category: "job", Settings: client.GroupSettings{CheckpointAfter: 1, AckTimeout: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, c, "job-1", "Run", 30)
@@ -134,7 +135,7 @@ func TestGroupSurvivesLeaderCrash(t *testing.T) {
 			t.Fatalf("consume: %v", err)
 		}
 		if err := c.Ack(ctx, "g", d.ID); err != nil {
-			if !errors.Is(err, ErrNotInFlight) && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrUnknownOutcome) {
+			if !errors.Is(err, client.ErrNotInFlight) && !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrUnknownOutcome) {
 				t.Fatalf("ack %d: %v", d.GlobalPosition, err)
 			}
 			continue // delivered again later
@@ -142,7 +143,7 @@ func TestGroupSurvivesLeaderCrash(t *testing.T) {
 		acked[d.GlobalPosition] = true
 		if len(acked) == 10 && !killed {
 			testcluster.WaitFor(t, "the checkpoint at 11", func() bool {
-				g, err := c.GetGroup(ctx, "g", WithLinearizable())
+				g, err := c.GetGroup(ctx, "g", client.WithLinearizable())
 				return err == nil && g.Checkpoint == 11
 			})
 			cl.Kill(cl.Leader())
@@ -158,7 +159,7 @@ func TestGroupSurvivesLeaderCrash(t *testing.T) {
 		}
 	}
 	testcluster.WaitFor(t, "the checkpoint at 31", func() bool {
-		g, err := c.GetGroup(ctx, "g", WithLinearizable())
+		g, err := c.GetGroup(ctx, "g", client.WithLinearizable())
 		return err == nil && g.Checkpoint == 31
 	})
 }

@@ -11,12 +11,6 @@ import (
 	"github.com/skalddb/skald/client"
 )
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func newClient(t *testing.T, token string) *client.Client {
 	t.Helper()
 	c, err := client.New(ctxT(t), client.Config{Endpoints: endpoints, Token: token})
