@@ -18,7 +18,7 @@ import (
 
 	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // Concurrent Appends go over the member's AppendStreams, each answered

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestCredentials creates, lists and revokes credentials through the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestDCB: tags, Query and conditional appends through the client; a

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // loseReply sends every request, but loses the answers of the next `lost`

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestWritesSurviveLeaderKill kills the leader under writes. A writer that

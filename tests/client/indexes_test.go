@@ -9,8 +9,8 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestIndexes creates an index through the client, and reads it back

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestReadsReadOnPastPageCap: the server cuts a reply at its page byte

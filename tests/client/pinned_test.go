@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestPinned pins a client to one follower: every call goes to it (writes

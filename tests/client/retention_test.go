@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestRetention sets policies through the client on a 3-node cluster,

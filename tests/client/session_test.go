@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestSessionReadsSeeOwnWritesOnEveryMember writes and at once reads the

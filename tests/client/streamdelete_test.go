@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // appendN appends n messages of type typ to stream, one call each.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestSubscriptionSurvivesNodeKill kills the member a category

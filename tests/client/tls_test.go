@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestTLS: with Config.TLS, host:port endpoints and the members

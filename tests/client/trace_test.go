@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/client"
-	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestTraceOfForwardedAppend: an append sent to a follower, by the Go
