@@ -337,7 +337,8 @@ func (s *appendStream) endError() error {
 		e.Meta().Set(outcomeHeader, outcomeNotApplied)
 		return e
 	}
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("append stream to %s ended before the answer: %w", s.pool.m.url, s.err))
+	// No address here: the *Error the call returns names the member.
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("append stream ended before the answer: %w", s.err))
 }
 
 // unserved reports a stream the server refused before serving (s.mu
