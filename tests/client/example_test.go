@@ -141,3 +141,77 @@ func ExampleConfig_pinned() {
 	// Output:
 	// 3 servers, leader known: true
 }
+
+// A consumer group hands each message of its source to one of its
+// consumers until the message is settled: Ack when it was handled, Nack
+// to retry, park or skip it. Here a message that cannot be handled is
+// parked at once (for an operator to replay or delete), the others are
+// acknowledged.
+func ExampleClient_Consume() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exampleNamespace(ctx, "example-billing")
+	defer c.Close()
+	for i, amount := range []string{"10", "-5", "7"} {
+		data := json.RawMessage(`{"amount":` + amount + `}`)
+		if _, err := c.Append(ctx, fmt.Sprintf("charge-%d", i), []client.NewMessage{{Type: "Requested", Data: data}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	settings := client.GroupSettings{AckTimeout: 30 * time.Second}.WithMaxRetries(3)
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "billing", Category: "charge", Settings: settings}); err != nil {
+		log.Fatal(err)
+	}
+
+	handled := 0
+	for d, err := range c.Consume(ctx, "billing", "worker-1") {
+		if err != nil {
+			log.Fatal(err) // ctx ended, or no such group
+		}
+		var charge struct{ Amount int }
+		if err := json.Unmarshal(d.Data, &charge); err != nil || charge.Amount <= 0 {
+			// Retrying would not help: park it, with the reason.
+			if err := c.Nack(ctx, "billing", client.NackPark, "amount must be positive", d.ID); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("parked", d.Stream, "attempt", d.Attempt)
+		} else {
+			if err := c.Ack(ctx, "billing", d.ID); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("charged", d.Stream, charge.Amount)
+		}
+		if handled++; handled == 3 {
+			break // detaches the consumer
+		}
+	}
+	// Output:
+	// charged charge-0 10
+	// parked charge-1 attempt 1
+	// charged charge-2 7
+}
+
+// A backward read returns the newest messages first: Position -1 starts
+// at the stream's last message, so Limit N is its last N.
+func ExampleClient_ReadStream_backward() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exampleNamespace(ctx, "example-sensors")
+	defer c.Close()
+	for i := range 5 {
+		data := json.RawMessage(fmt.Sprintf(`{"celsius":%d}`, 20+i))
+		if _, err := c.Append(ctx, "sensor-9", []client.NewMessage{{Type: "Measured", Data: data}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	last, err := c.ReadStream(ctx, client.StreamQuery{Stream: "sensor-9", Position: -1, Limit: 2, Backward: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range last {
+		fmt.Println(m.Position, string(m.Data))
+	}
+	// Output:
+	// 4 {"celsius":24}
+	// 3 {"celsius":23}
+}
