@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/tests/testcluster"
 )
 
@@ -162,9 +163,14 @@ func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 		base := progress.Load()
 		testcluster.WaitFor(t, "writes before a transfer", func() bool { return progress.Load() >= base+60 || len(done) > 0 })
 		old := cl.Leader()
-		if _, err := c.TransferLeadership(ctx, ""); err != nil {
-			t.Fatalf("transfer %d: %v", k, err)
-		}
+		// Raft gives a transfer an election timeout to complete; under
+		// -race on a loaded machine it may time out ("leadership did not
+		// move"): ask again, as node's TestWritesAcrossLeadershipTransfers
+		// does (the writes must survive every attempt as well).
+		testutil.Until(t, testcluster.Timeout, fmt.Sprintf("transfer %d", k), func() (bool, string) {
+			_, err := c.TransferLeadership(ctx, "")
+			return err == nil || cl.Leader() != old, fmt.Sprint(err)
+		})
 		testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != old })
 	}
 	base := progress.Load()
