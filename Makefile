@@ -2,17 +2,26 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint generate check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
+.PHONY: test vet lint check-tidy generate check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
 
-## test: vet, then every test with the race detector (the README's test command)
+# The modules nested in this one (api/: the generated API; client/: the Go
+# client). ./... at the root does not enter them, so vet, test and
+# check-tidy run in each too.
+MODULES := api client
+
+## test: vet, then every test with the race detector, in the root module and in $(MODULES) (the README's test command)
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	@set -e; for m in $(MODULES); do echo "cd $$m && $(GO) test -race -count=1 -timeout 30m ./..."; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
 
-# api/ (and, once split, client/) is a module of its own: ./... at the root
-# does not enter it, so vet runs there too.
 vet:
 	$(GO) vet ./...
-	cd api && $(GO) vet ./...
+	@set -e; for m in $(MODULES); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...); done
+
+## check-tidy: fail when go.mod or go.sum of the root module or of $(MODULES) is not what go mod tidy makes it
+check-tidy:
+	$(GO) mod tidy -diff
+	@set -e; for m in $(MODULES); do echo "cd $$m && $(GO) mod tidy -diff"; (cd $$m && $(GO) mod tidy -diff); done
 
 ## lint: gofmt, go vet, buf lint and buf format
 lint: vet
@@ -27,8 +36,8 @@ generate:
 	cd rpc && $(BUF) format -w && $(BUF) generate
 	cd proto && $(BUF) format -w && $(BUF) generate
 
-## check-generated: fail when the generated Go differs from what rpc/proto and proto/ generate
-check-generated: lint
+## check-generated: fail when the generated Go differs from what rpc/proto and proto/ generate (after lint and check-tidy)
+check-generated: lint check-tidy
 	cd rpc && $(BUF) generate
 	cd proto && $(BUF) generate
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \

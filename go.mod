@@ -21,6 +21,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/rs/cors v1.11.1
 	github.com/skalddb/skald/api v0.0.0-00010101000000-000000000000
+	github.com/skalddb/skald/client v0.0.0-00010101000000-000000000000
 	go.etcd.io/bbolt v1.3.6
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -105,4 +106,7 @@ tool (
 	google.golang.org/protobuf/cmd/protoc-gen-go
 )
 
-replace github.com/skalddb/skald/api => ./api
+replace (
+	github.com/skalddb/skald/api => ./api
+	github.com/skalddb/skald/client => ./client
+)

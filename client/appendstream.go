@@ -140,9 +140,6 @@ func (c *Client) appendOn(ctx context.Context, m *member, req *skaldv1.AppendReq
 	}
 	defer p.release(s)
 	resp, err := s.append(ctx, req)
-	if err == nil {
-		c.streamed.Add(1)
-	}
 	var ce *connect.Error
 	if errors.As(err, &ce) && connect.IsWireError(err) && ce.Code() == connect.CodeResourceExhausted && ce.Meta().Get(outcomeHeader) == outcomeNotApplied {
 		return nil, errNoStream // over the server's cap per stream: not applied
@@ -340,7 +337,8 @@ func (s *appendStream) endError() error {
 		e.Meta().Set(outcomeHeader, outcomeNotApplied)
 		return e
 	}
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("append stream to %s ended before the answer: %w", s.pool.m.url, s.err))
+	// No address here: the *Error the call returns names the member.
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("append stream ended before the answer: %w", s.err))
 }
 
 // unserved reports a stream the server refused before serving (s.mu

@@ -54,6 +54,7 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 		case final:
 			if err == nil {
 				c.view.answered(m, true)
+				c.served(m)
 				return nil
 			}
 			return serverError(m.url, asConnect(err))
@@ -114,9 +115,7 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 		case final:
 			if err == nil {
 				c.view.answered(m, false)
-				if c.served != nil {
-					c.served(m.url)
-				}
+				c.served(m)
 				return nil
 			}
 			return serverError(m.url, asConnect(err))

@@ -32,10 +32,6 @@ type Client struct {
 	// dedupe caches retryWindow's answer once known.
 	dedupe atomic.Pointer[time.Duration]
 
-	// served, when set (tests), is told the member of every answered read
-	// and of every subscription that delivered.
-	served func(url string)
-
 	stop      context.CancelFunc
 	life      context.Context // ended by Close
 	closeIdle func()          // of the client's own HTTP client
@@ -48,7 +44,6 @@ type Client struct {
 	pools       map[*member]*appendPool
 	poolsClosed bool
 	streamsWG   sync.WaitGroup // their readers
-	streamed    atomic.Int64   // appends answered over a stream (tests)
 }
 
 // New returns a client of the cluster at cfg.Endpoints. With the admin
@@ -197,4 +192,11 @@ func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.St
 
 func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// served tells Config.Observe that m answered a call.
+func (c *Client) served(m *member) {
+	if c.cfg.Observe != nil {
+		c.cfg.Observe(m.url)
+	}
 }

@@ -91,6 +91,15 @@ type Config struct {
 	// call as before. Default 0: 4 streams; negative: off, every Append a
 	// unary call.
 	AppendStreams int
+
+	// Observe, when set, is told the member (its URL, as the client calls
+	// it) that answered each call successfully: a read, a write (the
+	// member it was sent to, which forwarded it when it was not the
+	// leader), Subscribe's first delivery from a member (not a group's
+	// deliveries to Consume; its Ack and Nack are writes). It runs on
+	// the calling goroutine before the call returns, so it must not block.
+	// For tests and diagnostics (which member served what), not routing.
+	Observe func(url string)
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -106,13 +107,24 @@ type FieldViolation struct {
 }
 
 // Error reads "skald: not found (http://10.0.0.1:8080): not_found:
-// namespace not found". The server's message already names the fields of
-// an ErrInvalidArgument.
+// namespace not found". It names the member once: not again in
+// parentheses when the cause already does ("skald: unavailable:
+// unavailable: dial tcp 10.0.0.1:8080: connect: connection refused").
+// The server's message already names the fields of an
+// ErrInvalidArgument.
 func (e *Error) Error() string {
-	if e.Endpoint == "" {
+	if e.Endpoint == "" || e.Err != nil && strings.Contains(e.Err.Error(), hostOf(e.Endpoint)) {
 		return fmt.Sprintf("%v: %v", e.Kind, e.Err)
 	}
 	return fmt.Sprintf("%v (%s): %v", e.Kind, e.Endpoint, e.Err)
+}
+
+// hostOf is the host:port of an endpoint URL ("http://10.0.0.1:8080").
+func hostOf(endpoint string) string {
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		return rest
+	}
+	return endpoint
 }
 
 func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }

@@ -6,10 +6,41 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/skalddb/skald/client"
 )
+
+// The examples need a running cluster: here they are compiled (go doc
+// shows them) but not run. Their twins in tests/client, with the same
+// bodies, run against an in-process cluster and check their output.
+
+// endpoints and adminToken are those of a cluster (skald dev's first
+// node, the token it prints).
+var (
+	endpoints  = []string{"127.0.0.1:8080"}
+	adminToken = os.Getenv("SKALD_TOKEN")
+)
+
+// exampleNamespace creates a new namespace for one example and returns a
+// client with its token.
+func exampleNamespace(ctx context.Context, name string) *client.Client {
+	admin, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: adminToken})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer admin.Close()
+	ns, err := admin.CreateNamespace(ctx, name, "", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Token: ns.Token})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
 
 // A namespace of its own for an application, then writes and reads with
 // the namespace's token.
@@ -61,11 +92,6 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Println("version", v)
-	// Output:
-	// appended at positions 0 to 1
-	// 0 Opened {"owner":"ada"}
-	// 1 Deposited {"amount":100}
-	// version 1
 }
 
 // Optimistic concurrency: an append that expects a version the stream is
@@ -87,8 +113,6 @@ func ExampleClient_Append_expectedVersion() {
 	if errors.As(err, &wrong) {
 		fmt.Println(errors.Is(err, client.ErrWrongExpectedVersion), "the stream is at version", wrong.Actual)
 	}
-	// Output:
-	// true the stream is at version 0
 }
 
 // A subscription delivers the stored messages, then new ones as they are
@@ -115,10 +139,6 @@ func ExampleClient_Subscribe() {
 			break // ends the subscription
 		}
 	}
-	// Output:
-	// invoice-0 Issued {"line":0}
-	// invoice-1 Issued {"line":1}
-	// invoice-2 Issued {"line":2}
 }
 
 // A client that must reach the cluster through one address, a load
@@ -138,6 +158,71 @@ func ExampleConfig_pinned() {
 		log.Fatal(err)
 	}
 	fmt.Println(len(st.Servers), "servers, leader known:", st.LeaderID != "")
-	// Output:
-	// 3 servers, leader known: true
+}
+
+// A consumer group hands each message of its source to one of its
+// consumers until the message is settled: Ack when it was handled, Nack
+// to retry, park or skip it. Here a message that cannot be handled is
+// parked at once (for an operator to replay or delete), the others are
+// acknowledged.
+func ExampleClient_Consume() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exampleNamespace(ctx, "example-billing")
+	defer c.Close()
+	for i, amount := range []string{"10", "-5", "7"} {
+		data := json.RawMessage(`{"amount":` + amount + `}`)
+		if _, err := c.Append(ctx, fmt.Sprintf("charge-%d", i), []client.NewMessage{{Type: "Requested", Data: data}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	settings := client.GroupSettings{AckTimeout: 30 * time.Second}.WithMaxRetries(3)
+	if _, err := c.CreateGroup(ctx, client.GroupSpec{Name: "billing", Category: "charge", Settings: settings}); err != nil {
+		log.Fatal(err)
+	}
+
+	handled := 0
+	for d, err := range c.Consume(ctx, "billing", "worker-1") {
+		if err != nil {
+			log.Fatal(err) // ctx ended, or no such group
+		}
+		var charge struct{ Amount int }
+		if err := json.Unmarshal(d.Data, &charge); err != nil || charge.Amount <= 0 {
+			// Retrying would not help: park it, with the reason.
+			if err := c.Nack(ctx, "billing", client.NackPark, "amount must be positive", d.ID); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("parked", d.Stream, "attempt", d.Attempt)
+		} else {
+			if err := c.Ack(ctx, "billing", d.ID); err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("charged", d.Stream, charge.Amount)
+		}
+		if handled++; handled == 3 {
+			break // detaches the consumer
+		}
+	}
+}
+
+// A backward read returns the newest messages first: Position -1 starts
+// at the stream's last message, so Limit N is its last N.
+func ExampleClient_ReadStream_backward() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := exampleNamespace(ctx, "example-sensors")
+	defer c.Close()
+	for i := range 5 {
+		data := json.RawMessage(fmt.Sprintf(`{"celsius":%d}`, 20+i))
+		if _, err := c.Append(ctx, "sensor-9", []client.NewMessage{{Type: "Measured", Data: data}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	last, err := c.ReadStream(ctx, client.StreamQuery{Stream: "sensor-9", Position: -1, Limit: 2, Backward: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range last {
+		fmt.Println(m.Position, string(m.Data))
+	}
 }

@@ -33,7 +33,12 @@ const (
 )
 
 // GroupSettings bounds a group. Zero fields take the server's default
-// (CreateGroup) or keep the current value (UpdateGroup).
+// (CreateGroup) or keep the current value (UpdateGroup). MaxRetries and
+// Strategy are pointers because their zero value is a setting of its own
+// (park at the first failure; round robin): nil means unset. Set them
+// with WithMaxRetries and WithStrategy rather than by address:
+//
+//	client.GroupSettings{AckTimeout: 5 * time.Second}.WithMaxRetries(0).WithStrategy(client.Pinned)
 type GroupSettings struct {
 	MaxInFlightPerConsumer int32         // 1..10000, default 100
 	MaxInFlight            int32         // 1..100000, default 1000
@@ -43,6 +48,20 @@ type GroupSettings struct {
 	Strategy               *GroupStrategy
 	CheckpointAfter        int32         // settled messages per checkpoint, default 100
 	CheckpointInterval     time.Duration // default 200 ms
+}
+
+// WithMaxRetries returns s with MaxRetries set to n (0..1000: deliveries
+// after the first before a message is parked; 0 parks it at its first
+// failure).
+func (s GroupSettings) WithMaxRetries(n int32) GroupSettings {
+	s.MaxRetries = &n
+	return s
+}
+
+// WithStrategy returns s with Strategy set to st.
+func (s GroupSettings) WithStrategy(st GroupStrategy) GroupSettings {
+	s.Strategy = &st
+	return s
 }
 
 func (s GroupSettings) wire() *skaldv1.GroupSettings {

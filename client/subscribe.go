@@ -156,9 +156,7 @@ func (c *Client) subscribeOn(ctx context.Context, m *member, req *skaldv1.Subscr
 			if !delivered {
 				delivered = true
 				c.view.answered(m, false)
-				if c.served != nil {
-					c.served(m.url)
-				}
+				c.served(m)
 			}
 			if !deliver(msg) {
 				return delivered, true, nil

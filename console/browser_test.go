@@ -20,9 +20,9 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
-	"github.com/skalddb/skald/internal/testcluster"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // The browser tests drive a real headless Chromium through the console

@@ -12,7 +12,7 @@ import (
 )
 
 // The in-process cluster is TestCluster (testcluster.go), shared with the
-// tests of rpc and internal/testcluster.
+// tests of rpc and tests/testcluster.
 
 const waitTimeout = 20 * time.Second
 

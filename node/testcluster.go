@@ -2,7 +2,7 @@ package node
 
 // This file is for tests only, like hashicorp/raft's testing.go: it lives
 // outside _test.go files so that the tests of other packages (rpc,
-// internal/testcluster for client/ and console/) can build on it, which
+// tests/testcluster for client/ and console/) can build on it, which
 // Go's rule against import cycles would forbid if it were node's test code.
 // Nothing here runs unless a test calls it; it does not import "testing".
 

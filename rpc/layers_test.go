@@ -7,8 +7,9 @@ import (
 )
 
 // TestImportsRunDownward keeps the layering of issue #17: the API layer
-// builds without Raft (it speaks node/nodeapi, not node), and nothing
-// below it imports it back. Test files are not counted: rpc's tests start
+// builds without Raft (it speaks node/nodeapi, not node), nothing below
+// it imports it back, and internal/ (the ground floor) imports nothing of
+// ours outside it. Test files are not counted: rpc's tests start
 // real nodes.
 func TestImportsRunDownward(t *testing.T) {
 	goBin, err := exec.LookPath("go")
@@ -26,6 +27,11 @@ func TestImportsRunDownward(t *testing.T) {
 		{[]string{mod + "rpc"}, func(dep string) bool { return dep == mod+"node" || dep == mod+"membership" }},
 		{[]string{mod + "fsm", mod + "node"}, func(dep string) bool {
 			return strings.HasPrefix(dep, mod+"rpc") || dep == mod+"membership"
+		}},
+		// The ground floor: internal/ imports nothing of ours above it
+		// (a harness that needs node or rpc lives under tests/).
+		{[]string{mod + "internal/..."}, func(dep string) bool {
+			return strings.HasPrefix(dep, mod) && !strings.HasPrefix(dep, mod+"internal/")
 		}},
 	} {
 		out, err := exec.Command(goBin, append([]string{"list", "-deps"}, c.pkgs...)...).Output()

@@ -3,7 +3,7 @@
 // that stays quiet unless SKALD_TEST_LOG is set.
 //
 // Only tests and the test harnesses built for them (node's
-// testcluster.go, internal/testcluster) import it; production code must
+// testcluster.go, tests/testcluster) import it; production code must
 // never call it. Nothing here sleeps as an assertion: every wait polls a
 // condition and fails the test at its deadline.
 //

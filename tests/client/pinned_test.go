@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestPinned pins a client to one follower: every call goes to it (writes
@@ -29,31 +29,18 @@ func TestPinned(t *testing.T) {
 			break
 		}
 	}
-	c, err := New(ctx, Config{Endpoints: []string{follower.Addr}, Token: testcluster.AdminToken, Pinned: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var (
-		mu     sync.Mutex
-		served []string
-	)
-	c.served = func(url string) {
-		mu.Lock()
-		defer mu.Unlock()
-		served = append(served, url)
-	}
+	c, o := observedClient(t, client.Config{Endpoints: []string{follower.Addr}, Pinned: true})
 	want := "http://" + follower.Addr
 
 	var ids []string
 	for i := range 3 {
-		res, err := c.Append(ctx, "pinned-1", []NewMessage{event(i)})
+		res, err := c.Append(ctx, "pinned-1", []client.NewMessage{event(i)})
 		if err != nil {
 			t.Fatalf("append %d through the follower: %v", i, err)
 		}
 		ids = append(ids, res.IDs...)
-		if got := c.writeTarget(); got != want {
-			t.Fatalf("after append %d the client writes to %q, want the pinned %q", i, got, want)
+		if got := o.take(); !slices.Equal(got, []string{want}) {
+			t.Fatalf("append %d answered by %v, want the pinned %q", i, got, want)
 		}
 	}
 	checkLog(t, c, "pinned-1", ids)
@@ -78,27 +65,28 @@ func TestPinned(t *testing.T) {
 			t.Fatalf("the leader's last contact is %v, want 0", s.LastContact)
 		}
 	}
-	c.view.mu.Lock()
-	var members []string
-	for _, m := range c.view.mu.members {
-		members = append(members, m.url)
-	}
-	c.view.mu.Unlock()
-	if !slices.Equal(members, []string{want}) {
-		t.Fatalf("after Status the members are %v, want only %s", members, want)
-	}
-	mu.Lock()
-	for _, u := range served {
-		if u != want {
-			t.Fatalf("a read was served by %s, not the pinned %s", u, want)
-		}
-	}
+	served := o.take()
 	if len(served) < 2 {
 		t.Fatalf("%d reads served, want the checkLog read and Status", len(served))
 	}
-	mu.Unlock()
+	// Status added no member: reads go round robin over the members, and
+	// every one after it is still served by the pinned endpoint alone.
+	for i := range 6 {
+		if _, err := c.StreamVersion(ctx, "pinned-1"); err != nil {
+			t.Fatalf("read %d after Status: %v", i, err)
+		}
+	}
+	served = append(served, o.take()...)
+	if len(served) < 2+6 {
+		t.Fatalf("%d reads served, want the checkLog read, Status and 6 more", len(served))
+	}
+	for _, u := range served {
+		if u != want {
+			t.Fatalf("a read was served by %s, not the pinned %s: Status added members", u, want)
+		}
+	}
 
-	if _, err := c.TransferLeadership(ctx, ""); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := c.TransferLeadership(ctx, ""); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Fatalf("TransferLeadership on a pinned follower = %v, want ErrInvalidArgument (not the leader)", err)
 	}
 	if id, _ := leader.Leader(); id != leader.ID() {
@@ -120,7 +108,7 @@ func TestFailFast(t *testing.T) {
 	dead := l.Addr().String()
 	l.Close()
 
-	c, err := New(ctx, Config{Endpoints: []string{dead}, Token: testcluster.AdminToken, Pinned: true, FailFast: true})
+	c, err := client.New(ctx, client.Config{Endpoints: []string{dead}, Token: testcluster.AdminToken, Pinned: true, FailFast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +118,7 @@ func TestFailFast(t *testing.T) {
 		start := time.Now()
 		err := call()
 		var op *net.OpError
-		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &op) || op.Op != "dial" {
+		if !errors.Is(err, client.ErrUnavailable) || !errors.As(err, &op) || op.Op != "dial" {
 			t.Fatalf("%s: got %v, want ErrUnavailable wrapping a dial error", what, err)
 		}
 		if d := time.Since(start); d > 2*time.Second {
@@ -138,11 +126,11 @@ func TestFailFast(t *testing.T) {
 		}
 	}
 	check("append", func() error {
-		_, err := c.Append(ctx, "ff-1", []NewMessage{event(0)})
+		_, err := c.Append(ctx, "ff-1", []client.NewMessage{event(0)})
 		return err
 	})
 	check("read", func() error {
-		_, err := c.ReadStream(ctx, StreamQuery{Stream: "ff-1"})
+		_, err := c.ReadStream(ctx, client.StreamQuery{Stream: "ff-1"})
 		return err
 	})
 	check("leave", func() error {
@@ -150,29 +138,29 @@ func TestFailFast(t *testing.T) {
 		return err
 	})
 	check("subscribe", func() error {
-		for _, err := range c.Subscribe(ctx, Subscription{Stream: "ff-1"}) {
+		for _, err := range c.Subscribe(ctx, client.Subscription{Stream: "ff-1"}) {
 			return err
 		}
 		return errors.New("the subscription ended without an error")
 	})
 
 	live := cl.Leader().Addr
-	both, err := New(ctx, Config{Endpoints: []string{dead, live}, Token: testcluster.AdminToken, Pinned: true, FailFast: true})
+	both, err := client.New(ctx, client.Config{Endpoints: []string{dead, live}, Token: testcluster.AdminToken, Pinned: true, FailFast: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer both.Close()
 	for i := range 4 { // round robin meets the dead endpoint first at least once
-		if _, err := both.Append(ctx, "ff-2", []NewMessage{event(i)}); err != nil {
+		if _, err := both.Append(ctx, "ff-2", []client.NewMessage{event(i)}); err != nil {
 			t.Fatalf("append %d with a live endpoint beside the dead one: %v", i, err)
 		}
-		if _, err := both.ReadStream(ctx, StreamQuery{Stream: "ff-2"}); err != nil {
+		if _, err := both.ReadStream(ctx, client.StreamQuery{Stream: "ff-2"}); err != nil {
 			t.Fatalf("read %d with a live endpoint beside the dead one: %v", i, err)
 		}
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for msg, err := range both.Subscribe(sctx, Subscription{Stream: "ff-2"}) {
+	for msg, err := range both.Subscribe(sctx, client.Subscription{Stream: "ff-2"}) {
 		if err != nil || msg.Position != 0 {
 			t.Fatalf("subscribe with a live endpoint beside the dead one: %+v, %v", msg, err)
 		}
@@ -189,7 +177,7 @@ func TestFailFast(t *testing.T) {
 			cl.Kill(n)
 		}
 	}
-	solo, err := New(ctx, Config{Endpoints: []string{survivor.Addr}, Token: testcluster.AdminToken, Pinned: true, FailFast: true, ReadAttemptTimeout: 15 * time.Second})
+	solo, err := client.New(ctx, client.Config{Endpoints: []string{survivor.Addr}, Token: testcluster.AdminToken, Pinned: true, FailFast: true, ReadAttemptTimeout: 15 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +187,7 @@ func TestFailFast(t *testing.T) {
 		start := time.Now()
 		err := call()
 		var ce *connect.Error
-		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || !strings.Contains(ce.Message(), "no leader") {
+		if !errors.Is(err, client.ErrUnavailable) || !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || !strings.Contains(ce.Message(), "no leader") {
 			t.Fatalf("%s without a leader: got %v, want ErrUnavailable caused by the server's no leader", what, err)
 		}
 		if d := time.Since(start); d > 10*time.Second {
@@ -207,11 +195,11 @@ func TestFailFast(t *testing.T) {
 		}
 	}
 	noLeader("append", func() error {
-		_, err := solo.Append(ctx, "ff-3", []NewMessage{event(0)})
+		_, err := solo.Append(ctx, "ff-3", []client.NewMessage{event(0)})
 		return err
 	})
 	noLeader("read", func() error {
-		_, err := solo.ReadStream(ctx, StreamQuery{Stream: "ff-2"}, WithLinearizable())
+		_, err := solo.ReadStream(ctx, client.StreamQuery{Stream: "ff-2"}, client.WithLinearizable())
 		return err
 	})
 }

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"encoding/json"
@@ -8,8 +8,9 @@ import (
 	"time"
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestIndexes creates an index through the client, and reads it back
@@ -28,15 +29,15 @@ func TestIndexes(t *testing.T) {
 	}
 	for i := range 12 {
 		data, _ := json.Marshal(map[string]any{"sku": fmt.Sprintf("sku-%d", i%4)})
-		res, err := c.Append(ctxT(t), fmt.Sprintf("order-%d", i), []NewMessage{{Type: "Sold", Data: data}})
+		res, err := c.Append(ctxT(t), fmt.Sprintf("order-%d", i), []client.NewMessage{{Type: "Sold", Data: data}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := []ReadOption{}
+		opts := []client.ReadOption{}
 		if i%2 == 1 {
-			opts = append(opts, WithLinearizable())
+			opts = append(opts, client.WithLinearizable())
 		}
-		page, err := c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{fmt.Sprintf("sku-%d", i%4)}, Descending: true, Limit: 1}, opts...)
+		page, err := c.QueryIndex(ctxT(t), "", client.IndexQuery{Name: "by-sku", Equal: []string{fmt.Sprintf("sku-%d", i%4)}, Descending: true, Limit: 1}, opts...)
 		if err != nil {
 			t.Fatalf("query: %v", err)
 		}
@@ -44,7 +45,7 @@ func TestIndexes(t *testing.T) {
 			t.Fatalf("after write %d (global position %d) the newest entry is %+v", i, res.FirstGlobalPosition, page.Hits)
 		}
 	}
-	page, err := c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Prefix: ptr("sku-1"), PositionsOnly: true})
+	page, err := c.QueryIndex(ctxT(t), "", client.IndexQuery{Name: "by-sku", Prefix: ptr("sku-1"), PositionsOnly: true})
 	if err != nil || len(page.Hits) != 3 || page.Hits[0].Values[0] != "sku-1" || page.NextCursor != nil {
 		t.Fatalf("prefix query: %+v, %v", page, err)
 	}
@@ -67,7 +68,7 @@ func TestIndexes(t *testing.T) {
 	if err != nil || v2.Version != 2 || v2.Kind != skaldv1.IndexKind_INDEX_KIND_STREAM {
 		t.Fatalf("rebuild: %v, %v", v2, err)
 	}
-	page, err = c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}, WithLinearizable())
+	page, err = c.QueryIndex(ctxT(t), "", client.IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}, client.WithLinearizable())
 	if err != nil || len(page.Hits) != 3 {
 		t.Fatalf("query during the rebuild: %+v, %v", page, err)
 	}
@@ -80,15 +81,15 @@ func TestIndexes(t *testing.T) {
 		}
 		return true, ""
 	})
-	if page, err = c.QueryIndex(ctxT(t), "", IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}); err != nil ||
+	if page, err = c.QueryIndex(ctxT(t), "", client.IndexQuery{Name: "by-sku", Equal: []string{"sku-1"}, PositionsOnly: true}); err != nil ||
 		len(page.Hits) != 3 || page.Hits[0].Stream == "" {
 		t.Fatalf("query of the stream index: %+v, %v", page, err)
 	}
 	if err := c.DeleteIndex(ctxT(t), "", "by-sku"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.IndexInfo(ctxT(t), "", "by-sku", WithLinearizable())
-	if !errors.Is(err, ErrNotFound) {
+	_, err = c.IndexInfo(ctxT(t), "", "by-sku", client.WithLinearizable())
+	if !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("info after delete: %v, want ErrNotFound", err)
 	}
 }

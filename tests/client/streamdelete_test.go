@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // appendN appends n messages of type typ to stream, one call each.
-func appendN(t *testing.T, c *Client, stream, typ string, n int) {
+func appendN(t *testing.T, c *client.Client, stream, typ string, n int) {
 	t.Helper()
 	for i := range n {
-		m := NewMessage{Type: typ, Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
-		if _, err := c.Append(ctxT(t), stream, []NewMessage{m}); err != nil {
+		m := client.NewMessage{Type: typ, Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+		if _, err := c.Append(ctxT(t), stream, []client.NewMessage{m}); err != nil {
 			t.Fatalf("append to %s: %v", stream, err)
 		}
 	}
@@ -26,11 +26,11 @@ func appendN(t *testing.T, c *Client, stream, typ string, n int) {
 // positionsOnEveryMember reads stream once per member (reads go round
 // robin) with session consistency, and fails unless every member holds
 // the same positions; it returns them.
-func positionsOnEveryMember(t *testing.T, c *Client, stream string, members int) []int64 {
+func positionsOnEveryMember(t *testing.T, c *client.Client, stream string, members int) []int64 {
 	t.Helper()
 	var first []int64
 	for i := range members {
-		msgs, err := c.ReadStream(ctxT(t), StreamQuery{Stream: stream, Limit: -1}, WithSession())
+		msgs, err := c.ReadStream(ctxT(t), client.StreamQuery{Stream: stream, Limit: -1}, client.WithSession())
 		if err != nil {
 			t.Fatalf("read %s: %v", stream, err)
 		}
@@ -68,32 +68,32 @@ func TestRemovals(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		call func(context.Context) (DeletionResult, WatermarkDeletionResult, error)
+		call func(context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error)
 		want want
 	}{
 		{"truncate removes below the bound", truncate(c, "order-1", 2),
 			want{deleted: 2, version: 4, stream: "order-1", positions: []int64{2, 3, 4}}},
 		{"truncate again removes nothing", truncate(c, "order-1", 2),
 			want{deleted: 0, version: 4, stream: "order-1", positions: []int64{2, 3, 4}}},
-		{"truncate beyond version + 1 is invalid", truncate(c, "order-1", 6), want{err: ErrInvalidArgument}},
-		{"truncate of a stream never written", truncate(c, "order-9", 1), want{err: ErrNotFound}},
-		{"delete at the wrong version", deleteStream(c, "order-1", ExpectDeleteVersion(3)), want{err: ErrWrongExpectedVersion}},
-		{"soft delete", deleteStream(c, "order-1", ExpectDeleteVersion(4)),
+		{"truncate beyond version + 1 is invalid", truncate(c, "order-1", 6), want{err: client.ErrInvalidArgument}},
+		{"truncate of a stream never written", truncate(c, "order-9", 1), want{err: client.ErrNotFound}},
+		{"delete at the wrong version", deleteStream(c, "order-1", client.ExpectDeleteVersion(3)), want{err: client.ErrWrongExpectedVersion}},
+		{"soft delete", deleteStream(c, "order-1", client.ExpectDeleteVersion(4)),
 			want{deleted: 3, version: 4, stream: "order-1", positions: []int64{}}},
 		{"append after a soft delete continues", appendOne(c, "order-1"),
 			want{version: 5, stream: "order-1", positions: []int64{5}}},
-		{"hard delete", deleteStream(c, "order-1", Hard()),
+		{"hard delete", deleteStream(c, "order-1", client.Hard()),
 			want{deleted: 1, version: 5, stream: "order-1", positions: []int64{}}},
-		{"append to a tombstone", appendOne(c, "order-1"), want{err: ErrStreamDeleted}},
-		{"truncate of a tombstone", truncate(c, "order-1", 1), want{err: ErrStreamDeleted}},
-		{"hard delete again removes nothing", deleteStream(c, "order-1", Hard()), want{deleted: 0, version: 5}},
-		{"delete of a stream never written", deleteStream(c, "order-9"), want{err: ErrNotFound}},
+		{"append to a tombstone", appendOne(c, "order-1"), want{err: client.ErrStreamDeleted}},
+		{"truncate of a tombstone", truncate(c, "order-1", 1), want{err: client.ErrStreamDeleted}},
+		{"hard delete again removes nothing", deleteStream(c, "order-1", client.Hard()), want{deleted: 0, version: 5}},
+		{"delete of a stream never written", deleteStream(c, "order-9"), want{err: client.ErrNotFound}},
 		{"watermark by type", watermark(c, "order", map[string]int64{"order-2": 2}, "A"),
 			want{deleted: 2, streams: 1, stream: "order-2", positions: []int64{2, 3}}},
 		{"watermark beyond the version", watermark(c, "order", map[string]int64{"order-2": 2, "order-3": 99}),
 			want{deleted: 3, streams: 2, stream: "order-3", positions: []int64{}}},
-		{"watermark of another category", watermark(c, "order", map[string]int64{"invoice-1": 2}), want{err: ErrInvalidArgument}},
-		{"watermark with a negative position", watermark(c, "order", map[string]int64{"order-2": -1}), want{err: ErrInvalidArgument}},
+		{"watermark of another category", watermark(c, "order", map[string]int64{"invoice-1": 2}), want{err: client.ErrInvalidArgument}},
+		{"watermark with a negative position", watermark(c, "order", map[string]int64{"order-2": -1}), want{err: client.ErrInvalidArgument}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,38 +121,38 @@ func TestRemovals(t *testing.T) {
 			}
 		})
 	}
-	var wrong *WrongExpectedVersionError
-	if _, err := c.DeleteStream(ctxT(t), "order-2", ExpectDeleteVersion(0)); !errors.As(err, &wrong) || wrong.Actual != 3 {
+	var wrong *client.WrongExpectedVersionError
+	if _, err := c.DeleteStream(ctxT(t), "order-2", client.ExpectDeleteVersion(0)); !errors.As(err, &wrong) || wrong.Actual != 3 {
 		t.Fatalf("delete of order-2 at version 0: %v, want a *WrongExpectedVersionError with actual version 3", err)
 	}
 }
 
-func truncate(c *Client, stream string, before int64) func(context.Context) (DeletionResult, WatermarkDeletionResult, error) {
-	return func(ctx context.Context) (DeletionResult, WatermarkDeletionResult, error) {
+func truncate(c *client.Client, stream string, before int64) func(context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
+	return func(ctx context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
 		r, err := c.TruncateStream(ctx, stream, before)
-		return r, WatermarkDeletionResult{}, err
+		return r, client.WatermarkDeletionResult{}, err
 	}
 }
 
-func deleteStream(c *Client, stream string, opts ...DeleteOption) func(context.Context) (DeletionResult, WatermarkDeletionResult, error) {
-	return func(ctx context.Context) (DeletionResult, WatermarkDeletionResult, error) {
+func deleteStream(c *client.Client, stream string, opts ...client.DeleteOption) func(context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
+	return func(ctx context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
 		r, err := c.DeleteStream(ctx, stream, opts...)
-		return r, WatermarkDeletionResult{}, err
+		return r, client.WatermarkDeletionResult{}, err
 	}
 }
 
-func watermark(c *Client, category string, marks map[string]int64, types ...string) func(context.Context) (DeletionResult, WatermarkDeletionResult, error) {
-	return func(ctx context.Context) (DeletionResult, WatermarkDeletionResult, error) {
+func watermark(c *client.Client, category string, marks map[string]int64, types ...string) func(context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
+	return func(ctx context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
 		r, err := c.DeleteByWatermark(ctx, category, marks, types...)
-		return DeletionResult{}, r, err
+		return client.DeletionResult{}, r, err
 	}
 }
 
 // appendOne appends one message; its position reads as the version.
-func appendOne(c *Client, stream string) func(context.Context) (DeletionResult, WatermarkDeletionResult, error) {
-	return func(ctx context.Context) (DeletionResult, WatermarkDeletionResult, error) {
-		r, err := c.Append(ctx, stream, []NewMessage{event(0)})
-		return DeletionResult{Version: r.LastPosition, Index: r.Index}, WatermarkDeletionResult{}, err
+func appendOne(c *client.Client, stream string) func(context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
+	return func(ctx context.Context) (client.DeletionResult, client.WatermarkDeletionResult, error) {
+		r, err := c.Append(ctx, stream, []client.NewMessage{event(0)})
+		return client.DeletionResult{Version: r.LastPosition, Index: r.Index}, client.WatermarkDeletionResult{}, err
 	}
 }
 
@@ -165,10 +165,10 @@ func TestRemovalRetries(t *testing.T) {
 	cl := testcluster.Start(t, 1)
 	token := cl.CreateNamespace(t, "retries", 0)
 	plain := newTestClient(t, cl.Endpoints(), token)
-	lossy := func(t *testing.T, match string, onLoss func()) (*Client, *loseReply) {
-		l := &loseReply{next: newHTTPClient(Config{DialTimeout: time.Second}).Transport, match: match, onLoss: onLoss}
+	lossy := func(t *testing.T, match string, onLoss func()) (*client.Client, *loseReply) {
+		l := &loseReply{next: h2c(), match: match, onLoss: onLoss}
 		l.lost.Store(1)
-		c, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}})
+		c, err := client.New(ctxT(t), client.Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestRemovalRetries(t *testing.T) {
 	cases := []struct {
 		name      string
 		match     string
-		call      func(c *Client, stream string) (DeletionResult, error)
+		call      func(c *client.Client, stream string) (client.DeletionResult, error)
 		onLoss    func(stream string) // runs between the lost try and the next
 		wantErr   error
 		wantSent  int32
@@ -186,29 +186,35 @@ func TestRemovalRetries(t *testing.T) {
 		wantTotal int64   // messages the result reports deleted
 	}{
 		{name: "truncate is retried", match: "/TruncateStream",
-			call:     func(c *Client, s string) (DeletionResult, error) { return c.TruncateStream(ctxT(t), s, 2) },
+			call: func(c *client.Client, s string) (client.DeletionResult, error) {
+				return c.TruncateStream(ctxT(t), s, 2)
+			},
 			wantSent: 2, wantLeft: []int64{2}, wantTotal: 0},
 		{name: "hard delete is retried", match: "/DeleteStream",
-			call:     func(c *Client, s string) (DeletionResult, error) { return c.DeleteStream(ctxT(t), s, Hard()) },
+			call: func(c *client.Client, s string) (client.DeletionResult, error) {
+				return c.DeleteStream(ctxT(t), s, client.Hard())
+			},
 			wantSent: 2, wantLeft: []int64{}, wantTotal: 0},
 		{name: "soft delete at a version is retried", match: "/DeleteStream",
-			call: func(c *Client, s string) (DeletionResult, error) {
-				return c.DeleteStream(ctxT(t), s, ExpectDeleteVersion(2))
+			call: func(c *client.Client, s string) (client.DeletionResult, error) {
+				return c.DeleteStream(ctxT(t), s, client.ExpectDeleteVersion(2))
 			},
 			wantSent: 2, wantLeft: []int64{}, wantTotal: 0},
 		{name: "soft delete without a version is not retried", match: "/DeleteStream",
-			call:    func(c *Client, s string) (DeletionResult, error) { return c.DeleteStream(ctxT(t), s) },
-			wantErr: ErrUnknownOutcome, wantSent: 1, wantLeft: []int64{}},
+			call:    func(c *client.Client, s string) (client.DeletionResult, error) { return c.DeleteStream(ctxT(t), s) },
+			wantErr: client.ErrUnknownOutcome, wantSent: 1, wantLeft: []int64{}},
 		{name: "a refused retry is an unknown outcome", match: "/TruncateStream",
-			call: func(c *Client, s string) (DeletionResult, error) { return c.TruncateStream(ctxT(t), s, 1) },
+			call: func(c *client.Client, s string) (client.DeletionResult, error) {
+				return c.TruncateStream(ctxT(t), s, 1)
+			},
 			onLoss: func(s string) {
 				ctx, cancel := context.WithTimeout(context.Background(), testcluster.Timeout)
 				defer cancel()
-				if _, err := plain.DeleteStream(ctx, s, Hard()); err != nil {
+				if _, err := plain.DeleteStream(ctx, s, client.Hard()); err != nil {
 					panic(fmt.Sprintf("hard delete between tries: %v", err))
 				}
 			},
-			wantErr: ErrUnknownOutcome, wantSent: 2, wantLeft: []int64{}},
+			wantErr: client.ErrUnknownOutcome, wantSent: 2, wantLeft: []int64{}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,7 +229,7 @@ func TestRemovalRetries(t *testing.T) {
 			switch {
 			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
 				t.Fatalf("got %v, want %v", err, tc.wantErr)
-			case tc.wantErr != nil && (errors.Is(err, ErrStreamDeleted) || errors.Is(err, ErrInvalidArgument)):
+			case tc.wantErr != nil && (errors.Is(err, client.ErrStreamDeleted) || errors.Is(err, client.ErrInvalidArgument)):
 				t.Fatalf("got %v: an unknown outcome must not also read as a refusal", err)
 			case tc.wantErr == nil && err != nil:
 				t.Fatal(err)

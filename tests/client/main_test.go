@@ -9,7 +9,7 @@ import (
 
 	"github.com/skalddb/skald/client"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // endpoints and adminToken are those of a 3-node cluster shared by the

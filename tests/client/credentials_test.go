@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestCredentials creates, lists and revokes credentials through the
@@ -16,25 +17,25 @@ func TestCredentials(t *testing.T) {
 	admin := newTestClient(t, cl.Endpoints(), "")
 	owner := namespaceClient(t, admin, cl.Endpoints(), "shop")
 	expires := time.Now().Add(time.Hour).Truncate(time.Second)
-	made, err := owner.CreateCredential(ctxT(t), NewCredential{Name: "billing", Role: RoleWriter, Scope: []string{"invoice"}, ExpiresAt: expires})
-	if err != nil || made.Token == "" || made.Name != "billing" || made.Role != RoleWriter || !made.ExpiresAt.Equal(expires) {
+	made, err := owner.CreateCredential(ctxT(t), client.NewCredential{Name: "billing", Role: client.RoleWriter, Scope: []string{"invoice"}, ExpiresAt: expires})
+	if err != nil || made.Token == "" || made.Name != "billing" || made.Role != client.RoleWriter || !made.ExpiresAt.Equal(expires) {
 		t.Fatalf("create: %+v, %v", made, err)
 	}
 	billing := newTestClient(t, cl.Endpoints(), made.Token)
-	if _, err := billing.Append(ctxT(t), "invoice-1", []NewMessage{event(1)}); err != nil {
+	if _, err := billing.Append(ctxT(t), "invoice-1", []client.NewMessage{event(1)}); err != nil {
 		t.Fatalf("append in scope: %v", err)
 	}
-	if _, err := billing.Append(ctxT(t), "order-1", []NewMessage{event(1)}); !errors.Is(err, ErrPermissionDenied) {
+	if _, err := billing.Append(ctxT(t), "order-1", []client.NewMessage{event(1)}); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Fatalf("append out of scope: %v, want ErrPermissionDenied", err)
 	}
-	if _, err := billing.CreateCredential(ctxT(t), NewCredential{Name: "x", Role: RoleReader}); !errors.Is(err, ErrPermissionDenied) {
+	if _, err := billing.CreateCredential(ctxT(t), client.NewCredential{Name: "x", Role: client.RoleReader}); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Fatalf("a writer creating a credential: %v, want ErrPermissionDenied", err)
 	}
-	if _, err := owner.CreateCredential(ctxT(t), NewCredential{Name: "billing", Role: RoleReader}); !errors.Is(err, ErrAlreadyExists) {
+	if _, err := owner.CreateCredential(ctxT(t), client.NewCredential{Name: "billing", Role: client.RoleReader}); !errors.Is(err, client.ErrAlreadyExists) {
 		t.Fatalf("a taken name: %v, want ErrAlreadyExists", err)
 	}
 	// The admin reaches the namespace by naming it.
-	if _, err := admin.CreateCredential(ctxT(t), NewCredential{Namespace: "shop", Name: "reports", Role: RoleReader}); err != nil {
+	if _, err := admin.CreateCredential(ctxT(t), client.NewCredential{Namespace: "shop", Name: "reports", Role: client.RoleReader}); err != nil {
 		t.Fatalf("admin creating in shop: %v", err)
 	}
 	list, err := owner.Credentials(ctxT(t), "")
@@ -51,10 +52,10 @@ func TestCredentials(t *testing.T) {
 	if err := owner.RevokeCredential(ctxT(t), "", "billing"); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
-	if _, err := billing.Append(ctxT(t), "invoice-1", []NewMessage{event(2)}); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := billing.Append(ctxT(t), "invoice-1", []client.NewMessage{event(2)}); !errors.Is(err, client.ErrUnauthenticated) {
 		t.Fatalf("append with a revoked credential: %v, want ErrUnauthenticated", err)
 	}
-	if err := owner.RevokeCredential(ctxT(t), "", "billing"); !errors.Is(err, ErrNotFound) {
+	if err := owner.RevokeCredential(ctxT(t), "", "billing"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("a second revoke: %v, want ErrNotFound", err)
 	}
 }

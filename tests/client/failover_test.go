@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestWritesSurviveLeaderKill kills the leader under writes. A writer that
@@ -22,10 +24,10 @@ import (
 // write is present once and nothing is duplicated.
 func TestWritesSurviveLeaderKill(t *testing.T) {
 	cl := testcluster.Start(t, 3)
-	c := newTestClient(t, cl.Endpoints(), "")
+	c, o := observedClient(t, client.Config{Endpoints: cl.Endpoints()})
 	ctx := ctxT(t)
 	leader := cl.Leader()
-	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+	if got, want := writeTarget(t, c, o), "http://"+leader.Addr; got != want {
 		t.Fatalf("the client routes writes to %q, want the leader %q", got, want)
 	}
 
@@ -39,7 +41,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 	go func() {
 		for i := range 60 {
 			mu.Lock()
-			res, err := c.Append(ctx, "orders-1", []NewMessage{event(i)})
+			res, err := c.Append(ctx, "orders-1", []client.NewMessage{event(i)})
 			mu.Unlock()
 			if err != nil {
 				done <- fmt.Errorf("guarded write %d: %w", i, err)
@@ -57,11 +59,11 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				m := event(i)
 				m.ID = fmt.Sprintf("00000000-0000-4000-8000-%012d", w*1_000_000+i)
-				_, err := c.Append(ctx, fmt.Sprintf("orders-%d", w+2), []NewMessage{m})
+				_, err := c.Append(ctx, fmt.Sprintf("orders-%d", w+2), []client.NewMessage{m})
 				switch {
 				case err == nil:
 					free[w].acked = append(free[w].acked, m.ID)
-				case errors.Is(err, ErrUnknownOutcome):
+				case errors.Is(err, client.ErrUnknownOutcome):
 					t.Logf("free writer %d: %v", w, err)
 					free[w].unknown = append(free[w].unknown, m.ID)
 				default:
@@ -98,7 +100,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 	// Free writers: acknowledged ids exactly once, unknown ones at most
 	// once, nothing else.
 	for w, f := range free {
-		got, err := c.ReadStream(ctx, StreamQuery{Stream: fmt.Sprintf("orders-%d", w+2), Limit: -1}, WithLinearizable())
+		got, err := c.ReadStream(ctx, client.StreamQuery{Stream: fmt.Sprintf("orders-%d", w+2), Limit: -1}, client.WithLinearizable())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +127,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 
 	// The client follows the new leader.
 	newLeader := cl.Leader()
-	testcluster.WaitFor(t, "the client to route writes to the new leader", func() bool { return c.writeTarget() == "http://"+newLeader.Addr })
+	testcluster.WaitFor(t, "the client to route writes to the new leader", func() bool { return writeTarget(t, c, o) == "http://"+newLeader.Addr })
 }
 
 // TestWritesSurviveLeadershipTransfer hands leadership over three times
@@ -133,7 +135,7 @@ func TestWritesSurviveLeaderKill(t *testing.T) {
 // stream holds every acknowledged write once, in order.
 func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 	cl := testcluster.Start(t, 3)
-	c := newTestClient(t, cl.Endpoints(), "")
+	c, o := observedClient(t, client.Config{Endpoints: cl.Endpoints()})
 	ctx := ctxT(t)
 
 	const writers = 4
@@ -146,7 +148,7 @@ func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 	for w := range writers {
 		go func() {
 			for i := 0; !stop.Load(); i++ {
-				res, err := c.Append(ctx, fmt.Sprintf("orders-%d", w), []NewMessage{event(i)})
+				res, err := c.Append(ctx, fmt.Sprintf("orders-%d", w), []client.NewMessage{event(i)})
 				if err != nil {
 					done <- fmt.Errorf("writer %d, write %d: %w", w, i, err)
 					return
@@ -161,9 +163,14 @@ func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 		base := progress.Load()
 		testcluster.WaitFor(t, "writes before a transfer", func() bool { return progress.Load() >= base+60 || len(done) > 0 })
 		old := cl.Leader()
-		if _, err := c.TransferLeadership(ctx, ""); err != nil {
-			t.Fatalf("transfer %d: %v", k, err)
-		}
+		// Raft gives a transfer an election timeout to complete; under
+		// -race on a loaded machine it may time out ("leadership did not
+		// move"): ask again, as node's TestWritesAcrossLeadershipTransfers
+		// does (the writes must survive every attempt as well).
+		testutil.Until(t, testcluster.Timeout, fmt.Sprintf("transfer %d", k), func() (bool, string) {
+			_, err := c.TransferLeadership(ctx, "")
+			return err == nil || cl.Leader() != old, fmt.Sprint(err)
+		})
 		testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != old })
 	}
 	base := progress.Load()
@@ -178,7 +185,7 @@ func TestWritesSurviveLeadershipTransfer(t *testing.T) {
 		checkLog(t, c, fmt.Sprintf("orders-%d", w), acked[w])
 	}
 	l := cl.Leader()
-	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return c.writeTarget() == "http://"+l.Addr })
+	testcluster.WaitFor(t, "the client to route writes to the leader", func() bool { return writeTarget(t, c, o) == "http://"+l.Addr })
 }
 
 // TestNamespaceTokenFollowsLeaderHints: a namespace token cannot ask
@@ -194,22 +201,32 @@ func TestNamespaceTokenFollowsLeaderHints(t *testing.T) {
 			endpoints = append(endpoints, n.Addr)
 		}
 	}
-	c := namespaceClient(t, admin, append(endpoints, leader.Addr), "hints")
+	ns, err := admin.CreateNamespace(ctxT(t), "hints", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, o := observedClient(t, client.Config{Endpoints: append(endpoints, leader.Addr), Token: ns.Token})
 	ctx := ctxT(t)
 	var acked []string
-	write := func() {
+	// write appends one message and returns the member that answered it.
+	write := func() string {
 		t.Helper()
-		res, err := c.Append(ctx, "orders-1", []NewMessage{event(len(acked))})
+		o.take()
+		res, err := c.Append(ctx, "orders-1", []client.NewMessage{event(len(acked))})
 		if err != nil {
 			t.Fatalf("write %d: %v", len(acked), err)
 		}
 		acked = append(acked, res.IDs[0])
+		urls := o.take()
+		if len(urls) != 1 {
+			t.Fatalf("write %d observed as answered by %v, want one member", len(acked)-1, urls)
+		}
+		return urls[0]
 	}
-	if got := c.writeTarget(); got == "http://"+leader.Addr {
-		t.Fatalf("the client would write to the leader %q before it could know it", got)
+	if got := write(); got == "http://"+leader.Addr {
+		t.Fatalf("the client wrote to the leader %q before it could know it", got)
 	}
-	write()
-	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+	if got, want := write(), "http://"+leader.Addr; got != want {
 		t.Fatalf("after a forwarded write the client routes to %q, want the leader %q", got, want)
 	}
 
@@ -219,7 +236,7 @@ func TestNamespaceTokenFollowsLeaderHints(t *testing.T) {
 	testcluster.WaitFor(t, "a new leader", func() bool { return cl.Leader() != leader })
 	leader = cl.Leader()
 	write()
-	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+	if got, want := write(), "http://"+leader.Addr; got != want {
 		t.Fatalf("after a transfer the client routes to %q, want the new leader %q", got, want)
 	}
 
@@ -228,7 +245,7 @@ func TestNamespaceTokenFollowsLeaderHints(t *testing.T) {
 	leader = cl.Leader()
 	testcluster.WaitFor(t, "the client to follow the leader after a kill", func() bool {
 		write()
-		return c.writeTarget() == "http://"+leader.Addr
+		return write() == "http://"+leader.Addr
 	})
 	checkLog(t, c, "orders-1", acked)
 }
@@ -244,14 +261,11 @@ func TestReadsLeaveAHungMember(t *testing.T) {
 	}
 	defer hung.Close()
 	admin := newTestClient(t, cl.Endpoints(), "")
-	c := namespaceClient(t, admin, append(cl.Endpoints(), hung.Addr().String()), "hung")
-	var mu sync.Mutex
-	served := map[string]int{}
-	c.served = func(url string) {
-		mu.Lock()
-		served[url]++
-		mu.Unlock()
+	ns, err := admin.CreateNamespace(ctxT(t), "hung", "", "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	c, o := observedClient(t, client.Config{Endpoints: append(cl.Endpoints(), hung.Addr().String()), Token: ns.Token})
 	for i := range 8 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		start := time.Now()
@@ -261,9 +275,7 @@ func TestReadsLeaveAHungMember(t *testing.T) {
 			t.Fatalf("read %d with a hung member: version %d, %v after %v", i, v, err, time.Since(start))
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if served["http://"+hung.Addr().String()] != 0 || len(served) != 3 {
+	if served := o.count(); served["http://"+hung.Addr().String()] != 0 || len(served) != 3 {
 		t.Fatalf("reads served by %v, want the three live members only", served)
 	}
 }
@@ -281,38 +293,34 @@ func TestDiscoveryFromOneEndpoint(t *testing.T) {
 			break
 		}
 	}
-	c := newTestClient(t, []string{seed.Addr}, "")
-	var mu sync.Mutex
-	served := map[string]int{}
-	c.served = func(url string) {
-		mu.Lock()
-		served[url]++
-		mu.Unlock()
-	}
-	if got, want := c.writeTarget(), "http://"+leader.Addr; got != want {
+	c, o := observedClient(t, client.Config{Endpoints: []string{seed.Addr}})
+	if got, want := writeTarget(t, c, o), "http://"+leader.Addr; got != want {
 		t.Fatalf("New routes writes to %q, want the leader %q", got, want)
 	}
 	ctx := ctxT(t)
 	var acked []string
+	served := map[string]int{} // reads per member
 	readAndWrite := func(reads int) {
 		t.Helper()
 		for range reads {
-			res, err := c.Append(ctx, "orders-1", []NewMessage{event(len(acked))})
+			res, err := c.Append(ctx, "orders-1", []client.NewMessage{event(len(acked))})
 			if err != nil {
 				t.Fatalf("write %d: %v", len(acked), err)
 			}
 			acked = append(acked, res.IDs[0])
+			o.take()
 			if m, found, err := c.LastMessage(ctx, "orders-1", ""); err != nil || !found || m.ID != res.IDs[0] {
 				t.Fatalf("read after write %d: %v, found %v, id %s", len(acked)-1, err, found, m.ID)
+			}
+			for _, u := range o.take() {
+				served[u]++
 			}
 		}
 	}
 	readAndWrite(6)
-	mu.Lock()
 	if len(served) != 3 {
 		t.Fatalf("reads served by %v, want all three members", served)
 	}
-	mu.Unlock()
 
 	cl.Kill(seed)
 	readAndWrite(6)

@@ -1,14 +1,14 @@
-package client
+package client_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestSubscriptionSurvivesNodeKill kills the member a category
@@ -17,19 +17,17 @@ import (
 func TestSubscriptionSurvivesNodeKill(t *testing.T) {
 	cl := testcluster.Start(t, 3)
 	admin := newTestClient(t, cl.Endpoints(), "")
-	c := namespaceClient(t, admin, cl.Endpoints(), "shop")
-	var (
-		mu     sync.Mutex
-		served []string // members that delivered, in order
-	)
-	c.served = func(url string) {
-		mu.Lock()
-		served = append(served, url)
-		mu.Unlock()
+	ns, err := admin.CreateNamespace(ctxT(t), "shop", "", "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	// c subscribes, and reports the members that delivered; w writes (so
+	// that its writes are not among them).
+	c, o := observedClient(t, client.Config{Endpoints: cl.Endpoints(), Token: ns.Token})
+	w := newTestClient(t, cl.Endpoints(), ns.Token)
+	var served []string // members that delivered, in order
 	lastServed := func() string {
-		mu.Lock()
-		defer mu.Unlock()
+		served = append(served, o.take()...)
 		if len(served) == 0 {
 			return ""
 		}
@@ -40,7 +38,7 @@ func TestSubscriptionSurvivesNodeKill(t *testing.T) {
 	var acked []string
 	write := func(n int) {
 		for i := range n {
-			res, err := c.Append(ctx, fmt.Sprintf("orders-%d", i%3), []NewMessage{event(len(acked))})
+			res, err := w.Append(ctx, fmt.Sprintf("orders-%d", i%3), []client.NewMessage{event(len(acked))})
 			if err != nil {
 				t.Fatalf("append: %v", err)
 			}
@@ -51,11 +49,11 @@ func TestSubscriptionSurvivesNodeKill(t *testing.T) {
 
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	got := make(chan Message, 100)
+	got := make(chan client.Message, 100)
 	ended := make(chan error, 1)
 	caughtUp := make(chan struct{})
 	go func() {
-		for m, err := range c.Subscribe(sctx, Subscription{Category: "orders", CaughtUp: func() { close(caughtUp) }}) {
+		for m, err := range c.Subscribe(sctx, client.Subscription{Category: "orders", CaughtUp: func() { close(caughtUp) }}) {
 			if err != nil {
 				ended <- err
 				return
@@ -64,7 +62,7 @@ func TestSubscriptionSurvivesNodeKill(t *testing.T) {
 		}
 		ended <- errors.New("the sequence ended without an error")
 	}()
-	var delivered []Message
+	var delivered []client.Message
 	receive := func(n int) {
 		t.Helper()
 		timeout := time.After(testcluster.Timeout)

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // loseReply sends every request, but loses the answers of the next `lost`
@@ -47,13 +47,13 @@ func (l *loseReply) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, errors.New("test: connection reset after the request was sent")
 }
 
-func lossyClient(t *testing.T, cl *testcluster.Cluster, token string, lose int32) (*Client, *loseReply) {
+func lossyClient(t *testing.T, cl *testcluster.Cluster, token string, lose int32) (*client.Client, *loseReply) {
 	t.Helper()
-	l := &loseReply{next: newHTTPClient(Config{DialTimeout: time.Second}).Transport}
+	l := &loseReply{next: h2c()}
 	l.lost.Store(lose)
 	// Unary calls: loseReply loses whole HTTP exchanges (a stream broken
 	// mid-way is TestStreamErrorsClassify's).
-	c, err := New(ctxT(t), Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}, AppendStreams: -1})
+	c, err := client.New(ctxT(t), client.Config{Endpoints: cl.Endpoints(), Token: token, HTTPClient: &http.Client{Transport: l}, AppendStreams: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestRetriedAppendLandsOnce(t *testing.T) {
 
 	t.Run("default window", func(t *testing.T) {
 		c, l := lossyClient(t, cl, cl.CreateNamespace(t, "dedupe-default", 0), 0)
-		if _, err := c.Append(ctx, "orders-1", []NewMessage{event(0)}); err != nil {
+		if _, err := c.Append(ctx, "orders-1", []client.NewMessage{event(0)}); err != nil {
 			t.Fatal(err)
 		}
 		l.lost.Store(2)
-		res, err := c.Append(ctx, "orders-1", []NewMessage{event(1), event(2)})
+		res, err := c.Append(ctx, "orders-1", []client.NewMessage{event(1), event(2)})
 		if err != nil {
 			t.Fatalf("append with lost replies: %v", err)
 		}
@@ -84,7 +84,7 @@ func TestRetriedAppendLandsOnce(t *testing.T) {
 		if !res.Duplicate || res.FirstPosition != 1 || res.LastPosition != 2 || res.FirstGlobalPosition != 2 {
 			t.Fatalf("result %+v, want the original positions 1..2 marked duplicate", res)
 		}
-		got, err := c.ReadStream(ctx, StreamQuery{Stream: "orders-1", Limit: -1})
+		got, err := c.ReadStream(ctx, client.StreamQuery{Stream: "orders-1", Limit: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,14 +94,14 @@ func TestRetriedAppendLandsOnce(t *testing.T) {
 	})
 	t.Run("dedupe off is not retried", func(t *testing.T) {
 		c, l := lossyClient(t, cl, cl.CreateNamespace(t, "dedupe-off", -1), 1)
-		_, err := c.Append(ctx, "orders-1", []NewMessage{event(0)})
-		if !errors.Is(err, ErrUnknownOutcome) {
+		_, err := c.Append(ctx, "orders-1", []client.NewMessage{event(0)})
+		if !errors.Is(err, client.ErrUnknownOutcome) {
 			t.Fatalf("append with a lost reply: %v, want ErrUnknownOutcome", err)
 		}
 		if got := l.appends.Load(); got != 1 {
 			t.Fatalf("%d Append requests, want 1", got)
 		}
-		if got, err := c.ReadStream(ctx, StreamQuery{Stream: "orders-1", Limit: -1}); err != nil || len(got) != 1 {
+		if got, err := c.ReadStream(ctx, client.StreamQuery{Stream: "orders-1", Limit: -1}); err != nil || len(got) != 1 {
 			t.Fatalf("stream holds %v (%v), want the one applied message", got, err)
 		}
 	})
@@ -109,11 +109,11 @@ func TestRetriedAppendLandsOnce(t *testing.T) {
 		c := newTestClient(t, cl.Endpoints(), cl.CreateNamespace(t, "dedupe-clash", 0))
 		m := event(0)
 		m.ID = "0192f0c4-0000-7000-8000-0000000000d1"
-		if _, err := c.Append(ctx, "orders-1", []NewMessage{m}); err != nil {
+		if _, err := c.Append(ctx, "orders-1", []client.NewMessage{m}); err != nil {
 			t.Fatal(err)
 		}
 		m.Data = []byte(`{"n":99}`)
-		if _, err := c.Append(ctx, "orders-1", []NewMessage{m}); !errors.Is(err, ErrAlreadyExists) {
+		if _, err := c.Append(ctx, "orders-1", []client.NewMessage{m}); !errors.Is(err, client.ErrAlreadyExists) {
 			t.Fatalf("same id, other data: %v, want ErrAlreadyExists", err)
 		}
 	})
@@ -126,9 +126,9 @@ func TestAppendMulti(t *testing.T) {
 	ctx := ctxT(t)
 	c, l := lossyClient(t, cl, cl.CreateNamespace(t, "multi", 0), 1)
 	none := int64(-1)
-	res, err := c.AppendMulti(ctx, []StreamAppend{
-		{Stream: "orders-1", Messages: []NewMessage{event(0), event(1)}, ExpectedVersion: &none},
-		{Stream: "orders-2", Messages: []NewMessage{event(2)}},
+	res, err := c.AppendMulti(ctx, []client.StreamAppend{
+		{Stream: "orders-1", Messages: []client.NewMessage{event(0), event(1)}, ExpectedVersion: &none},
+		{Stream: "orders-2", Messages: []client.NewMessage{event(2)}},
 	})
 	if err != nil {
 		t.Fatalf("append-multi with a lost answer: %v", err)
@@ -138,16 +138,16 @@ func TestAppendMulti(t *testing.T) {
 		t.Fatalf("%d requests, result %+v", l.appends.Load(), res)
 	}
 	stale := int64(0)
-	_, err = c.AppendMulti(ctx, []StreamAppend{
-		{Stream: "orders-1", Messages: []NewMessage{event(3)}, ExpectedVersion: &stale},
-		{Stream: "orders-3", Messages: []NewMessage{event(4)}, ExpectedVersion: &stale},
+	_, err = c.AppendMulti(ctx, []client.StreamAppend{
+		{Stream: "orders-1", Messages: []client.NewMessage{event(3)}, ExpectedVersion: &stale},
+		{Stream: "orders-3", Messages: []client.NewMessage{event(4)}, ExpectedVersion: &stale},
 	})
-	var w *WrongExpectedVersionsError
-	if !errors.Is(err, ErrWrongExpectedVersion) || !errors.As(err, &w) || len(w.Conflicts) != 2 ||
-		w.Conflicts[0] != (WrongExpectedVersionError{Stream: "orders-1", Expected: 0, Actual: 1}) || w.Conflicts[1].Actual != -1 {
+	var w *client.WrongExpectedVersionsError
+	if !errors.Is(err, client.ErrWrongExpectedVersion) || !errors.As(err, &w) || len(w.Conflicts) != 2 ||
+		w.Conflicts[0] != (client.WrongExpectedVersionError{Stream: "orders-1", Expected: 0, Actual: 1}) || w.Conflicts[1].Actual != -1 {
 		t.Fatalf("conflicts: %v", err)
 	}
-	got, err := c.ReadCategory(ctx, CategoryQuery{Category: "orders"})
+	got, err := c.ReadCategory(ctx, client.CategoryQuery{Category: "orders"})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("category holds %v (%v), want 3 messages", got, err)
 	}

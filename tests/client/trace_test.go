@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/skalddb/skald/internal/testcluster"
+	"github.com/skalddb/skald/client"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/rpc"
+	"github.com/skalddb/skald/tests/testcluster"
 )
 
 // TestTraceOfForwardedAppend: an append sent to a follower, by the Go
@@ -43,12 +44,12 @@ func TestTraceOfForwardedAppend(t *testing.T) {
 		send    func(t *testing.T, ctx context.Context)
 	}{
 		{"connect", "skald.v1.EventStore/Append", func(t *testing.T, ctx context.Context) {
-			c, err := New(ctx, Config{Endpoints: []string{follower.Addr}, Token: token, Pinned: true})
+			c, err := client.New(ctx, client.Config{Endpoints: []string{follower.Addr}, Token: token, Pinned: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if _, err := c.Append(ctx, "traced-1", []NewMessage{event(1)}); err != nil {
+			if _, err := c.Append(ctx, "traced-1", []client.NewMessage{event(1)}); err != nil {
 				t.Fatalf("append through the follower: %v", err)
 			}
 		}},

@@ -4,6 +4,10 @@
 // handler (rpc.NewHandler) on every node's HTTP server, the admin
 // namespace, and optionally TLS.
 // A test kills nodes and transfers leadership; every wait has a deadline.
+//
+// It imports the top of the tree (node, rpc), so it lives beside the
+// tests that use it, not under internal/, the ground floor that imports
+// nothing of ours above it (rpc's TestImportsRunDownward).
 package testcluster
 
 import (
