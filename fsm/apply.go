@@ -346,6 +346,8 @@ func (a *applier) command(l *Entry) any {
 		return a.deleteIndex(l, k.DeleteIndex)
 	case *fsmv1.Command_RebuildIndex:
 		return a.rebuildIndex(l, k.RebuildIndex)
+	case *fsmv1.Command_SetIndexState:
+		return a.setIndexState(l, k.SetIndexState)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}

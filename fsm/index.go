@@ -287,7 +287,7 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 	if d.Kind == fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED {
 		d.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
 	}
-	d.Id, d.CreatedUnixNano = l.Index, c.TimeUnixNano
+	d.Id, d.CreatedUnixNano, d.Paused = l.Index, c.TimeUnixNano, false // paused: SetIndexState's
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	if err != nil {
 		a.fatal("encode index %q: %v", d.Name, err)

@@ -104,6 +104,7 @@ var (
 	prefixIndexReverse = []byte("XV")
 	prefixIndexCkpt    = []byte("XC")
 	prefixIndexStream  = []byte("XS")
+	prefixIndexFailed  = []byte("XF")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
@@ -122,11 +123,11 @@ var (
 var indexFamilyLo, indexFamilyHi = []byte("X"), []byte("Y")
 
 // NodeLocalKey reports whether a namespace database's key is node-local
-// index state (XE, XV, XC, XS) or the index change log (XL) that each node's
+// index state (XE, XV, XC, XS, XF) or the index change log (XL) that each node's
 // loop prunes on its own schedule: what a comparison of replicas' content
 // must leave out.
 func NodeLocalKey(k []byte) bool {
-	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexStream, prefixIndexChange} {
+	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexStream, prefixIndexFailed, prefixIndexChange} {
 		if bytes.HasPrefix(k, p) {
 			return true
 		}

@@ -217,6 +217,13 @@ const (
 	IndexState_INDEX_STATE_BUILDING IndexState = 1
 	// The index follows new events; lag_events and lag say how closely.
 	IndexState_INDEX_STATE_HEALTHY IndexState = 2
+	// Paused (Indexes.Pause) on every node: it keeps its checkpoint and
+	// answers LOCAL queries; Resume continues from there.
+	IndexState_INDEX_STATE_PAUSED IndexState = 3
+	// This node's loop met an error confined to the index (failure says
+	// which) and stopped maintaining it; its siblings go on. Queries are
+	// refused (FAILED_PRECONDITION); Rebuild builds it again.
+	IndexState_INDEX_STATE_FAILED IndexState = 4
 )
 
 // Enum value maps for IndexState.
@@ -225,11 +232,15 @@ var (
 		0: "INDEX_STATE_UNSPECIFIED",
 		1: "INDEX_STATE_BUILDING",
 		2: "INDEX_STATE_HEALTHY",
+		3: "INDEX_STATE_PAUSED",
+		4: "INDEX_STATE_FAILED",
 	}
 	IndexState_value = map[string]int32{
 		"INDEX_STATE_UNSPECIFIED": 0,
 		"INDEX_STATE_BUILDING":    1,
 		"INDEX_STATE_HEALTHY":     2,
+		"INDEX_STATE_PAUSED":      3,
+		"INDEX_STATE_FAILED":      4,
 	}
 )
 
@@ -451,7 +462,11 @@ type IndexStatus struct {
 	Eta *durationpb.Duration `protobuf:"bytes,9,opt,name=eta,proto3" json:"eta,omitempty"`
 	// The age of the oldest event the index does not hold yet (0 when it
 	// holds every one).
-	Lag           *durationpb.Duration `protobuf:"bytes,10,opt,name=lag,proto3" json:"lag,omitempty"`
+	Lag *durationpb.Duration `protobuf:"bytes,10,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Failed: why, on this node.
+	Failure string `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
+	// Paused (state PAUSED, or FAILED and paused too).
+	Paused        bool `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +569,20 @@ func (x *IndexStatus) GetLag() *durationpb.Duration {
 		return x.Lag
 	}
 	return nil
+}
+
+func (x *IndexStatus) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *IndexStatus) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type IndexesCreateRequest struct {
@@ -871,6 +900,198 @@ func (x *IndexesDeleteResponse) GetIndex() uint64 {
 	return 0
 }
 
+type IndexesPauseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesPauseRequest) Reset() {
+	*x = IndexesPauseRequest{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesPauseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesPauseRequest) ProtoMessage() {}
+
+func (x *IndexesPauseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesPauseRequest.ProtoReflect.Descriptor instead.
+func (*IndexesPauseRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *IndexesPauseRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexesPauseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type IndexesPauseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesPauseResponse) Reset() {
+	*x = IndexesPauseResponse{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesPauseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesPauseResponse) ProtoMessage() {}
+
+func (x *IndexesPauseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesPauseResponse.ProtoReflect.Descriptor instead.
+func (*IndexesPauseResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *IndexesPauseResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type IndexesResumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesResumeRequest) Reset() {
+	*x = IndexesResumeRequest{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesResumeRequest) ProtoMessage() {}
+
+func (x *IndexesResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesResumeRequest.ProtoReflect.Descriptor instead.
+func (*IndexesResumeRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *IndexesResumeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexesResumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type IndexesResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesResumeResponse) Reset() {
+	*x = IndexesResumeResponse{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesResumeResponse) ProtoMessage() {}
+
+func (x *IndexesResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesResumeResponse.ProtoReflect.Descriptor instead.
+func (*IndexesResumeResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IndexesResumeResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type IndexesListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -881,7 +1102,7 @@ type IndexesListRequest struct {
 
 func (x *IndexesListRequest) Reset() {
 	*x = IndexesListRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1114,7 @@ func (x *IndexesListRequest) String() string {
 func (*IndexesListRequest) ProtoMessage() {}
 
 func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1127,7 @@ func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListRequest.ProtoReflect.Descriptor instead.
 func (*IndexesListRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IndexesListRequest) GetNamespace() string {
@@ -938,7 +1159,7 @@ type IndexInfo struct {
 
 func (x *IndexInfo) Reset() {
 	*x = IndexInfo{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1171,7 @@ func (x *IndexInfo) String() string {
 func (*IndexInfo) ProtoMessage() {}
 
 func (x *IndexInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1184,7 @@ func (x *IndexInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexInfo.ProtoReflect.Descriptor instead.
 func (*IndexInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IndexInfo) GetDefinition() *IndexDefinition {
@@ -1004,7 +1225,7 @@ type IndexesListResponse struct {
 
 func (x *IndexesListResponse) Reset() {
 	*x = IndexesListResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1237,7 @@ func (x *IndexesListResponse) String() string {
 func (*IndexesListResponse) ProtoMessage() {}
 
 func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1250,7 @@ func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListResponse.ProtoReflect.Descriptor instead.
 func (*IndexesListResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IndexesListResponse) GetIndexes() []*IndexInfo {
@@ -1057,7 +1278,7 @@ type IndexesInfoRequest struct {
 
 func (x *IndexesInfoRequest) Reset() {
 	*x = IndexesInfoRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1290,7 @@ func (x *IndexesInfoRequest) String() string {
 func (*IndexesInfoRequest) ProtoMessage() {}
 
 func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1303,7 @@ func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoRequest.ProtoReflect.Descriptor instead.
 func (*IndexesInfoRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IndexesInfoRequest) GetNamespace() string {
@@ -1116,7 +1337,7 @@ type IndexesInfoResponse struct {
 
 func (x *IndexesInfoResponse) Reset() {
 	*x = IndexesInfoResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1349,7 @@ func (x *IndexesInfoResponse) String() string {
 func (*IndexesInfoResponse) ProtoMessage() {}
 
 func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1362,7 @@ func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoResponse.ProtoReflect.Descriptor instead.
 func (*IndexesInfoResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IndexesInfoResponse) GetIndex() *IndexInfo {
@@ -1171,7 +1392,7 @@ type IndexBound struct {
 
 func (x *IndexBound) Reset() {
 	*x = IndexBound{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1404,7 @@ func (x *IndexBound) String() string {
 func (*IndexBound) ProtoMessage() {}
 
 func (x *IndexBound) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1417,7 @@ func (x *IndexBound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexBound.ProtoReflect.Descriptor instead.
 func (*IndexBound) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *IndexBound) GetValue() string {
@@ -1239,7 +1460,7 @@ type IndexesQueryRequest struct {
 
 func (x *IndexesQueryRequest) Reset() {
 	*x = IndexesQueryRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1472,7 @@ func (x *IndexesQueryRequest) String() string {
 func (*IndexesQueryRequest) ProtoMessage() {}
 
 func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1485,7 @@ func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryRequest.ProtoReflect.Descriptor instead.
 func (*IndexesQueryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *IndexesQueryRequest) GetNamespace() string {
@@ -1360,7 +1581,7 @@ type IndexHit struct {
 
 func (x *IndexHit) Reset() {
 	*x = IndexHit{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[16]
+	mi := &file_skald_v1_indexes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1593,7 @@ func (x *IndexHit) String() string {
 func (*IndexHit) ProtoMessage() {}
 
 func (x *IndexHit) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[16]
+	mi := &file_skald_v1_indexes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1606,7 @@ func (x *IndexHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexHit.ProtoReflect.Descriptor instead.
 func (*IndexHit) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *IndexHit) GetGlobalPosition() int64 {
@@ -1432,7 +1653,7 @@ type IndexesQueryResponse struct {
 
 func (x *IndexesQueryResponse) Reset() {
 	*x = IndexesQueryResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[17]
+	mi := &file_skald_v1_indexes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1665,7 @@ func (x *IndexesQueryResponse) String() string {
 func (*IndexesQueryResponse) ProtoMessage() {}
 
 func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[17]
+	mi := &file_skald_v1_indexes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1678,7 @@ func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryResponse.ProtoReflect.Descriptor instead.
 func (*IndexesQueryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *IndexesQueryResponse) GetHits() []*IndexHit {
@@ -1513,7 +1734,7 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x05query\x18\x05 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12,\n" +
 	"\x06fields\x18\x06 \x03(\v2\x14.skald.v1.IndexFieldR\x06fields\x12'\n" +
 	"\x04kind\x18\a \x01(\x0e2\x13.skald.v1.IndexKindR\x04kind\x124\n" +
-	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\xec\x02\n" +
+	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\x9e\x03\n" +
 	"\vIndexStatus\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
@@ -1528,7 +1749,9 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\bprogress\x18\b \x01(\x01R\bprogress\x12+\n" +
 	"\x03eta\x18\t \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12+\n" +
 	"\x03lag\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\"o\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12\x18\n" +
+	"\afailure\x18\v \x01(\tR\afailure\x12\x16\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\"o\n" +
 	"\x14IndexesCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\n" +
@@ -1554,6 +1777,16 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
 	"\x15IndexesDeleteResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"G\n" +
+	"\x13IndexesPauseRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\",\n" +
+	"\x14IndexesPauseResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
+	"\x14IndexesResumeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
+	"\x15IndexesResumeResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"]\n" +
 	"\x12IndexesListRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
@@ -1626,16 +1859,20 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x02*\\\n" +
+	"\x11INDEX_KIND_STREAM\x10\x02*\x8c\x01\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INDEX_STATE_BUILDING\x10\x01\x12\x17\n" +
-	"\x13INDEX_STATE_HEALTHY\x10\x022\xce\x03\n" +
+	"\x13INDEX_STATE_HEALTHY\x10\x02\x12\x16\n" +
+	"\x12INDEX_STATE_PAUSED\x10\x03\x12\x16\n" +
+	"\x12INDEX_STATE_FAILED\x10\x042\xe1\x04\n" +
 	"\aIndexes\x12I\n" +
 	"\x06Create\x12\x1e.skald.v1.IndexesCreateRequest\x1a\x1f.skald.v1.IndexesCreateResponse\x12I\n" +
 	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12L\n" +
-	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12H\n" +
+	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12F\n" +
+	"\x05Pause\x12\x1d.skald.v1.IndexesPauseRequest\x1a\x1e.skald.v1.IndexesPauseResponse\x12I\n" +
+	"\x06Resume\x12\x1e.skald.v1.IndexesResumeRequest\x1a\x1f.skald.v1.IndexesResumeResponse\x12H\n" +
 	"\x04List\x12\x1c.skald.v1.IndexesListRequest\x1a\x1d.skald.v1.IndexesListResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\x04Info\x12\x1c.skald.v1.IndexesInfoRequest\x1a\x1d.skald.v1.IndexesInfoResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B3Z1github.com/skalddb/skald/rpc/gen/skald/v1;skaldv1b\x06proto3"
@@ -1653,7 +1890,7 @@ func file_skald_v1_indexes_proto_rawDescGZIP() []byte {
 }
 
 var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_skald_v1_indexes_proto_goTypes = []any{
 	(IndexFieldSource)(0),          // 0: skald.v1.IndexFieldSource
 	(IndexFieldType)(0),            // 1: skald.v1.IndexFieldType
@@ -1668,63 +1905,71 @@ var file_skald_v1_indexes_proto_goTypes = []any{
 	(*IndexesRebuildResponse)(nil), // 10: skald.v1.IndexesRebuildResponse
 	(*IndexesDeleteRequest)(nil),   // 11: skald.v1.IndexesDeleteRequest
 	(*IndexesDeleteResponse)(nil),  // 12: skald.v1.IndexesDeleteResponse
-	(*IndexesListRequest)(nil),     // 13: skald.v1.IndexesListRequest
-	(*IndexInfo)(nil),              // 14: skald.v1.IndexInfo
-	(*IndexesListResponse)(nil),    // 15: skald.v1.IndexesListResponse
-	(*IndexesInfoRequest)(nil),     // 16: skald.v1.IndexesInfoRequest
-	(*IndexesInfoResponse)(nil),    // 17: skald.v1.IndexesInfoResponse
-	(*IndexBound)(nil),             // 18: skald.v1.IndexBound
-	(*IndexesQueryRequest)(nil),    // 19: skald.v1.IndexesQueryRequest
-	(*IndexHit)(nil),               // 20: skald.v1.IndexHit
-	(*IndexesQueryResponse)(nil),   // 21: skald.v1.IndexesQueryResponse
-	(*Query)(nil),                  // 22: skald.v1.Query
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
-	(*ReadOptions)(nil),            // 25: skald.v1.ReadOptions
-	(*Message)(nil),                // 26: skald.v1.Message
+	(*IndexesPauseRequest)(nil),    // 13: skald.v1.IndexesPauseRequest
+	(*IndexesPauseResponse)(nil),   // 14: skald.v1.IndexesPauseResponse
+	(*IndexesResumeRequest)(nil),   // 15: skald.v1.IndexesResumeRequest
+	(*IndexesResumeResponse)(nil),  // 16: skald.v1.IndexesResumeResponse
+	(*IndexesListRequest)(nil),     // 17: skald.v1.IndexesListRequest
+	(*IndexInfo)(nil),              // 18: skald.v1.IndexInfo
+	(*IndexesListResponse)(nil),    // 19: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),     // 20: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),    // 21: skald.v1.IndexesInfoResponse
+	(*IndexBound)(nil),             // 22: skald.v1.IndexBound
+	(*IndexesQueryRequest)(nil),    // 23: skald.v1.IndexesQueryRequest
+	(*IndexHit)(nil),               // 24: skald.v1.IndexHit
+	(*IndexesQueryResponse)(nil),   // 25: skald.v1.IndexesQueryResponse
+	(*Query)(nil),                  // 26: skald.v1.Query
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(*ReadOptions)(nil),            // 29: skald.v1.ReadOptions
+	(*Message)(nil),                // 30: skald.v1.Message
 }
 var file_skald_v1_indexes_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.IndexField.source:type_name -> skald.v1.IndexFieldSource
 	1,  // 1: skald.v1.IndexField.type:type_name -> skald.v1.IndexFieldType
-	22, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
+	26, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
 	4,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
-	23, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
+	27, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
 	3,  // 6: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
-	24, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
-	24, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
+	28, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
+	28, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
 	5,  // 9: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
 	5,  // 10: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
 	5,  // 11: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
 	5,  // 12: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
-	25, // 13: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
+	29, // 13: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
 	5,  // 14: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
 	6,  // 15: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
 	5,  // 16: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
 	6,  // 17: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
-	14, // 18: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
-	25, // 19: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
-	14, // 20: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
-	18, // 21: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
-	18, // 22: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
-	25, // 23: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
-	26, // 24: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	20, // 25: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	18, // 18: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	29, // 19: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	18, // 20: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	22, // 21: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	22, // 22: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	29, // 23: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
+	30, // 24: skald.v1.IndexHit.message:type_name -> skald.v1.Message
+	24, // 25: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
 	6,  // 26: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
 	7,  // 27: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
 	11, // 28: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
 	9,  // 29: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
-	13, // 30: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
-	16, // 31: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
-	19, // 32: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
-	8,  // 33: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
-	12, // 34: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
-	10, // 35: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
-	15, // 36: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
-	17, // 37: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
-	21, // 38: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
+	13, // 30: skald.v1.Indexes.Pause:input_type -> skald.v1.IndexesPauseRequest
+	15, // 31: skald.v1.Indexes.Resume:input_type -> skald.v1.IndexesResumeRequest
+	17, // 32: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	20, // 33: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	23, // 34: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	8,  // 35: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	12, // 36: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	10, // 37: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
+	14, // 38: skald.v1.Indexes.Pause:output_type -> skald.v1.IndexesPauseResponse
+	16, // 39: skald.v1.Indexes.Resume:output_type -> skald.v1.IndexesResumeResponse
+	19, // 40: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	21, // 41: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	25, // 42: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -1736,14 +1981,14 @@ func file_skald_v1_indexes_proto_init() {
 		return
 	}
 	file_skald_v1_types_proto_init()
-	file_skald_v1_indexes_proto_msgTypes[15].OneofWrappers = []any{}
+	file_skald_v1_indexes_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_indexes_proto_rawDesc), len(file_skald_v1_indexes_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   18,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
