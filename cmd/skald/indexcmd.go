@@ -16,7 +16,7 @@ import (
 	skaldv1 "github.com/skalddb/skald/rpc/gen/skald/v1"
 )
 
-const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> ...
+const indexUsage = `Usage: skald index <create|list|info|rebuild|pause|resume|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
                          [--kind event|stream]
@@ -34,6 +34,11 @@ const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> .
       build the index again from the log: as it is, or with the definition the flags give (a
       new version; the name stays). Every node answers queries from the current definition
       until it has built the new one, which then replaces it; list and info show the progress.
+  skald index pause NAME
+      stop the index on every node: it keeps its checkpoint and answers --local queries (with
+      its lag); a query that waits for it is refused while it lacks what the query must see
+  skald index resume NAME
+      let a paused index advance again from its checkpoint
   skald index delete NAME
       drop an index; every node drops its entries
   skald index query NAME [--eq VALUE]... [--from V|--after V] [--to V|--before V] [--prefix P]
@@ -46,8 +51,9 @@ const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> .
       acknowledged write; --local answers at once and reports the lag.
 
 Each takes --namespace NS (default: the token's own namespace; the admin token may name any).
-Bad input: exit 2 (nothing changed); an unknown namespace or index: exit 4; a name taken:
-exit 5 (conflict).
+Bad input: exit 2 (nothing changed); so is a query that must wait for a paused index, or
+any query of an index that failed on the node (failed_precondition: list and info say why;
+rebuild it); an unknown namespace or index: exit 4; a name taken: exit 5 (conflict).
 `
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -66,6 +72,10 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runIndexDelete(ctx, args[1:], stdout, stderr)
 	case "rebuild":
 		return runIndexRebuild(ctx, args[1:], stdout, stderr)
+	case "pause":
+		return runIndexSetState(ctx, "pause", args[1:], stdout, stderr)
+	case "resume":
+		return runIndexSetState(ctx, "resume", args[1:], stdout, stderr)
 	case "query":
 		return runIndexQuery(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -278,9 +288,16 @@ func indexRowState(info *skaldv1.IndexInfo) string {
 	return out
 }
 
-// indexState is "healthy", or "building 42%" with the ETA when known.
+// indexState is "healthy", "paused", "failed: REASON", or "building
+// 42%" with the ETA when known.
 func indexState(s *skaldv1.IndexStatus) string {
-	if s.GetState() != skaldv1.IndexState_INDEX_STATE_BUILDING {
+	switch s.GetState() {
+	case skaldv1.IndexState_INDEX_STATE_FAILED:
+		return "failed: " + s.GetFailure()
+	case skaldv1.IndexState_INDEX_STATE_PAUSED:
+		return "paused"
+	case skaldv1.IndexState_INDEX_STATE_BUILDING:
+	default:
 		return "healthy"
 	}
 	out := fmt.Sprintf("building %d%%", int(s.GetProgress()*100))
@@ -337,6 +354,38 @@ func runIndexInfo(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return printJSON(stdout, info)
 	}
 	return table(stdout, indexHeader, [][]string{indexRow(info)})
+}
+
+// runIndexSetState is index pause and index resume.
+func runIndexSetState(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+	fs, cf := newClientFlagSet("index "+verb, "skald index "+verb+" NAME [--namespace NS]", stderr)
+	ns := fs.String("namespace", "", "the namespace (default: the token's own)")
+	rest, err := cf.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if verb == "pause" {
+		err = c.PauseIndex(ctx, *ns, rest[0])
+	} else {
+		err = c.ResumeIndex(ctx, *ns, rest[0])
+	}
+	if err != nil {
+		return apiError(err)
+	}
+	if cf.output == "json" {
+		return printJSON(stdout, &skaldv1.IndexesPauseResponse{})
+	}
+	if verb == "pause" {
+		fmt.Fprintf(stdout, "Paused index %s on every node; it keeps answering --local queries.\n", rest[0])
+	} else {
+		fmt.Fprintf(stdout, "Resumed index %s; every node continues from its checkpoint.\n", rest[0])
+	}
+	return nil
 }
 
 func runIndexDelete(ctx context.Context, args []string, stdout, stderr io.Writer) error {
