@@ -218,6 +218,7 @@ func (s *Store) closePending(pending map[uint64]*namespace) {
 		if s.mu.namespaces[ns.rec.Name] == ns || ns.refs > 0 {
 			continue
 		}
+		ns.memIdx.close()
 		if err := s.closeNamespaceLocked(ns); err != nil {
 			s.log.Error("close namespace of an interrupted apply", "namespace", ns.rec.Name, "err", err)
 		}

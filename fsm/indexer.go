@@ -184,7 +184,7 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	snap := ns.db.NewSnapshot()
 	defer snap.Close()
 	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{}}
-	r.b = ns.db.NewIndexedBatch()
+	r.b = &indexBatch{disk: ns.db.NewIndexedBatch()}
 	defer r.b.Close()
 	start := time.Now()
 	res, err := r.run()
@@ -202,6 +202,11 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if r.b.Count() > 0 {
 		if err := r.b.Commit(pebble.NoSync); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
+		}
+	}
+	if r.b.mem != nil {
+		if err := s.checkMemory(ns, r.wrote()); err != nil { // indexmem.go
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
 	}
 	if res.Read >= 1000 {
@@ -271,7 +276,7 @@ type indexRound struct {
 	s      *Store
 	ns     *namespace
 	snap   *pebble.Snapshot
-	b      *pebble.Batch // indexed: reads see its writes over the live database
+	b      *indexBatch // indexed: reads see its writes over the live database (and memory store, indexmem.go)
 	budget int64
 	defs   []*fsmv1.IndexDefinition
 	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
@@ -288,6 +293,9 @@ type indexRound struct {
 func (r *indexRound) run() (IndexRoundResult, error) {
 	defs, err := loadIndexes(r.snap)
 	if err != nil {
+		return r.res, err
+	}
+	if err := r.routeMemory(defs); err != nil { // indexmem.go
 		return r.res, err
 	}
 	if r.defs, err = r.roundDefs(sortedIndexes(defs)); err != nil {
@@ -691,7 +699,7 @@ func (s *Store) liveIndexID(name, indexName string) (id uint64, found bool, err 
 	if err := proto.Unmarshal(v, d); err != nil {
 		return 0, false, fmt.Errorf("fsm: index %q: %w", indexName, err)
 	}
-	answer, _, err := effectiveIndex(ns.db, d)
+	answer, _, err := effectiveIndex(liveIndexReader{ns}, d)
 	if err != nil {
 		return 0, false, err
 	}

@@ -104,6 +104,9 @@ type IndexInfo struct {
 	// Paused: SetIndexState paused the index (and its rebuild) on every
 	// node; it keeps its checkpoint and answers queries.
 	Paused bool
+	// MemoryBytes: a memory index's namespace memory store size on this
+	// node (0 for an index on disk).
+	MemoryBytes int64
 	// Failure: this node stopped maintaining the index after an error
 	// confined to it (indexstate.go); "" when it did not.
 	Failure string
@@ -133,7 +136,7 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 // infoOf is the info of the definition this node answers d's name from,
 // with the rebuild still building beside it.
 func (v *View) infoOf(d *fsmv1.IndexDefinition) (IndexInfo, error) {
-	answer, building, err := effectiveIndex(v.snap, d)
+	answer, building, err := effectiveIndex(indexReader{v}, d)
 	if err != nil {
 		return IndexInfo{}, err
 	}
@@ -178,7 +181,7 @@ func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
-	answer, _, err := effectiveIndex(v.snap, d)
+	answer, _, err := effectiveIndex(indexReader{v}, d)
 	return answer, err
 }
 
@@ -204,7 +207,8 @@ func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
 	if info.Failure, err = v.indexFailureOf(d.Id); err != nil {
 		return info, err
 	}
-	val, err := get(v.snap, indexCkptKey(d.Id))
+	info.MemoryBytes = v.memoryBytes(d)
+	val, err := get(indexReader{v}, indexCkptKey(d.Id))
 	if err != nil {
 		return info, err
 	}

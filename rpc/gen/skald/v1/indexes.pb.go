@@ -207,6 +207,61 @@ func (IndexKind) EnumDescriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{2}
 }
 
+// IndexStorage is where each node keeps an index's entries.
+type IndexStorage int32
+
+const (
+	// Pebble, on disk with the namespace's events (the default): a restart
+	// resumes from the checkpoint.
+	IndexStorage_INDEX_STORAGE_UNSPECIFIED IndexStorage = 0
+	IndexStorage_INDEX_STORAGE_PEBBLE      IndexStorage = 1
+	// In memory on each node, built again from the events when the node
+	// starts; bounded by the node's --index-memory-limit (past it the index
+	// fails on that node). For small or hot indexes.
+	IndexStorage_INDEX_STORAGE_MEMORY IndexStorage = 2
+)
+
+// Enum value maps for IndexStorage.
+var (
+	IndexStorage_name = map[int32]string{
+		0: "INDEX_STORAGE_UNSPECIFIED",
+		1: "INDEX_STORAGE_PEBBLE",
+		2: "INDEX_STORAGE_MEMORY",
+	}
+	IndexStorage_value = map[string]int32{
+		"INDEX_STORAGE_UNSPECIFIED": 0,
+		"INDEX_STORAGE_PEBBLE":      1,
+		"INDEX_STORAGE_MEMORY":      2,
+	}
+)
+
+func (x IndexStorage) Enum() *IndexStorage {
+	p := new(IndexStorage)
+	*p = x
+	return p
+}
+
+func (x IndexStorage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IndexStorage) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_v1_indexes_proto_enumTypes[3].Descriptor()
+}
+
+func (IndexStorage) Type() protoreflect.EnumType {
+	return &file_skald_v1_indexes_proto_enumTypes[3]
+}
+
+func (x IndexStorage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IndexStorage.Descriptor instead.
+func (IndexStorage) EnumDescriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
+}
+
 // IndexState is where an index stands on one node.
 type IndexState int32
 
@@ -255,11 +310,11 @@ func (x IndexState) String() string {
 }
 
 func (IndexState) Descriptor() protoreflect.EnumDescriptor {
-	return file_skald_v1_indexes_proto_enumTypes[3].Descriptor()
+	return file_skald_v1_indexes_proto_enumTypes[4].Descriptor()
 }
 
 func (IndexState) Type() protoreflect.EnumType {
-	return &file_skald_v1_indexes_proto_enumTypes[3]
+	return &file_skald_v1_indexes_proto_enumTypes[4]
 }
 
 func (x IndexState) Number() protoreflect.EnumNumber {
@@ -268,7 +323,7 @@ func (x IndexState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IndexState.Descriptor instead.
 func (IndexState) EnumDescriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{4}
 }
 
 type IndexField struct {
@@ -349,6 +404,7 @@ type IndexDefinition struct {
 	Kind   IndexKind     `protobuf:"varint,7,opt,name=kind,proto3,enum=skald.v1.IndexKind" json:"kind,omitempty"`
 	// Set by the server: when the index was created.
 	Created       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Storage       IndexStorage           `protobuf:"varint,9,opt,name=storage,proto3,enum=skald.v1.IndexStorage" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +495,13 @@ func (x *IndexDefinition) GetCreated() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *IndexDefinition) GetStorage() IndexStorage {
+	if x != nil {
+		return x.Storage
+	}
+	return IndexStorage_INDEX_STORAGE_UNSPECIFIED
+}
+
 // IndexStatus is one node's progress on an index.
 type IndexStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -466,7 +529,10 @@ type IndexStatus struct {
 	// Failed: why, on this node.
 	Failure string `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
 	// Paused (state PAUSED, or FAILED and paused too).
-	Paused        bool `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	Paused bool `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Memory storage: the bytes this node's memory store of the index's
+	// namespace holds (every memory index of the namespace).
+	MemoryBytes   int64 `protobuf:"varint,13,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +649,13 @@ func (x *IndexStatus) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *IndexStatus) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
 }
 
 type IndexesCreateRequest struct {
@@ -1725,7 +1798,7 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"IndexField\x122\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1a.skald.v1.IndexFieldSourceR\x06source\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x12,\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x18.skald.v1.IndexFieldTypeR\x04type\"\xa5\x02\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x18.skald.v1.IndexFieldTypeR\x04type\"\xd7\x02\n" +
 	"\x0fIndexDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1a\n" +
@@ -1734,7 +1807,8 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x05query\x18\x05 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12,\n" +
 	"\x06fields\x18\x06 \x03(\v2\x14.skald.v1.IndexFieldR\x06fields\x12'\n" +
 	"\x04kind\x18\a \x01(\x0e2\x13.skald.v1.IndexKindR\x04kind\x124\n" +
-	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\x9e\x03\n" +
+	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x120\n" +
+	"\astorage\x18\t \x01(\x0e2\x16.skald.v1.IndexStorageR\astorage\"\xc1\x03\n" +
 	"\vIndexStatus\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
@@ -1751,7 +1825,8 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x03lag\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12\x18\n" +
 	"\afailure\x18\v \x01(\tR\afailure\x12\x16\n" +
-	"\x06paused\x18\f \x01(\bR\x06paused\"o\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\x12!\n" +
+	"\fmemory_bytes\x18\r \x01(\x03R\vmemoryBytes\"o\n" +
 	"\x14IndexesCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\n" +
@@ -1859,7 +1934,11 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x02*\x8c\x01\n" +
+	"\x11INDEX_KIND_STREAM\x10\x02*a\n" +
+	"\fIndexStorage\x12\x1d\n" +
+	"\x19INDEX_STORAGE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14INDEX_STORAGE_PEBBLE\x10\x01\x12\x18\n" +
+	"\x14INDEX_STORAGE_MEMORY\x10\x02*\x8c\x01\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -1889,90 +1968,92 @@ func file_skald_v1_indexes_proto_rawDescGZIP() []byte {
 	return file_skald_v1_indexes_proto_rawDescData
 }
 
-var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_skald_v1_indexes_proto_goTypes = []any{
 	(IndexFieldSource)(0),          // 0: skald.v1.IndexFieldSource
 	(IndexFieldType)(0),            // 1: skald.v1.IndexFieldType
 	(IndexKind)(0),                 // 2: skald.v1.IndexKind
-	(IndexState)(0),                // 3: skald.v1.IndexState
-	(*IndexField)(nil),             // 4: skald.v1.IndexField
-	(*IndexDefinition)(nil),        // 5: skald.v1.IndexDefinition
-	(*IndexStatus)(nil),            // 6: skald.v1.IndexStatus
-	(*IndexesCreateRequest)(nil),   // 7: skald.v1.IndexesCreateRequest
-	(*IndexesCreateResponse)(nil),  // 8: skald.v1.IndexesCreateResponse
-	(*IndexesRebuildRequest)(nil),  // 9: skald.v1.IndexesRebuildRequest
-	(*IndexesRebuildResponse)(nil), // 10: skald.v1.IndexesRebuildResponse
-	(*IndexesDeleteRequest)(nil),   // 11: skald.v1.IndexesDeleteRequest
-	(*IndexesDeleteResponse)(nil),  // 12: skald.v1.IndexesDeleteResponse
-	(*IndexesPauseRequest)(nil),    // 13: skald.v1.IndexesPauseRequest
-	(*IndexesPauseResponse)(nil),   // 14: skald.v1.IndexesPauseResponse
-	(*IndexesResumeRequest)(nil),   // 15: skald.v1.IndexesResumeRequest
-	(*IndexesResumeResponse)(nil),  // 16: skald.v1.IndexesResumeResponse
-	(*IndexesListRequest)(nil),     // 17: skald.v1.IndexesListRequest
-	(*IndexInfo)(nil),              // 18: skald.v1.IndexInfo
-	(*IndexesListResponse)(nil),    // 19: skald.v1.IndexesListResponse
-	(*IndexesInfoRequest)(nil),     // 20: skald.v1.IndexesInfoRequest
-	(*IndexesInfoResponse)(nil),    // 21: skald.v1.IndexesInfoResponse
-	(*IndexBound)(nil),             // 22: skald.v1.IndexBound
-	(*IndexesQueryRequest)(nil),    // 23: skald.v1.IndexesQueryRequest
-	(*IndexHit)(nil),               // 24: skald.v1.IndexHit
-	(*IndexesQueryResponse)(nil),   // 25: skald.v1.IndexesQueryResponse
-	(*Query)(nil),                  // 26: skald.v1.Query
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
-	(*ReadOptions)(nil),            // 29: skald.v1.ReadOptions
-	(*Message)(nil),                // 30: skald.v1.Message
+	(IndexStorage)(0),              // 3: skald.v1.IndexStorage
+	(IndexState)(0),                // 4: skald.v1.IndexState
+	(*IndexField)(nil),             // 5: skald.v1.IndexField
+	(*IndexDefinition)(nil),        // 6: skald.v1.IndexDefinition
+	(*IndexStatus)(nil),            // 7: skald.v1.IndexStatus
+	(*IndexesCreateRequest)(nil),   // 8: skald.v1.IndexesCreateRequest
+	(*IndexesCreateResponse)(nil),  // 9: skald.v1.IndexesCreateResponse
+	(*IndexesRebuildRequest)(nil),  // 10: skald.v1.IndexesRebuildRequest
+	(*IndexesRebuildResponse)(nil), // 11: skald.v1.IndexesRebuildResponse
+	(*IndexesDeleteRequest)(nil),   // 12: skald.v1.IndexesDeleteRequest
+	(*IndexesDeleteResponse)(nil),  // 13: skald.v1.IndexesDeleteResponse
+	(*IndexesPauseRequest)(nil),    // 14: skald.v1.IndexesPauseRequest
+	(*IndexesPauseResponse)(nil),   // 15: skald.v1.IndexesPauseResponse
+	(*IndexesResumeRequest)(nil),   // 16: skald.v1.IndexesResumeRequest
+	(*IndexesResumeResponse)(nil),  // 17: skald.v1.IndexesResumeResponse
+	(*IndexesListRequest)(nil),     // 18: skald.v1.IndexesListRequest
+	(*IndexInfo)(nil),              // 19: skald.v1.IndexInfo
+	(*IndexesListResponse)(nil),    // 20: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),     // 21: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),    // 22: skald.v1.IndexesInfoResponse
+	(*IndexBound)(nil),             // 23: skald.v1.IndexBound
+	(*IndexesQueryRequest)(nil),    // 24: skald.v1.IndexesQueryRequest
+	(*IndexHit)(nil),               // 25: skald.v1.IndexHit
+	(*IndexesQueryResponse)(nil),   // 26: skald.v1.IndexesQueryResponse
+	(*Query)(nil),                  // 27: skald.v1.Query
+	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
+	(*ReadOptions)(nil),            // 30: skald.v1.ReadOptions
+	(*Message)(nil),                // 31: skald.v1.Message
 }
 var file_skald_v1_indexes_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.IndexField.source:type_name -> skald.v1.IndexFieldSource
 	1,  // 1: skald.v1.IndexField.type:type_name -> skald.v1.IndexFieldType
-	26, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
-	4,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
+	27, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
+	5,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
-	27, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
-	3,  // 6: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
-	28, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
-	28, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
-	5,  // 9: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 10: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 11: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 12: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
-	29, // 13: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
-	5,  // 14: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
-	6,  // 15: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
-	5,  // 16: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
-	6,  // 17: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
-	18, // 18: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
-	29, // 19: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
-	18, // 20: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
-	22, // 21: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
-	22, // 22: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
-	29, // 23: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
-	30, // 24: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	24, // 25: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
-	6,  // 26: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
-	7,  // 27: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
-	11, // 28: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
-	9,  // 29: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
-	13, // 30: skald.v1.Indexes.Pause:input_type -> skald.v1.IndexesPauseRequest
-	15, // 31: skald.v1.Indexes.Resume:input_type -> skald.v1.IndexesResumeRequest
-	17, // 32: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
-	20, // 33: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
-	23, // 34: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
-	8,  // 35: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
-	12, // 36: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
-	10, // 37: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
-	14, // 38: skald.v1.Indexes.Pause:output_type -> skald.v1.IndexesPauseResponse
-	16, // 39: skald.v1.Indexes.Resume:output_type -> skald.v1.IndexesResumeResponse
-	19, // 40: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
-	21, // 41: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
-	25, // 42: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	28, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
+	3,  // 6: skald.v1.IndexDefinition.storage:type_name -> skald.v1.IndexStorage
+	4,  // 7: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
+	29, // 8: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
+	29, // 9: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
+	6,  // 10: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 11: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 12: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 13: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
+	30, // 14: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
+	6,  // 15: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
+	7,  // 16: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
+	6,  // 17: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
+	7,  // 18: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
+	19, // 19: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	30, // 20: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	19, // 21: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	23, // 22: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	23, // 23: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	30, // 24: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 25: skald.v1.IndexHit.message:type_name -> skald.v1.Message
+	25, // 26: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	7,  // 27: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
+	8,  // 28: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
+	12, // 29: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
+	10, // 30: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
+	14, // 31: skald.v1.Indexes.Pause:input_type -> skald.v1.IndexesPauseRequest
+	16, // 32: skald.v1.Indexes.Resume:input_type -> skald.v1.IndexesResumeRequest
+	18, // 33: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	21, // 34: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	24, // 35: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	9,  // 36: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	13, // 37: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	11, // 38: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
+	15, // 39: skald.v1.Indexes.Pause:output_type -> skald.v1.IndexesPauseResponse
+	17, // 40: skald.v1.Indexes.Resume:output_type -> skald.v1.IndexesResumeResponse
+	20, // 41: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	22, // 42: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	26, // 43: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_indexes_proto_init() }
@@ -1987,7 +2068,7 @@ func file_skald_v1_indexes_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_indexes_proto_rawDesc), len(file_skald_v1_indexes_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
