@@ -35,6 +35,7 @@ func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
 		"lag":      desc("lag_events", "Events of the namespace this node's index does not hold yet"),
 		"lag_sec":  desc("lag_seconds", "Age of the oldest event this node's index does not hold yet (the largest, when summed)"),
 		"entries":  desc("entries", "Entries of the index on this node"),
+		"memory":   desc("memory_bytes", "Bytes of the memory store holding a memory-mode index (its namespace's; counted once per namespace when summed)"),
 		"skipped":  desc("skipped_events", "Matching events skipped for a missing or mistyped field"),
 		"progress": desc("build_progress", "Share of the namespace an index has read, 0 to 1 (the least, when summed)"),
 		"rebuild":  desc("rebuild_progress", "Share of the namespace a rebuild of an index has read, 0 to 1; 1 when none runs (the least, when summed)"),
@@ -65,6 +66,7 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
+		nsMemory := 0.0 // one store per namespace: summed once
 		for _, info := range infos {
 			building, paused, failed := 0.0, 0.0, 0.0
 			if !info.Built {
@@ -78,7 +80,7 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			vals := map[string]float64{
 				"indexes": 1, "building": building, "paused": paused, "failed": failed, "lag": float64(info.LagEvents), "lag_sec": info.LagTime.Seconds(),
-				"entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress, "rebuild": 1,
+				"memory": float64(info.MemoryBytes), "entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress, "rebuild": 1,
 			}
 			if r := info.Rebuilding; r != nil {
 				vals["rebuild"] = r.Progress
@@ -95,11 +97,14 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 					sum[name] = max(sum[name], x)
 				case "progress", "rebuild":
 					sum[name] = min(sum[name], x)
+				case "memory":
+					nsMemory = max(nsMemory, x)
 				default:
 					sum[name] += x
 				}
 			}
 		}
+		sum["memory"] += nsMemory
 	}
 	if c.tenantLabels {
 		return

@@ -46,7 +46,8 @@ func indexDefinitionIn(d *skaldv1.IndexDefinition) (*fsmv1.IndexDefinition, erro
 	if d == nil {
 		return nil, invalidField("definition", "is required")
 	}
-	out := &fsmv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: fsmv1.IndexKind(d.Kind)}
+	out := &fsmv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: fsmv1.IndexKind(d.Kind),
+		Storage: fsmv1.IndexStorage(d.Storage)}
 	if d.Query != nil {
 		q, err := queryOf("definition.query", d.Query)
 		if err != nil {
@@ -76,7 +77,7 @@ func prefixed(prefix string, err error) error {
 
 func indexDefinitionOut(d *fsmv1.IndexDefinition) *skaldv1.IndexDefinition {
 	out := &skaldv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: skaldv1.IndexKind(d.Kind),
-		Created: timestamppb.New(time.Unix(0, d.CreatedUnixNano))}
+		Created: timestamppb.New(time.Unix(0, d.CreatedUnixNano)), Storage: skaldv1.IndexStorage(d.Storage)}
 	if d.Query != nil {
 		out.Query = &skaldv1.Query{}
 		for _, it := range d.Query.Items {
@@ -101,7 +102,7 @@ func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
 	}
 	// Failed outranks paused: a resume would not bring it back, a
 	// rebuild does.
-	out.Paused, out.Failure = info.Paused, info.Failure
+	out.Paused, out.Failure, out.MemoryBytes = info.Paused, info.Failure, info.MemoryBytes
 	switch {
 	case info.Failure != "":
 		out.State = skaldv1.IndexState_INDEX_STATE_FAILED

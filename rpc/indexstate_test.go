@@ -108,3 +108,40 @@ func TestIndexesPauseResume(t *testing.T) {
 		t.Fatalf("the refusals changed the index: %v, %v", list, err)
 	}
 }
+
+// TestIndexesMemoryStorage creates a memory index through Connect: the
+// definition keeps its storage, the status counts its memory, queries
+// answer as from Pebble, and an unknown storage is refused naming it.
+func TestIndexesMemoryStorage(t *testing.T) {
+	s := single(t)
+	ctx := ctxT(t)
+	admin := newClients(s, protocols[0], adminToken)
+	created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := newClients(s, protocols[0], created.Msg.Token)
+	for i := range 6 {
+		if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i%3),
+			Messages: []*skaldv1.NewMessage{{Type: "T", Data: fmt.Appendf(nil, `{"amount":%d}`, i%2)}}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := amountDefinition()
+	d.Storage = skaldv1.IndexStorage_INDEX_STORAGE_MEMORY
+	res, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: d}))
+	if err != nil || res.Msg.Definition.Storage != skaldv1.IndexStorage_INDEX_STORAGE_MEMORY {
+		t.Fatalf("create: %v, %v", res, err)
+	}
+	q, err := own.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "amount", Equal: []string{"1"}, PositionsOnly: true}))
+	if err != nil || len(q.Msg.Hits) != 3 || q.Msg.Hits[0].GlobalPosition != 2 || q.Msg.Status.GetMemoryBytes() <= 0 {
+		t.Fatalf("query of a memory index: %v, %v", q, err)
+	}
+	bad := amountDefinition()
+	bad.Name, bad.Storage = "bad", skaldv1.IndexStorage(9)
+	_, err = own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: bad}))
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || !strings.Contains(ce.Message(), "definition.storage") {
+		t.Fatalf("unknown storage: %v, want INVALID_ARGUMENT naming definition.storage", err)
+	}
+}

@@ -19,13 +19,15 @@ import (
 const indexUsage = `Usage: skald index <create|list|info|rebuild|pause|resume|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
-                         [--kind event|stream]
+                         [--kind event|stream] [--storage pebble|memory]
       declare an event index: one entry per event of category C (the text before a stream
       name's first '-'), of one of the types, and carrying every tag (give at least one of
       them), ordered by its fields. SPEC is data:POINTER:TYPE or metadata:POINTER:TYPE (a JSON
       pointer such as /customer/id; TYPE string, int, float, time or bool), or type, stream
       or time (the event's own). An event without a field of its type is skipped and counted.
       --kind stream keeps one entry per stream instead, from its latest such event.
+      --storage memory keeps the entries in memory on each node (built again when it starts,
+      bounded by the server's --index-memory-limit; every index of an --in-memory server is).
   skald index list
       list the namespace's indexes with this node's progress (entries, skipped, lag)
   skald index info NAME
@@ -126,6 +128,7 @@ func parseFieldSpec(spec string) (*skaldv1.IndexField, error) {
 // defFlags are the flags that define an index (create, rebuild).
 type defFlags struct {
 	category, kind      *string
+	storage             *string
 	version             *uint
 	types, tags, fields listFlag
 }
@@ -135,6 +138,7 @@ func addDefFlags(fs *flag.FlagSet) *defFlags {
 		category: fs.String("category", "", "index the events of this category"),
 		version:  fs.Uint("version", 1, "the definition's version (yours to choose; reported back)"),
 		kind:     fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event"),
+		storage:  fs.String("storage", "pebble", "pebble: on disk, a restart resumes; memory: in memory on each node, built again at its start"),
 	}
 	fs.Var(&f.types, "type", "index events of this type (repeat for several)")
 	fs.Var(&f.tags, "tag", "index events carrying this tag (repeat: every one)")
@@ -152,6 +156,13 @@ func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
 		d.Kind = skaldv1.IndexKind_INDEX_KIND_STREAM
 	default:
 		return nil, fmt.Errorf("--kind %q: want event or stream", *f.kind)
+	}
+	switch *f.storage {
+	case "pebble":
+	case "memory":
+		d.Storage = skaldv1.IndexStorage_INDEX_STORAGE_MEMORY
+	default:
+		return nil, fmt.Errorf("--storage %q: want pebble or memory", *f.storage)
 	}
 	if len(f.tags) > 0 {
 		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: f.types, Tags: f.tags}}}
@@ -217,7 +228,7 @@ func runIndexRebuild(ctx context.Context, args []string, stdout, stderr io.Write
 			return cf.usageError(fs, err.Error())
 		}
 	} else {
-		for _, name := range []string{"category", "version", "kind", "type", "tag"} {
+		for _, name := range []string{"category", "version", "kind", "storage", "type", "tag"} {
 			if visited[name] {
 				return cf.usageError(fs, fmt.Sprintf("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name))
 			}
@@ -269,6 +280,9 @@ func describeSource(d *skaldv1.IndexDefinition) string {
 		if len(it.Tags) > 0 {
 			parts = append(parts, "tags "+strings.Join(it.Tags, ","))
 		}
+	}
+	if d.Storage == skaldv1.IndexStorage_INDEX_STORAGE_MEMORY {
+		parts = append(parts, "in memory")
 	}
 	return strings.Join(parts, "; ")
 }

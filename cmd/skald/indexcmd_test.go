@@ -158,6 +158,11 @@ func TestCLIIndex(t *testing.T) {
 		{"resume without name", []string{"index", "resume"}, exitUsage, `^$`, ``},
 		{"resume", []string{"index", "resume", "by-sku"}, 0, `^Resumed index by-sku; every node continues from its checkpoint\.\n$`, ""},
 		{"query after resume", []string{"index", "query", "by-sku", "--prefix", "d", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n7\s+damson \| 3\s*\n$`, ""},
+		// A memory index answers the same query from each node's memory.
+		{"create in memory", []string{"index", "create", "mem-sku", "--type", "Sold", "--field", "data:/sku:string", "--storage", "memory"}, 0, `^Created index mem-sku: data:/sku:string`, ""},
+		{"query in memory", []string{"index", "query", "mem-sku", "--prefix", "d", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n7\s+damson\s*\n$`, ""},
+		{"info in memory", []string{"index", "info", "mem-sku"}, 0, `(?m)^mem-sku\s+1\s+types Sold; in memory\s+data:/sku:string\s+healthy\s+7\s`, ""},
+		{"bad storage", []string{"index", "create", "x", "--type", "Sold", "--field", "type", "--storage", "ram"}, exitUsage, `^$`, `--storage "ram": want pebble or memory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, shop, tc.args...)
