@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -242,6 +243,7 @@ func (s *Store) checkMemory(ns *namespace, wrote []uint64) error {
 		return nil
 	}
 	ids := m.ids.Load()
+	failed := false
 	for _, id := range wrote {
 		if ids == nil || !(*ids)[id] {
 			continue
@@ -265,6 +267,25 @@ func (s *Store) checkMemory(ns *namespace, wrote []uint64) error {
 			}
 		}
 		m.mu.Unlock()
+		failed = true
+	}
+	if failed {
+		// Give the memory back now (tombstones and the old tables would
+		// hold it until a later compaction), so the siblings that keep
+		// writing are measured without the failed ones.
+		m.mu.Lock()
+		if m.db != nil {
+			if err := m.db.Flush(); err != nil {
+				m.mu.Unlock()
+				return fmt.Errorf("flush memory index store: %w", err)
+			}
+			if err := m.db.Compact(context.Background(), []byte("X"), []byte("Y"), true); err != nil {
+				m.mu.Unlock()
+				return fmt.Errorf("compact memory index store: %w", err)
+			}
+		}
+		m.mu.Unlock()
+		m.bytes.Store(m.size())
 	}
 	return nil
 }

@@ -125,4 +125,12 @@ func TestIndexMemoryLimit(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("the failed memory index keeps %d keys in memory", n)
 	}
+	// ... and their memory given back, but for the memtable's arena.
+	var atFailure int64
+	if _, err := fmt.Sscanf(info.Failure[strings.Index(info.Failure, "hold "):], "hold %d bytes", &atFailure); err != nil {
+		t.Fatalf("failure %q: %v", info.Failure, err)
+	}
+	if b := h.memIdx.bytes.Load(); b >= atFailure {
+		t.Fatalf("the memory store holds %d bytes after the failed index was dropped, %d at the failure", b, atFailure)
+	}
 }
