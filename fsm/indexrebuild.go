@@ -88,7 +88,9 @@ func nextBuilt(r getter, d *fsmv1.IndexDefinition) (bool, error) {
 	}
 	c, err := decodeIndexCkpt(v)
 	if err != nil {
-		return false, err
+		// Not built: the round that reads this checkpoint fails that
+		// index alone (indexstate.go); its sibling answers meanwhile.
+		return false, nil
 	}
 	return c.built, nil
 }

@@ -267,3 +267,35 @@ func TestIndexFailedConfined(t *testing.T) {
 		})
 	}
 }
+
+// A rebuild that fails leaves the current definition answering: the
+// failure is the rebuild's alone.
+func TestIndexRebuildFailsAlone(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(createIndexCmd("ns", balanceIndex()))
+	for i := range 50 {
+		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%5), accountMsg(i, "o")))
+	}
+	catchUp(t, s, "ns")
+	byOwner := &fsmv1.IndexDefinition{Name: "bal", Version: 2, Category: "account", Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}
+	next := f.must(rebuildIndexCmd("ns", "bal", byOwner)).(*IndexResult).Definition
+	if r, err := s.IndexRound("ns", 10); err != nil || !r.More {
+		t.Fatalf("partial round: %+v, %v", r, err)
+	}
+	nsDB(t, s, "ns", func(db *pebble.DB) {
+		if err := db.Set(indexCkptKey(next.Id), []byte{9}, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	})
+	f.must(appendCmd("ns", "account-1", accountMsg(7, "late")))
+	catchUp(t, s, "ns")
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || info.Definition.Version != 1 || info.Failure != "" || info.Rebuilding == nil || !strings.Contains(info.Rebuilding.Failure, "checkpoint (XC) does not decode") {
+		t.Fatalf("info %+v, %v; want version 1 answering, its rebuild failed", info, err)
+	}
+	if gps, _ := queryHits(t, s, IndexQuery{Index: "bal", Equal: []string{"7"}, PositionsOnly: true}); len(gps) != 2 {
+		t.Fatalf("version 1 answers %v, want the 2 messages of balance 7", gps)
+	}
+}
