@@ -92,6 +92,45 @@ func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *sk
 	return resp.Definition, nil
 }
 
+// PauseIndex pauses index name of namespace (empty: the token's own) on
+// every node: it keeps its checkpoint and answers LOCAL queries, while
+// LINEARIZABLE and SESSION queries it cannot satisfy fail at once
+// (ErrFailedPrecondition, naming the paused state). Pausing a paused
+// index changes nothing.
+func (c *Client) PauseIndex(ctx context.Context, namespace, name string) error {
+	var resp *skaldv1.IndexesPauseResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Pause(ctx, connect.NewRequest(&skaldv1.IndexesPauseRequest{Namespace: namespace, Name: name}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.observe(resp.Index)
+	return nil
+}
+
+// ResumeIndex lets a paused index advance again from its checkpoint on
+// every node.
+func (c *Client) ResumeIndex(ctx context.Context, namespace, name string) error {
+	var resp *skaldv1.IndexesResumeResponse
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		r, err := m.indexes.Resume(ctx, connect.NewRequest(&skaldv1.IndexesResumeRequest{Namespace: namespace, Name: name}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.observe(resp.Index)
+	return nil
+}
+
 // DeleteIndex drops an index of namespace (empty: the token's own).
 func (c *Client) DeleteIndex(ctx context.Context, namespace, name string) error {
 	var resp *skaldv1.IndexesDeleteResponse

@@ -218,6 +218,7 @@ func (s *Store) closePending(pending map[uint64]*namespace) {
 		if s.mu.namespaces[ns.rec.Name] == ns || ns.refs > 0 {
 			continue
 		}
+		ns.memIdx.close()
 		if err := s.closeNamespaceLocked(ns); err != nil {
 			s.log.Error("close namespace of an interrupted apply", "namespace", ns.rec.Name, "err", err)
 		}
@@ -346,6 +347,8 @@ func (a *applier) command(l *Entry) any {
 		return a.deleteIndex(l, k.DeleteIndex)
 	case *fsmv1.Command_RebuildIndex:
 		return a.rebuildIndex(l, k.RebuildIndex)
+	case *fsmv1.Command_SetIndexState:
+		return a.setIndexState(l, k.SetIndexState)
 	default:
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}

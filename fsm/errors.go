@@ -54,6 +54,14 @@ var (
 	// ErrIndexNotFound is returned when a command or read names an index
 	// the namespace does not have.
 	ErrIndexNotFound = errors.New("fsm: index not found")
+	// ErrIndexPaused is returned when a read must wait for an index that
+	// is paused (SetIndexState) and does not hold what the read must see:
+	// it would wait until the index is resumed.
+	ErrIndexPaused = errors.New("fsm: index is paused")
+	// ErrIndexFailed is returned when a read names an index this node
+	// stopped maintaining after an error confined to it (indexstate.go);
+	// the error names the reason. A rebuild clears it.
+	ErrIndexFailed = errors.New("fsm: index failed on this node")
 )
 
 // NamespaceLimitError is returned when a CreateNamespace finds Limit

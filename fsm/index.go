@@ -102,6 +102,11 @@ func ValidateIndexDefinition(d *fsmv1.IndexDefinition) error {
 	default:
 		return invalid("kind", "unknown kind %d", d.Kind)
 	}
+	switch d.Storage {
+	case fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, fsmv1.IndexStorage_INDEX_STORAGE_PEBBLE, fsmv1.IndexStorage_INDEX_STORAGE_MEMORY:
+	default:
+		return invalid("storage", "must be pebble or memory, got %d", d.Storage)
+	}
 	if d.Category == "" && len(d.Types) == 0 && d.Query == nil {
 		return invalid("source", "must name a category, event types or a query (or several of them)")
 	}
@@ -287,7 +292,7 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 	if d.Kind == fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED {
 		d.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
 	}
-	d.Id, d.CreatedUnixNano = l.Index, c.TimeUnixNano
+	d.Id, d.CreatedUnixNano, d.Paused = l.Index, c.TimeUnixNano, false // paused: SetIndexState's
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	if err != nil {
 		a.fatal("encode index %q: %v", d.Name, err)

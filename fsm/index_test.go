@@ -302,8 +302,25 @@ func accountMsg(balance any, owner string) *fsmv1.NewMessage {
 // retention and imports, whether the removal came before the loop read
 // the messages or after; a missing or mistyped field is skipped and
 // counted.
+//
+// The same for each storage (indexmem.go): Pebble, memory by the
+// definition, and every index in memory (an --in-memory server's store).
 func TestIndexMatchesModel(t *testing.T) {
-	s := openTestStore(t, nil)
+	for _, tc := range []struct {
+		name    string
+		storage fsmv1.IndexStorage
+		opts    func(*Options)
+	}{
+		{"pebble", fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, func(*Options) {}},
+		{"memory", fsmv1.IndexStorage_INDEX_STORAGE_MEMORY, func(*Options) {}},
+		{"memory store", fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, func(o *Options) { o.IndexMemory = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testIndexMatchesModel(t, tc.storage, tc.opts) })
+	}
+}
+
+func testIndexMatchesModel(t *testing.T, storage fsmv1.IndexStorage, opts func(*Options)) {
+	s := openTestStore(t, nil, opts)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
 	rng := rand.New(rand.NewSource(7))
@@ -364,8 +381,11 @@ func TestIndexMatchesModel(t *testing.T) {
 	}
 
 	appendSome(60) // before the index: the first rounds build from them
-	f.must(createIndexCmd("ns", balanceIndex()))
-	f.must(createIndexCmd("ns", lastIndex()))
+	for _, d := range []*fsmv1.IndexDefinition{balanceIndex(), lastIndex()} {
+		d.Storage = storage
+		f.must(createIndexCmd("ns", d))
+	}
+
 	check("appends")
 
 	// Removals after the loop read the messages.
@@ -437,6 +457,26 @@ func TestIndexMatchesModel(t *testing.T) {
 	check("import with clear")
 	if n := len(indexEntries(t, s, "ns", "bal")); n != 1 {
 		t.Fatalf("after the clear the index holds %d entries, want 1", n)
+	}
+	// The entries are where the storage says: in memory, none on disk.
+	h, err := s.acquire("ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.release(h)
+	onDisk := 0
+	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexStream} {
+		it, err := h.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ok := it.First(); ok; ok = it.Next() {
+			onDisk++
+		}
+		it.Close()
+	}
+	if inMemory := s.isMemoryIndex(&fsmv1.IndexDefinition{Storage: storage}); (onDisk == 0) != inMemory || (h.memIdx.bytes.Load() > 0) != inMemory {
+		t.Fatalf("memory storage %v: %d index keys on disk, memory store of %d bytes", inMemory, onDisk, h.memIdx.bytes.Load())
 	}
 }
 

@@ -67,6 +67,8 @@ type indexerState struct {
 	// rate is the messages per second the last rounds that read any
 	// read (math.Float64bits; 0: not known yet), for the ETA of a build.
 	rate atomic.Uint64
+	// paused is the number of paused indexes the last round saw.
+	paused atomic.Int64
 }
 
 // indexWake is closed and replaced when some namespace's covered index
@@ -117,17 +119,18 @@ type IndexRoundResult struct {
 
 // IndexCounters are the store's running totals of index work, for tests
 // and metrics: Read counts every message the loops read.
-type IndexCounters struct{ Read, Indexed, Skipped, Removed int64 }
+type IndexCounters struct{ Read, Indexed, Skipped, Removed, Failures int64 }
 
 // IndexCounters returns the totals since the store opened.
 func (s *Store) IndexCounters() IndexCounters {
 	return IndexCounters{
 		Read: s.indexTotals.read.Load(), Indexed: s.indexTotals.indexed.Load(),
 		Skipped: s.indexTotals.skipped.Load(), Removed: s.indexTotals.removed.Load(),
+		Failures: s.indexTotals.failures.Load(),
 	}
 }
 
-type indexTotals struct{ read, indexed, skipped, removed atomic.Int64 }
+type indexTotals struct{ read, indexed, skipped, removed, failures atomic.Int64 }
 
 // indexCkpt is the value of an XC key: the last global position read,
 // the entries and skipped messages, and whether a round ever reached the
@@ -181,16 +184,29 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	snap := ns.db.NewSnapshot()
 	defer snap.Close()
 	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{}}
-	r.b = ns.db.NewIndexedBatch()
+	r.b = &indexBatch{disk: ns.db.NewIndexedBatch()}
 	defer r.b.Close()
 	start := time.Now()
 	res, err := r.run()
+	if f, ok := asIndexFailure(err); ok {
+		// Confined to one index: drop the round, fail that index, and let
+		// the next round maintain the others (indexstate.go).
+		if err := s.recordFailure(ns, f); err != nil {
+			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil
+	}
 	if err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
 	}
 	if r.b.Count() > 0 {
 		if err := r.b.Commit(pebble.NoSync); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
+		}
+	}
+	if r.b.mem != nil {
+		if err := s.checkMemory(ns, r.wrote()); err != nil { // indexmem.go
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
 	}
 	if res.Read >= 1000 {
@@ -207,6 +223,9 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	t.skipped.Add(res.Skipped)
 	t.removed.Add(res.Removed)
 	wake := ns.indexer.cover(r.defs, res.CoveredIDs, applied)
+	if n := int64(len(r.paused)); ns.indexer.paused.Swap(n) != n {
+		wake = true // readers waiting for a now paused index fail at once
+	}
 	if !res.More {
 		res.Covered = applied
 		if ns.indexer.covered.Load() < applied {
@@ -257,7 +276,7 @@ type indexRound struct {
 	s      *Store
 	ns     *namespace
 	snap   *pebble.Snapshot
-	b      *pebble.Batch // indexed: reads see its writes over the live database
+	b      *indexBatch // indexed: reads see its writes over the live database (and memory store, indexmem.go)
 	budget int64
 	defs   []*fsmv1.IndexDefinition
 	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
@@ -265,8 +284,10 @@ type indexRound struct {
 	// replaces: a building rebuild's id -> the id of the definition it
 	// replaces once built.
 	replaces map[uint64]uint64
-	key      []byte
-	res      IndexRoundResult
+	// paused: indexes that take change records but no scan (indexstate.go).
+	paused map[uint64]bool
+	key    []byte
+	res    IndexRoundResult
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
@@ -274,7 +295,13 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 	if err != nil {
 		return r.res, err
 	}
+	if err := r.routeMemory(defs); err != nil { // indexmem.go
+		return r.res, err
+	}
 	if r.defs, err = r.roundDefs(sortedIndexes(defs)); err != nil {
+		return r.res, err
+	}
+	if err := r.applyStates(defs); err != nil { // indexstate.go
 		return r.res, err
 	}
 	r.res.Indexes = len(r.defs)
@@ -299,6 +326,9 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 		}
 		sort.SliceStable(order, func(i, j int) bool { return gps[order[i].Id] > gps[order[j].Id] })
 		for _, d := range order {
+			if r.paused[d.Id] {
+				continue // records only (indexstate.go)
+			}
 			end, err := r.scan(d)
 			if err != nil {
 				return r.res, err
@@ -350,7 +380,7 @@ func (r *indexRound) ckpt(id uint64) (*indexCkpt, error) {
 		*c, err = decodeIndexCkpt(v)
 		closer.Close()
 		if err != nil {
-			return nil, err
+			return nil, failIndex(id, "its checkpoint (XC) does not decode: %v", err)
 		}
 	}
 	r.ckpts[id] = c
@@ -469,6 +499,9 @@ func (r *indexRound) drop(id uint64) error {
 		if err := r.b.DeleteRange(p, prefixEnd(p), nil); err != nil {
 			return err
 		}
+	}
+	if err := r.b.Delete(indexFailedKey(id), nil); err != nil {
+		return err
 	}
 	return r.b.Delete(indexCkptKey(id), nil)
 }
@@ -638,6 +671,9 @@ func (s *Store) WaitIndexed(ctx context.Context, name, indexName string, index u
 			if ns.indexer.coverage()[id] >= index {
 				return nil
 			}
+			if err := s.indexBlocked(name, indexName, id); err != nil {
+				return err // paused or failed: it would wait in vain
+			}
 		}
 		select {
 		case <-ch:
@@ -663,7 +699,7 @@ func (s *Store) liveIndexID(name, indexName string) (id uint64, found bool, err 
 	if err := proto.Unmarshal(v, d); err != nil {
 		return 0, false, fmt.Errorf("fsm: index %q: %w", indexName, err)
 	}
-	answer, _, err := effectiveIndex(ns.db, d)
+	answer, _, err := effectiveIndex(liveIndexReader{ns}, d)
 	if err != nil {
 		return 0, false, err
 	}

@@ -101,6 +101,15 @@ type IndexInfo struct {
 	// LagTime is the age of the oldest message the index does not hold
 	// yet (0 when it holds every one).
 	LagTime time.Duration
+	// Paused: SetIndexState paused the index (and its rebuild) on every
+	// node; it keeps its checkpoint and answers queries.
+	Paused bool
+	// MemoryBytes: a memory index's namespace memory store size on this
+	// node (0 for an index on disk).
+	MemoryBytes int64
+	// Failure: this node stopped maintaining the index after an error
+	// confined to it (indexstate.go); "" when it did not.
+	Failure string
 	// Rebuilding is the progress of a rebuild of this index while it
 	// builds on this node (nil otherwise): Definition is then the one
 	// queries still answer from.
@@ -127,15 +136,17 @@ func (v *View) Indexes() ([]IndexInfo, error) {
 // infoOf is the info of the definition this node answers d's name from,
 // with the rebuild still building beside it.
 func (v *View) infoOf(d *fsmv1.IndexDefinition) (IndexInfo, error) {
-	answer, building, err := effectiveIndex(v.snap, d)
+	answer, building, err := effectiveIndex(indexReader{v}, d)
 	if err != nil {
 		return IndexInfo{}, err
 	}
 	info, err := v.indexInfo(answer)
+	info.Paused = d.Paused
 	if err != nil || building == nil {
 		return info, err
 	}
 	next, err := v.indexInfo(building)
+	next.Paused = d.Paused
 	info.Rebuilding = &next
 	return info, err
 }
@@ -170,7 +181,7 @@ func (v *View) indexDef(name string) (*fsmv1.IndexDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
-	answer, _, err := effectiveIndex(v.snap, d)
+	answer, _, err := effectiveIndex(indexReader{v}, d)
 	return answer, err
 }
 
@@ -192,13 +203,18 @@ func (v *View) storedIndexDef(name string) (*fsmv1.IndexDefinition, error) {
 
 func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
 	info := IndexInfo{Definition: d, Covered: v.coveredBy[d.Id]}
-	val, err := get(v.snap, indexCkptKey(d.Id))
+	var err error
+	if info.Failure, err = v.indexFailureOf(d.Id); err != nil {
+		return info, err
+	}
+	info.MemoryBytes = v.memoryBytes(d)
+	val, err := get(indexReader{v}, indexCkptKey(d.Id))
 	if err != nil {
 		return info, err
 	}
 	if val != nil {
 		c, err := decodeIndexCkpt(val)
-		if err != nil {
+		if err != nil && info.Failure == "" {
 			return info, err
 		}
 		info.Checkpoint, info.Entries, info.Skipped, info.Built = c.gp, c.entries, c.skipped, c.built
@@ -242,6 +258,9 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	var page IndexPage
 	d, err := v.indexDef(q.Index)
 	if err != nil {
+		return page, err
+	}
+	if err := v.usableIndex(d); err != nil { // indexstate.go
 		return page, err
 	}
 	lower, upper, err := indexBounds(d, &q)

@@ -49,7 +49,9 @@ func (a *applier) rebuildIndex(l *Entry, c *fsmv1.RebuildIndex) any {
 		// A rebuild is pending: some nodes may answer from it already, so
 		// it becomes the current definition; the old current goes.
 		a.logChange(nb, changeDropped, 0, int64(cur.Id))
+		paused := cur.Paused // the name's state (indexstate.go)
 		cur = cur.Next
+		cur.Paused = paused
 	}
 	src := c.Definition
 	if src == nil {
@@ -59,7 +61,7 @@ func (a *applier) rebuildIndex(l *Entry, c *fsmv1.RebuildIndex) any {
 	if next.Kind == fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED {
 		next.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
 	}
-	next.Next, next.Id, next.CreatedUnixNano = nil, l.Index, c.TimeUnixNano
+	next.Next, next.Id, next.CreatedUnixNano, next.Paused = nil, l.Index, c.TimeUnixNano, false
 	cur.Next = next
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(cur)
 	if err != nil {
@@ -86,7 +88,9 @@ func nextBuilt(r getter, d *fsmv1.IndexDefinition) (bool, error) {
 	}
 	c, err := decodeIndexCkpt(v)
 	if err != nil {
-		return false, err
+		// Not built: the round that reads this checkpoint fails that
+		// index alone (indexstate.go); its sibling answers meanwhile.
+		return false, nil
 	}
 	return c.built, nil
 }

@@ -63,7 +63,7 @@ func (r *indexRound) streamDocOf(id uint64, stream string) (doc streamDoc, found
 	}
 	defer closer.Close()
 	if len(v) < 16 {
-		return doc, false, errCorruptValue
+		return doc, false, failIndex(id, "the entry of stream %q (XS) does not decode: %v", stream, errCorruptValue)
 	}
 	return streamDoc{int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:])), bytes.Clone(v[16:])}, true, nil
 }

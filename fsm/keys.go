@@ -38,6 +38,7 @@ import (
 //	XV id gp                     -> the entry's fields: the reverse key, to remove an entry (node-local)
 //	XC id                        -> index checkpoint: last gp indexed, entries, skipped (node-local)
 //	XS id stream                 -> pos, gp, fields: a stream index's entry of stream (node-local)
+//	XF id                        -> reason: the index failed on this node (indexstate.go; node-local)
 //	A                            -> applied Raft index, term
 //
 // QT, QA and QG keys are written with their message and never removed by
@@ -63,7 +64,7 @@ import (
 //	XN name    -> empty: the namespace has (or had) user-defined indexes; a hint for the node's index loops
 //	A          -> applied Raft index, term
 //
-// XE, XV, XC and XS are node-local: each node's index loop writes them from
+// XE, XV, XC, XS and XF are node-local: each node's index loop writes them from
 // its own messages (indexer.go), not apply, so replicas hold the same
 // entries only once their loops caught up, and content comparisons of
 // replicas leave them out (NodeLocalKey), with XL, which the loop prunes.
@@ -104,6 +105,7 @@ var (
 	prefixIndexReverse = []byte("XV")
 	prefixIndexCkpt    = []byte("XC")
 	prefixIndexStream  = []byte("XS")
+	prefixIndexFailed  = []byte("XF")
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
@@ -122,11 +124,11 @@ var (
 var indexFamilyLo, indexFamilyHi = []byte("X"), []byte("Y")
 
 // NodeLocalKey reports whether a namespace database's key is node-local
-// index state (XE, XV, XC, XS) or the index change log (XL) that each node's
+// index state (XE, XV, XC, XS, XF) or the index change log (XL) that each node's
 // loop prunes on its own schedule: what a comparison of replicas' content
 // must leave out.
 func NodeLocalKey(k []byte) bool {
-	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexStream, prefixIndexChange} {
+	for _, p := range [][]byte{prefixIndexEntry, prefixIndexReverse, prefixIndexCkpt, prefixIndexStream, prefixIndexFailed, prefixIndexChange} {
 		if bytes.HasPrefix(k, p) {
 			return true
 		}

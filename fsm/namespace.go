@@ -48,6 +48,9 @@ type namespace struct {
 	indexes map[string]*fsmv1.IndexDefinition
 	// indexer is the node-local state of the index loop (indexer.go).
 	indexer indexerState
+	// memIdx holds the entries of memory-mode indexes (indexmem.go); it
+	// lives as long as the handle, not its database.
+	memIdx memIndexes
 	// stale: an ApplyBatch that staged changes to this namespace was
 	// abandoned (to wait for a resource) and may have changed the fields
 	// above in place; apply reloads them from the database before it
@@ -159,6 +162,7 @@ func (s *Store) releaseLocked(ns *namespace) {
 
 // dropLocked closes a deleted namespace and removes its directory.
 func (s *Store) dropLocked(ns *namespace) {
+	ns.memIdx.close()
 	if err := s.closeNamespaceLocked(ns); err != nil {
 		s.log.Error("close deleted namespace", "namespace", ns.rec.Name, "err", err)
 	}

@@ -65,6 +65,10 @@ type View struct {
 	// coveredBy is the per-index coverage (index id -> applied index),
 	// loaded with covered.
 	coveredBy map[uint64]uint64
+	// memSnap is a snapshot of the namespace's memory index store, taken
+	// before snap (nil when it has none); memIDs the indexes it holds.
+	memSnap *pebble.Snapshot
+	memIDs  map[uint64]bool
 }
 
 // View opens a consistent view of namespace name.
@@ -74,7 +78,10 @@ func (s *Store) View(name string) (*View, error) {
 		return nil, err
 	}
 	covered, byIndex := ns.indexer.covered.Load(), ns.indexer.coverage()
-	return &View{s: s, ns: ns, covered: covered, coveredBy: byIndex, snap: ns.db.NewSnapshot()}, nil
+	// The memory store first: it never holds entries of messages the
+	// namespace's snapshot lacks (indexmem.go).
+	memSnap, memIDs := ns.memIdx.snapshot()
+	return &View{s: s, ns: ns, covered: covered, coveredBy: byIndex, memSnap: memSnap, memIDs: memIDs, snap: ns.db.NewSnapshot()}, nil
 }
 
 // Namespace returns the registry entry of the viewed namespace.
@@ -89,11 +96,19 @@ func (v *View) Close() error {
 	if cerr := v.snap.Close(); err == nil {
 		err = cerr
 	}
+	if v.memSnap != nil {
+		if cerr := v.memSnap.Close(); err == nil {
+			err = cerr
+		}
+	}
 	v.s.release(v.ns)
 	return err
 }
 
 func (v *View) iter(lower, upper []byte) (*pebble.Iterator, error) {
+	if v.memSnap != nil && v.ns.memIdx.routes(v.memIDs, lower) {
+		return v.memSnap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper}) // indexmem.go
+	}
 	return v.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 }
 

@@ -180,6 +180,7 @@ func (s *Store) Restore(rc io.ReadCloser) error {
 		s.mu.cond.Wait()
 	}
 	for _, ns := range s.mu.namespaces {
+		ns.memIdx.close()
 		if err := s.closeNamespaceLocked(ns); err != nil {
 			s.log.Error("restore: close namespace", "namespace", ns.rec.Name, "err", err)
 		}

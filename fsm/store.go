@@ -56,6 +56,14 @@ type Options struct {
 	// discards them.
 	Logger *slog.Logger
 
+	// IndexMemory keeps every user-defined index in memory (indexmem.go),
+	// whatever its definition says: for stores on an in-memory filesystem.
+	IndexMemory bool
+	// IndexMemoryLimit bounds the bytes of one namespace's memory-mode
+	// indexes on this node; past it the indexes that grew fail here.
+	// Default DefaultIndexMemoryLimit.
+	IndexMemoryLimit int64
+
 	// IndexMutant is a chaos-harness mutant of the index loop
 	// (mutant_on.go): honoured only in binaries built with -tags
 	// mutants, ignored (and zero) in every other.
@@ -344,6 +352,7 @@ func (s *Store) Close() error {
 	}
 	var errs []error
 	for _, ns := range s.mu.namespaces {
+		ns.memIdx.close()
 		if err := s.closeNamespaceLocked(ns); err != nil {
 			errs = append(errs, err)
 		}

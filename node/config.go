@@ -147,6 +147,9 @@ type Config struct {
 	MaxOpenNamespaces int
 	MemTableSize      uint64
 	CacheSize         int64
+	// IndexMemoryLimit bounds the bytes of one namespace's memory-mode
+	// indexes on this node (fsm.Options.IndexMemoryLimit; 0: the default).
+	IndexMemoryLimit int64
 
 	// Logger receives the node's, Raft's and Pebble's logs. Default: discard.
 	Logger *slog.Logger

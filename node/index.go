@@ -29,7 +29,8 @@ import (
 //
 // Rolling upgrades: a replica that does not know CreateIndex would apply
 // it as a malformed command while the others store the definition, and
-// their states would differ. So CreateIndex, DeleteIndex and RebuildIndex are proposed
+// their states would differ. So CreateIndex, DeleteIndex, RebuildIndex and
+// SetIndexState are proposed
 // only once every server of the configuration reports
 // fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
 // typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
@@ -61,11 +62,20 @@ func (n *Node) RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.In
 	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: c}})
 }
 
+// SetIndexState is Apply for pausing or resuming an index on every node
+// (fsm/indexstate.go).
+func (n *Node) SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsm.IndexResult, error) {
+	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{}}); err != nil {
+		return nil, err
+	}
+	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{SetIndexState: c}})
+}
+
 // checkIndexGate refuses an index command on the leader while a server
 // does not report knowing indexes.
 func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
 	switch cmd.Kind.(type) {
-	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex, *fsmv1.Command_RebuildIndex:
+	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex, *fsmv1.Command_RebuildIndex, *fsmv1.Command_SetIndexState:
 	default:
 		return nil
 	}
@@ -84,8 +94,9 @@ func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
 // the index is). Each index is waited for alone: one that builds holds
 // back no read of its siblings.
 //
-// Errors: those of Read, and nodeapi.ErrNotCaughtUp when the index did
-// not catch up in time.
+// Errors: those of Read, nodeapi.ErrNotCaughtUp when the index did not
+// catch up in time, fsm.ErrIndexPaused at once when the index is paused
+// short of the read, and fsm.ErrIndexFailed when it failed on this node.
 func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
 	var target uint64
 	switch opts.Consistency {
@@ -116,8 +127,8 @@ func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.R
 			n.indexLoops.kick(ns)
 			err := n.store.WaitIndexed(wctx, ns, index, target)
 			switch {
-			case errors.Is(err, fsm.ErrNamespaceNotFound):
-				return applied, err
+			case errors.Is(err, fsm.ErrNamespaceNotFound), errors.Is(err, fsm.ErrIndexPaused), errors.Is(err, fsm.ErrIndexFailed):
+				return applied, err // waiting longer would not help
 			case err != nil:
 				covered := n.store.IndexCovered(ns)
 				if index != "" {

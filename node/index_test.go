@@ -370,4 +370,11 @@ func TestIndexInMemory(t *testing.T) {
 	}); err != nil || len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
 		t.Fatalf("in-memory index read: %+v, %v", hits, err)
 	}
+	// Every index of an in-memory node is a memory index (fsm/indexmem.go).
+	for _, n := range c.Nodes {
+		testutil.Eventually(t, waitTimeout, n.ID()+"'s memory store to be measured", func() bool {
+			v, ok := sampleValue(t, n.Registry, "skald_index_memory_bytes", "", "")
+			return ok && v > 0
+		})
+	}
 }

@@ -15,6 +15,7 @@ type indexCollector struct {
 	tenantLabels bool
 	descs        map[string]*prometheus.Desc
 	read         *prometheus.Desc
+	failures     *prometheus.Desc
 }
 
 func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
@@ -29,13 +30,17 @@ func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
 	return &indexCollector{n: n, tenantLabels: tenantLabels, descs: map[string]*prometheus.Desc{
 		"indexes":  desc("count", "User-defined indexes"),
 		"building": desc("building", "Indexes still building: no round reached the end of their namespace yet"),
+		"paused":   desc("paused", "Indexes paused (Indexes.Pause): 1 when paused"),
+		"failed":   desc("failed", "Indexes this node stopped maintaining after an error confined to them (Indexes.Info says why): 1 when failed"),
 		"lag":      desc("lag_events", "Events of the namespace this node's index does not hold yet"),
 		"lag_sec":  desc("lag_seconds", "Age of the oldest event this node's index does not hold yet (the largest, when summed)"),
 		"entries":  desc("entries", "Entries of the index on this node"),
+		"memory":   desc("memory_bytes", "Bytes of the memory store holding a memory-mode index (its namespace's; counted once per namespace when summed)"),
 		"skipped":  desc("skipped_events", "Matching events skipped for a missing or mistyped field"),
 		"progress": desc("build_progress", "Share of the namespace an index has read, 0 to 1 (the least, when summed)"),
 		"rebuild":  desc("rebuild_progress", "Share of the namespace a rebuild of an index has read, 0 to 1; 1 when none runs (the least, when summed)"),
-	}, read: prometheus.NewDesc("skald_index_events_read_total", "Events the index loops of this node read since it started.", nil, nil)}
+	}, read: prometheus.NewDesc("skald_index_events_read_total", "Events the index loops of this node read since it started.", nil, nil),
+		failures: prometheus.NewDesc("skald_index_failures_total", "Indexes this node's loops failed since it started (an error confined to one index).", nil, nil)}
 }
 
 func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -43,10 +48,13 @@ func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	ch <- c.read
+	ch <- c.failures
 }
 
 func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(c.n.store.IndexCounters().Read))
+	counters := c.n.store.IndexCounters()
+	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(counters.Read))
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(counters.Failures))
 	sum := map[string]float64{"progress": 1, "rebuild": 1}
 	for _, ns := range c.n.store.IndexedNamespaces() {
 		v, err := c.n.store.View(ns)
@@ -58,14 +66,21 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
+		nsMemory := 0.0 // one store per namespace: summed once
 		for _, info := range infos {
-			building := 0.0
+			building, paused, failed := 0.0, 0.0, 0.0
 			if !info.Built {
 				building = 1
 			}
+			if info.Paused {
+				paused = 1
+			}
+			if info.Failure != "" {
+				failed = 1
+			}
 			vals := map[string]float64{
-				"indexes": 1, "building": building, "lag": float64(info.LagEvents), "lag_sec": info.LagTime.Seconds(),
-				"entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress, "rebuild": 1,
+				"indexes": 1, "building": building, "paused": paused, "failed": failed, "lag": float64(info.LagEvents), "lag_sec": info.LagTime.Seconds(),
+				"memory": float64(info.MemoryBytes), "entries": float64(info.Entries), "skipped": float64(info.Skipped), "progress": info.Progress, "rebuild": 1,
 			}
 			if r := info.Rebuilding; r != nil {
 				vals["rebuild"] = r.Progress
@@ -82,11 +97,14 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 					sum[name] = max(sum[name], x)
 				case "progress", "rebuild":
 					sum[name] = min(sum[name], x)
+				case "memory":
+					nsMemory = max(nsMemory, x)
 				default:
 					sum[name] += x
 				}
 			}
 		}
+		sum["memory"] += nsMemory
 	}
 	if c.tenantLabels {
 		return

@@ -161,6 +161,8 @@ func (n *Node) open() error {
 		Dir: n.fs.PathJoin(n.dataDir, "fsm"), FS: n.fs, MaxOpenNamespaces: n.cfg.MaxOpenNamespaces,
 		MemTableSize: n.cfg.MemTableSize, CacheSize: n.cfg.CacheSize, Logger: n.log,
 		IndexMutant: indexMutant(n.cfg.Mutant),
+		// An in-memory node keeps every index in memory stores (fsm/indexmem.go).
+		IndexMemory: n.cfg.InMemory, IndexMemoryLimit: n.cfg.IndexMemoryLimit,
 	})
 	if err != nil {
 		return err

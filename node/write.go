@@ -236,6 +236,8 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 		if k.RebuildIndex.TimeUnixNano == 0 {
 			k.RebuildIndex.TimeUnixNano = ns
 		}
+	case *fsmv1.Command_SetIndexState:
+		// Nothing to stamp: apply sets one flag, whatever the time.
 	}
 }
 

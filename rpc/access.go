@@ -93,6 +93,8 @@ var procedureAccess = map[string]access{
 	skaldv1connect.IndexesCreateProcedure:             ownerAll,
 	skaldv1connect.IndexesDeleteProcedure:             ownerAll,
 	skaldv1connect.IndexesRebuildProcedure:            ownerAll,
+	skaldv1connect.IndexesPauseProcedure:              ownerAll,
+	skaldv1connect.IndexesResumeProcedure:             ownerAll,
 	skaldv1connect.IndexesListProcedure:               readerAll,
 	skaldv1connect.IndexesInfoProcedure:               readerAll,
 	skaldv1connect.IndexesQueryProcedure:              readerAll, // entries of every stream: unscoped

@@ -86,6 +86,8 @@ var connectSpec = map[string]struct {
 	"skald.v1.Indexes/Create":  {owWhole, `{}`},
 	"skald.v1.Indexes/Delete":  {owWhole, `{"name":"nope"}`},
 	"skald.v1.Indexes/Rebuild": {owWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Pause":   {owWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Resume":  {owWhole, `{"name":"nope"}`},
 	"skald.v1.Indexes/List":    {rdWhole, `{}`},
 	"skald.v1.Indexes/Info":    {rdWhole, `{"name":"nope"}`},
 	"skald.v1.Indexes/Query":   {rdWhole, `{"name":"nope"}`},

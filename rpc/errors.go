@@ -159,6 +159,10 @@ var errorTable = []func(error) (reply, bool){
 		message: "index not found"}),
 	sentinel(fsm.ErrIndexExists, reply{verdict: true, code: connect.CodeAlreadyExists, status: http.StatusConflict, evCode: "INDEX_EXISTS",
 		message: "index already exists"}),
+	// Not verdicts (node-local, of the index's state when read); the
+	// message names the index and the state (a failure its reason).
+	sentinel(fsm.ErrIndexPaused, reply{code: connect.CodeFailedPrecondition, status: http.StatusConflict, evCode: "INDEX_PAUSED", cause: true}),
+	sentinel(fsm.ErrIndexFailed, reply{code: connect.CodeFailedPrecondition, status: http.StatusConflict, evCode: "INDEX_FAILED", cause: true}),
 	sentinel(nodeapi.ErrUpgradeRequired, reply{code: connect.CodeFailedPrecondition, status: http.StatusServiceUnavailable, evCode: "UPGRADE_REQUIRED",
 		cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrTransferNotDone, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),

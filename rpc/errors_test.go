@@ -97,6 +97,8 @@ func TestErrorTable(t *testing.T) {
 	storageFull := fmt.Errorf("%w: server s2 has 12 MiB free, needs 64 MiB", nodeapi.ErrStorageFull)
 	unknownOutcome := fmt.Errorf("%w: forwarded write: context canceled", nodeapi.ErrUnknownOutcome)
 	upgrade := fmt.Errorf("%w: a server of the cluster does not report state machine version 2", nodeapi.ErrUpgradeRequired)
+	paused := fmt.Errorf("%w: index %q does not hold every event the read must see; resume it, or read at LOCAL", fsm.ErrIndexPaused, "ix")
+	failed := fmt.Errorf("%w: index %q: its checkpoint (XC) does not decode (rebuild it)", fsm.ErrIndexFailed, "ix")
 	// Refused before anything was proposed: both surfaces say so.
 	notApplied := func(err error) (connectReply, *evError) {
 		return connectReply{code: connect.CodeUnavailable, message: err.Error(), outcome: OutcomeNotApplied},
@@ -204,6 +206,12 @@ func TestErrorTable(t *testing.T) {
 		{name: "index_exists", err: fsm.ErrIndexExists, own: want{
 			connectReply{code: connect.CodeAlreadyExists, message: "index already exists"},
 			&evError{status: http.StatusConflict, code: "INDEX_EXISTS", message: "index already exists"}}},
+		{name: "index_paused", err: paused, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: paused.Error()},
+			&evError{status: http.StatusConflict, code: "INDEX_PAUSED", message: paused.Error()}}},
+		{name: "index_failed", err: failed, own: want{
+			connectReply{code: connect.CodeFailedPrecondition, message: failed.Error()},
+			&evError{status: http.StatusConflict, code: "INDEX_FAILED", message: failed.Error()}}},
 		{name: "upgrade_required", err: upgrade, own: want{
 			connectReply{code: connect.CodeFailedPrecondition, message: upgrade.Error(), outcome: OutcomeNotApplied},
 			&evError{status: http.StatusServiceUnavailable, code: "UPGRADE_REQUIRED", message: upgrade.Error(), notApplied: true}}},

@@ -20,6 +20,7 @@ type indexBackend interface {
 	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
 	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
 	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error)
+	SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsm.IndexResult, error)
 	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
@@ -45,7 +46,8 @@ func indexDefinitionIn(d *skaldv1.IndexDefinition) (*fsmv1.IndexDefinition, erro
 	if d == nil {
 		return nil, invalidField("definition", "is required")
 	}
-	out := &fsmv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: fsmv1.IndexKind(d.Kind)}
+	out := &fsmv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: fsmv1.IndexKind(d.Kind),
+		Storage: fsmv1.IndexStorage(d.Storage)}
 	if d.Query != nil {
 		q, err := queryOf("definition.query", d.Query)
 		if err != nil {
@@ -75,7 +77,7 @@ func prefixed(prefix string, err error) error {
 
 func indexDefinitionOut(d *fsmv1.IndexDefinition) *skaldv1.IndexDefinition {
 	out := &skaldv1.IndexDefinition{Name: d.Name, Version: d.Version, Category: d.Category, Types: d.Types, Kind: skaldv1.IndexKind(d.Kind),
-		Created: timestamppb.New(time.Unix(0, d.CreatedUnixNano))}
+		Created: timestamppb.New(time.Unix(0, d.CreatedUnixNano)), Storage: skaldv1.IndexStorage(d.Storage)}
 	if d.Query != nil {
 		out.Query = &skaldv1.Query{}
 		for _, it := range d.Query.Items {
@@ -94,9 +96,18 @@ func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
 		State: skaldv1.IndexState_INDEX_STATE_HEALTHY, Progress: info.Progress, Lag: durationpb.New(info.LagTime)}
 	if !info.Built {
 		out.State = skaldv1.IndexState_INDEX_STATE_BUILDING
-		if info.ETA > 0 {
+		if info.ETA > 0 && !info.Paused && info.Failure == "" {
 			out.Eta = durationpb.New(info.ETA)
 		}
+	}
+	// Failed outranks paused: a resume would not bring it back, a
+	// rebuild does.
+	out.Paused, out.Failure, out.MemoryBytes = info.Paused, info.Failure, info.MemoryBytes
+	switch {
+	case info.Failure != "":
+		out.State = skaldv1.IndexState_INDEX_STATE_FAILED
+	case info.Paused:
+		out.State = skaldv1.IndexState_INDEX_STATE_PAUSED
 	}
 	return out
 }
@@ -145,6 +156,45 @@ func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.Inde
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
 	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+}
+
+func (s *indexes) Pause(ctx context.Context, req *connect.Request[skaldv1.IndexesPauseRequest]) (*connect.Response[skaldv1.IndexesPauseResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	index, err := s.setState(ctx, req.Msg.Namespace, req.Msg.Name, true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.IndexesPauseResponse{Index: index}), nil
+}
+
+func (s *indexes) Resume(ctx context.Context, req *connect.Request[skaldv1.IndexesResumeRequest]) (*connect.Response[skaldv1.IndexesResumeResponse], error) {
+	if err := checkKnown(req.Msg); err != nil {
+		return nil, err
+	}
+	index, err := s.setState(ctx, req.Msg.Namespace, req.Msg.Name, false)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&skaldv1.IndexesResumeResponse{Index: index}), nil
+}
+
+// setState is Pause and Resume: one command (fsm.SetIndexState), two
+// procedures, so a caller says what it wants in the method's name.
+func (s *indexes) setState(ctx context.Context, namespace, index string, paused bool) (uint64, error) {
+	name, err := indexNamespace(ctx, namespace)
+	if err != nil {
+		return 0, err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", index)); err != nil {
+		return 0, err
+	}
+	res, err := s.b.SetIndexState(ctx, &fsmv1.SetIndexState{Namespace: name, Name: index, Paused: paused})
+	if err != nil {
+		return 0, toConnect(ctx, s.log, namedNamespace(name, err))
+	}
+	return res.Index, nil
 }
 
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {

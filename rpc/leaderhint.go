@@ -49,6 +49,8 @@ var throughLeader = map[string]bool{
 	skaldv1connect.IndexesCreateProcedure:  true,
 	skaldv1connect.IndexesDeleteProcedure:  true,
 	skaldv1connect.IndexesRebuildProcedure: true,
+	skaldv1connect.IndexesPauseProcedure:   true,
+	skaldv1connect.IndexesResumeProcedure:  true,
 }
 
 // servedLocally are the procedures any node answers itself: reads at the

@@ -140,6 +140,39 @@ func TestCLIIndex(t *testing.T) {
 		t.Fatalf("query of version 2: exit %d, %q, %s", code, stdout, stderr)
 	}
 
+	// Pause and resume: a paused index answers --local queries with its
+	// lag; one that waits for it is refused at once, naming the state.
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // regexp
+		stderr string
+	}{
+		{"pause", []string{"index", "pause", "by-sku"}, 0, `^Paused index by-sku on every node; it keeps answering --local queries\.\n$`, ""},
+		{"pause again", []string{"index", "pause", "by-sku"}, 0, `^Paused index by-sku`, ""},
+		{"append while paused", []string{"append", "order-9", "Sold", `{"sku":"damson","qty":3}`}, 0, ``, ""},
+		{"list paused", []string{"index", "list"}, 0, `(?m)^by-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+paused\s+6\s+0\s+1\s*$`, ""},
+		{"local query", []string{"index", "query", "by-sku", "--prefix", "d", "--local", "--positions"}, 0, `^GPOS\s+VALUES\n\(this node's index lags 1 events\)\n$`, ""},
+		{"waiting query", []string{"index", "query", "by-sku", "--prefix", "d"}, command.ExitUsage, `^$`, `failed_precondition: fsm: index is paused: index "by-sku"`},
+		{"pause unknown", []string{"index", "pause", "nope"}, command.ExitNotFound, `^$`, `not_found`},
+		{"resume without name", []string{"index", "resume"}, command.ExitUsage, `^$`, ``},
+		{"resume", []string{"index", "resume", "by-sku"}, 0, `^Resumed index by-sku; every node continues from its checkpoint\.\n$`, ""},
+		{"query after resume", []string{"index", "query", "by-sku", "--prefix", "d", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n7\s+damson \| 3\s*\n$`, ""},
+		// A memory index answers the same query from each node's memory.
+		{"create in memory", []string{"index", "create", "mem-sku", "--type", "Sold", "--field", "data:/sku:string", "--storage", "memory"}, 0, `^Created index mem-sku: data:/sku:string`, ""},
+		{"query in memory", []string{"index", "query", "mem-sku", "--prefix", "d", "--positions"}, 0, `(?s)^GPOS\s+VALUES\n7\s+damson\s*\n$`, ""},
+		{"info in memory", []string{"index", "info", "mem-sku"}, 0, `(?m)^mem-sku\s+1\s+types Sold; in memory\s+data:/sku:string\s+healthy\s+7\s`, ""},
+		{"bad storage", []string{"index", "create", "x", "--type", "Sold", "--field", "type", "--storage", "ram"}, command.ExitUsage, `^$`, `--storage "ram": want pebble or memory`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, shop, tc.args...)
+			if code != tc.code || !regexp.MustCompile(tc.stdout).MatchString(stdout) || !strings.Contains(stderr, tc.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout %q (want %s)\nstderr %q (want %q)", code, tc.code, stdout, tc.stdout, stderr, tc.stderr)
+			}
+		})
+	}
+
 	if stdout, _, code := runCLI(t, shop, "index", "delete", "by-sku"); code != 0 || stdout != "Deleted index by-sku.\n" {
 		t.Fatalf("delete: exit %d, %q", code, stdout)
 	}

@@ -111,6 +111,7 @@ type Command struct {
 	//	*Command_CreateIndex
 	//	*Command_DeleteIndex
 	//	*Command_RebuildIndex
+	//	*Command_SetIndexState
 	//	*Command_CreateCredential
 	//	*Command_RevokeCredential
 	Kind isCommand_Kind `protobuf_oneof:"kind"`
@@ -353,6 +354,15 @@ func (x *Command) GetRebuildIndex() *RebuildIndex {
 	return nil
 }
 
+func (x *Command) GetSetIndexState() *SetIndexState {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetIndexState); ok {
+			return x.SetIndexState
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetCreateCredential() *CreateCredential {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_CreateCredential); ok {
@@ -469,6 +479,10 @@ type Command_RebuildIndex struct {
 	RebuildIndex *RebuildIndex `protobuf:"bytes,24,opt,name=rebuild_index,json=rebuildIndex,proto3,oneof"`
 }
 
+type Command_SetIndexState struct {
+	SetIndexState *SetIndexState `protobuf:"bytes,25,opt,name=set_index_state,json=setIndexState,proto3,oneof"`
+}
+
 type Command_CreateCredential struct {
 	// Credentials of a namespace (fsm/credential.go). Numbered apart from
 	// the kinds above so that kinds added beside them never collide.
@@ -520,6 +534,8 @@ func (*Command_CreateIndex) isCommand_Kind() {}
 func (*Command_DeleteIndex) isCommand_Kind() {}
 
 func (*Command_RebuildIndex) isCommand_Kind() {}
+
+func (*Command_SetIndexState) isCommand_Kind() {}
 
 func (*Command_CreateCredential) isCommand_Kind() {}
 
@@ -1990,7 +2006,7 @@ var File_skald_fsm_v1_command_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/index.proto\x1a\x18skald/fsm/v1/query.proto\"\xd3\f\n" +
+	"\x1askald/fsm/v1/command.proto\x12\fskald.fsm.v1\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/index.proto\x1a\x18skald/fsm/v1/query.proto\"\x9a\r\n" +
 	"\aCommand\x12J\n" +
 	"\x10create_namespace\x18\x01 \x01(\v2\x1d.skald.fsm.v1.CreateNamespaceH\x00R\x0fcreateNamespace\x12J\n" +
 	"\x10delete_namespace\x18\x02 \x01(\v2\x1d.skald.fsm.v1.DeleteNamespaceH\x00R\x0fdeleteNamespace\x12.\n" +
@@ -2014,7 +2030,8 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"indexTypes\x12>\n" +
 	"\fcreate_index\x18\x16 \x01(\v2\x19.skald.fsm.v1.CreateIndexH\x00R\vcreateIndex\x12>\n" +
 	"\fdelete_index\x18\x17 \x01(\v2\x19.skald.fsm.v1.DeleteIndexH\x00R\vdeleteIndex\x12A\n" +
-	"\rrebuild_index\x18\x18 \x01(\v2\x1a.skald.fsm.v1.RebuildIndexH\x00R\frebuildIndex\x12M\n" +
+	"\rrebuild_index\x18\x18 \x01(\v2\x1a.skald.fsm.v1.RebuildIndexH\x00R\frebuildIndex\x12E\n" +
+	"\x0fset_index_state\x18\x19 \x01(\v2\x1b.skald.fsm.v1.SetIndexStateH\x00R\rsetIndexState\x12M\n" +
 	"\x11create_credential\x18( \x01(\v2\x1e.skald.fsm.v1.CreateCredentialH\x00R\x10createCredential\x12M\n" +
 	"\x11revoke_credential\x18) \x01(\v2\x1e.skald.fsm.v1.RevokeCredentialH\x00R\x10revokeCredential\x12\x1f\n" +
 	"\vinput_rules\x18\x14 \x01(\rR\n" +
@@ -2181,7 +2198,8 @@ var file_skald_fsm_v1_command_proto_goTypes = []any{
 	(*CreateIndex)(nil),        // 28: skald.fsm.v1.CreateIndex
 	(*DeleteIndex)(nil),        // 29: skald.fsm.v1.DeleteIndex
 	(*RebuildIndex)(nil),       // 30: skald.fsm.v1.RebuildIndex
-	(*Query)(nil),              // 31: skald.fsm.v1.Query
+	(*SetIndexState)(nil),      // 31: skald.fsm.v1.SetIndexState
+	(*Query)(nil),              // 32: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	2,  // 0: skald.fsm.v1.Command.create_namespace:type_name -> skald.fsm.v1.CreateNamespace
@@ -2205,23 +2223,24 @@ var file_skald_fsm_v1_command_proto_depIdxs = []int32{
 	28, // 18: skald.fsm.v1.Command.create_index:type_name -> skald.fsm.v1.CreateIndex
 	29, // 19: skald.fsm.v1.Command.delete_index:type_name -> skald.fsm.v1.DeleteIndex
 	30, // 20: skald.fsm.v1.Command.rebuild_index:type_name -> skald.fsm.v1.RebuildIndex
-	20, // 21: skald.fsm.v1.Command.create_credential:type_name -> skald.fsm.v1.CreateCredential
-	21, // 22: skald.fsm.v1.Command.revoke_credential:type_name -> skald.fsm.v1.RevokeCredential
-	7,  // 23: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
-	8,  // 24: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
-	6,  // 25: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
-	8,  // 26: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
-	7,  // 27: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
-	31, // 28: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
-	16, // 29: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
-	0,  // 30: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
-	12, // 31: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
-	18, // 32: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	31, // 21: skald.fsm.v1.Command.set_index_state:type_name -> skald.fsm.v1.SetIndexState
+	20, // 22: skald.fsm.v1.Command.create_credential:type_name -> skald.fsm.v1.CreateCredential
+	21, // 23: skald.fsm.v1.Command.revoke_credential:type_name -> skald.fsm.v1.RevokeCredential
+	7,  // 24: skald.fsm.v1.Append.messages:type_name -> skald.fsm.v1.NewMessage
+	8,  // 25: skald.fsm.v1.Append.condition:type_name -> skald.fsm.v1.AppendCondition
+	6,  // 26: skald.fsm.v1.AppendMulti.streams:type_name -> skald.fsm.v1.StreamAppend
+	8,  // 27: skald.fsm.v1.AppendMulti.condition:type_name -> skald.fsm.v1.AppendCondition
+	7,  // 28: skald.fsm.v1.StreamAppend.messages:type_name -> skald.fsm.v1.NewMessage
+	32, // 29: skald.fsm.v1.AppendCondition.fail_if_events_match:type_name -> skald.fsm.v1.Query
+	16, // 30: skald.fsm.v1.DeleteByWatermark.watermarks:type_name -> skald.fsm.v1.StreamWatermark
+	0,  // 31: skald.fsm.v1.RetentionPolicy.scope:type_name -> skald.fsm.v1.RetentionScope
+	12, // 32: skald.fsm.v1.SetRetentionPolicy.policy:type_name -> skald.fsm.v1.RetentionPolicy
+	18, // 33: skald.fsm.v1.Import.messages:type_name -> skald.fsm.v1.ImportedMessage
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_command_proto_init() }
@@ -2254,6 +2273,7 @@ func file_skald_fsm_v1_command_proto_init() {
 		(*Command_CreateIndex)(nil),
 		(*Command_DeleteIndex)(nil),
 		(*Command_RebuildIndex)(nil),
+		(*Command_SetIndexState)(nil),
 		(*Command_CreateCredential)(nil),
 		(*Command_RevokeCredential)(nil),
 	}

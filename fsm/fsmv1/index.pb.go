@@ -201,6 +201,59 @@ func (IndexKind) EnumDescriptor() ([]byte, []int) {
 	return file_skald_fsm_v1_index_proto_rawDescGZIP(), []int{2}
 }
 
+// IndexStorage is where each node keeps an index's entries.
+type IndexStorage int32
+
+const (
+	// Pebble, in the namespace's database (the default).
+	IndexStorage_INDEX_STORAGE_UNSPECIFIED IndexStorage = 0
+	IndexStorage_INDEX_STORAGE_PEBBLE      IndexStorage = 1
+	// In memory on each node (fsm/indexmem.go), built again from the
+	// namespace's messages when the node starts.
+	IndexStorage_INDEX_STORAGE_MEMORY IndexStorage = 2
+)
+
+// Enum value maps for IndexStorage.
+var (
+	IndexStorage_name = map[int32]string{
+		0: "INDEX_STORAGE_UNSPECIFIED",
+		1: "INDEX_STORAGE_PEBBLE",
+		2: "INDEX_STORAGE_MEMORY",
+	}
+	IndexStorage_value = map[string]int32{
+		"INDEX_STORAGE_UNSPECIFIED": 0,
+		"INDEX_STORAGE_PEBBLE":      1,
+		"INDEX_STORAGE_MEMORY":      2,
+	}
+)
+
+func (x IndexStorage) Enum() *IndexStorage {
+	p := new(IndexStorage)
+	*p = x
+	return p
+}
+
+func (x IndexStorage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IndexStorage) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_fsm_v1_index_proto_enumTypes[3].Descriptor()
+}
+
+func (IndexStorage) Type() protoreflect.EnumType {
+	return &file_skald_fsm_v1_index_proto_enumTypes[3]
+}
+
+func (x IndexStorage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IndexStorage.Descriptor instead.
+func (IndexStorage) EnumDescriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_index_proto_rawDescGZIP(), []int{3}
+}
+
 type IndexField struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Source IndexFieldSource       `protobuf:"varint,1,opt,name=source,proto3,enum=skald.fsm.v1.IndexFieldSource" json:"source,omitempty"`
@@ -287,7 +340,13 @@ type IndexDefinition struct {
 	// (its id the rebuild's Raft index). Each node answers queries from
 	// this definition until its own copy of next is built, then from next
 	// (fsm/indexrebuild.go).
-	Next          *IndexDefinition `protobuf:"bytes,10,opt,name=next,proto3" json:"next,omitempty"`
+	Next *IndexDefinition `protobuf:"bytes,10,opt,name=next,proto3" json:"next,omitempty"`
+	// Set by apply (SetIndexState): every node's loop stops advancing this
+	// index and its pending rebuild (removals still apply to its entries);
+	// queries still answer from it. A rebuild keeps the flag.
+	Paused bool `protobuf:"varint,11,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Where each node keeps the entries.
+	Storage       IndexStorage `protobuf:"varint,12,opt,name=storage,proto3,enum=skald.fsm.v1.IndexStorage" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -390,6 +449,20 @@ func (x *IndexDefinition) GetNext() *IndexDefinition {
 		return x.Next
 	}
 	return nil
+}
+
+func (x *IndexDefinition) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *IndexDefinition) GetStorage() IndexStorage {
+	if x != nil {
+		return x.Storage
+	}
+	return IndexStorage_INDEX_STORAGE_UNSPECIFIED
 }
 
 // CreateIndex declares an index in a namespace; the name must be free.
@@ -580,6 +653,69 @@ func (x *RebuildIndex) GetTimeUnixNano() int64 {
 	return 0
 }
 
+// SetIndexState pauses or resumes an index on every node: one command
+// for both (the state is one flag of the definition; apply sets it and
+// is idempotent either way).
+type SetIndexState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Paused        bool                   `protobuf:"varint,3,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetIndexState) Reset() {
+	*x = SetIndexState{}
+	mi := &file_skald_fsm_v1_index_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetIndexState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetIndexState) ProtoMessage() {}
+
+func (x *SetIndexState) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_fsm_v1_index_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetIndexState.ProtoReflect.Descriptor instead.
+func (*SetIndexState) Descriptor() ([]byte, []int) {
+	return file_skald_fsm_v1_index_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetIndexState) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetIndexState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetIndexState) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
 var File_skald_fsm_v1_index_proto protoreflect.FileDescriptor
 
 const file_skald_fsm_v1_index_proto_rawDesc = "" +
@@ -589,7 +725,7 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"IndexField\x126\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1e.skald.fsm.v1.IndexFieldSourceR\x06source\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x120\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x1c.skald.fsm.v1.IndexFieldTypeR\x04type\"\xea\x02\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1c.skald.fsm.v1.IndexFieldTypeR\x04type\"\xb8\x03\n" +
 	"\x0fIndexDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1a\n" +
@@ -601,7 +737,9 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"\x02id\x18\b \x01(\x04R\x02id\x12*\n" +
 	"\x11created_unix_nano\x18\t \x01(\x03R\x0fcreatedUnixNano\x121\n" +
 	"\x04next\x18\n" +
-	" \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\x04next\"\x90\x01\n" +
+	" \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\x04next\x12\x16\n" +
+	"\x06paused\x18\v \x01(\bR\x06paused\x124\n" +
+	"\astorage\x18\f \x01(\x0e2\x1a.skald.fsm.v1.IndexStorageR\astorage\"\x90\x01\n" +
 	"\vCreateIndex\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12=\n" +
 	"\n" +
@@ -617,7 +755,11 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"\n" +
 	"definition\x18\x03 \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\n" +
 	"definition\x12$\n" +
-	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano*\xcd\x01\n" +
+	"\x0etime_unix_nano\x18\x04 \x01(\x03R\ftimeUnixNano\"Y\n" +
+	"\rSetIndexState\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06paused\x18\x03 \x01(\bR\x06paused*\xcd\x01\n" +
 	"\x10IndexFieldSource\x12\"\n" +
 	"\x1eINDEX_FIELD_SOURCE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17INDEX_FIELD_SOURCE_DATA\x10\x01\x12\x1f\n" +
@@ -635,7 +777,11 @@ const file_skald_fsm_v1_index_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x02B*Z(github.com/skalddb/skald/fsm/fsmv1;fsmv1b\x06proto3"
+	"\x11INDEX_KIND_STREAM\x10\x02*a\n" +
+	"\fIndexStorage\x12\x1d\n" +
+	"\x19INDEX_STORAGE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14INDEX_STORAGE_PEBBLE\x10\x01\x12\x18\n" +
+	"\x14INDEX_STORAGE_MEMORY\x10\x02B*Z(github.com/skalddb/skald/fsm/fsmv1;fsmv1b\x06proto3"
 
 var (
 	file_skald_fsm_v1_index_proto_rawDescOnce sync.Once
@@ -649,33 +795,36 @@ func file_skald_fsm_v1_index_proto_rawDescGZIP() []byte {
 	return file_skald_fsm_v1_index_proto_rawDescData
 }
 
-var file_skald_fsm_v1_index_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_skald_fsm_v1_index_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_skald_fsm_v1_index_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_skald_fsm_v1_index_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_skald_fsm_v1_index_proto_goTypes = []any{
 	(IndexFieldSource)(0),   // 0: skald.fsm.v1.IndexFieldSource
 	(IndexFieldType)(0),     // 1: skald.fsm.v1.IndexFieldType
 	(IndexKind)(0),          // 2: skald.fsm.v1.IndexKind
-	(*IndexField)(nil),      // 3: skald.fsm.v1.IndexField
-	(*IndexDefinition)(nil), // 4: skald.fsm.v1.IndexDefinition
-	(*CreateIndex)(nil),     // 5: skald.fsm.v1.CreateIndex
-	(*DeleteIndex)(nil),     // 6: skald.fsm.v1.DeleteIndex
-	(*RebuildIndex)(nil),    // 7: skald.fsm.v1.RebuildIndex
-	(*Query)(nil),           // 8: skald.fsm.v1.Query
+	(IndexStorage)(0),       // 3: skald.fsm.v1.IndexStorage
+	(*IndexField)(nil),      // 4: skald.fsm.v1.IndexField
+	(*IndexDefinition)(nil), // 5: skald.fsm.v1.IndexDefinition
+	(*CreateIndex)(nil),     // 6: skald.fsm.v1.CreateIndex
+	(*DeleteIndex)(nil),     // 7: skald.fsm.v1.DeleteIndex
+	(*RebuildIndex)(nil),    // 8: skald.fsm.v1.RebuildIndex
+	(*SetIndexState)(nil),   // 9: skald.fsm.v1.SetIndexState
+	(*Query)(nil),           // 10: skald.fsm.v1.Query
 }
 var file_skald_fsm_v1_index_proto_depIdxs = []int32{
-	0, // 0: skald.fsm.v1.IndexField.source:type_name -> skald.fsm.v1.IndexFieldSource
-	1, // 1: skald.fsm.v1.IndexField.type:type_name -> skald.fsm.v1.IndexFieldType
-	8, // 2: skald.fsm.v1.IndexDefinition.query:type_name -> skald.fsm.v1.Query
-	3, // 3: skald.fsm.v1.IndexDefinition.fields:type_name -> skald.fsm.v1.IndexField
-	2, // 4: skald.fsm.v1.IndexDefinition.kind:type_name -> skald.fsm.v1.IndexKind
-	4, // 5: skald.fsm.v1.IndexDefinition.next:type_name -> skald.fsm.v1.IndexDefinition
-	4, // 6: skald.fsm.v1.CreateIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
-	4, // 7: skald.fsm.v1.RebuildIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	0,  // 0: skald.fsm.v1.IndexField.source:type_name -> skald.fsm.v1.IndexFieldSource
+	1,  // 1: skald.fsm.v1.IndexField.type:type_name -> skald.fsm.v1.IndexFieldType
+	10, // 2: skald.fsm.v1.IndexDefinition.query:type_name -> skald.fsm.v1.Query
+	4,  // 3: skald.fsm.v1.IndexDefinition.fields:type_name -> skald.fsm.v1.IndexField
+	2,  // 4: skald.fsm.v1.IndexDefinition.kind:type_name -> skald.fsm.v1.IndexKind
+	5,  // 5: skald.fsm.v1.IndexDefinition.next:type_name -> skald.fsm.v1.IndexDefinition
+	3,  // 6: skald.fsm.v1.IndexDefinition.storage:type_name -> skald.fsm.v1.IndexStorage
+	5,  // 7: skald.fsm.v1.CreateIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
+	5,  // 8: skald.fsm.v1.RebuildIndex.definition:type_name -> skald.fsm.v1.IndexDefinition
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_skald_fsm_v1_index_proto_init() }
@@ -689,8 +838,8 @@ func file_skald_fsm_v1_index_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_fsm_v1_index_proto_rawDesc), len(file_skald_fsm_v1_index_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   5,
+			NumEnums:      4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

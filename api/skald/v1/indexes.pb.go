@@ -207,6 +207,61 @@ func (IndexKind) EnumDescriptor() ([]byte, []int) {
 	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{2}
 }
 
+// IndexStorage is where each node keeps an index's entries.
+type IndexStorage int32
+
+const (
+	// Pebble, on disk with the namespace's events (the default): a restart
+	// resumes from the checkpoint.
+	IndexStorage_INDEX_STORAGE_UNSPECIFIED IndexStorage = 0
+	IndexStorage_INDEX_STORAGE_PEBBLE      IndexStorage = 1
+	// In memory on each node, built again from the events when the node
+	// starts; bounded by the node's --index-memory-limit (past it the index
+	// fails on that node). For small or hot indexes.
+	IndexStorage_INDEX_STORAGE_MEMORY IndexStorage = 2
+)
+
+// Enum value maps for IndexStorage.
+var (
+	IndexStorage_name = map[int32]string{
+		0: "INDEX_STORAGE_UNSPECIFIED",
+		1: "INDEX_STORAGE_PEBBLE",
+		2: "INDEX_STORAGE_MEMORY",
+	}
+	IndexStorage_value = map[string]int32{
+		"INDEX_STORAGE_UNSPECIFIED": 0,
+		"INDEX_STORAGE_PEBBLE":      1,
+		"INDEX_STORAGE_MEMORY":      2,
+	}
+)
+
+func (x IndexStorage) Enum() *IndexStorage {
+	p := new(IndexStorage)
+	*p = x
+	return p
+}
+
+func (x IndexStorage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IndexStorage) Descriptor() protoreflect.EnumDescriptor {
+	return file_skald_v1_indexes_proto_enumTypes[3].Descriptor()
+}
+
+func (IndexStorage) Type() protoreflect.EnumType {
+	return &file_skald_v1_indexes_proto_enumTypes[3]
+}
+
+func (x IndexStorage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IndexStorage.Descriptor instead.
+func (IndexStorage) EnumDescriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
+}
+
 // IndexState is where an index stands on one node.
 type IndexState int32
 
@@ -217,6 +272,13 @@ const (
 	IndexState_INDEX_STATE_BUILDING IndexState = 1
 	// The index follows new events; lag_events and lag say how closely.
 	IndexState_INDEX_STATE_HEALTHY IndexState = 2
+	// Paused (Indexes.Pause) on every node: it keeps its checkpoint and
+	// answers LOCAL queries; Resume continues from there.
+	IndexState_INDEX_STATE_PAUSED IndexState = 3
+	// This node's loop met an error confined to the index (failure says
+	// which) and stopped maintaining it; its siblings go on. Queries are
+	// refused (FAILED_PRECONDITION); Rebuild builds it again.
+	IndexState_INDEX_STATE_FAILED IndexState = 4
 )
 
 // Enum value maps for IndexState.
@@ -225,11 +287,15 @@ var (
 		0: "INDEX_STATE_UNSPECIFIED",
 		1: "INDEX_STATE_BUILDING",
 		2: "INDEX_STATE_HEALTHY",
+		3: "INDEX_STATE_PAUSED",
+		4: "INDEX_STATE_FAILED",
 	}
 	IndexState_value = map[string]int32{
 		"INDEX_STATE_UNSPECIFIED": 0,
 		"INDEX_STATE_BUILDING":    1,
 		"INDEX_STATE_HEALTHY":     2,
+		"INDEX_STATE_PAUSED":      3,
+		"INDEX_STATE_FAILED":      4,
 	}
 )
 
@@ -244,11 +310,11 @@ func (x IndexState) String() string {
 }
 
 func (IndexState) Descriptor() protoreflect.EnumDescriptor {
-	return file_skald_v1_indexes_proto_enumTypes[3].Descriptor()
+	return file_skald_v1_indexes_proto_enumTypes[4].Descriptor()
 }
 
 func (IndexState) Type() protoreflect.EnumType {
-	return &file_skald_v1_indexes_proto_enumTypes[3]
+	return &file_skald_v1_indexes_proto_enumTypes[4]
 }
 
 func (x IndexState) Number() protoreflect.EnumNumber {
@@ -257,7 +323,7 @@ func (x IndexState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IndexState.Descriptor instead.
 func (IndexState) EnumDescriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{3}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{4}
 }
 
 type IndexField struct {
@@ -338,6 +404,7 @@ type IndexDefinition struct {
 	Kind   IndexKind     `protobuf:"varint,7,opt,name=kind,proto3,enum=skald.v1.IndexKind" json:"kind,omitempty"`
 	// Set by the server: when the index was created.
 	Created       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created,proto3" json:"created,omitempty"`
+	Storage       IndexStorage           `protobuf:"varint,9,opt,name=storage,proto3,enum=skald.v1.IndexStorage" json:"storage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +495,13 @@ func (x *IndexDefinition) GetCreated() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *IndexDefinition) GetStorage() IndexStorage {
+	if x != nil {
+		return x.Storage
+	}
+	return IndexStorage_INDEX_STORAGE_UNSPECIFIED
+}
+
 // IndexStatus is one node's progress on an index.
 type IndexStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -451,7 +525,14 @@ type IndexStatus struct {
 	Eta *durationpb.Duration `protobuf:"bytes,9,opt,name=eta,proto3" json:"eta,omitempty"`
 	// The age of the oldest event the index does not hold yet (0 when it
 	// holds every one).
-	Lag           *durationpb.Duration `protobuf:"bytes,10,opt,name=lag,proto3" json:"lag,omitempty"`
+	Lag *durationpb.Duration `protobuf:"bytes,10,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Failed: why, on this node.
+	Failure string `protobuf:"bytes,11,opt,name=failure,proto3" json:"failure,omitempty"`
+	// Paused (state PAUSED, or FAILED and paused too).
+	Paused bool `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Memory storage: the bytes this node's memory store of the index's
+	// namespace holds (every memory index of the namespace).
+	MemoryBytes   int64 `protobuf:"varint,13,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -554,6 +635,27 @@ func (x *IndexStatus) GetLag() *durationpb.Duration {
 		return x.Lag
 	}
 	return nil
+}
+
+func (x *IndexStatus) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
+}
+
+func (x *IndexStatus) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *IndexStatus) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
 }
 
 type IndexesCreateRequest struct {
@@ -871,6 +973,198 @@ func (x *IndexesDeleteResponse) GetIndex() uint64 {
 	return 0
 }
 
+type IndexesPauseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesPauseRequest) Reset() {
+	*x = IndexesPauseRequest{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesPauseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesPauseRequest) ProtoMessage() {}
+
+func (x *IndexesPauseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesPauseRequest.ProtoReflect.Descriptor instead.
+func (*IndexesPauseRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *IndexesPauseRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexesPauseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type IndexesPauseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesPauseResponse) Reset() {
+	*x = IndexesPauseResponse{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesPauseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesPauseResponse) ProtoMessage() {}
+
+func (x *IndexesPauseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesPauseResponse.ProtoReflect.Descriptor instead.
+func (*IndexesPauseResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *IndexesPauseResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type IndexesResumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesResumeRequest) Reset() {
+	*x = IndexesResumeRequest{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesResumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesResumeRequest) ProtoMessage() {}
+
+func (x *IndexesResumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesResumeRequest.ProtoReflect.Descriptor instead.
+func (*IndexesResumeRequest) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *IndexesResumeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *IndexesResumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type IndexesResumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexesResumeResponse) Reset() {
+	*x = IndexesResumeResponse{}
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexesResumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexesResumeResponse) ProtoMessage() {}
+
+func (x *IndexesResumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexesResumeResponse.ProtoReflect.Descriptor instead.
+func (*IndexesResumeResponse) Descriptor() ([]byte, []int) {
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IndexesResumeResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type IndexesListRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -881,7 +1175,7 @@ type IndexesListRequest struct {
 
 func (x *IndexesListRequest) Reset() {
 	*x = IndexesListRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1187,7 @@ func (x *IndexesListRequest) String() string {
 func (*IndexesListRequest) ProtoMessage() {}
 
 func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[9]
+	mi := &file_skald_v1_indexes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1200,7 @@ func (x *IndexesListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListRequest.ProtoReflect.Descriptor instead.
 func (*IndexesListRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{9}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IndexesListRequest) GetNamespace() string {
@@ -938,7 +1232,7 @@ type IndexInfo struct {
 
 func (x *IndexInfo) Reset() {
 	*x = IndexInfo{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1244,7 @@ func (x *IndexInfo) String() string {
 func (*IndexInfo) ProtoMessage() {}
 
 func (x *IndexInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[10]
+	mi := &file_skald_v1_indexes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1257,7 @@ func (x *IndexInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexInfo.ProtoReflect.Descriptor instead.
 func (*IndexInfo) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{10}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IndexInfo) GetDefinition() *IndexDefinition {
@@ -1004,7 +1298,7 @@ type IndexesListResponse struct {
 
 func (x *IndexesListResponse) Reset() {
 	*x = IndexesListResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1310,7 @@ func (x *IndexesListResponse) String() string {
 func (*IndexesListResponse) ProtoMessage() {}
 
 func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[11]
+	mi := &file_skald_v1_indexes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1323,7 @@ func (x *IndexesListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesListResponse.ProtoReflect.Descriptor instead.
 func (*IndexesListResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{11}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IndexesListResponse) GetIndexes() []*IndexInfo {
@@ -1057,7 +1351,7 @@ type IndexesInfoRequest struct {
 
 func (x *IndexesInfoRequest) Reset() {
 	*x = IndexesInfoRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1363,7 @@ func (x *IndexesInfoRequest) String() string {
 func (*IndexesInfoRequest) ProtoMessage() {}
 
 func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[12]
+	mi := &file_skald_v1_indexes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1376,7 @@ func (x *IndexesInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoRequest.ProtoReflect.Descriptor instead.
 func (*IndexesInfoRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{12}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *IndexesInfoRequest) GetNamespace() string {
@@ -1116,7 +1410,7 @@ type IndexesInfoResponse struct {
 
 func (x *IndexesInfoResponse) Reset() {
 	*x = IndexesInfoResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1422,7 @@ func (x *IndexesInfoResponse) String() string {
 func (*IndexesInfoResponse) ProtoMessage() {}
 
 func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[13]
+	mi := &file_skald_v1_indexes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1435,7 @@ func (x *IndexesInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesInfoResponse.ProtoReflect.Descriptor instead.
 func (*IndexesInfoResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{13}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *IndexesInfoResponse) GetIndex() *IndexInfo {
@@ -1171,7 +1465,7 @@ type IndexBound struct {
 
 func (x *IndexBound) Reset() {
 	*x = IndexBound{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1477,7 @@ func (x *IndexBound) String() string {
 func (*IndexBound) ProtoMessage() {}
 
 func (x *IndexBound) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[14]
+	mi := &file_skald_v1_indexes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1490,7 @@ func (x *IndexBound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexBound.ProtoReflect.Descriptor instead.
 func (*IndexBound) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{14}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *IndexBound) GetValue() string {
@@ -1239,7 +1533,7 @@ type IndexesQueryRequest struct {
 
 func (x *IndexesQueryRequest) Reset() {
 	*x = IndexesQueryRequest{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1545,7 @@ func (x *IndexesQueryRequest) String() string {
 func (*IndexesQueryRequest) ProtoMessage() {}
 
 func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[15]
+	mi := &file_skald_v1_indexes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1558,7 @@ func (x *IndexesQueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryRequest.ProtoReflect.Descriptor instead.
 func (*IndexesQueryRequest) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{15}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *IndexesQueryRequest) GetNamespace() string {
@@ -1360,7 +1654,7 @@ type IndexHit struct {
 
 func (x *IndexHit) Reset() {
 	*x = IndexHit{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[16]
+	mi := &file_skald_v1_indexes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1666,7 @@ func (x *IndexHit) String() string {
 func (*IndexHit) ProtoMessage() {}
 
 func (x *IndexHit) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[16]
+	mi := &file_skald_v1_indexes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1679,7 @@ func (x *IndexHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexHit.ProtoReflect.Descriptor instead.
 func (*IndexHit) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{16}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *IndexHit) GetGlobalPosition() int64 {
@@ -1432,7 +1726,7 @@ type IndexesQueryResponse struct {
 
 func (x *IndexesQueryResponse) Reset() {
 	*x = IndexesQueryResponse{}
-	mi := &file_skald_v1_indexes_proto_msgTypes[17]
+	mi := &file_skald_v1_indexes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1738,7 @@ func (x *IndexesQueryResponse) String() string {
 func (*IndexesQueryResponse) ProtoMessage() {}
 
 func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_v1_indexes_proto_msgTypes[17]
+	mi := &file_skald_v1_indexes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1751,7 @@ func (x *IndexesQueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexesQueryResponse.ProtoReflect.Descriptor instead.
 func (*IndexesQueryResponse) Descriptor() ([]byte, []int) {
-	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{17}
+	return file_skald_v1_indexes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *IndexesQueryResponse) GetHits() []*IndexHit {
@@ -1504,7 +1798,7 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"IndexField\x122\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1a.skald.v1.IndexFieldSourceR\x06source\x12\x18\n" +
 	"\apointer\x18\x02 \x01(\tR\apointer\x12,\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x18.skald.v1.IndexFieldTypeR\x04type\"\xa5\x02\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x18.skald.v1.IndexFieldTypeR\x04type\"\xd7\x02\n" +
 	"\x0fIndexDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1a\n" +
@@ -1513,7 +1807,8 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\x05query\x18\x05 \x01(\v2\x0f.skald.v1.QueryR\x05query\x12,\n" +
 	"\x06fields\x18\x06 \x03(\v2\x14.skald.v1.IndexFieldR\x06fields\x12'\n" +
 	"\x04kind\x18\a \x01(\x0e2\x13.skald.v1.IndexKindR\x04kind\x124\n" +
-	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"\xec\x02\n" +
+	"\acreated\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x120\n" +
+	"\astorage\x18\t \x01(\x0e2\x16.skald.v1.IndexStorageR\astorage\"\xc1\x03\n" +
 	"\vIndexStatus\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
@@ -1528,7 +1823,10 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\bprogress\x18\b \x01(\x01R\bprogress\x12+\n" +
 	"\x03eta\x18\t \x01(\v2\x19.google.protobuf.DurationR\x03eta\x12+\n" +
 	"\x03lag\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\"o\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03lag\x12\x18\n" +
+	"\afailure\x18\v \x01(\tR\afailure\x12\x16\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\x12!\n" +
+	"\fmemory_bytes\x18\r \x01(\x03R\vmemoryBytes\"o\n" +
 	"\x14IndexesCreateRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x129\n" +
 	"\n" +
@@ -1554,6 +1852,16 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
 	"\x15IndexesDeleteResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"G\n" +
+	"\x13IndexesPauseRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\",\n" +
+	"\x14IndexesPauseResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"H\n" +
+	"\x14IndexesResumeRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"-\n" +
+	"\x15IndexesResumeResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"]\n" +
 	"\x12IndexesListRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
@@ -1626,16 +1934,24 @@ const file_skald_v1_indexes_proto_rawDesc = "" +
 	"\tIndexKind\x12\x1a\n" +
 	"\x16INDEX_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10INDEX_KIND_EVENT\x10\x01\x12\x15\n" +
-	"\x11INDEX_KIND_STREAM\x10\x02*\\\n" +
+	"\x11INDEX_KIND_STREAM\x10\x02*a\n" +
+	"\fIndexStorage\x12\x1d\n" +
+	"\x19INDEX_STORAGE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14INDEX_STORAGE_PEBBLE\x10\x01\x12\x18\n" +
+	"\x14INDEX_STORAGE_MEMORY\x10\x02*\x8c\x01\n" +
 	"\n" +
 	"IndexState\x12\x1b\n" +
 	"\x17INDEX_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14INDEX_STATE_BUILDING\x10\x01\x12\x17\n" +
-	"\x13INDEX_STATE_HEALTHY\x10\x022\xce\x03\n" +
+	"\x13INDEX_STATE_HEALTHY\x10\x02\x12\x16\n" +
+	"\x12INDEX_STATE_PAUSED\x10\x03\x12\x16\n" +
+	"\x12INDEX_STATE_FAILED\x10\x042\xe1\x04\n" +
 	"\aIndexes\x12I\n" +
 	"\x06Create\x12\x1e.skald.v1.IndexesCreateRequest\x1a\x1f.skald.v1.IndexesCreateResponse\x12I\n" +
 	"\x06Delete\x12\x1e.skald.v1.IndexesDeleteRequest\x1a\x1f.skald.v1.IndexesDeleteResponse\x12L\n" +
-	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12H\n" +
+	"\aRebuild\x12\x1f.skald.v1.IndexesRebuildRequest\x1a .skald.v1.IndexesRebuildResponse\x12F\n" +
+	"\x05Pause\x12\x1d.skald.v1.IndexesPauseRequest\x1a\x1e.skald.v1.IndexesPauseResponse\x12I\n" +
+	"\x06Resume\x12\x1e.skald.v1.IndexesResumeRequest\x1a\x1f.skald.v1.IndexesResumeResponse\x12H\n" +
 	"\x04List\x12\x1c.skald.v1.IndexesListRequest\x1a\x1d.skald.v1.IndexesListResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\x04Info\x12\x1c.skald.v1.IndexesInfoRequest\x1a\x1d.skald.v1.IndexesInfoResponse\"\x03\x90\x02\x01\x12K\n" +
 	"\x05Query\x12\x1d.skald.v1.IndexesQueryRequest\x1a\x1e.skald.v1.IndexesQueryResponse\"\x03\x90\x02\x01B/Z-github.com/skalddb/skald/api/skald/v1;skaldv1b\x06proto3"
@@ -1652,82 +1968,92 @@ func file_skald_v1_indexes_proto_rawDescGZIP() []byte {
 	return file_skald_v1_indexes_proto_rawDescData
 }
 
-var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_skald_v1_indexes_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_skald_v1_indexes_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_skald_v1_indexes_proto_goTypes = []any{
 	(IndexFieldSource)(0),          // 0: skald.v1.IndexFieldSource
 	(IndexFieldType)(0),            // 1: skald.v1.IndexFieldType
 	(IndexKind)(0),                 // 2: skald.v1.IndexKind
-	(IndexState)(0),                // 3: skald.v1.IndexState
-	(*IndexField)(nil),             // 4: skald.v1.IndexField
-	(*IndexDefinition)(nil),        // 5: skald.v1.IndexDefinition
-	(*IndexStatus)(nil),            // 6: skald.v1.IndexStatus
-	(*IndexesCreateRequest)(nil),   // 7: skald.v1.IndexesCreateRequest
-	(*IndexesCreateResponse)(nil),  // 8: skald.v1.IndexesCreateResponse
-	(*IndexesRebuildRequest)(nil),  // 9: skald.v1.IndexesRebuildRequest
-	(*IndexesRebuildResponse)(nil), // 10: skald.v1.IndexesRebuildResponse
-	(*IndexesDeleteRequest)(nil),   // 11: skald.v1.IndexesDeleteRequest
-	(*IndexesDeleteResponse)(nil),  // 12: skald.v1.IndexesDeleteResponse
-	(*IndexesListRequest)(nil),     // 13: skald.v1.IndexesListRequest
-	(*IndexInfo)(nil),              // 14: skald.v1.IndexInfo
-	(*IndexesListResponse)(nil),    // 15: skald.v1.IndexesListResponse
-	(*IndexesInfoRequest)(nil),     // 16: skald.v1.IndexesInfoRequest
-	(*IndexesInfoResponse)(nil),    // 17: skald.v1.IndexesInfoResponse
-	(*IndexBound)(nil),             // 18: skald.v1.IndexBound
-	(*IndexesQueryRequest)(nil),    // 19: skald.v1.IndexesQueryRequest
-	(*IndexHit)(nil),               // 20: skald.v1.IndexHit
-	(*IndexesQueryResponse)(nil),   // 21: skald.v1.IndexesQueryResponse
-	(*Query)(nil),                  // 22: skald.v1.Query
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 24: google.protobuf.Duration
-	(*ReadOptions)(nil),            // 25: skald.v1.ReadOptions
-	(*Message)(nil),                // 26: skald.v1.Message
+	(IndexStorage)(0),              // 3: skald.v1.IndexStorage
+	(IndexState)(0),                // 4: skald.v1.IndexState
+	(*IndexField)(nil),             // 5: skald.v1.IndexField
+	(*IndexDefinition)(nil),        // 6: skald.v1.IndexDefinition
+	(*IndexStatus)(nil),            // 7: skald.v1.IndexStatus
+	(*IndexesCreateRequest)(nil),   // 8: skald.v1.IndexesCreateRequest
+	(*IndexesCreateResponse)(nil),  // 9: skald.v1.IndexesCreateResponse
+	(*IndexesRebuildRequest)(nil),  // 10: skald.v1.IndexesRebuildRequest
+	(*IndexesRebuildResponse)(nil), // 11: skald.v1.IndexesRebuildResponse
+	(*IndexesDeleteRequest)(nil),   // 12: skald.v1.IndexesDeleteRequest
+	(*IndexesDeleteResponse)(nil),  // 13: skald.v1.IndexesDeleteResponse
+	(*IndexesPauseRequest)(nil),    // 14: skald.v1.IndexesPauseRequest
+	(*IndexesPauseResponse)(nil),   // 15: skald.v1.IndexesPauseResponse
+	(*IndexesResumeRequest)(nil),   // 16: skald.v1.IndexesResumeRequest
+	(*IndexesResumeResponse)(nil),  // 17: skald.v1.IndexesResumeResponse
+	(*IndexesListRequest)(nil),     // 18: skald.v1.IndexesListRequest
+	(*IndexInfo)(nil),              // 19: skald.v1.IndexInfo
+	(*IndexesListResponse)(nil),    // 20: skald.v1.IndexesListResponse
+	(*IndexesInfoRequest)(nil),     // 21: skald.v1.IndexesInfoRequest
+	(*IndexesInfoResponse)(nil),    // 22: skald.v1.IndexesInfoResponse
+	(*IndexBound)(nil),             // 23: skald.v1.IndexBound
+	(*IndexesQueryRequest)(nil),    // 24: skald.v1.IndexesQueryRequest
+	(*IndexHit)(nil),               // 25: skald.v1.IndexHit
+	(*IndexesQueryResponse)(nil),   // 26: skald.v1.IndexesQueryResponse
+	(*Query)(nil),                  // 27: skald.v1.Query
+	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 29: google.protobuf.Duration
+	(*ReadOptions)(nil),            // 30: skald.v1.ReadOptions
+	(*Message)(nil),                // 31: skald.v1.Message
 }
 var file_skald_v1_indexes_proto_depIdxs = []int32{
 	0,  // 0: skald.v1.IndexField.source:type_name -> skald.v1.IndexFieldSource
 	1,  // 1: skald.v1.IndexField.type:type_name -> skald.v1.IndexFieldType
-	22, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
-	4,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
+	27, // 2: skald.v1.IndexDefinition.query:type_name -> skald.v1.Query
+	5,  // 3: skald.v1.IndexDefinition.fields:type_name -> skald.v1.IndexField
 	2,  // 4: skald.v1.IndexDefinition.kind:type_name -> skald.v1.IndexKind
-	23, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
-	3,  // 6: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
-	24, // 7: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
-	24, // 8: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
-	5,  // 9: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 10: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 11: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
-	5,  // 12: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
-	25, // 13: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
-	5,  // 14: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
-	6,  // 15: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
-	5,  // 16: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
-	6,  // 17: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
-	14, // 18: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
-	25, // 19: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
-	14, // 20: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
-	18, // 21: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
-	18, // 22: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
-	25, // 23: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
-	26, // 24: skald.v1.IndexHit.message:type_name -> skald.v1.Message
-	20, // 25: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
-	6,  // 26: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
-	7,  // 27: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
-	11, // 28: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
-	9,  // 29: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
-	13, // 30: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
-	16, // 31: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
-	19, // 32: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
-	8,  // 33: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
-	12, // 34: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
-	10, // 35: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
-	15, // 36: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
-	17, // 37: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
-	21, // 38: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	28, // 5: skald.v1.IndexDefinition.created:type_name -> google.protobuf.Timestamp
+	3,  // 6: skald.v1.IndexDefinition.storage:type_name -> skald.v1.IndexStorage
+	4,  // 7: skald.v1.IndexStatus.state:type_name -> skald.v1.IndexState
+	29, // 8: skald.v1.IndexStatus.eta:type_name -> google.protobuf.Duration
+	29, // 9: skald.v1.IndexStatus.lag:type_name -> google.protobuf.Duration
+	6,  // 10: skald.v1.IndexesCreateRequest.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 11: skald.v1.IndexesCreateResponse.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 12: skald.v1.IndexesRebuildRequest.definition:type_name -> skald.v1.IndexDefinition
+	6,  // 13: skald.v1.IndexesRebuildResponse.definition:type_name -> skald.v1.IndexDefinition
+	30, // 14: skald.v1.IndexesListRequest.read:type_name -> skald.v1.ReadOptions
+	6,  // 15: skald.v1.IndexInfo.definition:type_name -> skald.v1.IndexDefinition
+	7,  // 16: skald.v1.IndexInfo.status:type_name -> skald.v1.IndexStatus
+	6,  // 17: skald.v1.IndexInfo.rebuilding:type_name -> skald.v1.IndexDefinition
+	7,  // 18: skald.v1.IndexInfo.rebuild_status:type_name -> skald.v1.IndexStatus
+	19, // 19: skald.v1.IndexesListResponse.indexes:type_name -> skald.v1.IndexInfo
+	30, // 20: skald.v1.IndexesInfoRequest.read:type_name -> skald.v1.ReadOptions
+	19, // 21: skald.v1.IndexesInfoResponse.index:type_name -> skald.v1.IndexInfo
+	23, // 22: skald.v1.IndexesQueryRequest.from:type_name -> skald.v1.IndexBound
+	23, // 23: skald.v1.IndexesQueryRequest.to:type_name -> skald.v1.IndexBound
+	30, // 24: skald.v1.IndexesQueryRequest.read:type_name -> skald.v1.ReadOptions
+	31, // 25: skald.v1.IndexHit.message:type_name -> skald.v1.Message
+	25, // 26: skald.v1.IndexesQueryResponse.hits:type_name -> skald.v1.IndexHit
+	7,  // 27: skald.v1.IndexesQueryResponse.status:type_name -> skald.v1.IndexStatus
+	8,  // 28: skald.v1.Indexes.Create:input_type -> skald.v1.IndexesCreateRequest
+	12, // 29: skald.v1.Indexes.Delete:input_type -> skald.v1.IndexesDeleteRequest
+	10, // 30: skald.v1.Indexes.Rebuild:input_type -> skald.v1.IndexesRebuildRequest
+	14, // 31: skald.v1.Indexes.Pause:input_type -> skald.v1.IndexesPauseRequest
+	16, // 32: skald.v1.Indexes.Resume:input_type -> skald.v1.IndexesResumeRequest
+	18, // 33: skald.v1.Indexes.List:input_type -> skald.v1.IndexesListRequest
+	21, // 34: skald.v1.Indexes.Info:input_type -> skald.v1.IndexesInfoRequest
+	24, // 35: skald.v1.Indexes.Query:input_type -> skald.v1.IndexesQueryRequest
+	9,  // 36: skald.v1.Indexes.Create:output_type -> skald.v1.IndexesCreateResponse
+	13, // 37: skald.v1.Indexes.Delete:output_type -> skald.v1.IndexesDeleteResponse
+	11, // 38: skald.v1.Indexes.Rebuild:output_type -> skald.v1.IndexesRebuildResponse
+	15, // 39: skald.v1.Indexes.Pause:output_type -> skald.v1.IndexesPauseResponse
+	17, // 40: skald.v1.Indexes.Resume:output_type -> skald.v1.IndexesResumeResponse
+	20, // 41: skald.v1.Indexes.List:output_type -> skald.v1.IndexesListResponse
+	22, // 42: skald.v1.Indexes.Info:output_type -> skald.v1.IndexesInfoResponse
+	26, // 43: skald.v1.Indexes.Query:output_type -> skald.v1.IndexesQueryResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_skald_v1_indexes_proto_init() }
@@ -1736,14 +2062,14 @@ func file_skald_v1_indexes_proto_init() {
 		return
 	}
 	file_skald_v1_types_proto_init()
-	file_skald_v1_indexes_proto_msgTypes[15].OneofWrappers = []any{}
+	file_skald_v1_indexes_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_v1_indexes_proto_rawDesc), len(file_skald_v1_indexes_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   18,
+			NumEnums:      5,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,10 @@ const (
 	IndexesDeleteProcedure = "/skald.v1.Indexes/Delete"
 	// IndexesRebuildProcedure is the fully-qualified name of the Indexes's Rebuild RPC.
 	IndexesRebuildProcedure = "/skald.v1.Indexes/Rebuild"
+	// IndexesPauseProcedure is the fully-qualified name of the Indexes's Pause RPC.
+	IndexesPauseProcedure = "/skald.v1.Indexes/Pause"
+	// IndexesResumeProcedure is the fully-qualified name of the Indexes's Resume RPC.
+	IndexesResumeProcedure = "/skald.v1.Indexes/Resume"
 	// IndexesListProcedure is the fully-qualified name of the Indexes's List RPC.
 	IndexesListProcedure = "/skald.v1.Indexes/List"
 	// IndexesInfoProcedure is the fully-qualified name of the Indexes's Info RPC.
@@ -60,6 +64,14 @@ type IndexesClient interface {
 	// new one, which then replaces it. Refused (FAILED_PRECONDITION) as
 	// Create is.
 	Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error)
+	// Pause stops every node's index loop from advancing the index (and a
+	// rebuild of it): queries still answer, LOCAL with its lag stated;
+	// LINEARIZABLE and SESSION are refused (FAILED_PRECONDITION, naming the
+	// paused state) when the index does not hold what the read must see.
+	// Pausing a paused index changes nothing.
+	Pause(context.Context, *connect.Request[v1.IndexesPauseRequest]) (*connect.Response[v1.IndexesPauseResponse], error)
+	// Resume lets the index advance again from its checkpoint on each node.
+	Resume(context.Context, *connect.Request[v1.IndexesResumeRequest]) (*connect.Response[v1.IndexesResumeResponse], error)
 	// List lists the namespace's indexes with this node's progress.
 	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
@@ -101,6 +113,18 @@ func NewIndexesClient(httpClient connect.HTTPClient, baseURL string, opts ...con
 			connect.WithSchema(indexesMethods.ByName("Rebuild")),
 			connect.WithClientOptions(opts...),
 		),
+		pause: connect.NewClient[v1.IndexesPauseRequest, v1.IndexesPauseResponse](
+			httpClient,
+			baseURL+IndexesPauseProcedure,
+			connect.WithSchema(indexesMethods.ByName("Pause")),
+			connect.WithClientOptions(opts...),
+		),
+		resume: connect.NewClient[v1.IndexesResumeRequest, v1.IndexesResumeResponse](
+			httpClient,
+			baseURL+IndexesResumeProcedure,
+			connect.WithSchema(indexesMethods.ByName("Resume")),
+			connect.WithClientOptions(opts...),
+		),
 		list: connect.NewClient[v1.IndexesListRequest, v1.IndexesListResponse](
 			httpClient,
 			baseURL+IndexesListProcedure,
@@ -130,6 +154,8 @@ type indexesClient struct {
 	create  *connect.Client[v1.IndexesCreateRequest, v1.IndexesCreateResponse]
 	delete  *connect.Client[v1.IndexesDeleteRequest, v1.IndexesDeleteResponse]
 	rebuild *connect.Client[v1.IndexesRebuildRequest, v1.IndexesRebuildResponse]
+	pause   *connect.Client[v1.IndexesPauseRequest, v1.IndexesPauseResponse]
+	resume  *connect.Client[v1.IndexesResumeRequest, v1.IndexesResumeResponse]
 	list    *connect.Client[v1.IndexesListRequest, v1.IndexesListResponse]
 	info    *connect.Client[v1.IndexesInfoRequest, v1.IndexesInfoResponse]
 	query   *connect.Client[v1.IndexesQueryRequest, v1.IndexesQueryResponse]
@@ -148,6 +174,16 @@ func (c *indexesClient) Delete(ctx context.Context, req *connect.Request[v1.Inde
 // Rebuild calls skald.v1.Indexes.Rebuild.
 func (c *indexesClient) Rebuild(ctx context.Context, req *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error) {
 	return c.rebuild.CallUnary(ctx, req)
+}
+
+// Pause calls skald.v1.Indexes.Pause.
+func (c *indexesClient) Pause(ctx context.Context, req *connect.Request[v1.IndexesPauseRequest]) (*connect.Response[v1.IndexesPauseResponse], error) {
+	return c.pause.CallUnary(ctx, req)
+}
+
+// Resume calls skald.v1.Indexes.Resume.
+func (c *indexesClient) Resume(ctx context.Context, req *connect.Request[v1.IndexesResumeRequest]) (*connect.Response[v1.IndexesResumeResponse], error) {
+	return c.resume.CallUnary(ctx, req)
 }
 
 // List calls skald.v1.Indexes.List.
@@ -178,6 +214,14 @@ type IndexesHandler interface {
 	// new one, which then replaces it. Refused (FAILED_PRECONDITION) as
 	// Create is.
 	Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error)
+	// Pause stops every node's index loop from advancing the index (and a
+	// rebuild of it): queries still answer, LOCAL with its lag stated;
+	// LINEARIZABLE and SESSION are refused (FAILED_PRECONDITION, naming the
+	// paused state) when the index does not hold what the read must see.
+	// Pausing a paused index changes nothing.
+	Pause(context.Context, *connect.Request[v1.IndexesPauseRequest]) (*connect.Response[v1.IndexesPauseResponse], error)
+	// Resume lets the index advance again from its checkpoint on each node.
+	Resume(context.Context, *connect.Request[v1.IndexesResumeRequest]) (*connect.Response[v1.IndexesResumeResponse], error)
 	// List lists the namespace's indexes with this node's progress.
 	List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error)
 	// Info is one index's definition and this node's progress.
@@ -215,6 +259,18 @@ func NewIndexesHandler(svc IndexesHandler, opts ...connect.HandlerOption) (strin
 		connect.WithSchema(indexesMethods.ByName("Rebuild")),
 		connect.WithHandlerOptions(opts...),
 	)
+	indexesPauseHandler := connect.NewUnaryHandler(
+		IndexesPauseProcedure,
+		svc.Pause,
+		connect.WithSchema(indexesMethods.ByName("Pause")),
+		connect.WithHandlerOptions(opts...),
+	)
+	indexesResumeHandler := connect.NewUnaryHandler(
+		IndexesResumeProcedure,
+		svc.Resume,
+		connect.WithSchema(indexesMethods.ByName("Resume")),
+		connect.WithHandlerOptions(opts...),
+	)
 	indexesListHandler := connect.NewUnaryHandler(
 		IndexesListProcedure,
 		svc.List,
@@ -244,6 +300,10 @@ func NewIndexesHandler(svc IndexesHandler, opts ...connect.HandlerOption) (strin
 			indexesDeleteHandler.ServeHTTP(w, r)
 		case IndexesRebuildProcedure:
 			indexesRebuildHandler.ServeHTTP(w, r)
+		case IndexesPauseProcedure:
+			indexesPauseHandler.ServeHTTP(w, r)
+		case IndexesResumeProcedure:
+			indexesResumeHandler.ServeHTTP(w, r)
 		case IndexesListProcedure:
 			indexesListHandler.ServeHTTP(w, r)
 		case IndexesInfoProcedure:
@@ -269,6 +329,14 @@ func (UnimplementedIndexesHandler) Delete(context.Context, *connect.Request[v1.I
 
 func (UnimplementedIndexesHandler) Rebuild(context.Context, *connect.Request[v1.IndexesRebuildRequest]) (*connect.Response[v1.IndexesRebuildResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Rebuild is not implemented"))
+}
+
+func (UnimplementedIndexesHandler) Pause(context.Context, *connect.Request[v1.IndexesPauseRequest]) (*connect.Response[v1.IndexesPauseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Pause is not implemented"))
+}
+
+func (UnimplementedIndexesHandler) Resume(context.Context, *connect.Request[v1.IndexesResumeRequest]) (*connect.Response[v1.IndexesResumeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.v1.Indexes.Resume is not implemented"))
 }
 
 func (UnimplementedIndexesHandler) List(context.Context, *connect.Request[v1.IndexesListRequest]) (*connect.Response[v1.IndexesListResponse], error) {

@@ -25,7 +25,7 @@ var Subcommands = map[string][]string{
 	"token":      {"create", "list", "revoke"},
 	"stream":     {"delete", "truncate", "delete-by-watermark"},
 	"retention":  {"set", "list", "clear"},
-	"index":      {"create", "list", "info", "delete", "query"},
+	"index":      {"create", "list", "info", "rebuild", "pause", "resume", "delete", "query"},
 	"sub":        {"create", "list", "info", "update", "delete", "consume", "parked", "replay"},
 	"cluster":    {"status", "transfer-leadership", "remove"},
 	"dev":        {"kill", "restart"},

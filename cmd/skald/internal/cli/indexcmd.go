@@ -17,16 +17,18 @@ import (
 	"github.com/skalddb/skald/cmd/skald/internal/command"
 )
 
-const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> ...
+const indexUsage = `Usage: skald index <create|list|info|rebuild|pause|resume|delete|query> ...
 
   skald index create NAME [--category C] [--type T]... [--tag TAG]... --field SPEC [--field SPEC]...
-                         [--kind event|stream]
+                         [--kind event|stream] [--storage pebble|memory]
       declare an event index: one entry per event of category C (the text before a stream
       name's first '-'), of one of the types, and carrying every tag (give at least one of
       them), ordered by its fields. SPEC is data:POINTER:TYPE or metadata:POINTER:TYPE (a JSON
       pointer such as /customer/id; TYPE string, int, float, time or bool), or type, stream
       or time (the event's own). An event without a field of its type is skipped and counted.
       --kind stream keeps one entry per stream instead, from its latest such event.
+      --storage memory keeps the entries in memory on each node (built again when it starts,
+      bounded by the server's --index-memory-limit; every index of an --in-memory server is).
   skald index list
       list the namespace's indexes with this node's progress (entries, skipped, lag)
   skald index info NAME
@@ -35,6 +37,11 @@ const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> .
       build the index again from the log: as it is, or with the definition the flags give (a
       new version; the name stays). Every node answers queries from the current definition
       until it has built the new one, which then replaces it; list and info show the progress.
+  skald index pause NAME
+      stop the index on every node: it keeps its checkpoint and answers --local queries (with
+      its lag); a query that waits for it is refused while it lacks what the query must see
+  skald index resume NAME
+      let a paused index advance again from its checkpoint
   skald index delete NAME
       drop an index; every node drops its entries
   skald index query NAME [--eq VALUE]... [--from V|--after V] [--to V|--before V] [--prefix P]
@@ -47,14 +54,16 @@ const indexUsage = `Usage: skald index <create|list|info|rebuild|delete|query> .
       acknowledged write; --local answers at once and reports the lag.
 
 Each takes --namespace NS (default: the token's own namespace; the admin token may name any).
-Bad input: exit 2 (nothing changed); an unknown namespace or index: exit 4; a name taken:
-exit 5 (conflict).
+Bad input: exit 2 (nothing changed); so is a query that must wait for a paused index, or
+any query of an index that failed on the node (failed_precondition: list and info say why;
+rebuild it); an unknown namespace or index: exit 4; a name taken: exit 5 (conflict).
 `
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runSubcommand(ctx, "index", indexUsage, map[string]runFunc{
 		"create": indexCreate().Run, "list": indexList().Run, "info": indexInfo().Run, "delete": indexDelete().Run,
 		"rebuild": indexRebuild().Run, "query": runIndexQuery,
+		"pause": indexSetState("pause").Run, "resume": indexSetState("resume").Run,
 	}, args, stdout, stderr)
 }
 
@@ -98,6 +107,7 @@ func parseFieldSpec(spec string) (*skaldv1.IndexField, error) {
 // defFlags are the flags that define an index (create, rebuild).
 type defFlags struct {
 	category, kind      *string
+	storage             *string
 	version             *uint
 	types, tags, fields listFlag
 }
@@ -107,6 +117,7 @@ func addDefFlags(fs *flag.FlagSet) *defFlags {
 		category: fs.String("category", "", "index the events of this category"),
 		version:  fs.Uint("version", 1, "the definition's version (yours to choose; reported back)"),
 		kind:     fs.String("kind", "event", "event: an entry per event; stream: an entry per stream, from its latest event"),
+		storage:  fs.String("storage", "pebble", "pebble: on disk, a restart resumes; memory: in memory on each node, built again at its start"),
 	}
 	fs.Var(&f.types, "type", "index events of this type (repeat for several)")
 	fs.Var(&f.tags, "tag", "index events carrying this tag (repeat: every one)")
@@ -124,6 +135,13 @@ func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
 		d.Kind = skaldv1.IndexKind_INDEX_KIND_STREAM
 	default:
 		return nil, fmt.Errorf("--kind %q: want event or stream", *f.kind)
+	}
+	switch *f.storage {
+	case "pebble":
+	case "memory":
+		d.Storage = skaldv1.IndexStorage_INDEX_STORAGE_MEMORY
+	default:
+		return nil, fmt.Errorf("--storage %q: want pebble or memory", *f.storage)
 	}
 	if len(f.tags) > 0 {
 		d.Query = &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: f.types, Tags: f.tags}}}
@@ -199,7 +217,7 @@ func indexRebuild() command.Command[*skaldv1.IndexDefinition] {
 			}
 			visited := map[string]bool{}
 			fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
-			for _, name := range []string{"category", "version", "kind", "type", "tag"} {
+			for _, name := range []string{"category", "version", "kind", "storage", "type", "tag"} {
 				if visited[name] {
 					return nil, command.Mistake("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name)
 				}
@@ -246,6 +264,9 @@ func describeSource(d *skaldv1.IndexDefinition) string {
 			parts = append(parts, "tags "+strings.Join(it.Tags, ","))
 		}
 	}
+	if d.Storage == skaldv1.IndexStorage_INDEX_STORAGE_MEMORY {
+		parts = append(parts, "in memory")
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -264,9 +285,16 @@ func indexRowState(info *skaldv1.IndexInfo) string {
 	return out
 }
 
-// indexState is "healthy", or "building 42%" with the ETA when known.
+// indexState is "healthy", "paused", "failed: REASON", or "building
+// 42%" with the ETA when known.
 func indexState(s *skaldv1.IndexStatus) string {
-	if s.GetState() != skaldv1.IndexState_INDEX_STATE_BUILDING {
+	switch s.GetState() {
+	case skaldv1.IndexState_INDEX_STATE_FAILED:
+		return "failed: " + s.GetFailure()
+	case skaldv1.IndexState_INDEX_STATE_PAUSED:
+		return "paused"
+	case skaldv1.IndexState_INDEX_STATE_BUILDING:
+	default:
 		return "healthy"
 	}
 	out := fmt.Sprintf("building %d%%", int(s.GetProgress()*100))
@@ -315,6 +343,30 @@ func indexInfo() command.Command[*skaldv1.IndexInfo] {
 		Text: func(w io.Writer, _ []string, info *skaldv1.IndexInfo) error {
 			return command.Table(w, indexHeader, [][]string{indexRow(info)})
 		},
+	}
+}
+
+// indexSetState is index pause and index resume.
+func indexSetState(verb string) command.Command[struct{}] {
+	var ns string
+	return command.Command[struct{}]{
+		Name: "index " + verb, Usage: "skald index " + verb + " NAME [--namespace NS]", MinArgs: 1, MaxArgs: 1, Flags: namespaceFlag(&ns),
+		Call: func(ctx context.Context, c *client.Client, args []string) (struct{}, error) {
+			if verb == "pause" {
+				return struct{}{}, c.PauseIndex(ctx, ns, args[0])
+			}
+			return struct{}{}, c.ResumeIndex(ctx, ns, args[0])
+		},
+		Text: func(w io.Writer, args []string, _ struct{}) error {
+			var err error
+			if verb == "pause" {
+				_, err = fmt.Fprintf(w, "Paused index %s on every node; it keeps answering --local queries.\n", args[0])
+			} else {
+				_, err = fmt.Fprintf(w, "Resumed index %s; every node continues from its checkpoint.\n", args[0])
+			}
+			return err
+		},
+		JSON: func(struct{}) any { return &skaldv1.IndexesPauseResponse{} },
 	}
 }
 

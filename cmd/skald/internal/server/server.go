@@ -46,7 +46,7 @@ type serverFlags struct {
 	commitTimeout, retentionInterval                                    time.Duration
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
 	maxOpenNamespaces, gcPercent                                        int
-	maxNamespaces                                                       int64
+	maxNamespaces, indexMemoryLimit                                     int64
 	maxGroupsPerNamespace, maxCredentialsPerNamespace                   int
 	mutant, dialMap, logStore                                           string
 	metricsAddr                                                         string
@@ -98,6 +98,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.memoryLimit, "memory-limit-bytes", 0, "soft limit of the Go heap (GOMEMLIMIT); near it the GC runs as often as needed whatever --gc-percent says; 0: 75% of the container's or machine's memory (GOMEMLIMIT in the environment wins)")
 	fs.Uint64Var(&f.minFreeDisk, "min-free-disk", 256<<20, "the leader refuses writes (reads go on) while any voter has fewer free bytes for its data; 0 turns the check off")
 	fs.DurationVar(&f.retentionInterval, "retention-interval", node.DefaultRetentionInterval, "how often the leader applies retention policies (max-age, max-count; skald retention --help): the longest a message past its limits may still be read; negative turns expiry off")
+	fs.Int64Var(&f.indexMemoryLimit, "index-memory-limit", fsm.DefaultIndexMemoryLimit, "the most bytes the memory-mode indexes of one namespace may hold on this node; past it they fail here (every index of an --in-memory server is one)")
 	fs.IntVar(&f.maxOpenNamespaces, "max-open-namespaces", fsm.DefaultMaxOpenNamespaces, "namespaces kept open; past this the least recently used idle one is flushed and closed")
 	fs.IntVar(&f.maxGroupsPerNamespace, "max-groups-per-namespace", node.DefaultMaxPerNamespace, "most subscription groups one namespace holds; a create past it is refused (ResourceExhausted, EventoDB SETTINGS_LIMIT); the leader's value counts; -1: no limit")
 	fs.IntVar(&f.maxCredentialsPerNamespace, "max-credentials-per-namespace", node.DefaultMaxPerNamespace, "most credentials one namespace holds (each is kept in memory on every node); a create past it is refused (ResourceExhausted, EventoDB SETTINGS_LIMIT); the leader's value counts; -1: no limit")
@@ -190,6 +191,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if err := f.limits.validate(); err != nil {
 		return nil, command.Exit(2, err)
+	}
+	if f.indexMemoryLimit < 1 {
+		return nil, command.Exit(2, fmt.Errorf("--index-memory-limit must be at least 1 byte, got %d", f.indexMemoryLimit))
 	}
 	if f.maxOpenNamespaces < 1 {
 		return nil, command.Exit(2, fmt.Errorf("--max-open-namespaces must be at least 1, got %d", f.maxOpenNamespaces))
@@ -362,6 +366,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
+		IndexMemoryLimit:  f.indexMemoryLimit,
 		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels, MaxNamespaces: f.maxNamespaces,
 		MaxGroupsPerNamespace: f.maxGroupsPerNamespace, MaxCredentialsPerNamespace: f.maxCredentialsPerNamespace,
 		TracerProvider: tracer,
