@@ -17,9 +17,9 @@ import (
 
 // indexBackend is what the Indexes service needs from the node.
 type indexBackend interface {
-	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
-	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
-	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error)
+	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsmv1.Result, error)
+	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsmv1.Result, error)
+	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsmv1.Result, error)
 	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
@@ -117,7 +117,7 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Index
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
-	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.GetIndexResult().Definition), Index: res.Index}), nil
 }
 
 func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.IndexesRebuildRequest]) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
@@ -144,7 +144,7 @@ func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.Inde
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
-	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.GetIndexResult().Definition), Index: res.Index}), nil
 }
 
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
