@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -38,6 +39,29 @@ type indexes struct {
 // (settingsNamespace).
 func indexNamespace(ctx context.Context, name string) (string, error) {
 	return settingsNamespace(ctx, name, "use the indexes of", "has no indexes")
+}
+
+// indexCall is how every Indexes call begins: the request has no field
+// this server does not know (checkKnown), and the caller may use the
+// indexes of namespace ns (indexNamespace), whose name it returns.
+func indexCall(ctx context.Context, req proto.Message, ns string) (string, error) {
+	if err := checkKnown(req); err != nil {
+		return "", err
+	}
+	return indexNamespace(ctx, ns)
+}
+
+// namedIndexCall is indexCall for a call naming an index: index must be a
+// valid index name.
+func namedIndexCall(ctx context.Context, req proto.Message, ns, index string) (string, error) {
+	name, err := indexCall(ctx, req, ns)
+	if err != nil {
+		return "", err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", index)); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // indexDefinitionIn converts a definition of the API; fsm validates it.
@@ -102,10 +126,7 @@ func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
 }
 
 func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.IndexesCreateRequest]) (*connect.Response[skaldv1.IndexesCreateResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := indexCall(ctx, req.Msg, req.Msg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -121,14 +142,8 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Index
 }
 
 func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.IndexesRebuildRequest]) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	c := &fsmv1.RebuildIndex{Namespace: name, Name: req.Msg.Name}
@@ -148,14 +163,8 @@ func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.Inde
 }
 
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	res, err := s.b.DeleteIndex(ctx, &fsmv1.DeleteIndex{Namespace: name, Name: req.Msg.Name})
@@ -191,10 +200,7 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, w
 }
 
 func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.IndexesListRequest]) (*connect.Response[skaldv1.IndexesListResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := indexCall(ctx, req.Msg, req.Msg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -215,14 +221,8 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 }
 
 func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexesInfoRequest]) (*connect.Response[skaldv1.IndexesInfoResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	var info fsm.IndexInfo
@@ -248,14 +248,8 @@ func indexInfoOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexInfo {
 
 func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {
 	m := req.Msg
-	if err := checkKnown(m); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, m.Namespace)
+	name, err := namedIndexCall(ctx, m, m.Namespace, m.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", m.Name)); err != nil {
 		return nil, err
 	}
 	if m.Limit < 0 || m.Limit > fsm.MaxIndexLimit {
