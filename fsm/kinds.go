@@ -29,6 +29,10 @@ type Kind struct {
 	// only remove data, or record the cluster's own state, are let
 	// through so an operator can free space.
 	Grows bool
+	// GrowsWhen, when set, decides in place of Grows for a kind where it
+	// depends on the command (resuming an index adds data, pausing it
+	// stops its growth). Read both through MayGrow.
+	GrowsWhen func(c *fsmv1.Command) bool
 	// Version is the StateMachineVersion every server must report before
 	// the kind may be proposed (0: every version applies it), so a rolling
 	// upgrade never puts in the log an entry a replica would refuse.
@@ -37,6 +41,14 @@ type Kind struct {
 	Result protoreflect.Name
 
 	apply func(a *applier, l *Entry, c *fsmv1.Command) any
+}
+
+// MayGrow reports whether cmd, of kind k, may add data (Grows, GrowsWhen).
+func (k Kind) MayGrow(cmd *fsmv1.Command) bool {
+	if k.GrowsWhen != nil {
+		return k.GrowsWhen(cmd)
+	}
+	return k.Grows
 }
 
 // KindOf returns the row of cmd's kind; false for an empty or unknown

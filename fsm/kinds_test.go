@@ -101,3 +101,23 @@ func TestKindStamp(t *testing.T) {
 		})
 	}
 }
+
+// TestKindMayGrow: a row's GrowsWhen decides in place of its Grows.
+func TestKindMayGrow(t *testing.T) {
+	cmd := &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{Stream: "grow"}}}
+	cases := []struct {
+		name string
+		k    Kind
+		want bool
+	}{
+		{"grows", Kind{Grows: true}, true},
+		{"does not grow", Kind{}, false},
+		{"decided by the command", Kind{Grows: false, GrowsWhen: func(c *fsmv1.Command) bool { return c.GetAppend().Stream == "grow" }}, true},
+		{"decided by the command, against Grows", Kind{Grows: true, GrowsWhen: func(*fsmv1.Command) bool { return false }}, false},
+	}
+	for _, tc := range cases {
+		if got := tc.k.MayGrow(cmd); got != tc.want {
+			t.Errorf("%s: MayGrow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

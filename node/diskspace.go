@@ -105,14 +105,14 @@ func (a *diskAlarm) err() error {
 	return a.reason
 }
 
-// refusedWhenFull reports whether cmd may add data (fsm.Kind.Grows: a
+// refusedWhenFull reports whether cmd may add data (fsm.Kind.MayGrow: a
 // RebuildIndex does, a second copy of an index's entries on every node):
 // deleting a namespace, streams or messages, expiry and retention policies
 // free space, node info is membership's, and a leaked credential must be
 // revocable, so those still go. An unknown kind is refused.
 func refusedWhenFull(cmd *fsmv1.Command) bool {
 	k, ok := fsm.KindOf(cmd)
-	return !ok || k.Grows
+	return !ok || k.MayGrow(cmd)
 }
 
 // diskWatch re-evaluates the alarm every Config.DiskCheckInterval while
