@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -300,58 +301,11 @@ func (a *applier) command(l *Entry) any {
 		return fmt.Errorf("%w: %v", ErrBadCommand, err)
 	}
 	a.rules = cmd.InputRules
-	switch k := cmd.Kind.(type) {
-	case *fsmv1.Command_Append:
-		return a.append(l, k.Append)
-	case *fsmv1.Command_AppendMulti:
-		return a.appendMulti(l, k.AppendMulti)
-	case *fsmv1.Command_Import:
-		return a.importChunk(l, k.Import)
-	case *fsmv1.Command_CreateNamespace:
-		return a.createNamespace(l, k.CreateNamespace)
-	case *fsmv1.Command_DeleteNamespace:
-		return a.deleteNamespace(l, k.DeleteNamespace)
-	case *fsmv1.Command_SetNodeInfo:
-		return a.setNodeInfo(l, k.SetNodeInfo)
-	case *fsmv1.Command_TruncateStream:
-		return a.truncateStream(l, k.TruncateStream)
-	case *fsmv1.Command_DeleteStream:
-		return a.deleteStream(l, k.DeleteStream)
-	case *fsmv1.Command_DeleteByWatermark:
-		return a.deleteByWatermark(l, k.DeleteByWatermark)
-	case *fsmv1.Command_SetRetentionPolicy:
-		return a.setRetentionPolicy(l, k.SetRetentionPolicy)
-	case *fsmv1.Command_ExpireMessages:
-		return a.expireMessages(l, k.ExpireMessages)
-	case *fsmv1.Command_CreateGroup:
-		return a.createGroup(l, k.CreateGroup)
-	case *fsmv1.Command_UpdateGroup:
-		return a.updateGroup(l, k.UpdateGroup)
-	case *fsmv1.Command_DeleteGroup:
-		return a.deleteGroup(l, k.DeleteGroup)
-	case *fsmv1.Command_GroupProgress:
-		return a.groupProgress(l, k.GroupProgress)
-	case *fsmv1.Command_ReplayParked:
-		return a.replayParked(l, k.ReplayParked)
-	case *fsmv1.Command_DeleteParked:
-		return a.deleteParked(l, k.DeleteParked)
-	case *fsmv1.Command_CreateCredential:
-		return a.createCredential(l, k.CreateCredential)
-	case *fsmv1.Command_RevokeCredential:
-		return a.revokeCredential(l, k.RevokeCredential)
-	case *fsmv1.Command_IndexTypes:
-		return a.indexTypes(l, k.IndexTypes)
-	case *fsmv1.Command_CreateIndex:
-		return a.createIndex(l, k.CreateIndex)
-	case *fsmv1.Command_DeleteIndex:
-		return a.deleteIndex(l, k.DeleteIndex)
-	case *fsmv1.Command_RebuildIndex:
-		return a.rebuildIndex(l, k.RebuildIndex)
-	case *fsmv1.Command_SetIndexState:
-		return a.setIndexState(l, k.SetIndexState)
-	default:
+	k, ok := kinds[reflect.TypeOf(cmd.Kind)]
+	if !ok {
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
+	return k.apply(a, l, cmd)
 }
 
 // lookup resolves a namespace name as of the current entry.

@@ -47,9 +47,13 @@ import (
 // server reports at least that version.
 const StateMachineVersion = 2
 
-// IndexesVersion is the state machine version that applies CreateIndex
-// and DeleteIndex (index.go).
+// IndexesVersion is the state machine version that applies CreateIndex,
+// DeleteIndex and RebuildIndex (index.go).
 const IndexesVersion = 2
+
+// CredentialsVersion is the state machine version that applies
+// CreateCredential and RevokeCredential (credential.go).
+const CredentialsVersion = 2
 
 // DefaultIndexTypesBatch is the most messages one IndexTypes entry the
 // leader proposes walks: about 10-20 ms of apply.

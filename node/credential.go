@@ -10,26 +10,16 @@ import (
 
 // Credentials (fsm/credential.go) are entries of kinds older binaries do
 // not know: Apply proposes them only once every server of the
-// configuration reports state machine version 2 (versionNeeded), so a
+// configuration reports fsm.CredentialsVersion (checkVersion), so a
 // rolling upgrade never puts one in the log that a replica would refuse.
-
-// versionNeeded is the fsm.StateMachineVersion every server must report
-// before cmd may be proposed; 0 for the kinds every version knows.
-func versionNeeded(cmd *fsmv1.Command) uint32 {
-	switch cmd.Kind.(type) {
-	case *fsmv1.Command_CreateCredential, *fsmv1.Command_RevokeCredential:
-		return 2
-	}
-	return 0
-}
 
 // revokeWait bounds how long RevokeCredential waits for every server to
 // apply the revocation.
 const revokeWait = 5 * time.Second
 
 // CreateCredential is Apply for a new credential.
-func (n *Node) CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsm.CredentialResult, error) {
-	return applyAs[*fsm.CredentialResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateCredential{CreateCredential: c}})
+func (n *Node) CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateCredential{CreateCredential: c}})
 }
 
 // RevokeCredential is Apply for a revocation, and then waits (up to 5 s,
@@ -37,8 +27,8 @@ func (n *Node) CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) 
 // that no node admits the credential once the call returns. A server
 // that does not answer in time is logged; it refuses the credential from
 // the moment it applies the entry.
-func (n *Node) RevokeCredential(ctx context.Context, c *fsmv1.RevokeCredential) (*fsm.CredentialResult, error) {
-	res, err := applyAs[*fsm.CredentialResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_RevokeCredential{RevokeCredential: c}})
+func (n *Node) RevokeCredential(ctx context.Context, c *fsmv1.RevokeCredential) (*fsmv1.Result, error) {
+	res, err := n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_RevokeCredential{RevokeCredential: c}})
 	if err != nil {
 		return nil, err
 	}

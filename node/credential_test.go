@@ -22,7 +22,7 @@ func TestCredentialsThroughRaft(t *testing.T) {
 	a := c.Followers()[0]
 	h := sha256.Sum256([]byte("token"))
 	res, err := a.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 42, Name: "reporting", Role: uint32(fsm.RoleReader), TokenHash: h[:]})
-	if err != nil || res.Name != "reporting" || res.Index == 0 {
+	if err != nil || res.GetCredential().GetName() != "reporting" || res.Index == 0 {
 		t.Fatalf("create through a follower: %+v, %v", res, err)
 	}
 	c.WaitConverged()

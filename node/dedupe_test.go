@@ -21,9 +21,9 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	createNamespace(t, c.Leader().Node, "app")
 	const id = "0192f0c4-0000-7000-8000-0000000000f1"
 	retry := func(n *Node) (*fsm.AppendResult, error) {
-		return n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
+		return appended(n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
 			{Id: id, Type: "Opened", Data: []byte(`{"a":1}`), ClientId: true},
-		}})
+		}}))
 	}
 	writeN(t, c.Leader().Node, "app", 5)
 	orig, err := retry(c.Leader().Node)

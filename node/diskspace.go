@@ -105,23 +105,14 @@ func (a *diskAlarm) err() error {
 	return a.reason
 }
 
-// refusedWhenFull reports whether cmd adds data (a RebuildIndex does: a
-// second copy of an index's entries on every node; so does resuming an
-// index): deleting a namespace, streams or messages, expiry and retention
-// policies free space, node info is membership's, a leaked credential
-// must be revocable, and pausing an index stops its growth, so those
-// still go.
+// refusedWhenFull reports whether cmd may add data (fsm.Kind.MayGrow: a
+// RebuildIndex does, a second copy of an index's entries on every node):
+// deleting a namespace, streams or messages, expiry and retention policies
+// free space, node info is membership's, and a leaked credential must be
+// revocable, so those still go. An unknown kind is refused.
 func refusedWhenFull(cmd *fsmv1.Command) bool {
-	switch k := cmd.Kind.(type) {
-	case *fsmv1.Command_SetIndexState:
-		return !k.SetIndexState.Paused
-	case *fsmv1.Command_DeleteNamespace, *fsmv1.Command_SetNodeInfo,
-		*fsmv1.Command_DeleteStream, *fsmv1.Command_TruncateStream, *fsmv1.Command_DeleteByWatermark,
-		*fsmv1.Command_SetRetentionPolicy, *fsmv1.Command_ExpireMessages,
-		*fsmv1.Command_RevokeCredential, *fsmv1.Command_DeleteIndex:
-		return false
-	}
-	return true
+	k, ok := fsm.KindOf(cmd)
+	return !ok || k.MayGrow(cmd)
 }
 
 // diskWatch re-evaluates the alarm every Config.DiskCheckInterval while

@@ -51,7 +51,7 @@ type forwardCall struct {
 	parent trace.SpanContext // the write's node.forward span, when traced
 	taken  bool              // in a call (under forwarder.mu)
 	done   chan struct{}
-	res    any
+	res    *fsmv1.Result
 	err    error
 }
 
@@ -62,7 +62,7 @@ func newForwarder(life context.Context, peers *peerClients, timeout time.Duratio
 // apply forwards cmd to the leader at addr with apply's contract:
 // errNotLeader and errNotSent mean nothing was proposed, and so does the
 // caller's context error returned unwrapped (the write never left).
-func (f *forwarder) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
+func (f *forwarder) apply(ctx context.Context, addr string, cmd *fsmv1.Command) (*fsmv1.Result, error) {
 	c := &forwardCall{cmd: cmd, done: make(chan struct{})}
 	if f.traced {
 		c.parent = trace.SpanContextFromContext(ctx)

@@ -10,7 +10,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -42,9 +41,9 @@ func newStubLeader(t *testing.T) (*stubLeader, string) {
 	return s, port.Addr().String()
 }
 
-func (s *stubLeader) answer(c *fsmv1.Command) *peerv1.ApplyResponse {
+func (s *stubLeader) answer(c *fsmv1.Command) *fsmv1.Result {
 	a := c.GetAppend()
-	return &peerv1.ApplyResponse{Index: 7, Result: &peerv1.ApplyResponse_Append{Append: &peerv1.AppendResult{Stream: a.Stream}}}
+	return &fsmv1.Result{Index: 7, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{Stream: a.Stream}}}
 }
 
 func (s *stubLeader) ApplyBatch(ctx context.Context, req *connect.Request[peerv1.ApplyBatchRequest]) (*connect.Response[peerv1.ApplyBatchResponse], error) {
@@ -70,7 +69,7 @@ func (s *stubLeader) ApplyBatch(ctx context.Context, req *connect.Request[peerv1
 	return connect.NewResponse(&peerv1.ApplyBatchResponse{Outcomes: out}), nil
 }
 
-func (s *stubLeader) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
+func (s *stubLeader) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[fsmv1.Result], error) {
 	s.mu.Lock()
 	s.singles++
 	s.mu.Unlock()
@@ -119,8 +118,8 @@ func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
 		if a.err != nil {
 			t.Fatalf("%s: %v", a.stream, a.err)
 		}
-		r, ok := a.res.(*fsm.AppendResult)
-		if !ok || r.Stream != a.stream {
+		r, ok := a.res.(*fsmv1.Result)
+		if !ok || r.GetAppend().GetStream() != a.stream {
 			t.Fatalf("%s got the answer %+v", a.stream, a.res)
 		}
 	}
@@ -195,7 +194,7 @@ func TestForwarderFailures(t *testing.T) {
 				}
 				return
 			}
-			if r, ok := res.(*fsm.AppendResult); err != nil || !ok || r.Stream != "s" {
+			if err != nil || res.GetAppend().GetStream() != "s" {
 				t.Fatalf("got %+v, %v; want the append's result", res, err)
 			}
 			leader.mu.Lock()

@@ -2,11 +2,8 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
@@ -17,29 +14,29 @@ import (
 // groupowner.go and DESIGN.md "Subscription groups".
 
 // CreateGroup is Apply for a group creation.
-func (n *Node) CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsm.GroupResult, error) {
-	return applyAs[*fsm.GroupResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateGroup{CreateGroup: c}})
+func (n *Node) CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateGroup{CreateGroup: c}})
 }
 
 // UpdateGroup is Apply for a change of a group's settings.
-func (n *Node) UpdateGroup(ctx context.Context, c *fsmv1.UpdateGroup) (*fsm.GroupResult, error) {
-	return applyAs[*fsm.GroupResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_UpdateGroup{UpdateGroup: c}})
+func (n *Node) UpdateGroup(ctx context.Context, c *fsmv1.UpdateGroup) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_UpdateGroup{UpdateGroup: c}})
 }
 
 // DeleteGroup is Apply for a group deletion. Its consumers' streams end
 // with fsm.ErrGroupNotFound.
-func (n *Node) DeleteGroup(ctx context.Context, c *fsmv1.DeleteGroup) (*fsm.GroupResult, error) {
-	return applyAs[*fsm.GroupResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteGroup{DeleteGroup: c}})
+func (n *Node) DeleteGroup(ctx context.Context, c *fsmv1.DeleteGroup) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteGroup{DeleteGroup: c}})
 }
 
 // ReplayParked is Apply for moving parked messages back into a group.
-func (n *Node) ReplayParked(ctx context.Context, c *fsmv1.ReplayParked) (*fsm.ParkedChangeResult, error) {
-	return applyAs[*fsm.ParkedChangeResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_ReplayParked{ReplayParked: c}})
+func (n *Node) ReplayParked(ctx context.Context, c *fsmv1.ReplayParked) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_ReplayParked{ReplayParked: c}})
 }
 
 // DeleteParked is Apply for forgetting parked messages.
-func (n *Node) DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.ParkedChangeResult, error) {
-	return applyAs[*fsm.ParkedChangeResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteParked{DeleteParked: c}})
+func (n *Node) DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteParked{DeleteParked: c}})
 }
 
 // Consume attaches a consumer named consumer to group of namespace ns and
@@ -110,32 +107,4 @@ func (n *Node) GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupS
 		return nodeapi.GroupState{}, false
 	}
 	return n.peers.groupStats(ctx, addr, ns, group)
-}
-
-func groupRejectionOf(err error) (*peerv1.Rejection, bool) {
-	var nf *nodeapi.NotInFlightError
-	switch {
-	case errors.As(err, &nf):
-		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_NOT_IN_FLIGHT, Message: strings.Join(nf.IDs, ",")}, true
-	case errors.Is(err, nodeapi.ErrTooManyConsumers):
-		return &peerv1.Rejection{Reason: peerv1.Reason_REASON_TOO_MANY_CONSUMERS, Message: err.Error()}, true
-	}
-	return nil, false
-}
-
-func groupErrorOf(r *peerv1.Rejection) error {
-	trim := func(sentinel error) string { return strings.TrimPrefix(r.Message, sentinel.Error()+": ") }
-	switch r.Reason {
-	case peerv1.Reason_REASON_GROUP_NOT_FOUND:
-		return fmt.Errorf("%w: %s", fsm.ErrGroupNotFound, trim(fsm.ErrGroupNotFound))
-	case peerv1.Reason_REASON_GROUP_EXISTS:
-		return fmt.Errorf("%w: %s", fsm.ErrGroupExists, trim(fsm.ErrGroupExists))
-	case peerv1.Reason_REASON_PARKED_NOT_FOUND:
-		return fmt.Errorf("%w: %s", fsm.ErrParkedNotFound, trim(fsm.ErrParkedNotFound))
-	case peerv1.Reason_REASON_NOT_IN_FLIGHT:
-		return &nodeapi.NotInFlightError{IDs: strings.Split(r.Message, ",")}
-	case peerv1.Reason_REASON_TOO_MANY_CONSUMERS:
-		return fmt.Errorf("%w: %s", nodeapi.ErrTooManyConsumers, trim(nodeapi.ErrTooManyConsumers))
-	}
-	return fmt.Errorf("node: unknown rejection %v: %s", r.Reason, r.Message)
 }

@@ -26,7 +26,7 @@ func groupCallError(err error) error {
 	}
 	if rej, ok := rejectionOf(err); ok {
 		ce := connect.NewError(connect.CodeFailedPrecondition, errors.New(rej.Message))
-		if d, derr := connect.NewErrorDetail(rej); derr == nil {
+		if d, derr := rejectionDetail(rej); derr == nil {
 			ce.AddDetail(d)
 		}
 		return ce
@@ -41,12 +41,8 @@ func groupCallError(err error) error {
 func groupPeerError(err error, what string) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if rej, ok := v.(*peerv1.Rejection); ok {
-					return errorOf(rej)
-				}
-			}
+		if rej, ok := rejectionIn(ce); ok {
+			return errorOf(rej)
 		}
 		if ce.Code() == connect.CodeCanceled {
 			return context.Canceled

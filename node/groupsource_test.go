@@ -25,7 +25,7 @@ func TestReadSourceStreamResumesAtPosition(t *testing.T) {
 			t.Fatal(err)
 		}
 		if stream == "job-1" {
-			want = append(want, r.FirstGlobalPosition)
+			want = append(want, r.GetAppend().FirstGlobalPosition)
 		}
 	}
 	src := &fsmv1.GroupSource{Stream: "job-1"}

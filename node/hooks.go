@@ -14,14 +14,14 @@ import (
 type hooks struct {
 	// forward, when set, sends a write this node does not lead to the
 	// leader at addr in place of the forwarder.
-	forward func(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error)
+	forward func(ctx context.Context, addr string, cmd *fsmv1.Command) (*fsmv1.Result, error)
 	// propose sees every command the leader is about to encode: it may
 	// refuse it (err), answer it without proposing (done, res), or give
 	// the Raft entry extensions (ext) for the state machine's mutant side.
-	propose func(cmd *fsmv1.Command) (res any, done bool, ext []byte, err error)
+	propose func(cmd *fsmv1.Command) (res *fsmv1.Result, done bool, ext []byte, err error)
 	// proposed sees a command just handed to Raft and may answer it
 	// before it commits.
-	proposed func(cmd *fsmv1.Command) (res any, done bool)
+	proposed func(cmd *fsmv1.Command) (res *fsmv1.Result, done bool)
 	// skipReadBarrier reports that a read at c may skip its wait.
 	skipReadBarrier func(c nodeapi.Consistency) bool
 	// groupCheckpoint, when set, replaces the checkpoint a subscription

@@ -35,55 +35,28 @@ import (
 // fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
 // typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
 // by the node that takes the call (an older leader would not check) and
-// again by the leader when it proposes.
+// again by the leader when it proposes (fsm.Kind.Version, checkVersion).
 
 // CreateIndex is Apply for an index definition.
-func (n *Node) CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error) {
-	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{}}); err != nil {
-		return nil, err // nothing proposed; the leader checks again
-	}
-	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{CreateIndex: c}})
+func (n *Node) CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{CreateIndex: c}})
 }
 
 // DeleteIndex is Apply for an index deletion.
-func (n *Node) DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error) {
-	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{}}); err != nil {
-		return nil, err
-	}
-	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{DeleteIndex: c}})
+func (n *Node) DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteIndex{DeleteIndex: c}})
 }
 
 // RebuildIndex is Apply for an index rebuild (a new definition or the
 // same one, built beside the current one).
-func (n *Node) RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error) {
-	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{}}); err != nil {
-		return nil, err
-	}
-	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: c}})
+func (n *Node) RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: c}})
 }
 
 // SetIndexState is Apply for pausing or resuming an index on every node
 // (fsm/indexstate.go).
-func (n *Node) SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsm.IndexResult, error) {
-	if err := n.checkIndexGate(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{}}); err != nil {
-		return nil, err
-	}
-	return applyAs[*fsm.IndexResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{SetIndexState: c}})
-}
-
-// checkIndexGate refuses an index command on the leader while a server
-// does not report knowing indexes.
-func (n *Node) checkIndexGate(ctx context.Context, cmd *fsmv1.Command) error {
-	switch cmd.Kind.(type) {
-	case *fsmv1.Command_CreateIndex, *fsmv1.Command_DeleteIndex, *fsmv1.Command_RebuildIndex, *fsmv1.Command_SetIndexState:
-	default:
-		return nil
-	}
-	if !n.serversKnowSoon(ctx, fsm.IndexesVersion) {
-		return fmt.Errorf("%w: a server of the cluster does not report state machine version %d (user-defined indexes); upgrade every server first",
-			nodeapi.ErrUpgradeRequired, fsm.IndexesVersion)
-	}
-	return nil
+func (n *Node) SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{SetIndexState: c}})
 }
 
 // ReadIndexed is Read for reads of index (every index of the namespace

@@ -51,8 +51,8 @@ func appendTyped(t *testing.T, n *Node, ns, stream, typ string, amount any) *fsm
 		err error
 	)
 	testutil.Eventually(t, waitTimeout, "an append to "+stream, func() bool {
-		res, err = n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
-			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: typ, Data: data}}})
+		res, err = appended(n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
+			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: typ, Data: data}}}))
 		return err == nil || !(errors.Is(err, nodeapi.ErrUnknownOutcome) || errors.Is(err, nodeapi.ErrNoLeader))
 	})
 	if err != nil {

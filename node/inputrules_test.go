@@ -57,7 +57,7 @@ func TestInputRulesStamped(t *testing.T) {
 	}
 	// Every replica holds it once it has applied the entry (SESSION reads
 	// wait for that).
-	at := nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.(*fsm.AppendResult).Index}
+	at := nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: res.Index}
 	for _, tn := range c.Nodes {
 		var ver int64
 		if _, err := tn.Node.Read(ctx, "app", at, func(v *fsm.View) (err error) {

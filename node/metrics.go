@@ -36,7 +36,7 @@ type metrics struct {
 const (
 	refusedNoLeader  = "no_leader"  // no leader within Config.LeaderWait
 	refusedDiskFull  = "disk_full"  // a voter is under --min-free-disk
-	refusedVersion   = "version"    // a server does not know the command (versionNeeded)
+	refusedVersion   = "version"    // a server does not know the command (checkVersion)
 	refusedDiskSpace = "disk_space" // a namespace create, a voter under its reserve
 )
 

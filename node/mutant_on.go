@@ -24,7 +24,7 @@ const forwardRetryTimeout = 5 * time.Millisecond
 func (n *Node) installMutant() {
 	switch n.cfg.Mutant {
 	case MutantCASOutsideFSM:
-		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+		n.hooks.propose = func(cmd *fsmv1.Command) (*fsmv1.Result, bool, []byte, error) {
 			return nil, false, nil, n.casOutsideFSM(cmd)
 		}
 	case MutantAckBeforeCommit:
@@ -37,7 +37,7 @@ func (n *Node) installMutant() {
 		n.hooks.forward = n.forwardRetry
 	case MutantGlobalPosAtPropose:
 		var counter proposedGlobal
-		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+		n.hooks.propose = func(cmd *fsmv1.Command) (*fsmv1.Result, bool, []byte, error) {
 			if gp := counter.take(n, cmd); gp > 0 {
 				return nil, false, fsm.MutantExtensions(gp, 0), nil
 			}
@@ -49,7 +49,7 @@ func (n *Node) installMutant() {
 			flag = fsm.ExpireAgeEarly
 		}
 		ext := fsm.MutantExtensions(0, flag)
-		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+		n.hooks.propose = func(cmd *fsmv1.Command) (*fsmv1.Result, bool, []byte, error) {
 			if cmd.GetExpireMessages() == nil {
 				return nil, false, nil, nil
 			}
@@ -58,7 +58,7 @@ func (n *Node) installMutant() {
 	case MutantCheckpointAhead:
 		n.hooks.groupCheckpoint = func(_, read int64) int64 { return read }
 	case MutantDedupeAtPropose:
-		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+		n.hooks.propose = func(cmd *fsmv1.Command) (*fsmv1.Result, bool, []byte, error) {
 			if cmd.GetAppend() == nil {
 				return nil, false, nil, nil
 			}
@@ -68,7 +68,7 @@ func (n *Node) installMutant() {
 			return nil, false, fsm.MutantExtensions(0, fsm.IDsDecided), nil
 		}
 	case MutantConditionAtPropose:
-		n.hooks.propose = func(cmd *fsmv1.Command) (any, bool, []byte, error) {
+		n.hooks.propose = func(cmd *fsmv1.Command) (*fsmv1.Result, bool, []byte, error) {
 			decided, err := n.conditionAtPropose(cmd)
 			if err != nil || !decided {
 				return nil, false, nil, err
@@ -92,7 +92,7 @@ func indexMutant(name string) byte {
 // forwardRetry is MutantForwardRetry: it gives a forwarded write
 // forwardRetryTimeout to answer and, when it does not, reports it as not
 // sent, so Apply sends it again.
-func (n *Node) forwardRetry(ctx context.Context, addr string, cmd *fsmv1.Command) (any, error) {
+func (n *Node) forwardRetry(ctx context.Context, addr string, cmd *fsmv1.Command) (*fsmv1.Result, error) {
 	fctx, cancel := context.WithTimeout(ctx, forwardRetryTimeout)
 	res, err := n.peers.apply(fctx, addr, cmd)
 	cancel()
@@ -127,7 +127,7 @@ func (n *Node) casOutsideFSM(cmd *fsmv1.Command) error {
 
 // ackBeforeCommit is MutantAckBeforeCommit: the result an append would
 // have if nothing else were in flight, reported before it commits.
-func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (any, bool) {
+func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 	a := cmd.GetAppend()
 	if a == nil {
 		return nil, false
@@ -143,12 +143,18 @@ func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (any, bool) {
 		return nil, false
 	}
 	k := int64(len(a.Messages))
-	return &fsm.AppendResult{
+	return appendAnswer(&fsm.AppendResult{
 		Namespace: a.Namespace, Stream: a.Stream,
 		FirstPosition: cur + 1, LastPosition: cur + k,
 		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
 		Index: n.raft.LastIndex(),
-	}, true
+	}), true
+}
+
+// appendAnswer is r as the leader answers it.
+func appendAnswer(r *fsm.AppendResult) *fsmv1.Result {
+	res, _ := fsm.EncodeResult(r) // an AppendResult always encodes
+	return res
 }
 
 // proposedGlobal is MutantGlobalPosAtPropose's counter.
@@ -184,7 +190,7 @@ func (p *proposedGlobal) take(n *Node, cmd *fsmv1.Command) int64 {
 // an append is in this node's applied id index, it answers the first one's
 // positions as a duplicate without proposing; otherwise the caller marks
 // the entry decided, so that apply writes it without checking.
-func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
+func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 	a := cmd.GetAppend()
 	if a == nil {
 		return nil, false
@@ -208,12 +214,12 @@ func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (any, bool) {
 		}
 	}
 	k := int64(len(a.Messages))
-	return &fsm.AppendResult{
+	return appendAnswer(&fsm.AppendResult{
 		Namespace: a.Namespace, Stream: a.Stream,
 		FirstPosition: first.Position, LastPosition: first.Position + k - 1,
 		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
 		Index: n.AppliedIndex(), Duplicate: true,
-	}, true
+	}), true
 }
 
 // conditionAtPropose is MutantConditionAtPropose: it decides an append's

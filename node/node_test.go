@@ -28,9 +28,9 @@ func TestForwardedWrite(t *testing.T) {
 	f := c.Followers()
 	// A namespace created through a follower, then writes through both.
 	createNamespace(t, f[0].Node, "app")
-	r1, err := f[0].Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
+	r1, err := appended(f[0].Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
 		{Type: "Opened", Data: []byte(`{}`)}, {Type: "Deposited", Data: []byte(`{"n":1}`)},
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}

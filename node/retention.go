@@ -12,14 +12,14 @@ import (
 )
 
 // SetRetentionPolicy is Apply for a retention policy change.
-func (n *Node) SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error) {
-	return applyAs[*fsm.RetentionPolicyResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_SetRetentionPolicy{SetRetentionPolicy: c}})
+func (n *Node) SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetRetentionPolicy{SetRetentionPolicy: c}})
 }
 
 // ExpireNow proposes one ExpireMessages entry for namespace at the
 // leader's clock (the expiry loop's step, also for tests and tools).
-func (n *Node) ExpireNow(ctx context.Context, namespace string) (*fsm.ExpiryResult, error) {
-	return applyAs[*fsm.ExpiryResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
+func (n *Node) ExpireNow(ctx context.Context, namespace string) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
 		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch,
 	}}})
 }
@@ -82,16 +82,16 @@ func (n *Node) everyTickAsLeader(interval time.Duration, round func()) {
 
 // expireLocal proposes an expiry only on this node, as the leader: a
 // follower never forwards one (the leader runs its own loop).
-func (n *Node) expireLocal(ctx context.Context, namespace string) (*fsm.ExpiryResult, error) {
+func (n *Node) expireLocal(ctx context.Context, namespace string) (*fsmv1.ExpiryResult, error) {
 	res, err := n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_ExpireMessages{ExpireMessages: &fsmv1.ExpireMessages{
 		Namespace: namespace, MaxMessages: fsm.DefaultExpireBatch,
 	}}})
 	if err != nil {
 		return nil, err
 	}
-	r, ok := res.(*fsm.ExpiryResult)
-	if !ok {
-		return nil, fmt.Errorf("node: unexpected result %T for an expiry", res)
+	r := res.GetExpiry()
+	if r == nil {
+		return nil, fmt.Errorf("node: unexpected result %v for an expiry", res)
 	}
 	return r, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 )
@@ -51,7 +50,7 @@ func TestStorageStallOnEveryReplica(t *testing.T) {
 
 	noFDs.Store(true)
 	type outcome struct {
-		res *fsm.CreateNamespaceResult
+		res *fsmv1.Result
 		err error
 	}
 	done := make(chan outcome, 1)
@@ -85,13 +84,13 @@ func TestStorageStallOnEveryReplica(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the create did not complete once descriptors were free")
 	}
-	if o.err != nil || o.res.Name != "tenant" || o.res.ID <= stalledAt {
+	if o.err != nil || o.res.GetCreateNamespace().GetName() != "tenant" || o.res.GetCreateNamespace().GetId() <= stalledAt {
 		t.Fatalf("create after the stall: %+v %v (stalled at applied index %d)", o.res, o.err, stalledAt)
 	}
 	for _, tn := range c.Nodes {
 		testutil.Until(t, waitTimeout, "every replica to hold the namespace", func() (bool, string) {
 			info, ok := tn.store.Namespace("tenant")
-			return ok && info.ID == o.res.ID && tn.StorageStall() == nil, errString(tn.StorageStall())
+			return ok && info.ID == o.res.GetCreateNamespace().GetId() && tn.StorageStall() == nil, errString(tn.StorageStall())
 		})
 		if v := gaugeValue(t, tn.Registry, "skald_node_storage_stalls_total"); v != 1 {
 			t.Fatalf("node %s: %v stalls counted, want 1", tn.ID(), v)

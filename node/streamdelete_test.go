@@ -55,10 +55,10 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 	down.Stop()
 
 	res, err := via.TruncateStream(ctxT(t), &fsmv1.TruncateStream{Namespace: "app", Stream: "s-1", Before: 15})
-	if err != nil || res.MessagesDeleted != 15 || res.Version != 19 {
+	if err != nil || res.GetStreamDeletion().MessagesDeleted != 15 || res.GetStreamDeletion().Version != 19 {
 		t.Fatalf("truncate through a follower: %+v, %v; want 15 removed, version 19", res, err)
 	}
-	if res, err = via.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: "app", Stream: "s-2"}); err != nil || res.MessagesDeleted != 20 {
+	if res, err = via.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: "app", Stream: "s-2"}); err != nil || res.GetStreamDeletion().MessagesDeleted != 20 {
 		t.Fatalf("soft delete: %+v, %v", res, err)
 	}
 	if _, err = via.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: "app", Stream: "s-3", Hard: true}); err != nil {

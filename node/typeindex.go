@@ -95,22 +95,22 @@ func (n *Node) typeIndexRound() {
 
 // IndexTypesNow proposes one IndexTypes entry for namespace (the backfill
 // loop's step, for tests and tools); it must run on the leader.
-func (n *Node) IndexTypesNow(ctx context.Context, namespace string) (*fsm.IndexTypesResult, error) {
+func (n *Node) IndexTypesNow(ctx context.Context, namespace string) (*fsmv1.IndexTypesResult, error) {
 	return n.indexTypesLocal(ctx, namespace)
 }
 
 // indexTypesLocal proposes an IndexTypes entry only on this node, as the
 // leader: a follower never forwards one (the leader runs its own loop).
-func (n *Node) indexTypesLocal(ctx context.Context, namespace string) (*fsm.IndexTypesResult, error) {
+func (n *Node) indexTypesLocal(ctx context.Context, namespace string) (*fsmv1.IndexTypesResult, error) {
 	res, err := n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_IndexTypes{IndexTypes: &fsmv1.IndexTypes{
 		Namespace: namespace, MaxKeys: fsm.DefaultIndexTypesBatch,
 	}}})
 	if err != nil {
 		return nil, err
 	}
-	r, ok := res.(*fsm.IndexTypesResult)
-	if !ok {
-		return nil, fmt.Errorf("node: unexpected result %T for an IndexTypes entry", res)
+	r := res.GetIndexTypes()
+	if r == nil {
+		return nil, fmt.Errorf("node: unexpected result %v for an IndexTypes entry", res)
 	}
 	return r, nil
 }

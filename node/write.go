@@ -18,11 +18,11 @@ import (
 )
 
 // Apply proposes cmd through Raft and returns the state machine's result:
-// *fsm.AppendResult, *fsm.ImportResult, *fsm.CreateNamespaceResult,
-// *fsm.DeleteNamespaceResult or *fsm.SetNodeInfoResult (each carries the
-// Raft index of the entry). A business rejection (fsm.VersionConflictError,
-// fsm.ValidationError, fsm.ErrNamespaceNotFound, ...) is returned as the
-// error, and nothing was written.
+// the Raft index of the entry and, set, the field of the Result oneof
+// that answers cmd's kind (fsm.Kind.Result: GetAppend for an Append, ...).
+// A business rejection (fsm.VersionConflictError, fsm.ValidationError,
+// fsm.ErrNamespaceNotFound, ...) is returned as the error, and nothing was
+// written.
 //
 // On a follower the command is forwarded to the leader. Without a leader
 // the call waits up to Config.LeaderWait, then fails with
@@ -38,15 +38,20 @@ import (
 // replica applies the entry under the same rules. A command forwarded to
 // this node keeps the rules of the node that took it (peer.go calls
 // applyLocal).
-func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
+func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (*fsmv1.Result, error) {
 	if cmd.InputRules == fsm.InputRulesLegacy {
 		cmd.InputRules = fsm.InputRules
 	}
-	if v := versionNeeded(cmd); v > 0 && !n.serversKnowSoon(ctx, v) {
-		n.m.refused.WithLabelValues(refusedVersion).Inc()
-		return nil, fmt.Errorf("%w: every server must run a version whose state machine is at least %d", nodeapi.ErrUpgradeRequired, v)
+	k, ok := fsm.KindOf(cmd)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown command kind %T", fsm.ErrBadCommand, cmd.GetKind())
 	}
-	var res any
+	// Checked here too, not only by the leader: a leader of the previous
+	// release would propose what some replicas cannot apply.
+	if err := n.checkVersion(ctx, k); err != nil {
+		return nil, err
+	}
+	var res *fsmv1.Result
 	err := n.callLeader(ctx, leaderCall{
 		local: func() (err error) {
 			res, err = n.applyLocal(ctx, cmd)
@@ -73,23 +78,37 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (any, error) {
 			return nodeapi.ErrNoLeader
 		},
 	})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	if got := res.ProtoReflect().WhichOneof(resultOneof); got == nil || got.Name() != k.Result {
+		return nil, fmt.Errorf("node: unexpected result %v for a %s", got, k.Name)
+	}
+	return res, nil
 }
+
+// resultOneof is the oneof of fsmv1.Result that holds a kind's answer.
+var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
 
 // applyLocal proposes cmd if this node is the leader; otherwise it returns
 // errNotLeader without proposing anything.
-func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err error) {
+// A business rejection is returned as the error.
+func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ *fsmv1.Result, err error) {
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
 	ctx, span := n.startSpan(ctx, "raft.propose", trace.SpanKindInternal)
 	defer func() { endSpan(span, err) }()
+	k, ok := fsm.KindOf(cmd)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown command kind %T", fsm.ErrBadCommand, cmd.GetKind())
+	}
 	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
 		n.m.refused.WithLabelValues(refusedDiskFull).Inc()
 		return nil, err // nothing proposed
 	}
 	stamp(cmd, time.Now())
-	if err := n.checkIndexGate(ctx, cmd); err != nil {
+	if err := n.checkVersion(ctx, k); err != nil {
 		return nil, err // nothing proposed
 	}
 	release, err := n.checkSettingsRoom(cmd)
@@ -159,7 +178,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ any, err e
 	case nil:
 		return nil, fmt.Errorf("node: entry %d was skipped by the state machine", f.Index())
 	default:
-		return r, nil
+		// The one encoding of the state machine's answer: the peer
+		// service carries it as it is.
+		return fsm.EncodeResult(r)
 	}
 }
 
@@ -181,64 +202,26 @@ func refusedBeforeLog(f raft.ApplyFuture, err error) bool {
 	return false
 }
 
-// stamp fills what the leader decides: message ids the client did not give
-// (UUIDv7) and the times, so apply is deterministic on every replica.
+// stamp fills what the leader decides, as cmd's kind says (fsm.Kind.Stamp:
+// message ids the client did not give, UUIDv7, and the times), so apply
+// is deterministic on every replica.
 func stamp(cmd *fsmv1.Command, now time.Time) {
-	ns := now.UnixNano()
-	switch k := cmd.Kind.(type) {
-	case *fsmv1.Command_Append:
-		if k.Append.TimeUnixNano == 0 {
-			k.Append.TimeUnixNano = ns
-		}
-		for _, m := range k.Append.Messages {
-			if m.Id == "" {
-				m.Id = newID()
-			}
-		}
-	case *fsmv1.Command_AppendMulti:
-		if k.AppendMulti.TimeUnixNano == 0 {
-			k.AppendMulti.TimeUnixNano = ns
-		}
-		for _, s := range k.AppendMulti.Streams {
-			for _, m := range s.Messages {
-				if m.Id == "" {
-					m.Id = newID()
-				}
-			}
-		}
-	case *fsmv1.Command_CreateNamespace:
-		if k.CreateNamespace.CreatedUnixNano == 0 {
-			k.CreateNamespace.CreatedUnixNano = ns
-		}
-	case *fsmv1.Command_DeleteNamespace:
-		if k.DeleteNamespace.DeletedUnixNano == 0 {
-			k.DeleteNamespace.DeletedUnixNano = ns
-		}
-	case *fsmv1.Command_CreateGroup:
-		if k.CreateGroup.CreatedUnixNano == 0 {
-			k.CreateGroup.CreatedUnixNano = ns
-		}
-	case *fsmv1.Command_ExpireMessages:
-		k.ExpireMessages.TimeUnixNano = ns // always the leader's clock
-	case *fsmv1.Command_CreateCredential:
-		if k.CreateCredential.CreatedUnixNano == 0 {
-			k.CreateCredential.CreatedUnixNano = ns
-		}
-	case *fsmv1.Command_RevokeCredential:
-		if k.RevokeCredential.RevokedUnixNano == 0 {
-			k.RevokeCredential.RevokedUnixNano = ns
-		}
-	case *fsmv1.Command_CreateIndex:
-		if k.CreateIndex.TimeUnixNano == 0 {
-			k.CreateIndex.TimeUnixNano = ns
-		}
-	case *fsmv1.Command_RebuildIndex:
-		if k.RebuildIndex.TimeUnixNano == 0 {
-			k.RebuildIndex.TimeUnixNano = ns
-		}
-	case *fsmv1.Command_SetIndexState:
-		// Nothing to stamp: apply sets one flag, whatever the time.
+	if k, ok := fsm.KindOf(cmd); ok && k.Stamp != nil {
+		k.Stamp(cmd, now.UnixNano(), newID)
 	}
+}
+
+// checkVersion refuses a kind some server of the configuration cannot
+// apply yet (fsm.Kind.Version): a rolling upgrade never puts in the log
+// an entry a replica would refuse. The node that takes the call checks
+// (a leader of the previous release might not) and the leader again.
+func (n *Node) checkVersion(ctx context.Context, k fsm.Kind) error {
+	if k.Version == 0 || n.serversKnowSoon(ctx, k.Version) {
+		return nil
+	}
+	n.m.refused.WithLabelValues(refusedVersion).Inc()
+	return fmt.Errorf("%w: a server of the cluster does not report state machine version %d (%s); upgrade every server first",
+		nodeapi.ErrUpgradeRequired, k.Version, k.Name)
 }
 
 func newID() string {
@@ -250,57 +233,44 @@ func newID() string {
 }
 
 // Append is Apply for one append.
-func (n *Node) Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error) {
-	return applyAs[*fsm.AppendResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: a}})
+func (n *Node) Append(ctx context.Context, a *fsmv1.Append) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: a}})
 }
 
 // AppendMulti is Apply for one multi-stream append.
-func (n *Node) AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsm.AppendMultiResult, error) {
-	return applyAs[*fsm.AppendMultiResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_AppendMulti{AppendMulti: a}})
+func (n *Node) AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_AppendMulti{AppendMulti: a}})
 }
 
 // CreateNamespace is Apply for a namespace creation.
-func (n *Node) CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error) {
-	return applyAs[*fsm.CreateNamespaceResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: c}})
+func (n *Node) CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: c}})
 }
 
 // DeleteNamespace is Apply for a namespace deletion.
-func (n *Node) DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error) {
-	return applyAs[*fsm.DeleteNamespaceResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteNamespace{DeleteNamespace: d}})
+func (n *Node) DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteNamespace{DeleteNamespace: d}})
 }
 
 // TruncateStream removes a stream's messages below a position.
-func (n *Node) TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error) {
-	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: c}})
+func (n *Node) TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_TruncateStream{TruncateStream: c}})
 }
 
 // DeleteByWatermark removes, in a category, each stream's messages up to
 // its watermark.
-func (n *Node) DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsm.WatermarkDeletionResult, error) {
-	return applyAs[*fsm.WatermarkDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteByWatermark{DeleteByWatermark: c}})
+func (n *Node) DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteByWatermark{DeleteByWatermark: c}})
 }
 
 // DeleteStream removes a stream's messages, leaving a tombstone when hard.
-func (n *Node) DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error) {
-	return applyAs[*fsm.StreamDeletionResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: c}})
+func (n *Node) DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_DeleteStream{DeleteStream: c}})
 }
 
 // Import is Apply for one import chunk.
-func (n *Node) Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error) {
-	return applyAs[*fsm.ImportResult](ctx, n, &fsmv1.Command{Kind: &fsmv1.Command_Import{Import: i}})
-}
-
-func applyAs[T any](ctx context.Context, n *Node, cmd *fsmv1.Command) (T, error) {
-	var zero T
-	res, err := n.Apply(ctx, cmd)
-	if err != nil {
-		return zero, err
-	}
-	r, ok := res.(T)
-	if !ok {
-		return zero, fmt.Errorf("node: unexpected result %T for %T", res, cmd.Kind)
-	}
-	return r, nil
+func (n *Node) Import(ctx context.Context, i *fsmv1.Import) (*fsmv1.Result, error) {
+	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_Import{Import: i}})
 }
 
 // inflight tracks the start times of the leader's pending proposals.

@@ -18,8 +18,8 @@ import (
 
 // credentialStore is what the credential operations need from the node.
 type credentialStore interface {
-	CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsm.CredentialResult, error)
-	RevokeCredential(ctx context.Context, c *fsmv1.RevokeCredential) (*fsm.CredentialResult, error)
+	CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsmv1.Result, error)
+	RevokeCredential(ctx context.Context, c *fsmv1.RevokeCredential) (*fsmv1.Result, error)
 	Credentials(name string) ([]fsm.CredentialInfo, error)
 	Namespace(name string) (fsm.NamespaceInfo, bool)
 	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error

@@ -28,11 +28,11 @@ type failingBackend struct {
 	err error
 }
 
-func (f failingBackend) Append(context.Context, *fsmv1.Append) (*fsm.AppendResult, error) {
+func (f failingBackend) Append(context.Context, *fsmv1.Append) (*fsmv1.Result, error) {
 	return nil, f.err
 }
 
-func (f failingBackend) DeleteNamespace(context.Context, *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error) {
+func (f failingBackend) DeleteNamespace(context.Context, *fsmv1.DeleteNamespace) (*fsmv1.Result, error) {
 	return nil, f.err
 }
 

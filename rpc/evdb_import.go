@@ -174,7 +174,7 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	imported := 0
+	var imported int64
 	var (
 		chunk []*fsmv1.ImportedMessage
 		lines []int // line number of each record of the chunk
@@ -202,9 +202,9 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			return &importError{"IMPORT_FAILED", e.backendError(ctx, err).message, line, ""}
 		}
 		clear = false
-		imported += res.Imported
-		if res.Imported > 0 {
-			event(map[string]any{"imported": imported, "gpos": res.LastGlobalPosition})
+		imported += res.GetImport().Imported
+		if res.GetImport().Imported > 0 {
+			event(map[string]any{"imported": imported, "gpos": res.GetImport().LastGlobalPosition})
 		}
 		chunk, lines, size = chunk[:0], lines[:0], 0
 		return nil

@@ -51,9 +51,9 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	e.audit.record(ctx, "namespace.create", res.Name, res.Name)
+	e.audit.record(ctx, "namespace.create", res.GetCreateNamespace().Name, res.GetCreateNamespace().Name)
 	waitCreated(ctx, e.unknown.createWait())
-	return map[string]any{"namespace": res.Name, "token": token, "createdAt": rfc3339(res.CreatedAt)}, nil
+	return map[string]any{"namespace": res.GetCreateNamespace().Name, "token": token, "createdAt": rfc3339(res.GetCreateNamespace().CreatedUnixNano)}, nil
 }
 
 func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
@@ -71,8 +71,8 @@ func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
-	e.audit.record(ctx, "namespace.delete", res.Name, res.Name, "messages-deleted", res.MessagesDeleted)
-	return map[string]any{"namespace": res.Name, "deletedAt": rfc3339(res.DeletedAt), "messagesDeleted": res.MessagesDeleted}, nil
+	e.audit.record(ctx, "namespace.delete", res.GetDeleteNamespace().Name, res.GetDeleteNamespace().Name, "messages-deleted", res.GetDeleteNamespace().MessagesDeleted)
+	return map[string]any{"namespace": res.GetDeleteNamespace().Name, "deletedAt": rfc3339(res.GetDeleteNamespace().DeletedUnixNano), "messagesDeleted": res.GetDeleteNamespace().MessagesDeleted}, nil
 }
 
 // nsList lists at most MaxNamespacesPage namespaces, in byte order of the

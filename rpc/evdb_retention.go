@@ -91,7 +91,7 @@ func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) 
 	if err != nil {
 		return nil, e.backendError(ctx, namedNamespace(ns, err))
 	}
-	return map[string]any{"replaced": res.Replaced}, nil
+	return map[string]any{"replaced": res.GetRetentionPolicy().Replaced}, nil
 }
 
 // nsRetention is ["ns.retention", {"namespace"}] → {"policies": [{"scope",

@@ -95,7 +95,7 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	return map[string]int64{"position": res.FirstPosition, "globalPosition": res.FirstGlobalPosition}, nil
+	return map[string]int64{"position": res.GetAppend().FirstPosition, "globalPosition": res.GetAppend().FirstGlobalPosition}, nil
 }
 
 // compactJSON strips insignificant whitespace (what EventoDB's float64

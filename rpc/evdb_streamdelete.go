@@ -28,7 +28,7 @@ func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	return map[string]any{"messagesDeleted": res.MessagesDeleted, "version": res.Version}, nil
+	return map[string]any{"messagesDeleted": res.GetStreamDeletion().MessagesDeleted, "version": res.GetStreamDeletion().Version}, nil
 }
 
 // streamTruncate is ["stream.truncate", stream, {before}] →
@@ -49,7 +49,7 @@ func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) 
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	return map[string]any{"messagesDeleted": res.MessagesDeleted, "version": res.Version}, nil
+	return map[string]any{"messagesDeleted": res.GetStreamDeletion().MessagesDeleted, "version": res.GetStreamDeletion().Version}, nil
 }
 
 // categoryDeleteByWatermark is ["category.deleteByWatermark", category,
@@ -81,5 +81,5 @@ func (e *evdb) categoryDeleteByWatermark(ctx context.Context, args evArgs) (any,
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
-	return map[string]any{"messagesDeleted": res.MessagesDeleted, "streams": res.Streams}, nil
+	return map[string]any{"messagesDeleted": res.GetWatermarkDeletion().MessagesDeleted, "streams": res.GetWatermarkDeletion().Streams}, nil
 }

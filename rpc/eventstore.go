@@ -16,12 +16,12 @@ import (
 
 // events is what the EventStore handlers need from the node.
 type events interface {
-	Append(ctx context.Context, a *fsmv1.Append) (*fsm.AppendResult, error)
-	AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsm.AppendMultiResult, error)
-	Import(ctx context.Context, i *fsmv1.Import) (*fsm.ImportResult, error)
-	TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsm.StreamDeletionResult, error)
-	DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsm.StreamDeletionResult, error)
-	DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsm.WatermarkDeletionResult, error)
+	Append(ctx context.Context, a *fsmv1.Append) (*fsmv1.Result, error)
+	AppendMulti(ctx context.Context, a *fsmv1.AppendMulti) (*fsmv1.Result, error)
+	Import(ctx context.Context, i *fsmv1.Import) (*fsmv1.Result, error)
+	TruncateStream(ctx context.Context, c *fsmv1.TruncateStream) (*fsmv1.Result, error)
+	DeleteStream(ctx context.Context, c *fsmv1.DeleteStream) (*fsmv1.Result, error)
+	DeleteByWatermark(ctx context.Context, c *fsmv1.DeleteByWatermark) (*fsmv1.Result, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error
 	AppliedIndex() uint64
@@ -87,9 +87,9 @@ func (s *eventStore) append(ctx context.Context, m *skaldv1.AppendRequest) (*ska
 		return nil, s.toConnect(ctx, err)
 	}
 	return &skaldv1.AppendResponse{
-		FirstPosition: res.FirstPosition, LastPosition: res.LastPosition,
-		FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition, Index: res.Index,
-		Duplicate: res.Duplicate,
+		FirstPosition: res.GetAppend().FirstPosition, LastPosition: res.GetAppend().LastPosition,
+		FirstGlobalPosition: res.GetAppend().FirstGlobalPosition, LastGlobalPosition: res.GetAppend().LastGlobalPosition, Index: res.Index,
+		Duplicate: res.GetAppend().Duplicate,
 	}, nil
 }
 
@@ -102,9 +102,9 @@ func (s *eventStore) AppendMulti(ctx context.Context, req *connect.Request[skald
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: res.FirstGlobalPosition, LastGlobalPosition: res.LastGlobalPosition,
-		Index: res.Index, Duplicate: res.Duplicate}
-	for _, r := range res.Streams {
+	out := &skaldv1.AppendMultiResponse{FirstGlobalPosition: res.GetAppendMulti().FirstGlobalPosition, LastGlobalPosition: res.GetAppendMulti().LastGlobalPosition,
+		Index: res.Index, Duplicate: res.GetAppendMulti().Duplicate}
+	for _, r := range res.GetAppendMulti().Streams {
 		out.Streams = append(out.Streams, &skaldv1.StreamAppendResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
 			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition})
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -17,10 +18,10 @@ import (
 
 // indexBackend is what the Indexes service needs from the node.
 type indexBackend interface {
-	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsm.IndexResult, error)
-	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsm.IndexResult, error)
-	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsm.IndexResult, error)
-	SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsm.IndexResult, error)
+	CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsmv1.Result, error)
+	DeleteIndex(ctx context.Context, c *fsmv1.DeleteIndex) (*fsmv1.Result, error)
+	RebuildIndex(ctx context.Context, c *fsmv1.RebuildIndex) (*fsmv1.Result, error)
+	SetIndexState(ctx context.Context, c *fsmv1.SetIndexState) (*fsmv1.Result, error)
 	ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	AppliedIndex() uint64
@@ -39,6 +40,29 @@ type indexes struct {
 // (settingsNamespace).
 func indexNamespace(ctx context.Context, name string) (string, error) {
 	return settingsNamespace(ctx, name, "use the indexes of", "has no indexes")
+}
+
+// indexCall is how every Indexes call begins: the request has no field
+// this server does not know (checkKnown), and the caller may use the
+// indexes of namespace ns (indexNamespace), whose name it returns.
+func indexCall(ctx context.Context, req proto.Message, ns string) (string, error) {
+	if err := checkKnown(req); err != nil {
+		return "", err
+	}
+	return indexNamespace(ctx, ns)
+}
+
+// namedIndexCall is indexCall for a call naming an index: index must be a
+// valid index name.
+func namedIndexCall(ctx context.Context, req proto.Message, ns, index string) (string, error) {
+	name, err := indexCall(ctx, req, ns)
+	if err != nil {
+		return "", err
+	}
+	if err := asInvalid(fsm.ValidateGroupName("name", index)); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // indexDefinitionIn converts a definition of the API; fsm validates it.
@@ -113,10 +137,7 @@ func indexStatusOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexStatus {
 }
 
 func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.IndexesCreateRequest]) (*connect.Response[skaldv1.IndexesCreateResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := indexCall(ctx, req.Msg, req.Msg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -128,18 +149,12 @@ func (s *indexes) Create(ctx context.Context, req *connect.Request[skaldv1.Index
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
-	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesCreateResponse{Definition: indexDefinitionOut(res.GetIndexResult().Definition), Index: res.Index}), nil
 }
 
 func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.IndexesRebuildRequest]) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	c := &fsmv1.RebuildIndex{Namespace: name, Name: req.Msg.Name}
@@ -155,14 +170,11 @@ func (s *indexes) Rebuild(ctx context.Context, req *connect.Request[skaldv1.Inde
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, prefixed("definition.", err)))
 	}
-	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.Definition), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.IndexesRebuildResponse{Definition: indexDefinitionOut(res.GetIndexResult().Definition), Index: res.Index}), nil
 }
 
 func (s *indexes) Pause(ctx context.Context, req *connect.Request[skaldv1.IndexesPauseRequest]) (*connect.Response[skaldv1.IndexesPauseResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	index, err := s.setState(ctx, req.Msg.Namespace, req.Msg.Name, true)
+	index, err := s.setState(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name, true)
 	if err != nil {
 		return nil, err
 	}
@@ -170,10 +182,7 @@ func (s *indexes) Pause(ctx context.Context, req *connect.Request[skaldv1.Indexe
 }
 
 func (s *indexes) Resume(ctx context.Context, req *connect.Request[skaldv1.IndexesResumeRequest]) (*connect.Response[skaldv1.IndexesResumeResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	index, err := s.setState(ctx, req.Msg.Namespace, req.Msg.Name, false)
+	index, err := s.setState(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -182,12 +191,9 @@ func (s *indexes) Resume(ctx context.Context, req *connect.Request[skaldv1.Index
 
 // setState is Pause and Resume: one command (fsm.SetIndexState), two
 // procedures, so a caller says what it wants in the method's name.
-func (s *indexes) setState(ctx context.Context, namespace, index string, paused bool) (uint64, error) {
-	name, err := indexNamespace(ctx, namespace)
+func (s *indexes) setState(ctx context.Context, req proto.Message, namespace, index string, paused bool) (uint64, error) {
+	name, err := namedIndexCall(ctx, req, namespace, index)
 	if err != nil {
-		return 0, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", index)); err != nil {
 		return 0, err
 	}
 	res, err := s.b.SetIndexState(ctx, &fsmv1.SetIndexState{Namespace: name, Name: index, Paused: paused})
@@ -198,14 +204,8 @@ func (s *indexes) setState(ctx context.Context, namespace, index string, paused 
 }
 
 func (s *indexes) Delete(ctx context.Context, req *connect.Request[skaldv1.IndexesDeleteRequest]) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	res, err := s.b.DeleteIndex(ctx, &fsmv1.DeleteIndex{Namespace: name, Name: req.Msg.Name})
@@ -241,10 +241,7 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, w
 }
 
 func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.IndexesListRequest]) (*connect.Response[skaldv1.IndexesListResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := indexCall(ctx, req.Msg, req.Msg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -265,14 +262,8 @@ func (s *indexes) List(ctx context.Context, req *connect.Request[skaldv1.Indexes
 }
 
 func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.IndexesInfoRequest]) (*connect.Response[skaldv1.IndexesInfoResponse], error) {
-	if err := checkKnown(req.Msg); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, req.Msg.Namespace)
+	name, err := namedIndexCall(ctx, req.Msg, req.Msg.Namespace, req.Msg.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", req.Msg.Name)); err != nil {
 		return nil, err
 	}
 	var info fsm.IndexInfo
@@ -298,14 +289,8 @@ func indexInfoOut(info fsm.IndexInfo, applied uint64) *skaldv1.IndexInfo {
 
 func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.IndexesQueryRequest]) (*connect.Response[skaldv1.IndexesQueryResponse], error) {
 	m := req.Msg
-	if err := checkKnown(m); err != nil {
-		return nil, err
-	}
-	name, err := indexNamespace(ctx, m.Namespace)
+	name, err := namedIndexCall(ctx, m, m.Namespace, m.Name)
 	if err != nil {
-		return nil, err
-	}
-	if err := asInvalid(fsm.ValidateGroupName("name", m.Name)); err != nil {
 		return nil, err
 	}
 	if m.Limit < 0 || m.Limit > fsm.MaxIndexLimit {

@@ -18,9 +18,9 @@ import (
 
 // tenants is what the Namespaces handlers need from the node.
 type tenants interface {
-	CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsm.CreateNamespaceResult, error)
-	DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsm.DeleteNamespaceResult, error)
-	SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsm.RetentionPolicyResult, error)
+	CreateNamespace(ctx context.Context, c *fsmv1.CreateNamespace) (*fsmv1.Result, error)
+	DeleteNamespace(ctx context.Context, d *fsmv1.DeleteNamespace) (*fsmv1.Result, error)
+	SetRetentionPolicy(ctx context.Context, c *fsmv1.SetRetentionPolicy) (*fsmv1.Result, error)
 	Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error)
 	ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error
 	Namespace(name string) (fsm.NamespaceInfo, bool)
@@ -54,9 +54,9 @@ func (s *namespaces) Create(ctx context.Context, req *connect.Request[skaldv1.Cr
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	s.audit.record(ctx, "namespace.create", res.Name, res.Name)
+	s.audit.record(ctx, "namespace.create", res.GetCreateNamespace().Name, res.GetCreateNamespace().Name)
 	waitCreated(ctx, s.createWait)
-	return connect.NewResponse(&skaldv1.CreateResponse{Name: res.Name, Token: token, CreatedAt: timestamp(res.CreatedAt), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.CreateResponse{Name: res.GetCreateNamespace().Name, Token: token, CreatedAt: timestamp(res.GetCreateNamespace().CreatedUnixNano), Index: res.Index}), nil
 }
 
 func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.DeleteRequest]) (*connect.Response[skaldv1.DeleteResponse], error) {
@@ -74,8 +74,8 @@ func (s *namespaces) Delete(ctx context.Context, req *connect.Request[skaldv1.De
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
-	s.audit.record(ctx, "namespace.delete", res.Name, res.Name, "messages-deleted", res.MessagesDeleted)
-	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.Name, DeletedAt: timestamp(res.DeletedAt), MessagesDeleted: res.MessagesDeleted, Index: res.Index}), nil
+	s.audit.record(ctx, "namespace.delete", res.GetDeleteNamespace().Name, res.GetDeleteNamespace().Name, "messages-deleted", res.GetDeleteNamespace().MessagesDeleted)
+	return connect.NewResponse(&skaldv1.DeleteResponse{Name: res.GetDeleteNamespace().Name, DeletedAt: timestamp(res.GetDeleteNamespace().DeletedUnixNano), MessagesDeleted: res.GetDeleteNamespace().MessagesDeleted, Index: res.Index}), nil
 }
 
 // namespaceInfo is a namespace's entry and counters in Connect's shape.

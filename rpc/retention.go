@@ -81,7 +81,7 @@ func (s *namespaces) SetRetentionPolicy(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, toConnect(ctx, s.log, namedNamespace(name, err))
 	}
-	return connect.NewResponse(&skaldv1.SetRetentionPolicyResponse{Replaced: res.Replaced, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.SetRetentionPolicyResponse{Replaced: res.GetRetentionPolicy().Replaced, Index: res.Index}), nil
 }
 
 func (s *namespaces) ListRetentionPolicies(ctx context.Context, req *connect.Request[skaldv1.ListRetentionPoliciesRequest]) (*connect.Response[skaldv1.ListRetentionPoliciesResponse], error) {

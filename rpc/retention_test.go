@@ -58,7 +58,7 @@ func TestRetentionAPI(t *testing.T) {
 	if _, err := own.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: "cart-1", Messages: msgs})); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := s.n.ExpireNow(ctx, "shop"); err != nil || e.MessagesDeleted != 3 {
+	if e, err := s.n.ExpireNow(ctx, "shop"); err != nil || e.GetExpiry().GetMessagesDeleted() != 3 {
 		t.Fatalf("expiry: %+v, %v; want 3 removed", e, err)
 	}
 	rs, err := own.events.ReadStream(ctx, connect.NewRequest(&skaldv1.ReadStreamRequest{Stream: "cart-1"}))

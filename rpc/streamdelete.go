@@ -28,7 +28,7 @@ func (s *eventStore) DeleteStream(ctx context.Context, req *connect.Request[skal
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.DeleteStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.DeleteStreamResponse{MessagesDeleted: res.GetStreamDeletion().MessagesDeleted, Version: res.GetStreamDeletion().Version, Index: res.Index}), nil
 }
 
 // TruncateStream removes the messages of a stream below a position.
@@ -44,7 +44,7 @@ func (s *eventStore) TruncateStream(ctx context.Context, req *connect.Request[sk
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.TruncateStreamResponse{MessagesDeleted: res.MessagesDeleted, Version: res.Version, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.TruncateStreamResponse{MessagesDeleted: res.GetStreamDeletion().MessagesDeleted, Version: res.GetStreamDeletion().Version, Index: res.Index}), nil
 }
 
 // DeleteByWatermark removes, in one category, each stream's messages up to
@@ -62,7 +62,7 @@ func (s *eventStore) DeleteByWatermark(ctx context.Context, req *connect.Request
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.MessagesDeleted, Streams: res.Streams, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.DeleteByWatermarkResponse{MessagesDeleted: res.GetWatermarkDeletion().MessagesDeleted, Streams: res.GetWatermarkDeletion().Streams, Index: res.Index}), nil
 }
 
 // watermarkCommand lists the watermarks in byte order of the stream names,

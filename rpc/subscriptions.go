@@ -18,11 +18,11 @@ import (
 
 // groups is what the Subscriptions service needs from the node.
 type groups interface {
-	CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsm.GroupResult, error)
-	UpdateGroup(ctx context.Context, c *fsmv1.UpdateGroup) (*fsm.GroupResult, error)
-	DeleteGroup(ctx context.Context, c *fsmv1.DeleteGroup) (*fsm.GroupResult, error)
-	ReplayParked(ctx context.Context, c *fsmv1.ReplayParked) (*fsm.ParkedChangeResult, error)
-	DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsm.ParkedChangeResult, error)
+	CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsmv1.Result, error)
+	UpdateGroup(ctx context.Context, c *fsmv1.UpdateGroup) (*fsmv1.Result, error)
+	DeleteGroup(ctx context.Context, c *fsmv1.DeleteGroup) (*fsmv1.Result, error)
+	ReplayParked(ctx context.Context, c *fsmv1.ReplayParked) (*fsmv1.Result, error)
+	DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsmv1.Result, error)
 	Consume(ctx context.Context, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error
 	Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error
 	GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupState, bool)
@@ -174,7 +174,7 @@ func (s *subscriptions) CreateGroup(ctx context.Context, req *connect.Request[sk
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.CreateGroupResponse{Group: s.groupInfo(ctx, ns, res.Group), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.CreateGroupResponse{Group: s.groupInfo(ctx, ns, res.GetGroup().Group), Index: res.Index}), nil
 }
 
 func (s *subscriptions) GetGroup(ctx context.Context, req *connect.Request[skaldv1.GetGroupRequest]) (*connect.Response[skaldv1.GetGroupResponse], error) {
@@ -233,7 +233,7 @@ func (s *subscriptions) UpdateGroup(ctx context.Context, req *connect.Request[sk
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.UpdateGroupResponse{Group: s.groupInfo(ctx, ns, res.Group), Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.UpdateGroupResponse{Group: s.groupInfo(ctx, ns, res.GetGroup().Group), Index: res.Index}), nil
 }
 
 func (s *subscriptions) DeleteGroup(ctx context.Context, req *connect.Request[skaldv1.DeleteGroupRequest]) (*connect.Response[skaldv1.DeleteGroupResponse], error) {
@@ -382,7 +382,7 @@ func (s *subscriptions) ReplayParked(ctx context.Context, req *connect.Request[s
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.ReplayParkedResponse{Replayed: res.Changed, Parked: res.Parked, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.ReplayParkedResponse{Replayed: res.GetParkedChange().Changed, Parked: res.GetParkedChange().Parked, Index: res.Index}), nil
 }
 
 func (s *subscriptions) DeleteParked(ctx context.Context, req *connect.Request[skaldv1.DeleteParkedRequest]) (*connect.Response[skaldv1.DeleteParkedResponse], error) {
@@ -394,5 +394,5 @@ func (s *subscriptions) DeleteParked(ctx context.Context, req *connect.Request[s
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&skaldv1.DeleteParkedResponse{Deleted: res.Changed, Parked: res.Parked, Index: res.Index}), nil
+	return connect.NewResponse(&skaldv1.DeleteParkedResponse{Deleted: res.GetParkedChange().Changed, Parked: res.GetParkedChange().Parked, Index: res.Index}), nil
 }

@@ -84,128 +84,6 @@ func (FailureKind) EnumDescriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{0}
 }
 
-type Reason int32
-
-const (
-	Reason_REASON_UNSPECIFIED         Reason = 0
-	Reason_REASON_INVALID             Reason = 1
-	Reason_REASON_NAMESPACE_NOT_FOUND Reason = 2
-	Reason_REASON_NAMESPACE_EXISTS    Reason = 3
-	Reason_REASON_VERSION_CONFLICT    Reason = 4
-	Reason_REASON_POSITION_EXISTS     Reason = 5
-	Reason_REASON_BAD_COMMAND         Reason = 6
-	Reason_REASON_DUPLICATE_ID        Reason = 7
-	Reason_REASON_VERSION_CONFLICTS   Reason = 8
-	Reason_REASON_STREAM_NOT_FOUND    Reason = 9
-	Reason_REASON_STREAM_DELETED      Reason = 10
-	// The append's condition matched a message (global_position: the first
-	// match above the condition's after, which travels in position).
-	Reason_REASON_CONDITION_FAILED   Reason = 11
-	Reason_REASON_GROUP_NOT_FOUND    Reason = 16
-	Reason_REASON_GROUP_EXISTS       Reason = 17
-	Reason_REASON_PARKED_NOT_FOUND   Reason = 18
-	Reason_REASON_NOT_IN_FLIGHT      Reason = 19
-	Reason_REASON_TOO_MANY_CONSUMERS Reason = 20
-	// A namespace create found the leader's --max-namespaces reached
-	// (namespace, limit).
-	Reason_REASON_NAMESPACE_LIMIT Reason = 21
-	Reason_REASON_INDEX_EXISTS    Reason = 22
-	Reason_REASON_INDEX_NOT_FOUND Reason = 23
-	// The leader refused the command because a server of the cluster runs
-	// an older version (nothing was proposed).
-	Reason_REASON_UPGRADE_REQUIRED Reason = 24
-	// The leader refused to add a subscription group or credential to a
-	// namespace that holds its limit of them (namespace, limit; description
-	// names what: "subscription groups", "credentials"). Nothing was proposed.
-	Reason_REASON_SETTINGS_LIMIT Reason = 25
-	// Credentials (message: the state machine's error).
-	Reason_REASON_CREDENTIAL_NOT_FOUND Reason = 40
-	Reason_REASON_CREDENTIAL_EXISTS    Reason = 41
-)
-
-// Enum value maps for Reason.
-var (
-	Reason_name = map[int32]string{
-		0:  "REASON_UNSPECIFIED",
-		1:  "REASON_INVALID",
-		2:  "REASON_NAMESPACE_NOT_FOUND",
-		3:  "REASON_NAMESPACE_EXISTS",
-		4:  "REASON_VERSION_CONFLICT",
-		5:  "REASON_POSITION_EXISTS",
-		6:  "REASON_BAD_COMMAND",
-		7:  "REASON_DUPLICATE_ID",
-		8:  "REASON_VERSION_CONFLICTS",
-		9:  "REASON_STREAM_NOT_FOUND",
-		10: "REASON_STREAM_DELETED",
-		11: "REASON_CONDITION_FAILED",
-		16: "REASON_GROUP_NOT_FOUND",
-		17: "REASON_GROUP_EXISTS",
-		18: "REASON_PARKED_NOT_FOUND",
-		19: "REASON_NOT_IN_FLIGHT",
-		20: "REASON_TOO_MANY_CONSUMERS",
-		21: "REASON_NAMESPACE_LIMIT",
-		22: "REASON_INDEX_EXISTS",
-		23: "REASON_INDEX_NOT_FOUND",
-		24: "REASON_UPGRADE_REQUIRED",
-		25: "REASON_SETTINGS_LIMIT",
-		40: "REASON_CREDENTIAL_NOT_FOUND",
-		41: "REASON_CREDENTIAL_EXISTS",
-	}
-	Reason_value = map[string]int32{
-		"REASON_UNSPECIFIED":          0,
-		"REASON_INVALID":              1,
-		"REASON_NAMESPACE_NOT_FOUND":  2,
-		"REASON_NAMESPACE_EXISTS":     3,
-		"REASON_VERSION_CONFLICT":     4,
-		"REASON_POSITION_EXISTS":      5,
-		"REASON_BAD_COMMAND":          6,
-		"REASON_DUPLICATE_ID":         7,
-		"REASON_VERSION_CONFLICTS":    8,
-		"REASON_STREAM_NOT_FOUND":     9,
-		"REASON_STREAM_DELETED":       10,
-		"REASON_CONDITION_FAILED":     11,
-		"REASON_GROUP_NOT_FOUND":      16,
-		"REASON_GROUP_EXISTS":         17,
-		"REASON_PARKED_NOT_FOUND":     18,
-		"REASON_NOT_IN_FLIGHT":        19,
-		"REASON_TOO_MANY_CONSUMERS":   20,
-		"REASON_NAMESPACE_LIMIT":      21,
-		"REASON_INDEX_EXISTS":         22,
-		"REASON_INDEX_NOT_FOUND":      23,
-		"REASON_UPGRADE_REQUIRED":     24,
-		"REASON_SETTINGS_LIMIT":       25,
-		"REASON_CREDENTIAL_NOT_FOUND": 40,
-		"REASON_CREDENTIAL_EXISTS":    41,
-	}
-)
-
-func (x Reason) Enum() *Reason {
-	p := new(Reason)
-	*p = x
-	return p
-}
-
-func (x Reason) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_skald_peer_v1_peer_proto_enumTypes[1].Descriptor()
-}
-
-func (Reason) Type() protoreflect.EnumType {
-	return &file_skald_peer_v1_peer_proto_enumTypes[1]
-}
-
-func (x Reason) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use Reason.Descriptor instead.
-func (Reason) EnumDescriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{1}
-}
-
 type GroupStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -553,7 +431,7 @@ func (x *GroupSettleRequest) GetReason() string {
 // NOT_IN_FLIGHT); nothing was settled.
 type GroupSettleResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rejection     *Rejection             `protobuf:"bytes,1,opt,name=rejection,proto3" json:"rejection,omitempty"`
+	Rejection     *fsmv1.Rejection       `protobuf:"bytes,1,opt,name=rejection,proto3" json:"rejection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,7 +466,7 @@ func (*GroupSettleResponse) Descriptor() ([]byte, []int) {
 	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *GroupSettleResponse) GetRejection() *Rejection {
+func (x *GroupSettleResponse) GetRejection() *fsmv1.Rejection {
 	if x != nil {
 		return x.Rejection
 	}
@@ -639,796 +517,6 @@ func (x *ApplyRequest) GetCommand() *fsmv1.Command {
 	return nil
 }
 
-type ApplyResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Raft index of the entry.
-	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	// Types that are valid to be assigned to Result:
-	//
-	//	*ApplyResponse_Append
-	//	*ApplyResponse_Import
-	//	*ApplyResponse_CreateNamespace
-	//	*ApplyResponse_DeleteNamespace
-	//	*ApplyResponse_SetNodeInfo
-	//	*ApplyResponse_Rejection
-	//	*ApplyResponse_AppendMulti
-	//	*ApplyResponse_StreamDeletion
-	//	*ApplyResponse_WatermarkDeletion
-	//	*ApplyResponse_RetentionPolicy
-	//	*ApplyResponse_Expiry
-	//	*ApplyResponse_Group
-	//	*ApplyResponse_ParkedChange
-	//	*ApplyResponse_IndexResult
-	//	*ApplyResponse_Credential
-	Result        isApplyResponse_Result `protobuf_oneof:"result"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ApplyResponse) Reset() {
-	*x = ApplyResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ApplyResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ApplyResponse) ProtoMessage() {}
-
-func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
-func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
-}
-
-func (x *ApplyResponse) GetIndex() uint64 {
-	if x != nil {
-		return x.Index
-	}
-	return 0
-}
-
-func (x *ApplyResponse) GetResult() isApplyResponse_Result {
-	if x != nil {
-		return x.Result
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetAppend() *AppendResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Append); ok {
-			return x.Append
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetImport() *ImportResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Import); ok {
-			return x.Import
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetCreateNamespace() *CreateNamespaceResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_CreateNamespace); ok {
-			return x.CreateNamespace
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetDeleteNamespace() *DeleteNamespaceResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_DeleteNamespace); ok {
-			return x.DeleteNamespace
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetSetNodeInfo() bool {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_SetNodeInfo); ok {
-			return x.SetNodeInfo
-		}
-	}
-	return false
-}
-
-func (x *ApplyResponse) GetRejection() *Rejection {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Rejection); ok {
-			return x.Rejection
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetAppendMulti() *AppendMultiResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_AppendMulti); ok {
-			return x.AppendMulti
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetStreamDeletion() *StreamDeletionResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_StreamDeletion); ok {
-			return x.StreamDeletion
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetWatermarkDeletion() *WatermarkDeletionResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_WatermarkDeletion); ok {
-			return x.WatermarkDeletion
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetRetentionPolicy() *RetentionPolicyResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_RetentionPolicy); ok {
-			return x.RetentionPolicy
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetExpiry() *ExpiryResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Expiry); ok {
-			return x.Expiry
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetGroup() *GroupResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Group); ok {
-			return x.Group
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetParkedChange() *ParkedChangeResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_ParkedChange); ok {
-			return x.ParkedChange
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetIndexResult() *IndexResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_IndexResult); ok {
-			return x.IndexResult
-		}
-	}
-	return nil
-}
-
-func (x *ApplyResponse) GetCredential() *CredentialResult {
-	if x != nil {
-		if x, ok := x.Result.(*ApplyResponse_Credential); ok {
-			return x.Credential
-		}
-	}
-	return nil
-}
-
-type isApplyResponse_Result interface {
-	isApplyResponse_Result()
-}
-
-type ApplyResponse_Append struct {
-	Append *AppendResult `protobuf:"bytes,2,opt,name=append,proto3,oneof"`
-}
-
-type ApplyResponse_Import struct {
-	Import *ImportResult `protobuf:"bytes,3,opt,name=import,proto3,oneof"`
-}
-
-type ApplyResponse_CreateNamespace struct {
-	CreateNamespace *CreateNamespaceResult `protobuf:"bytes,4,opt,name=create_namespace,json=createNamespace,proto3,oneof"`
-}
-
-type ApplyResponse_DeleteNamespace struct {
-	DeleteNamespace *DeleteNamespaceResult `protobuf:"bytes,5,opt,name=delete_namespace,json=deleteNamespace,proto3,oneof"`
-}
-
-type ApplyResponse_SetNodeInfo struct {
-	// SetNodeInfo succeeded (it has no other result).
-	SetNodeInfo bool `protobuf:"varint,6,opt,name=set_node_info,json=setNodeInfo,proto3,oneof"`
-}
-
-type ApplyResponse_Rejection struct {
-	// The state machine rejected the command (nothing was written).
-	Rejection *Rejection `protobuf:"bytes,7,opt,name=rejection,proto3,oneof"`
-}
-
-type ApplyResponse_AppendMulti struct {
-	AppendMulti *AppendMultiResult `protobuf:"bytes,8,opt,name=append_multi,json=appendMulti,proto3,oneof"`
-}
-
-type ApplyResponse_StreamDeletion struct {
-	StreamDeletion *StreamDeletionResult `protobuf:"bytes,9,opt,name=stream_deletion,json=streamDeletion,proto3,oneof"`
-}
-
-type ApplyResponse_WatermarkDeletion struct {
-	WatermarkDeletion *WatermarkDeletionResult `protobuf:"bytes,10,opt,name=watermark_deletion,json=watermarkDeletion,proto3,oneof"`
-}
-
-type ApplyResponse_RetentionPolicy struct {
-	RetentionPolicy *RetentionPolicyResult `protobuf:"bytes,11,opt,name=retention_policy,json=retentionPolicy,proto3,oneof"`
-}
-
-type ApplyResponse_Expiry struct {
-	Expiry *ExpiryResult `protobuf:"bytes,12,opt,name=expiry,proto3,oneof"`
-}
-
-type ApplyResponse_Group struct {
-	// Subscription groups: the record after the change.
-	Group *GroupResult `protobuf:"bytes,15,opt,name=group,proto3,oneof"`
-}
-
-type ApplyResponse_ParkedChange struct {
-	ParkedChange *ParkedChangeResult `protobuf:"bytes,16,opt,name=parked_change,json=parkedChange,proto3,oneof"`
-}
-
-type ApplyResponse_IndexResult struct {
-	// CreateIndex and DeleteIndex: the definition created or deleted.
-	IndexResult *IndexResult `protobuf:"bytes,17,opt,name=index_result,json=indexResult,proto3,oneof"`
-}
-
-type ApplyResponse_Credential struct {
-	// CreateCredential or RevokeCredential.
-	Credential *CredentialResult `protobuf:"bytes,40,opt,name=credential,proto3,oneof"`
-}
-
-func (*ApplyResponse_Append) isApplyResponse_Result() {}
-
-func (*ApplyResponse_Import) isApplyResponse_Result() {}
-
-func (*ApplyResponse_CreateNamespace) isApplyResponse_Result() {}
-
-func (*ApplyResponse_DeleteNamespace) isApplyResponse_Result() {}
-
-func (*ApplyResponse_SetNodeInfo) isApplyResponse_Result() {}
-
-func (*ApplyResponse_Rejection) isApplyResponse_Result() {}
-
-func (*ApplyResponse_AppendMulti) isApplyResponse_Result() {}
-
-func (*ApplyResponse_StreamDeletion) isApplyResponse_Result() {}
-
-func (*ApplyResponse_WatermarkDeletion) isApplyResponse_Result() {}
-
-func (*ApplyResponse_RetentionPolicy) isApplyResponse_Result() {}
-
-func (*ApplyResponse_Expiry) isApplyResponse_Result() {}
-
-func (*ApplyResponse_Group) isApplyResponse_Result() {}
-
-func (*ApplyResponse_ParkedChange) isApplyResponse_Result() {}
-
-func (*ApplyResponse_IndexResult) isApplyResponse_Result() {}
-
-func (*ApplyResponse_Credential) isApplyResponse_Result() {}
-
-// IndexResult answers a CreateIndex or DeleteIndex.
-type IndexResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Definition    *fsmv1.IndexDefinition `protobuf:"bytes,2,opt,name=definition,proto3" json:"definition,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *IndexResult) Reset() {
-	*x = IndexResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *IndexResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*IndexResult) ProtoMessage() {}
-
-func (x *IndexResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use IndexResult.ProtoReflect.Descriptor instead.
-func (*IndexResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *IndexResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *IndexResult) GetDefinition() *fsmv1.IndexDefinition {
-	if x != nil {
-		return x.Definition
-	}
-	return nil
-}
-
-// CredentialResult answers CreateCredential and RevokeCredential.
-type CredentialResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *CredentialResult) Reset() {
-	*x = CredentialResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CredentialResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CredentialResult) ProtoMessage() {}
-
-func (x *CredentialResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CredentialResult.ProtoReflect.Descriptor instead.
-func (*CredentialResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
-}
-
-func (x *CredentialResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *CredentialResult) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-// RetentionPolicyResult answers a SetRetentionPolicy.
-type RetentionPolicyResult struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The scope had a policy before (replaced or removed).
-	Replaced      bool `protobuf:"varint,2,opt,name=replaced,proto3" json:"replaced,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RetentionPolicyResult) Reset() {
-	*x = RetentionPolicyResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RetentionPolicyResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RetentionPolicyResult) ProtoMessage() {}
-
-func (x *RetentionPolicyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RetentionPolicyResult.ProtoReflect.Descriptor instead.
-func (*RetentionPolicyResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *RetentionPolicyResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *RetentionPolicyResult) GetReplaced() bool {
-	if x != nil {
-		return x.Replaced
-	}
-	return false
-}
-
-// ExpiryResult answers an ExpireMessages.
-type ExpiryResult struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	MessagesDeleted int64                  `protobuf:"varint,2,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
-	// Streams that lost at least one message.
-	Streams int64 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
-	// The entry stopped at its max_messages: more may be due.
-	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ExpiryResult) Reset() {
-	*x = ExpiryResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ExpiryResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ExpiryResult) ProtoMessage() {}
-
-func (x *ExpiryResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ExpiryResult.ProtoReflect.Descriptor instead.
-func (*ExpiryResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *ExpiryResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *ExpiryResult) GetMessagesDeleted() int64 {
-	if x != nil {
-		return x.MessagesDeleted
-	}
-	return 0
-}
-
-func (x *ExpiryResult) GetStreams() int64 {
-	if x != nil {
-		return x.Streams
-	}
-	return 0
-}
-
-func (x *ExpiryResult) GetMore() bool {
-	if x != nil {
-		return x.More
-	}
-	return false
-}
-
-// GroupResult answers CreateGroup, UpdateGroup, DeleteGroup and
-// GroupProgress.
-type GroupResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Group         *fsmv1.GroupRecord     `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GroupResult) Reset() {
-	*x = GroupResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GroupResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GroupResult) ProtoMessage() {}
-
-func (x *GroupResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GroupResult.ProtoReflect.Descriptor instead.
-func (*GroupResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
-}
-
-func (x *GroupResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *GroupResult) GetGroup() *fsmv1.GroupRecord {
-	if x != nil {
-		return x.Group
-	}
-	return nil
-}
-
-// ParkedChangeResult answers ReplayParked and DeleteParked.
-type ParkedChangeResult struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
-	Changed   int64                  `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
-	// Parked messages left after the change.
-	Parked        int64 `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ParkedChangeResult) Reset() {
-	*x = ParkedChangeResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ParkedChangeResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ParkedChangeResult) ProtoMessage() {}
-
-func (x *ParkedChangeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ParkedChangeResult.ProtoReflect.Descriptor instead.
-func (*ParkedChangeResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
-}
-
-func (x *ParkedChangeResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *ParkedChangeResult) GetGroup() string {
-	if x != nil {
-		return x.Group
-	}
-	return ""
-}
-
-func (x *ParkedChangeResult) GetChanged() int64 {
-	if x != nil {
-		return x.Changed
-	}
-	return 0
-}
-
-func (x *ParkedChangeResult) GetParked() int64 {
-	if x != nil {
-		return x.Parked
-	}
-	return 0
-}
-
-// WatermarkDeletionResult answers a DeleteByWatermark.
-type WatermarkDeletionResult struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	MessagesDeleted int64                  `protobuf:"varint,2,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
-	// Streams that lost at least one message.
-	Streams       int64 `protobuf:"varint,3,opt,name=streams,proto3" json:"streams,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WatermarkDeletionResult) Reset() {
-	*x = WatermarkDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WatermarkDeletionResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WatermarkDeletionResult) ProtoMessage() {}
-
-func (x *WatermarkDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WatermarkDeletionResult.ProtoReflect.Descriptor instead.
-func (*WatermarkDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *WatermarkDeletionResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *WatermarkDeletionResult) GetMessagesDeleted() int64 {
-	if x != nil {
-		return x.MessagesDeleted
-	}
-	return 0
-}
-
-func (x *WatermarkDeletionResult) GetStreams() int64 {
-	if x != nil {
-		return x.Streams
-	}
-	return 0
-}
-
-// StreamDeletionResult answers a TruncateStream or a DeleteStream.
-type StreamDeletionResult struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Stream          string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
-	MessagesDeleted int64                  `protobuf:"varint,3,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
-	Version         int64                  `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *StreamDeletionResult) Reset() {
-	*x = StreamDeletionResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StreamDeletionResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StreamDeletionResult) ProtoMessage() {}
-
-func (x *StreamDeletionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StreamDeletionResult.ProtoReflect.Descriptor instead.
-func (*StreamDeletionResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *StreamDeletionResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *StreamDeletionResult) GetStream() string {
-	if x != nil {
-		return x.Stream
-	}
-	return ""
-}
-
-func (x *StreamDeletionResult) GetMessagesDeleted() int64 {
-	if x != nil {
-		return x.MessagesDeleted
-	}
-	return 0
-}
-
-func (x *StreamDeletionResult) GetVersion() int64 {
-	if x != nil {
-		return x.Version
-	}
-	return 0
-}
-
 type ApplyBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Commands      []*fsmv1.Command       `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
@@ -1438,7 +526,7 @@ type ApplyBatchRequest struct {
 
 func (x *ApplyBatchRequest) Reset() {
 	*x = ApplyBatchRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +538,7 @@ func (x *ApplyBatchRequest) String() string {
 func (*ApplyBatchRequest) ProtoMessage() {}
 
 func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +551,7 @@ func (x *ApplyBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBatchRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ApplyBatchRequest) GetCommands() []*fsmv1.Command {
@@ -1483,7 +571,7 @@ type ApplyBatchResponse struct {
 
 func (x *ApplyBatchResponse) Reset() {
 	*x = ApplyBatchResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +583,7 @@ func (x *ApplyBatchResponse) String() string {
 func (*ApplyBatchResponse) ProtoMessage() {}
 
 func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[17]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +596,7 @@ func (x *ApplyBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBatchResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBatchResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{17}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ApplyBatchResponse) GetOutcomes() []*ApplyOutcome {
@@ -1533,7 +621,7 @@ type ApplyOutcome struct {
 
 func (x *ApplyOutcome) Reset() {
 	*x = ApplyOutcome{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +633,7 @@ func (x *ApplyOutcome) String() string {
 func (*ApplyOutcome) ProtoMessage() {}
 
 func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[18]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +646,7 @@ func (x *ApplyOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyOutcome.ProtoReflect.Descriptor instead.
 func (*ApplyOutcome) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{18}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
@@ -1568,7 +656,7 @@ func (x *ApplyOutcome) GetOutcome() isApplyOutcome_Outcome {
 	return nil
 }
 
-func (x *ApplyOutcome) GetResponse() *ApplyResponse {
+func (x *ApplyOutcome) GetResponse() *fsmv1.Result {
 	if x != nil {
 		if x, ok := x.Outcome.(*ApplyOutcome_Response); ok {
 			return x.Response
@@ -1591,7 +679,7 @@ type isApplyOutcome_Outcome interface {
 }
 
 type ApplyOutcome_Response struct {
-	Response *ApplyResponse `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
+	Response *fsmv1.Result `protobuf:"bytes,1,opt,name=response,proto3,oneof"`
 }
 
 type ApplyOutcome_Failure struct {
@@ -1614,7 +702,7 @@ type ApplyFailure struct {
 
 func (x *ApplyFailure) Reset() {
 	*x = ApplyFailure{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +714,7 @@ func (x *ApplyFailure) String() string {
 func (*ApplyFailure) ProtoMessage() {}
 
 func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[19]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +727,7 @@ func (x *ApplyFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyFailure.ProtoReflect.Descriptor instead.
 func (*ApplyFailure) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{19}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyFailure) GetKind() FailureKind {
@@ -1656,580 +744,6 @@ func (x *ApplyFailure) GetMessage() string {
 	return ""
 }
 
-type AppendResult struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Stream              string                 `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
-	FirstPosition       int64                  `protobuf:"varint,3,opt,name=first_position,json=firstPosition,proto3" json:"first_position,omitempty"`
-	LastPosition        int64                  `protobuf:"varint,4,opt,name=last_position,json=lastPosition,proto3" json:"last_position,omitempty"`
-	FirstGlobalPosition int64                  `protobuf:"varint,5,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
-	LastGlobalPosition  int64                  `protobuf:"varint,6,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
-	// Idempotent write: nothing written, the original positions.
-	Duplicate     bool `protobuf:"varint,7,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AppendResult) Reset() {
-	*x = AppendResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AppendResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AppendResult) ProtoMessage() {}
-
-func (x *AppendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[20]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
-func (*AppendResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{20}
-}
-
-func (x *AppendResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *AppendResult) GetStream() string {
-	if x != nil {
-		return x.Stream
-	}
-	return ""
-}
-
-func (x *AppendResult) GetFirstPosition() int64 {
-	if x != nil {
-		return x.FirstPosition
-	}
-	return 0
-}
-
-func (x *AppendResult) GetLastPosition() int64 {
-	if x != nil {
-		return x.LastPosition
-	}
-	return 0
-}
-
-func (x *AppendResult) GetFirstGlobalPosition() int64 {
-	if x != nil {
-		return x.FirstGlobalPosition
-	}
-	return 0
-}
-
-func (x *AppendResult) GetLastGlobalPosition() int64 {
-	if x != nil {
-		return x.LastGlobalPosition
-	}
-	return 0
-}
-
-func (x *AppendResult) GetDuplicate() bool {
-	if x != nil {
-		return x.Duplicate
-	}
-	return false
-}
-
-type AppendMultiResult struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	Namespace           string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Streams             []*AppendResult        `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
-	FirstGlobalPosition int64                  `protobuf:"varint,3,opt,name=first_global_position,json=firstGlobalPosition,proto3" json:"first_global_position,omitempty"`
-	LastGlobalPosition  int64                  `protobuf:"varint,4,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
-	Duplicate           bool                   `protobuf:"varint,5,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
-}
-
-func (x *AppendMultiResult) Reset() {
-	*x = AppendMultiResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AppendMultiResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AppendMultiResult) ProtoMessage() {}
-
-func (x *AppendMultiResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[21]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AppendMultiResult.ProtoReflect.Descriptor instead.
-func (*AppendMultiResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{21}
-}
-
-func (x *AppendMultiResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *AppendMultiResult) GetStreams() []*AppendResult {
-	if x != nil {
-		return x.Streams
-	}
-	return nil
-}
-
-func (x *AppendMultiResult) GetFirstGlobalPosition() int64 {
-	if x != nil {
-		return x.FirstGlobalPosition
-	}
-	return 0
-}
-
-func (x *AppendMultiResult) GetLastGlobalPosition() int64 {
-	if x != nil {
-		return x.LastGlobalPosition
-	}
-	return 0
-}
-
-func (x *AppendMultiResult) GetDuplicate() bool {
-	if x != nil {
-		return x.Duplicate
-	}
-	return false
-}
-
-type ImportResult struct {
-	state              protoimpl.MessageState `protogen:"open.v1"`
-	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Imported           int64                  `protobuf:"varint,2,opt,name=imported,proto3" json:"imported,omitempty"`
-	LastGlobalPosition int64                  `protobuf:"varint,3,opt,name=last_global_position,json=lastGlobalPosition,proto3" json:"last_global_position,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
-}
-
-func (x *ImportResult) Reset() {
-	*x = ImportResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ImportResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ImportResult) ProtoMessage() {}
-
-func (x *ImportResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[22]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ImportResult.ProtoReflect.Descriptor instead.
-func (*ImportResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{22}
-}
-
-func (x *ImportResult) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *ImportResult) GetImported() int64 {
-	if x != nil {
-		return x.Imported
-	}
-	return 0
-}
-
-func (x *ImportResult) GetLastGlobalPosition() int64 {
-	if x != nil {
-		return x.LastGlobalPosition
-	}
-	return 0
-}
-
-type CreateNamespaceResult struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Id              uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	CreatedUnixNano int64                  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *CreateNamespaceResult) Reset() {
-	*x = CreateNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *CreateNamespaceResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*CreateNamespaceResult) ProtoMessage() {}
-
-func (x *CreateNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use CreateNamespaceResult.ProtoReflect.Descriptor instead.
-func (*CreateNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *CreateNamespaceResult) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *CreateNamespaceResult) GetId() uint64 {
-	if x != nil {
-		return x.Id
-	}
-	return 0
-}
-
-func (x *CreateNamespaceResult) GetCreatedUnixNano() int64 {
-	if x != nil {
-		return x.CreatedUnixNano
-	}
-	return 0
-}
-
-type DeleteNamespaceResult struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	MessagesDeleted int64                  `protobuf:"varint,2,opt,name=messages_deleted,json=messagesDeleted,proto3" json:"messages_deleted,omitempty"`
-	DeletedUnixNano int64                  `protobuf:"varint,3,opt,name=deleted_unix_nano,json=deletedUnixNano,proto3" json:"deleted_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *DeleteNamespaceResult) Reset() {
-	*x = DeleteNamespaceResult{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DeleteNamespaceResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DeleteNamespaceResult) ProtoMessage() {}
-
-func (x *DeleteNamespaceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[24]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DeleteNamespaceResult.ProtoReflect.Descriptor instead.
-func (*DeleteNamespaceResult) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{24}
-}
-
-func (x *DeleteNamespaceResult) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *DeleteNamespaceResult) GetMessagesDeleted() int64 {
-	if x != nil {
-		return x.MessagesDeleted
-	}
-	return 0
-}
-
-func (x *DeleteNamespaceResult) GetDeletedUnixNano() int64 {
-	if x != nil {
-		return x.DeletedUnixNano
-	}
-	return 0
-}
-
-// Rejection is a business error of the state machine.
-type Rejection struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Reason  Reason                 `protobuf:"varint,1,opt,name=reason,proto3,enum=skald.peer.v1.Reason" json:"reason,omitempty"`
-	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// INVALID: the field and why.
-	Field       string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
-	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	// VERSION_CONFLICT, POSITION_EXISTS.
-	Stream          string `protobuf:"bytes,5,opt,name=stream,proto3" json:"stream,omitempty"`
-	ExpectedVersion int64  `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	ActualVersion   int64  `protobuf:"varint,7,opt,name=actual_version,json=actualVersion,proto3" json:"actual_version,omitempty"`
-	// POSITION_EXISTS.
-	Record         int64 `protobuf:"varint,8,opt,name=record,proto3" json:"record,omitempty"`
-	Position       int64 `protobuf:"varint,9,opt,name=position,proto3" json:"position,omitempty"`
-	GlobalPosition int64 `protobuf:"varint,10,opt,name=global_position,json=globalPosition,proto3" json:"global_position,omitempty"`
-	// DUPLICATE_ID: the id, and "content" or "mixed" (record is the
-	// message's index).
-	Id              string `protobuf:"bytes,11,opt,name=id,proto3" json:"id,omitempty"`
-	DuplicateReason string `protobuf:"bytes,12,opt,name=duplicate_reason,json=duplicateReason,proto3" json:"duplicate_reason,omitempty"`
-	// VERSION_CONFLICTS: every stream whose expected version did not match.
-	Conflicts []*StreamConflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
-	// NAMESPACE_LIMIT: the namespace not created, and the limit reached;
-	// SETTINGS_LIMIT: the namespace and its limit.
-	Namespace     string `protobuf:"bytes,14,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Limit         int64  `protobuf:"varint,15,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Rejection) Reset() {
-	*x = Rejection{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Rejection) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Rejection) ProtoMessage() {}
-
-func (x *Rejection) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[25]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Rejection.ProtoReflect.Descriptor instead.
-func (*Rejection) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{25}
-}
-
-func (x *Rejection) GetReason() Reason {
-	if x != nil {
-		return x.Reason
-	}
-	return Reason_REASON_UNSPECIFIED
-}
-
-func (x *Rejection) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *Rejection) GetField() string {
-	if x != nil {
-		return x.Field
-	}
-	return ""
-}
-
-func (x *Rejection) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *Rejection) GetStream() string {
-	if x != nil {
-		return x.Stream
-	}
-	return ""
-}
-
-func (x *Rejection) GetExpectedVersion() int64 {
-	if x != nil {
-		return x.ExpectedVersion
-	}
-	return 0
-}
-
-func (x *Rejection) GetActualVersion() int64 {
-	if x != nil {
-		return x.ActualVersion
-	}
-	return 0
-}
-
-func (x *Rejection) GetRecord() int64 {
-	if x != nil {
-		return x.Record
-	}
-	return 0
-}
-
-func (x *Rejection) GetPosition() int64 {
-	if x != nil {
-		return x.Position
-	}
-	return 0
-}
-
-func (x *Rejection) GetGlobalPosition() int64 {
-	if x != nil {
-		return x.GlobalPosition
-	}
-	return 0
-}
-
-func (x *Rejection) GetId() string {
-	if x != nil {
-		return x.Id
-	}
-	return ""
-}
-
-func (x *Rejection) GetDuplicateReason() string {
-	if x != nil {
-		return x.DuplicateReason
-	}
-	return ""
-}
-
-func (x *Rejection) GetConflicts() []*StreamConflict {
-	if x != nil {
-		return x.Conflicts
-	}
-	return nil
-}
-
-func (x *Rejection) GetNamespace() string {
-	if x != nil {
-		return x.Namespace
-	}
-	return ""
-}
-
-func (x *Rejection) GetLimit() int64 {
-	if x != nil {
-		return x.Limit
-	}
-	return 0
-}
-
-type StreamConflict struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Stream          string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
-	ExpectedVersion int64                  `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
-	ActualVersion   int64                  `protobuf:"varint,3,opt,name=actual_version,json=actualVersion,proto3" json:"actual_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
-}
-
-func (x *StreamConflict) Reset() {
-	*x = StreamConflict{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StreamConflict) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StreamConflict) ProtoMessage() {}
-
-func (x *StreamConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[26]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StreamConflict.ProtoReflect.Descriptor instead.
-func (*StreamConflict) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{26}
-}
-
-func (x *StreamConflict) GetStream() string {
-	if x != nil {
-		return x.Stream
-	}
-	return ""
-}
-
-func (x *StreamConflict) GetExpectedVersion() int64 {
-	if x != nil {
-		return x.ExpectedVersion
-	}
-	return 0
-}
-
-func (x *StreamConflict) GetActualVersion() int64 {
-	if x != nil {
-		return x.ActualVersion
-	}
-	return 0
-}
-
 type ReadIndexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2238,7 +752,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +764,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[27]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +777,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{27}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 type ReadIndexResponse struct {
@@ -2275,7 +789,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +801,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[28]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +814,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{28}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -2318,7 +832,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +844,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[29]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +857,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{29}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 type StatsResponse struct {
@@ -2369,7 +883,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +895,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[30]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +908,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{30}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatsResponse) GetLastContactNanos() int64 {
@@ -2448,7 +962,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +974,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[31]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +987,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{31}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2491,7 +1005,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[32]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2503,7 +1017,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_skald_peer_v1_peer_proto_msgTypes[32]
+	mi := &file_skald_peer_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2516,14 +1030,14 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{32}
+	return file_skald_peer_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 var File_skald_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x18skald/fsm/v1/group.proto\x1a\x18skald/fsm/v1/index.proto\x1a\x19skald/fsm/v1/record.proto\"G\n" +
+	"\x18skald/peer/v1/peer.proto\x12\rskald.peer.v1\x1a\x1askald/fsm/v1/command.proto\x1a\x19skald/fsm/v1/record.proto\x1a\x19skald/fsm/v1/result.proto\"G\n" +
 	"\x11GroupStatsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\"\xcb\x01\n" +
@@ -2548,123 +1062,22 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x10\n" +
 	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\x05R\x06action\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"M\n" +
-	"\x13GroupSettleResponse\x126\n" +
-	"\trejection\x18\x01 \x01(\v2\x18.skald.peer.v1.RejectionR\trejection\"?\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"L\n" +
+	"\x13GroupSettleResponse\x125\n" +
+	"\trejection\x18\x01 \x01(\v2\x17.skald.fsm.v1.RejectionR\trejection\"?\n" +
 	"\fApplyRequest\x12/\n" +
-	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"\x9f\b\n" +
-	"\rApplyResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\x125\n" +
-	"\x06append\x18\x02 \x01(\v2\x1b.skald.peer.v1.AppendResultH\x00R\x06append\x125\n" +
-	"\x06import\x18\x03 \x01(\v2\x1b.skald.peer.v1.ImportResultH\x00R\x06import\x12Q\n" +
-	"\x10create_namespace\x18\x04 \x01(\v2$.skald.peer.v1.CreateNamespaceResultH\x00R\x0fcreateNamespace\x12Q\n" +
-	"\x10delete_namespace\x18\x05 \x01(\v2$.skald.peer.v1.DeleteNamespaceResultH\x00R\x0fdeleteNamespace\x12$\n" +
-	"\rset_node_info\x18\x06 \x01(\bH\x00R\vsetNodeInfo\x128\n" +
-	"\trejection\x18\a \x01(\v2\x18.skald.peer.v1.RejectionH\x00R\trejection\x12E\n" +
-	"\fappend_multi\x18\b \x01(\v2 .skald.peer.v1.AppendMultiResultH\x00R\vappendMulti\x12N\n" +
-	"\x0fstream_deletion\x18\t \x01(\v2#.skald.peer.v1.StreamDeletionResultH\x00R\x0estreamDeletion\x12W\n" +
-	"\x12watermark_deletion\x18\n" +
-	" \x01(\v2&.skald.peer.v1.WatermarkDeletionResultH\x00R\x11watermarkDeletion\x12Q\n" +
-	"\x10retention_policy\x18\v \x01(\v2$.skald.peer.v1.RetentionPolicyResultH\x00R\x0fretentionPolicy\x125\n" +
-	"\x06expiry\x18\f \x01(\v2\x1b.skald.peer.v1.ExpiryResultH\x00R\x06expiry\x122\n" +
-	"\x05group\x18\x0f \x01(\v2\x1a.skald.peer.v1.GroupResultH\x00R\x05group\x12H\n" +
-	"\rparked_change\x18\x10 \x01(\v2!.skald.peer.v1.ParkedChangeResultH\x00R\fparkedChange\x12?\n" +
-	"\findex_result\x18\x11 \x01(\v2\x1a.skald.peer.v1.IndexResultH\x00R\vindexResult\x12A\n" +
-	"\n" +
-	"credential\x18( \x01(\v2\x1f.skald.peer.v1.CredentialResultH\x00R\n" +
-	"credentialB\b\n" +
-	"\x06result\"j\n" +
-	"\vIndexResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12=\n" +
-	"\n" +
-	"definition\x18\x02 \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\n" +
-	"definition\"D\n" +
-	"\x10CredentialResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"Q\n" +
-	"\x15RetentionPolicyResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
-	"\breplaced\x18\x02 \x01(\bR\breplaced\"\x85\x01\n" +
-	"\fExpiryResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
-	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
-	"\astreams\x18\x03 \x01(\x03R\astreams\x12\x12\n" +
-	"\x04more\x18\x04 \x01(\bR\x04more\"\\\n" +
-	"\vGroupResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12/\n" +
-	"\x05group\x18\x02 \x01(\v2\x19.skald.fsm.v1.GroupRecordR\x05group\"z\n" +
-	"\x12ParkedChangeResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
-	"\achanged\x18\x03 \x01(\x03R\achanged\x12\x16\n" +
-	"\x06parked\x18\x04 \x01(\x03R\x06parked\"|\n" +
-	"\x17WatermarkDeletionResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12)\n" +
-	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
-	"\astreams\x18\x03 \x01(\x03R\astreams\"\x91\x01\n" +
-	"\x14StreamDeletionResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
-	"\x06stream\x18\x02 \x01(\tR\x06stream\x12)\n" +
-	"\x10messages_deleted\x18\x03 \x01(\x03R\x0fmessagesDeleted\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x03R\aversion\"F\n" +
+	"\acommand\x18\x01 \x01(\v2\x15.skald.fsm.v1.CommandR\acommand\"F\n" +
 	"\x11ApplyBatchRequest\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.skald.fsm.v1.CommandR\bcommands\"M\n" +
 	"\x12ApplyBatchResponse\x127\n" +
-	"\boutcomes\x18\x01 \x03(\v2\x1b.skald.peer.v1.ApplyOutcomeR\boutcomes\"\x8e\x01\n" +
-	"\fApplyOutcome\x12:\n" +
-	"\bresponse\x18\x01 \x01(\v2\x1c.skald.peer.v1.ApplyResponseH\x00R\bresponse\x127\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1b.skald.peer.v1.ApplyOutcomeR\boutcomes\"\x86\x01\n" +
+	"\fApplyOutcome\x122\n" +
+	"\bresponse\x18\x01 \x01(\v2\x14.skald.fsm.v1.ResultH\x00R\bresponse\x127\n" +
 	"\afailure\x18\x02 \x01(\v2\x1b.skald.peer.v1.ApplyFailureH\x00R\afailureB\t\n" +
 	"\aoutcome\"X\n" +
 	"\fApplyFailure\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.skald.peer.v1.FailureKindR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x94\x02\n" +
-	"\fAppendResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
-	"\x06stream\x18\x02 \x01(\tR\x06stream\x12%\n" +
-	"\x0efirst_position\x18\x03 \x01(\x03R\rfirstPosition\x12#\n" +
-	"\rlast_position\x18\x04 \x01(\x03R\flastPosition\x122\n" +
-	"\x15first_global_position\x18\x05 \x01(\x03R\x13firstGlobalPosition\x120\n" +
-	"\x14last_global_position\x18\x06 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
-	"\tduplicate\x18\a \x01(\bR\tduplicate\"\xec\x01\n" +
-	"\x11AppendMultiResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x125\n" +
-	"\astreams\x18\x02 \x03(\v2\x1b.skald.peer.v1.AppendResultR\astreams\x122\n" +
-	"\x15first_global_position\x18\x03 \x01(\x03R\x13firstGlobalPosition\x120\n" +
-	"\x14last_global_position\x18\x04 \x01(\x03R\x12lastGlobalPosition\x12\x1c\n" +
-	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"z\n" +
-	"\fImportResult\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
-	"\bimported\x18\x02 \x01(\x03R\bimported\x120\n" +
-	"\x14last_global_position\x18\x03 \x01(\x03R\x12lastGlobalPosition\"g\n" +
-	"\x15CreateNamespaceResult\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\x04R\x02id\x12*\n" +
-	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\"\x82\x01\n" +
-	"\x15DeleteNamespaceResult\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
-	"\x10messages_deleted\x18\x02 \x01(\x03R\x0fmessagesDeleted\x12*\n" +
-	"\x11deleted_unix_nano\x18\x03 \x01(\x03R\x0fdeletedUnixNano\"\xff\x03\n" +
-	"\tRejection\x12-\n" +
-	"\x06reason\x18\x01 \x01(\x0e2\x15.skald.peer.v1.ReasonR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05field\x18\x03 \x01(\tR\x05field\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x16\n" +
-	"\x06stream\x18\x05 \x01(\tR\x06stream\x12)\n" +
-	"\x10expected_version\x18\x06 \x01(\x03R\x0fexpectedVersion\x12%\n" +
-	"\x0eactual_version\x18\a \x01(\x03R\ractualVersion\x12\x16\n" +
-	"\x06record\x18\b \x01(\x03R\x06record\x12\x1a\n" +
-	"\bposition\x18\t \x01(\x03R\bposition\x12'\n" +
-	"\x0fglobal_position\x18\n" +
-	" \x01(\x03R\x0eglobalPosition\x12\x0e\n" +
-	"\x02id\x18\v \x01(\tR\x02id\x12)\n" +
-	"\x10duplicate_reason\x18\f \x01(\tR\x0fduplicateReason\x12;\n" +
-	"\tconflicts\x18\r \x03(\v2\x1d.skald.peer.v1.StreamConflictR\tconflicts\x12\x1c\n" +
-	"\tnamespace\x18\x0e \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05limit\x18\x0f \x01(\x03R\x05limit\"z\n" +
-	"\x0eStreamConflict\x12\x16\n" +
-	"\x06stream\x18\x01 \x01(\tR\x06stream\x12)\n" +
-	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12%\n" +
-	"\x0eactual_version\x18\x03 \x01(\x03R\ractualVersion\"\x12\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"\x0e\n" +
@@ -2686,35 +1099,9 @@ const file_skald_peer_v1_peer_proto_rawDesc = "" +
 	"\x17FAILURE_KIND_NOT_LEADER\x10\x01\x12\x1a\n" +
 	"\x16FAILURE_KIND_NO_LEADER\x10\x02\x12\x18\n" +
 	"\x14FAILURE_KIND_UNKNOWN\x10\x03\x12\x1d\n" +
-	"\x19FAILURE_KIND_STORAGE_FULL\x10\x04*\xa1\x05\n" +
-	"\x06Reason\x12\x16\n" +
-	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
-	"\x0eREASON_INVALID\x10\x01\x12\x1e\n" +
-	"\x1aREASON_NAMESPACE_NOT_FOUND\x10\x02\x12\x1b\n" +
-	"\x17REASON_NAMESPACE_EXISTS\x10\x03\x12\x1b\n" +
-	"\x17REASON_VERSION_CONFLICT\x10\x04\x12\x1a\n" +
-	"\x16REASON_POSITION_EXISTS\x10\x05\x12\x16\n" +
-	"\x12REASON_BAD_COMMAND\x10\x06\x12\x17\n" +
-	"\x13REASON_DUPLICATE_ID\x10\a\x12\x1c\n" +
-	"\x18REASON_VERSION_CONFLICTS\x10\b\x12\x1b\n" +
-	"\x17REASON_STREAM_NOT_FOUND\x10\t\x12\x19\n" +
-	"\x15REASON_STREAM_DELETED\x10\n" +
-	"\x12\x1b\n" +
-	"\x17REASON_CONDITION_FAILED\x10\v\x12\x1a\n" +
-	"\x16REASON_GROUP_NOT_FOUND\x10\x10\x12\x17\n" +
-	"\x13REASON_GROUP_EXISTS\x10\x11\x12\x1b\n" +
-	"\x17REASON_PARKED_NOT_FOUND\x10\x12\x12\x18\n" +
-	"\x14REASON_NOT_IN_FLIGHT\x10\x13\x12\x1d\n" +
-	"\x19REASON_TOO_MANY_CONSUMERS\x10\x14\x12\x1a\n" +
-	"\x16REASON_NAMESPACE_LIMIT\x10\x15\x12\x17\n" +
-	"\x13REASON_INDEX_EXISTS\x10\x16\x12\x1a\n" +
-	"\x16REASON_INDEX_NOT_FOUND\x10\x17\x12\x1b\n" +
-	"\x17REASON_UPGRADE_REQUIRED\x10\x18\x12\x19\n" +
-	"\x15REASON_SETTINGS_LIMIT\x10\x19\x12\x1f\n" +
-	"\x1bREASON_CREDENTIAL_NOT_FOUND\x10(\x12\x1c\n" +
-	"\x18REASON_CREDENTIAL_EXISTS\x10)2\x9f\x05\n" +
-	"\vPeerService\x12B\n" +
-	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x1c.skald.peer.v1.ApplyResponse\x12Q\n" +
+	"\x19FAILURE_KIND_STORAGE_FULL\x10\x042\x97\x05\n" +
+	"\vPeerService\x12:\n" +
+	"\x05Apply\x12\x1b.skald.peer.v1.ApplyRequest\x1a\x14.skald.fsm.v1.Result\x12Q\n" +
 	"\n" +
 	"ApplyBatch\x12 .skald.peer.v1.ApplyBatchRequest\x1a!.skald.peer.v1.ApplyBatchResponse\x12N\n" +
 	"\tReadIndex\x12\x1f.skald.peer.v1.ReadIndexRequest\x1a .skald.peer.v1.ReadIndexResponse\x12G\n" +
@@ -2737,98 +1124,62 @@ func file_skald_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_skald_peer_v1_peer_proto_rawDescData
 }
 
-var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_skald_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_skald_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_skald_peer_v1_peer_proto_goTypes = []any{
-	(FailureKind)(0),                // 0: skald.peer.v1.FailureKind
-	(Reason)(0),                     // 1: skald.peer.v1.Reason
-	(*GroupStatsRequest)(nil),       // 2: skald.peer.v1.GroupStatsRequest
-	(*GroupStatsResponse)(nil),      // 3: skald.peer.v1.GroupStatsResponse
-	(*GroupConsumeRequest)(nil),     // 4: skald.peer.v1.GroupConsumeRequest
-	(*GroupConsumeResponse)(nil),    // 5: skald.peer.v1.GroupConsumeResponse
-	(*GroupSettleRequest)(nil),      // 6: skald.peer.v1.GroupSettleRequest
-	(*GroupSettleResponse)(nil),     // 7: skald.peer.v1.GroupSettleResponse
-	(*ApplyRequest)(nil),            // 8: skald.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),           // 9: skald.peer.v1.ApplyResponse
-	(*IndexResult)(nil),             // 10: skald.peer.v1.IndexResult
-	(*CredentialResult)(nil),        // 11: skald.peer.v1.CredentialResult
-	(*RetentionPolicyResult)(nil),   // 12: skald.peer.v1.RetentionPolicyResult
-	(*ExpiryResult)(nil),            // 13: skald.peer.v1.ExpiryResult
-	(*GroupResult)(nil),             // 14: skald.peer.v1.GroupResult
-	(*ParkedChangeResult)(nil),      // 15: skald.peer.v1.ParkedChangeResult
-	(*WatermarkDeletionResult)(nil), // 16: skald.peer.v1.WatermarkDeletionResult
-	(*StreamDeletionResult)(nil),    // 17: skald.peer.v1.StreamDeletionResult
-	(*ApplyBatchRequest)(nil),       // 18: skald.peer.v1.ApplyBatchRequest
-	(*ApplyBatchResponse)(nil),      // 19: skald.peer.v1.ApplyBatchResponse
-	(*ApplyOutcome)(nil),            // 20: skald.peer.v1.ApplyOutcome
-	(*ApplyFailure)(nil),            // 21: skald.peer.v1.ApplyFailure
-	(*AppendResult)(nil),            // 22: skald.peer.v1.AppendResult
-	(*AppendMultiResult)(nil),       // 23: skald.peer.v1.AppendMultiResult
-	(*ImportResult)(nil),            // 24: skald.peer.v1.ImportResult
-	(*CreateNamespaceResult)(nil),   // 25: skald.peer.v1.CreateNamespaceResult
-	(*DeleteNamespaceResult)(nil),   // 26: skald.peer.v1.DeleteNamespaceResult
-	(*Rejection)(nil),               // 27: skald.peer.v1.Rejection
-	(*StreamConflict)(nil),          // 28: skald.peer.v1.StreamConflict
-	(*ReadIndexRequest)(nil),        // 29: skald.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),       // 30: skald.peer.v1.ReadIndexResponse
-	(*StatsRequest)(nil),            // 31: skald.peer.v1.StatsRequest
-	(*StatsResponse)(nil),           // 32: skald.peer.v1.StatsResponse
-	(*RemoveServerRequest)(nil),     // 33: skald.peer.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),    // 34: skald.peer.v1.RemoveServerResponse
-	(*fsmv1.StoredMessage)(nil),     // 35: skald.fsm.v1.StoredMessage
-	(*fsmv1.Command)(nil),           // 36: skald.fsm.v1.Command
-	(*fsmv1.IndexDefinition)(nil),   // 37: skald.fsm.v1.IndexDefinition
-	(*fsmv1.GroupRecord)(nil),       // 38: skald.fsm.v1.GroupRecord
+	(FailureKind)(0),             // 0: skald.peer.v1.FailureKind
+	(*GroupStatsRequest)(nil),    // 1: skald.peer.v1.GroupStatsRequest
+	(*GroupStatsResponse)(nil),   // 2: skald.peer.v1.GroupStatsResponse
+	(*GroupConsumeRequest)(nil),  // 3: skald.peer.v1.GroupConsumeRequest
+	(*GroupConsumeResponse)(nil), // 4: skald.peer.v1.GroupConsumeResponse
+	(*GroupSettleRequest)(nil),   // 5: skald.peer.v1.GroupSettleRequest
+	(*GroupSettleResponse)(nil),  // 6: skald.peer.v1.GroupSettleResponse
+	(*ApplyRequest)(nil),         // 7: skald.peer.v1.ApplyRequest
+	(*ApplyBatchRequest)(nil),    // 8: skald.peer.v1.ApplyBatchRequest
+	(*ApplyBatchResponse)(nil),   // 9: skald.peer.v1.ApplyBatchResponse
+	(*ApplyOutcome)(nil),         // 10: skald.peer.v1.ApplyOutcome
+	(*ApplyFailure)(nil),         // 11: skald.peer.v1.ApplyFailure
+	(*ReadIndexRequest)(nil),     // 12: skald.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),    // 13: skald.peer.v1.ReadIndexResponse
+	(*StatsRequest)(nil),         // 14: skald.peer.v1.StatsRequest
+	(*StatsResponse)(nil),        // 15: skald.peer.v1.StatsResponse
+	(*RemoveServerRequest)(nil),  // 16: skald.peer.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil), // 17: skald.peer.v1.RemoveServerResponse
+	(*fsmv1.StoredMessage)(nil),  // 18: skald.fsm.v1.StoredMessage
+	(*fsmv1.Rejection)(nil),      // 19: skald.fsm.v1.Rejection
+	(*fsmv1.Command)(nil),        // 20: skald.fsm.v1.Command
+	(*fsmv1.Result)(nil),         // 21: skald.fsm.v1.Result
 }
 var file_skald_peer_v1_peer_proto_depIdxs = []int32{
-	35, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
-	27, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.peer.v1.Rejection
-	36, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
-	22, // 3: skald.peer.v1.ApplyResponse.append:type_name -> skald.peer.v1.AppendResult
-	24, // 4: skald.peer.v1.ApplyResponse.import:type_name -> skald.peer.v1.ImportResult
-	25, // 5: skald.peer.v1.ApplyResponse.create_namespace:type_name -> skald.peer.v1.CreateNamespaceResult
-	26, // 6: skald.peer.v1.ApplyResponse.delete_namespace:type_name -> skald.peer.v1.DeleteNamespaceResult
-	27, // 7: skald.peer.v1.ApplyResponse.rejection:type_name -> skald.peer.v1.Rejection
-	23, // 8: skald.peer.v1.ApplyResponse.append_multi:type_name -> skald.peer.v1.AppendMultiResult
-	17, // 9: skald.peer.v1.ApplyResponse.stream_deletion:type_name -> skald.peer.v1.StreamDeletionResult
-	16, // 10: skald.peer.v1.ApplyResponse.watermark_deletion:type_name -> skald.peer.v1.WatermarkDeletionResult
-	12, // 11: skald.peer.v1.ApplyResponse.retention_policy:type_name -> skald.peer.v1.RetentionPolicyResult
-	13, // 12: skald.peer.v1.ApplyResponse.expiry:type_name -> skald.peer.v1.ExpiryResult
-	14, // 13: skald.peer.v1.ApplyResponse.group:type_name -> skald.peer.v1.GroupResult
-	15, // 14: skald.peer.v1.ApplyResponse.parked_change:type_name -> skald.peer.v1.ParkedChangeResult
-	10, // 15: skald.peer.v1.ApplyResponse.index_result:type_name -> skald.peer.v1.IndexResult
-	11, // 16: skald.peer.v1.ApplyResponse.credential:type_name -> skald.peer.v1.CredentialResult
-	37, // 17: skald.peer.v1.IndexResult.definition:type_name -> skald.fsm.v1.IndexDefinition
-	38, // 18: skald.peer.v1.GroupResult.group:type_name -> skald.fsm.v1.GroupRecord
-	36, // 19: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
-	20, // 20: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
-	9,  // 21: skald.peer.v1.ApplyOutcome.response:type_name -> skald.peer.v1.ApplyResponse
-	21, // 22: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
-	0,  // 23: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
-	22, // 24: skald.peer.v1.AppendMultiResult.streams:type_name -> skald.peer.v1.AppendResult
-	1,  // 25: skald.peer.v1.Rejection.reason:type_name -> skald.peer.v1.Reason
-	28, // 26: skald.peer.v1.Rejection.conflicts:type_name -> skald.peer.v1.StreamConflict
-	8,  // 27: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
-	18, // 28: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
-	29, // 29: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
-	31, // 30: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
-	33, // 31: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
-	4,  // 32: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
-	6,  // 33: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
-	2,  // 34: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
-	9,  // 35: skald.peer.v1.PeerService.Apply:output_type -> skald.peer.v1.ApplyResponse
-	19, // 36: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
-	30, // 37: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
-	32, // 38: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
-	34, // 39: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
-	5,  // 40: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
-	7,  // 41: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
-	3,  // 42: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	18, // 0: skald.peer.v1.GroupConsumeResponse.message:type_name -> skald.fsm.v1.StoredMessage
+	19, // 1: skald.peer.v1.GroupSettleResponse.rejection:type_name -> skald.fsm.v1.Rejection
+	20, // 2: skald.peer.v1.ApplyRequest.command:type_name -> skald.fsm.v1.Command
+	20, // 3: skald.peer.v1.ApplyBatchRequest.commands:type_name -> skald.fsm.v1.Command
+	10, // 4: skald.peer.v1.ApplyBatchResponse.outcomes:type_name -> skald.peer.v1.ApplyOutcome
+	21, // 5: skald.peer.v1.ApplyOutcome.response:type_name -> skald.fsm.v1.Result
+	11, // 6: skald.peer.v1.ApplyOutcome.failure:type_name -> skald.peer.v1.ApplyFailure
+	0,  // 7: skald.peer.v1.ApplyFailure.kind:type_name -> skald.peer.v1.FailureKind
+	7,  // 8: skald.peer.v1.PeerService.Apply:input_type -> skald.peer.v1.ApplyRequest
+	8,  // 9: skald.peer.v1.PeerService.ApplyBatch:input_type -> skald.peer.v1.ApplyBatchRequest
+	12, // 10: skald.peer.v1.PeerService.ReadIndex:input_type -> skald.peer.v1.ReadIndexRequest
+	14, // 11: skald.peer.v1.PeerService.Stats:input_type -> skald.peer.v1.StatsRequest
+	16, // 12: skald.peer.v1.PeerService.RemoveServer:input_type -> skald.peer.v1.RemoveServerRequest
+	3,  // 13: skald.peer.v1.PeerService.GroupConsume:input_type -> skald.peer.v1.GroupConsumeRequest
+	5,  // 14: skald.peer.v1.PeerService.GroupSettle:input_type -> skald.peer.v1.GroupSettleRequest
+	1,  // 15: skald.peer.v1.PeerService.GroupStats:input_type -> skald.peer.v1.GroupStatsRequest
+	21, // 16: skald.peer.v1.PeerService.Apply:output_type -> skald.fsm.v1.Result
+	9,  // 17: skald.peer.v1.PeerService.ApplyBatch:output_type -> skald.peer.v1.ApplyBatchResponse
+	13, // 18: skald.peer.v1.PeerService.ReadIndex:output_type -> skald.peer.v1.ReadIndexResponse
+	15, // 19: skald.peer.v1.PeerService.Stats:output_type -> skald.peer.v1.StatsResponse
+	17, // 20: skald.peer.v1.PeerService.RemoveServer:output_type -> skald.peer.v1.RemoveServerResponse
+	4,  // 21: skald.peer.v1.PeerService.GroupConsume:output_type -> skald.peer.v1.GroupConsumeResponse
+	6,  // 22: skald.peer.v1.PeerService.GroupSettle:output_type -> skald.peer.v1.GroupSettleResponse
+	2,  // 23: skald.peer.v1.PeerService.GroupStats:output_type -> skald.peer.v1.GroupStatsResponse
+	16, // [16:24] is the sub-list for method output_type
+	8,  // [8:16] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_skald_peer_v1_peer_proto_init() }
@@ -2836,35 +1187,18 @@ func file_skald_peer_v1_peer_proto_init() {
 	if File_skald_peer_v1_peer_proto != nil {
 		return
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[7].OneofWrappers = []any{
-		(*ApplyResponse_Append)(nil),
-		(*ApplyResponse_Import)(nil),
-		(*ApplyResponse_CreateNamespace)(nil),
-		(*ApplyResponse_DeleteNamespace)(nil),
-		(*ApplyResponse_SetNodeInfo)(nil),
-		(*ApplyResponse_Rejection)(nil),
-		(*ApplyResponse_AppendMulti)(nil),
-		(*ApplyResponse_StreamDeletion)(nil),
-		(*ApplyResponse_WatermarkDeletion)(nil),
-		(*ApplyResponse_RetentionPolicy)(nil),
-		(*ApplyResponse_Expiry)(nil),
-		(*ApplyResponse_Group)(nil),
-		(*ApplyResponse_ParkedChange)(nil),
-		(*ApplyResponse_IndexResult)(nil),
-		(*ApplyResponse_Credential)(nil),
-	}
-	file_skald_peer_v1_peer_proto_msgTypes[18].OneofWrappers = []any{
+	file_skald_peer_v1_peer_proto_msgTypes[9].OneofWrappers = []any{
 		(*ApplyOutcome_Response)(nil),
 		(*ApplyOutcome_Failure)(nil),
 	}
-	file_skald_peer_v1_peer_proto_msgTypes[30].OneofWrappers = []any{}
+	file_skald_peer_v1_peer_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_skald_peer_v1_peer_proto_rawDesc), len(file_skald_peer_v1_peer_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   33,
+			NumEnums:      1,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -12,6 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 	http "net/http"
 	strings "strings"
@@ -62,7 +63,9 @@ type PeerServiceClient interface {
 	// Apply proposes a command on the leader. A node that is not the leader
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
-	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error)
+	// The reply is the state machine's own Result, carried as it is (its
+	// bytes are those of the ApplyResponse it replaced).
+	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[fsmv1.Result], error)
 	// ApplyBatch proposes several commands on the leader, each as its own
 	// log entry, and answers each one: a follower coalesces the writes its
 	// clients send at the same time into one call. A failure of the call
@@ -98,7 +101,7 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 	baseURL = strings.TrimRight(baseURL, "/")
 	peerServiceMethods := peerv1.File_skald_peer_v1_peer_proto.Services().ByName("PeerService").Methods()
 	return &peerServiceClient{
-		apply: connect.NewClient[peerv1.ApplyRequest, peerv1.ApplyResponse](
+		apply: connect.NewClient[peerv1.ApplyRequest, fsmv1.Result](
 			httpClient,
 			baseURL+PeerServiceApplyProcedure,
 			connect.WithSchema(peerServiceMethods.ByName("Apply")),
@@ -153,7 +156,7 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 
 // peerServiceClient implements PeerServiceClient.
 type peerServiceClient struct {
-	apply        *connect.Client[peerv1.ApplyRequest, peerv1.ApplyResponse]
+	apply        *connect.Client[peerv1.ApplyRequest, fsmv1.Result]
 	applyBatch   *connect.Client[peerv1.ApplyBatchRequest, peerv1.ApplyBatchResponse]
 	readIndex    *connect.Client[peerv1.ReadIndexRequest, peerv1.ReadIndexResponse]
 	stats        *connect.Client[peerv1.StatsRequest, peerv1.StatsResponse]
@@ -164,7 +167,7 @@ type peerServiceClient struct {
 }
 
 // Apply calls skald.peer.v1.PeerService.Apply.
-func (c *peerServiceClient) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
+func (c *peerServiceClient) Apply(ctx context.Context, req *connect.Request[peerv1.ApplyRequest]) (*connect.Response[fsmv1.Result], error) {
 	return c.apply.CallUnary(ctx, req)
 }
 
@@ -208,7 +211,9 @@ type PeerServiceHandler interface {
 	// Apply proposes a command on the leader. A node that is not the leader
 	// answers FAILED_PRECONDITION before proposing anything, so the caller
 	// may retry elsewhere; any other failure may leave the command applied.
-	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error)
+	// The reply is the state machine's own Result, carried as it is (its
+	// bytes are those of the ApplyResponse it replaced).
+	Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[fsmv1.Result], error)
 	// ApplyBatch proposes several commands on the leader, each as its own
 	// log entry, and answers each one: a follower coalesces the writes its
 	// clients send at the same time into one call. A failure of the call
@@ -317,7 +322,7 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 // UnimplementedPeerServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedPeerServiceHandler struct{}
 
-func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[peerv1.ApplyResponse], error) {
+func (UnimplementedPeerServiceHandler) Apply(context.Context, *connect.Request[peerv1.ApplyRequest]) (*connect.Response[fsmv1.Result], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("skald.peer.v1.PeerService.Apply is not implemented"))
 }
 
