@@ -371,3 +371,30 @@ func TestIndexInMemory(t *testing.T) {
 		t.Fatalf("in-memory index read: %+v, %v", hits, err)
 	}
 }
+
+// A reader's kick starts an index round at once, whatever
+// Config.IndexInterval: a LINEARIZABLE index read waits for one round,
+// not for the interval that batches the rounds of busy namespaces.
+func TestIndexReadKickSkipsInterval(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *Config) { cfg.IndexInterval = time.Hour })
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	if _, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res := appendAmount(t, l.Node, "app", "acct-1", 7000+i)
+		var hits []fsm.IndexHit
+		_, err := l.ReadIndexed(ctxT(t), "app", "amount", nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}, func(v *fsm.View) error {
+			page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{fmt.Sprint(7000 + i)}, PositionsOnly: true})
+			hits = page.Hits
+			return err
+		})
+		if err != nil {
+			t.Fatalf("linearizable index read %d: %v", i, err)
+		}
+		if len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
+			t.Fatalf("write %d at global position %d; the read finds %+v", i, res.FirstGlobalPosition, hits)
+		}
+	}
+}
