@@ -132,6 +132,7 @@ func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.R
 		if err != nil {
 			return applied, err
 		}
+		v.SetContext(ctx) // as Read: a long read ends with its caller
 		if wait && index != "" {
 			// The name may have been deleted and created again since
 			// the wait: the view's own index must cover the read.
