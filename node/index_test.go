@@ -215,7 +215,17 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 
 	// A rebuild: every node switches to the new definition once it has
 	// built it, and it still equals the log.
-	res, err := c.Leader().RebuildIndex(ctxT(t), &fsmv1.RebuildIndex{Namespace: "app", Name: "latest"})
+	// The gate asks every server its version: the node restarted above
+	// may not answer within the gate's second on a loaded host, and the
+	// refusal says to retry.
+	var (
+		res *fsm.IndexResult
+		err error
+	)
+	testutil.Eventually(t, waitTimeout, "a rebuild past the version gate", func() bool {
+		res, err = c.Leader().RebuildIndex(ctxT(t), &fsmv1.RebuildIndex{Namespace: "app", Name: "latest"})
+		return !errors.Is(err, nodeapi.ErrUpgradeRequired)
+	})
 	if err != nil {
 		t.Fatalf("rebuild: %v", err)
 	}
