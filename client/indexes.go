@@ -44,8 +44,9 @@ type IndexPage struct {
 	Hits []IndexHit
 	// NextCursor continues the query; nil at its end.
 	NextCursor []byte
-	// Truncated: the page stopped before its limit (the reply byte cap or
-	// the entries read per call); NextCursor continues it.
+	// Truncated: the page stopped before its limit, perhaps with no hit
+	// (the reply byte cap, or the server's scan budget for entries read
+	// and not returned); NextCursor continues it.
 	Truncated bool
 	// Status is the answering node's progress on the index.
 	Status *skaldv1.IndexStatus

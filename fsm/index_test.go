@@ -614,17 +614,6 @@ func TestIndexQuery(t *testing.T) {
 		}
 	})
 
-	t.Run("examined bound", func(t *testing.T) {
-		got, page := queryHits(t, s, IndexQuery{Index: "bal", MaxExamined: 5})
-		if len(got) != 5 || !page.Capped || page.NextCursor == nil || page.Examined != 5 {
-			t.Fatalf("hits %v, page %+v", got, page)
-		}
-		rest, _ := queryHits(t, s, IndexQuery{Index: "bal", Cursor: page.NextCursor, Limit: 1000})
-		if len(rest) != 17 {
-			t.Fatalf("the rest after the bound: %v", rest)
-		}
-	})
-
 	t.Run("page bytes", func(t *testing.T) {
 		v := view(t, s, "ns")
 		v.SetPageBytes(1) // one message per page

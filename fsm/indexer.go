@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -199,8 +200,25 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
 	}
-	if r.b.Count() > 0 {
-		if err := r.b.Commit(pebble.NoSync); err != nil {
+	// One batch, in order: the indexed batch's writes (change records,
+	// stream indexes), the event indexes' new entries in key order, then
+	// finish's. The new entries never meet the indexed batch's keys (they
+	// are above every checkpoint the records dealt with), and the copy
+	// into a plain batch indexes nothing again. Memory indexes' keys
+	// (indexmem.go) stay in the round's memory batch, committed first.
+	commit := &indexBatch{disk: ns.db.NewBatch(), mem: r.b.mem, m: r.b.m, ids: r.b.ids}
+	defer commit.disk.Close()
+	if err := commit.disk.Apply(r.b.disk, nil); err != nil {
+		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
+	}
+	if err := flushDistinct(&r.sets, commit); err != nil {
+		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
+	}
+	if err := r.finish(commit); err != nil {
+		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
+	}
+	if commit.Count() > 0 {
+		if err := commit.Commit(pebble.NoSync); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
 		}
 	}
@@ -287,7 +305,14 @@ type indexRound struct {
 	// paused: indexes that take change records but no scan (indexstate.go).
 	paused map[uint64]bool
 	key    []byte
-	res    IndexRoundResult
+	fields []byte                         // entryFields's buffer
+	toks   map[*fsmv1.IndexField][]string // pointerTokens, by field
+	// sets are the event indexes' new entries and reverse keys from the
+	// scan, staged apart from b (nothing in the round reads them back)
+	// and committed in key order: no batch index to maintain, and the
+	// memtable inserts runs of neighbours.
+	sets sortedSets
+	res  IndexRoundResult
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
@@ -342,15 +367,22 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 			}
 		}
 	}
-	// An index that reached the end of the snapshot is built; a rebuild
-	// that is replaces its old definition on this node at once.
+	return r.res, nil
+}
+
+// finish writes into w, the batch the round commits, after everything
+// else of the round: an index that reached the end of the snapshot is
+// built, and a rebuild that is replaces its old definition at once (the
+// old one's keys dropped after its last entries of the round); then
+// every checkpoint the round changed.
+func (r *indexRound) finish(w indexWriter) error {
 	for _, id := range r.res.CoveredIDs {
 		if c := r.ckpts[id]; !c.built {
 			c.built = true
 			r.touch(id)
 			if old, ok := r.replaces[id]; ok {
-				if err := r.drop(old); err != nil {
-					return r.res, err
+				if err := dropIndexKeys(w, old); err != nil {
+					return err
 				}
 				delete(r.ckpts, old)
 				delete(r.dirty, old)
@@ -358,11 +390,26 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 		}
 	}
 	for id := range r.dirty {
-		if err := r.b.Set(indexCkptKey(id), r.ckpts[id].encode(), nil); err != nil {
-			return r.res, err
+		if err := w.Set(indexCkptKey(id), r.ckpts[id].encode(), nil); err != nil {
+			return err
 		}
 	}
-	return r.res, nil
+	return nil
+}
+
+// flushDistinct is s.flush for sets of distinct keys (the scan's entries
+// and reverse keys: one per index and position): an unstable sort, much
+// cheaper than flush's stable one on these runs of sorted keys.
+func flushDistinct(s *sortedSets, w indexWriter) error {
+	a := s.arena
+	slices.SortFunc(s.kvs, func(x, y stagedKV) int { return bytes.Compare(a[x.k0:x.k1], a[y.k0:y.k1]) })
+	for _, kv := range s.kvs {
+		if err := w.Set(a[kv.k0:kv.k1], a[kv.k1:kv.v1], nil); err != nil {
+			return err
+		}
+	}
+	s.reset()
+	return nil
 }
 
 // ckpt returns the checkpoint of index id (zero when none is stored).
@@ -413,24 +460,30 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 		lo := keySuffixUint64(k)
 		hi := int64(binary.BigEndian.Uint64(v[1:]))
 		switch v[0] {
-		case changeRemoved:
-			if indexSkipsRemoval(r.s.opts.IndexMutant, lo) {
+		case changeRemoved, changeAdded:
+			if v[0] == changeRemoved && indexSkipsRemoval(r.s.opts.IndexMutant, lo) {
 				break // a mutant's bug (mutant_on.go); never in normal builds
 			}
-			for _, d := range r.defs {
-				var err error
-				if isStreamIndex(d) {
-					err = r.removeStreamRun(d, lo, hi)
-				} else {
-					err = r.removeRun(d.Id, lo, hi)
-				}
-				if err != nil {
+			// A run in chunks of positions, each applied to every index,
+			// until the budget is spent: the rest stays a record of its
+			// own (rewritten below: same entry, a higher lo, so still in
+			// log order), and the round commits what it did with the
+			// checkpoints it changed.
+			for lo <= hi {
+				end := min(hi, lo+indexRunChunk-1)
+				if err := r.applyRun(v[0], lo, end); err != nil {
 					return false, err
 				}
-			}
-		case changeAdded:
-			if err := r.addRun(lo, hi); err != nil {
-				return false, err
+				lo = end + 1
+				if lo <= hi && r.budget <= 0 {
+					if err := r.b.Delete(k, nil); err != nil {
+						return false, err
+					}
+					if err := r.b.Set(indexChangeKey(binary.BigEndian.Uint64(k[len(prefixIndexChange):]), lo), v, nil); err != nil {
+						return false, err
+					}
+					return false, nil
+				}
 			}
 		case changeCleared:
 			for _, d := range r.defs {
@@ -456,6 +509,33 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 		r.budget--
 	}
 	return true, it.Error()
+}
+
+// indexRunChunk is the global positions of a removed or added run applied
+// to every index before the round looks at its budget again: a run of a
+// million removed messages is spread over rounds of about the budget
+// each (DESIGN.md, User-defined indexes).
+const indexRunChunk = 1000
+
+// applyRun applies the positions lo..hi of an R or A record to every
+// index. Applying a part twice is harmless (the entries are gone, or
+// replaced by the same).
+func (r *indexRound) applyRun(kind byte, lo, hi int64) error {
+	if kind == changeAdded {
+		return r.addRun(lo, hi)
+	}
+	for _, d := range r.defs {
+		var err error
+		if isStreamIndex(d) {
+			err = r.removeStreamRun(d, lo, hi)
+		} else {
+			err = r.removeRun(d.Id, lo, hi)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeRun deletes index id's entries of global positions lo..hi.
@@ -494,16 +574,27 @@ func (r *indexRound) deleteEntry(id uint64, gp int64, fields []byte) error {
 
 // drop deletes every entry, reverse key (XV, and XS of a stream index)
 // and the checkpoint of index id.
-func (r *indexRound) drop(id uint64) error {
+func (r *indexRound) drop(id uint64) error { return dropIndexKeys(r.b, id) }
+
+// indexWriter is what a round writes through: a Pebble batch, or the
+// round's indexBatch, which routes memory indexes' keys to their store
+// (indexmem.go).
+type indexWriter interface {
+	Set(k, v []byte, o *pebble.WriteOptions) error
+	Delete(k []byte, o *pebble.WriteOptions) error
+	DeleteRange(lo, hi []byte, o *pebble.WriteOptions) error
+}
+
+func dropIndexKeys(w indexWriter, id uint64) error {
 	for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), appendUint64(append([]byte(nil), prefixIndexStream...), id)} {
-		if err := r.b.DeleteRange(p, prefixEnd(p), nil); err != nil {
+		if err := w.DeleteRange(p, prefixEnd(p), nil); err != nil {
 			return err
 		}
 	}
-	if err := r.b.Delete(indexFailedKey(id), nil); err != nil {
+	if err := w.Delete(indexFailedKey(id), nil); err != nil {
 		return err
 	}
-	return r.b.Delete(indexCkptKey(id), nil)
+	return w.Delete(indexCkptKey(id), nil)
 }
 
 // addRun indexes the messages lo..hi an import wrote, for each index
@@ -547,7 +638,7 @@ func (r *indexRound) addRun(lo, hi int64) error {
 			} else if !errors.Is(err, pebble.ErrNotFound) {
 				return err
 			}
-			if err := r.index(d, c, &m); err != nil {
+			if err := r.index(d, c, &m, false); err != nil {
 				return err
 			}
 			r.touch(d.Id)
@@ -568,6 +659,7 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 		return false, err
 	}
 	defer it.Close()
+	staged := !isStreamIndex(d)
 	ok := it.First()
 	for ; ok && r.budget > 0; ok = it.Next() {
 		gp := keySuffixUint64(it.Key())
@@ -581,7 +673,7 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 		}
 		r.res.Read++
 		r.budget--
-		if err := r.index(d, c, &m); err != nil {
+		if err := r.index(d, c, &m, staged); err != nil {
 			return false, err
 		}
 		c.gp = gp
@@ -592,11 +684,12 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 
 // index writes m's entry in d when m matches d's source and has every
 // field; a missing or mistyped field skips it (counted).
-func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) error {
+// staged: the entry goes to r.sets (the scan of an event index), not b.
+func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, staged bool) error {
 	if !indexMatches(d, m) {
 		return nil
 	}
-	fields, ok := entryFields(d, m)
+	fields, ok := r.entryFields(d, m)
 	if !ok {
 		c.skipped++
 		r.res.Skipped++
@@ -609,11 +702,17 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) e
 		return r.upsertStream(d, c, m, fields)
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
-	if err := r.b.Set(r.key, nil, nil); err != nil {
-		return err
-	}
-	if err := r.b.Set(indexReverseKey(d.Id, m.GlobalPosition), fields, nil); err != nil {
-		return err
+	if staged {
+		r.sets.set(r.key, nil)
+		r.key = appendUint64(append(r.key[:0], prefixIndexReverse...), d.Id)
+		r.sets.set(appendUint64(r.key, uint64(m.GlobalPosition)), fields)
+	} else {
+		if err := r.b.Set(r.key, nil, nil); err != nil {
+			return err
+		}
+		if err := r.b.Set(indexReverseKey(d.Id, m.GlobalPosition), fields, nil); err != nil {
+			return err
+		}
 	}
 	c.entries++
 	r.res.Indexed++
@@ -621,18 +720,35 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message) e
 }
 
 // entryFields is the concatenated order keys of m's fields in d; ok is
-// false when a field is missing or of another type.
-func entryFields(d *fsmv1.IndexDefinition, m *Message) ([]byte, bool) {
-	var docs messageDocs
-	var out []byte
+// false when a field is missing or of another type. The bytes are the
+// round's buffer: valid until the next call.
+func (r *indexRound) entryFields(d *fsmv1.IndexDefinition, m *Message) ([]byte, bool) {
+	out := r.fields[:0]
 	for _, f := range d.Fields {
-		v, err := fieldValue(f, m, &docs)
+		v, err := fieldValue(f, m, r.pointerTokens(f))
 		if err != nil {
 			return nil, false
 		}
 		out = appendOrderKey(out, f.Type, v)
 	}
+	r.fields = out
 	return out, true
+}
+
+// pointerTokens are f's pointer tokens, split once per round.
+func (r *indexRound) pointerTokens(f *fsmv1.IndexField) []string {
+	if f.Pointer == "" {
+		return nil
+	}
+	toks, ok := r.toks[f]
+	if !ok {
+		if r.toks == nil {
+			r.toks = map[*fsmv1.IndexField][]string{}
+		}
+		toks = pointerTokens(f.Pointer)
+		r.toks[f] = toks
+	}
+	return toks
 }
 
 // IndexCovered returns the applied index up to which namespace name's

@@ -81,9 +81,9 @@ var (
 	errFieldType    = fmt.Errorf("field of another type")
 )
 
-// fieldValue extracts field f of m as appendOrderKey takes it. doc caches
-// the decoded data and metadata of m for the fields that share them.
-func fieldValue(f *fsmv1.IndexField, m *Message, doc *messageDocs) (any, error) {
+// fieldValue extracts field f of m as appendOrderKey takes it. toks are
+// f's pointer tokens (pointerTokens; computed here when nil).
+func fieldValue(f *fsmv1.IndexField, m *Message, toks []string) (any, error) {
 	switch f.Source {
 	case fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_TYPE:
 		return m.Type, nil
@@ -92,11 +92,18 @@ func fieldValue(f *fsmv1.IndexField, m *Message, doc *messageDocs) (any, error) 
 	case fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_TIME:
 		return m.Time, nil
 	}
-	root, err := doc.get(f.Source == fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_METADATA, m)
-	if err != nil {
-		return nil, err
+	doc := m.Data
+	if f.Source == fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_METADATA {
+		doc = m.Metadata
 	}
-	v, ok := jsonPointer(root, f.Pointer)
+	if toks == nil {
+		toks = pointerTokens(f.Pointer)
+	}
+	found, valid := scanPointer(doc, toks)
+	if !valid || found.kind == jsonNone {
+		return nil, errFieldMissing
+	}
+	v, ok := scannedValue(found)
 	if !ok {
 		return nil, errFieldMissing
 	}
@@ -238,70 +245,4 @@ func decodeOrderKeys(fields []*fsmv1.IndexField, k []byte) ([]any, error) {
 		return nil, errCorruptValue
 	}
 	return out, nil
-}
-
-// messageDocs decodes a message's data and metadata once, on first use.
-type messageDocs struct {
-	data, meta       any
-	dataErr, metaErr error
-	haveData, haveMd bool
-}
-
-func (d *messageDocs) get(meta bool, m *Message) (any, error) {
-	if meta {
-		if !d.haveMd {
-			d.meta, d.metaErr = decodeJSON(m.Metadata)
-			d.haveMd = true
-		}
-		return d.meta, d.metaErr
-	}
-	if !d.haveData {
-		d.data, d.dataErr = decodeJSON(m.Data)
-		d.haveData = true
-	}
-	return d.data, d.dataErr
-}
-
-func decodeJSON(b []byte) (any, error) {
-	if len(b) == 0 {
-		return nil, errFieldMissing
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errFieldMissing
-	}
-	return v, nil
-}
-
-// jsonPointer resolves an RFC 6901 pointer in a decoded document.
-func jsonPointer(root any, ptr string) (any, bool) {
-	if ptr == "" {
-		return root, true
-	}
-	if ptr[0] != '/' {
-		return nil, false
-	}
-	cur := root
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			v, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = v
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) || (len(tok) > 1 && tok[0] == '0') {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
 }

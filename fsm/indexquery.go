@@ -25,11 +25,6 @@ const (
 	DefaultIndexLimit = 100
 	// MaxIndexLimit is the largest page a query may ask for.
 	MaxIndexLimit = 1000
-	// MaxIndexExamined bounds the entries one query reads (matches and
-	// entries of removed messages alike): a query past it returns what
-	// it found with a cursor to continue from, never scanning without
-	// limit.
-	MaxIndexExamined = 10_000
 )
 
 // IndexBound is one end of a range on a field.
@@ -54,8 +49,6 @@ type IndexQuery struct {
 	Cursor []byte
 	// PositionsOnly returns global positions and values, not messages.
 	PositionsOnly bool
-	// MaxExamined bounds the entries read (0: MaxIndexExamined).
-	MaxExamined int
 }
 
 // IndexHit is one entry a query returns.
@@ -74,7 +67,8 @@ type IndexPage struct {
 	// NextCursor continues the query; nil when it reached its end.
 	NextCursor []byte
 	// Examined is the entries read; Capped: the page stopped at the
-	// page byte cap or the examined bound before its limit.
+	// page byte cap or the view's scan budget before its limit (then
+	// NextCursor is set, perhaps on an empty page).
 	Examined int
 	Capped   bool
 }
@@ -254,6 +248,15 @@ func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
 // QueryIndex runs q (see IndexQuery). Bad values, a prefix on a field
 // that is not a string, more values than fields, or a cursor that is not
 // this query's are ValidationErrors.
+//
+// Bounded like the other reads of a view: the page byte cap
+// (SetPageBytes), and the scan budget (SetScanBudget) for the entries it
+// reads and does not return (those of removed messages the loop has not
+// dropped yet). A query that spends its budget returns the hits it has
+// (perhaps none) with Capped and NextCursor set after the last entry it
+// read, never an error; PageCapped and ScanStopped report it (resume is
+// 0: the cursor is the query's start field). It also checks the view's
+// context as it goes.
 func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	var page IndexPage
 	d, err := v.indexDef(q.Index)
@@ -281,10 +284,6 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	if limit <= 0 {
 		limit = DefaultIndexLimit
 	}
-	maxExamined := q.MaxExamined
-	if maxExamined <= 0 {
-		maxExamined = MaxIndexExamined
-	}
 	it, err := v.iter(lower, upper)
 	if err != nil {
 		return page, err
@@ -293,17 +292,9 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	w := walk{it: it, backward: q.Backward}
 	pg := v.startPage(limit)
 	prefix := indexEntryPrefix(d.Id)
-	var examined []byte // the last entry read
 	for ok := w.first(); ok; ok = w.next() {
 		k := it.Key()
-		if page.Examined >= maxExamined {
-			// Continue from the last entry read: it may have been an
-			// entry of a removed message, but it was read.
-			page.Capped, page.NextCursor = true, examined
-			break
-		}
 		page.Examined++
-		examined = append(examined[:0], k...)
 		gp := keySuffixUint64(k)
 		vals, err := decodeOrderKeys(d.Fields, k[len(prefix):len(k)-8])
 		if err != nil {
@@ -322,13 +313,26 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			return page, err
 		}
 		if !found {
-			continue // removed; the loop has not dropped the entry yet
-		}
-		if !q.PositionsOnly {
-			if pg.add(m); pg.capped {
-				page.Capped = true
+			// Removed; the loop has not dropped the entry yet. It spends
+			// the scan budget: once spent, the page ends here, and the
+			// query goes on after this entry (it was read).
+			if pg.skip(0); pg.stopped {
+				page.Capped, page.NextCursor = true, bytes.Clone(k)
 				break
 			}
+			if pg.err != nil {
+				break
+			}
+			continue
+		}
+		if q.PositionsOnly {
+			pg.look()
+		} else if pg.add(m); pg.capped {
+			page.Capped = true
+			break
+		}
+		if pg.err != nil {
+			break
 		}
 		hit := IndexHit{GlobalPosition: gp, Values: vals}
 		if isStreamIndex(d) {
@@ -346,6 +350,9 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	if err := it.Error(); err != nil {
 		return page, err
 	}
+	if pg.err != nil {
+		return page, fmt.Errorf("fsm: index %q: query: %w", d.Name, pg.err)
+	}
 	if !page.Capped && len(page.Hits) < limit {
 		page.NextCursor = nil // the walk reached its end
 	}
@@ -354,7 +361,7 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			page.Hits[i].Message = &pg.msgs[i]
 		}
 	}
-	v.capped = pg.capped
+	v.capped, v.stopped = pg.capped, pg.stopped
 	return page, nil
 }
 

@@ -154,7 +154,7 @@ func (r *indexRound) recomputeStream(d *fsmv1.IndexDefinition, c *indexCkpt, str
 		if !indexMatches(d, &m) {
 			continue
 		}
-		fields, ok := entryFields(d, &m)
+		fields, ok := r.entryFields(d, &m)
 		if !ok {
 			continue // skipped (counted when the scan read it)
 		}

@@ -135,11 +135,12 @@ type Config struct {
 	// (node/typeindex.go). Default 1 s; negative disables the backfill.
 	TypeIndexInterval time.Duration
 
-	// IndexInterval is how long an index loop waits after a new entry was
-	// applied before its next round (node/index.go), so that the rounds
-	// of a busy namespace batch its writes. It delays index reads at
-	// LINEARIZABLE and SESSION by as much. Default 5 ms; negative: no
-	// wait.
+	// IndexInterval is the shortest time between the starts of two index
+	// rounds of a namespace woken by new entries (node/index.go), so that
+	// the rounds of a busy namespace batch its writes; a write after a
+	// quiet spell is indexed at once, and an index read at LINEARIZABLE
+	// or SESSION starts a round without waiting for it. Default 5 ms;
+	// negative: no wait.
 	IndexInterval time.Duration
 
 	// MaxOpenNamespaces, MemTableSize and CacheSize are passed to the state

@@ -22,9 +22,10 @@ import (
 //     blocks), and after a snapshot is restored; it is added to n.wg as
 //     it starts, never once shutdown began;
 //   - each round is fsm.Store.IndexRound (bounded); a round that reached
-//     the end waits for the next applied entry (or a reader's kick), then
-//     Config.IndexInterval more, so that rounds batch the writes of busy
-//     namespaces;
+//     the end waits for the next applied entry, and starts no sooner than
+//     Config.IndexInterval after the previous round started, so that
+//     rounds batch the writes of busy namespaces; a reader's kick starts
+//     one at once (indexLoop);
 //   - a loop ends when its namespace is gone or has no index left.
 //
 // Rolling upgrades: a replica that does not know CreateIndex would apply
@@ -115,6 +116,7 @@ func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.R
 		if err != nil {
 			return applied, err
 		}
+		v.SetContext(ctx) // as Read: a long read ends with its caller
 		if wait && index != "" {
 			// The name may have been deleted and created again since
 			// the wait: the view's own index must cover the read.
@@ -211,11 +213,23 @@ func (n *Node) startIndexLoops() {
 
 // indexLoop maintains namespace ns's indexes until the node closes or the
 // namespace has none left.
+//
+// Wake-ups are coalesced: the loop takes the state machine's change
+// channel before each round, so however many batches the node applies
+// during a round, they wake it once, and the next round reads them all.
+// Rounds of a busy namespace are batched by time: a round starts no
+// sooner than Config.IndexInterval after the previous one started (so
+// each reads what arrived over about an interval, up to its bound of
+// fsm.DefaultIndexRoundMessages; past that bound the next round starts
+// at once), while a write after a quiet spell is indexed at once. A
+// reader's kick (ReadIndexed at LINEARIZABLE or SESSION) starts a round
+// without waiting for the interval: the reader waits for it.
 func (n *Node) indexLoop(ns string, kick chan struct{}) {
 	defer n.wg.Done()
 	failures := 0
 	for {
 		changed, _ := n.sm.wait() // before the round: an apply during it wakes the next
+		started := time.Now()
 		res, err := n.store.IndexRound(ns, fsm.DefaultIndexRoundMessages)
 		switch {
 		case errors.Is(err, fsm.ErrNamespaceNotFound), err == nil && res.Indexes == 0 && !res.More:
@@ -247,15 +261,20 @@ func (n *Node) indexLoop(ns string, kick chan struct{}) {
 		select {
 		case <-n.closing:
 			return
-		case <-changed:
 		case <-kick:
+			continue // a reader waits: no batching
+		case <-changed:
 		}
-		if d := n.cfg.IndexInterval; d > 0 {
+		if wait := time.Until(started.Add(n.cfg.IndexInterval)); wait > 0 {
+			t := time.NewTimer(wait)
 			select {
 			case <-n.closing:
+				t.Stop()
 				return
-			case <-time.After(d):
+			case <-kick:
+			case <-t.C:
 			}
+			t.Stop()
 		}
 	}
 }

@@ -34,6 +34,9 @@ type indexes struct {
 	b         indexBackend
 	log       *slog.Logger
 	pageBytes int
+	// scanBudget bounds the entries one Query reads and does not return
+	// (Limits.ScanBudget, as every Connect read).
+	scanBudget int
 }
 
 // indexNamespace resolves the namespace an index call names
@@ -309,6 +312,9 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 		info fsm.IndexInfo
 	)
 	applied, err := s.read(ctx, name, m.Read, m.Name, func(v *fsm.View) (err error) {
+		// A query past the budget replies with its hits so far,
+		// truncated, and next_cursor to go on from.
+		v.SetScanBudget(s.scanBudget)
 		if page, err = v.QueryIndex(q); err != nil {
 			return err
 		}

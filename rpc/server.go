@@ -146,7 +146,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	handleAPI(skaldv1connect.NewClusterHandler(&cluster{b: b, log: log, health: opts.Health, rule: opts.HealthRule, names: opts.Names, name: opts.NodeName, leave: opts.Leave}, handlerOpts...))
 	handleAPI(skaldv1connect.NewSubscriptionsHandler(&subscriptions{b: b, log: log}, handlerOpts...))
 	handleAPI(skaldv1connect.NewCredentialsHandler(&credentials{ops: credOps, log: log}, handlerOpts...))
-	handleAPI(skaldv1connect.NewIndexesHandler(&indexes{b: b, log: log, pageBytes: limits.PageBytes}, handlerOpts...))
+	handleAPI(skaldv1connect.NewIndexesHandler(&indexes{b: b, log: log, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget}, handlerOpts...))
 
 	services := []string{skaldv1connect.EventStoreName, skaldv1connect.NamespacesName, skaldv1connect.ClusterName, skaldv1connect.SubscriptionsName,
 		skaldv1connect.CredentialsName, skaldv1connect.IndexesName}

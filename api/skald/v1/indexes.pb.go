@@ -1715,8 +1715,10 @@ type IndexesQueryResponse struct {
 	Hits  []*IndexHit            `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 	// Empty when the query reached its end.
 	NextCursor []byte `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	// The page stopped before its limit: at the reply byte cap
-	// (--read-page-bytes) or the bound of entries read per call (10,000).
+	// The page stopped before its limit, with next_cursor to go on from: at
+	// the reply byte cap (--read-page-bytes) or the read scan budget
+	// (--read-scan-budget entries read and not returned: those of removed
+	// events the node's index still holds), perhaps with no hit.
 	Truncated     bool         `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	Status        *IndexStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	AppliedIndex  uint64       `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
