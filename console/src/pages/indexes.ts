@@ -58,6 +58,12 @@ export function fieldText(f: IndexField): string {
   return `${at} (${enumName(IndexFieldType, f.type, "type")})`;
 }
 
+/** stateText is the index's state on this node, with the reason when it failed. */
+function stateText(st: IndexStatus): string {
+  const name = enumName(IndexState, st.state, "state");
+  return st.failure ? `${name}: ${st.failure}` : name;
+}
+
 /** lagText is how far an index is behind: events, and the age of the oldest it lacks. */
 function lagText(st: IndexStatus): string {
   const ms = toMs(st.lag);
@@ -106,7 +112,7 @@ function listPage(root: HTMLElement): () => void {
       h("td", { "data-label": "Source" }, sourceText(d)),
       h("td", { "data-label": "Fields" }, d.fields.map((f) => h("div", null, fieldText(f)))),
       h("td", { class: "kind", "data-label": "Kind" }, enumName(IndexKind, d.kind, "kind")),
-      h("td", { class: `state state-${st?.state ?? 0}`, "data-label": "State" }, st ? enumName(IndexState, st.state, "state") : "—"),
+      h("td", { class: `state state-${st?.state ?? 0}`, "data-label": "State" }, st ? stateText(st) : "—"),
       h("td", { class: "progress", "data-label": "Progress" }, st ? progressText(st) : "—"),
       h("td", { class: "lag", "data-label": "Lag" }, st ? lagText(st) : "—"),
       h("td", { class: "num entries", "data-label": "Entries" }, st?.entries ?? 0n),
@@ -252,7 +258,7 @@ function indexPage(root: HTMLElement, name: string): () => void {
           h("dt", null, "Created"),
           h("dd", null, fmtTime(d?.created && timestampDate(d.created))),
           h("dt", null, "State"),
-          h("dd", { id: "index-state" }, st ? `${enumName(IndexState, st.state, "state")}: ${progressText(st)}; lag ${lagText(st)}` : "—"),
+          h("dd", { id: "index-state" }, st ? `${stateText(st)}: ${progressText(st)}; lag ${lagText(st)}` : "—"),
           h("dt", null, "Entries"),
           h("dd", { id: "index-entries" }, st ? `${st.entries} (${st.skipped} skipped)` : "—"),
         ),

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file skald/v1/indexes.proto.
  */
 export const file_skald_v1_indexes: GenFile = /*@__PURE__*/
-  fileDesc("ChZza2FsZC92MS9pbmRleGVzLnByb3RvEghza2FsZC52MSJxCgpJbmRleEZpZWxkEioKBnNvdXJjZRgBIAEoDjIaLnNrYWxkLnYxLkluZGV4RmllbGRTb3VyY2USDwoHcG9pbnRlchgCIAEoCRImCgR0eXBlGAMgASgOMhguc2thbGQudjEuSW5kZXhGaWVsZFR5cGUi5wEKD0luZGV4RGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKA0SEAoIY2F0ZWdvcnkYAyABKAkSDQoFdHlwZXMYBCADKAkSHgoFcXVlcnkYBSABKAsyDy5za2FsZC52MS5RdWVyeRIkCgZmaWVsZHMYBiADKAsyFC5za2FsZC52MS5JbmRleEZpZWxkEiEKBGtpbmQYByABKA4yEy5za2FsZC52MS5JbmRleEtpbmQSKwoHY3JlYXRlZBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAijAIKC0luZGV4U3RhdHVzEhIKCmNoZWNrcG9pbnQYASABKAMSDwoHZW50cmllcxgCIAEoAxIPCgdza2lwcGVkGAMgASgDEhIKCmxhZ19ldmVudHMYBCABKAMSFQoNY292ZXJlZF9pbmRleBgFIAEoBBIVCg1hcHBsaWVkX2luZGV4GAYgASgEEiMKBXN0YXRlGAcgASgOMhQuc2thbGQudjEuSW5kZXhTdGF0ZRIQCghwcm9ncmVzcxgIIAEoARImCgNldGEYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SJgoDbGFnGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIlgKFEluZGV4ZXNDcmVhdGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRItCgpkZWZpbml0aW9uGAIgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlUKFUluZGV4ZXNDcmVhdGVSZXNwb25zZRItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEg0KBWluZGV4GAIgASgEImcKFUluZGV4ZXNSZWJ1aWxkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRItCgpkZWZpbml0aW9uGAMgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlYKFkluZGV4ZXNSZWJ1aWxkUmVzcG9uc2USLQoKZGVmaW5pdGlvbhgBIAEoCzIZLnNrYWxkLnYxLkluZGV4RGVmaW5pdGlvbhINCgVpbmRleBgCIAEoBCI3ChRJbmRleGVzRGVsZXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSImChVJbmRleGVzRGVsZXRlUmVzcG9uc2USDQoFaW5kZXgYASABKAQiTAoSSW5kZXhlc0xpc3RSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIjCgRyZWFkGAIgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMivwEKCUluZGV4SW5mbxItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEiUKBnN0YXR1cxgCIAEoCzIVLnNrYWxkLnYxLkluZGV4U3RhdHVzEi0KCnJlYnVpbGRpbmcYAyABKAsyGS5za2FsZC52MS5JbmRleERlZmluaXRpb24SLQoOcmVidWlsZF9zdGF0dXMYBCABKAsyFS5za2FsZC52MS5JbmRleFN0YXR1cyJSChNJbmRleGVzTGlzdFJlc3BvbnNlEiQKB2luZGV4ZXMYASADKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCJaChJJbmRleGVzSW5mb1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSIwoEcmVhZBgDIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIlAKE0luZGV4ZXNJbmZvUmVzcG9uc2USIgoFaW5kZXgYASABKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCIuCgpJbmRleEJvdW5kEg0KBXZhbHVlGAEgASgJEhEKCWV4Y2x1c2l2ZRgCIAEoCCKbAgoTSW5kZXhlc1F1ZXJ5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRINCgVlcXVhbBgDIAMoCRIiCgRmcm9tGAQgASgLMhQuc2thbGQudjEuSW5kZXhCb3VuZBIgCgJ0bxgFIAEoCzIULnNrYWxkLnYxLkluZGV4Qm91bmQSEwoGcHJlZml4GAYgASgJSACIAQESEgoKZGVzY2VuZGluZxgHIAEoCBINCgVsaW1pdBgIIAEoBRIOCgZjdXJzb3IYCSABKAwSFgoOcG9zaXRpb25zX29ubHkYCiABKAgSIwoEcmVhZBgLIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zQgkKB19wcmVmaXgiZwoISW5kZXhIaXQSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg4KBnZhbHVlcxgCIAMoCRIiCgdtZXNzYWdlGAMgASgLMhEuc2thbGQudjEuTWVzc2FnZRIOCgZzdHJlYW0YBCABKAkingEKFEluZGV4ZXNRdWVyeVJlc3BvbnNlEiAKBGhpdHMYASADKAsyEi5za2FsZC52MS5JbmRleEhpdBITCgtuZXh0X2N1cnNvchgCIAEoDBIRCgl0cnVuY2F0ZWQYAyABKAgSJQoGc3RhdHVzGAQgASgLMhUuc2thbGQudjEuSW5kZXhTdGF0dXMSFQoNYXBwbGllZF9pbmRleBgFIAEoBCrNAQoQSW5kZXhGaWVsZFNvdXJjZRIiCh5JTkRFWF9GSUVMRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9TT1VSQ0VfREFUQRABEh8KG0lOREVYX0ZJRUxEX1NPVVJDRV9NRVRBREFUQRACEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9UWVBFEAMSHQoZSU5ERVhfRklFTERfU09VUkNFX1NUUkVBTRAEEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9USU1FEAUquwEKDkluZGV4RmllbGRUeXBlEiAKHElOREVYX0ZJRUxEX1RZUEVfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9UWVBFX1NUUklORxABEhgKFElOREVYX0ZJRUxEX1RZUEVfSU5UEAISGgoWSU5ERVhfRklFTERfVFlQRV9GTE9BVBADEhkKFUlOREVYX0ZJRUxEX1RZUEVfVElNRRAEEhkKFUlOREVYX0ZJRUxEX1RZUEVfQk9PTBAFKlQKCUluZGV4S2luZBIaChZJTkRFWF9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQSU5ERVhfS0lORF9FVkVOVBABEhUKEUlOREVYX0tJTkRfU1RSRUFNEAIqXAoKSW5kZXhTdGF0ZRIbChdJTkRFWF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFElOREVYX1NUQVRFX0JVSUxESU5HEAESFwoTSU5ERVhfU1RBVEVfSEVBTFRIWRACMs4DCgdJbmRleGVzEkkKBkNyZWF0ZRIeLnNrYWxkLnYxLkluZGV4ZXNDcmVhdGVSZXF1ZXN0Gh8uc2thbGQudjEuSW5kZXhlc0NyZWF0ZVJlc3BvbnNlEkkKBkRlbGV0ZRIeLnNrYWxkLnYxLkluZGV4ZXNEZWxldGVSZXF1ZXN0Gh8uc2thbGQudjEuSW5kZXhlc0RlbGV0ZVJlc3BvbnNlEkwKB1JlYnVpbGQSHy5za2FsZC52MS5JbmRleGVzUmVidWlsZFJlcXVlc3QaIC5za2FsZC52MS5JbmRleGVzUmVidWlsZFJlc3BvbnNlEkgKBExpc3QSHC5za2FsZC52MS5JbmRleGVzTGlzdFJlcXVlc3QaHS5za2FsZC52MS5JbmRleGVzTGlzdFJlc3BvbnNlIgOQAgESSAoESW5mbxIcLnNrYWxkLnYxLkluZGV4ZXNJbmZvUmVxdWVzdBodLnNrYWxkLnYxLkluZGV4ZXNJbmZvUmVzcG9uc2UiA5ACARJLCgVRdWVyeRIdLnNrYWxkLnYxLkluZGV4ZXNRdWVyeVJlcXVlc3QaHi5za2FsZC52MS5JbmRleGVzUXVlcnlSZXNwb25zZSIDkAIBQjNaMWdpdGh1Yi5jb20vc2thbGRkYi9za2FsZC9ycGMvZ2VuL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
+  fileDesc("ChZza2FsZC92MS9pbmRleGVzLnByb3RvEghza2FsZC52MSJxCgpJbmRleEZpZWxkEioKBnNvdXJjZRgBIAEoDjIaLnNrYWxkLnYxLkluZGV4RmllbGRTb3VyY2USDwoHcG9pbnRlchgCIAEoCRImCgR0eXBlGAMgASgOMhguc2thbGQudjEuSW5kZXhGaWVsZFR5cGUikAIKD0luZGV4RGVmaW5pdGlvbhIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKA0SEAoIY2F0ZWdvcnkYAyABKAkSDQoFdHlwZXMYBCADKAkSHgoFcXVlcnkYBSABKAsyDy5za2FsZC52MS5RdWVyeRIkCgZmaWVsZHMYBiADKAsyFC5za2FsZC52MS5JbmRleEZpZWxkEiEKBGtpbmQYByABKA4yEy5za2FsZC52MS5JbmRleEtpbmQSKwoHY3JlYXRlZBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoHc3RvcmFnZRgJIAEoDjIWLnNrYWxkLnYxLkluZGV4U3RvcmFnZSLDAgoLSW5kZXhTdGF0dXMSEgoKY2hlY2twb2ludBgBIAEoAxIPCgdlbnRyaWVzGAIgASgDEg8KB3NraXBwZWQYAyABKAMSEgoKbGFnX2V2ZW50cxgEIAEoAxIVCg1jb3ZlcmVkX2luZGV4GAUgASgEEhUKDWFwcGxpZWRfaW5kZXgYBiABKAQSIwoFc3RhdGUYByABKA4yFC5za2FsZC52MS5JbmRleFN0YXRlEhAKCHByb2dyZXNzGAggASgBEiYKA2V0YRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhImCgNsYWcYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDwoHZmFpbHVyZRgLIAEoCRIOCgZwYXVzZWQYDCABKAgSFAoMbWVtb3J5X2J5dGVzGA0gASgDIlgKFEluZGV4ZXNDcmVhdGVSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRItCgpkZWZpbml0aW9uGAIgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlUKFUluZGV4ZXNDcmVhdGVSZXNwb25zZRItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEg0KBWluZGV4GAIgASgEImcKFUluZGV4ZXNSZWJ1aWxkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRItCgpkZWZpbml0aW9uGAMgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uIlYKFkluZGV4ZXNSZWJ1aWxkUmVzcG9uc2USLQoKZGVmaW5pdGlvbhgBIAEoCzIZLnNrYWxkLnYxLkluZGV4RGVmaW5pdGlvbhINCgVpbmRleBgCIAEoBCI3ChRJbmRleGVzRGVsZXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSImChVJbmRleGVzRGVsZXRlUmVzcG9uc2USDQoFaW5kZXgYASABKAQiNgoTSW5kZXhlc1BhdXNlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSIlChRJbmRleGVzUGF1c2VSZXNwb25zZRINCgVpbmRleBgBIAEoBCI3ChRJbmRleGVzUmVzdW1lUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCSImChVJbmRleGVzUmVzdW1lUmVzcG9uc2USDQoFaW5kZXgYASABKAQiTAoSSW5kZXhlc0xpc3RSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIjCgRyZWFkGAIgASgLMhUuc2thbGQudjEuUmVhZE9wdGlvbnMivwEKCUluZGV4SW5mbxItCgpkZWZpbml0aW9uGAEgASgLMhkuc2thbGQudjEuSW5kZXhEZWZpbml0aW9uEiUKBnN0YXR1cxgCIAEoCzIVLnNrYWxkLnYxLkluZGV4U3RhdHVzEi0KCnJlYnVpbGRpbmcYAyABKAsyGS5za2FsZC52MS5JbmRleERlZmluaXRpb24SLQoOcmVidWlsZF9zdGF0dXMYBCABKAsyFS5za2FsZC52MS5JbmRleFN0YXR1cyJSChNJbmRleGVzTGlzdFJlc3BvbnNlEiQKB2luZGV4ZXMYASADKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCJaChJJbmRleGVzSW5mb1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEgwKBG5hbWUYAiABKAkSIwoEcmVhZBgDIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zIlAKE0luZGV4ZXNJbmZvUmVzcG9uc2USIgoFaW5kZXgYASABKAsyEy5za2FsZC52MS5JbmRleEluZm8SFQoNYXBwbGllZF9pbmRleBgCIAEoBCIuCgpJbmRleEJvdW5kEg0KBXZhbHVlGAEgASgJEhEKCWV4Y2x1c2l2ZRgCIAEoCCKbAgoTSW5kZXhlc1F1ZXJ5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRINCgVlcXVhbBgDIAMoCRIiCgRmcm9tGAQgASgLMhQuc2thbGQudjEuSW5kZXhCb3VuZBIgCgJ0bxgFIAEoCzIULnNrYWxkLnYxLkluZGV4Qm91bmQSEwoGcHJlZml4GAYgASgJSACIAQESEgoKZGVzY2VuZGluZxgHIAEoCBINCgVsaW1pdBgIIAEoBRIOCgZjdXJzb3IYCSABKAwSFgoOcG9zaXRpb25zX29ubHkYCiABKAgSIwoEcmVhZBgLIAEoCzIVLnNrYWxkLnYxLlJlYWRPcHRpb25zQgkKB19wcmVmaXgiZwoISW5kZXhIaXQSFwoPZ2xvYmFsX3Bvc2l0aW9uGAEgASgDEg4KBnZhbHVlcxgCIAMoCRIiCgdtZXNzYWdlGAMgASgLMhEuc2thbGQudjEuTWVzc2FnZRIOCgZzdHJlYW0YBCABKAkingEKFEluZGV4ZXNRdWVyeVJlc3BvbnNlEiAKBGhpdHMYASADKAsyEi5za2FsZC52MS5JbmRleEhpdBITCgtuZXh0X2N1cnNvchgCIAEoDBIRCgl0cnVuY2F0ZWQYAyABKAgSJQoGc3RhdHVzGAQgASgLMhUuc2thbGQudjEuSW5kZXhTdGF0dXMSFQoNYXBwbGllZF9pbmRleBgFIAEoBCrNAQoQSW5kZXhGaWVsZFNvdXJjZRIiCh5JTkRFWF9GSUVMRF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9TT1VSQ0VfREFUQRABEh8KG0lOREVYX0ZJRUxEX1NPVVJDRV9NRVRBREFUQRACEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9UWVBFEAMSHQoZSU5ERVhfRklFTERfU09VUkNFX1NUUkVBTRAEEhsKF0lOREVYX0ZJRUxEX1NPVVJDRV9USU1FEAUquwEKDkluZGV4RmllbGRUeXBlEiAKHElOREVYX0ZJRUxEX1RZUEVfVU5TUEVDSUZJRUQQABIbChdJTkRFWF9GSUVMRF9UWVBFX1NUUklORxABEhgKFElOREVYX0ZJRUxEX1RZUEVfSU5UEAISGgoWSU5ERVhfRklFTERfVFlQRV9GTE9BVBADEhkKFUlOREVYX0ZJRUxEX1RZUEVfVElNRRAEEhkKFUlOREVYX0ZJRUxEX1RZUEVfQk9PTBAFKlQKCUluZGV4S2luZBIaChZJTkRFWF9LSU5EX1VOU1BFQ0lGSUVEEAASFAoQSU5ERVhfS0lORF9FVkVOVBABEhUKEUlOREVYX0tJTkRfU1RSRUFNEAIqYQoMSW5kZXhTdG9yYWdlEh0KGUlOREVYX1NUT1JBR0VfVU5TUEVDSUZJRUQQABIYChRJTkRFWF9TVE9SQUdFX1BFQkJMRRABEhgKFElOREVYX1NUT1JBR0VfTUVNT1JZEAIqjAEKCkluZGV4U3RhdGUSGwoXSU5ERVhfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRJTkRFWF9TVEFURV9CVUlMRElORxABEhcKE0lOREVYX1NUQVRFX0hFQUxUSFkQAhIWChJJTkRFWF9TVEFURV9QQVVTRUQQAxIWChJJTkRFWF9TVEFURV9GQUlMRUQQBDLhBAoHSW5kZXhlcxJJCgZDcmVhdGUSHi5za2FsZC52MS5JbmRleGVzQ3JlYXRlUmVxdWVzdBofLnNrYWxkLnYxLkluZGV4ZXNDcmVhdGVSZXNwb25zZRJJCgZEZWxldGUSHi5za2FsZC52MS5JbmRleGVzRGVsZXRlUmVxdWVzdBofLnNrYWxkLnYxLkluZGV4ZXNEZWxldGVSZXNwb25zZRJMCgdSZWJ1aWxkEh8uc2thbGQudjEuSW5kZXhlc1JlYnVpbGRSZXF1ZXN0GiAuc2thbGQudjEuSW5kZXhlc1JlYnVpbGRSZXNwb25zZRJGCgVQYXVzZRIdLnNrYWxkLnYxLkluZGV4ZXNQYXVzZVJlcXVlc3QaHi5za2FsZC52MS5JbmRleGVzUGF1c2VSZXNwb25zZRJJCgZSZXN1bWUSHi5za2FsZC52MS5JbmRleGVzUmVzdW1lUmVxdWVzdBofLnNrYWxkLnYxLkluZGV4ZXNSZXN1bWVSZXNwb25zZRJICgRMaXN0Ehwuc2thbGQudjEuSW5kZXhlc0xpc3RSZXF1ZXN0Gh0uc2thbGQudjEuSW5kZXhlc0xpc3RSZXNwb25zZSIDkAIBEkgKBEluZm8SHC5za2FsZC52MS5JbmRleGVzSW5mb1JlcXVlc3QaHS5za2FsZC52MS5JbmRleGVzSW5mb1Jlc3BvbnNlIgOQAgESSwoFUXVlcnkSHS5za2FsZC52MS5JbmRleGVzUXVlcnlSZXF1ZXN0Gh4uc2thbGQudjEuSW5kZXhlc1F1ZXJ5UmVzcG9uc2UiA5ACAUIvWi1naXRodWIuY29tL3NrYWxkZGIvc2thbGQvYXBpL3NrYWxkL3YxO3NrYWxkdjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_skald_v1_types]);
 
 /**
  * @generated from message skald.v1.IndexField
@@ -98,6 +98,11 @@ export type IndexDefinition = Message<"skald.v1.IndexDefinition"> & {
    * @generated from field: google.protobuf.Timestamp created = 8;
    */
   created?: Timestamp | undefined;
+
+  /**
+   * @generated from field: skald.v1.IndexStorage storage = 9;
+   */
+  storage: IndexStorage;
 };
 
 /**
@@ -181,6 +186,28 @@ export type IndexStatus = Message<"skald.v1.IndexStatus"> & {
    * @generated from field: google.protobuf.Duration lag = 10;
    */
   lag?: Duration | undefined;
+
+  /**
+   * Failed: why, on this node.
+   *
+   * @generated from field: string failure = 11;
+   */
+  failure: string;
+
+  /**
+   * Paused (state PAUSED, or FAILED and paused too).
+   *
+   * @generated from field: bool paused = 12;
+   */
+  paused: boolean;
+
+  /**
+   * Memory storage: the bytes this node's memory store of the index's
+   * namespace holds (every memory index of the namespace).
+   *
+   * @generated from field: int64 memory_bytes = 13;
+   */
+  memoryBytes: bigint;
 };
 
 /**
@@ -328,6 +355,84 @@ export const IndexesDeleteResponseSchema: GenMessage<IndexesDeleteResponse> = /*
   messageDesc(file_skald_v1_indexes, 8);
 
 /**
+ * @generated from message skald.v1.IndexesPauseRequest
+ */
+export type IndexesPauseRequest = Message<"skald.v1.IndexesPauseRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message skald.v1.IndexesPauseRequest.
+ * Use `create(IndexesPauseRequestSchema)` to create a new message.
+ */
+export const IndexesPauseRequestSchema: GenMessage<IndexesPauseRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 9);
+
+/**
+ * @generated from message skald.v1.IndexesPauseResponse
+ */
+export type IndexesPauseResponse = Message<"skald.v1.IndexesPauseResponse"> & {
+  /**
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.IndexesPauseResponse.
+ * Use `create(IndexesPauseResponseSchema)` to create a new message.
+ */
+export const IndexesPauseResponseSchema: GenMessage<IndexesPauseResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 10);
+
+/**
+ * @generated from message skald.v1.IndexesResumeRequest
+ */
+export type IndexesResumeRequest = Message<"skald.v1.IndexesResumeRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message skald.v1.IndexesResumeRequest.
+ * Use `create(IndexesResumeRequestSchema)` to create a new message.
+ */
+export const IndexesResumeRequestSchema: GenMessage<IndexesResumeRequest> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 11);
+
+/**
+ * @generated from message skald.v1.IndexesResumeResponse
+ */
+export type IndexesResumeResponse = Message<"skald.v1.IndexesResumeResponse"> & {
+  /**
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+};
+
+/**
+ * Describes the message skald.v1.IndexesResumeResponse.
+ * Use `create(IndexesResumeResponseSchema)` to create a new message.
+ */
+export const IndexesResumeResponseSchema: GenMessage<IndexesResumeResponse> = /*@__PURE__*/
+  messageDesc(file_skald_v1_indexes, 12);
+
+/**
  * @generated from message skald.v1.IndexesListRequest
  */
 export type IndexesListRequest = Message<"skald.v1.IndexesListRequest"> & {
@@ -347,7 +452,7 @@ export type IndexesListRequest = Message<"skald.v1.IndexesListRequest"> & {
  * Use `create(IndexesListRequestSchema)` to create a new message.
  */
 export const IndexesListRequestSchema: GenMessage<IndexesListRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 9);
+  messageDesc(file_skald_v1_indexes, 13);
 
 /**
  * @generated from message skald.v1.IndexInfo
@@ -384,7 +489,7 @@ export type IndexInfo = Message<"skald.v1.IndexInfo"> & {
  * Use `create(IndexInfoSchema)` to create a new message.
  */
 export const IndexInfoSchema: GenMessage<IndexInfo> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 10);
+  messageDesc(file_skald_v1_indexes, 14);
 
 /**
  * @generated from message skald.v1.IndexesListResponse
@@ -406,7 +511,7 @@ export type IndexesListResponse = Message<"skald.v1.IndexesListResponse"> & {
  * Use `create(IndexesListResponseSchema)` to create a new message.
  */
 export const IndexesListResponseSchema: GenMessage<IndexesListResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 11);
+  messageDesc(file_skald_v1_indexes, 15);
 
 /**
  * @generated from message skald.v1.IndexesInfoRequest
@@ -433,7 +538,7 @@ export type IndexesInfoRequest = Message<"skald.v1.IndexesInfoRequest"> & {
  * Use `create(IndexesInfoRequestSchema)` to create a new message.
  */
 export const IndexesInfoRequestSchema: GenMessage<IndexesInfoRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 12);
+  messageDesc(file_skald_v1_indexes, 16);
 
 /**
  * @generated from message skald.v1.IndexesInfoResponse
@@ -455,7 +560,7 @@ export type IndexesInfoResponse = Message<"skald.v1.IndexesInfoResponse"> & {
  * Use `create(IndexesInfoResponseSchema)` to create a new message.
  */
 export const IndexesInfoResponseSchema: GenMessage<IndexesInfoResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 13);
+  messageDesc(file_skald_v1_indexes, 17);
 
 /**
  * IndexBound is one end of a range; its value is text read by the
@@ -481,7 +586,7 @@ export type IndexBound = Message<"skald.v1.IndexBound"> & {
  * Use `create(IndexBoundSchema)` to create a new message.
  */
 export const IndexBoundSchema: GenMessage<IndexBound> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 14);
+  messageDesc(file_skald_v1_indexes, 18);
 
 /**
  * @generated from message skald.v1.IndexesQueryRequest
@@ -560,7 +665,7 @@ export type IndexesQueryRequest = Message<"skald.v1.IndexesQueryRequest"> & {
  * Use `create(IndexesQueryRequestSchema)` to create a new message.
  */
 export const IndexesQueryRequestSchema: GenMessage<IndexesQueryRequest> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 15);
+  messageDesc(file_skald_v1_indexes, 19);
 
 /**
  * @generated from message skald.v1.IndexHit
@@ -599,7 +704,7 @@ export type IndexHit = Message<"skald.v1.IndexHit"> & {
  * Use `create(IndexHitSchema)` to create a new message.
  */
 export const IndexHitSchema: GenMessage<IndexHit> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 16);
+  messageDesc(file_skald_v1_indexes, 20);
 
 /**
  * @generated from message skald.v1.IndexesQueryResponse
@@ -618,8 +723,10 @@ export type IndexesQueryResponse = Message<"skald.v1.IndexesQueryResponse"> & {
   nextCursor: Uint8Array;
 
   /**
-   * The page stopped before its limit: at the reply byte cap
-   * (--read-page-bytes) or the bound of entries read per call (10,000).
+   * The page stopped before its limit, with next_cursor to go on from: at
+   * the reply byte cap (--read-page-bytes) or the read scan budget
+   * (--read-scan-budget entries read and not returned: those of removed
+   * events the node's index still holds), perhaps with no hit.
    *
    * @generated from field: bool truncated = 3;
    */
@@ -641,7 +748,7 @@ export type IndexesQueryResponse = Message<"skald.v1.IndexesQueryResponse"> & {
  * Use `create(IndexesQueryResponseSchema)` to create a new message.
  */
 export const IndexesQueryResponseSchema: GenMessage<IndexesQueryResponse> = /*@__PURE__*/
-  messageDesc(file_skald_v1_indexes, 17);
+  messageDesc(file_skald_v1_indexes, 21);
 
 /**
  * IndexFieldSource is where a field's value comes from.
@@ -786,6 +893,41 @@ export const IndexKindSchema: GenEnum<IndexKind> = /*@__PURE__*/
   enumDesc(file_skald_v1_indexes, 2);
 
 /**
+ * IndexStorage is where each node keeps an index's entries.
+ *
+ * @generated from enum skald.v1.IndexStorage
+ */
+export enum IndexStorage {
+  /**
+   * Pebble, on disk with the namespace's events (the default): a restart
+   * resumes from the checkpoint.
+   *
+   * @generated from enum value: INDEX_STORAGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: INDEX_STORAGE_PEBBLE = 1;
+   */
+  PEBBLE = 1,
+
+  /**
+   * In memory on each node, built again from the events when the node
+   * starts; bounded by the node's --index-memory-limit (past it the index
+   * fails on that node). For small or hot indexes.
+   *
+   * @generated from enum value: INDEX_STORAGE_MEMORY = 2;
+   */
+  MEMORY = 2,
+}
+
+/**
+ * Describes the enum skald.v1.IndexStorage.
+ */
+export const IndexStorageSchema: GenEnum<IndexStorage> = /*@__PURE__*/
+  enumDesc(file_skald_v1_indexes, 3);
+
+/**
  * IndexState is where an index stands on one node.
  *
  * @generated from enum skald.v1.IndexState
@@ -810,13 +952,30 @@ export enum IndexState {
    * @generated from enum value: INDEX_STATE_HEALTHY = 2;
    */
   HEALTHY = 2,
+
+  /**
+   * Paused (Indexes.Pause) on every node: it keeps its checkpoint and
+   * answers LOCAL queries; Resume continues from there.
+   *
+   * @generated from enum value: INDEX_STATE_PAUSED = 3;
+   */
+  PAUSED = 3,
+
+  /**
+   * This node's loop met an error confined to the index (failure says
+   * which) and stopped maintaining it; its siblings go on. Queries are
+   * refused (FAILED_PRECONDITION); Rebuild builds it again.
+   *
+   * @generated from enum value: INDEX_STATE_FAILED = 4;
+   */
+  FAILED = 4,
 }
 
 /**
  * Describes the enum skald.v1.IndexState.
  */
 export const IndexStateSchema: GenEnum<IndexState> = /*@__PURE__*/
-  enumDesc(file_skald_v1_indexes, 3);
+  enumDesc(file_skald_v1_indexes, 4);
 
 /**
  * Indexes are user-defined persistent indexes of a namespace's events: a
@@ -864,6 +1023,30 @@ export const Indexes: GenService<{
     methodKind: "unary";
     input: typeof IndexesRebuildRequestSchema;
     output: typeof IndexesRebuildResponseSchema;
+  },
+  /**
+   * Pause stops every node's index loop from advancing the index (and a
+   * rebuild of it): queries still answer, LOCAL with its lag stated;
+   * LINEARIZABLE and SESSION are refused (FAILED_PRECONDITION, naming the
+   * paused state) when the index does not hold what the read must see.
+   * Pausing a paused index changes nothing.
+   *
+   * @generated from rpc skald.v1.Indexes.Pause
+   */
+  pause: {
+    methodKind: "unary";
+    input: typeof IndexesPauseRequestSchema;
+    output: typeof IndexesPauseResponseSchema;
+  },
+  /**
+   * Resume lets the index advance again from its checkpoint on each node.
+   *
+   * @generated from rpc skald.v1.Indexes.Resume
+   */
+  resume: {
+    methodKind: "unary";
+    input: typeof IndexesResumeRequestSchema;
+    output: typeof IndexesResumeResponseSchema;
   },
   /**
    * List lists the namespace's indexes with this node's progress.
