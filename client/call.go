@@ -12,6 +12,24 @@ import (
 // attempt is one try of a call on one member.
 type attempt func(ctx context.Context, m *member) error
 
+// writeAt is write for a call whose answer is only the Raft index it was
+// applied at: the session's reads observe that index once it succeeds.
+func (c *Client) writeAt(ctx context.Context, call func(ctx context.Context, m *member) (uint64, error)) error {
+	var index uint64
+	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+		i, err := call(ctx, m)
+		if err == nil {
+			index = i
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.observe(index)
+	return nil
+}
+
 // write runs a call with side effects: on the leader when known, moving
 // on when a member cannot be reached or refuses before proposing, until
 // one answers for good or ctx ends. A write that may have been applied

@@ -114,17 +114,11 @@ func (c *Client) Credentials(ctx context.Context, namespace string) ([]Credentia
 // token's own); once it returns no node admits it. ErrNotFound when the
 // namespace holds no credential of that name.
 func (c *Client) RevokeCredential(ctx context.Context, namespace, name string) error {
-	var resp *skaldv1.CredentialsRevokeResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
 		r, err := m.creds.Revoke(ctx, connect.NewRequest(&skaldv1.CredentialsRevokeRequest{Namespace: namespace, Name: name}))
-		if err == nil {
-			resp = r.Msg
+		if err != nil {
+			return 0, err
 		}
-		return err
+		return r.Msg.Index, nil
 	})
-	if err != nil {
-		return err
-	}
-	c.observe(resp.Index)
-	return nil
 }

@@ -99,54 +99,36 @@ func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *sk
 // (ErrFailedPrecondition, naming the paused state). Pausing a paused
 // index changes nothing.
 func (c *Client) PauseIndex(ctx context.Context, namespace, name string) error {
-	var resp *skaldv1.IndexesPauseResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
 		r, err := m.indexes.Pause(ctx, connect.NewRequest(&skaldv1.IndexesPauseRequest{Namespace: namespace, Name: name}))
-		if err == nil {
-			resp = r.Msg
+		if err != nil {
+			return 0, err
 		}
-		return err
+		return r.Msg.Index, nil
 	})
-	if err != nil {
-		return err
-	}
-	c.observe(resp.Index)
-	return nil
 }
 
 // ResumeIndex lets a paused index advance again from its checkpoint on
 // every node.
 func (c *Client) ResumeIndex(ctx context.Context, namespace, name string) error {
-	var resp *skaldv1.IndexesResumeResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
 		r, err := m.indexes.Resume(ctx, connect.NewRequest(&skaldv1.IndexesResumeRequest{Namespace: namespace, Name: name}))
-		if err == nil {
-			resp = r.Msg
+		if err != nil {
+			return 0, err
 		}
-		return err
+		return r.Msg.Index, nil
 	})
-	if err != nil {
-		return err
-	}
-	c.observe(resp.Index)
-	return nil
 }
 
 // DeleteIndex drops an index of namespace (empty: the token's own).
 func (c *Client) DeleteIndex(ctx context.Context, namespace, name string) error {
-	var resp *skaldv1.IndexesDeleteResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
+	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
 		r, err := m.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Namespace: namespace, Name: name}))
-		if err == nil {
-			resp = r.Msg
+		if err != nil {
+			return 0, err
 		}
-		return err
+		return r.Msg.Index, nil
 	})
-	if err != nil {
-		return err
-	}
-	c.observe(resp.Index)
-	return nil
 }
 
 // Indexes lists namespace's indexes (empty: the token's own) with the
