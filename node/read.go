@@ -154,9 +154,20 @@ func leadershipErr(err error) error {
 	return err
 }
 
-func waitFuture(ctx context.Context, f raft.Future) error {
+func waitFuture(ctx context.Context, f raft.Future) error { return waitFutureThen(ctx, f, nil) }
+
+// waitFutureThen is waitFuture, and runs then (when not nil) once f is
+// answered, even after ctx ended: from the one goroutine that waits on f,
+// since a Raft future's Error must not be called from two at once.
+func waitFutureThen(ctx context.Context, f raft.Future, then func()) error {
 	errc := make(chan error, 1)
-	go func() { errc <- f.Error() }()
+	go func() {
+		err := f.Error()
+		if then != nil {
+			then()
+		}
+		errc <- err
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -153,9 +153,9 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ *fsmv1.Res
 			return res, nil
 		}
 	}
-	if err = waitFuture(ctx, f); ctx.Err() != nil && err == ctx.Err() {
+	held = func() {} // released once Raft answers, whenever that is
+	if err = waitFutureThen(ctx, f, release); ctx.Err() != nil && err == ctx.Err() {
 		// The entry may still commit.
-		held = func() { go func() { _ = f.Error(); release() }() }
 		return nil, fmt.Errorf("%w: %v", nodeapi.ErrUnknownOutcome, err)
 	}
 	n.m.applyLatency.Observe(time.Since(start).Seconds())
