@@ -46,13 +46,8 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		code := command.ExitFailure
-		if resp.StatusCode == http.StatusUnauthorized {
-			code = command.ExitAuth
-		}
-		return command.Exit(code, fmt.Errorf("backup: %s: %s", resp.Status, b))
+	if err := command.StatusError("backup", resp); err != nil {
+		return err
 	}
 	var n int64
 	if err := durable.ReplaceFile(vfs.Default, *out, func(w io.Writer) error {

@@ -217,13 +217,8 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		code := command.ExitFailure
-		if resp.StatusCode == 401 || resp.StatusCode == 403 {
-			code = command.ExitAuth
-		}
-		return command.Exit(code, fmt.Errorf("import: %s: %s", resp.Status, strings.TrimSpace(string(b))))
+	if err := command.StatusError("import", resp); err != nil {
+		return err
 	}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {

@@ -70,27 +70,28 @@ func lastGlobalPosition(ctx context.Context, first func(ctx context.Context, gp 
 	}
 	// INVARIANT: a message is at lo; once hi > 0, none is at or after hi.
 	var hi int64
-	for step := int64(1); hi == 0; step *= 2 {
-		gp, ok, err := first(ctx, lo+step)
+	// probe asks for the first message at or after at: lo moves up to it
+	// if there is one, else hi comes down to at.
+	probe := func(at int64) error {
+		gp, ok, err := first(ctx, at)
 		switch {
 		case err != nil:
-			return 0, err
+			return err
 		case ok:
 			lo = gp
 		default:
-			hi = lo + step
+			hi = at
+		}
+		return nil
+	}
+	for step := int64(1); hi == 0; step *= 2 {
+		if err := probe(lo + step); err != nil {
+			return 0, err
 		}
 	}
 	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		gp, ok, err := first(ctx, mid)
-		switch {
-		case err != nil:
+		if err := probe(lo + (hi-lo)/2); err != nil {
 			return 0, err
-		case ok:
-			lo = gp
-		default:
-			hi = mid
 		}
 	}
 	return lo, nil

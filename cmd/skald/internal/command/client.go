@@ -266,6 +266,22 @@ func (cf *Flags) Do(ctx context.Context, build func(base string) (*http.Request,
 	return nil, errors.New("no --addr endpoint") // endpoints refuses an empty list
 }
 
+// StatusError is nil for a 200 answer; otherwise the error a command
+// that speaks plain HTTP exits with: op, the status and the start of the
+// body the server sent (at most 4 KiB of it), under ExitAuth for 401 and
+// 403 and ExitFailure for the rest.
+func StatusError(op string, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	code := ExitFailure
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		code = ExitAuth
+	}
+	return Exit(code, fmt.Errorf("%s: %s: %s", op, resp.Status, strings.TrimSpace(string(b))))
+}
+
 // BaseURL is the first of --addr's endpoints: the node a command that
 // calls one node (leave) calls.
 func (cf *Flags) BaseURL() string {
