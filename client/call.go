@@ -12,22 +12,27 @@ import (
 // attempt is one try of a call on one member.
 type attempt func(ctx context.Context, m *member) error
 
-// writeAt is write for a call whose answer is only the Raft index it was
-// applied at: the session's reads observe that index once it succeeds.
-func (c *Client) writeAt(ctx context.Context, call func(ctx context.Context, m *member) (uint64, error)) error {
-	var index uint64
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		i, err := call(ctx, m)
+// writeReply is write (retryFor: see write) for one unary call whose
+// answer carries the Raft index it was applied at: it returns the answer
+// of the attempt that succeeded, and the session's reads observe its
+// index.
+func writeReply[T any, PT interface {
+	*T
+	GetIndex() uint64
+}](ctx context.Context, c *Client, retryFor func(context.Context) time.Duration, call func(ctx context.Context, m *member) (*connect.Response[T], error)) (PT, error) {
+	var out PT
+	err := c.write(ctx, retryFor, func(ctx context.Context, m *member) error {
+		r, err := call(ctx, m)
 		if err == nil {
-			index = i
+			out = r.Msg
 		}
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c.observe(index)
-	return nil
+	c.observe(out.GetIndex())
+	return out, nil
 }
 
 // write runs a call with side effects: on the leader when known, moving
@@ -41,27 +46,13 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 		return ErrClosed
 	}
 	start := time.Now()
-	var (
-		tried        = map[*member]bool{}
-		last         error
-		lastM        *member
-		maybeApplied bool // an earlier attempt may have been applied
-	)
-	for round := 0; ; {
-		m := c.view.pick(true, tried)
-		if m == nil {
-			if c.cfg.FailFast && last != nil {
-				return exhausted(lastM, last, maybeApplied)
-			}
-			if err := pause(ctx, round); err != nil {
-				return c.gaveUp(ctx, lastM, last, maybeApplied)
-			}
-			round++
-			clear(tried)
-			continue
+	at := attempts{forWrite: true, tried: map[*member]bool{}}
+	for {
+		m, err := at.next(ctx, c)
+		if err != nil {
+			return err
 		}
-		tried[m] = true
-		err := try(ctx, m)
+		err = try(ctx, m)
 		v := classify(err)
 		if v == unknown && (ctx.Err() != nil || c.closed.Load()) {
 			// Cut off by the caller's context or Close, maybe after it was
@@ -83,17 +74,17 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 			c.view.refusedWrite(m)
 			c.disc.soon()
 			if pause(ctx, 0) != nil {
-				return c.gaveUp(ctx, m, err, maybeApplied)
+				return c.gaveUp(ctx, m, err, at.maybeApplied)
 			}
 		case unknown:
 			if !c.retryUnknown || retryFor == nil || time.Since(start) >= retryFor(ctx) {
 				return &Error{Kind: ErrUnknownOutcome, Endpoint: m.url, Err: err}
 			}
-			maybeApplied = true
+			at.maybeApplied = true
 			c.view.failed(m)
 			c.disc.soon()
 		}
-		last, lastM = err, m
+		at.last, at.lastM = err, m
 	}
 }
 
@@ -104,27 +95,14 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	var (
-		tried = map[*member]bool{}
-		last  error
-		lastM *member
-	)
-	for round := 0; ; {
-		m := c.view.pick(false, tried)
-		if m == nil {
-			if c.cfg.FailFast && last != nil {
-				return exhausted(lastM, last, false)
-			}
-			if err := pause(ctx, round); err != nil {
-				return c.gaveUp(ctx, lastM, last, false)
-			}
-			round++
-			clear(tried)
-			continue
+	at := attempts{tried: map[*member]bool{}}
+	for {
+		m, err := at.next(ctx, c)
+		if err != nil {
+			return err
 		}
-		tried[m] = true
 		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout(ctx))
-		err := try(actx, m)
+		err = try(actx, m)
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return c.gaveUp(ctx, m, err, false)
@@ -146,7 +124,37 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 				c.disc.soon()
 			}
 		}
-		last, lastM = err, m
+		at.last, at.lastM = err, m
+	}
+}
+
+// attempts is where one call stands among the members: each is tried
+// once a round, and a round that found none left pauses before the next.
+type attempts struct {
+	forWrite     bool
+	tried        map[*member]bool
+	round        int
+	last         error   // the last attempt's error
+	lastM        *member // the member that answered it
+	maybeApplied bool    // an earlier attempt may have been applied
+}
+
+// next is the member to try now. Its error is the call's own: all tried
+// under Config.FailFast, or ctx ended while pausing between rounds.
+func (a *attempts) next(ctx context.Context, c *Client) (*member, error) {
+	for {
+		if m := c.view.pick(a.forWrite, a.tried); m != nil {
+			a.tried[m] = true
+			return m, nil
+		}
+		if c.cfg.FailFast && a.last != nil {
+			return nil, exhausted(a.lastM, a.last, a.maybeApplied)
+		}
+		if err := pause(ctx, a.round); err != nil {
+			return nil, c.gaveUp(ctx, a.lastM, a.last, a.maybeApplied)
+		}
+		a.round++
+		clear(a.tried)
 	}
 }
 

@@ -77,18 +77,12 @@ func (c *Client) CreateCredential(ctx context.Context, n NewCredential) (Created
 	if !n.ExpiresAt.IsZero() {
 		req.ExpiresAt = timestamppb.New(n.ExpiresAt)
 	}
-	var resp *skaldv1.CredentialsCreateResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.creds.Create(ctx, connect.NewRequest(req))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.CredentialsCreateResponse], error) {
+		return m.creds.Create(ctx, connect.NewRequest(req))
 	})
 	if err != nil {
 		return CreatedCredential{}, err
 	}
-	c.observe(resp.Index)
 	return CreatedCredential{Credential: credentialOf(resp.Credential), Token: resp.Token, Index: resp.Index}, nil
 }
 
@@ -114,11 +108,8 @@ func (c *Client) Credentials(ctx context.Context, namespace string) ([]Credentia
 // token's own); once it returns no node admits it. ErrNotFound when the
 // namespace holds no credential of that name.
 func (c *Client) RevokeCredential(ctx context.Context, namespace, name string) error {
-	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
-		r, err := m.creds.Revoke(ctx, connect.NewRequest(&skaldv1.CredentialsRevokeRequest{Namespace: namespace, Name: name}))
-		if err != nil {
-			return 0, err
-		}
-		return r.Msg.Index, nil
+	_, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.CredentialsRevokeResponse], error) {
+		return m.creds.Revoke(ctx, connect.NewRequest(&skaldv1.CredentialsRevokeRequest{Namespace: namespace, Name: name}))
 	})
+	return err
 }

@@ -186,18 +186,12 @@ func (c *Client) CreateGroup(ctx context.Context, spec GroupSpec) (GroupInfo, er
 	} else {
 		req.Start = &skaldv1.CreateGroupRequest_StartGlobalPosition{StartGlobalPosition: spec.StartGlobalPosition}
 	}
-	var out *skaldv1.CreateGroupResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.subs.CreateGroup(ctx, connect.NewRequest(req))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
+	out, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.CreateGroupResponse], error) {
+		return m.subs.CreateGroup(ctx, connect.NewRequest(req))
 	})
 	if err != nil {
 		return GroupInfo{}, err
 	}
-	c.observe(out.Index)
 	return groupFromWire(out.Group), nil
 }
 
@@ -205,34 +199,20 @@ func (c *Client) CreateGroup(ctx context.Context, spec GroupSpec) (GroupInfo, er
 // changes nothing more, so it is retried when its outcome is unknown.
 func (c *Client) UpdateGroup(ctx context.Context, group string, settings GroupSettings) (GroupInfo, error) {
 	req := &skaldv1.UpdateGroupRequest{Name: group, Settings: settings.wire()}
-	var out *skaldv1.UpdateGroupResponse
-	err := c.write(ctx, removalRetry, func(ctx context.Context, m *member) error {
-		r, err := m.subs.UpdateGroup(ctx, connect.NewRequest(req))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
+	out, err := writeReply(ctx, c, removalRetry, func(ctx context.Context, m *member) (*connect.Response[skaldv1.UpdateGroupResponse], error) {
+		return m.subs.UpdateGroup(ctx, connect.NewRequest(req))
 	})
 	if err != nil {
 		return GroupInfo{}, err
 	}
-	c.observe(out.Index)
 	return groupFromWire(out.Group), nil
 }
 
 // DeleteGroup deletes group with its progress and parked messages.
 func (c *Client) DeleteGroup(ctx context.Context, group string) error {
-	var out *skaldv1.DeleteGroupResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.subs.DeleteGroup(ctx, connect.NewRequest(&skaldv1.DeleteGroupRequest{Name: group}))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
+	_, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.DeleteGroupResponse], error) {
+		return m.subs.DeleteGroup(ctx, connect.NewRequest(&skaldv1.DeleteGroupRequest{Name: group}))
 	})
-	if err == nil {
-		c.observe(out.Index)
-	}
 	return err
 }
 
@@ -431,35 +411,23 @@ func (c *Client) ListParked(ctx context.Context, group string, after int64, limi
 // 1000 per call) back into it: they are delivered again before new ones.
 // It returns how many moved and how many stay parked.
 func (c *Client) ReplayParked(ctx context.Context, group string, globalPositions ...int64) (replayed, parked int64, err error) {
-	var out *skaldv1.ReplayParkedResponse
-	err = c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.subs.ReplayParked(ctx, connect.NewRequest(&skaldv1.ReplayParkedRequest{Group: group, GlobalPositions: globalPositions}))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
+	out, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.ReplayParkedResponse], error) {
+		return m.subs.ReplayParked(ctx, connect.NewRequest(&skaldv1.ReplayParkedRequest{Group: group, GlobalPositions: globalPositions}))
 	})
 	if err != nil {
 		return 0, 0, err
 	}
-	c.observe(out.Index)
 	return out.Replayed, out.Parked, nil
 }
 
 // DeleteParked forgets parked messages of group (all when none given, up
 // to 1000 per call). It returns how many went and how many stay parked.
 func (c *Client) DeleteParked(ctx context.Context, group string, globalPositions ...int64) (deleted, parked int64, err error) {
-	var out *skaldv1.DeleteParkedResponse
-	err = c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.subs.DeleteParked(ctx, connect.NewRequest(&skaldv1.DeleteParkedRequest{Group: group, GlobalPositions: globalPositions}))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
+	out, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.DeleteParkedResponse], error) {
+		return m.subs.DeleteParked(ctx, connect.NewRequest(&skaldv1.DeleteParkedRequest{Group: group, GlobalPositions: globalPositions}))
 	})
 	if err != nil {
 		return 0, 0, err
 	}
-	c.observe(out.Index)
 	return out.Deleted, out.Parked, nil
 }

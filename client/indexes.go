@@ -56,18 +56,12 @@ type IndexPage struct {
 // and returns it as stored. A retry of a create whose outcome was lost
 // may answer that the index exists.
 func (c *Client) CreateIndex(ctx context.Context, namespace string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
-	var resp *skaldv1.IndexesCreateResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: namespace, Definition: d}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.IndexesCreateResponse], error) {
+		return m.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Namespace: namespace, Definition: d}))
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.observe(resp.Index)
 	return resp.Definition, nil
 }
 
@@ -78,18 +72,12 @@ func (c *Client) CreateIndex(ctx context.Context, namespace string, d *skaldv1.I
 // built the new one; IndexInfo's Rebuilding and RebuildStatus show the
 // progress meanwhile. It returns the definition being built.
 func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
-	var resp *skaldv1.IndexesRebuildResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Namespace: namespace, Name: name, Definition: d}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.IndexesRebuildResponse], error) {
+		return m.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Namespace: namespace, Name: name, Definition: d}))
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.observe(resp.Index)
 	return resp.Definition, nil
 }
 
@@ -99,36 +87,27 @@ func (c *Client) RebuildIndex(ctx context.Context, namespace, name string, d *sk
 // (ErrFailedPrecondition, naming the paused state). Pausing a paused
 // index changes nothing.
 func (c *Client) PauseIndex(ctx context.Context, namespace, name string) error {
-	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
-		r, err := m.indexes.Pause(ctx, connect.NewRequest(&skaldv1.IndexesPauseRequest{Namespace: namespace, Name: name}))
-		if err != nil {
-			return 0, err
-		}
-		return r.Msg.Index, nil
+	_, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.IndexesPauseResponse], error) {
+		return m.indexes.Pause(ctx, connect.NewRequest(&skaldv1.IndexesPauseRequest{Namespace: namespace, Name: name}))
 	})
+	return err
 }
 
 // ResumeIndex lets a paused index advance again from its checkpoint on
 // every node.
 func (c *Client) ResumeIndex(ctx context.Context, namespace, name string) error {
-	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
-		r, err := m.indexes.Resume(ctx, connect.NewRequest(&skaldv1.IndexesResumeRequest{Namespace: namespace, Name: name}))
-		if err != nil {
-			return 0, err
-		}
-		return r.Msg.Index, nil
+	_, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.IndexesResumeResponse], error) {
+		return m.indexes.Resume(ctx, connect.NewRequest(&skaldv1.IndexesResumeRequest{Namespace: namespace, Name: name}))
 	})
+	return err
 }
 
 // DeleteIndex drops an index of namespace (empty: the token's own).
 func (c *Client) DeleteIndex(ctx context.Context, namespace, name string) error {
-	return c.writeAt(ctx, func(ctx context.Context, m *member) (uint64, error) {
-		r, err := m.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Namespace: namespace, Name: name}))
-		if err != nil {
-			return 0, err
-		}
-		return r.Msg.Index, nil
+	_, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.IndexesDeleteResponse], error) {
+		return m.indexes.Delete(ctx, connect.NewRequest(&skaldv1.IndexesDeleteRequest{Namespace: namespace, Name: name}))
 	})
+	return err
 }
 
 // Indexes lists namespace's indexes (empty: the token's own) with the

@@ -70,36 +70,24 @@ func (c *Client) CreateNamespace(ctx context.Context, name, description, token s
 	for _, o := range opts {
 		o(req)
 	}
-	var resp *skaldv1.CreateResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.namespaces.Create(ctx, connect.NewRequest(req))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.CreateResponse], error) {
+		return m.namespaces.Create(ctx, connect.NewRequest(req))
 	})
 	if err != nil {
 		return CreatedNamespace{}, err
 	}
-	c.observe(resp.Index)
 	return CreatedNamespace{Name: resp.Name, Token: resp.Token, CreatedAt: asTime(resp.CreatedAt), Index: resp.Index}, nil
 }
 
 // DeleteNamespace deletes a namespace and its messages (admin token); the
 // reply says how many messages it held. ErrNotFound when there is none.
 func (c *Client) DeleteNamespace(ctx context.Context, name string) (DeletedNamespace, error) {
-	var resp *skaldv1.DeleteResponse
-	err := c.write(ctx, nil, func(ctx context.Context, m *member) error {
-		r, err := m.namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: name}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, nil, func(ctx context.Context, m *member) (*connect.Response[skaldv1.DeleteResponse], error) {
+		return m.namespaces.Delete(ctx, connect.NewRequest(&skaldv1.DeleteRequest{Name: name}))
 	})
 	if err != nil {
 		return DeletedNamespace{}, err
 	}
-	c.observe(resp.Index)
 	return DeletedNamespace{Name: resp.Name, DeletedAt: asTime(resp.DeletedAt), MessagesDeleted: resp.MessagesDeleted, Index: resp.Index}, nil
 }
 

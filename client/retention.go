@@ -64,18 +64,12 @@ func (c *Client) SetRetentionPolicy(ctx context.Context, namespace string, p Ret
 		wp.MaxAge = durationpb.New(p.MaxAge)
 	}
 	req := &skaldv1.SetRetentionPolicyRequest{Namespace: namespace, Policy: wp}
-	var resp *skaldv1.SetRetentionPolicyResponse
-	err = c.write(ctx, removalRetry, func(ctx context.Context, m *member) error {
-		r, err := m.namespaces.SetRetentionPolicy(ctx, connect.NewRequest(req))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := writeReply(ctx, c, removalRetry, func(ctx context.Context, m *member) (*connect.Response[skaldv1.SetRetentionPolicyResponse], error) {
+		return m.namespaces.SetRetentionPolicy(ctx, connect.NewRequest(req))
 	})
 	if err != nil {
 		return false, err
 	}
-	c.observe(resp.Index)
 	return resp.Replaced, nil
 }
 
