@@ -61,12 +61,7 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 		}
 		switch v {
 		case final:
-			if err == nil {
-				c.view.answered(m, true)
-				c.served(m)
-				return nil
-			}
-			return serverError(m.url, asConnect(err))
+			return at.answered(c, m, err)
 		case notSent:
 			c.view.failed(m)
 			c.disc.soon()
@@ -92,10 +87,20 @@ func (c *Client) write(ctx context.Context, retryFor func(context.Context) time.
 // attempt bounded by Config.ReadAttemptTimeout, until one answers for good
 // or ctx ends.
 func (c *Client) read(ctx context.Context, try attempt) error {
+	return c.readAs(ctx, attempts{tried: map[*member]bool{}}, try)
+}
+
+// internalRead is read for what the client asks on its own behalf in the
+// middle of a caller's call (retryWindow's namespace lookup): Config.Observe
+// is not told of it, so it still sees one member per call.
+func (c *Client) internalRead(ctx context.Context, try attempt) error {
+	return c.readAs(ctx, attempts{tried: map[*member]bool{}, internal: true}, try)
+}
+
+func (c *Client) readAs(ctx context.Context, at attempts, try attempt) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	at := attempts{tried: map[*member]bool{}}
 	for {
 		m, err := at.next(ctx, c)
 		if err != nil {
@@ -109,12 +114,7 @@ func (c *Client) read(ctx context.Context, try attempt) error {
 		}
 		switch readVerdict(err) {
 		case final:
-			if err == nil {
-				c.view.answered(m, false)
-				c.served(m)
-				return nil
-			}
-			return serverError(m.url, asConnect(err))
+			return at.answered(c, m, err)
 		case notSent:
 			c.view.failed(m)
 			c.disc.soon()
@@ -137,6 +137,7 @@ type attempts struct {
 	last         error   // the last attempt's error
 	lastM        *member // the member that answered it
 	maybeApplied bool    // an earlier attempt may have been applied
+	internal     bool    // the client's own call: not told to Config.Observe
 }
 
 // next is the member to try now. Its error is the call's own: all tried
@@ -156,6 +157,19 @@ func (a *attempts) next(ctx context.Context, c *Client) (*member, error) {
 		a.round++
 		clear(a.tried)
 	}
+}
+
+// answered ends the call m answered for good: nil if it succeeded (m is
+// remembered as the member that serves), else the server's error.
+func (a *attempts) answered(c *Client, m *member, err error) error {
+	if err != nil {
+		return serverError(m.url, asConnect(err))
+	}
+	c.view.answered(m, a.forWrite)
+	if !a.internal {
+		c.served(m)
+	}
+	return nil
 }
 
 // attemptTimeout bounds one read attempt: Config.ReadAttemptTimeout, and

@@ -30,7 +30,7 @@ func (c *Client) retryWindow(ctx context.Context) time.Duration {
 		return 0
 	}
 	var info *skaldv1.NamespaceInfo
-	err := c.read(ctx, func(ctx context.Context, m *member) error {
+	err := c.internalRead(ctx, func(ctx context.Context, m *member) error {
 		r, err := m.namespaces.Get(ctx, connect.NewRequest(&skaldv1.GetRequest{Name: name}))
 		if err == nil {
 			info = r.Msg
