@@ -120,34 +120,29 @@ func refusedWhenFull(cmd *fsmv1.Command) bool {
 // and at once when it becomes leader (diskKick): a new leader starts with
 // a clear alarm, and must not accept writes for a whole interval on that.
 func (n *Node) diskWatch() {
-	defer n.wg.Done()
+	interval := n.cfg.DiskCheckInterval
 	if n.cfg.MinFreeDisk == 0 {
-		return
+		interval = -1 // no minimum: nothing to watch
 	}
-	tick := time.NewTicker(n.cfg.DiskCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-tick.C:
-		case <-n.diskKick:
-		}
-		var reason error
-		if n.IsLeader() {
-			// The voters have an interval to answer, and a second at
-			// least (as for creates): a shorter interval checks more
-			// often, it does not make an answer due sooner.
-			ctx, cancel := context.WithTimeout(n.life, max(n.cfg.DiskCheckInterval, time.Second))
-			reason = n.checkVoterDisks(ctx, n.cfg.MinFreeDisk, "the %s minimum (--min-free-disk)")
-			cancel()
-		}
-		if n.alarm.set(reason) {
-			if reason != nil {
-				n.log.Error("refusing writes: a voter is low on disk space", "err", reason)
-			} else {
-				n.log.Info("disk space alarm cleared: writes accepted again")
-			}
+	n.every(interval, n.diskKick, n.checkDiskAlarm)
+}
+
+// checkDiskAlarm is one round of diskWatch.
+func (n *Node) checkDiskAlarm() {
+	var reason error
+	if n.IsLeader() {
+		// The voters have an interval to answer, and a second at
+		// least (as for creates): a shorter interval checks more
+		// often, it does not make an answer due sooner.
+		ctx, cancel := context.WithTimeout(n.life, max(n.cfg.DiskCheckInterval, time.Second))
+		reason = n.checkVoterDisks(ctx, n.cfg.MinFreeDisk, "the %s minimum (--min-free-disk)")
+		cancel()
+	}
+	if n.alarm.set(reason) {
+		if reason != nil {
+			n.log.Error("refusing writes: a voter is low on disk space", "err", reason)
+		} else {
+			n.log.Info("disk space alarm cleared: writes accepted again")
 		}
 	}
 }

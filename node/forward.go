@@ -140,19 +140,13 @@ func (f *forwarder) call(addr string, batch []*forwardCall) {
 	}
 	outcomes, err := f.peers.applyBatch(ctx, addr, cmds, parents)
 	if errors.Is(err, errBatchUnsupported) {
-		var wg sync.WaitGroup
-		for _, c := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ctx := ctx
-				if c.parent.IsValid() {
-					ctx = trace.ContextWithSpanContext(ctx, c.parent)
-				}
-				c.res, c.err = f.peers.apply(ctx, addr, c.cmd)
-			}()
-		}
-		wg.Wait()
+		concurrently(len(batch), func(i int) {
+			c, ctx := batch[i], ctx
+			if c.parent.IsValid() {
+				ctx = trace.ContextWithSpanContext(ctx, c.parent)
+			}
+			c.res, c.err = f.peers.apply(ctx, addr, c.cmd)
+		})
 		return
 	}
 	for i, c := range batch {

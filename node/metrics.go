@@ -58,37 +58,27 @@ func newMetrics() *metrics {
 
 func newMetricsUnset() *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5 ms .. 16 s
+	histogram := func(name string, buckets []float64, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "skald", Subsystem: "node", Name: name, Help: help, Buckets: buckets})
+	}
 	sizes := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 	return &metrics{
-		applyBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "apply_batch_entries",
-			Help:    "Log entries per state machine ApplyBatch call.",
-			Buckets: sizes,
-		}),
-		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "apply_seconds",
-			Help: "Time from proposing a command on the leader to its result.", Buckets: buckets,
-		}),
-		forwardLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "forward_seconds",
-			Help: "Time of writes a follower forwarded to the leader.", Buckets: buckets,
-		}),
-		forwardBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "forward_batch_writes",
-			Help: "Writes per call a follower made to the leader (concurrent writes share calls).", Buckets: sizes,
-		}),
-		readIndexBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "read_index_batch_reads",
-			Help: "Linearizable reads served by one read-index confirmation.", Buckets: sizes,
-		}),
+		applyBatch: histogram("apply_batch_entries", sizes,
+			"Log entries per state machine ApplyBatch call."),
+		applyLatency: histogram("apply_seconds", buckets,
+			"Time from proposing a command on the leader to its result."),
+		forwardLatency: histogram("forward_seconds", buckets,
+			"Time of writes a follower forwarded to the leader."),
+		forwardBatch: histogram("forward_batch_writes", sizes,
+			"Writes per call a follower made to the leader (concurrent writes share calls)."),
+		readIndexBatch: histogram("read_index_batch_reads", sizes,
+			"Linearizable reads served by one read-index confirmation."),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "skald", Subsystem: "node", Name: "expired_messages_total",
 			Help: "Messages removed by retention policies through the expiry entries this node proposed as leader.",
 		}),
-		readWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "skald", Subsystem: "node", Name: "read_wait_seconds",
-			Help: "Time reads waited for their consistency level before reading.", Buckets: buckets,
-		}),
+		readWait: histogram("read_wait_seconds", buckets,
+			"Time reads waited for their consistency level before reading."),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "skald", Subsystem: "raft", Name: "leader_changes_total",
 			Help: "Changes of the leader this node observed (a leader lost counts, as does a new one).",

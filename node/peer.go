@@ -84,20 +84,30 @@ func (p *peerServer) ApplyBatch(ctx context.Context, req *connect.Request[peerv1
 	// as it can (BatchApplyCh); each is still its own entry.
 	out := make([]*peerv1.ApplyOutcome, len(cmds))
 	parents := p.n.peerParents(ctx, req.Header(), len(cmds)) // nil: untraced
+	concurrently(len(cmds), func(i int) {
+		ctx := ctx
+		if parents != nil {
+			ctx = parents[i]
+		}
+		out[i] = outcomeOf(p.n.applyLocal(ctx, cmds[i]))
+	})
+	return connect.NewResponse(&peerv1.ApplyBatchResponse{Outcomes: out}), nil
+}
+
+// concurrently calls f(0) to f(n-1), each on its own goroutine, and
+// returns once all have: commands proposed this way reach Raft together,
+// so it batches them into as few log writes as it can (each still its
+// own entry).
+func concurrently(n int, f func(i int)) {
 	var wg sync.WaitGroup
-	for i, c := range cmds {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := ctx
-			if parents != nil {
-				ctx = parents[i]
-			}
-			out[i] = outcomeOf(p.n.applyLocal(ctx, c))
+			f(i)
 		}()
 	}
 	wg.Wait()
-	return connect.NewResponse(&peerv1.ApplyBatchResponse{Outcomes: out}), nil
 }
 
 // outcomeOf is what Apply answers for one command, as a batch outcome.

@@ -59,9 +59,20 @@ func (n *Node) expireRound() {
 
 // everyTickAsLeader calls round every interval while this node leads,
 // until the node closes (never when interval < 0). It is a loop of the
-// node's: it calls n.wg.Done when it returns. A round watches n.closing
-// itself when it may run long.
+// node's (see every). A round watches n.closing itself when it may run
+// long.
 func (n *Node) everyTickAsLeader(interval time.Duration, round func()) {
+	n.every(interval, nil, func() {
+		if n.raft.State() == raft.Leader {
+			round()
+		}
+	})
+}
+
+// every calls round every interval, and at once whenever kick (nil:
+// never) fires, until the node closes; when interval < 0, never. It is a
+// loop of the node's: it calls n.wg.Done when it returns.
+func (n *Node) every(interval time.Duration, kick <-chan struct{}, round func()) {
 	defer n.wg.Done()
 	if interval < 0 {
 		return
@@ -73,10 +84,9 @@ func (n *Node) everyTickAsLeader(interval time.Duration, round func()) {
 		case <-n.closing:
 			return
 		case <-tick.C:
+		case <-kick:
 		}
-		if n.raft.State() == raft.Leader {
-			round()
-		}
+		round()
 	}
 }
 

@@ -46,7 +46,8 @@ func TestRetentionSameOnEveryNode(t *testing.T) {
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 50) // s-0..s-4, 10 messages each
 	c.WaitConverged()
-	down, via := c.Followers()[0], c.Followers()[1]
+	others := c.Others(l) // not Followers: l may have lost leadership since
+	down, via := others[0], others[1]
 	down.Stop()
 
 	// Through a follower (forwarded): the category s keeps 4 per stream,

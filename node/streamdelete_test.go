@@ -51,7 +51,8 @@ func TestStreamDeletionSameOnEveryNode(t *testing.T) {
 	createNamespace(t, l.Node, "app")
 	writeN(t, l.Node, "app", 100) // s-0..s-4, 20 messages each
 	c.WaitConverged()
-	down, via := c.Followers()[0], c.Followers()[1]
+	others := c.Others(l) // not Followers: l may have lost leadership since
+	down, via := others[0], others[1]
 	down.Stop()
 
 	res, err := via.TruncateStream(ctxT(t), &fsmv1.TruncateStream{Namespace: "app", Stream: "s-1", Before: 15})

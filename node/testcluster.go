@@ -163,6 +163,19 @@ func (c *TestCluster) Followers() []*TestNode {
 	return out
 }
 
+// Others are the running members other than n: where a test holds on
+// to a leader it found earlier, the nodes it may stop without stopping
+// that one (Followers asks again, and leadership may have moved since).
+func (c *TestCluster) Others(n *TestNode) []*TestNode {
+	var out []*TestNode
+	for _, tn := range c.Nodes {
+		if tn != n && tn.Node != nil {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
 // WaitConverged waits until every running member has applied the
 // leader's last index.
 func (c *TestCluster) WaitConverged() {

@@ -313,32 +313,28 @@ func (f *inflight) oldest() (time.Time, bool) {
 // stalls keeps heartbeating and is never replaced otherwise
 // (hashicorp/raft #503).
 func (n *Node) watchdog() {
-	defer n.wg.Done()
+	interval := max(n.cfg.WatchdogTimeout/10, 10*time.Millisecond)
 	if n.cfg.WatchdogTimeout < 0 {
+		interval = -1 // turned off
+	}
+	n.every(interval, nil, n.watchdogRound)
+}
+
+// watchdogRound is one round of watchdog.
+func (n *Node) watchdogRound() {
+	oldest, ok := n.inflight.oldest()
+	if !ok || time.Since(oldest) < n.cfg.WatchdogTimeout || n.raft.State() != raft.Leader {
 		return
 	}
-	tick := time.NewTicker(max(n.cfg.WatchdogTimeout/10, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.closing:
-			return
-		case <-tick.C:
-		}
-		oldest, ok := n.inflight.oldest()
-		if !ok || time.Since(oldest) < n.cfg.WatchdogTimeout || n.raft.State() != raft.Leader {
-			continue
-		}
-		n.log.Error("leader's proposals are stalled: transferring leadership", "oldest-pending", time.Since(oldest).String())
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.WatchdogTimeout)
-		err := waitFuture(ctx, n.raft.LeadershipTransfer())
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			// Raft's own loop is stuck (a disk that does not return from
-			// a write): only a restart of the process frees the cluster.
-			n.log.Error("stalled leader cannot hand over leadership: restart this process", "waited", n.cfg.WatchdogTimeout.String())
-		} else if err != nil {
-			n.log.Error("watchdog leadership transfer failed", "err", err)
-		}
+	n.log.Error("leader's proposals are stalled: transferring leadership", "oldest-pending", time.Since(oldest).String())
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.WatchdogTimeout)
+	err := waitFuture(ctx, n.raft.LeadershipTransfer())
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Raft's own loop is stuck (a disk that does not return from
+		// a write): only a restart of the process frees the cluster.
+		n.log.Error("stalled leader cannot hand over leadership: restart this process", "waited", n.cfg.WatchdogTimeout.String())
+	} else if err != nil {
+		n.log.Error("watchdog leadership transfer failed", "err", err)
 	}
 }
