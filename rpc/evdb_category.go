@@ -44,27 +44,15 @@ func (e *evdb) categoryGet(ctx context.Context, args evArgs) (any, *evError) {
 	if everr != nil {
 		return nil, everr
 	}
-	out := []any{}
 	if strings.Contains(category, "-") {
-		return out, nil // a stream name, not a category: matches nothing
+		return []any{}, nil // a stream name, not a category: matches nothing
 	}
 	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
 		return v.ReadCategory(fsm.CategoryQuery{Category: category, GlobalPosition: from, Limit: limit,
 			Correlation: correlation, Member: member, Size: size, After: after})
 	}
-	if limit < 0 {
-		return &evPages{from: max(pos, 1), read: read, format: categoryFormat,
-			next: func(m *fsm.Message) int64 { return m.GlobalPosition + 1 }}, nil
-	}
-	everr = e.read(ctx, func(v *fsm.View) error {
-		v.SetPageBytes(e.limits.PageBytes)
-		msgs, err := read(v, max(pos, 1), limit)
-		for i := range msgs {
-			out = append(out, categoryFormat(&msgs[i]))
-		}
-		return err
-	})
-	return out, everr
+	return e.readPages(ctx, &evPages{from: max(pos, 1), read: read, format: categoryFormat,
+		next: func(m *fsm.Message) int64 { return m.GlobalPosition + 1 }}, limit)
 }
 
 // evStateVector reads the Skald extension stateVector: {"stream": position,

@@ -22,6 +22,25 @@ type evPages struct {
 	format func(m *fsm.Message) []any
 }
 
+// readPages answers p's messages: all of them, read page by page while
+// the reply is written (writePages), when limit < 0 (batchSize -1); else
+// the first page of at most limit messages, read from one view.
+func (e *evdb) readPages(ctx context.Context, p *evPages, limit int) (any, *evError) {
+	if limit < 0 {
+		return p, nil
+	}
+	out := []any{}
+	everr := e.read(ctx, func(v *fsm.View) error {
+		v.SetPageBytes(e.limits.PageBytes)
+		msgs, err := p.read(v, p.from, limit)
+		for i := range msgs {
+			out = append(out, p.format(&msgs[i]))
+		}
+		return err
+	})
+	return out, everr
+}
+
 // evPagesBuffer is the write buffer of a paged reply.
 const evPagesBuffer = 64 << 10
 

@@ -25,6 +25,20 @@ var (
 	}
 )
 
+// evRetentionArgs reads a retention call's one argument, its options,
+// and resolves their namespace (evRetentionNamespace).
+func evRetentionArgs(ctx context.Context, args evArgs) (evOpts, string, *evError) {
+	opts, everr := args.opts(0)
+	if everr != nil {
+		return nil, "", everr
+	}
+	ns, everr := evRetentionNamespace(ctx, opts)
+	if everr != nil {
+		return nil, "", everr
+	}
+	return opts, ns, nil
+}
+
 // evRetentionNamespace resolves a retention call's "namespace" option as
 // Namespaces.SetRetentionPolicy does: empty is the caller's own; a
 // namespace token reaches only its own; "default" takes no policy.
@@ -52,11 +66,7 @@ func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
 // {"replaced": bool}: Connect's Namespaces.SetRetentionPolicy. No limit
 // removes the scope's policy.
 func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) {
-	opts, everr := args.opts(0)
-	if everr != nil {
-		return nil, everr
-	}
-	ns, everr := evRetentionNamespace(ctx, opts)
+	opts, ns, everr := evRetentionArgs(ctx, args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -99,11 +109,7 @@ func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) 
 // Namespaces.ListRetentionPolicies (namespace first, then categories, then
 // streams, each by name).
 func (e *evdb) nsRetention(ctx context.Context, args evArgs) (any, *evError) {
-	opts, everr := args.opts(0)
-	if everr != nil {
-		return nil, everr
-	}
-	ns, everr := evRetentionNamespace(ctx, opts)
+	_, ns, everr := evRetentionArgs(ctx, args)
 	if everr != nil {
 		return nil, everr
 	}

@@ -146,20 +146,8 @@ func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
 	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
 		return v.ReadStream(fsm.StreamQuery{Stream: stream, Position: from, GlobalPosition: gp, Limit: limit})
 	}
-	if limit < 0 {
-		return &evPages{from: max(pos, 0), read: read, format: streamFormat,
-			next: func(m *fsm.Message) int64 { return m.Position + 1 }}, nil
-	}
-	out := []any{}
-	everr = e.read(ctx, func(v *fsm.View) error {
-		v.SetPageBytes(e.limits.PageBytes)
-		msgs, err := read(v, max(pos, 0), limit)
-		for i := range msgs {
-			out = append(out, streamFormat(&msgs[i]))
-		}
-		return err
-	})
-	return out, everr
+	return e.readPages(ctx, &evPages{from: max(pos, 0), read: read, format: streamFormat,
+		next: func(m *fsm.Message) int64 { return m.Position + 1 }}, limit)
 }
 
 func (e *evdb) streamLast(ctx context.Context, args evArgs) (any, *evError) {

@@ -31,15 +31,7 @@ func evCredential(c fsm.CredentialInfo, lastUsed int64) map[string]any {
 // tokenCreate: ["token.create", name, {role, scope, expiresAt, namespace}]
 // answers {"name", "role", ..., "token"}; the token is shown only here.
 func (e *evdb) tokenCreate(ctx context.Context, args evArgs) (any, *evError) {
-	name, everr := args.nonEmpty(0, "name")
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
-	if everr != nil {
-		return nil, everr
-	}
-	ns, _, everr := opts.str("namespace")
+	name, opts, ns, everr := args.namedInNamespace()
 	if everr != nil {
 		return nil, everr
 	}
@@ -103,15 +95,7 @@ func (e *evdb) tokenList(ctx context.Context, args evArgs) (any, *evError) {
 // tokenRevoke: ["token.revoke", name, {namespace}] answers {"name",
 // "revoked": true}; no node admits the credential once it returns.
 func (e *evdb) tokenRevoke(ctx context.Context, args evArgs) (any, *evError) {
-	name, everr := args.nonEmpty(0, "name")
-	if everr != nil {
-		return nil, everr
-	}
-	opts, everr := args.opts(1)
-	if everr != nil {
-		return nil, everr
-	}
-	ns, _, everr := opts.str("namespace")
+	name, _, ns, everr := args.namedInNamespace()
 	if everr != nil {
 		return nil, everr
 	}
@@ -119,6 +103,22 @@ func (e *evdb) tokenRevoke(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, e.namedError(ctx, err)
 	}
 	return map[string]any{"name": name, "revoked": true}, nil
+}
+
+// namedInNamespace reads the arguments [name, {namespace, ...}] of a
+// call on one named thing of a namespace: the name (not empty), the
+// options, and the namespace option (empty: the caller's).
+func (a evArgs) namedInNamespace() (name string, opts evOpts, ns string, everr *evError) {
+	if name, everr = a.nonEmpty(0, "name"); everr != nil {
+		return "", nil, "", everr
+	}
+	if opts, everr = a.opts(1); everr != nil {
+		return "", nil, "", everr
+	}
+	if ns, _, everr = opts.str("namespace"); everr != nil {
+		return "", nil, "", everr
+	}
+	return name, opts, ns, nil
 }
 
 // namedError answers err of a call that may name its namespace: a

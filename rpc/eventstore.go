@@ -286,10 +286,7 @@ func (s *eventStore) ReadCategory(ctx context.Context, req *connect.Request[skal
 	if err := readFrom("global_position", m.GlobalPosition, m.Backward); err != nil {
 		return nil, err
 	}
-	if err := checkCorrelation(m.Correlation); err != nil {
-		return nil, err
-	}
-	member, size, err := consumerGroup(m.ConsumerGroup)
+	member, size, err := categoryFilters(m.Correlation, m.ConsumerGroup)
 	if err != nil {
 		return nil, err
 	}

@@ -115,27 +115,13 @@ const importAwaySlack = 10 * time.Millisecond
 const maxBodyBytes = maxRequestBytes + 64<<10
 
 func (l Limits) withDefaults() Limits {
-	if l.ReadTimeout <= 0 {
-		l.ReadTimeout = DefaultReadTimeout
-	}
-	if l.WriteTimeout <= 0 {
-		l.WriteTimeout = DefaultWriteTimeout
-	}
-	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = DefaultIdleTimeout
-	}
-	if l.PageBytes <= 0 {
-		l.PageBytes = DefaultPageBytes
-	}
-	if l.ScanBudget <= 0 {
-		l.ScanBudget = DefaultScanBudget
-	}
-	if l.UnknownTokenPace <= 0 {
-		l.UnknownTokenPace = DefaultUnknownTokenPace
-	}
-	if l.AppendStreamInFlight <= 0 {
-		l.AppendStreamInFlight = DefaultAppendStreamInFlight
-	}
+	orDefault(&l.ReadTimeout, DefaultReadTimeout)
+	orDefault(&l.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&l.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&l.PageBytes, DefaultPageBytes)
+	orDefault(&l.ScanBudget, DefaultScanBudget)
+	orDefault(&l.UnknownTokenPace, DefaultUnknownTokenPace)
+	orDefault(&l.AppendStreamInFlight, DefaultAppendStreamInFlight)
 	switch {
 	case l.UnknownTokenTTL == 0:
 		l.UnknownTokenTTL = DefaultUnknownTokenTTL
@@ -143,6 +129,13 @@ func (l Limits) withDefaults() Limits {
 		l.UnknownTokenTTL = 0
 	}
 	return l
+}
+
+// orDefault sets *v to d when it is zero or less: not configured.
+func orDefault[T int | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Configure sets srv's connection timeouts for serving NewHandler with

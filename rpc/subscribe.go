@@ -75,10 +75,7 @@ func newSubscription(m *skaldv1.SubscribeRequest) (*subscription, error) {
 	if err := nonNegative("global_position", m.GlobalPosition); err != nil {
 		return nil, err
 	}
-	if err := checkCorrelation(m.Correlation); err != nil {
-		return nil, err
-	}
-	member, size, err := consumerGroup(m.ConsumerGroup)
+	member, size, err := categoryFilters(m.Correlation, m.ConsumerGroup)
 	if err != nil {
 		return nil, err
 	}

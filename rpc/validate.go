@@ -121,16 +121,13 @@ func checkCategory(field, category string) error {
 	return asInvalid(fsm.ValidateStreamName(field, category))
 }
 
-func checkCorrelation(correlation string) error {
+// categoryFilters validates the filters a category read and a category
+// subscription share: the correlation category and the consumer group
+// (nil, or size 0 with member 0, means no group: member and size 0).
+func categoryFilters(correlation string, g *skaldv1.ConsumerGroup) (member, size int64, err error) {
 	if strings.Contains(correlation, "-") {
-		return invalidField("correlation", "must be a category (no '-'), got %q", correlation)
+		return 0, 0, invalidField("correlation", "must be a category (no '-'), got %q", correlation)
 	}
-	return nil
-}
-
-// consumerGroup validates a group; a nil group or size 0 with member 0
-// means no filter.
-func consumerGroup(g *skaldv1.ConsumerGroup) (member, size int64, err error) {
 	if g == nil || (g.Size == 0 && g.Member == 0) {
 		return 0, 0, nil
 	}
