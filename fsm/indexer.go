@@ -612,19 +612,13 @@ func (r *indexRound) addRun(lo, hi int64) error {
 			return err
 		}
 		for gp := lo; gp <= min(hi, c.gp); gp++ {
-			v, err := get(r.snap, messageKey(gp))
+			m, found, err := r.readMessage(gp)
 			if err != nil {
 				return err
 			}
-			if v == nil {
+			if !found {
 				continue // removed since: a later record says so, or it never came
 			}
-			m, err := decodeMessage(gp, v)
-			if err != nil {
-				return err
-			}
-			r.res.Read++
-			r.budget--
 			// An entry may exist from an earlier round (a replayed
 			// import): replace it.
 			old, closer, err := r.b.Get(indexReverseKey(d.Id, gp))

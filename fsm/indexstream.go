@@ -138,19 +138,13 @@ func (r *indexRound) recomputeStream(d *fsmv1.IndexDefinition, c *indexCkpt, str
 		if gp > c.gp {
 			continue // the scan reads it
 		}
-		v, err := get(r.snap, messageKey(gp))
+		m, found, err := r.readMessage(gp)
 		if err != nil {
 			return err
 		}
-		if v == nil {
+		if !found {
 			continue
 		}
-		m, err := decodeMessage(gp, v)
-		if err != nil {
-			return err
-		}
-		r.res.Read++
-		r.budget--
 		if !indexMatches(d, &m) {
 			continue
 		}
@@ -199,6 +193,22 @@ func (r *indexRound) removeStreamRun(d *fsmv1.IndexDefinition, lo, hi int64) err
 	return nil
 }
 
+// readMessage reads the message at gp from the round's snapshot,
+// counting it as read and against the round's budget; ok is false when
+// there is none (removed, or never written).
+func (r *indexRound) readMessage(gp int64) (m Message, ok bool, err error) {
+	v, err := get(r.snap, messageKey(gp))
+	if err != nil || v == nil {
+		return Message{}, false, err
+	}
+	if m, err = decodeMessage(gp, v); err != nil {
+		return Message{}, false, err
+	}
+	r.res.Read++
+	r.budget--
+	return m, true, nil
+}
+
 // addStreamRun recomputes the streams of the messages lo..hi an import
 // wrote at or below d's checkpoint.
 func (r *indexRound) addStreamRun(d *fsmv1.IndexDefinition, lo, hi int64) error {
@@ -208,19 +218,13 @@ func (r *indexRound) addStreamRun(d *fsmv1.IndexDefinition, lo, hi int64) error 
 	}
 	seen := map[string]bool{}
 	for gp := lo; gp <= min(hi, c.gp); gp++ {
-		v, err := get(r.snap, messageKey(gp))
+		m, found, err := r.readMessage(gp)
 		if err != nil {
 			return err
 		}
-		if v == nil {
+		if !found {
 			continue
 		}
-		m, err := decodeMessage(gp, v)
-		if err != nil {
-			return err
-		}
-		r.res.Read++
-		r.budget--
 		if seen[m.Stream] || !indexMatches(d, &m) {
 			continue
 		}

@@ -123,16 +123,13 @@ func (p *jsonScanner) value(depth int, on bool) (jsonFound, bool) {
 	var kind jsonKind
 	var found jsonFound
 	switch c := p.doc[p.i]; {
-	case c == '{':
+	case c == '{' || c == '[':
+		scan := p.object
 		kind = jsonObject
-		f, ok := p.object(depth+1, on && depth < len(p.toks))
-		if !ok {
-			return jsonFound{}, false
+		if c == '[' {
+			kind, scan = jsonArray, p.array
 		}
-		found = f
-	case c == '[':
-		kind = jsonArray
-		f, ok := p.array(depth+1, on && depth < len(p.toks))
+		f, ok := scan(depth+1, on && depth < len(p.toks))
 		if !ok {
 			return jsonFound{}, false
 		}
@@ -207,19 +204,10 @@ func (p *jsonScanner) object(inner int, on bool) (jsonFound, bool) {
 		if match {
 			found = f // the last of duplicate keys wins, found or not
 		}
-		p.skipSpace()
-		if p.i >= len(p.doc) {
+		if more, ok := p.separator('}'); !ok {
 			return jsonFound{}, false
-		}
-		switch p.doc[p.i] {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case '}':
-			p.i++
+		} else if !more {
 			return found, true
-		default:
-			return jsonFound{}, false
 		}
 	}
 }
@@ -250,21 +238,32 @@ func (p *jsonScanner) array(inner int, on bool) (jsonFound, bool) {
 		if n == want {
 			found = f
 		}
-		p.skipSpace()
-		if p.i >= len(p.doc) {
+		if more, ok := p.separator(']'); !ok {
 			return jsonFound{}, false
-		}
-		switch p.doc[p.i] {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case ']':
-			p.i++
+		} else if !more {
 			return found, true
-		default:
-			return jsonFound{}, false
 		}
 	}
+}
+
+// separator passes what follows a member of an object or an element of
+// an array: a ',' (more: true) or the closing byte end (more: false). ok
+// is false for anything else: a syntax error.
+func (p *jsonScanner) separator(end byte) (more, ok bool) {
+	p.skipSpace()
+	if p.i >= len(p.doc) {
+		return false, false
+	}
+	switch p.doc[p.i] {
+	case ',':
+		p.i++
+		p.skipSpace()
+		return true, true
+	case end:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 // str scans a string at p.i and returns its bytes with the quotes.
