@@ -68,3 +68,32 @@ func TestWritePlot(t *testing.T) {
 		t.Fatalf("ops line not where expected:\n%s", page)
 	}
 }
+
+func TestSlowest(t *testing.T) {
+	ms := time.Millisecond
+	start := time.Date(2026, 11, 26, 7, 26, 43, 0, time.UTC)
+	// Caller 0's second call took 2.1 s and ended 2.5 s in: sent at 0.4 s.
+	lat := [][]sample{
+		{{100 * ms, 90 * ms}, {2500 * ms, 2100 * ms}},
+		{{300 * ms, 250 * ms}},
+		{{200 * ms, 5 * ms}, {900 * ms, 700 * ms}},
+	}
+	node := func(i int) string { return []string{"a", "b", "c"}[i%3] }
+	cases := []struct {
+		name string
+		n    int
+		want []slowCall
+	}{
+		{"the two slowest", 2, []slowCall{{"07:26:43.400", 2100, 0, "a"}, {"07:26:43.200", 700, 2, "c"}}},
+		{"more than there are", 10, []slowCall{{"07:26:43.400", 2100, 0, "a"}, {"07:26:43.200", 700, 2, "c"},
+			{"07:26:43.050", 250, 1, "b"}, {"07:26:43.010", 90, 0, "a"}, {"07:26:43.195", 5, 2, "c"}}},
+		{"none asked", 0, []slowCall{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slowest(start, lat, node, tc.n); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("slowest = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
