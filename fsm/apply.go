@@ -337,7 +337,7 @@ func (a *applier) batch(ns *namespace) *nsBatch {
 		if err != nil {
 			a.fatal("%v", err)
 		}
-		nb = newNSBatch(ns)
+		nb = newNSBatch(ns, a.s.idfLoadBefore)
 		a.batches[ns] = nb
 		a.order = append(a.order, nb)
 	}

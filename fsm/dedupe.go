@@ -300,6 +300,40 @@ func hasClientID(c *fsmv1.Append) bool {
 	return false
 }
 
+// idFilter returns the namespace's id filter, or nil while it loads in
+// the background (started here when none is loaded or loading): then
+// every id is looked up in the database, which is what the filter only
+// spares.
+func (nb *nsBatch) idFilter() *idFilter {
+	ns := nb.ns
+	if ns.idf != nil {
+		return ns.idf
+	}
+	if ns.idfLoad == nil {
+		loadFloor, _ := dedupeBuckets(dedupeWindow(ns.rec), ns.dedupeClock)
+		l, err := startIDFilterLoad(ns.db, loadFloor, nb.idfLoadBefore)
+		if err != nil {
+			stopOnStorage("load id index: %v", err)
+		}
+		ns.idfLoad = l
+		return nil
+	}
+	f, ok, err := ns.idfLoad.adopt()
+	if !ok {
+		return nil
+	}
+	ns.idfLoad = nil
+	if err != nil {
+		stopOnStorage("load id index: %v", err)
+	}
+	if w := dedupeWindow(ns.rec); w > 0 {
+		floor, _ := dedupeBuckets(w, ns.dedupeClock)
+		f.expire(floor)
+	}
+	ns.idf = f
+	return f
+}
+
 // lookupID finds a remembered id in buckets floor..cur: first among the
 // ids staged in this batch, then in the database.
 func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
@@ -309,17 +343,9 @@ func (nb *nsBatch) lookupID(id string, floor, cur int64) (stagedID, bool) {
 	if nb.cleared {
 		return stagedID{}, false
 	}
-	if nb.ns.idf == nil {
-		window := dedupeWindow(nb.ns.rec)
-		loadFloor, _ := dedupeBuckets(window, nb.ns.dedupeClock)
-		f, err := loadIDFilter(nb.ns.db, loadFloor)
-		if err != nil {
-			stopOnStorage("load id index: %v", err)
-		}
-		nb.ns.idf = f
-	}
+	idf := nb.idFilter()
 	for b := cur; b >= floor; b-- {
-		if !nb.ns.idf.mayContain(b, id) {
+		if idf != nil && !idf.mayContain(b, id) {
 			continue
 		}
 		nb.key = appendDedupeKey(nb.key[:0], b, id)

@@ -1,9 +1,11 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -40,14 +42,66 @@ func newIDFilter() *idFilter {
 	return &idFilter{seed: maphash.MakeSeed(), buckets: make(map[int64][]*bloomSeg)}
 }
 
-// loadIDFilter reads every id of buckets floor and above.
-func loadIDFilter(db *pebble.DB, floor int64) (*idFilter, error) {
-	f := newIDFilter()
+// idFilterLoad is a filter being read from the database in the
+// background. Reading every remembered id of a large namespace takes
+// seconds (3.5 million ids: 2-7 s on a loaded node), and apply used to do
+// it at the first append after the database opened, so after a restart
+// every write, and the followers' Raft loops behind their state machines,
+// waited it out (bench/README.md, Tail latency at scale). Now apply asks
+// the database itself while the load runs (what the filter only speeds
+// up) and adopts the filter once it is read.
+//
+// The load reads through an iterator taken when it starts, on the
+// goroutine that holds Store.applyMu, so it sees every id committed
+// before; apply records every id it commits after in pending, and adopt
+// adds them: the adopted filter has no false negatives.
+type idFilterLoad struct {
+	stop atomic.Bool
+	done chan struct{} // closed when f and err are set and the iterator is closed
+	f    *idFilter
+	err  error
+	// pending are the ids committed since the load started; only the
+	// holder of Store.applyMu touches it.
+	pending []pendingID
+}
+
+type pendingID struct {
+	bucket int64
+	id     string
+}
+
+// errIDFilterLoadStopped ends a load that was cancelled.
+var errIDFilterLoadStopped = errors.New("fsm: id filter load cancelled")
+
+// startIDFilterLoad starts reading every id of buckets floor and above
+// from db. before, when set, runs on the loading goroutine first (tests
+// hold a load there). Call with Store.applyMu held; cancel or adopt it
+// before db closes.
+func startIDFilterLoad(db *pebble.DB, floor int64, before func()) (*idFilterLoad, error) {
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: dedupeBucketKey(floor), UpperBound: prefixEnd(prefixDedupe)})
 	if err != nil {
 		return nil, err
 	}
+	l := &idFilterLoad{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		if before != nil {
+			before()
+		}
+		l.f, l.err = l.read(it)
+	}()
+	return l, nil
+}
+
+// read adds every id it iterates to a new filter and closes it.
+func (l *idFilterLoad) read(it *pebble.Iterator) (*idFilter, error) {
+	f := newIDFilter()
+	n := 0
 	for it.First(); it.Valid(); it.Next() {
+		if n++; n%4096 == 0 && l.stop.Load() {
+			it.Close()
+			return nil, errIDFilterLoadStopped
+		}
 		k := it.Key()
 		if len(k) < len(prefixDedupe)+8 {
 			it.Close()
@@ -56,6 +110,35 @@ func loadIDFilter(db *pebble.DB, floor int64) (*idFilter, error) {
 		f.add(keySuffixUint64(k[:len(prefixDedupe)+8]), string(k[len(prefixDedupe)+8:]))
 	}
 	return f, it.Close()
+}
+
+// committed records ids apply committed while the load runs.
+func (l *idFilterLoad) committed(bucket int64, id string) {
+	l.pending = append(l.pending, pendingID{bucket, id})
+}
+
+// adopt returns the loaded filter with the pending ids added (ok false
+// while the load runs). A failed load returns its error.
+func (l *idFilterLoad) adopt() (f *idFilter, ok bool, err error) {
+	select {
+	case <-l.done:
+	default:
+		return nil, false, nil
+	}
+	if l.err != nil {
+		return nil, true, l.err
+	}
+	for _, p := range l.pending {
+		l.f.add(p.bucket, p.id)
+	}
+	l.pending = nil
+	return l.f, true, nil
+}
+
+// cancel stops the load and waits until its iterator is closed.
+func (l *idFilterLoad) cancel() {
+	l.stop.Store(true)
+	<-l.done
 }
 
 func (f *idFilter) hash(id string) (block uint64, bitsOf uint64) {

@@ -36,8 +36,10 @@ type namespace struct {
 	// dedupeClock is the committed DC value (dedupe.go).
 	dedupeClock int64
 	// idf mirrors the committed id index in memory (idfilter.go); nil
-	// until apply first needs it after the database opened.
-	idf *idFilter
+	// until apply first needs it after the database opened and its
+	// background load (idfLoad, nil when none runs) is done.
+	idf     *idFilter
+	idfLoad *idFilterLoad
 	// retention holds the namespace's retention policies (nil: none),
 	// loaded with the database and changed in place by apply.
 	retention *retention
@@ -235,7 +237,7 @@ func (ns *namespace) load(db *pebble.DB) error {
 	ns.indexes = idx
 	ns.applied, ns.nextGP, ns.counts, ns.dedupeClock = applied, nextGP, counts, clock
 	ns.retention, ns.typeIndex = rt, ti
-	ns.idf = nil
+	ns.dropIDFilter()
 	ns.stale = false
 	return nil
 }
@@ -273,6 +275,7 @@ func (s *Store) closeNamespaceLocked(ns *namespace) error {
 		return nil
 	}
 	s.mu.lru.remove(ns)
+	ns.dropIDFilter() // its load's iterator must close before the database
 	db := ns.db
 	ns.db = nil
 	syncErr := db.LogData(nil, pebble.Sync)
@@ -283,6 +286,16 @@ func (s *Store) closeNamespaceLocked(ns *namespace) error {
 		return fmt.Errorf("fsm: sync namespace %q: %w", ns.rec.Name, syncErr)
 	}
 	return nil
+}
+
+// dropIDFilter forgets the id filter and cancels its load, if one runs
+// (waiting for its iterator to close); apply reloads it when next needed.
+func (ns *namespace) dropIDFilter() {
+	if ns.idfLoad != nil {
+		ns.idfLoad.cancel()
+		ns.idfLoad = nil
+	}
+	ns.idf = nil
 }
 
 // lruList is an intrusive doubly linked list of open namespaces.

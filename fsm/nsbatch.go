@@ -52,6 +52,10 @@ type nsBatch struct {
 	buf, key, val []byte
 	sm            fsmv1.StoredMessage
 	opts          proto.MarshalOptions
+
+	// idfLoadBefore runs first on the goroutine of an id filter load
+	// (Store.idfLoadBefore; tests only).
+	idfLoadBefore func()
 }
 
 type streamState struct {
@@ -68,8 +72,8 @@ type catState struct {
 	dirty  bool
 }
 
-func newNSBatch(ns *namespace) *nsBatch {
-	nb := &nsBatch{ns: ns, b: ns.db.NewBatch(), sets: &ns.sets, opts: proto.MarshalOptions{Deterministic: true}}
+func newNSBatch(ns *namespace, idfLoadBefore func()) *nsBatch {
+	nb := &nsBatch{ns: ns, b: ns.db.NewBatch(), sets: &ns.sets, opts: proto.MarshalOptions{Deterministic: true}, idfLoadBefore: idfLoadBefore}
 	nb.sets.reset()
 	nb.reload()
 	return nb
@@ -241,7 +245,7 @@ func (nb *nsBatch) clear() {
 		// from now on (QF is written again after the range deletion).
 		nb.typeIdx, nb.typeIdxDirty = typeIndexState{kind: typeIndexComplete}, true
 	}
-	nb.ns.idf = nil // reloaded from the database: the clear may yet be dropped (reset)
+	nb.ns.dropIDFilter() // reloaded from the database: the clear may yet be dropped (reset)
 }
 
 // reset drops everything staged since the last commit.
@@ -351,6 +355,10 @@ func (nb *nsBatch) commit(sync bool) error {
 		if w := dedupeWindow(nb.ns.rec); w > 0 {
 			floor, _ := dedupeBuckets(w, nb.clock)
 			f.expire(floor)
+		}
+	} else if l := nb.ns.idfLoad; l != nil {
+		for id, st := range nb.ids {
+			l.committed(st.bucket, id)
 		}
 	}
 	clear(nb.ids) // the database holds them now

@@ -132,6 +132,10 @@ func (o *Options) ensureDefaults() {
 // ApplyBatch, SyncFloor, Checkpoint and Restore are serialized by applyMu;
 // reads run concurrently with them on Pebble snapshots.
 type Store struct {
+	// idfLoadBefore, when set, runs on an id filter load's goroutine
+	// before it reads (tests hold a load there). Set before any apply.
+	idfLoadBefore func()
+
 	opts  Options
 	fs    vfs.FS
 	log   *slog.Logger

@@ -43,6 +43,10 @@ build b "$B"
 
 cpu() { awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print t, $9}' /proc/stat; }
 
+latency() { # key latency_ms-object-body: that percentile in ms, 0 if absent
+	echo "$2" | tr ',' '\n' | sed -n "s/^\"$1\":\([0-9.e+-]*\)$/\1/p" | grep . || echo 0
+}
+
 run() { # side
 	rm -rf "$tmp/dev"
 	"$tmp/skald-$1" dev --nodes 3 --dir "$tmp/dev" --base-port "$PORT" > "$tmp/dev.out" 2>&1 &
@@ -57,8 +61,12 @@ run() { # side
 	stop_cluster
 	steal=$(( 100 * (s1 - s0) / (t1 - t0 + 1) ))
 	srvcpu=$(echo "$out" | sed -n 's/.*"server_cpu_us_per_op":\([0-9.e+]*\).*/\1/p')
-	echo "$out" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*"messages_per_sec":\([0-9.]*\).*"p50":\([0-9.]*\).*"p99":\([0-9.]*\).*/\1 \2 \3 \4/p' |
-		awk -v side="$1" -v steal="$steal" -v cpu="${srvcpu:-0}" '{printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  cpu %7.0f µs/op  steal %d%%\n", side, $1, $2, $3, $4, cpu, steal}' |
+	# The latencies are read from latency_ms alone (index_lag_ms has keys of the same names).
+	lat=$(echo "$out" | sed -n 's/.*"latency_ms":{\([^}]*\)}.*/\1/p')
+	echo "$out" | sed -n 's/.*"ops_per_sec":\([0-9.]*\).*"messages_per_sec":\([0-9.]*\).*/\1 \2/p' |
+		awk -v side="$1" -v steal="$steal" -v cpu="${srvcpu:-0}" -v p50="$(latency p50 "$lat")" -v p99="$(latency p99 "$lat")" \
+			-v p999="$(latency p999 "$lat")" -v max="$(latency max "$lat")" \
+			'{printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms  cpu %7.0f µs/op  steal %d%%\n", side, $1, $2, p50, p99, p999, max, cpu, steal}' |
 		tee -a "$tmp/runs"
 }
 
@@ -70,10 +78,12 @@ done
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 echo "--- medians"
 for side in a b; do
-	printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  cpu %7.0f µs/op\n" "$side" \
+	printf "%s  %8.0f ops/s  %9.0f msgs/s  p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms  cpu %7.0f µs/op\n" "$side" \
 		"$(awk -v s="$side" '$1==s {print $2}' "$tmp/runs" | median)" \
 		"$(awk -v s="$side" '$1==s {print $4}' "$tmp/runs" | median)" \
 		"$(awk -v s="$side" '$1==s {print $7}' "$tmp/runs" | median)" \
 		"$(awk -v s="$side" '$1==s {print $10}' "$tmp/runs" | median)" \
-		"$(awk -v s="$side" '$1==s {print $13}' "$tmp/runs" | median)"
+		"$(awk -v s="$side" '$1==s {print $13}' "$tmp/runs" | median)" \
+		"$(awk -v s="$side" '$1==s {print $16}' "$tmp/runs" | median)" \
+		"$(awk -v s="$side" '$1==s {print $19}' "$tmp/runs" | median)"
 done

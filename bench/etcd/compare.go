@@ -49,8 +49,8 @@ func compare(args []string) error {
 }
 
 // printComparison prints one row per side, how CPU was measured, and
-// each Skald side against each other one, each ratio saying which side it
-// favours.
+// each Skald side against each other one (throughput, CPU per op, p99 and
+// p99.9), each ratio saying which side it favours.
 func printComparison(w io.Writer, etcd, nats side, skalds []side, targets map[string]target) {
 	fmt.Fprintf(w, "%-32s %9s %8s %8s %8s %9s %8s %6s %10s %12s\n", "3 nodes each, same machine",
 		"ops/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "errors", "cpu µs/op", "(/metrics)")
@@ -65,10 +65,11 @@ func printComparison(w io.Writer, etcd, nats side, skalds []side, targets map[st
 	fmt.Fprintln(w, "(/metrics): the same from the servers' own process_cpu_seconds_total, as a cross-check (NATS has none).")
 	for _, skald := range skalds {
 		for _, o := range []side{etcd, nats} {
-			fmt.Fprintf(w, "Skald %s vs %s: %s; %s; %s\n", skald.op, o.name,
+			fmt.Fprintf(w, "Skald %s vs %s: %s; %s; %s; %s\n", skald.op, o.name,
 				ratio("throughput", skald.r.OpsPerSec, o.r.OpsPerSec, true, o.name, targets[o.name].throughputMin),
 				ratio("CPU per op", skald.r.ServerCPUProcUsPerOp, o.r.ServerCPUProcUsPerOp, false, o.name, targets[o.name].cpuMax),
-				ratio("p99", skald.r.LatencyMS["p99"], o.r.LatencyMS["p99"], false, o.name, targets[o.name].p99Max))
+				ratio("p99", skald.r.LatencyMS["p99"], o.r.LatencyMS["p99"], false, o.name, targets[o.name].p99Max),
+				ratio("p99.9", skald.r.LatencyMS["p999"], o.r.LatencyMS["p999"], false, o.name, 0))
 		}
 	}
 }

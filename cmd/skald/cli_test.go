@@ -884,6 +884,28 @@ func TestBenchCLI(t *testing.T) {
 			if timed != res.Ops || len(res.Timeline) == 0 {
 				t.Fatalf("timeline holds %d ops in %d seconds, result %d", timed, len(res.Timeline), res.Ops)
 			}
+			for _, s := range res.Timeline {
+				if s.Ops > 0 && !(s.P50MS <= s.P99MS && s.P99MS <= s.P999MS && s.P999MS <= s.MaxMS) {
+					t.Fatalf("second %d: p50 %v p99 %v p99.9 %v max %v", s.Second, s.P50MS, s.P99MS, s.P999MS, s.MaxMS)
+				}
+			}
+			// The slowest calls, slowest first, the first the run's max,
+			// each with the time it was sent and, pinned, its node (not
+			// for subscribe and consume, whose latency is a message's
+			// delivery, not a call).
+			want := int(min(res.Ops, 10))
+			if strings.HasPrefix(tc.name, "subscribe") || strings.HasPrefix(tc.name, "consume") {
+				want = 0
+			}
+			if len(res.Slowest) != want || (want > 0 && res.Slowest[0].MS != l["max"]) {
+				t.Fatalf("slowest %+v of %d ops, max %v", res.Slowest, res.Ops, l["max"])
+			}
+			for i, c := range res.Slowest {
+				if _, err := time.Parse("15:04:05.000", c.SentAt); err != nil || (i > 0 && c.MS > res.Slowest[i-1].MS) ||
+					(c.Node == "") != slices.Contains(tc.args, "cluster") {
+					t.Fatalf("slowest call %d: %+v (%v)", i, c, err)
+				}
+			}
 			// The server spent CPU on the run (fsyncs, applies): the admin
 			// token reads /metrics.
 			if perOp := res.ServerCPUSeconds * 1e6 / float64(res.Ops); res.ServerCPUSeconds <= 0 ||
@@ -931,7 +953,7 @@ func TestBenchCLI(t *testing.T) {
 		t.Fatalf("bench with a namespace token: exit %d: %s", code, errOut)
 	}
 	page, err := os.ReadFile(plot)
-	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 3 {
+	if err != nil || !strings.Contains(string(page), "<h2>append (all, concurrency 2)</h2>") || strings.Count(string(page), "<polyline") != 4 {
 		t.Fatalf("plot %s: %v\n%s", plot, err, page)
 	}
 	if _, errOut, code := runCLI(t, env, "bench", "--batch", "0"); code != command.ExitUsage || !strings.Contains(errOut, "--batch 1..1000") {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -87,8 +88,54 @@ func (c *benchConfig) measure(ctx context.Context, ops []op, stderr io.Writer) (
 		fmt.Fprintf(stderr, "first error: %s\n", e)
 	}
 	res := c.result(slices.Concat(lat...), slices.Concat(errAt...), nops.Load(), nmsgs.Load(), nerr.Load(), elapsed)
+	res.Slowest = slowest(start, lat, c.callerNode, benchSlowest)
 	res.setCPU(cpuS, cpuOK)
 	return res, nil
+}
+
+// benchSlowest is how many of a run's slowest calls its result lists.
+const benchSlowest = 10
+
+// slowCall is one of a run's slowest calls: when it was sent (UTC, to
+// set beside the servers' logs), how long it took, and which caller sent
+// it to which node.
+type slowCall struct {
+	SentAt string  `json:"sent_at"`
+	MS     float64 `json:"ms"`
+	Caller int     `json:"caller"`
+	Node   string  `json:"node,omitempty"`
+}
+
+// slowest returns the n slowest of the callers' samples (lat[w] is caller
+// w's), slowest first; node names the node a caller calls ("" when the
+// client picks).
+func slowest(start time.Time, lat [][]sample, node func(int) string, n int) []slowCall {
+	type call struct {
+		w int
+		s sample
+	}
+	var all []call
+	for w, ss := range lat {
+		for _, s := range ss {
+			all = append(all, call{w, s})
+		}
+	}
+	slices.SortFunc(all, func(a, b call) int { return cmp.Compare(b.s.d, a.s.d) })
+	out := make([]slowCall, 0, min(n, len(all)))
+	for _, c := range all[:min(n, len(all))] {
+		sent := start.Add(c.s.at - c.s.d).UTC()
+		out = append(out, slowCall{SentAt: sent.Format("15:04:05.000"), MS: float64(c.s.d) / 1e6, Caller: c.w, Node: node(c.w)})
+	}
+	return out
+}
+
+// callerNode is the node caller i calls: pinned targets take turns
+// (benchClients.of); one cluster client picks for itself.
+func (c *benchConfig) callerNode(i int) string {
+	if c.target == "cluster" || len(c.addrs) == 0 {
+		return ""
+	}
+	return c.addrs[i%len(c.addrs)]
 }
 
 func (c *benchConfig) result(samples []sample, errAt []time.Duration, ops, msgs, errs int64, elapsed time.Duration) *Result {

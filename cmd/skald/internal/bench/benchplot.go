@@ -13,12 +13,15 @@ import (
 // how long it took.
 type sample struct{ at, d time.Duration }
 
-// benchSecond is one second of a run.
+// benchSecond is one second of a run: its calls' latency percentiles and
+// slowest call, so a stall shows in the second it ended in.
 type benchSecond struct {
 	Second int     `json:"t"`
 	Ops    int     `json:"ops"`
 	P50MS  float64 `json:"p50_ms"`
 	P99MS  float64 `json:"p99_ms"`
+	P999MS float64 `json:"p999_ms"`
+	MaxMS  float64 `json:"max_ms"`
 	Errors int     `json:"errors"`
 }
 
@@ -45,7 +48,8 @@ func timeline(samples []sample, errAt []time.Duration) []benchSecond {
 	out := make([]benchSecond, len(secs))
 	for i, ds := range secs {
 		slices.Sort(ds)
-		out[i] = benchSecond{Second: i, Ops: len(ds), P50MS: percentileMS(ds, 0.5), P99MS: percentileMS(ds, 0.99), Errors: errs[i]}
+		out[i] = benchSecond{Second: i, Ops: len(ds), P50MS: percentileMS(ds, 0.5), P99MS: percentileMS(ds, 0.99),
+			P999MS: percentileMS(ds, 0.999), MaxMS: percentileMS(ds, 1), Errors: errs[i]}
 	}
 	return out
 }
@@ -59,22 +63,24 @@ func percentileMS(sorted []time.Duration, p float64) float64 {
 }
 
 // writePlot writes a self-contained HTML page with, for each result,
-// throughput and p50/p99 latency per second as inline SVG.
+// throughput and p50/p99/p99.9 latency per second as inline SVG.
 func writePlot(w io.Writer, results []*Result, targets []string) error {
 	var b strings.Builder
 	b.WriteString("<!doctype html>\n<meta charset=\"utf-8\">\n<title>skald bench</title>\n")
 	b.WriteString("<style>body{font:14px sans-serif;margin:2em}svg{background:#fafafa;border:1px solid #ddd}</style>\n")
 	for i, r := range results {
-		fmt.Fprintf(&b, "<h2>%s (%s, concurrency %d)</h2>\n<p>%.0f ops/s, %.0f msgs/s, p50 %.2f ms, p99 %.2f ms, %d errors</p>\n",
-			html.EscapeString(r.Workload), html.EscapeString(targets[i]), r.Concurrency, r.OpsPerSec, r.MessagesPerSec, r.LatencyMS["p50"], r.LatencyMS["p99"], r.Errors)
+		fmt.Fprintf(&b, "<h2>%s (%s, concurrency %d)</h2>\n<p>%.0f ops/s, %.0f msgs/s, p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms, %d errors</p>\n",
+			html.EscapeString(r.Workload), html.EscapeString(targets[i]), r.Concurrency, r.OpsPerSec, r.MessagesPerSec,
+			r.LatencyMS["p50"], r.LatencyMS["p99"], r.LatencyMS["p999"], r.LatencyMS["max"], r.Errors)
 		ops := make([]float64, len(r.Timeline))
 		p50 := make([]float64, len(r.Timeline))
 		p99 := make([]float64, len(r.Timeline))
+		p999 := make([]float64, len(r.Timeline))
 		for j, s := range r.Timeline {
-			ops[j], p50[j], p99[j] = float64(s.Ops), s.P50MS, s.P99MS
+			ops[j], p50[j], p99[j], p999[j] = float64(s.Ops), s.P50MS, s.P99MS, s.P999MS
 		}
 		chart(&b, "ops/s", []series{{"ops/s", "#2a6", ops}})
-		chart(&b, "latency ms", []series{{"p50", "#36c", p50}, {"p99", "#c33", p99}})
+		chart(&b, "latency ms", []series{{"p50", "#36c", p50}, {"p99", "#c33", p99}, {"p99.9", "#939", p999}})
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -25,6 +25,10 @@ type Result struct {
 	MessagesPerSec float64            `json:"messages_per_sec"`
 	LatencyMS      map[string]float64 `json:"latency_ms"`
 	Timeline       []benchSecond      `json:"timeline"`
+	// Slowest lists the run's slowest calls (benchSlowest of them) with
+	// the time each was sent, to find what the servers logged then; absent
+	// for subscribe and consume, whose latency is a delivery's.
+	Slowest []slowCall `json:"slowest,omitempty"`
 	// Server CPU over the measured window, summed over every --addr node;
 	// absent when /metrics could not be read. See cpuMeter.
 	ServerCPUSeconds  float64 `json:"server_cpu_s,omitempty"`
