@@ -249,14 +249,14 @@ func (d *frameDecoder) uvarint() uint64 {
 	return v
 }
 
+// varint reads what binary.AppendVarint wrote: a zig-zag uvarint.
 func (d *frameDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	d.b = d.b[n:]
-	return v
+	return x
 }
 
 // bytes returns the next byte string, aliasing the body; its capacity
