@@ -145,8 +145,9 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 
 // Result is what the state machine answers for one applied command: the
 // Raft index of its entry and the kind's result, or a Rejection (nothing
-// was written). The leader encodes it once (fsm.EncodeResult) and the peer
-// service carries it to a follower as it is; node.Apply returns it.
+// was written). Apply builds it (each kind's apply function answers the
+// member its row of fsm/kinds.go names), the peer service carries it to a
+// follower as it is, and node.Apply returns it.
 //
 // Wire format: these messages were skald.peer.v1's ApplyResponse and its
 // parts until they moved here, with the same field numbers and types, so
