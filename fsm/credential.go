@@ -308,7 +308,7 @@ func (a *applier) createCredential(l *Entry, c *fsmv1.CreateCredential) any {
 	a.touchMeta(l)
 	a.putCredential(ns, rec)
 	m[c.Id] = rec
-	return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name}
+	return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name, CreatedUnixNano: c.CreatedUnixNano}
 }
 
 func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
