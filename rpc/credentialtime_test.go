@@ -21,17 +21,25 @@ import (
 // recordingBackend is a node as the API sees it, keeping a copy of every
 // CreateCredential the API hands it: what a follower forwards to the
 // leader as it is (only the leader stamps a command).
+// With oldLeader it answers as a leader older than
+// CredentialResult.created_unix_nano does: without the time.
 type recordingBackend struct {
 	*node.Node
-	mu      sync.Mutex
-	creates []*fsmv1.CreateCredential
+	oldLeader bool
+	mu        sync.Mutex
+	creates   []*fsmv1.CreateCredential
 }
 
 func (b *recordingBackend) CreateCredential(ctx context.Context, c *fsmv1.CreateCredential) (*fsmv1.Result, error) {
 	b.mu.Lock()
 	b.creates = append(b.creates, proto.Clone(c).(*fsmv1.CreateCredential))
 	b.mu.Unlock()
-	return b.Node.CreateCredential(ctx, c)
+	res, err := b.Node.CreateCredential(ctx, c)
+	if err == nil && b.oldLeader {
+		res = proto.Clone(res).(*fsmv1.Result)
+		res.GetCredential().CreatedUnixNano = 0
+	}
+	return res, err
 }
 
 func (b *recordingBackend) created() []*fsmv1.CreateCredential {
@@ -101,5 +109,31 @@ func TestCredentialCreatedAtIsTheLeaders(t *testing.T) {
 	}
 	if at == 0 || at != replied {
 		t.Fatalf("stored record created at %d, reply says %d: want the same leader-stamped time", at, replied)
+	}
+}
+
+// TestCredentialCreatedAtFromAnOldLeader: during a rolling upgrade a
+// leader older than CredentialResult.created_unix_nano answers without
+// the time; the reply then says this node's clock at the call, not 0.
+func TestCredentialCreatedAtFromAnOldLeader(t *testing.T) {
+	c := node.StartTestCluster(t, 1, node.TestClusterOptions{
+		Handler: func(tn *node.TestNode) http.Handler {
+			o := defaultOptions
+			o.Registerer, o.Gatherer = tn.Registry, tn.Registry
+			return NewHandler(&recordingBackend{Node: tn.Node, oldLeader: true}, o)
+		},
+	})
+	l := c.Leader()
+	createAdmin(t, l.Node)
+	opts := []connect.ClientOption{connect.WithInterceptors(bearerInterceptor(adminToken))}
+	creds := skaldv1connect.NewCredentialsClient(http1(), "http://"+l.Addr, opts...)
+	before := time.Now()
+	resp, err := creds.Create(ctxT(t), connect.NewRequest(&skaldv1.CredentialsCreateRequest{Name: "svc", Role: skaldv1.Role_ROLE_WRITER}))
+	after := time.Now()
+	if err != nil {
+		t.Fatalf("create a credential: %v", err)
+	}
+	if got := resp.Msg.Credential.GetCreatedAt().AsTime(); got.Before(before) || got.After(after) {
+		t.Fatalf("created_at %v, want this node's clock during the call (%v..%v)", got, before, after)
 	}
 }
