@@ -10,53 +10,6 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
-// Results of applied commands. ApplyBatch returns, per entry, one of these,
-// a business error (see errors.go), or nil for an entry that changes no
-// state: a configuration entry, or an entry skipped because the database
-// already holds it (replay after restart).
-
-// AppendResult is the result of an Append.
-type AppendResult struct {
-	Namespace           string
-	Stream              string
-	FirstPosition       int64
-	LastPosition        int64
-	FirstGlobalPosition int64
-	LastGlobalPosition  int64
-	Index               uint64 // Raft index of the entry
-	// Duplicate: every message was already written by an earlier append
-	// (idempotent retry, dedupe.go); nothing was written and the positions
-	// are the original ones.
-	Duplicate bool
-}
-
-// ImportResult is the result of an Import chunk.
-type ImportResult struct {
-	Namespace          string
-	Imported           int
-	LastGlobalPosition int64 // of the chunk's last record; 0 when empty
-	Index              uint64
-}
-
-// CreateNamespaceResult is the result of a CreateNamespace.
-type CreateNamespaceResult struct {
-	Name      string
-	ID        uint64
-	CreatedAt int64
-	Index     uint64
-}
-
-// DeleteNamespaceResult is the result of a DeleteNamespace.
-type DeleteNamespaceResult struct {
-	Name            string
-	MessagesDeleted int64
-	DeletedAt       int64
-	Index           uint64
-}
-
-// SetNodeInfoResult is the result of a SetNodeInfo.
-type SetNodeInfoResult struct{ Index uint64 }
-
 // PositionExistsError is returned when an import record clashes with a
 // stored message (or an earlier record of the same chunk). It matches
 // ErrPositionExists with errors.Is.
@@ -77,7 +30,11 @@ func (e *PositionExistsError) Error() string {
 func (e *PositionExistsError) Is(target error) bool { return target == ErrPositionExists }
 
 // ApplyBatch applies committed entries, in log order, and returns one
-// result per entry. All entries of the call become one Pebble batch per
+// result per entry: the entry's *fsmv1.Result (its Raft index and the
+// member of the Result oneof that answers its kind, kinds.go), a business
+// error (errors.go), or nil for an entry that changes no state (a
+// configuration entry, or one skipped because the database already holds
+// it: replay after restart). All entries of the call become one Pebble batch per
 // touched namespace database (plus one for _metadata when namespaces or
 // nodes change), each ending with its A record. It keeps no reference to
 // entries or their bytes after it returns.
@@ -305,7 +262,7 @@ func (a *applier) command(l *Entry) any {
 	if !ok {
 		return fmt.Errorf("%w: unknown command kind %T", ErrBadCommand, cmd.Kind)
 	}
-	return k.apply(a, l, cmd)
+	return k.answer(l.Index, k.apply(a, l, cmd))
 }
 
 // lookup resolves a namespace name as of the current entry.
@@ -415,7 +372,6 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 		if dup, err := nb.checkIDs(c); err != nil {
 			return err
 		} else if dup != nil {
-			dup.Index = l.Index
 			return dup
 		}
 	}
@@ -443,12 +399,11 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	if err := checkGlobalRoom(nb.nextGP, len(c.Messages)); err != nil {
 		return err
 	}
-	res := &AppendResult{
+	res := &fsmv1.AppendResult{
 		Namespace:           c.Namespace,
 		Stream:              c.Stream,
 		FirstPosition:       version + 1,
 		FirstGlobalPosition: nb.nextGP,
-		Index:               l.Index,
 	}
 	ce := nb.catEntryFor(c.Stream)
 	sm := &nb.sm
@@ -516,7 +471,7 @@ func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
 	// Records below the next global position may fall below an index
 	// loop's checkpoint: the loop indexes them from the change log.
 	below := nb.nextGP
-	res := &ImportResult{Namespace: c.Namespace, Imported: len(c.Messages), Index: l.Index}
+	res := &fsmv1.ImportResult{Namespace: c.Namespace, Imported: int64(len(c.Messages))}
 	for _, m := range c.Messages {
 		st := nb.stream(m.Stream)
 		nb.writeMessage(nb.catEntryFor(m.Stream), &fsmv1.StoredMessage{
@@ -647,7 +602,7 @@ func (a *applier) createNamespace(l *Entry, c *fsmv1.CreateNamespace) any {
 		a.created = make(map[string]*namespace)
 	}
 	a.created[c.Name] = ns
-	return &CreateNamespaceResult{Name: c.Name, ID: l.Index, CreatedAt: c.CreatedUnixNano, Index: l.Index}
+	return &fsmv1.CreateNamespaceResult{Name: c.Name, Id: l.Index, CreatedUnixNano: c.CreatedUnixNano}
 }
 
 // namespaceCount is the number of namespaces as of the current entry: the
@@ -676,7 +631,7 @@ func (a *applier) deleteNamespace(l *Entry, c *fsmv1.DeleteNamespace) any {
 	a.touchMeta(l)
 	nb := a.batch(ns)
 	nb.dropped = true
-	res := &DeleteNamespaceResult{Name: c.Name, MessagesDeleted: nb.counts.messages, DeletedAt: c.DeletedUnixNano, Index: l.Index}
+	res := &fsmv1.DeleteNamespaceResult{Name: c.Name, MessagesDeleted: nb.counts.messages, DeletedUnixNano: c.DeletedUnixNano}
 	if err := a.meta.Delete(namespaceKey(c.Name), nil); err != nil {
 		a.fatal("stage namespace delete: %v", err)
 	}
@@ -716,7 +671,7 @@ func (a *applier) setNodeInfo(l *Entry, c *fsmv1.SetNodeInfo) any {
 		a.nodes = make(map[string]string)
 	}
 	a.nodes[c.NodeId] = c.ApiAddress
-	return &SetNodeInfoResult{Index: l.Index}
+	return true // Result.set_node_info
 }
 
 // commit makes the call's effects durable (as configured) and visible:

@@ -18,13 +18,13 @@ func TestAppendAssignsPositions(t *testing.T) {
 		appendCmd("app", "account-2", newMsg("Opened", `{}`)),
 		appendCmd("app", "account-1", newMsg("Withdrawn", `{"n":2}`)),
 	)
-	want := []*AppendResult{
-		{Namespace: "app", Stream: "account-1", FirstPosition: 0, LastPosition: 1, FirstGlobalPosition: 1, LastGlobalPosition: 2, Index: 2},
-		{Namespace: "app", Stream: "account-2", FirstPosition: 0, LastPosition: 0, FirstGlobalPosition: 3, LastGlobalPosition: 3, Index: 3},
-		{Namespace: "app", Stream: "account-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 4, LastGlobalPosition: 4, Index: 4},
+	want := []*fsmv1.Result{
+		{Index: 2, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{Namespace: "app", Stream: "account-1", FirstPosition: 0, LastPosition: 1, FirstGlobalPosition: 1, LastGlobalPosition: 2}}},
+		{Index: 3, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{Namespace: "app", Stream: "account-2", FirstPosition: 0, LastPosition: 0, FirstGlobalPosition: 3, LastGlobalPosition: 3}}},
+		{Index: 4, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{Namespace: "app", Stream: "account-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 4, LastGlobalPosition: 4}}},
 	}
 	for i, w := range want {
-		if got, ok := res[i].(*AppendResult); !ok || *got != *w {
+		if !sameAnswer(res[i], w) {
 			t.Errorf("result %d = %#v, want %#v", i, res[i], w)
 		}
 	}
@@ -52,14 +52,14 @@ func TestExpectedVersion(t *testing.T) {
 		appendExpect("app", "s-1", 0, newMsg("C", `{}`)),
 		appendExpect("app", "s-1", 5, newMsg("D", `{}`)),
 	)
-	if _, ok := res[0].(*AppendResult); !ok {
+	if _, ok := memberOK[*fsmv1.AppendResult](res[0]); !ok {
 		t.Fatalf("first append: %v", res[0])
 	}
 	var vc *VersionConflictError
 	if !errors.As(res[1].(error), &vc) || vc.Expected != -1 || vc.Actual != 0 || vc.Stream != "s-1" {
 		t.Fatalf("second append: %v", res[1])
 	}
-	if r, ok := res[2].(*AppendResult); !ok || r.FirstPosition != 1 {
+	if r, ok := memberOK[*fsmv1.AppendResult](res[2]); !ok || r.FirstPosition != 1 {
 		t.Fatalf("third append: %v", res[2])
 	}
 	if !errors.As(res[3].(error), &vc) || vc.Actual != 1 {
@@ -208,13 +208,13 @@ func TestNamespaceLifecycle(t *testing.T) {
 	// Delete, then re-create the name and append, all in one batch: the new
 	// namespace starts empty, in a new directory.
 	res := f.apply(deleteNS("app"), appendCmd("app", "s-1", newMsg("T", `{}`)), createNS("app"), appendCmd("app", "s-1", newMsg("T", `{}`)))
-	if d, ok := res[0].(*DeleteNamespaceResult); !ok || d.MessagesDeleted != 2 {
+	if d, ok := memberOK[*fsmv1.DeleteNamespaceResult](res[0]); !ok || d.MessagesDeleted != 2 {
 		t.Fatalf("delete: %v", res[0])
 	}
 	if res[1] != ErrNamespaceNotFound {
 		t.Fatalf("append after delete: %v", res[1])
 	}
-	if a, ok := res[3].(*AppendResult); !ok || a.FirstPosition != 0 || a.FirstGlobalPosition != 1 {
+	if a, ok := memberOK[*fsmv1.AppendResult](res[3]); !ok || a.FirstPosition != 0 || a.FirstGlobalPosition != 1 {
 		t.Fatalf("append after re-create: %v", res[3])
 	}
 	if _, err := s.fs.Stat(oldDir); err == nil {
@@ -295,7 +295,7 @@ func TestImport(t *testing.T) {
 	f.must(createNS("app"))
 	f.must(appendCmd("app", "order-1", newMsg("Created", `{}`))) // gp 1
 	res := f.must(importCmd("app", false, rec("order-2", 0, 47, "Created"), rec("order-2", 1, 50, "Paid"), rec("order-1", 5, 60, "Late")))
-	if r := res.(*ImportResult); r.Imported != 3 || r.LastGlobalPosition != 60 {
+	if r := member[*fsmv1.ImportResult](res); r.Imported != 3 || r.LastGlobalPosition != 60 {
 		t.Fatalf("import result %+v", r)
 	}
 	v := view(t, s, "app")
@@ -314,7 +314,7 @@ func TestImport(t *testing.T) {
 		t.Fatalf("order-1 version %d after import at 5", ver)
 	}
 	// The next append continues after the highest imported global position.
-	if a := f.must(appendCmd("app", "order-2", newMsg("Shipped", `{}`))).(*AppendResult); a.FirstGlobalPosition != 61 || a.FirstPosition != 2 {
+	if a := member[*fsmv1.AppendResult](f.must(appendCmd("app", "order-2", newMsg("Shipped", `{}`)))); a.FirstGlobalPosition != 61 || a.FirstPosition != 2 {
 		t.Fatalf("append after import %+v", a)
 	}
 
@@ -348,7 +348,7 @@ func TestImport(t *testing.T) {
 	if len(all) != 1 || all[0].GlobalPosition != 3 || stats.MessageCount != 1 || stats.StreamCount != 1 || len(cats) != 1 || cats[0].Category != "y" {
 		t.Fatalf("after clear: %d messages %+v %+v", len(all), stats, cats)
 	}
-	if a := f.must(appendCmd("app", "y-1", newMsg("T", `{}`))).(*AppendResult); a.FirstGlobalPosition != 4 || a.FirstPosition != 1 {
+	if a := member[*fsmv1.AppendResult](f.must(appendCmd("app", "y-1", newMsg("T", `{}`)))); a.FirstGlobalPosition != 4 || a.FirstPosition != 1 {
 		t.Fatalf("append after clear %+v", a)
 	}
 }

@@ -80,7 +80,7 @@ func BenchmarkDeleteByWatermark1M(b *testing.B) {
 		r := s.ApplyBatch(logs)[0]
 		took := time.Since(start)
 		b.StopTimer()
-		if w, ok := r.(*WatermarkDeletionResult); !ok || w.MessagesDeleted != 1_000_000 {
+		if w, ok := memberOK[*fsmv1.WatermarkDeletionResult](r); !ok || w.MessagesDeleted != 1_000_000 {
 			b.Fatalf("DeleteByWatermark: %v", r)
 		}
 		after := diskBytes(b, s, "bench")
@@ -170,7 +170,7 @@ func BenchmarkExpire(b *testing.B) {
 				b.StartTimer()
 				r := s.ApplyBatch(logs)[0]
 				b.StopTimer()
-				if e, ok := r.(*ExpiryResult); !ok || e.MessagesDeleted != tc.removed {
+				if e, ok := memberOK[*fsmv1.ExpiryResult](r); !ok || e.MessagesDeleted != tc.removed {
 					b.Fatalf("expiry %+v, want %d removed", r, tc.removed)
 				}
 				s.Close()
@@ -214,7 +214,7 @@ func BenchmarkSetCountPolicy(b *testing.B) {
 		b.ReportMetric(float64(setTime.Milliseconds()), "set-ms")
 		b.ReportMetric(float64(time.Since(start).Milliseconds()-setTime.Milliseconds()), "expire-ms")
 		b.StopTimer()
-		if e, ok := r.(*ExpiryResult); !ok || e.MessagesDeleted != 100_000 || e.Streams != 100_000 {
+		if e, ok := memberOK[*fsmv1.ExpiryResult](r); !ok || e.MessagesDeleted != 100_000 || e.Streams != 100_000 {
 			b.Fatalf("expiry %+v, want 100000 removed from 100000 streams", r)
 		}
 		s.Close()

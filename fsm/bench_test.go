@@ -72,7 +72,7 @@ func applyRing(b *testing.B, s *Store, ring []Entry, from int, logs []Entry, nex
 		next++
 	}
 	for _, r := range s.ApplyBatch(logs) {
-		if _, ok := r.(*AppendResult); !ok {
+		if _, ok := memberOK[*fsmv1.AppendResult](r); !ok {
 			b.Fatalf("apply: %v", r)
 		}
 	}
@@ -285,7 +285,7 @@ func BenchmarkApplyAppendDedupe(b *testing.B) {
 				}
 				b.StartTimer()
 				for _, r := range s.ApplyBatch(logs) {
-					if a, ok := r.(*AppendResult); !ok || a.Duplicate {
+					if a, ok := memberOK[*fsmv1.AppendResult](r); !ok || a.Duplicate {
 						b.Fatalf("apply: %v", r)
 					}
 				}

@@ -35,14 +35,14 @@ func TestAppendCondition(t *testing.T) {
 	})
 	t.Run("no match after the position passes", func(t *testing.T) {
 		r := f.must(conditional(appendCmd("ns", "course-c1", tagged("Subscribed", "course:c1", "student:s2")), cond(3, item(nil, "course:c1"))))
-		if r.(*AppendResult).FirstGlobalPosition != 4 {
+		if member[*fsmv1.AppendResult](r).FirstGlobalPosition != 4 {
 			t.Fatalf("result %+v", r)
 		}
 	})
 	t.Run("types and tags narrow the match", func(t *testing.T) {
 		// Subscribed with student:s1 exists at 3; Registered with course:c1 does not.
 		r := f.apply(conditional(appendCmd("ns", "x-1", tagged("T")), cond(0, item([]string{"Registered"}, "course:c1"))))[0]
-		if _, ok := r.(*AppendResult); !ok {
+		if _, ok := memberOK[*fsmv1.AppendResult](r); !ok {
 			t.Fatalf("result %v, want written", r)
 		}
 		r = f.apply(conditional(appendCmd("ns", "x-1", tagged("T")), cond(0, item([]string{"Registered"}, "course:c1"), item([]string{"Subscribed"}, "student:s1"))))[0]
@@ -56,7 +56,7 @@ func TestAppendCondition(t *testing.T) {
 			t.Fatalf("refused AppendMulti wrote: next %d, was %d", got, next)
 		}
 		c = conditional(multiCmd("ns", streamPart("a-1", nil, tagged("T", "k")), streamPart("b-1", nil, tagged("T", "k"))), cond(next-1, item(nil, "k")))
-		if r := f.must(c).(*AppendMultiResult); r.FirstGlobalPosition != next {
+		if r := member[*fsmv1.AppendMultiResult](f.must(c)); r.FirstGlobalPosition != next {
 			t.Fatalf("result %+v", r)
 		}
 	})
@@ -92,10 +92,12 @@ func TestConditionWithinOneBatch(t *testing.T) {
 		var got string
 		var cf *ConditionFailedError
 		switch r := r.(type) {
-		case *AppendResult:
-			got = fmt.Sprintf("written %d", r.FirstGlobalPosition)
-		case *ImportResult:
-			got = "imported"
+		case *fsmv1.Result:
+			if a := r.GetAppend(); a != nil {
+				got = fmt.Sprintf("written %d", a.FirstGlobalPosition)
+			} else if r.GetImport() != nil {
+				got = "imported"
+			}
 		case error:
 			if errors.As(r, &cf) {
 				got = fmt.Sprintf("failed %d", cf.GlobalPosition)
@@ -118,8 +120,8 @@ func TestConditionalRetryIsDuplicate(t *testing.T) {
 	m := tagged("T", "k")
 	m.Id, m.ClientId = uid(1), true
 	c := conditional(appendCmd("ns", "a-1", m), cond(0, item(nil, "k")))
-	first := f.must(c).(*AppendResult)
-	again := f.must(c).(*AppendResult)
+	first := member[*fsmv1.AppendResult](f.must(c))
+	again := member[*fsmv1.AppendResult](f.must(c))
 	if !again.Duplicate || again.FirstGlobalPosition != first.FirstGlobalPosition {
 		t.Fatalf("retry = %+v, want duplicate of %+v", again, first)
 	}
@@ -206,7 +208,7 @@ func TestConditionDeterministic(t *testing.T) {
 		var got []string
 		for i := 0; i < len(logs); i += split {
 			for _, r := range s.ApplyBatch(logs[i:min(i+split, len(logs))]) {
-				got = append(got, fmt.Sprintf("%+v", r))
+				got = append(got, answerKind(r)+" "+fmt.Sprintf("%+v", r))
 			}
 		}
 		h := contentHash(t, s)
@@ -226,7 +228,7 @@ func TestConditionDeterministic(t *testing.T) {
 		switch {
 		case strings.Contains(r, "condition failed"):
 			failed++
-		case strings.HasPrefix(r, "&{Namespace:ns Stream:s-"):
+		case strings.HasPrefix(r, "append "):
 			written++
 		}
 	}

@@ -96,13 +96,6 @@ func (c CredentialInfo) Expired(now time.Time) bool {
 	return c.ExpiresAt != 0 && now.UnixNano() >= c.ExpiresAt
 }
 
-// CredentialResult is the result of a CreateCredential or RevokeCredential.
-type CredentialResult struct {
-	Namespace string
-	Name      string
-	Index     uint64
-}
-
 // ValidateCredentialName checks a credential's name: 1..64 bytes of ASCII
 // letters, digits, '.', '_' and '-', starting with a letter or digit.
 func ValidateCredentialName(field, name string) error {
@@ -315,7 +308,7 @@ func (a *applier) createCredential(l *Entry, c *fsmv1.CreateCredential) any {
 	a.touchMeta(l)
 	a.putCredential(ns, rec)
 	m[c.Id] = rec
-	return &CredentialResult{Namespace: c.Namespace, Name: c.Name, Index: l.Index}
+	return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name, CreatedUnixNano: c.CreatedUnixNano}
 }
 
 func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
@@ -341,7 +334,7 @@ func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
 		a.touchMeta(l)
 		a.putCredential(ns, rec)
 		m[0] = rec
-		return &CredentialResult{Namespace: c.Namespace, Name: c.Name, Index: l.Index}
+		return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name}
 	}
 	for id, r := range m {
 		if id != 0 && r.Name == c.Name {
@@ -350,7 +343,7 @@ func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
 				a.fatal("stage credential revoke: %v", err)
 			}
 			delete(m, id)
-			return &CredentialResult{Namespace: c.Namespace, Name: c.Name, Index: l.Index}
+			return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name}
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrCredentialNotFound, c.Name)

@@ -229,7 +229,7 @@ func decodeIDEntry(v []byte) (idEntry, error) {
 // original positions when the append is a retry, an error when it must be
 // refused, and (nil, nil) when the append is new and may go on. clock is
 // the dedupe clock the append would leave.
-func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
+func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*fsmv1.AppendResult, error) {
 	window := dedupeWindow(nb.ns.rec)
 	if window == DedupeOff || !hasClientID(c) {
 		return nil, nil
@@ -247,7 +247,7 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 		}
 	}
 	floor, cur := dedupeBuckets(window, max(nb.clock, c.TimeUnixNano))
-	var res *AppendResult
+	var res *fsmv1.AppendResult
 	found, first := 0, -1
 	var firstSt stagedID
 	for i, m := range c.Messages {
@@ -266,7 +266,7 @@ func (nb *nsBatch) checkIDs(c *fsmv1.Append) (*AppendResult, error) {
 		found++
 		if first < 0 {
 			first, firstSt = i, st
-			res = &AppendResult{Namespace: c.Namespace, Stream: c.Stream, FirstPosition: st.position, FirstGlobalPosition: st.gp, Duplicate: true}
+			res = &fsmv1.AppendResult{Namespace: c.Namespace, Stream: c.Stream, FirstPosition: st.position, FirstGlobalPosition: st.gp, Duplicate: true}
 		}
 		// A retry resends one earlier append, or a run of it: message i is
 		// i after the first, and each was written by the same append (ids

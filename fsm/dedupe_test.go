@@ -49,11 +49,11 @@ func TestIdempotentAppend(t *testing.T) {
 	orig := func() *fsmv1.Command {
 		return appendAt("app", "acct-1", 0, clientMsg(a, "Opened", `{"x":1}`), clientMsg(b, "Moved", `{"x":2}`))
 	}
-	retry := &AppendResult{Namespace: "app", Stream: "acct-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3, Duplicate: true}
+	retry := &fsmv1.AppendResult{Namespace: "app", Stream: "acct-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3, Duplicate: true}
 	cases := []struct {
 		name string
 		cmd  *fsmv1.Command
-		want any // *AppendResult (Index filled in by the test) or error
+		want any // *fsmv1.AppendResult (Index filled in by the test) or error
 		// msg is the exact error text.
 		msg string
 	}{
@@ -64,7 +64,7 @@ func TestIdempotentAppend(t *testing.T) {
 			return c
 		}(), want: retry},
 		{name: "retry of one message of the append", cmd: appendAt("app", "acct-1", 0, clientMsg(b, "Moved", `{"x":2}`)),
-			want: &AppendResult{Namespace: "app", Stream: "acct-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 3, LastGlobalPosition: 3, Duplicate: true}},
+			want: &fsmv1.AppendResult{Namespace: "app", Stream: "acct-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 3, LastGlobalPosition: 3, Duplicate: true}},
 		{name: "retry at a later entry time within the window", cmd: func() *fsmv1.Command {
 			c := orig()
 			c.GetAppend().TimeUnixNano += int64(time.Minute)
@@ -98,17 +98,14 @@ func TestIdempotentAppend(t *testing.T) {
 			f := newFeeder(t, s)
 			f.must(createNS("app"))
 			f.must(appendAt("app", "acct-1", 0, clientMsg(uid(0), "First", `{}`)))
-			first := f.must(orig()).(*AppendResult)
+			first := member[*fsmv1.AppendResult](f.must(orig()))
 			if first.Duplicate || first.FirstPosition != 1 || first.FirstGlobalPosition != 2 {
 				t.Fatalf("original append: %+v", first)
 			}
 			before := snapshotOf(t, s, "app")
 			index := f.next
 			got := f.apply(tc.cmd)[0]
-			if w, ok := tc.want.(*AppendResult); ok {
-				w.Index = index
-			}
-			if !reflect.DeepEqual(got, tc.want) {
+			if !sameAnswer(got, answerAt(index, "append", tc.want)) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
 			}
 			if err, ok := got.(error); ok {
@@ -124,7 +121,7 @@ func TestIdempotentAppend(t *testing.T) {
 			if after := snapshotOf(t, s, "app"); !reflect.DeepEqual(after, before) {
 				t.Fatalf("namespace changed:\n%+v\nwas\n%+v", after, before)
 			}
-			next := f.must(appendAt("app", "acct-1", 0, clientMsg(uid(9), "Next", `{}`))).(*AppendResult)
+			next := member[*fsmv1.AppendResult](f.must(appendAt("app", "acct-1", 0, clientMsg(uid(9), "Next", `{}`))))
 			if next.FirstPosition != 3 || next.FirstGlobalPosition != 4 {
 				t.Fatalf("next append at %d/%d, want 3/4", next.FirstPosition, next.FirstGlobalPosition)
 			}
@@ -144,10 +141,10 @@ func TestIdempotentAppendSameBatch(t *testing.T) {
 		appendAt("app", "s-1", time.Second, m()),
 		appendAt("app", "s-2", 2*time.Second, clientMsg(uid(1), "T", `{"a":1}`)),
 	)
-	if r := res[0].(*AppendResult); r.Duplicate || r.FirstGlobalPosition != 1 {
+	if r := member[*fsmv1.AppendResult](res[0]); r.Duplicate || r.FirstGlobalPosition != 1 {
 		t.Fatalf("original: %+v", r)
 	}
-	if r, ok := res[1].(*AppendResult); !ok || !r.Duplicate || r.FirstGlobalPosition != 1 || r.FirstPosition != 0 || r.Index != 3 {
+	if r, ok := memberOK[*fsmv1.AppendResult](res[1]); !ok || !r.Duplicate || r.FirstGlobalPosition != 1 || r.FirstPosition != 0 || res[1].(*fsmv1.Result).Index != 3 {
 		t.Fatalf("retry: %#v", res[1])
 	}
 	var de *DuplicateIDError
@@ -169,17 +166,17 @@ func TestDedupeNotApplied(t *testing.T) {
 	f.must(createNSWindow("off", DedupeOff))
 	gen := &fsmv1.NewMessage{Id: uid(1), Type: "T", Data: []byte(`{}`)}
 	for range 2 {
-		if r := f.must(appendAt("app", "s-1", 0, gen)).(*AppendResult); r.Duplicate {
+		if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 0, gen))); r.Duplicate {
 			t.Fatalf("generated id deduplicated: %+v", r)
 		}
 	}
 	// An id first written without client_id (old data, no index entry) is
 	// not remembered: the client's write of it is new.
-	if r := f.must(appendAt("app", "s-1", 0, clientMsg(uid(1), "T", `{}`))).(*AppendResult); r.Duplicate || r.FirstPosition != 2 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 0, clientMsg(uid(1), "T", `{}`)))); r.Duplicate || r.FirstPosition != 2 {
 		t.Fatalf("client write of an unindexed id: %+v", r)
 	}
 	for range 2 {
-		if r := f.must(appendAt("off", "s-1", 0, clientMsg(uid(2), "T", `{}`))).(*AppendResult); r.Duplicate {
+		if r := member[*fsmv1.AppendResult](f.must(appendAt("off", "s-1", 0, clientMsg(uid(2), "T", `{}`)))); r.Duplicate {
 			t.Fatalf("dedupe off deduplicated: %+v", r)
 		}
 	}
@@ -213,13 +210,13 @@ func TestDedupeWindow(t *testing.T) {
 	m := func(n int) *fsmv1.NewMessage { return clientMsg(uid(n), "T", fmt.Sprintf(`{"n":%d}`, n)) }
 	f.must(appendAt("app", "s-1", 0, m(1)))
 	// Within the window by entry time: a retry.
-	if r := f.must(appendAt("app", "s-1", 9*time.Second, m(1))).(*AppendResult); !r.Duplicate {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 9*time.Second, m(1)))); !r.Duplicate {
 		t.Fatalf("retry within the window written: %+v", r)
 	}
 	// A later append from a leader whose clock is behind does not move the
 	// dedupe clock back, nor hide ids.
 	f.must(appendAt("app", "s-1", 15*time.Second, m(2)))
-	if r := f.must(appendAt("app", "s-1", -time.Hour, m(2))).(*AppendResult); !r.Duplicate {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", -time.Hour, m(2)))); !r.Duplicate {
 		t.Fatalf("retry with an older entry time written: %+v", r)
 	}
 	if v := view(t, s, "app"); true {
@@ -229,7 +226,7 @@ func TestDedupeWindow(t *testing.T) {
 	}
 	// Past twice the window: forgotten (a new write) and expired (the
 	// bucket's keys are gone).
-	if r := f.must(appendAt("app", "s-1", 50*time.Second, m(1))).(*AppendResult); r.Duplicate || r.FirstPosition != 2 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 50*time.Second, m(1)))); r.Duplicate || r.FirstPosition != 2 {
 		t.Fatalf("write past the window: %+v", r)
 	}
 	if keys := countKeys(t, s, "app", prefixDedupe); keys != 1 {
@@ -243,7 +240,7 @@ func TestDedupeForever(t *testing.T) {
 	f.must(createNSWindow("app", DedupeForever))
 	f.must(appendAt("app", "s-1", 0, clientMsg(uid(1), "T", `{}`)))
 	f.must(appendAt("app", "s-1", 24*365*time.Hour, clientMsg(uid(2), "T", `{}`)))
-	if r := f.must(appendAt("app", "s-1", 24*365*time.Hour, clientMsg(uid(1), "T", `{}`))).(*AppendResult); !r.Duplicate || r.FirstPosition != 0 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 24*365*time.Hour, clientMsg(uid(1), "T", `{}`)))); !r.Duplicate || r.FirstPosition != 0 {
 		t.Fatalf("retry a year later: %+v", r)
 	}
 	if keys := countKeys(t, s, "app", prefixDedupe); keys != 2 {
@@ -301,7 +298,7 @@ func TestDedupeSurvivesRestartAndRestore(t *testing.T) {
 	f.next = next // Raft would replay nothing: the store holds every entry
 	// The clock (12 s) came back with the index: the retry is found
 	// although its own entry time is older.
-	if r := f.must(appendAt("app", "s-1", 0, clientMsg(uid(2), "T", `{}`))).(*AppendResult); !r.Duplicate || r.FirstPosition != 1 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 0, clientMsg(uid(2), "T", `{}`)))); !r.Duplicate || r.FirstPosition != 1 {
 		t.Fatalf("retry after restart: %+v", r)
 	}
 	_, stream := checkpointStream(t, s)
@@ -312,10 +309,10 @@ func TestDedupeSurvivesRestartAndRestore(t *testing.T) {
 	r := openTestStore(t, rfs, func(o *Options) { o.Dir = "/restored/fsm" })
 	rf := newFeeder(t, r)
 	rf.next = f.next
-	if res := rf.must(appendAt("app", "s-1", 0, clientMsg(uid(1), "T", `{}`))).(*AppendResult); !res.Duplicate || res.FirstPosition != 0 {
+	if res := member[*fsmv1.AppendResult](rf.must(appendAt("app", "s-1", 0, clientMsg(uid(1), "T", `{}`)))); !res.Duplicate || res.FirstPosition != 0 {
 		t.Fatalf("retry after restore: %+v", res)
 	}
-	if res := rf.must(appendAt("app", "s-1", 0, clientMsg(uid(3), "T", `{}`))).(*AppendResult); res.Duplicate || res.FirstPosition != 2 {
+	if res := member[*fsmv1.AppendResult](rf.must(appendAt("app", "s-1", 0, clientMsg(uid(3), "T", `{}`)))); res.Duplicate || res.FirstPosition != 2 {
 		t.Fatalf("new write after restore: %+v", res)
 	}
 }
@@ -357,17 +354,17 @@ func TestIDFilter(t *testing.T) {
 // original positions.
 func TestRetryIsOneEarlierAppend(t *testing.T) {
 	a1, a2, b1 := clientMsg(uid(1), "A", `{"n":1}`), clientMsg(uid(2), "A", `{"n":2}`), clientMsg(uid(3), "B", `{"n":3}`)
-	first := appendAt("app", "i-1", 0, a1, a2) // positions 0-1, global 1-2
-	second := appendAt("app", "i-1", 0, b1)    // position 2, global 3
-	dup := func(fp, lp int64) *AppendResult {  // gp = position + 1
-		return &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: fp, LastPosition: lp, FirstGlobalPosition: fp + 1, LastGlobalPosition: lp + 1, Duplicate: true}
+	first := appendAt("app", "i-1", 0, a1, a2)      // positions 0-1, global 1-2
+	second := appendAt("app", "i-1", 0, b1)         // position 2, global 3
+	dup := func(fp, lp int64) *fsmv1.AppendResult { // gp = position + 1
+		return &fsmv1.AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: fp, LastPosition: lp, FirstGlobalPosition: fp + 1, LastGlobalPosition: lp + 1, Duplicate: true}
 	}
 	acrossAppends := &DuplicateIDError{Message: 1, ID: b1.Id, Stream: "i-1", Position: 2, GlobalPosition: 3, Reason: DuplicateMixed}
 	for _, tc := range []struct {
 		name  string
 		setup string // how the first two appends are written
 		cmd   *fsmv1.Command
-		want  any // *AppendResult (Index filled in) or error
+		want  any // *fsmv1.AppendResult (Index filled in) or error
 	}{
 		{"ids of two appends", "committed", appendAt("app", "i-1", 0, a2, b1), acrossAppends},
 		{"ids of two appends, staged in the same batch", "staged", appendAt("app", "i-1", 0, a2, b1), acrossAppends},
@@ -401,10 +398,7 @@ func TestRetryIsOneEarlierAppend(t *testing.T) {
 				f.must(second)
 				got = f.apply(tc.cmd)[0]
 			}
-			if w, ok := tc.want.(*AppendResult); ok {
-				w.Index = f.next - 1
-			}
-			if !reflect.DeepEqual(got, tc.want) {
+			if !sameAnswer(got, answerAt(f.next-1, "append", tc.want)) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
 			}
 			if v, err := view(t, s, "app").StreamVersion("i-1"); err != nil || v != 2 {
@@ -453,20 +447,17 @@ func TestRetryOfIDsRecordedBefore(t *testing.T) {
 		cmd  *fsmv1.Command
 		want any
 	}{
-		{"8-byte entries", appendAt("app", "i-1", 0, a1, a2), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 0, LastPosition: 1, FirstGlobalPosition: 1, LastGlobalPosition: 2, Duplicate: true}},
-		{"16-byte entries", appendAt("app", "i-1", 0, b1), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 3, LastGlobalPosition: 3, Duplicate: true}},
-		{"side by side", appendAt("app", "i-1", 0, a2, b1), &AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3, Duplicate: true}},
+		{"8-byte entries", appendAt("app", "i-1", 0, a1, a2), &fsmv1.AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 0, LastPosition: 1, FirstGlobalPosition: 1, LastGlobalPosition: 2, Duplicate: true}},
+		{"16-byte entries", appendAt("app", "i-1", 0, b1), &fsmv1.AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 2, LastPosition: 2, FirstGlobalPosition: 3, LastGlobalPosition: 3, Duplicate: true}},
+		{"side by side", appendAt("app", "i-1", 0, a2, b1), &fsmv1.AppendResult{Namespace: "app", Stream: "i-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3, Duplicate: true}},
 	} {
 		got := f.apply(tc.cmd)[0]
-		if w, ok := tc.want.(*AppendResult); ok {
-			w.Index = f.next - 1
-		}
-		if !reflect.DeepEqual(got, tc.want) {
+		if !sameAnswer(got, answerAt(f.next-1, "append", tc.want)) {
 			t.Fatalf("%s: got %#v, want %#v", tc.name, got, tc.want)
 		}
 	}
 	f.must(truncateCmd("app", "i-1", 3))
-	if r, ok := f.apply(appendAt("app", "i-1", 0, b1))[0].(*AppendResult); !ok || !r.Duplicate || r.FirstPosition != 2 {
+	if r, ok := memberOK[*fsmv1.AppendResult](f.apply(appendAt("app", "i-1", 0, b1))[0]); !ok || !r.Duplicate || r.FirstPosition != 2 {
 		t.Fatalf("retry of a deleted message with a 16-byte entry: %#v", r)
 	}
 }

@@ -13,15 +13,6 @@ import (
 // namespace's retention policies (retention.go) make due at the entry's
 // time. See DESIGN.md "Retention".
 
-// ExpiryResult is the result of an ExpireMessages.
-type ExpiryResult struct {
-	Namespace       string
-	MessagesDeleted int64
-	Streams         int64 // streams that lost at least one message
-	More            bool  // stopped at max_messages: more may be due
-	Index           uint64
-}
-
 // expireMessages applies an ExpireMessages entry: the count pass over the
 // expiry queue, then each age limit, within the entry's bound.
 func (a *applier) expireMessages(l *Entry, c *fsmv1.ExpireMessages) any {
@@ -32,7 +23,7 @@ func (a *applier) expireMessages(l *Entry, c *fsmv1.ExpireMessages) any {
 	if c.MaxMessages < 0 {
 		return invalid("max_messages", "must be 0 (no bound) or more, got %d", c.MaxMessages)
 	}
-	res := &ExpiryResult{Namespace: c.Namespace, Index: l.Index}
+	res := &fsmv1.ExpiryResult{Namespace: c.Namespace}
 	rt := nb.ns.retention
 	if rt.len() > 0 {
 		e := &expiry{a: a, nb: nb, res: res, budget: c.MaxMessages, touched: map[string]bool{},
@@ -62,7 +53,7 @@ type expiry struct {
 	a       *applier
 	nb      *nsBatch
 	index   uint64 // the entry's
-	res     *ExpiryResult
+	res     *fsmv1.ExpiryResult
 	budget  int64 // 0: unbounded; counts removed messages and queued streams visited
 	visited int64 // queued streams the count pass visited
 	touched map[string]bool

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // TestStorageErrorStopsApply injects a WAL write failure into a namespace
@@ -58,7 +60,7 @@ func TestStorageErrorStopsApply(t *testing.T) {
 		t.Fatalf("namespace applied index %d: the failed entry 3 must not count as applied", applied)
 	}
 	res := r.ApplyBatch(commandEntries(t, 3, appendCmd("app", "s-1", newMsg("T", `{}`))))
-	if a, ok := res[0].(*AppendResult); !ok || a.FirstPosition != 1 {
+	if a, ok := memberOK[*fsmv1.AppendResult](res[0]); !ok || a.FirstPosition != 1 {
 		t.Fatalf("re-delivered entry after restart: %v", res[0])
 	}
 }

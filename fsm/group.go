@@ -44,23 +44,6 @@ var (
 	ErrParkedNotFound = errors.New("fsm: parked message not found")
 )
 
-// GroupResult is the result of CreateGroup, UpdateGroup, DeleteGroup and
-// GroupProgress: the record after the change (before it, for a delete).
-type GroupResult struct {
-	Namespace string
-	Group     *fsmv1.GroupRecord
-	Index     uint64
-}
-
-// ParkedChangeResult is the result of ReplayParked and DeleteParked.
-type ParkedChangeResult struct {
-	Namespace string
-	Group     string
-	Changed   int64
-	Parked    int64 // parked messages left
-	Index     uint64
-}
-
 func groupKey(name string) []byte { return append(append([]byte{}, prefixGroup...), name...) }
 
 func groupItemPrefix(prefix []byte, name string) []byte {
@@ -149,7 +132,7 @@ func (a *applier) createGroup(l *Entry, c *fsmv1.CreateGroup) any {
 	}
 	a.writeGroup(nb, rec)
 	a.finishGroup(l, nb)
-	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
+	return &fsmv1.GroupResult{Namespace: c.Namespace, Group: rec}
 }
 
 func (a *applier) updateGroup(l *Entry, c *fsmv1.UpdateGroup) any {
@@ -168,7 +151,7 @@ func (a *applier) updateGroup(l *Entry, c *fsmv1.UpdateGroup) any {
 	rec.Settings, rec.Version = settings, l.Index
 	a.writeGroup(nb, rec)
 	a.finishGroup(l, nb)
-	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
+	return &fsmv1.GroupResult{Namespace: c.Namespace, Group: rec}
 }
 
 func (a *applier) deleteGroup(l *Entry, c *fsmv1.DeleteGroup) any {
@@ -190,7 +173,7 @@ func (a *applier) deleteGroup(l *Entry, c *fsmv1.DeleteGroup) any {
 		}
 	}
 	a.finishGroup(l, nb)
-	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
+	return &fsmv1.GroupResult{Namespace: c.Namespace, Group: rec}
 }
 
 // groupProgress saves a group's checkpoint and its newly parked and
@@ -247,7 +230,7 @@ func (a *applier) groupProgress(l *Entry, c *fsmv1.GroupProgress) any {
 	}
 	a.writeGroup(nb, rec)
 	a.finishGroup(l, nb)
-	return &GroupResult{Namespace: c.Namespace, Group: rec, Index: l.Index}
+	return &fsmv1.GroupResult{Namespace: c.Namespace, Group: rec}
 }
 
 func (a *applier) groupSet(nb *nsBatch, k []byte, p *fsmv1.ParkedMessage) {
@@ -346,5 +329,5 @@ func (a *applier) changeParked(l *Entry, namespace, name string, gps []int64, li
 	}
 	a.writeGroup(nb, rec)
 	a.finishGroup(l, nb)
-	return &ParkedChangeResult{Namespace: namespace, Group: name, Changed: int64(len(sel)), Parked: rec.ParkedCount, Index: l.Index}
+	return &fsmv1.ParkedChangeResult{Namespace: namespace, Group: name, Changed: int64(len(sel)), Parked: rec.ParkedCount}
 }

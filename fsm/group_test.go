@@ -31,7 +31,7 @@ func groupCmd(c proto.Message) *fsmv1.Command {
 
 func groupOf(t *testing.T, r any) *fsmv1.GroupRecord {
 	t.Helper()
-	g, ok := r.(*GroupResult)
+	g, ok := memberOK[*fsmv1.GroupResult](r)
 	if !ok {
 		t.Fatalf("result %T %v, want a GroupResult", r, r)
 	}
@@ -136,7 +136,7 @@ func TestGroupLifecycle(t *testing.T) {
 	if r := f.apply(groupCmd(&fsmv1.ReplayParked{Namespace: "ns", Name: "g", GlobalPositions: []int64{3}}))[0]; !errors.Is(r.(error), ErrParkedNotFound) {
 		t.Fatalf("replay of unparked 3: %v", r)
 	}
-	pc := f.must(groupCmd(&fsmv1.ReplayParked{Namespace: "ns", Name: "g"})).(*ParkedChangeResult)
+	pc := member[*fsmv1.ParkedChangeResult](f.must(groupCmd(&fsmv1.ReplayParked{Namespace: "ns", Name: "g"})))
 	if pc.Changed != 1 || pc.Parked != 0 {
 		t.Fatalf("replay all: %+v", pc)
 	}
@@ -153,7 +153,7 @@ func TestGroupLifecycle(t *testing.T) {
 	// Park two, delete one.
 	f.must(groupCmd(&fsmv1.GroupProgress{Namespace: "ns", Name: "g", Incarnation: g.Id, Checkpoint: 4,
 		Parked: []*fsmv1.ParkedMessage{{GlobalPosition: 1}, {GlobalPosition: 3}}}))
-	pc = f.must(groupCmd(&fsmv1.DeleteParked{Namespace: "ns", Name: "g", GlobalPositions: []int64{1}})).(*ParkedChangeResult)
+	pc = member[*fsmv1.ParkedChangeResult](f.must(groupCmd(&fsmv1.DeleteParked{Namespace: "ns", Name: "g", GlobalPositions: []int64{1}})))
 	if pc.Changed != 1 || pc.Parked != 1 {
 		t.Fatalf("delete parked: %+v", pc)
 	}

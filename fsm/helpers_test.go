@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"sort"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -191,4 +194,68 @@ func positions(msgs []Message) (pos, gps []int64) {
 		gps = append(gps, m.GlobalPosition)
 	}
 	return pos, gps
+}
+
+// member is the member of r's Result oneof when r, what apply answered
+// for an entry, is a Result holding an M; the zero M (nil) otherwise.
+func member[M proto.Message](r any) M {
+	m, _ := memberOK[M](r)
+	return m
+}
+
+// memberOK is member with whether r held an M.
+func memberOK[M proto.Message](r any) (M, bool) {
+	var zero M
+	res, ok := r.(*fsmv1.Result)
+	if !ok {
+		return zero, false
+	}
+	fd := res.ProtoReflect().WhichOneof(resultOneof)
+	if fd == nil || fd.Message() == nil {
+		return zero, false
+	}
+	m, ok := res.ProtoReflect().Get(fd).Message().Interface().(M)
+	return m, ok
+}
+
+// answerAt is want, a member of the Result oneof (*fsmv1.AppendResult,
+// ...) in the field named result, as apply answers it for the entry at
+// index; anything else (an error) as it is.
+func answerAt(index uint64, result protoreflect.Name, want any) any {
+	return (&Kind{Result: result}).answer(index, want)
+}
+
+// sameAnswer compares what apply answered with what a test wants:
+// proto.Equal for a Result, reflect.DeepEqual for anything else.
+func sameAnswer(got, want any) bool {
+	g, ok1 := got.(*fsmv1.Result)
+	w, ok2 := want.(*fsmv1.Result)
+	if ok1 && ok2 {
+		return proto.Equal(g, w)
+	}
+	return reflect.DeepEqual(got, want)
+}
+
+// sameAnswers is sameAnswer for every entry of two ApplyBatch answers.
+func sameAnswers(got, want []any) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if !sameAnswer(got[i], want[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// answerKind names what apply answered: the field of the Result oneof
+// ("append"), or the Go type of anything else ("*fsm.ValidationError").
+func answerKind(r any) string {
+	if res, ok := r.(*fsmv1.Result); ok {
+		if fd := res.ProtoReflect().WhichOneof(resultOneof); fd != nil {
+			return string(fd.Name())
+		}
+	}
+	return fmt.Sprintf("%T", r)
 }

@@ -45,13 +45,6 @@ const (
 	MaxIndexPointerBytes = 512
 )
 
-// IndexResult is the result of a CreateIndex or DeleteIndex.
-type IndexResult struct {
-	Namespace  string
-	Definition *fsmv1.IndexDefinition // as stored (create) or as it was (delete)
-	Index      uint64
-}
-
 // Change log record kinds (XL values start with one).
 const (
 	changeRemoved byte = 'R'
@@ -306,7 +299,7 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 	ns.indexes[d.Name] = d // in place: an abandoned call marks ns stale
 	nb.dirty = true
 	nb.done(l)
-	return &IndexResult{Namespace: c.Namespace, Definition: d, Index: l.Index}
+	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: d}
 }
 
 func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {
@@ -331,7 +324,7 @@ func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {
 	delete(nb.ns.indexes, c.Name)
 	nb.dirty = true
 	nb.done(l)
-	return &IndexResult{Namespace: c.Namespace, Definition: d, Index: l.Index}
+	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: d}
 }
 
 // indexedHint records in _metadata that namespace has indexes, so the

@@ -398,7 +398,7 @@ func testIndexMatchesModel(t *testing.T, storage fsmv1.IndexStorage, opts func(*
 	// another source do not take the entry.
 	adjusted := accountMsg(7, "kept")
 	adjusted.Type = "Adjusted"
-	res := f.must(appendCmd("ns", "account-9", adjusted, accountMsg(8, "gone"), accountMsg(9, "gone too"), newMsg("Opened", `{"owner":"x"}`))).(*AppendResult)
+	res := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "account-9", adjusted, accountMsg(8, "gone"), accountMsg(9, "gone too"), newMsg("Opened", `{"owner":"x"}`))))
 	if got := lastOf("account-9"); got != res.FirstGlobalPosition+2 {
 		t.Fatalf("account-9's entry is at %d, want %d (its last indexed message)", got, res.FirstGlobalPosition+2)
 	}
@@ -977,15 +977,15 @@ func TestIndexRebuild(t *testing.T) {
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
-	v1 := f.must(createIndexCmd("ns", balanceIndex())).(*IndexResult).Definition
+	v1 := member[*fsmv1.IndexResult](f.must(createIndexCmd("ns", balanceIndex()))).Definition
 	for i := range 200 {
 		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%5), accountMsg(i, fmt.Sprintf("owner%d", i%4))))
 	}
 	catchUp(t, s, "ns")
 	byOwner := &fsmv1.IndexDefinition{Name: "bal", Version: 2, Category: "account", Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}
-	res := f.must(rebuildIndexCmd("ns", "bal", byOwner)).(*IndexResult)
-	v2 := res.Definition
-	if v2.Id != res.Index || v2.Version != 2 || v2.Kind != fsmv1.IndexKind_INDEX_KIND_EVENT {
+	answer := f.must(rebuildIndexCmd("ns", "bal", byOwner))
+	v2 := member[*fsmv1.IndexResult](answer).Definition
+	if v2.Id != answer.(*fsmv1.Result).Index || v2.Version != 2 || v2.Kind != fsmv1.IndexKind_INDEX_KIND_EVENT {
 		t.Fatalf("rebuild result %+v", v2)
 	}
 	answers := func(step string, wantVersion uint32, rebuilding bool) {
@@ -1036,12 +1036,12 @@ func TestIndexRebuild(t *testing.T) {
 
 	// The same definition again, then a new one while it is pending: the
 	// pending one becomes current, the old current goes.
-	same := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	same := member[*fsmv1.IndexResult](f.must(rebuildIndexCmd("ns", "bal", nil))).Definition
 	if same.Version != 2 || same.Id == v2.Id {
 		t.Fatalf("rebuild of the same definition: %+v", same)
 	}
 	answers("same definition, pending", 2, true)
-	third := f.must(rebuildIndexCmd("ns", "bal", balanceIndex())).(*IndexResult).Definition
+	third := member[*fsmv1.IndexResult](f.must(rebuildIndexCmd("ns", "bal", balanceIndex()))).Definition
 	catchUp(t, s, "ns")
 	info, err := view(t, s, "ns").Index("bal")
 	if err != nil || info.Definition.Id != third.Id || idKeys(t, s, v2.Id) != 0 || idKeys(t, s, same.Id) != 0 {
@@ -1080,7 +1080,7 @@ func TestIndexRebuild(t *testing.T) {
 	}
 
 	// A delete while a rebuild is pending drops both.
-	pending := f.must(rebuildIndexCmd("ns", "bal", nil)).(*IndexResult).Definition
+	pending := member[*fsmv1.IndexResult](f.must(rebuildIndexCmd("ns", "bal", nil))).Definition
 	r, err = s.IndexRound("ns", 10)
 	if err != nil || idKeys(t, s, pending.Id) == 0 {
 		t.Fatalf("the pending rebuild has no keys after a round: %v", err)

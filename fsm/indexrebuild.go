@@ -73,7 +73,7 @@ func (a *applier) rebuildIndex(l *Entry, c *fsmv1.RebuildIndex) any {
 	nb.ns.indexes[cur.Name] = cur // in place: an abandoned call marks ns stale
 	nb.dirty = true
 	nb.done(l)
-	return &IndexResult{Namespace: c.Namespace, Definition: next, Index: l.Index}
+	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: next}
 }
 
 // nextBuilt reports whether d's pending rebuild is built in r (through

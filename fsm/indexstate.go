@@ -80,7 +80,7 @@ func (a *applier) setIndexState(l *Entry, c *fsmv1.SetIndexState) any {
 	}
 	nb.dirty = true
 	nb.done(l)
-	return &IndexResult{Namespace: c.Namespace, Definition: cur, Index: l.Index}
+	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: cur}
 }
 
 // applyStates leaves the failed indexes out of the round, fails those

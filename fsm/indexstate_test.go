@@ -43,7 +43,7 @@ func TestIndexPauseResume(t *testing.T) {
 		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%4), accountMsg(i, "o")))
 	}
 	catchUp(t, s, "ns")
-	res := f.must(setIndexStateCmd("ns", "bal", true)).(*IndexResult)
+	res := member[*fsmv1.IndexResult](f.must(setIndexStateCmd("ns", "bal", true)))
 	if !res.Definition.Paused {
 		t.Fatalf("pause result %+v", res.Definition)
 	}
@@ -198,8 +198,8 @@ func TestIndexFailedConfined(t *testing.T) {
 			f := newFeeder(t, s)
 			f.must(createNS("ns"))
 			ids := map[string]uint64{
-				"bal":  f.must(createIndexCmd("ns", balanceIndex())).(*IndexResult).Definition.Id,
-				"last": f.must(createIndexCmd("ns", lastIndex())).(*IndexResult).Definition.Id,
+				"bal":  member[*fsmv1.IndexResult](f.must(createIndexCmd("ns", balanceIndex()))).Definition.Id,
+				"last": member[*fsmv1.IndexResult](f.must(createIndexCmd("ns", lastIndex()))).Definition.Id,
 			}
 			sibling := map[string]string{"bal": "last", "last": "bal"}[tc.failing]
 			for i := range 20 {
@@ -280,7 +280,7 @@ func TestIndexRebuildFailsAlone(t *testing.T) {
 	}
 	catchUp(t, s, "ns")
 	byOwner := &fsmv1.IndexDefinition{Name: "bal", Version: 2, Category: "account", Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}
-	next := f.must(rebuildIndexCmd("ns", "bal", byOwner)).(*IndexResult).Definition
+	next := member[*fsmv1.IndexResult](f.must(rebuildIndexCmd("ns", "bal", byOwner))).Definition
 	if r, err := s.IndexRound("ns", 10); err != nil || !r.More {
 		t.Fatalf("partial round: %+v, %v", r, err)
 	}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"reflect"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -37,10 +38,38 @@ type Kind struct {
 	// the kind may be proposed (0: every version applies it), so a rolling
 	// upgrade never puts in the log an entry a replica would refuse.
 	Version uint32
-	// Result is the field of the Result oneof that answers the kind.
+	// Result is the field of the Result oneof that answers the kind: its
+	// apply function returns that field's value (the message, or true for
+	// set_node_info), and answer puts it in the entry's Result. It is the
+	// one place that names the field.
 	Result protoreflect.Name
 
+	// apply applies the command: the Result member, a business error, or
+	// nil when the entry changes nothing (already held: replay).
 	apply func(a *applier, l *Entry, c *fsmv1.Command) any
+}
+
+// resultOneof is the oneof of fsmv1.Result that answers a kind.
+var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
+
+// answer is what apply answers for the entry at index, given r, what the
+// kind's apply function returned: the Result holding r in the row's
+// Result field, or r itself when it is an error or nil. An apply function
+// that returns a value of another type than the field's is a bug, and
+// panics here (every kind's tests meet it).
+func (k *Kind) answer(index uint64, r any) any {
+	var v protoreflect.Value
+	switch r := r.(type) {
+	case proto.Message:
+		v = protoreflect.ValueOfMessage(r.ProtoReflect())
+	case bool:
+		v = protoreflect.ValueOfBool(r)
+	default:
+		return r
+	}
+	res := &fsmv1.Result{Index: index}
+	res.ProtoReflect().Set(resultOneof.Fields().ByName(k.Result), v)
+	return res
 }
 
 // MayGrow reports whether cmd, of kind k, may add data (Grows, GrowsWhen).

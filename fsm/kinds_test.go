@@ -121,3 +121,28 @@ func TestKindMayGrow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKindAnswer is what putting an append's result in its Result
+// costs per entry (the wrapper and the Result, set by reflection), beside
+// the same written out by hand.
+func BenchmarkKindAnswer(b *testing.B) {
+	k, _ := KindOf(&fsmv1.Command{Kind: &fsmv1.Command_Append{}})
+	for _, bc := range []struct {
+		name   string
+		answer func(index uint64, m *fsmv1.AppendResult) any
+	}{
+		{"row", func(index uint64, m *fsmv1.AppendResult) any { return k.answer(index, m) }},
+		{"by-hand", func(index uint64, m *fsmv1.AppendResult) any {
+			return &fsmv1.Result{Index: index, Result: &fsmv1.Result_Append{Append: m}}
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if bc.answer(uint64(i), &fsmv1.AppendResult{Namespace: "ns", Stream: "s-1", FirstPosition: 1, LastPosition: 1}) == nil {
+					b.Fatal("no answer")
+				}
+			}
+		})
+	}
+}

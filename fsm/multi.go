@@ -16,30 +16,6 @@ const (
 	MaxMultiBytes = 8 << 20
 )
 
-// StreamResult is one stream's part of an AppendMultiResult.
-type StreamResult struct {
-	Stream              string
-	FirstPosition       int64
-	LastPosition        int64
-	FirstGlobalPosition int64
-	LastGlobalPosition  int64
-}
-
-// AppendMultiResult is the result of an AppendMulti: one StreamResult per
-// stream, in the command's order, and the global positions of the whole
-// call (contiguous).
-type AppendMultiResult struct {
-	Namespace           string
-	Streams             []StreamResult
-	FirstGlobalPosition int64
-	LastGlobalPosition  int64
-	Index               uint64
-	// Duplicate: every stream's messages were already written (an
-	// idempotent retry); nothing was written, the positions are the
-	// original ones.
-	Duplicate bool
-}
-
 // VersionConflictsError is returned when expected versions of an
 // AppendMulti do not match: every such stream, in the command's order.
 // Nothing was written.
@@ -128,7 +104,6 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 	if res, err := nb.checkMultiIDs(c, parts); err != nil {
 		return err
 	} else if res != nil {
-		res.Index = l.Index
 		return res
 	}
 	// A hard-deleted stream refuses the whole call, as it refuses an
@@ -168,12 +143,12 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 	if err := checkGlobalRoom(nb.nextGP, total); err != nil {
 		return err
 	}
-	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), FirstGlobalPosition: nb.nextGP, Index: l.Index}
+	res := &fsmv1.AppendMultiResult{Namespace: c.Namespace, Streams: make([]*fsmv1.AppendResult, len(parts)), FirstGlobalPosition: nb.nextGP}
 	sm := &nb.sm
 	for i, p := range parts {
 		st := nb.stream(p.Stream)
 		ce := nb.catEntryFor(p.Stream)
-		r := StreamResult{Stream: p.Stream, FirstPosition: st.meta.lastPos + 1, FirstGlobalPosition: nb.nextGP}
+		r := &fsmv1.AppendResult{Stream: p.Stream, FirstPosition: st.meta.lastPos + 1, FirstGlobalPosition: nb.nextGP}
 		for _, m := range p.Messages {
 			sm.Reset()
 			sm.Id, sm.Stream, sm.Type, sm.Position = m.Id, p.Stream, m.Type, st.meta.lastPos+1
@@ -194,7 +169,7 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 // when every stream is one (the original positions), an error when a
 // stream is refused or some streams are retries and others new, (nil,
 // nil) when the call is new. A client id may appear only once in a call.
-func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*AppendMultiResult, error) {
+func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*fsmv1.AppendMultiResult, error) {
 	if dedupeWindow(nb.ns.rec) == DedupeOff {
 		return nil, nil
 	}
@@ -211,7 +186,7 @@ func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*
 			seen[m.Id] = at{i, j}
 		}
 	}
-	res := &AppendMultiResult{Namespace: c.Namespace, Streams: make([]StreamResult, len(parts)), Duplicate: true}
+	res := &fsmv1.AppendMultiResult{Namespace: c.Namespace, Streams: make([]*fsmv1.AppendResult, len(parts)), Duplicate: true}
 	dups := 0
 	for i, p := range parts {
 		r, err := nb.checkIDs(p)
@@ -225,7 +200,7 @@ func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*
 			continue
 		}
 		dups++
-		res.Streams[i] = StreamResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
+		res.Streams[i] = &fsmv1.AppendResult{Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
 			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition}
 		if dups == 1 || r.FirstGlobalPosition < res.FirstGlobalPosition {
 			res.FirstGlobalPosition = r.FirstGlobalPosition
@@ -237,9 +212,9 @@ func (nb *nsBatch) checkMultiIDs(c *fsmv1.AppendMulti, parts []*fsmv1.Append) (*
 		return nil, nil
 	case dups < len(parts):
 		for i, p := range parts {
-			if res.Streams[i].Stream != "" {
+			if r := res.Streams[i]; r != nil {
 				return nil, &DuplicateIDError{Message: 0, Field: fmt.Sprintf("streams[%d].messages[0]", i), ID: p.Messages[0].Id,
-					Stream: res.Streams[i].Stream, Position: res.Streams[i].FirstPosition, GlobalPosition: res.Streams[i].FirstGlobalPosition, Reason: DuplicateMixed}
+					Stream: r.Stream, Position: r.FirstPosition, GlobalPosition: r.FirstGlobalPosition, Reason: DuplicateMixed}
 			}
 		}
 	}

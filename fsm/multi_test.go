@@ -47,8 +47,10 @@ func TestAppendMulti(t *testing.T) {
 			streamPart("a-1", proto.Int64(0), clientMsg(uid(1), "T", `{"n":1}`), clientMsg(uid(2), "T", `{"n":2}`)),
 			streamPart("b-1", proto.Int64(-1), clientMsg(uid(3), "T", `{}`)),
 			streamPart("c-1", nil, newMsg("T", `{}`))),
-			want: &AppendMultiResult{Namespace: "app", Streams: []StreamResult{
-				{"a-1", 1, 2, 2, 3}, {"b-1", 0, 0, 4, 4}, {"c-1", 0, 0, 5, 5},
+			want: &fsmv1.AppendMultiResult{Namespace: "app", Streams: []*fsmv1.AppendResult{
+				{Stream: "a-1", FirstPosition: 1, LastPosition: 2, FirstGlobalPosition: 2, LastGlobalPosition: 3},
+				{Stream: "b-1", FirstPosition: 0, LastPosition: 0, FirstGlobalPosition: 4, LastGlobalPosition: 4},
+				{Stream: "c-1", FirstPosition: 0, LastPosition: 0, FirstGlobalPosition: 5, LastGlobalPosition: 5},
 			}, FirstGlobalPosition: 2, LastGlobalPosition: 5}},
 		{name: "every conflict named", cmd: multiCmd("app",
 			streamPart("a-1", proto.Int64(5), newMsg("T", `{}`)),
@@ -81,10 +83,7 @@ func TestAppendMulti(t *testing.T) {
 			before := snapshotOf(t, s, "app")
 			index := f.next
 			got := f.apply(tc.cmd)[0]
-			if w, ok := tc.want.(*AppendMultiResult); ok {
-				w.Index = index
-			}
-			if !reflect.DeepEqual(got, tc.want) {
+			if !sameAnswer(got, answerAt(index, "append_multi", tc.want)) {
 				t.Fatalf("got %#v, want %#v", got, tc.want)
 			}
 			if err, ok := got.(error); ok {
@@ -117,14 +116,14 @@ func TestAppendMultiIdempotent(t *testing.T) {
 			streamPart("a-1", proto.Int64(-1), clientMsg(uid(1), "T", `{"n":1}`), clientMsg(uid(2), "T", `{"n":2}`)),
 			streamPart("b-1", proto.Int64(-1), clientMsg(uid(3), "T", `{}`)))
 	}
-	orig := f.must(call()).(*AppendMultiResult)
+	orig := member[*fsmv1.AppendMultiResult](f.must(call()))
 	before := snapshotOf(t, s, "app")
 	index := f.next
 	retry := f.apply(call())[0]
-	want := *orig
-	want.Duplicate, want.Index = true, index
-	if !reflect.DeepEqual(retry, &want) {
-		t.Fatalf("retry: %#v, want %#v", retry, &want)
+	want := proto.Clone(orig).(*fsmv1.AppendMultiResult)
+	want.Duplicate = true
+	if !sameAnswer(retry, answerAt(index, "append_multi", want)) {
+		t.Fatalf("retry: %#v, want %#v", retry, want)
 	}
 	changed := call()
 	changed.GetAppendMulti().Streams[1].Messages[0].Data = []byte(`{"other":1}`)
@@ -152,7 +151,7 @@ func TestAppendMultiIdempotent(t *testing.T) {
 		t.Fatalf("refused or duplicate calls wrote: %+v", after)
 	}
 	// A single-stream Append retrying one stream's part is a retry too.
-	r := f.must(appendAt("app", "b-1", 0, clientMsg(uid(3), "T", `{}`))).(*AppendResult)
+	r := member[*fsmv1.AppendResult](f.must(appendAt("app", "b-1", 0, clientMsg(uid(3), "T", `{}`))))
 	if !r.Duplicate || r.FirstGlobalPosition != 3 {
 		t.Fatalf("append retrying a part: %+v", r)
 	}
@@ -173,7 +172,7 @@ func TestAppendMultiRefusesHardDeletedStream(t *testing.T) {
 	earlier := func() *fsmv1.Command {
 		return multiCmd("app", streamPart("gone-1", nil, clientMsg(uid(1), "T", `{}`)), streamPart("live-1", nil, clientMsg(uid(2), "T", `{}`)))
 	}
-	orig := f.must(earlier()).(*AppendMultiResult)
+	orig := member[*fsmv1.AppendMultiResult](f.must(earlier()))
 	deletion(t, f.must(deleteStreamCmd("app", "gone-1", true)))
 	appendErr, _ := f.apply(appendCmd("app", "gone-1", newMsg("T", `{}`)))[0].(error)
 	if !errors.Is(appendErr, ErrStreamDeleted) {
@@ -200,13 +199,13 @@ func TestAppendMultiRefusesHardDeletedStream(t *testing.T) {
 			}
 		})
 	}
-	retry, ok := f.apply(withRules(InputRules, earlier()))[0].(*AppendMultiResult)
+	retry, ok := memberOK[*fsmv1.AppendMultiResult](f.apply(withRules(InputRules, earlier()))[0])
 	if !ok || !retry.Duplicate || retry.FirstGlobalPosition != orig.FirstGlobalPosition {
 		t.Fatalf("retry of a call written before the delete: %#v, want a duplicate at %d", retry, orig.FirstGlobalPosition)
 	}
 	old := withRules(InputRulesStrict, multiCmd("app", streamPart("gone-1", nil, newMsg("T", `{}`))))
 	res := f.apply(old)[0]
-	if r, ok := res.(*AppendMultiResult); !ok || r.Streams[0].FirstPosition != 1 {
+	if r, ok := memberOK[*fsmv1.AppendMultiResult](res); !ok || r.Streams[0].FirstPosition != 1 {
 		t.Fatalf("an entry proposed under the rules before: %#v, want it written at position 1 as then", res)
 	}
 }

@@ -42,8 +42,8 @@ func TestNamespaceLimit(t *testing.T) {
 		case isRefused && (!errors.As(r.(error), &le) || le.Name != name || le.Limit != 2 || !errors.Is(r.(error), ErrNamespaceLimit)):
 			t.Fatalf("entry %d: %v, want the limit of 2 refusing %q", i, r, name)
 		case !isRefused:
-			if _, ok := r.(*CreateNamespaceResult); !ok {
-				if _, ok := r.(*DeleteNamespaceResult); !ok {
+			if _, ok := memberOK[*fsmv1.CreateNamespaceResult](r); !ok {
+				if _, ok := memberOK[*fsmv1.DeleteNamespaceResult](r); !ok {
 					t.Fatalf("entry %d: %v", i, r)
 				}
 			}

@@ -136,7 +136,7 @@ func TestQuerySkipsRemovedMessages(t *testing.T) {
 		t.Fatalf("condition after 3 = %v, want the match at 6 (4 and 5 were removed)", r)
 	}
 	f.must(deleteStreamCmd("ns", "a-3", true))
-	if r := f.apply(conditional(appendCmd("ns", "a-9", tagged("A", "t")), cond(3, item(nil, "t"))))[0]; r.(*AppendResult).FirstGlobalPosition != 7 {
+	if r := f.apply(conditional(appendCmd("ns", "a-9", tagged("A", "t")), cond(3, item(nil, "t"))))[0]; member[*fsmv1.AppendResult](r).FirstGlobalPosition != 7 {
 		t.Fatalf("condition with only removed matches = %v, want written at 7", r)
 	}
 }
@@ -224,7 +224,7 @@ func TestTagValidation(t *testing.T) {
 	if next, _ := view(t, s, "ns").NextGlobalPosition(); next != 1 {
 		t.Fatalf("refused appends wrote something: next global position %d", next)
 	}
-	if r := f.must(appendCmd("ns", "a-1", tagged("T", many[:MaxMessageTags]...))).(*AppendResult); r.FirstGlobalPosition != 1 {
+	if r := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "a-1", tagged("T", many[:MaxMessageTags]...)))); r.FirstGlobalPosition != 1 {
 		t.Fatalf("32 tags: %+v", r)
 	}
 }

@@ -183,7 +183,7 @@ func TestApplyWaitsOutResourceErrors(t *testing.T) {
 			}
 			f.set(nil) // the resource is back
 			got := results(t, done)
-			if !reflect.DeepEqual(got, want) {
+			if !sameAnswers(got, want) {
 				t.Fatalf("results after the wait:\n got %s\nwant %s", describe(got), describe(want))
 			}
 			if h := contentHash(t, s); h != wantHash {
@@ -266,10 +266,10 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 		t.Fatalf("applied index %d after restart", r.AppliedIndex())
 	}
 	out := r.ApplyBatch(entries)
-	if a, ok := out[2].(*AppendResult); !ok || a.Namespace != "b" || a.FirstGlobalPosition != 1 {
+	if a, ok := memberOK[*fsmv1.AppendResult](out[2]); !ok || a.Namespace != "b" || a.FirstGlobalPosition != 1 {
 		t.Fatalf("entries replayed after the restart: %s", describe(out))
 	}
-	if a, ok := out[0].(*AppendResult); !ok || a.FirstPosition != 0 {
+	if a, ok := memberOK[*fsmv1.AppendResult](out[0]); !ok || a.FirstPosition != 0 {
 		t.Fatalf("entries replayed after the restart: %s", describe(out))
 	}
 }
@@ -329,7 +329,7 @@ func TestApplyRetryOnlyWholeEntries(t *testing.T) {
 			if stopped != nil {
 				t.Fatalf("apply stopped: %v", stopped)
 			}
-			if !reflect.DeepEqual(got, want) {
+			if !sameAnswers(got, want) {
 				t.Fatalf("results after the retry:\n got %s\nwant %s", describe(got), describe(want))
 			}
 		})

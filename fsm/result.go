@@ -9,81 +9,12 @@ import (
 )
 
 // The wire form of what apply answers (proto/skald/fsm/v1/result.proto):
-// the leader encodes an applied entry's result once (EncodeResult), the
-// peer service carries the fsmv1.Result to a follower as it is, and a
+// apply builds an applied entry's fsmv1.Result itself (each kind's apply
+// function answers the member of the Result oneof its row in kinds
+// names), the peer service carries it to a follower as it is, and a
 // business error travels as an fsmv1.Rejection (RejectionOf, and back with
 // RejectionError). The messages' bytes are those of the peer service's
 // ApplyResponse they replaced: old and new nodes read each other.
-
-// EncodeResult returns the wire form of res, one of the result types
-// ApplyBatch answers for an applied entry (*AppendResult, ...). It fails
-// for anything else (a business error is a Rejection: RejectionOf).
-func EncodeResult(res any) (*fsmv1.Result, error) {
-	switch r := res.(type) {
-	case *AppendResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
-			Namespace: r.Namespace, Stream: r.Stream, FirstPosition: r.FirstPosition, LastPosition: r.LastPosition,
-			FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition, Duplicate: r.Duplicate,
-		}}}, nil
-	case *AppendMultiResult:
-		m := &fsmv1.AppendMultiResult{Namespace: r.Namespace, FirstGlobalPosition: r.FirstGlobalPosition, LastGlobalPosition: r.LastGlobalPosition,
-			Duplicate: r.Duplicate, Streams: make([]*fsmv1.AppendResult, len(r.Streams))}
-		for i, s := range r.Streams {
-			m.Streams[i] = &fsmv1.AppendResult{Stream: s.Stream, FirstPosition: s.FirstPosition, LastPosition: s.LastPosition,
-				FirstGlobalPosition: s.FirstGlobalPosition, LastGlobalPosition: s.LastGlobalPosition}
-		}
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_AppendMulti{AppendMulti: m}}, nil
-	case *ImportResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_Import{Import: &fsmv1.ImportResult{
-			Namespace: r.Namespace, Imported: int64(r.Imported), LastGlobalPosition: r.LastGlobalPosition,
-		}}}, nil
-	case *CreateNamespaceResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespaceResult{
-			Name: r.Name, Id: r.ID, CreatedUnixNano: r.CreatedAt,
-		}}}, nil
-	case *DeleteNamespaceResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_DeleteNamespace{DeleteNamespace: &fsmv1.DeleteNamespaceResult{
-			Name: r.Name, MessagesDeleted: r.MessagesDeleted, DeletedUnixNano: r.DeletedAt,
-		}}}, nil
-	case *SetNodeInfoResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_SetNodeInfo{SetNodeInfo: true}}, nil
-	case *WatermarkDeletionResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_WatermarkDeletion{WatermarkDeletion: &fsmv1.WatermarkDeletionResult{
-			Namespace: r.Namespace, MessagesDeleted: r.MessagesDeleted, Streams: r.Streams,
-		}}}, nil
-	case *StreamDeletionResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_StreamDeletion{StreamDeletion: &fsmv1.StreamDeletionResult{
-			Namespace: r.Namespace, Stream: r.Stream, MessagesDeleted: r.MessagesDeleted, Version: r.Version,
-		}}}, nil
-	case *RetentionPolicyResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_RetentionPolicy{RetentionPolicy: &fsmv1.RetentionPolicyResult{
-			Namespace: r.Namespace, Replaced: r.Replaced,
-		}}}, nil
-	case *ExpiryResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_Expiry{Expiry: &fsmv1.ExpiryResult{
-			Namespace: r.Namespace, MessagesDeleted: r.MessagesDeleted, Streams: r.Streams, More: r.More,
-		}}}, nil
-	case *GroupResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_Group{Group: &fsmv1.GroupResult{Namespace: r.Namespace, Group: r.Group}}}, nil
-	case *ParkedChangeResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_ParkedChange{ParkedChange: &fsmv1.ParkedChangeResult{
-			Namespace: r.Namespace, Group: r.Group, Changed: r.Changed, Parked: r.Parked,
-		}}}, nil
-	case *CredentialResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_Credential{Credential: &fsmv1.CredentialResult{
-			Namespace: r.Namespace, Name: r.Name,
-		}}}, nil
-	case *IndexResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_IndexResult{IndexResult: &fsmv1.IndexResult{
-			Namespace: r.Namespace, Definition: r.Definition,
-		}}}, nil
-	case *IndexTypesResult:
-		return &fsmv1.Result{Index: r.Index, Result: &fsmv1.Result_IndexTypes{IndexTypes: &fsmv1.IndexTypesResult{
-			Namespace: r.Namespace, Walked: r.Walked, Complete: r.Complete,
-		}}}, nil
-	}
-	return nil, fmt.Errorf("fsm: no wire form for result %T", res)
-}
 
 // sentinelReasons are the rejections that carry one of fsm's sentinel
 // errors; their message is the error's text (none for bare ones).

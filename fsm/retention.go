@@ -56,13 +56,6 @@ const (
 	DefaultExpireBatch = 10_000
 )
 
-// RetentionPolicyResult is the result of a SetRetentionPolicy.
-type RetentionPolicyResult struct {
-	Namespace string
-	Replaced  bool // the scope had a policy before
-	Index     uint64
-}
-
 // retention is a namespace's policies in memory, loaded with its database
 // and changed by apply (owned by the holder of Store.applyMu).
 type retention struct {
@@ -313,7 +306,7 @@ func (a *applier) setRetentionPolicy(l *Entry, c *fsmv1.SetRetentionPolicy) any 
 		nb.ns.retention = nil
 	}
 	nb.done(l)
-	return &RetentionPolicyResult{Namespace: c.Namespace, Replaced: old != nil, Index: l.Index}
+	return &fsmv1.RetentionPolicyResult{Namespace: c.Namespace, Replaced: old != nil}
 }
 
 // retainedHint records in _metadata (and in memory at commit) whether a

@@ -41,9 +41,9 @@ func appendTimed(ns, stream string, at int64, n int) *fsmv1.Command {
 	return c
 }
 
-func expiryOf(t *testing.T, r any) *ExpiryResult {
+func expiryOf(t *testing.T, r any) *fsmv1.ExpiryResult {
 	t.Helper()
-	e, ok := r.(*ExpiryResult)
+	e, ok := memberOK[*fsmv1.ExpiryResult](r)
 	if !ok {
 		t.Fatalf("result %T %v, want an ExpiryResult", r, r)
 	}
@@ -145,7 +145,7 @@ func TestRetentionMaxCount(t *testing.T) {
 			if e := expiryOf(t, f.must(expireCmd("ns", testTime, 0))); e.MessagesDeleted != 0 {
 				t.Errorf("second expiry removed %d", e.MessagesDeleted)
 			}
-			r := f.must(appendTimed("ns", "a-1", testTime, 1)).(*AppendResult)
+			r := member[*fsmv1.AppendResult](f.must(appendTimed("ns", "a-1", testTime, 1)))
 			if r.FirstPosition != 6 {
 				t.Errorf("append after expiry took position %d, want 6", r.FirstPosition)
 			}
@@ -352,7 +352,7 @@ func TestRetentionPoliciesStored(t *testing.T) {
 	f.must(policyCmd("ns", scopeStream, "z-1", 0, 5))
 	f.must(policyCmd("ns", scopeCat, "a", time.Hour, 0))
 	f.must(policyCmd("ns", scopeNS, "", time.Hour, 10))
-	r := f.must(policyCmd("ns", scopeCat, "a", 2*time.Hour, 0)).(*RetentionPolicyResult)
+	r := member[*fsmv1.RetentionPolicyResult](f.must(policyCmd("ns", scopeCat, "a", 2*time.Hour, 0)))
 	if !r.Replaced {
 		t.Fatal("replacing a category's policy did not say so")
 	}

@@ -9,15 +9,6 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
-// StreamDeletionResult is the result of a TruncateStream or DeleteStream.
-type StreamDeletionResult struct {
-	Namespace       string
-	Stream          string
-	MessagesDeleted int64
-	Version         int64 // the stream's last position, which it keeps
-	Index           uint64
-}
-
 func (a *applier) truncateStream(l *Entry, c *fsmv1.TruncateStream) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
@@ -58,7 +49,7 @@ func (a *applier) deleteStream(l *Entry, c *fsmv1.DeleteStream) any {
 		return fmt.Errorf("%w: %q", ErrStreamNotFound, c.Stream)
 	case st.meta.flags&streamHardDeleted != 0:
 		// Deleting a tombstone again changes nothing and says so.
-		return &StreamDeletionResult{Namespace: c.Namespace, Stream: c.Stream, Version: st.meta.lastPos, Index: l.Index}
+		return &fsmv1.StreamDeletionResult{Namespace: c.Namespace, Stream: c.Stream, Version: st.meta.lastPos}
 	}
 	var flags uint64
 	if c.Hard {
@@ -76,7 +67,7 @@ func (a *applier) removeBefore(l *Entry, nb *nsBatch, namespace, stream string, 
 	nb.done(l)
 	a.flush(nb)
 	st := nb.stream(stream)
-	return &StreamDeletionResult{Namespace: namespace, Stream: stream, MessagesDeleted: removed, Version: st.meta.lastPos, Index: l.Index}
+	return &fsmv1.StreamDeletionResult{Namespace: namespace, Stream: stream, MessagesDeleted: removed, Version: st.meta.lastPos}
 }
 
 // Removing messages reads the database to find them, so an entry that
@@ -226,14 +217,6 @@ const (
 	MaxWatermarkTypes   = 100
 )
 
-// WatermarkDeletionResult is the result of a DeleteByWatermark.
-type WatermarkDeletionResult struct {
-	Namespace       string
-	MessagesDeleted int64
-	Streams         int64 // streams that lost at least one message
-	Index           uint64
-}
-
 func (a *applier) deleteByWatermark(l *Entry, c *fsmv1.DeleteByWatermark) any {
 	nb, skipped, done := a.target(l, c.Namespace)
 	if done {
@@ -243,7 +226,7 @@ func (a *applier) deleteByWatermark(l *Entry, c *fsmv1.DeleteByWatermark) any {
 		return err
 	}
 	a.flush(nb)
-	res := &WatermarkDeletionResult{Namespace: c.Namespace, Index: l.Index}
+	res := &fsmv1.WatermarkDeletionResult{Namespace: c.Namespace}
 	for _, w := range c.Watermarks {
 		st := nb.stream(w.Stream)
 		if st.meta.count == 0 {

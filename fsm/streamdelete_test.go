@@ -24,9 +24,9 @@ func deletionFixture(t *testing.T) (*Store, *feeder) {
 	return s, f
 }
 
-func deletion(t *testing.T, r any) *StreamDeletionResult {
+func deletion(t *testing.T, r any) *fsmv1.StreamDeletionResult {
 	t.Helper()
-	d, ok := r.(*StreamDeletionResult)
+	d, ok := memberOK[*fsmv1.StreamDeletionResult](r)
 	if !ok {
 		t.Fatalf("result %T %v, want a StreamDeletionResult", r, r)
 	}
@@ -76,7 +76,7 @@ func TestTruncateStream(t *testing.T) {
 		t.Fatalf("a second truncate removed %d", d.MessagesDeleted)
 	}
 	// The next write takes the next position and global position.
-	r := f.must(appendCmd("ns", "account-1", newMsg("A", `{}`))).(*AppendResult)
+	r := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "account-1", newMsg("A", `{}`))))
 	if r.FirstPosition != 5 || r.FirstGlobalPosition != 11 {
 		t.Fatalf("append after truncate at position %d gp %d, want 5 and 11", r.FirstPosition, r.FirstGlobalPosition)
 	}
@@ -117,7 +117,7 @@ func TestDeleteStream(t *testing.T) {
 		if cats[0].Category != "account" || cats[0].StreamCount != 1 || cats[0].MessageCount != 5 {
 			t.Fatalf("category account counts %+v, want 1 stream, 5 messages", cats[0])
 		}
-		r := f.must(appendCmd("ns", "account-2", newMsg("A", `{}`))).(*AppendResult)
+		r := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "account-2", newMsg("A", `{}`))))
 		if r.FirstPosition != 3 {
 			t.Fatalf("append after a soft delete at position %d, want 3", r.FirstPosition)
 		}
@@ -259,7 +259,7 @@ func watermarkCmd(ns, category string, types []string, marks ...any) *fsmv1.Comm
 func TestDeleteByWatermark(t *testing.T) {
 	t.Run("every type", func(t *testing.T) {
 		s, f := deletionFixture(t)
-		r := f.must(watermarkCmd("ns", "account", nil, "account-1", 1, "account-2", 9, "account-7", 3)).(*WatermarkDeletionResult)
+		r := member[*fsmv1.WatermarkDeletionResult](f.must(watermarkCmd("ns", "account", nil, "account-1", 1, "account-2", 9, "account-7", 3)))
 		if r.MessagesDeleted != 5 || r.Streams != 2 {
 			t.Fatalf("removed %d in %d streams, want 5 in 2 (2 of account-1, all 3 of account-2)", r.MessagesDeleted, r.Streams)
 		}
@@ -274,7 +274,7 @@ func TestDeleteByWatermark(t *testing.T) {
 	t.Run("given types", func(t *testing.T) {
 		s, f := deletionFixture(t)
 		// account-1 is A,B,A,B,A at 0..4: remove the Bs up to 3.
-		r := f.must(watermarkCmd("ns", "account", []string{"B"}, "account-1", 3)).(*WatermarkDeletionResult)
+		r := member[*fsmv1.WatermarkDeletionResult](f.must(watermarkCmd("ns", "account", []string{"B"}, "account-1", 3)))
 		if r.MessagesDeleted != 2 || r.Streams != 1 {
 			t.Fatalf("removed %d in %d streams, want 2 in 1", r.MessagesDeleted, r.Streams)
 		}
@@ -340,17 +340,17 @@ func TestRetryOfDeletedMessages(t *testing.T) {
 		return m
 	}
 	one := clientMsg("A", `{"k":1}`)
-	first := f.must(appendCmd("ns", "pay-1", one)).(*AppendResult)
+	first := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "pay-1", one)))
 	two := []*fsmv1.NewMessage{clientMsg("A", `{"k":2}`), clientMsg("B", `{"k":3}`)}
-	pair := f.must(appendCmd("ns", "pay-1", two...)).(*AppendResult)
+	pair := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "pay-1", two...)))
 	// Remove the first append and the first message of the second.
 	f.must(truncateCmd("ns", "pay-1", pair.FirstPosition+1))
 
-	again := f.must(appendCmd("ns", "pay-1", one)).(*AppendResult)
+	again := member[*fsmv1.AppendResult](f.must(appendCmd("ns", "pay-1", one)))
 	if !again.Duplicate || again.FirstPosition != first.FirstPosition || again.FirstGlobalPosition != first.FirstGlobalPosition {
 		t.Fatalf("retry of a deleted append: %+v, want a duplicate at position %d", again, first.FirstPosition)
 	}
-	again = f.must(appendCmd("ns", "pay-1", two...)).(*AppendResult)
+	again = member[*fsmv1.AppendResult](f.must(appendCmd("ns", "pay-1", two...)))
 	if !again.Duplicate || again.FirstPosition != pair.FirstPosition || again.LastPosition != pair.LastPosition {
 		t.Fatalf("retry of a partly deleted append: %+v, want a duplicate at %d..%d", again, pair.FirstPosition, pair.LastPosition)
 	}

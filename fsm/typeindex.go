@@ -116,14 +116,6 @@ func loadTypeIndex(r getter) (typeIndexState, error) {
 	return decodeTypeIndexState(v)
 }
 
-// IndexTypesResult is the result of an IndexTypes entry.
-type IndexTypesResult struct {
-	Namespace string
-	Walked    int64 // messages of the backfill this entry walked
-	Complete  bool  // the namespace's type index holds every message
-	Index     uint64
-}
-
 // indexTypes applies an IndexTypes entry: it starts the backfill of a
 // legacy namespace, walks at most c.MaxKeys of its TI keys writing their
 // QA keys, and completes it when the walk reaches the end. The walk reads
@@ -150,7 +142,7 @@ func (a *applier) indexTypes(l *Entry, c *fsmv1.IndexTypes) any {
 	if done {
 		return skipped
 	}
-	res := &IndexTypesResult{Namespace: c.Namespace, Index: l.Index}
+	res := &fsmv1.IndexTypesResult{Namespace: c.Namespace}
 	if nb.typeIdx.complete() {
 		res.Complete = true
 		return res

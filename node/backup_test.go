@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -23,7 +24,7 @@ func TestBackupRestore(t *testing.T) {
 	createNamespace(t, l.Node, "app")
 	var (
 		mu    sync.Mutex
-		acked []*fsm.AppendResult
+		acked []*fsmv1.Result
 		stop  = make(chan struct{})
 		wg    sync.WaitGroup
 	)
@@ -84,14 +85,14 @@ func TestBackupRestore(t *testing.T) {
 	}
 	for _, a := range acked {
 		inBackup := a.Index <= meta.Index
-		present := a.LastGlobalPosition <= int64(len(got))
+		present := a.GetAppend().LastGlobalPosition <= int64(len(got))
 		if inBackup != present {
 			t.Fatalf("write at index %d (backup at %d): present in the restore = %v", a.Index, meta.Index, present)
 		}
 	}
 	// The restored node takes writes and continues the positions.
 	res, err := appendOne(ctxT(t), n, "app", "s-0", "")
-	if err != nil || res.FirstGlobalPosition != int64(len(got))+1 {
+	if err != nil || res.GetAppend().FirstGlobalPosition != int64(len(got))+1 {
 		t.Fatalf("append after restore: %+v %v", res, err)
 	}
 }

@@ -40,8 +40,8 @@ func createNamespace(t testing.TB, n *Node, name string) {
 	}
 }
 
-func appendOne(ctx context.Context, n *Node, ns, stream, id string) (*fsm.AppendResult, error) {
-	return appended(n.Append(ctx, &fsmv1.Append{Namespace: ns, Stream: stream, Messages: []*fsmv1.NewMessage{{Id: id, Type: "T", Data: []byte(`{"k":1}`)}}}))
+func appendOne(ctx context.Context, n *Node, ns, stream, id string) (*fsmv1.Result, error) {
+	return n.Append(ctx, &fsmv1.Append{Namespace: ns, Stream: stream, Messages: []*fsmv1.NewMessage{{Id: id, Type: "T", Data: []byte(`{"k":1}`)}}})
 }
 
 // readAll reads every message of ns on n at the given consistency.

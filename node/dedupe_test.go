@@ -5,7 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/skalddb/skald/fsm"
+	"google.golang.org/protobuf/proto"
+
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -20,14 +21,14 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 	c := newCluster(t, 3, smallSnapshots)
 	createNamespace(t, c.Leader().Node, "app")
 	const id = "0192f0c4-0000-7000-8000-0000000000f1"
-	retry := func(n *Node) (*fsm.AppendResult, error) {
-		return appended(n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
+	retry := func(n *Node) (*fsmv1.Result, error) {
+		return n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
 			{Id: id, Type: "Opened", Data: []byte(`{"a":1}`), ClientId: true},
-		}}))
+		}})
 	}
 	writeN(t, c.Leader().Node, "app", 5)
 	orig, err := retry(c.Leader().Node)
-	if err != nil || orig.Duplicate {
+	if err != nil || orig.GetAppend().Duplicate {
 		t.Fatalf("original append: %+v, %v", orig, err)
 	}
 	c.WaitConverged()
@@ -59,10 +60,10 @@ func TestDedupeAcrossSnapshotInstallAndLeaderChange(t *testing.T) {
 		if err != nil {
 			t.Fatalf("retry on %s: %v", n.ID(), err)
 		}
-		want := *orig
-		want.Duplicate, want.Index = true, got.Index
-		if *got != want || got.Index <= orig.Index {
-			t.Fatalf("retry on %s answered %+v, want %+v", n.ID(), *got, want)
+		want := proto.Clone(orig).(*fsmv1.Result)
+		want.GetAppend().Duplicate, want.Index = true, got.Index
+		if !proto.Equal(got, want) || got.Index <= orig.Index {
+			t.Fatalf("retry on %s answered %v, want %v", n.ID(), got, want)
 		}
 	}
 	c.WaitConverged()

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
-	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
 )
@@ -34,7 +34,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 
 	type ack struct {
 		id, stream string
-		res        *fsm.AppendResult
+		res        *fsmv1.Result
 	}
 	var (
 		mu     sync.Mutex
@@ -107,8 +107,8 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 		if count[a.id] != 1 {
 			t.Fatalf("acknowledged write %s stored %d times", a.id, count[a.id])
 		}
-		m := stored[a.res.FirstGlobalPosition-1]
-		if m.ID != a.id || m.Stream != a.stream || m.Position != a.res.FirstPosition {
+		m := stored[a.res.GetAppend().FirstGlobalPosition-1]
+		if m.ID != a.id || m.Stream != a.stream || m.Position != a.res.GetAppend().FirstPosition {
 			t.Fatalf("acknowledged write %s: stored %+v, acknowledged %+v", a.id, m, a.res)
 		}
 	}

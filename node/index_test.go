@@ -36,22 +36,22 @@ var amountIDs atomic.Int64
 // appendAmount appends one message through n, again with the same id
 // (remembered by the namespace: written once) while the outcome is
 // unknown or no leader is known: a loaded host loses leaders.
-func appendAmount(t *testing.T, n *Node, ns, stream string, amount any) *fsm.AppendResult {
+func appendAmount(t *testing.T, n *Node, ns, stream string, amount any) *fsmv1.Result {
 	t.Helper()
 	return appendTyped(t, n, ns, stream, "T", amount)
 }
 
 // appendTyped is appendAmount with a message type.
-func appendTyped(t *testing.T, n *Node, ns, stream, typ string, amount any) *fsm.AppendResult {
+func appendTyped(t *testing.T, n *Node, ns, stream, typ string, amount any) *fsmv1.Result {
 	t.Helper()
 	data, _ := json.Marshal(map[string]any{"amount": amount})
 	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", amountIDs.Add(1))
 	var (
-		res *fsm.AppendResult
+		res *fsmv1.Result
 		err error
 	)
 	testutil.Eventually(t, waitTimeout, "an append to "+stream, func() bool {
-		res, err = appended(n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
+		res, err = (n.Append(ctxT(t), &fsmv1.Append{Namespace: ns, Stream: stream,
 			Messages: []*fsmv1.NewMessage{{Id: id, ClientId: true, Type: typ, Data: data}}}))
 		return err == nil || !(errors.Is(err, nodeapi.ErrUnknownOutcome) || errors.Is(err, nodeapi.ErrNoLeader))
 	})
@@ -192,14 +192,14 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 			if len(want) < 10 || len(wantLatest) != 3 {
 				t.Fatalf("%s: the model holds only %d entries, %d streams: the test removed too much", step, len(want), len(wantLatest))
 			}
-			if wantLatest["acct-3"] < kept.FirstGlobalPosition {
-				t.Fatalf("%s: acct-3's model entry is at %d, before the message kept at %d", step, wantLatest["acct-3"], kept.FirstGlobalPosition)
+			if wantLatest["acct-3"] < kept.GetAppend().FirstGlobalPosition {
+				t.Fatalf("%s: acct-3's model entry is at %d, before the message kept at %d", step, wantLatest["acct-3"], kept.GetAppend().FirstGlobalPosition)
 			}
 		}
 	}
 	check("after removals")
-	if got := latestOn(t, l.Node, "app")["acct-3"]; got != kept.FirstGlobalPosition {
-		t.Fatalf("acct-3's entry is at %d, want %d: the Late message was removed", got, kept.FirstGlobalPosition)
+	if got := latestOn(t, l.Node, "app")["acct-3"]; got != kept.GetAppend().FirstGlobalPosition {
+		t.Fatalf("acct-3's entry is at %d, want %d: the Late message was removed", got, kept.GetAppend().FirstGlobalPosition)
 	}
 
 	// A restart resumes from the checkpoint: only new messages are read.
@@ -265,8 +265,8 @@ func TestIndexReadLinearizable(t *testing.T) {
 		if err != nil {
 			t.Fatalf("linearizable index read: %v", err)
 		}
-		if len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
-			t.Fatalf("write %d (global position %d) acknowledged, the follower's linearizable index read finds %+v", i, res.FirstGlobalPosition, hits)
+		if len(hits) != 1 || hits[0].GlobalPosition != res.GetAppend().FirstGlobalPosition {
+			t.Fatalf("write %d (global position %d) acknowledged, the follower's linearizable index read finds %+v", i, res.GetAppend().FirstGlobalPosition, hits)
 		}
 	}
 	// SESSION at the write's index, on another follower.
@@ -377,7 +377,7 @@ func TestIndexInMemory(t *testing.T) {
 		page, err := v.QueryIndex(fsm.IndexQuery{Index: "amount", Equal: []string{"42"}})
 		hits = page.Hits
 		return err
-	}); err != nil || len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
+	}); err != nil || len(hits) != 1 || hits[0].GlobalPosition != res.GetAppend().FirstGlobalPosition {
 		t.Fatalf("in-memory index read: %+v, %v", hits, err)
 	}
 	// Every index of an in-memory node is a memory index (fsm/indexmem.go).
@@ -410,8 +410,8 @@ func TestIndexReadKickSkipsInterval(t *testing.T) {
 		if err != nil {
 			t.Fatalf("linearizable index read %d: %v", i, err)
 		}
-		if len(hits) != 1 || hits[0].GlobalPosition != res.FirstGlobalPosition {
-			t.Fatalf("write %d at global position %d; the read finds %+v", i, res.FirstGlobalPosition, hits)
+		if len(hits) != 1 || hits[0].GlobalPosition != res.GetAppend().FirstGlobalPosition {
+			t.Fatalf("write %d at global position %d; the read finds %+v", i, res.GetAppend().FirstGlobalPosition, hits)
 		}
 	}
 }

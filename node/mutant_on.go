@@ -143,18 +143,11 @@ func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 		return nil, false
 	}
 	k := int64(len(a.Messages))
-	return appendAnswer(&fsm.AppendResult{
+	return &fsmv1.Result{Index: n.raft.LastIndex(), Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
 		Namespace: a.Namespace, Stream: a.Stream,
 		FirstPosition: cur + 1, LastPosition: cur + k,
 		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
-		Index: n.raft.LastIndex(),
-	}), true
-}
-
-// appendAnswer is r as the leader answers it.
-func appendAnswer(r *fsm.AppendResult) *fsmv1.Result {
-	res, _ := fsm.EncodeResult(r) // an AppendResult always encodes
-	return res
+	}}}, true
 }
 
 // proposedGlobal is MutantGlobalPosAtPropose's counter.
@@ -214,12 +207,12 @@ func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 		}
 	}
 	k := int64(len(a.Messages))
-	return appendAnswer(&fsm.AppendResult{
+	return &fsmv1.Result{Index: n.AppliedIndex(), Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
 		Namespace: a.Namespace, Stream: a.Stream,
 		FirstPosition: first.Position, LastPosition: first.Position + k - 1,
 		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
-		Index: n.AppliedIndex(), Duplicate: true,
-	}), true
+		Duplicate: true,
+	}}}, true
 }
 
 // conditionAtPropose is MutantConditionAtPropose: it decides an append's

@@ -28,20 +28,20 @@ func TestForwardedWrite(t *testing.T) {
 	f := c.Followers()
 	// A namespace created through a follower, then writes through both.
 	createNamespace(t, f[0].Node, "app")
-	r1, err := appended(f[0].Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
+	r1, err := (f[0].Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "acct-1", Messages: []*fsmv1.NewMessage{
 		{Type: "Opened", Data: []byte(`{}`)}, {Type: "Deposited", Data: []byte(`{"n":1}`)},
 	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r1.FirstPosition != 0 || r1.LastPosition != 1 || r1.FirstGlobalPosition != 1 || r1.LastGlobalPosition != 2 || r1.Index == 0 {
+	if r1.GetAppend().FirstPosition != 0 || r1.GetAppend().LastPosition != 1 || r1.GetAppend().FirstGlobalPosition != 1 || r1.GetAppend().LastGlobalPosition != 2 || r1.Index == 0 {
 		t.Fatalf("forwarded append result %+v", r1)
 	}
 	r2, err := appendOne(ctxT(t), f[1].Node, "app", "acct-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2.FirstPosition != 2 || r2.FirstGlobalPosition != 3 || r2.Index <= r1.Index {
+	if r2.GetAppend().FirstPosition != 2 || r2.GetAppend().FirstGlobalPosition != 3 || r2.Index <= r1.Index {
 		t.Fatalf("second forwarded append %+v after %+v", r2, r1)
 	}
 	// Business errors travel back through the forward unchanged.
@@ -81,7 +81,7 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 	type ack struct {
 		id     string
 		stream string
-		res    *fsm.AppendResult
+		res    *fsmv1.Result
 	}
 	var (
 		mu      sync.Mutex
@@ -173,8 +173,8 @@ func TestLeaderFailoverNoLostWrites(t *testing.T) {
 		if count[a.id] != 1 {
 			t.Fatalf("acknowledged write %s present %d times", a.id, count[a.id])
 		}
-		m := reference[a.res.FirstGlobalPosition-1]
-		if m.ID != a.id || m.Position != a.res.FirstPosition || m.Stream != a.stream {
+		m := reference[a.res.GetAppend().FirstGlobalPosition-1]
+		if m.ID != a.id || m.Position != a.res.GetAppend().FirstPosition || m.Stream != a.stream {
 			t.Fatalf("acknowledged write %s: stored %+v, acknowledged %+v", a.id, m, a.res)
 		}
 	}
@@ -361,7 +361,7 @@ func TestConcurrentForwardedWrites(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			positions <- r.FirstPosition
+			positions <- r.GetAppend().FirstPosition
 		}()
 	}
 	wg.Wait()
@@ -410,7 +410,7 @@ func TestFollowerLinearizableRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if version != res.LastPosition || applied < res.Index {
+		if version != res.GetAppend().LastPosition || applied < res.Index {
 			t.Fatalf("iteration %d: follower read version %d at applied %d after write %+v", i, version, applied, res)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
@@ -92,8 +93,8 @@ func (sm *stateMachine) ApplyBatch(logs []*raft.Log) []any {
 	sm.feed.Publish(out)
 	if on := sm.onIndex.Load(); on != nil {
 		for _, r := range out {
-			if r, ok := r.(*fsm.IndexResult); ok {
-				(*on)(r.Namespace)
+			if r, _ := r.(*fsmv1.Result); r.GetIndexResult() != nil {
+				(*on)(r.GetIndexResult().Namespace)
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func TestStateMachineAdaptsRaftEntries(t *testing.T) {
 		{Index: 3, Term: 2, Type: raft.LogNoop},
 	}
 	out := sm.ApplyBatch(logs)
-	if r, ok := out[1].(*fsm.CreateNamespaceResult); !ok || r.Name != "app" || r.Index != 2 || out[0] != nil || out[2] != nil {
+	if r, ok := out[1].(*fsmv1.Result); !ok || r.GetCreateNamespace().GetName() != "app" || r.Index != 2 || out[0] != nil || out[2] != nil {
 		t.Fatalf("results %v", out)
 	}
 	if _, ok := store.Namespace("app"); !ok || sm.appliedIndex() != 3 || store.AppliedIndex() != 3 {

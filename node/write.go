@@ -175,12 +175,14 @@ func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ *fsmv1.Res
 	switch r := f.Response().(type) {
 	case error:
 		return nil, r
+	case *fsmv1.Result:
+		// The state machine's answer as it is; the peer service carries
+		// it the same way.
+		return r, nil
 	case nil:
 		return nil, fmt.Errorf("node: entry %d was skipped by the state machine", f.Index())
 	default:
-		// The one encoding of the state machine's answer: the peer
-		// service carries it as it is.
-		return fsm.EncodeResult(r)
+		return nil, fmt.Errorf("node: entry %d: state machine answered %T", f.Index(), r)
 	}
 }
 

@@ -88,14 +88,26 @@ func (o credentialOps) create(ctx context.Context, n newCredential) (fsm.Credent
 	if err != nil {
 		return fsm.CredentialInfo{}, "", 0, err
 	}
+	// No creation time: the leader stamps it (fsm/kinds.go) and the
+	// result carries it back, so the record and the reply hold the same
+	// time on every node, whichever one the call came to.
 	cmd := &fsmv1.CreateCredential{Namespace: ns, Id: id, Name: n.name, Role: uint32(n.role), Scope: n.scope,
-		ExpiresUnixNano: n.expiresAt, TokenHash: nstoken.Hash(token), CreatedUnixNano: time.Now().UnixNano()}
+		ExpiresUnixNano: n.expiresAt, TokenHash: nstoken.Hash(token)}
 	res, err := o.b.CreateCredential(ctx, cmd)
 	if err != nil {
 		return fsm.CredentialInfo{}, "", 0, namedNamespace(ns, err)
 	}
 	o.audit.record(ctx, "credential.create", ns, n.name, "role", n.role.String(), "scope", strings.Join(n.scope, ","))
-	info := fsm.CredentialInfo{ID: id, Name: n.name, Role: n.role, Scope: n.scope, ExpiresAt: n.expiresAt, CreatedAt: cmd.CreatedUnixNano}
+	created := res.GetCredential().GetCreatedUnixNano()
+	if created == 0 {
+		// Rolling upgrade: a leader older than CredentialResult's
+		// created_unix_nano stamped the record with its own clock and does
+		// not say which time; this node's clock is the closest answer
+		// (off from the record by the two clocks' skew and the call's
+		// latency). Drop the fallback once no such leader can run.
+		created = time.Now().UnixNano()
+	}
+	info := fsm.CredentialInfo{ID: id, Name: n.name, Role: n.role, Scope: n.scope, ExpiresAt: n.expiresAt, CreatedAt: created}
 	return info, token, res.Index, nil
 }
 

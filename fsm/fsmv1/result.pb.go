@@ -145,8 +145,9 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 
 // Result is what the state machine answers for one applied command: the
 // Raft index of its entry and the kind's result, or a Rejection (nothing
-// was written). The leader encodes it once (fsm.EncodeResult) and the peer
-// service carries it to a follower as it is; node.Apply returns it.
+// was written). Apply builds it (each kind's apply function answers the
+// member its row of fsm/kinds.go names), the peer service carries it to a
+// follower as it is, and node.Apply returns it.
 //
 // Wire format: these messages were skald.peer.v1's ApplyResponse and its
 // parts until they moved here, with the same field numbers and types, so
@@ -592,11 +593,15 @@ func (x *IndexResult) GetDefinition() *IndexDefinition {
 
 // CredentialResult answers CreateCredential and RevokeCredential.
 type CredentialResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// CreateCredential: the creation time the leader stamped on the command
+	// (Unix nanoseconds), as the record stores it. 0 from a leader older
+	// than the field (the caller then falls back to its own clock).
+	CreatedUnixNano int64 `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CredentialResult) Reset() {
@@ -641,6 +646,13 @@ func (x *CredentialResult) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *CredentialResult) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
 }
 
 // RetentionPolicyResult answers a SetRetentionPolicy.
@@ -1635,10 +1647,11 @@ const file_skald_fsm_v1_result_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12=\n" +
 	"\n" +
 	"definition\x18\x02 \x01(\v2\x1d.skald.fsm.v1.IndexDefinitionR\n" +
-	"definition\"D\n" +
+	"definition\"p\n" +
 	"\x10CredentialResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"Q\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12*\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\"Q\n" +
 	"\x15RetentionPolicyResult\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\breplaced\x18\x02 \x01(\bR\breplaced\"\x85\x01\n" +

@@ -3,7 +3,7 @@ package nodeapi
 import (
 	"sync"
 
-	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // Feed wakes local subscribers when a namespace changes. It carries no
@@ -67,17 +67,21 @@ func (f *Feed) Publish(results []any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range results {
-		switch r := r.(type) {
-		case *fsm.AppendResult:
-			f.wakeLocked(r.Namespace)
-		case *fsm.ImportResult:
-			f.wakeLocked(r.Namespace)
-		case *fsm.GroupResult:
-			f.wakeLocked(r.Namespace) // a group's owner rereads its record
-		case *fsm.ParkedChangeResult:
-			f.wakeLocked(r.Namespace)
-		case *fsm.DeleteNamespaceResult:
-			f.endLocked(r.Name)
+		r, ok := r.(*fsmv1.Result)
+		if !ok {
+			continue // a business error or a skipped entry: nothing changed
+		}
+		switch r := r.Result.(type) {
+		case *fsmv1.Result_Append:
+			f.wakeLocked(r.Append.Namespace)
+		case *fsmv1.Result_Import:
+			f.wakeLocked(r.Import.Namespace)
+		case *fsmv1.Result_Group:
+			f.wakeLocked(r.Group.Namespace) // a group's owner rereads its record
+		case *fsmv1.Result_ParkedChange:
+			f.wakeLocked(r.ParkedChange.Namespace)
+		case *fsmv1.Result_DeleteNamespace:
+			f.endLocked(r.DeleteNamespace.Name)
 		}
 	}
 }
