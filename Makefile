@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint check-tidy generate check-breaking check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
+.PHONY: test vet lint check-tidy generate check-breaking breaking-baseline check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
 
 # The modules nested in this one (api/: the generated API; client/: the Go
 # client). ./... at the root does not enter them, so vet, test and
@@ -36,20 +36,23 @@ generate:
 	cd rpc && $(BUF) format -w && $(BUF) generate
 	cd proto && $(BUF) format -w && $(BUF) generate
 
-# BREAKING_BASELINE is the commit of main the schemas are checked against
-# for breaking changes (buf breaking, each module under its buf.yaml's
-# rules: WIRE for the internal proto/, FILE for the public rpc/). Move it
-# forward to a newer commit of main after a release, never past a change
-# the check refused: `make check-breaking BREAKING_BASELINE=<commit>`
-# must pass before the new commit goes in here. The check reads the
-# baseline from this clone's git history (a CI clone must hold it: no
-# shallow clone).
-BREAKING_BASELINE ?= 152969a
-
-## check-breaking: fail when proto/ (wire format) or rpc/proto (public API) breaks what BREAKING_BASELINE had (buf breaking)
+# buf-baseline/ holds buf images of the schemas as of a commit of main
+# (152969a), which check-breaking compares against: each module under
+# its buf.yaml's rules, WIRE for the internal proto/ (log entries, on-disk
+# records, peer calls), FILE for the public rpc/. Images, not the git
+# history, so the check works in a shallow clone. Move the baseline
+# forward after a release, never past a change the check refused:
+# `make breaking-baseline REF=<commit>` rewrites the images; commit them.
+## check-breaking: fail when proto/ (wire format) or rpc/proto (public API) breaks the buf-baseline/ images (buf breaking)
 check-breaking:
-	$(BUF) breaking proto --against '.git#ref=$(BREAKING_BASELINE),subdir=proto'
-	$(BUF) breaking rpc --against '.git#ref=$(BREAKING_BASELINE),subdir=rpc'
+	$(BUF) breaking proto --against buf-baseline/internal.binpb
+	$(BUF) breaking rpc --against buf-baseline/api.binpb
+
+## breaking-baseline: REF=<commit of main>: rewrite buf-baseline/ from REF's schemas (then commit them)
+breaking-baseline:
+	@test -n "$(REF)" || { echo "usage: make breaking-baseline REF=<commit>"; exit 2; }
+	$(BUF) build '.git#ref=$(REF),subdir=proto' -o buf-baseline/internal.binpb
+	$(BUF) build '.git#ref=$(REF),subdir=rpc' -o buf-baseline/api.binpb
 
 ## check-generated: fail when the generated Go differs from what rpc/proto and proto/ generate (after lint, check-tidy and check-breaking)
 check-generated: lint check-tidy check-breaking

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -44,16 +45,16 @@ func TestIDFilterLoadsInBackground(t *testing.T) {
 		batches = append(batches, commandEntries(t, f.next, appendAt("app", c.stream, 0, clientMsg(c.id, "T", `{}`))))
 		f.next++
 	}
-	applied := make(chan []*AppendResult, 1)
+	applied := make(chan []*fsmv1.AppendResult, 1)
 	go func() {
-		var out []*AppendResult
+		var out []*fsmv1.AppendResult
 		for _, b := range batches {
-			res, _ := s.ApplyBatch(b)[0].(*AppendResult)
+			res := member[*fsmv1.AppendResult](s.ApplyBatch(b)[0])
 			out = append(out, res)
 		}
 		applied <- out
 	}()
-	var got []*AppendResult
+	var got []*fsmv1.AppendResult
 	select {
 	case got = <-applied:
 	case <-time.After(30 * time.Second):
@@ -66,7 +67,7 @@ func TestIDFilterLoadsInBackground(t *testing.T) {
 		first int64
 	}{{true, 7}, {false, 0}, {true, 0}} // a retry of an old id, a new id, a retry of it
 	for i, w := range want {
-		if got[i] == nil || got[i].Duplicate != w.dup || got[i].FirstPosition != w.first {
+		if got[i].GetDuplicate() != w.dup || got[i].GetFirstPosition() != w.first || got[i] == nil {
 			t.Fatalf("append %d while the filter loads: %+v, want duplicate=%v at %d", i, got[i], w.dup, w.first)
 		}
 	}
@@ -87,10 +88,10 @@ func TestIDFilterLoadsInBackground(t *testing.T) {
 	})
 	// The next lookup adopts the filter; it must hold the id committed
 	// during the load (uid(n)), or the retry would be appended again.
-	if r := f.must(appendAt("app", "s-2", 0, clientMsg(uid(n), "T", `{}`))).(*AppendResult); !r.Duplicate || r.FirstPosition != 0 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-2", 0, clientMsg(uid(n), "T", `{}`)))); !r.GetDuplicate() || r.GetFirstPosition() != 0 {
 		t.Fatalf("retry of an id committed during the load, after adoption: %+v", r)
 	}
-	if r := f.must(appendAt("app", "s-1", 0, clientMsg(uid(3), "T", `{}`))).(*AppendResult); !r.Duplicate || r.FirstPosition != 3 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 0, clientMsg(uid(3), "T", `{}`)))); !r.GetDuplicate() || r.GetFirstPosition() != 3 {
 		t.Fatalf("retry of an id loaded by the filter: %+v", r)
 	}
 	if ns.idf == nil || ns.idfLoad != nil {
@@ -129,7 +130,7 @@ func TestIDFilterLoadCancelledByClose(t *testing.T) {
 	s = openTestStore(t, fs)
 	f = newFeeder(t, s)
 	f.next = next + 1
-	if r := f.must(appendAt("app", "s-1", 0, clientMsg(uid(1000), "T", `{}`))).(*AppendResult); !r.Duplicate || r.FirstPosition != 100 {
+	if r := member[*fsmv1.AppendResult](f.must(appendAt("app", "s-1", 0, clientMsg(uid(1000), "T", `{}`)))); !r.GetDuplicate() || r.GetFirstPosition() != 100 {
 		t.Fatalf("retry after reopening: %+v", r)
 	}
 }
