@@ -66,6 +66,20 @@ func (a *applier) groupOp(l *Entry, namespace string) (nb *nsBatch, result any, 
 	return nb, nil, false
 }
 
+// existingGroup is groupOp for an entry on the group name, which must
+// exist: rec is its record. When nb is nil, answer is the entry's answer
+// instead (skipped, or ErrGroupNotFound).
+func (a *applier) existingGroup(l *Entry, namespace, name string) (nb *nsBatch, rec *fsmv1.GroupRecord, answer any) {
+	nb, skipped, done := a.groupOp(l, namespace)
+	if done {
+		return nil, nil, skipped
+	}
+	if rec = a.readGroup(nb, name); rec == nil {
+		return nil, nil, fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	}
+	return nb, rec, nil
+}
+
 func (a *applier) readGroup(nb *nsBatch, name string) *fsmv1.GroupRecord {
 	v, err := get(nb.ns.db, groupKey(name))
 	if err != nil {
@@ -136,13 +150,9 @@ func (a *applier) createGroup(l *Entry, c *fsmv1.CreateGroup) any {
 }
 
 func (a *applier) updateGroup(l *Entry, c *fsmv1.UpdateGroup) any {
-	nb, skipped, done := a.groupOp(l, c.Namespace)
-	if done {
-		return skipped
-	}
-	rec := a.readGroup(nb, c.Name)
-	if rec == nil {
-		return fmt.Errorf("%w: %q", ErrGroupNotFound, c.Name)
+	nb, rec, answer := a.existingGroup(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
 	settings := MergeGroupSettings(rec.Settings, c.Settings)
 	if err := ValidateGroupSettings(settings); err != nil {
@@ -155,13 +165,9 @@ func (a *applier) updateGroup(l *Entry, c *fsmv1.UpdateGroup) any {
 }
 
 func (a *applier) deleteGroup(l *Entry, c *fsmv1.DeleteGroup) any {
-	nb, skipped, done := a.groupOp(l, c.Namespace)
-	if done {
-		return skipped
-	}
-	rec := a.readGroup(nb, c.Name)
-	if rec == nil {
-		return fmt.Errorf("%w: %q", ErrGroupNotFound, c.Name)
+	nb, rec, answer := a.existingGroup(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
 	if err := nb.b.Delete(groupKey(c.Name), nil); err != nil {
 		a.fatal("stage group delete: %v", err)
@@ -183,13 +189,12 @@ func (a *applier) groupProgress(l *Entry, c *fsmv1.GroupProgress) any {
 	if c.Checkpoint < 0 {
 		return invalid("checkpoint", "must be 0 or more, got %d", c.Checkpoint)
 	}
-	nb, skipped, done := a.groupOp(l, c.Namespace)
-	if done {
-		return skipped
+	nb, rec, answer := a.existingGroup(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
-	rec := a.readGroup(nb, c.Name)
-	if rec == nil || rec.Id != c.Incarnation {
-		return fmt.Errorf("%w: %q", ErrGroupNotFound, c.Name)
+	if rec.Id != c.Incarnation {
+		return fmt.Errorf("%w: %q", ErrGroupNotFound, c.Name) // deleted and created again
 	}
 	rec.Checkpoint = max(rec.Checkpoint, c.Checkpoint)
 	staged := make(map[string]bool) // keys this entry set (true) or deleted (false)
@@ -304,13 +309,9 @@ func (a *applier) changeParked(l *Entry, namespace, name string, gps []int64, li
 	if err := validateGroupPositions(gps, limit); err != nil {
 		return err
 	}
-	nb, skipped, done := a.groupOp(l, namespace)
-	if done {
-		return skipped
-	}
-	rec := a.readGroup(nb, name)
-	if rec == nil {
-		return fmt.Errorf("%w: %q", ErrGroupNotFound, name)
+	nb, rec, answer := a.existingGroup(l, namespace, name)
+	if nb == nil {
+		return answer
 	}
 	sel, err := a.selectParked(nb, name, gps, limit)
 	if err != nil {

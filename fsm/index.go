@@ -286,6 +286,16 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 		d.Kind = fsmv1.IndexKind_INDEX_KIND_EVENT
 	}
 	d.Id, d.CreatedUnixNano, d.Paused = l.Index, c.TimeUnixNano, false // paused: SetIndexState's
+	a.putIndex(nb, d)
+	nb.dirty = true
+	nb.done(l)
+	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: d}
+}
+
+// putIndex stages d as its namespace's stored definition and makes it
+// the namespace's loaded one, in place: an abandoned call marks the
+// namespace stale, so it is loaded again.
+func (a *applier) putIndex(nb *nsBatch, d *fsmv1.IndexDefinition) {
 	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(d)
 	if err != nil {
 		a.fatal("encode index %q: %v", d.Name, err)
@@ -293,13 +303,10 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 	if err := nb.b.Set(indexDefKey(d.Name), v, nil); err != nil {
 		a.fatal("stage index %q: %v", d.Name, err)
 	}
-	if ns.indexes == nil {
-		ns.indexes = make(map[string]*fsmv1.IndexDefinition)
+	if nb.ns.indexes == nil {
+		nb.ns.indexes = make(map[string]*fsmv1.IndexDefinition)
 	}
-	ns.indexes[d.Name] = d // in place: an abandoned call marks ns stale
-	nb.dirty = true
-	nb.done(l)
-	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: d}
+	nb.ns.indexes[d.Name] = d
 }
 
 func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {

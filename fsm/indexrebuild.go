@@ -63,14 +63,7 @@ func (a *applier) rebuildIndex(l *Entry, c *fsmv1.RebuildIndex) any {
 	}
 	next.Next, next.Id, next.CreatedUnixNano, next.Paused = nil, l.Index, c.TimeUnixNano, false
 	cur.Next = next
-	v, err := proto.MarshalOptions{Deterministic: true}.Marshal(cur)
-	if err != nil {
-		a.fatal("encode index %q: %v", cur.Name, err)
-	}
-	if err := nb.b.Set(indexDefKey(cur.Name), v, nil); err != nil {
-		a.fatal("stage index %q: %v", cur.Name, err)
-	}
-	nb.ns.indexes[cur.Name] = cur // in place: an abandoned call marks ns stale
+	a.putIndex(nb, cur)
 	nb.dirty = true
 	nb.done(l)
 	return &fsmv1.IndexResult{Namespace: c.Namespace, Definition: next}

@@ -69,14 +69,7 @@ func (a *applier) setIndexState(l *Entry, c *fsmv1.SetIndexState) any {
 	if cur.Paused != c.Paused {
 		cur = proto.Clone(cur).(*fsmv1.IndexDefinition)
 		cur.Paused = c.Paused
-		v, err := proto.MarshalOptions{Deterministic: true}.Marshal(cur)
-		if err != nil {
-			a.fatal("encode index %q: %v", cur.Name, err)
-		}
-		if err := nb.b.Set(indexDefKey(cur.Name), v, nil); err != nil {
-			a.fatal("stage index %q: %v", cur.Name, err)
-		}
-		nb.ns.indexes[cur.Name] = cur // in place: an abandoned call marks ns stale
+		a.putIndex(nb, cur)
 	}
 	nb.dirty = true
 	nb.done(l)
