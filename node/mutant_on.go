@@ -128,12 +128,8 @@ func (n *Node) casOutsideFSM(cmd *fsmv1.Command) error {
 // ackBeforeCommit is MutantAckBeforeCommit: the result an append would
 // have if nothing else were in flight, reported before it commits.
 func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
-	a := cmd.GetAppend()
-	if a == nil {
-		return nil, false
-	}
-	v, err := n.store.View(a.Namespace)
-	if err != nil {
+	a, v := n.appendView(cmd)
+	if v == nil {
 		return nil, false
 	}
 	defer v.Close()
@@ -142,12 +138,34 @@ func (n *Node) ackBeforeCommit(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 	if err1 != nil || err2 != nil {
 		return nil, false
 	}
+	return appendAnswer(a, n.raft.LastIndex(), cur+1, gp, false), true
+}
+
+// appendView is cmd's append and a view of its namespace on this node,
+// which the caller closes; nil, nil when cmd is no append or the
+// namespace cannot be read.
+func (n *Node) appendView(cmd *fsmv1.Command) (*fsmv1.Append, *fsm.View) {
+	a := cmd.GetAppend()
+	if a == nil {
+		return nil, nil
+	}
+	v, err := n.store.View(a.Namespace)
+	if err != nil {
+		return nil, nil
+	}
+	return a, v
+}
+
+// appendAnswer is what the leader answers for a's messages written at
+// stream positions from pos and global positions from gp, at Raft index.
+func appendAnswer(a *fsmv1.Append, index uint64, pos, gp int64, duplicate bool) *fsmv1.Result {
 	k := int64(len(a.Messages))
-	return &fsmv1.Result{Index: n.raft.LastIndex(), Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
+	return &fsmv1.Result{Index: index, Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
 		Namespace: a.Namespace, Stream: a.Stream,
-		FirstPosition: cur + 1, LastPosition: cur + k,
+		FirstPosition: pos, LastPosition: pos + k - 1,
 		FirstGlobalPosition: gp, LastGlobalPosition: gp + k - 1,
-	}}}, true
+		Duplicate: duplicate,
+	}}}
 }
 
 // proposedGlobal is MutantGlobalPosAtPropose's counter.
@@ -184,12 +202,8 @@ func (p *proposedGlobal) take(n *Node, cmd *fsmv1.Command) int64 {
 // positions as a duplicate without proposing; otherwise the caller marks
 // the entry decided, so that apply writes it without checking.
 func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
-	a := cmd.GetAppend()
-	if a == nil {
-		return nil, false
-	}
-	v, err := n.store.View(a.Namespace)
-	if err != nil {
+	a, v := n.appendView(cmd)
+	if v == nil {
 		return nil, false
 	}
 	defer v.Close()
@@ -206,13 +220,7 @@ func (n *Node) dedupeAtPropose(cmd *fsmv1.Command) (*fsmv1.Result, bool) {
 			first = got
 		}
 	}
-	k := int64(len(a.Messages))
-	return &fsmv1.Result{Index: n.AppliedIndex(), Result: &fsmv1.Result_Append{Append: &fsmv1.AppendResult{
-		Namespace: a.Namespace, Stream: a.Stream,
-		FirstPosition: first.Position, LastPosition: first.Position + k - 1,
-		FirstGlobalPosition: first.GlobalPosition, LastGlobalPosition: first.GlobalPosition + k - 1,
-		Duplicate: true,
-	}}}, true
+	return appendAnswer(a, n.AppliedIndex(), first.Position, first.GlobalPosition, true), true
 }
 
 // conditionAtPropose is MutantConditionAtPropose: it decides an append's
