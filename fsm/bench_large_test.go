@@ -122,7 +122,8 @@ func largeFill(b *testing.B, mt uint64) *largeStore {
 	const perAppend, perBatch = 100, 16
 	r := rand.New(rand.NewPCG(1, 2))
 	cpu0 := processCPU(b)
-	cmds := make([]*fsmv1.Command, 0, perBatch)
+	batch := make([]Entry, 0, perBatch)
+	next := f.next
 	for i := 0; i < largeMessages; i += perAppend {
 		msgs := make([]*fsmv1.NewMessage, perAppend)
 		for j := range msgs {
@@ -132,14 +133,14 @@ func largeFill(b *testing.B, mt uint64) *largeStore {
 			}
 			msgs[j] = &fsmv1.NewMessage{Id: fmt.Sprintf("0192f0c4-0000-7000-8000-%012d", i+j), Type: "Deposited", Data: append(data, `"}`...)}
 		}
-		cmds = append(cmds, appendCmd("bench", fmt.Sprintf("account-%d", (i/perAppend)%largeStreams), msgs...))
-		if len(cmds) == perBatch || i+perAppend >= largeMessages {
-			for _, res := range f.apply(cmds...) {
-				if _, ok := res.(*AppendResult); !ok {
-					b.Fatalf("fill: %v", res)
-				}
-			}
-			cmds = cmds[:0]
+		data, err := EncodeCommand(appendCmd("bench", fmt.Sprintf("account-%d", (i/perAppend)%largeStreams), msgs...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = append(batch, Entry{Term: 1, Data: data})
+		if len(batch) == perBatch || i+perAppend >= largeMessages {
+			next = applyRing(b, s, batch, 0, make([]Entry, len(batch)), next) // checks each is an append
+			batch = batch[:0]
 		}
 	}
 	ls.cpu = float64(processCPU(b)-cpu0) / 1e3 / largeMessages
