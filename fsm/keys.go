@@ -48,6 +48,16 @@ import (
 // messages are not found by tag queries; one written before QA has a
 // legacy type index until IndexTypes entries backfill it.
 //
+// What an append puts through the memtable (BenchmarkApplyMemtable counts
+// it from the WAL): per message M, SI, TI, CI and QA (QT instead until the
+// type index is complete; QG per tag; DI per client-given id); per stream
+// of an ApplyBatch call VI; per category CC; per call NI, GP and A (DC and
+// QF only when they change). One 200-byte message by a single append to a
+// stream of its own in the call: 6.06 keys, 114 bytes of keys and 346 of
+// values; in 100-message appends 5.01 keys, 100 and 315 bytes. Every key
+// is a skiplist insert; inserts of neighbours (a run of SI keys of one
+// stream) are far cheaper than fresh searches (sortedbatch.go).
+//
 // A database written before idempotent writes has no DI or DC keys: it
 // remembers no id, and its clock starts at the first append that records
 // one.
