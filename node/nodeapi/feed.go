@@ -74,6 +74,8 @@ func (f *Feed) Publish(results []any) {
 		switch r := r.Result.(type) {
 		case *fsmv1.Result_Append:
 			f.wakeLocked(r.Append.Namespace)
+		case *fsmv1.Result_AppendMulti:
+			f.wakeLocked(r.AppendMulti.Namespace)
 		case *fsmv1.Result_Import:
 			f.wakeLocked(r.Import.Namespace)
 		case *fsmv1.Result_Group:
