@@ -6,7 +6,7 @@ package rpc
 // interceptors and the node needs up to 16 KiB (a read up to 32), so the
 // stack grew three or four times per call, each time deep inside the call (token parsing,
 // a Pebble iterator, the compaction picker a snapshot's close runs), where
-// copying it means walking and adjusting every frame: 12-15 % of the
+// copying it means walking and adjusting every frame: 8-15 % of the
 // process's CPU in BenchmarkRPCCallers/h2c (runtime.newstack, copystack).
 // HTTP/1.1 does not pay it: one goroutine serves a connection's requests
 // one after the other and keeps the stack it grew.
