@@ -33,31 +33,27 @@ func useStack(depth int) byte {
 
 // TestReserveStack: after reserveStack, a fresh goroutine (as Go's HTTP/2
 // server gives every request) uses 9 KiB of stack without the stack being
-// copied again; without it, it is copied (the runtime starts goroutines
-// with a few KiB).
+// copied again. The control, without it, must see a copy (the runtime
+// starts goroutines with a few KiB); if the process's adaptive starting
+// size has grown past that, the test cannot tell and is skipped.
 func TestReserveStack(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		reserve bool
-		moves   bool // the stack is copied while using 9 KiB
-	}{
-		{"without", false, true},
-		{"reserved", true, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := make(chan bool, 1)
-			go func() {
-				if tc.reserve {
-					reserveStack()
-				}
-				before := stackPos()
-				useStack(30)
-				got <- stackPos() != before
-			}()
-			if moved := <-got; moved != tc.moves {
-				t.Fatalf("stack copied while using 9 KiB: %v, want %v", moved, tc.moves)
+	moves := func(reserve bool) bool {
+		got := make(chan bool, 1)
+		go func() {
+			if reserve {
+				reserveStack()
 			}
-		})
+			before := stackPos()
+			useStack(30)
+			got <- stackPos() != before
+		}()
+		return <-got
+	}
+	if !moves(false) {
+		t.Skip("new goroutines already start with a stack that holds 9 KiB")
+	}
+	if moves(true) {
+		t.Fatal("stack copied while using 9 KiB after reserveStack")
 	}
 }
 
