@@ -88,6 +88,7 @@ func (s *eventStore) AppendStream(ctx context.Context, stream *connect.BidiStrea
 			continue
 		}
 		wg.Go(func() {
+			reserveStack() // stack.go
 			defer func() { <-slots }()
 			resp, err := s.streamedAppend(ctx, c, req)
 			s.metrics.observe(skaldv1connect.EventStoreAppendStreamProcedure, start, err)

@@ -187,6 +187,9 @@ type deadlines struct {
 func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	kind := routeOf(r)
+	if r.ProtoMajor == 2 && kind == routeUnary {
+		reserveStack() // a goroutine of its own: stack.go
+	}
 	// A duplex stream's messages are capped one by one (connect-go's
 	// read limit), not the body they arrive in.
 	capped := kind != routeUpload && kind != routeDuplex

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -322,6 +323,20 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type rpcMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// series caches each label pair's counter and histogram (seriesKey →
+	// *rpcSeries), so a call looks its two series up once, not hashing
+	// its labels into both vectors each time. It holds what the vectors
+	// hold: one entry per procedure and code seen, a bounded set.
+	series sync.Map
+}
+
+// seriesKey is one label pair of the RPC metrics.
+type seriesKey struct{ procedure, code string }
+
+// rpcSeries are one label pair's series.
+type rpcSeries struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
 }
 
 // evdbPrefix begins the procedure label of every EventoDB call;
@@ -363,8 +378,14 @@ func (m *rpcMetrics) observe(procedure string, start time.Time, err error) {
 
 // observeCode counts one call that started at start and ended with code.
 func (m *rpcMetrics) observeCode(procedure, code string, start time.Time) {
-	m.requests.WithLabelValues(procedure, code).Inc()
-	m.latency.WithLabelValues(procedure, code).Observe(time.Since(start).Seconds())
+	key := seriesKey{procedure, code}
+	v, ok := m.series.Load(key)
+	if !ok {
+		v, _ = m.series.LoadOrStore(key, &rpcSeries{requests: m.requests.WithLabelValues(procedure, code), latency: m.latency.WithLabelValues(procedure, code)})
+	}
+	se := v.(*rpcSeries)
+	se.requests.Inc()
+	se.latency.Observe(time.Since(start).Seconds())
 }
 
 // evCodeLabel is the code label of an EventoDB error code.
