@@ -483,11 +483,21 @@ func (a authenticator) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 		} else {
 			err = next(ctx, scopedConn{StreamingHandlerConn: conn, c: c, procedure: procedure})
 		}
-		if cause := credentialEnded(ctx); cause != nil {
+		if cause := credentialEnded(ctx); cause != nil && endedBy(ctx, err) {
 			return toConnect(context.Background(), a.log, cause)
 		}
 		return err
 	}
+}
+
+// endedBy reports whether err, what a stream's handler returned, is only
+// ctx ending (or nothing): then the credential's error is the stream's
+// answer. A verdict of its own (the namespace deleted under a
+// subscription: NotFound) stays, though the credential check found the
+// same deletion at the same moment.
+func endedBy(ctx context.Context, err error) bool {
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx)) ||
+		connect.CodeOf(err) == connect.CodeCanceled
 }
 
 // whileValid returns ctx, ended (its cause the credential's error) once
