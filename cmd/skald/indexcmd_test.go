@@ -154,7 +154,7 @@ func TestCLIIndex(t *testing.T) {
 		{"append while paused", []string{"append", "order-9", "Sold", `{"sku":"damson","qty":3}`}, 0, ``, ""},
 		{"list paused", []string{"index", "list"}, 0, `(?m)^by-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+paused\s+6\s+0\s+1\s*$`, ""},
 		{"local query", []string{"index", "query", "by-sku", "--prefix", "d", "--local", "--positions"}, 0, `^GPOS\s+VALUES\n\(this node's index lags 1 events\)\n$`, ""},
-		{"waiting query", []string{"index", "query", "by-sku", "--prefix", "d"}, command.ExitUsage, `^$`, `failed_precondition: fsm: index is paused: index "by-sku"`},
+		{"waiting query", []string{"index", "query", "by-sku", "--prefix", "d"}, command.ExitConflict, `^$`, `failed_precondition: fsm: index is paused: index "by-sku"`},
 		{"pause unknown", []string{"index", "pause", "nope"}, command.ExitNotFound, `^$`, `not_found`},
 		{"resume without name", []string{"index", "resume"}, command.ExitUsage, `^$`, ``},
 		{"resume", []string{"index", "resume", "by-sku"}, 0, `^Resumed index by-sku; every node continues from its checkpoint\.\n$`, ""},

@@ -19,7 +19,7 @@ var helpTopics = map[string]string{
   2  usage or invalid input (nothing was changed)
   3  authentication: no token, a malformed or unknown one, or one not allowed to do this
   4  not found (namespace, stream, group, parked message)
-  5  conflict: expected version, already exists, stream hard-deleted, condition failed
+  5  conflict: expected version, already exists, stream hard-deleted, condition failed, a paused or failed index (the state refuses the call)
   6  unavailable: no leader yet, node not caught up, shutting down; retry
   7  unreachable: the node at --addr did not answer (down, or a wrong address)
 

@@ -27,7 +27,7 @@ const (
 	ExitUsage       = 2 // bad command line
 	ExitAuth        = 3 // unauthenticated or permission denied
 	ExitNotFound    = 4
-	ExitConflict    = 5 // version conflict, already exists, stream hard-deleted
+	ExitConflict    = 5 // version conflict, already exists, stream hard-deleted, failed precondition
 	ExitUnavailable = 6 // no leader, not caught up: retry
 	ExitUnreachable = 7 // the node at --addr did not answer (down, wrong address)
 )
@@ -374,6 +374,8 @@ func APIError(err error) error {
 	code := ExitFailure
 	switch {
 	case errors.Is(err, context.Canceled): // Ctrl-C during the call
+	case connect.CodeOf(err) == connect.CodeFailedPrecondition: // a paused or failed index, a version gate: the state refuses it
+		code = ExitConflict
 	case errors.Is(err, client.ErrInvalidArgument):
 		code = ExitUsage
 	case errors.Is(err, client.ErrUnauthenticated), errors.Is(err, client.ErrPermissionDenied):
