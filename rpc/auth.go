@@ -483,21 +483,22 @@ func (a authenticator) WrapStreamingHandler(next connect.StreamingHandlerFunc) c
 		} else {
 			err = next(ctx, scopedConn{StreamingHandlerConn: conn, c: c, procedure: procedure})
 		}
-		if cause := credentialEnded(ctx); cause != nil && endedBy(ctx, err) {
+		if cause := credentialEnded(ctx); cause != nil && yieldsToCredential(err) {
 			return toConnect(context.Background(), a.log, cause)
 		}
 		return err
 	}
 }
 
-// endedBy reports whether err, what a stream's handler returned, is only
-// ctx ending (or nothing): then the credential's error is the stream's
-// answer. A verdict of its own (the namespace deleted under a
-// subscription: NotFound) stays, though the credential check found the
-// same deletion at the same moment.
-func endedBy(ctx context.Context, err error) bool {
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx)) ||
-		connect.CodeOf(err) == connect.CodeCanceled
+// yieldsToCredential reports whether the credential's error is the
+// stream's answer rather than err, what its handler returned: always,
+// but for a NotFound of the handler's own (the namespace deleted under a
+// subscription), which the credential check may have found at the same
+// moment and reports less precisely. Whatever else a handler returns
+// once its context ended (cancelled, the i/o timeout of a receive
+// unblocked by it) is the credential's doing.
+func yieldsToCredential(err error) bool {
+	return connect.CodeOf(err) != connect.CodeNotFound
 }
 
 // whileValid returns ctx, ended (its cause the credential's error) once
