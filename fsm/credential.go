@@ -287,14 +287,10 @@ func (a *applier) createCredential(l *Entry, c *fsmv1.CreateCredential) any {
 	if err := ValidateScope("scope", c.Scope); err != nil {
 		return err
 	}
-	if l.Index <= a.s.metaApplied.index {
-		return nil // _metadata already holds this entry
-	}
-	ns := a.lookup(c.Namespace)
+	ns, m, answer := a.credentialsFor(l, c.Namespace)
 	if ns == nil {
-		return ErrNamespaceNotFound
+		return answer
 	}
-	m := a.creds(ns)
 	if _, ok := m[c.Id]; ok {
 		return fmt.Errorf("%w: id %x", ErrCredentialExists, c.Id)
 	}
@@ -311,18 +307,28 @@ func (a *applier) createCredential(l *Entry, c *fsmv1.CreateCredential) any {
 	return &fsmv1.CredentialResult{Namespace: c.Namespace, Name: c.Name, CreatedUnixNano: c.CreatedUnixNano}
 }
 
+// credentialsFor is the namespace an entry on credentials acts on, with
+// its credentials. When ns is nil, answer is the entry's answer instead:
+// nil when _metadata already holds the entry, ErrNamespaceNotFound when
+// there is no such namespace.
+func (a *applier) credentialsFor(l *Entry, namespace string) (ns *namespace, m map[uint64]*fsmv1.CredentialRecord, answer any) {
+	if l.Index <= a.s.metaApplied.index {
+		return nil, nil, nil // _metadata already holds this entry
+	}
+	if ns = a.lookup(namespace); ns == nil {
+		return nil, nil, ErrNamespaceNotFound
+	}
+	return ns, a.creds(ns), nil
+}
+
 func (a *applier) revokeCredential(l *Entry, c *fsmv1.RevokeCredential) any {
 	if err := ValidateCredentialName("name", c.Name); err != nil {
 		return err
 	}
-	if l.Index <= a.s.metaApplied.index {
-		return nil // _metadata already holds this entry
-	}
-	ns := a.lookup(c.Namespace)
+	ns, m, answer := a.credentialsFor(l, c.Namespace)
 	if ns == nil {
-		return ErrNamespaceNotFound
+		return answer
 	}
-	m := a.creds(ns)
 	if c.Namespace == nstoken.AdminNamespace && lastAdmin(m, c.Name) {
 		return invalid("name", "%q is the last admin credential: create another admin before revoking it", c.Name)
 	}

@@ -309,17 +309,28 @@ func (a *applier) putIndex(nb *nsBatch, d *fsmv1.IndexDefinition) {
 	nb.ns.indexes[d.Name] = d
 }
 
+// existingIndex is target for an entry on the index name, which must
+// exist: d is its loaded definition. When nb is nil, answer is the
+// entry's answer instead (skipped, or ErrIndexNotFound).
+func (a *applier) existingIndex(l *Entry, namespace, name string) (nb *nsBatch, d *fsmv1.IndexDefinition, answer any) {
+	nb, skipped, done := a.target(l, namespace)
+	if done {
+		return nil, nil, skipped
+	}
+	d, ok := nb.ns.indexes[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %q", ErrIndexNotFound, name)
+	}
+	return nb, d, nil
+}
+
 func (a *applier) deleteIndex(l *Entry, c *fsmv1.DeleteIndex) any {
 	if err := ValidateGroupName("name", c.Name); err != nil {
 		return err
 	}
-	nb, skipped, done := a.target(l, c.Namespace)
-	if done {
-		return skipped
-	}
-	d, ok := nb.ns.indexes[c.Name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrIndexNotFound, c.Name)
+	nb, d, answer := a.existingIndex(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
 	a.deleteKeys(nb, indexDefKey(c.Name))
 	// The loop drops the entries (it is their only writer), of a pending

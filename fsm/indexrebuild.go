@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -36,13 +35,9 @@ func (a *applier) rebuildIndex(l *Entry, c *fsmv1.RebuildIndex) any {
 			return invalid("definition.name", "must be the index's name %q, got %q (a rebuild keeps the name)", c.Name, c.Definition.Name)
 		}
 	}
-	nb, skipped, done := a.target(l, c.Namespace)
-	if done {
-		return skipped
-	}
-	cur, ok := nb.ns.indexes[c.Name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrIndexNotFound, c.Name)
+	nb, cur, answer := a.existingIndex(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
 	cur = proto.Clone(cur).(*fsmv1.IndexDefinition)
 	if cur.Next != nil {

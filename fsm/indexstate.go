@@ -58,13 +58,9 @@ func (a *applier) setIndexState(l *Entry, c *fsmv1.SetIndexState) any {
 	if err := ValidateGroupName("name", c.Name); err != nil {
 		return err
 	}
-	nb, skipped, done := a.target(l, c.Namespace)
-	if done {
-		return skipped
-	}
-	cur, ok := nb.ns.indexes[c.Name]
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrIndexNotFound, c.Name)
+	nb, cur, answer := a.existingIndex(l, c.Namespace, c.Name)
+	if nb == nil {
+		return answer
 	}
 	if cur.Paused != c.Paused {
 		cur = proto.Clone(cur).(*fsmv1.IndexDefinition)
