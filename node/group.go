@@ -4,14 +4,16 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 	peerv1 "github.com/skalddb/skald/node/peerv1"
 )
 
 // Subscription groups: the replicated commands (Apply like any write) and
-// the consumer side (Consume, Settle), which the leader owns: see
-// groupowner.go and DESIGN.md "Subscription groups".
+// the consumer side (Consume, Settle), which the leader owns: package
+// delivery delivers them there (delivery/DESIGN.md); this file finds the
+// owner, here or through the peer service (grouppeer.go).
 
 // CreateGroup is Apply for a group creation.
 func (n *Node) CreateGroup(ctx context.Context, c *fsmv1.CreateGroup) (*fsmv1.Result, error) {
@@ -65,10 +67,10 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 		return heartbeat()
 	}
 	// Leadership moving ends the owner's side with errNotLeader
-	// (errOwnerStopped, errRelayLost): attach again, here or through the
+	// (wrapped when the owner's save failed, or as errRelayLost): attach again, here or through the
 	// new leader.
 	return n.callLeader(ctx, leaderCall{
-		local: func() error { return n.groups.consume(ctx, ns, group, consumer, counted, beat) },
+		local: func() error { return n.groups.Consume(ctx, ns, group, consumer, counted, beat) },
 		remote: func(ctx context.Context, addr string) error {
 			return n.peers.groupConsume(ctx, addr, ns, group, consumer, counted, beat)
 		},
@@ -88,7 +90,7 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 // *nodeapi.NotInFlightError and settles none. reason is kept with parked messages.
 func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
 	return n.callLeader(ctx, leaderCall{
-		local: func() error { return n.groups.settle(ns, group, ids, action, reason) },
+		local: func() error { return n.groups.Settle(ns, group, ids, action, reason) },
 		remote: func(ctx context.Context, addr string) error {
 			return n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
 		},
@@ -99,12 +101,30 @@ func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, actio
 // leader (asked through the peer service from a follower); ok is false
 // when no consumer is attached or the leader cannot be asked within ctx.
 func (n *Node) GroupStats(ctx context.Context, ns, group string) (nodeapi.GroupState, bool) {
-	if n.groups.leading() {
-		return n.groups.stats(ns, group)
+	if n.owningGroups() {
+		return n.groups.Stats(ns, group)
 	}
 	addr, ok := n.leaderPeer()
 	if !ok {
 		return nodeapi.GroupState{}, false
 	}
 	return n.peers.groupStats(ctx, addr, ns, group)
+}
+
+// owningGroups reports whether this node may own groups now: it is the
+// leader and its Barrier of this term completed (its state holds every
+// entry committed before the term).
+func (n *Node) owningGroups() bool {
+	return n.IsLeader() && n.barrierTerm.Load() == n.raft.CurrentTerm()
+}
+
+// groupHost is the node as the delivery engine sees it (delivery.Node).
+type groupHost struct{ n *Node }
+
+func (h groupHost) Owning() bool                      { return h.n.owningGroups() }
+func (h groupHost) View(ns string) (*fsm.View, error) { return h.n.store.View(ns) }
+func (h groupHost) Watch(ns string) *nodeapi.Watch    { return h.n.feed.Watch(ns) }
+
+func (h groupHost) Propose(ctx context.Context, cmd *fsmv1.Command) (*fsmv1.Result, error) {
+	return h.n.applyLocal(ctx, cmd)
 }

@@ -60,7 +60,7 @@ func groupPeerError(err error, what string) error {
 func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest], stream *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
 	m := req.Msg
 	// Only the local owner: a peer never relays again.
-	err := p.n.groups.consume(ctx, m.Namespace, m.Group, m.Consumer, func(d nodeapi.GroupDelivery) error {
+	err := p.n.groups.Consume(ctx, m.Namespace, m.Group, m.Consumer, func(d nodeapi.GroupDelivery) error {
 		return stream.Send(&peerv1.GroupConsumeResponse{GlobalPosition: d.Message.GlobalPosition, Delivery: d.Delivery, Message: storedOf(d.Message)})
 	}, func() error { return stream.Send(&peerv1.GroupConsumeResponse{}) })
 	return groupCallError(err)
@@ -68,7 +68,7 @@ func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peer
 
 func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
 	m := req.Msg
-	err := p.n.groups.settle(m.Namespace, m.Group, m.Ids, nodeapi.SettleAction(m.Action), m.Reason)
+	err := p.n.groups.Settle(m.Namespace, m.Group, m.Ids, nodeapi.SettleAction(m.Action), m.Reason)
 	if err == nil {
 		return connect.NewResponse(&peerv1.GroupSettleResponse{}), nil
 	}
@@ -145,7 +145,7 @@ func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.Gr
 }
 
 func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
-	st, _ := p.n.groups.stats(req.Msg.Namespace, req.Msg.Group)
+	st, _ := p.n.groups.Stats(req.Msg.Namespace, req.Msg.Group)
 	return connect.NewResponse(&peerv1.GroupStatsResponse{Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
 		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked}), nil
 }

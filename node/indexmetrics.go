@@ -8,7 +8,7 @@ import (
 // (node/index.go), read from the namespaces' databases when scraped. With
 // tenantLabels each series is labelled by namespace and index; without
 // (the default) each is summed over the indexes, with no label, so the
-// metrics name no tenant (as groupCollector; rpc hides a series carrying
+// metrics name no tenant (as delivery.Collector; rpc hides a series carrying
 // "namespace" from callers without the admin token).
 type indexCollector struct {
 	n            *Node

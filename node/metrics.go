@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/node/delivery"
 )
 
 // metrics are the node's Prometheus metrics (namespace skald, subsystem
@@ -169,7 +170,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		}),
 		newStorageCollector(n.store),
 	)
-	cs = append(cs, newGroupCollector(n.groups, n.cfg.MetricsTenantLabels), newIndexCollector(n, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
+	cs = append(cs, delivery.NewCollector(n.groups, n.cfg.MetricsTenantLabels), newIndexCollector(n, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

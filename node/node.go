@@ -21,6 +21,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/node/delivery"
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
@@ -48,7 +49,7 @@ type Node struct {
 	addrs   *addressBook
 	peers   *peerClients
 	forward *forwarder
-	groups  *groupOwner // subscription groups this node owns as leader
+	groups  *delivery.Owner // subscription groups this node owns as leader
 	notify  chan bool
 	// diskKick asks diskWatch for a check now: this node just became
 	// leader, and a leader must not accept writes on its predecessor's
@@ -125,11 +126,13 @@ func Open(cfg Config) (*Node, error) {
 		n.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	n.peers = newPeerClients(n.port.peerTransport())
-	n.groups = newGroupOwner(n)
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	n.forward.traced = n.tracer != nil
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
 	n.installMutant()
+	n.groups = delivery.New(n.life, groupHost{n}, delivery.Config{
+		NotOwner: errNotLeader, ApplyTimeout: cfg.ApplyTimeout, Heartbeat: cfg.GroupHeartbeat, Checkpoint: n.hooks.groupCheckpoint,
+	})
 	n.leaderIndex = newIndexBatcher(n.life, n.leaderReadIndex, cfg.ReadWait, observeReads)
 	n.remoteIndex = newIndexBatcher(n.life, n.remoteReadIndex, cfg.ReadWait, observeReads)
 	n.indexLoops.n = n
@@ -336,7 +339,7 @@ func (n *Node) leaderLoop() {
 				}
 				n.onLeader()
 			} else {
-				n.groups.stopAll(errNotLeader)
+				n.groups.StopAll(errNotLeader)
 			}
 		}
 	}
@@ -401,6 +404,7 @@ func (n *Node) shutdown(transfer bool) error {
 			err = n.raft.Shutdown().Error()
 		}
 		n.wg.Wait()
+		n.groups.Wait()
 		err = errors.Join(err, n.closeResources())
 		n.log.Info("node stopped")
 	})

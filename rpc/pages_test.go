@@ -420,7 +420,7 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 // TestStalledConsumerHoldsBoundedMemory: a persistent subscription's
 // consumer that stops reading, with 100 messages of 1 MiB to deliver.
 // The group reads ahead at most 4 MiB and keeps at most 16 MiB in flight
-// (node/dispatcher.go); before, it read ahead and put in flight the
+// (node/delivery/dispatcher.go); before, it read ahead and put in flight the
 // consumer's 100 messages, 100 MiB.
 func TestStalledConsumerHoldsBoundedMemory(t *testing.T) {
 	s := single(t)

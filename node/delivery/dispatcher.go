@@ -1,4 +1,4 @@
-package node
+package delivery
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 )
 
 // The dispatcher: one subscription group's delivery loop on the leader
-// (groupOwner, groupowner.go, runs one per group with a consumer).
+// (Owner, owner.go, runs one per group with a consumer).
 
 // dispatcher hands one group's messages to its consumers. Messages flow
 // replay (parked, replayed) -> retry (failed deliveries) -> pending (read
@@ -32,7 +32,7 @@ import (
 //  3. Under the pinned strategy a stream has at most one message in
 //     flight, and it is the lowest unsettled one of that stream.
 type dispatcher struct {
-	o        *groupOwner
+	o        *Owner
 	ns, name string
 	done     chan struct{} // closed by stop
 	wake     chan struct{} // cap 1: something changed
@@ -89,7 +89,7 @@ type groupConsumer struct {
 
 // newDispatcher makes the dispatcher of a group, starting from the counts
 // f an earlier one left (nil: none), if they are of this incarnation.
-func newDispatcher(o *groupOwner, ns, name string, f *groupFailures) (*dispatcher, error) {
+func newDispatcher(o *Owner, ns, name string, f *groupFailures) (*dispatcher, error) {
 	rec, err := o.record(ns, name)
 	if err != nil {
 		return nil, err
@@ -266,7 +266,7 @@ func (d *dispatcher) checkpointLocked() int64 {
 	for _, it := range d.mu.inflight {
 		low(it)
 	}
-	if h := d.o.n.hooks.groupCheckpoint; h != nil {
+	if h := d.o.cfg.Checkpoint; h != nil {
 		// MutantCheckpointAhead (mutants builds only) saves the read
 		// position, as if everything read were acknowledged.
 		cp = h(cp, d.mu.cursor)
@@ -287,8 +287,8 @@ func (d *dispatcher) state() nodeapi.GroupState {
 
 // run is the dispatcher's loop: read, assign, expire, save, wait.
 func (d *dispatcher) run() {
-	defer d.o.n.wg.Done()
-	w := d.o.n.feed.Watch(d.ns)
+	defer d.o.wg.Done()
+	w := d.o.n.Watch(d.ns)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -315,7 +315,7 @@ func (d *dispatcher) run() {
 		select {
 		case <-d.done:
 			return
-		case <-d.o.n.closing:
+		case <-d.o.life.Done():
 			d.finish(nodeapi.ErrShutdown)
 			return
 		case <-changed:
@@ -327,7 +327,7 @@ func (d *dispatcher) run() {
 
 // finish saves what it can and stops with err.
 func (d *dispatcher) finish(err error) {
-	if !errors.Is(err, fsm.ErrGroupNotFound) && !errors.Is(err, fsm.ErrNamespaceNotFound) && d.o.leading() {
+	if !errors.Is(err, fsm.ErrGroupNotFound) && !errors.Is(err, fsm.ErrNamespaceNotFound) && d.o.n.Owning() {
 		_ = d.save(true)
 	}
 	d.o.remove(d)
@@ -336,7 +336,7 @@ func (d *dispatcher) finish(err error) {
 
 // idle stops the dispatcher when no consumer is attached and nothing is
 // left to save, and leaves its failed-delivery counts to the next
-// dispatcher of the group (groupOwner.failures): a consumer leaving is a
+// dispatcher of the group (Owner.failures): a consumer leaving is a
 // failure like any other, and the last one leaving must not reset the
 // count. It reports whether it stopped.
 func (d *dispatcher) idle() bool {
@@ -356,7 +356,7 @@ func (d *dispatcher) idle() bool {
 			d.o.failures[key] = f
 		}
 	}
-	d.stop(errNotLeader) // a consumer racing in retries and starts a new one
+	d.stop(d.o.cfg.NotOwner) // a consumer racing in retries and starts a new one
 	return true
 }
 
@@ -413,8 +413,8 @@ func (d *dispatcher) nextWake() time.Duration {
 
 // step runs one round. An error stops the dispatcher.
 func (d *dispatcher) step() error {
-	if !d.o.leading() {
-		return errNotLeader
+	if !d.o.n.Owning() {
+		return d.o.cfg.NotOwner
 	}
 	if err := d.refresh(); err != nil {
 		return err
@@ -427,7 +427,7 @@ func (d *dispatcher) step() error {
 	d.mu.Unlock()
 	if due {
 		if err := d.save(false); err != nil {
-			return saveFailed(err)
+			return d.o.saveFailed(err)
 		}
 	}
 	return nil
@@ -437,20 +437,20 @@ func (d *dispatcher) step() error {
 // consumers are told. A full disk and a shutdown are said as they are;
 // anything else (leadership lost during the save, or a timeout, which is
 // what a paused leader sees before it learns it lost leadership) is
-// errOwnerStopped, never the write's unknown outcome, which means nothing
-// to a consumer: Node.Consume attaches them again to the group's owner,
-// and what was not saved is delivered again.
-func saveFailed(err error) error {
+// o.stopped (Config.NotOwner to every caller), never the write's unknown
+// outcome, which means nothing to a consumer: the node attaches them
+// again to the group's owner, and what was not saved is delivered again.
+func (o *Owner) saveFailed(err error) error {
 	if errors.Is(err, nodeapi.ErrStorageFull) || errors.Is(err, nodeapi.ErrShutdown) {
 		return err
 	}
-	return fmt.Errorf("%w: %v", errOwnerStopped, err)
+	return fmt.Errorf("%w: %v", o.stopped, err)
 }
 
 // refresh rereads the group's record (settings, deletion, replays) and
 // reads more of the source when pending runs low.
 func (d *dispatcher) refresh() error {
-	v, err := d.o.n.store.View(d.ns)
+	v, err := d.o.n.View(d.ns)
 	if err != nil {
 		return err
 	}
@@ -583,50 +583,6 @@ func (d *dispatcher) pendingBytesLocked() int {
 		n += it.msg.Size()
 	}
 	return n
-}
-
-// readSource reads up to n messages of source from global position from
-// on (and up to v's page byte cap), and returns the position to read from
-// next: past the last message read, or the head of the namespace when the
-// page came up short of n without reaching the cap (nothing of the source
-// lies below it unread). A query source sees only tagged
-// messages (the only ones indexed); its after is exclusive, hence from-1.
-//
-// A stream source is read from stream position streamPos (every message
-// of the stream below it lies below from) and the position the next read
-// starts at is returned: past the last message read, where the same holds
-// for the next from.
-func readSource(v *fsm.View, src *fsmv1.GroupSource, from, streamPos int64, n int) ([]fsm.Message, int64, int64, error) {
-	var msgs []fsm.Message
-	var err error
-	switch {
-	case src.GetStream() != "":
-		msgs, err = v.ReadStream(fsm.StreamQuery{Stream: src.Stream, Position: streamPos, GlobalPosition: from, Limit: n})
-		if err == nil && len(msgs) > 0 {
-			streamPos = msgs[len(msgs)-1].Position + 1
-		}
-	case src.GetCategory() != "":
-		msgs, err = v.ReadCategory(fsm.CategoryQuery{Category: src.Category, GlobalPosition: from, Limit: n})
-	case src.GetQuery() != nil:
-		msgs, err = v.Query(fsm.QueryOf(src.Query), from-1, n)
-	default:
-		msgs, err = v.ReadAll(from, n)
-	}
-	if err != nil {
-		return nil, from, streamPos, err
-	}
-	next := from
-	if len(msgs) > 0 {
-		next = msgs[len(msgs)-1].GlobalPosition + 1
-	}
-	if len(msgs) < n && !v.PageCapped() {
-		head, err := v.NextGlobalPosition()
-		if err != nil {
-			return nil, from, streamPos, err
-		}
-		next = max(next, head)
-	}
-	return msgs, next, streamPos, nil
 }
 
 // expire returns deliveries past their ack deadline.
@@ -768,9 +724,9 @@ func (d *dispatcher) save(final bool) error {
 		c.Parked = append(c.Parked, &fsmv1.ParkedMessage{GlobalPosition: it.msg.GlobalPosition, Id: it.msg.ID, Stream: it.msg.Stream,
 			Position: it.msg.Position, Reason: it.reason, Deliveries: it.deliveries, ParkedUnixNano: now})
 	}
-	ctx, cancel := context.WithTimeout(d.o.n.life, d.o.n.cfg.ApplyTimeout)
+	ctx, cancel := context.WithTimeout(d.o.life, d.o.cfg.ApplyTimeout)
 	defer cancel()
-	_, err := d.o.n.applyLocal(ctx, &fsmv1.Command{Kind: &fsmv1.Command_GroupProgress{GroupProgress: c}})
+	_, err := d.o.n.Propose(ctx, &fsmv1.Command{Kind: &fsmv1.Command_GroupProgress{GroupProgress: c}})
 	if err != nil {
 		d.mu.Lock()
 		d.mu.toPark = append(parks, d.mu.toPark...)

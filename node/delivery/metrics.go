@@ -1,8 +1,8 @@
-package node
+package delivery
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// groupCollector exports the live state of every subscription group this
+// Collector exports the live state of every subscription group this
 // node owns (the leader; others export none), read when scraped. With
 // tenantLabels each series is labelled by namespace and group; without
 // (the default), each is summed over the groups, with no label, so the
@@ -11,13 +11,15 @@ import "github.com/prometheus/client_golang/prometheus"
 // INVARIANT: a series that names a tenant carries the label "namespace"
 // or "group": rpc hides every such series from callers without the admin
 // token on the API port, whatever the setting.
-type groupCollector struct {
-	o            *groupOwner
+type Collector struct {
+	o            *Owner
 	tenantLabels bool
 	descs        map[string]*prometheus.Desc
 }
 
-func newGroupCollector(o *groupOwner, tenantLabels bool) *groupCollector {
+// NewCollector returns the collector of o's groups, each series labelled
+// by namespace and group when tenantLabels is set.
+func NewCollector(o *Owner, tenantLabels bool) *Collector {
 	var labels []string
 	per := "summed over the groups this node owns"
 	if tenantLabels {
@@ -26,7 +28,7 @@ func newGroupCollector(o *groupOwner, tenantLabels bool) *groupCollector {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("skald", "group", name), help+" ("+per+").", labels, nil)
 	}
-	return &groupCollector{o: o, tenantLabels: tenantLabels, descs: map[string]*prometheus.Desc{
+	return &Collector{o: o, tenantLabels: tenantLabels, descs: map[string]*prometheus.Desc{
 		"consumers":    desc("consumers", "Consumers attached to subscription groups"),
 		"in_flight":    desc("in_flight", "Messages delivered and not yet settled"),
 		"lag":          desc("lag_messages", "Messages of the namespace at or after a group's read position, plus those it holds unsettled (an upper bound of the backlog)"),
@@ -36,7 +38,7 @@ func newGroupCollector(o *groupOwner, tenantLabels bool) *groupCollector {
 	}}
 }
 
-func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
@@ -48,7 +50,7 @@ var (
 	groupCounters = []string{"redeliveries", "acked", "parked"}
 )
 
-func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.o.mu.Lock()
 	ds := make([]*dispatcher, 0, len(c.o.active))
 	for _, d := range c.o.active {

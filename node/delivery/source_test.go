@@ -1,4 +1,4 @@
-package node
+package delivery
 
 import (
 	"fmt"
@@ -14,18 +14,14 @@ import (
 // cursor (a scan budget of 1 would stop such a read), and still returns
 // exactly the stream's messages in order, page after page.
 func TestReadSourceStreamResumesAtPosition(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.Leader().Node
-	createNamespace(t, n, "app")
+	h := newTestHost(t)
+	h.createNamespace("app")
 	var want []int64
 	for i := range 120 {
 		stream := fmt.Sprintf("job-%d", i%3)
-		r, err := n.Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: stream, Messages: []*fsmv1.NewMessage{{Type: "T", Data: []byte(`{}`)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		gp := h.appendOne("app", stream)
 		if stream == "job-1" {
-			want = append(want, r.GetAppend().FirstGlobalPosition)
+			want = append(want, gp)
 		}
 	}
 	src := &fsmv1.GroupSource{Stream: "job-1"}
@@ -35,7 +31,7 @@ func TestReadSourceStreamResumesAtPosition(t *testing.T) {
 		if calls > 50 {
 			t.Fatalf("no end after %d reads (cursor %d)", calls, cursor)
 		}
-		v, err := n.store.View("app")
+		v, err := h.View("app")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,8 @@
-package node
+package delivery
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -9,17 +10,30 @@ import (
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
-// groupOwner runs, on the leader, one dispatcher per subscription group
+// Owner runs, on the leader, one dispatcher per subscription group
 // that has a consumer attached. A dispatcher holds the group's in-memory
 // delivery state (what is in flight with whom, retry counts, timers) and
-// saves progress through Raft (GroupProgress). It exists only while this
-// node leads in the term whose Barrier it saw, so it starts from every
-// committed save, and it stops when leadership goes: consumers then
+// saves progress through Raft (GroupProgress, by Node.Propose). It exists
+// only while Node.Owning holds (this node leads in the term whose Barrier
+// it saw), so it starts from every committed save, and it stops when
+// leadership goes (the node calls StopAll; every step checks): consumers then
 // reconnect (through any node) to the new leader's dispatcher, which
 // starts from the last checkpoint.
-type groupOwner struct {
-	n  *Node
-	mu sync.Mutex
+type Owner struct {
+	n   Node
+	cfg Config
+	// life ends at the node's shutdown: dispatchers stop with
+	// nodeapi.ErrShutdown, and saves are bounded by it.
+	life context.Context
+	// stopped ends a dispatcher whose progress save failed, most often
+	// because leadership went during the save (a paused leader's save
+	// times out before it learns that a new leader was elected). It is
+	// cfg.NotOwner to every caller: consumers attach again to whoever owns
+	// the group now, as after a leader change, and what was not saved is
+	// delivered again.
+	stopped error
+	wg      sync.WaitGroup // running dispatchers
+	mu      sync.Mutex
 	// active maps namespace 0x00 group to its dispatcher. INVARIANT: a
 	// dispatcher in the map has not stopped.
 	active map[string]*dispatcher
@@ -45,23 +59,26 @@ type groupFailures struct {
 	replay      map[int64]int32
 }
 
-func newGroupOwner(n *Node) *groupOwner {
-	return &groupOwner{n: n, active: make(map[string]*dispatcher), failures: make(map[string]*groupFailures)}
+// New returns the owner of the groups delivered on node n. life bounds
+// everything it runs: when it ends, every dispatcher stops with
+// nodeapi.ErrShutdown, and Wait returns once they have.
+func New(life context.Context, n Node, cfg Config) *Owner {
+	return &Owner{
+		n: n, cfg: cfg, life: life, stopped: fmt.Errorf("%w: group owner stopped", cfg.NotOwner),
+		active: make(map[string]*dispatcher), failures: make(map[string]*groupFailures),
+	}
 }
+
+// Wait returns when every dispatcher started has returned. Call it after
+// life ended.
+func (o *Owner) Wait() { o.wg.Wait() }
 
 func ownerKey(ns, group string) string { return ns + "\x00" + group }
 
-// leading reports whether this node may own groups now: it is the leader
-// and its Barrier of this term completed (its state holds every entry
-// committed before the term).
-func (o *groupOwner) leading() bool {
-	return o.n.IsLeader() && o.n.barrierTerm.Load() == o.n.raft.CurrentTerm()
-}
-
 // dispatcherFor returns the running dispatcher of a group, or nil.
-func (o *groupOwner) dispatcherFor(ns, group string) (*dispatcher, error) {
-	if !o.leading() {
-		return nil, errNotLeader
+func (o *Owner) dispatcherFor(ns, group string) (*dispatcher, error) {
+	if !o.n.Owning() {
+		return nil, o.cfg.NotOwner
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -70,13 +87,13 @@ func (o *groupOwner) dispatcherFor(ns, group string) (*dispatcher, error) {
 
 // attach adds a consumer to a group's dispatcher, starting it. Both happen
 // under o.mu, so an idle dispatcher cannot stop in between.
-func (o *groupOwner) attach(ns, group, name string) (*dispatcher, *groupConsumer, error) {
-	if !o.leading() {
-		return nil, nil, errNotLeader
+func (o *Owner) attach(ns, group, name string) (*dispatcher, *groupConsumer, error) {
+	if !o.n.Owning() {
+		return nil, nil, o.cfg.NotOwner
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.n.life.Err() != nil {
+	if o.life.Err() != nil {
 		return nil, nil, nodeapi.ErrShutdown
 	}
 	key := ownerKey(ns, group)
@@ -89,7 +106,7 @@ func (o *groupOwner) attach(ns, group, name string) (*dispatcher, *groupConsumer
 			return nil, nil, err
 		}
 		o.active[key] = d
-		o.n.wg.Add(1)
+		o.wg.Add(1)
 		go d.run()
 	}
 	c, err := d.attach(name)
@@ -97,7 +114,7 @@ func (o *groupOwner) attach(ns, group, name string) (*dispatcher, *groupConsumer
 }
 
 // remove takes d out of the registry (if it is still there).
-func (o *groupOwner) remove(d *dispatcher) {
+func (o *Owner) remove(d *dispatcher) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.active[ownerKey(d.ns, d.name)] == d {
@@ -105,8 +122,8 @@ func (o *groupOwner) remove(d *dispatcher) {
 	}
 }
 
-// stopAll stops every dispatcher: leadership went.
-func (o *groupOwner) stopAll(err error) {
+// StopAll stops every dispatcher with err: leadership went.
+func (o *Owner) StopAll(err error) {
 	o.mu.Lock()
 	ds := make([]*dispatcher, 0, len(o.active))
 	for k, d := range o.active {
@@ -120,7 +137,15 @@ func (o *groupOwner) stopAll(err error) {
 	}
 }
 
-func (o *groupOwner) consume(ctx context.Context, ns, group, name string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
+// Consume attaches a consumer named name to group of namespace ns on
+// this node, starting the group's dispatcher, and calls deliver for each
+// message handed to it until ctx ends, deliver or heartbeat fails, or the
+// dispatcher stops (leadership went: Config.NotOwner; the group was
+// deleted: fsm.ErrGroupNotFound; shutdown: nodeapi.ErrShutdown).
+// heartbeat is called once the consumer is attached, then after every
+// idle Config.Heartbeat. What the consumer held when it returns goes back
+// for redelivery.
+func (o *Owner) Consume(ctx context.Context, ns, group, name string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	d, c, err := o.attach(ns, group, name)
 	if err != nil {
 		return err
@@ -131,7 +156,7 @@ func (o *groupOwner) consume(ctx context.Context, ns, group, name string, delive
 	if err := heartbeat(); err != nil {
 		return err
 	}
-	idle := time.NewTimer(o.n.cfg.GroupHeartbeat)
+	idle := time.NewTimer(o.cfg.Heartbeat)
 	defer idle.Stop()
 	for {
 		select {
@@ -143,19 +168,22 @@ func (o *groupOwner) consume(ctx context.Context, ns, group, name string, delive
 			if err := heartbeat(); err != nil {
 				return err
 			}
-			idle.Reset(o.n.cfg.GroupHeartbeat)
+			idle.Reset(o.cfg.Heartbeat)
 		case <-c.notify:
 			for _, del := range d.take(c) {
 				if err := deliver(del); err != nil {
 					return err
 				}
 			}
-			idle.Reset(o.n.cfg.GroupHeartbeat)
+			idle.Reset(o.cfg.Heartbeat)
 		}
 	}
 }
 
-func (o *groupOwner) settle(ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
+// Settle settles the delivered messages ids of group, all or nothing:
+// an id not in flight fails the call with a *nodeapi.NotInFlightError
+// and settles none. reason is kept with parked messages.
+func (o *Owner) Settle(ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
 	d, err := o.dispatcherFor(ns, group)
 	if err != nil {
 		return err
@@ -171,7 +199,9 @@ func (o *groupOwner) settle(ns, group string, ids []string, action nodeapi.Settl
 	return d.settle(ids, action, reason)
 }
 
-func (o *groupOwner) stats(ns, group string) (nodeapi.GroupState, bool) {
+// Stats returns the live state of a group's dispatcher; ok is false when
+// none runs here (no consumer attached, or this node does not own groups).
+func (o *Owner) Stats(ns, group string) (nodeapi.GroupState, bool) {
 	d, err := o.dispatcherFor(ns, group)
 	if err != nil || d == nil {
 		return nodeapi.GroupState{}, false
@@ -180,8 +210,8 @@ func (o *groupOwner) stats(ns, group string) (nodeapi.GroupState, bool) {
 }
 
 // record reads a group's committed record from the local state.
-func (o *groupOwner) record(ns, group string) (*fsmv1.GroupRecord, error) {
-	v, err := o.n.store.View(ns)
+func (o *Owner) record(ns, group string) (*fsmv1.GroupRecord, error) {
+	v, err := o.n.View(ns)
 	if err != nil {
 		return nil, err
 	}
