@@ -6,11 +6,12 @@ import (
 	"testing"
 )
 
-// TestImportsRunDownward keeps the layering of issue #17: the API layer
-// builds without Raft (it speaks node/nodeapi, not node), nothing below
-// it imports it back, and internal/ (the ground floor) imports nothing of
-// ours outside it. Test files are not counted: rpc's tests start
-// real nodes.
+// TestImportsRunDownward keeps the layering: the API layer builds
+// without Raft (it speaks node/nodeapi, not node), nothing below it
+// imports it back, the group delivery engine (node/delivery) sits between
+// node and fsm and reaches Raft and Pebble only through them, and
+// internal/ (the ground floor) imports nothing of ours outside it. Test
+// files are not counted: rpc's tests start real nodes.
 func TestImportsRunDownward(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -21,11 +22,16 @@ func TestImportsRunDownward(t *testing.T) {
 		pkgs   []string
 		denied func(dep string) bool
 	}{
-		{[]string{mod + "rpc", mod + "fsm", mod + "node/nodeapi"}, func(dep string) bool {
+		{[]string{mod + "rpc", mod + "fsm", mod + "node/nodeapi", mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
 		}},
-		{[]string{mod + "rpc"}, func(dep string) bool { return dep == mod+"node" || dep == mod+"membership" }},
-		{[]string{mod + "fsm", mod + "node"}, func(dep string) bool {
+		{[]string{mod + "rpc"}, func(dep string) bool {
+			return dep == mod+"node" || dep == mod+"node/delivery" || dep == mod+"membership"
+		}},
+		{[]string{mod + "node/delivery"}, func(dep string) bool {
+			return dep == mod+"node" || strings.HasPrefix(dep, mod+"node/peerv1") || dep == mod+"membership"
+		}},
+		{[]string{mod + "fsm", mod + "node", mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, mod+"rpc") || dep == mod+"membership"
 		}},
 		// The ground floor: internal/ imports nothing of ours above it
@@ -42,6 +48,18 @@ func TestImportsRunDownward(t *testing.T) {
 			if c.denied(dep) {
 				t.Errorf("%v import %s", c.pkgs, dep)
 			}
+		}
+	}
+	// Direct imports only: the delivery engine reads committed state
+	// through fsm's views and proposes through its node, so it never
+	// opens Pebble itself.
+	out, err := exec.Command(goBin, "list", "-f", `{{join .Imports "\n"}}`, mod+"node/delivery").Output()
+	if err != nil {
+		t.Fatalf("go list -f .Imports node/delivery: %v", err)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if strings.HasPrefix(imp, "github.com/cockroachdb/pebble") {
+			t.Errorf("node/delivery imports %s", imp)
 		}
 	}
 }
