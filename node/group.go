@@ -53,7 +53,8 @@ func (n *Node) DeleteParked(ctx context.Context, c *fsmv1.DeleteParked) (*fsmv1.
 // its progress save failed) the consumer is attached to the new leader
 // without returning: deliver gets again what the old owner had in flight
 // or had settled without saving, with delivery numbers from 1.
-func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
+func (n *Node) Consume(ctx context.Context, ns, group, consumer string,
+	deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	// served: an owner took the consumer (its first heartbeat says so)
 	// since the deadline was set. An idle consumer is served as much as a
 	// busy one.
@@ -80,7 +81,8 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 			return renew
 		},
 		noLeader: func() error {
-			return fmt.Errorf("%w: no owner of group %q took the consumer within %v", nodeapi.ErrNoLeader, group, n.cfg.LeaderWait)
+			return fmt.Errorf("%w: no owner of group %q took the consumer within %v",
+				nodeapi.ErrNoLeader, group, n.cfg.LeaderWait)
 		},
 	})
 }
@@ -88,11 +90,14 @@ func (n *Node) Consume(ctx context.Context, ns, group, consumer string, deliver 
 // Settle acknowledges (or retries, parks, skips) the delivered messages
 // ids of group, all or nothing: any id not in flight fails the call with a
 // *nodeapi.NotInFlightError and settles none. reason is kept with parked messages.
-func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction, reason string) error {
+func (n *Node) Settle(ctx context.Context, ns, group string, ids []string, action nodeapi.SettleAction,
+	reason string) error {
 	return n.callLeader(ctx, leaderCall{
 		local: func() error { return n.groups.Settle(ns, group, ids, action, reason) },
 		remote: func(ctx context.Context, addr string) error {
-			return n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason})
+			return n.peers.groupSettle(ctx, addr, &peerv1.GroupSettleRequest{
+				Namespace: ns, Group: group, Ids: ids, Action: int32(action), Reason: reason,
+			})
 		},
 	})
 }

@@ -57,16 +57,20 @@ func groupPeerError(err error, what string) error {
 	return c
 }
 
-func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest], stream *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
+func (p *peerServer) GroupConsume(ctx context.Context, req *connect.Request[peerv1.GroupConsumeRequest],
+	stream *connect.ServerStream[peerv1.GroupConsumeResponse]) error {
 	m := req.Msg
 	// Only the local owner: a peer never relays again.
 	err := p.n.groups.Consume(ctx, m.Namespace, m.Group, m.Consumer, func(d nodeapi.GroupDelivery) error {
-		return stream.Send(&peerv1.GroupConsumeResponse{GlobalPosition: d.Message.GlobalPosition, Delivery: d.Delivery, Message: storedOf(d.Message)})
+		return stream.Send(&peerv1.GroupConsumeResponse{
+			GlobalPosition: d.Message.GlobalPosition, Delivery: d.Delivery, Message: storedOf(d.Message),
+		})
 	}, func() error { return stream.Send(&peerv1.GroupConsumeResponse{}) })
 	return groupCallError(err)
 }
 
-func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest]) (*connect.Response[peerv1.GroupSettleResponse], error) {
+func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv1.GroupSettleRequest],
+) (*connect.Response[peerv1.GroupSettleResponse], error) {
 	m := req.Msg
 	err := p.n.groups.Settle(m.Namespace, m.Group, m.Ids, nodeapi.SettleAction(m.Action), m.Reason)
 	if err == nil {
@@ -79,15 +83,22 @@ func (p *peerServer) GroupSettle(ctx context.Context, req *connect.Request[peerv
 }
 
 func storedOf(m fsm.Message) *fsmv1.StoredMessage {
-	return &fsmv1.StoredMessage{Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, Data: m.Data, Metadata: m.Metadata, TimeUnixNano: m.Time}
+	return &fsmv1.StoredMessage{
+		Id: m.ID, Stream: m.Stream, Type: m.Type, Position: m.Position, Data: m.Data, Metadata: m.Metadata,
+		TimeUnixNano: m.Time,
+	}
 }
 
 func messageOf(gp int64, s *fsmv1.StoredMessage) fsm.Message {
-	return fsm.Message{ID: s.Id, Stream: s.Stream, Type: s.Type, Position: s.Position, GlobalPosition: gp, Data: s.Data, Metadata: s.Metadata, Time: s.TimeUnixNano}
+	return fsm.Message{
+		ID: s.Id, Stream: s.Stream, Type: s.Type, Position: s.Position, GlobalPosition: gp, Data: s.Data,
+		Metadata: s.Metadata, Time: s.TimeUnixNano,
+	}
 }
 
 // groupConsume relays a consumer to the leader at addr.
-func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
+func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consumer string,
+	deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	req := connect.NewRequest(&peerv1.GroupConsumeRequest{Namespace: ns, Group: group, Consumer: consumer})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -104,7 +115,8 @@ func (c *peerClients) groupConsume(ctx context.Context, addr, ns, group, consume
 			}
 			continue
 		}
-		if err := deliver(nodeapi.GroupDelivery{Message: messageOf(m.GlobalPosition, m.Message), Delivery: m.Delivery}); err != nil {
+		d := nodeapi.GroupDelivery{Message: messageOf(m.GlobalPosition, m.Message), Delivery: m.Delivery}
+		if err := deliver(d); err != nil {
 			return err
 		}
 	}
@@ -144,10 +156,13 @@ func (c *peerClients) groupSettle(ctx context.Context, addr string, m *peerv1.Gr
 	return nil
 }
 
-func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.GroupStatsRequest]) (*connect.Response[peerv1.GroupStatsResponse], error) {
+func (p *peerServer) GroupStats(_ context.Context, req *connect.Request[peerv1.GroupStatsRequest],
+) (*connect.Response[peerv1.GroupStatsResponse], error) {
 	st, _ := p.n.groups.Stats(req.Msg.Namespace, req.Msg.Group)
-	return connect.NewResponse(&peerv1.GroupStatsResponse{Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
-		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked}), nil
+	return connect.NewResponse(&peerv1.GroupStatsResponse{
+		Active: st.Active, Consumers: int32(st.Consumers), InFlight: st.InFlight, Lag: st.Lag,
+		Redeliveries: st.Redeliveries, Acked: st.Acked, Parked: st.Parked,
+	}), nil
 }
 
 func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (nodeapi.GroupState, bool) {
@@ -159,6 +174,8 @@ func (c *peerClients) groupStats(ctx context.Context, addr, ns, group string) (n
 		return nodeapi.GroupState{}, false
 	}
 	m := resp.Msg
-	return nodeapi.GroupState{Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag, Redeliveries: m.Redeliveries,
-		Acked: m.Acked, Parked: m.Parked}, m.Active
+	return nodeapi.GroupState{
+		Active: m.Active, Consumers: int(m.Consumers), InFlight: m.InFlight, Lag: m.Lag,
+		Redeliveries: m.Redeliveries, Acked: m.Acked, Parked: m.Parked,
+	}, m.Active
 }

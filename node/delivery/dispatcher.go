@@ -224,7 +224,8 @@ func (d *dispatcher) parkLocked(it *groupItem) {
 // failLocked handles a failed delivery: retry, or park past max retries.
 func (d *dispatcher) failLocked(it *groupItem, why string) {
 	if it.deliveries > d.mu.rec.Settings.GetMaxRetries() {
-		it.reason = fmt.Sprintf("%s after %d deliveries (max retries %d)", why, it.deliveries, d.mu.rec.Settings.GetMaxRetries())
+		it.reason = fmt.Sprintf("%s after %d deliveries (max retries %d)",
+			why, it.deliveries, d.mu.rec.Settings.GetMaxRetries())
 		d.parkLocked(it)
 		return
 	}
@@ -367,7 +368,9 @@ func (d *dispatcher) idle() bool {
 // (below the cursor they were settled or are gone). nil when there are
 // none.
 func (d *dispatcher) failuresLocked() *groupFailures {
-	f := &groupFailures{incarnation: d.mu.rec.Id, replayVer: d.mu.replayVer, source: map[int64]int32{}, replay: map[int64]int32{}}
+	f := &groupFailures{
+		incarnation: d.mu.rec.Id, replayVer: d.mu.replayVer, source: map[int64]int32{}, replay: map[int64]int32{},
+	}
 	if old := d.mu.failed; old != nil {
 		for gp, n := range old.source {
 			if gp >= d.mu.cursor {
@@ -721,8 +724,10 @@ func (d *dispatcher) save(final bool) error {
 	now := time.Now().UnixNano()
 	c := &fsmv1.GroupProgress{Namespace: d.ns, Name: d.name, Incarnation: rec.Id, Checkpoint: cp, Replayed: replayed}
 	for _, it := range parks {
-		c.Parked = append(c.Parked, &fsmv1.ParkedMessage{GlobalPosition: it.msg.GlobalPosition, Id: it.msg.ID, Stream: it.msg.Stream,
-			Position: it.msg.Position, Reason: it.reason, Deliveries: it.deliveries, ParkedUnixNano: now})
+		c.Parked = append(c.Parked, &fsmv1.ParkedMessage{
+			GlobalPosition: it.msg.GlobalPosition, Id: it.msg.ID, Stream: it.msg.Stream, Position: it.msg.Position,
+			Reason: it.reason, Deliveries: it.deliveries, ParkedUnixNano: now,
+		})
 	}
 	ctx, cancel := context.WithTimeout(d.o.life, d.o.cfg.ApplyTimeout)
 	defer cancel()

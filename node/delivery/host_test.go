@@ -42,7 +42,9 @@ func newTestHost(t testing.TB) *testHost {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	h := &testHost{t: t, store: s, feed: nodeapi.NewFeed(), index: s.AppliedIndex(), saved: make(chan *fsmv1.GroupProgress, 100)}
+	h := &testHost{
+		t: t, store: s, feed: nodeapi.NewFeed(), index: s.AppliedIndex(), saved: make(chan *fsmv1.GroupProgress, 100),
+	}
 	h.owning.Store(true)
 	return h
 }

@@ -29,12 +29,14 @@ func NewCollector(o *Owner, tenantLabels bool) *Collector {
 		return prometheus.NewDesc(prometheus.BuildFQName("skald", "group", name), help+" ("+per+").", labels, nil)
 	}
 	return &Collector{o: o, tenantLabels: tenantLabels, descs: map[string]*prometheus.Desc{
-		"consumers":    desc("consumers", "Consumers attached to subscription groups"),
-		"in_flight":    desc("in_flight", "Messages delivered and not yet settled"),
-		"lag":          desc("lag_messages", "Messages of the namespace at or after a group's read position, plus those it holds unsettled (an upper bound of the backlog)"),
-		"redeliveries": desc("redeliveries_total", "Deliveries of a message after its first, since this node began owning the group"),
-		"acked":        desc("acked_total", "Messages acknowledged or skipped, since this node began owning the group"),
-		"parked":       desc("parked_total", "Messages parked, since this node began owning the group"),
+		"consumers": desc("consumers", "Consumers attached to subscription groups"),
+		"in_flight": desc("in_flight", "Messages delivered and not yet settled"),
+		"lag": desc("lag_messages", "Messages of the namespace at or after a group's read position, "+
+			"plus those it holds unsettled (an upper bound of the backlog)"),
+		"redeliveries": desc("redeliveries_total",
+			"Deliveries of a message after its first, since this node began owning the group"),
+		"acked":  desc("acked_total", "Messages acknowledged or skipped, since this node began owning the group"),
+		"parked": desc("parked_total", "Messages parked, since this node began owning the group"),
 	}}
 }
 

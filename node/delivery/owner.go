@@ -145,7 +145,8 @@ func (o *Owner) StopAll(err error) {
 // heartbeat is called once the consumer is attached, then after every
 // idle Config.Heartbeat. What the consumer held when it returns goes back
 // for redelivery.
-func (o *Owner) Consume(ctx context.Context, ns, group, name string, deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
+func (o *Owner) Consume(ctx context.Context, ns, group, name string,
+	deliver func(nodeapi.GroupDelivery) error, heartbeat func() error) error {
 	d, c, err := o.attach(ns, group, name)
 	if err != nil {
 		return err

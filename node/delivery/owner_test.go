@@ -127,7 +127,8 @@ func TestOwnerDeliversAndSavesLowestUnsettled(t *testing.T) {
 	}
 	for i, d := range got {
 		if d.Message.GlobalPosition != gps[i] || d.Delivery != 1 {
-			t.Fatalf("delivery %d = gp %d (delivery %d), want gp %d (delivery 1)", i, d.Message.GlobalPosition, d.Delivery, gps[i])
+			t.Fatalf("delivery %d = gp %d (delivery %d), want gp %d (delivery 1)",
+				i, d.Message.GlobalPosition, d.Delivery, gps[i])
 		}
 	}
 	// The second and third settle; the first stays unsettled.
@@ -135,20 +136,21 @@ func TestOwnerDeliversAndSavesLowestUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p := h.nextSave(t); p.Checkpoint != gps[0] || h.group("app", "g").Checkpoint != gps[0] {
-		t.Fatalf("saved checkpoint %d (record %d) with gp %d unsettled, want %d", p.Checkpoint, h.group("app", "g").Checkpoint,
-			gps[0], gps[0])
+		t.Fatalf("saved checkpoint %d (record %d) with gp %d unsettled, want %d",
+			p.Checkpoint, h.group("app", "g").Checkpoint, gps[0], gps[0])
 	}
 	// A settle of what is not in flight settles nothing.
 	var nif *nodeapi.NotInFlightError
-	if err := o.Settle("app", "g", []string{got[0].Message.ID, got[1].Message.ID}, nodeapi.SettleAck, ""); !errors.As(err, &nif) ||
-		len(nif.IDs) != 1 || nif.IDs[0] != got[1].Message.ID {
+	err := o.Settle("app", "g", []string{got[0].Message.ID, got[1].Message.ID}, nodeapi.SettleAck, "")
+	if !errors.As(err, &nif) || len(nif.IDs) != 1 || nif.IDs[0] != got[1].Message.ID {
 		t.Fatalf("settle of one id in flight and one settled = %v, want NotInFlightError for the settled one", err)
 	}
 	if err := o.Settle("app", "g", []string{got[0].Message.ID}, nodeapi.SettleRetry, ""); err != nil {
 		t.Fatal(err)
 	}
 	if d := c.next(t); d.Message.GlobalPosition != gps[0] || d.Delivery != 2 {
-		t.Fatalf("after a nack got gp %d (delivery %d), want gp %d (delivery 2)", d.Message.GlobalPosition, d.Delivery, gps[0])
+		t.Fatalf("after a nack got gp %d (delivery %d), want gp %d (delivery 2)",
+			d.Message.GlobalPosition, d.Delivery, gps[0])
 	}
 	if err := o.Settle("app", "g", []string{got[0].Message.ID}, nodeapi.SettleAck, ""); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,8 @@ import (
 // of the stream below it lies below from) and the position the next read
 // starts at is returned: past the last message read, where the same holds
 // for the next from.
-func readSource(v *fsm.View, src *fsmv1.GroupSource, from, streamPos int64, n int) ([]fsm.Message, int64, int64, error) {
+func readSource(v *fsm.View, src *fsmv1.GroupSource, from, streamPos int64, n int,
+) ([]fsm.Message, int64, int64, error) {
 	var msgs []fsm.Message
 	var err error
 	switch {
