@@ -111,7 +111,7 @@ func (h *testHost) group(ns, name string) *fsmv1.GroupRecord {
 // The engine alone delivers a group's messages in order, counts a nack as
 // a redelivery, and saves as checkpoint the lowest unsettled position,
 // never the read position, through the proposals it makes.
-func TestOwnerDeliversAndSavesLowestUnsettled(t *testing.T) {
+func TestGroupOwnerDeliversAndSavesLowestUnsettled(t *testing.T) {
 	h := newTestHost(t)
 	h.createNamespace("app")
 	h.createGroup("app", "g", &fsmv1.GroupSettings{CheckpointAfter: 1})
@@ -166,7 +166,7 @@ func TestOwnerDeliversAndSavesLowestUnsettled(t *testing.T) {
 // When the node stops owning groups, every call fails with Config.NotOwner
 // (so the node attaches its consumers elsewhere), and a dispatcher whose
 // save fails stops with it too, wrapped.
-func TestOwnerStopsWithNotOwner(t *testing.T) {
+func TestGroupOwnerStopsWithNotOwner(t *testing.T) {
 	for _, how := range []string{"stop all", "save fails"} {
 		t.Run(how, func(t *testing.T) {
 			h := newTestHost(t)
