@@ -86,7 +86,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var w io.Writer = stdout
 	if *out != "-" {
-		f, err := os.Create(*out)
+		// 0600: an export holds every event of the namespace. (An existing
+		// file keeps its mode.)
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return err
 		}
