@@ -58,7 +58,7 @@ func (s *Store) Checkpoint(dir string) (*CheckpointSet, error) {
 	if _, err := s.fs.Stat(dir); err == nil {
 		return nil, fmt.Errorf("fsm: checkpoint: %s already exists", dir)
 	}
-	if err := s.fs.MkdirAll(s.fs.PathJoin(dir, "ns"), 0o755); err != nil {
+	if err := s.fs.MkdirAll(s.fs.PathJoin(dir, "ns"), 0o700); err != nil {
 		return nil, fmt.Errorf("fsm: checkpoint: %w", err)
 	}
 	set, err := s.checkpointLocked(dir)
@@ -162,7 +162,7 @@ func (c *CheckpointSet) WriteTo(w io.Writer) (int64, error) {
 
 func (c *CheckpointSet) writeFile(tw *tar.Writer, f checkpointEntry) error {
 	hdr := &tar.Header{
-		Typeflag: tar.TypeReg, Name: f.name, Size: f.size, Mode: 0o644,
+		Typeflag: tar.TypeReg, Name: f.name, Size: f.size, Mode: 0o600,
 		ModTime: tarEpoch, Format: tar.FormatUSTAR,
 	}
 	if err := tw.WriteHeader(hdr); err != nil {

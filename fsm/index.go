@@ -275,11 +275,8 @@ func (a *applier) createIndex(l *Entry, c *fsmv1.CreateIndex) any {
 	if done {
 		return skipped
 	}
-	if _, ok := ns.indexes[c.Definition.Name]; ok {
-		return fmt.Errorf("%w: %q", ErrIndexExists, c.Definition.Name)
-	}
-	if len(ns.indexes) >= MaxIndexes {
-		return invalid("name", "namespace %q has %d indexes, the most it may have; delete one first", c.Namespace, MaxIndexes)
+	if err := checkNewIndex(c.Namespace, ns.indexes, c.Definition.Name); err != nil {
+		return err
 	}
 	d := proto.Clone(c.Definition).(*fsmv1.IndexDefinition)
 	if d.Kind == fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED {

@@ -172,7 +172,7 @@ func (s *Store) indexBlocked(name, indexName string, id uint64) error {
 		return fmt.Errorf("fsm: index %q: %w", indexName, err)
 	}
 	if d.Paused {
-		return fmt.Errorf("%w: index %q does not hold every event the read must see; resume it, or read at LOCAL", ErrIndexPaused, indexName)
+		return fmt.Errorf("%w: index %q does not hold every event the read must see; resume it, or read at LOCAL consistency (skald index query --local)", ErrIndexPaused, indexName)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -97,7 +98,8 @@ func ValidateNamespaceName(name string) error {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return invalid("name", "character %q at %d is not a letter, digit, '-', '_' or '.'", c, i)
+			return invalid("name", "character %s at %d is not a letter, digit, '-', '_' or '.'",
+				quoteCharAt(name, i), i)
 		}
 	}
 	return nil
@@ -124,7 +126,7 @@ func ValidateNewNamespaceName(name string) error {
 		return err
 	}
 	if c := name[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-		return invalid("name", "must start with a letter or a digit (%q: names starting with '.' read as hidden or relative paths, '_' is reserved for Skald's own, '-' reads as a flag), got %q", c, name)
+		return invalid("name", "must start with a letter or a digit (%s: names starting with '.' read as hidden or relative paths, '_' is reserved for Skald's own, '-' reads as a flag), got %q", quoteCharAt(name, 0), name)
 	}
 	if name[len(name)-1] == '.' {
 		return invalid("name", "must not end with '.' (Windows drops trailing dots), got %q", name)
@@ -134,6 +136,18 @@ func ValidateNewNamespaceName(name string) error {
 		return invalid("name", "%q is a Windows device name (CON, PRN, AUX, NUL, COM0-9, LPT0-9, in any case and with any extension), got %q", base, name)
 	}
 	return nil
+}
+
+// quoteCharAt quotes the character of s that starts at byte i: the whole
+// UTF-8 sequence when one starts there, so that an error names "😀", not
+// its first byte read as Latin-1; a byte that starts no valid sequence is
+// quoted as a byte ('\xff').
+func quoteCharAt(s string, i int) string {
+	r, size := utf8.DecodeRuneInString(s[i:])
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Sprintf("%q", s[i:i+1])
+	}
+	return strconv.QuoteRune(r)
 }
 
 // isDeviceName reports whether s is a reserved Windows device name.

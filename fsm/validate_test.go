@@ -251,3 +251,24 @@ func TestReadRepairsLegacyText(t *testing.T) {
 		}
 	}
 }
+
+// TestNamespaceNameErrorsQuoteCharacters: a refused character is quoted
+// whole, not as its first byte read as Latin-1 ("😀", not "ð").
+func TestNamespaceNameErrorsQuoteCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		validate   func(string) error
+	}{
+		{"shop😀", `'😀' at 4`, ValidateNamespaceName},
+		{"caf\u00e9", `'é' at 3`, ValidateNamespaceName},
+		{"a\xffb", `"\xff" at 1`, ValidateNamespaceName},
+		{"a b", `' ' at 1`, ValidateNamespaceName},
+		{"😀shop", `'😀' at 0`, ValidateNamespaceName},
+		{"_shop", `('_': names starting`, ValidateNewNamespaceName},
+	} {
+		err := tc.validate(tc.name)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("validate(%q) = %v, want it to name %s", tc.name, err, tc.want)
+		}
+	}
+}

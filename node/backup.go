@@ -55,7 +55,7 @@ func RestoreBackup(dataDir, raftAddr, logStoreKind string, r io.Reader) (string,
 	if entries, err := os.ReadDir(dataDir); err == nil && len(entries) > 0 {
 		return "", fsm.SnapshotMeta{}, fmt.Errorf("node: restore into %s: the directory is not empty", dataDir)
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}
 	id, err := loadNodeID(dataDir)
@@ -75,7 +75,7 @@ func RestoreBackup(dataDir, raftAddr, logStoreKind string, r io.Reader) (string,
 	}
 	// Raft's current term must not be below the backup's last term, or the
 	// node's first election would run in an older term than its log.
-	if err := os.MkdirAll(filepath.Join(dataDir, "raft"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dataDir, "raft"), 0o700); err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}
 	stable, _, _, err := openLogStore(filepath.Join(dataDir, "raft"), logStoreKind, nil, nil)

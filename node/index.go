@@ -38,8 +38,11 @@ import (
 // by the node that takes the call (an older leader would not check) and
 // again by the leader when it proposes (fsm.Kind.Version, checkVersion).
 
-// CreateIndex is Apply for an index definition.
+// CreateIndex is Apply for an index definition, after refuseCreateIndex.
 func (n *Node) CreateIndex(ctx context.Context, c *fsmv1.CreateIndex) (*fsmv1.Result, error) {
+	if err := n.refuseCreateIndex(ctx, c); err != nil {
+		return nil, err
+	}
 	return n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_CreateIndex{CreateIndex: c}})
 }
 

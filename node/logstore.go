@@ -147,7 +147,7 @@ func openLogStore(dir, want string, log *slog.Logger, synced func(time.Duration)
 // parent so that the directory itself survives a power loss.
 func openWAL(dir string, log *slog.Logger, synced func(time.Duration)) (*raftwal.WAL, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := os.Mkdir(dir, 0o700); err != nil {
 			return nil, err
 		}
 		if err := durable.SyncDir(vfs.Default, filepath.Dir(dir)); err != nil {

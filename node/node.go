@@ -93,7 +93,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.InMemory {
 		fs, dataDir, id = vfs.NewMem(), "/", uuid.NewString()
 	} else {
-		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o700); err != nil {
 			return nil, fmt.Errorf("node: create data directory: %w", err)
 		}
 		if id, err = loadNodeID(cfg.DataDir); err != nil {

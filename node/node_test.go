@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -422,6 +423,15 @@ func TestSessionRead(t *testing.T) {
 	createNamespace(t, l.Node, "app")
 	c.WaitConverged()
 	f := c.Followers()[0]
+	// An index past the cluster's commit index is refused at once, on the
+	// leader and on a follower, instead of waited for.
+	for _, n := range []*TestNode{l, f} {
+		err := n.ReadBarrier(ctxT(t), nodeapi.ReadOptions{Consistency: nodeapi.Session, MinIndex: math.MaxUint64})
+		var v *fsm.ValidationError
+		if !errors.As(err, &v) || v.Field != "read.min_index" {
+			t.Fatalf("session read at min index 2^64-1: %v, want a validation error of read.min_index", err)
+		}
+	}
 	f.Proxy.SetBlocked(true) // the follower lags: it hears nothing
 	res, err := appendOne(ctxT(t), l.Node, "app", "acct-1", "")
 	if err != nil {

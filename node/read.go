@@ -49,6 +49,9 @@ func (n *Node) ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error 
 	case nodeapi.Session:
 		ctx, cancel := n.readContext(ctx)
 		defer cancel()
+		if err := n.checkMinIndex(ctx, opts.MinIndex); err != nil {
+			return err
+		}
 		if err := n.waitApplied(ctx, opts.MinIndex); err != nil {
 			return fmt.Errorf("%w: index %d not applied (at %d): %v", nodeapi.ErrNotCaughtUp, opts.MinIndex, n.sm.appliedIndex(), err)
 		}
@@ -64,6 +67,23 @@ func (n *Node) ReadBarrier(ctx context.Context, opts nodeapi.ReadOptions) error 
 		return nil
 	}
 	return fmt.Errorf("node: unknown consistency %d", opts.Consistency)
+}
+
+// checkMinIndex refuses a SESSION min index that no acknowledged write
+// can have given: one past the leader's commit index. Only an index past
+// this node's own log is asked of the leader, so a session read that can
+// be served costs nothing more; when the leader cannot be asked, the
+// read waits for the index as before.
+func (n *Node) checkMinIndex(ctx context.Context, min uint64) error {
+	if min <= n.raft.LastIndex() {
+		return nil
+	}
+	commit, err := n.readIndex(ctx)
+	if err != nil || min <= commit {
+		return nil
+	}
+	return &fsm.ValidationError{Field: "read.min_index",
+		Reason: fmt.Sprintf("%d is past the cluster's commit index %d: no write was acknowledged at it", min, commit)}
 }
 
 func sinceOrNever(t time.Time) string {

@@ -50,7 +50,7 @@ func newSnapshotStore(store *fsm.Store, fs vfs.FS, dir string, log *slog.Logger,
 	if err := fs.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("node: clear %s: %w", dir, err)
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: create %s: %w", dir, err)
 	}
 	return &snapshotStore{store: store, fs: fs, dir: dir, log: log, m: m, staged: make(map[string]*fsm.StagedCheckpoint)}, nil

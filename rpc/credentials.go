@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -162,6 +163,20 @@ type credentials struct {
 
 func roleIn(r skaldv1.Role) fsm.Role { return fsm.Role(r) }
 
+// expiryNanos is a credential's expiry as the store holds it. A time past
+// the last one int64 nanoseconds hold (2262) is refused with a hint, not
+// wrapped into the past: "never" is no expiry at all.
+func expiryNanos(field string, t time.Time) (int64, error) {
+	if err := fsm.ValidateTime(field, t); err != nil {
+		var v *fsm.ValidationError
+		if errors.As(err, &v) {
+			v.Reason += "; leave the expiry out for a credential that never expires"
+		}
+		return 0, err
+	}
+	return t.UnixNano(), nil
+}
+
 func credentialOut(c fsm.CredentialInfo, lastUsed int64) *skaldv1.Credential {
 	return &skaldv1.Credential{Name: c.Name, Role: skaldv1.Role(c.Role), Scope: c.Scope, ExpiresAt: timestamp(c.ExpiresAt),
 		CreatedAt: timestamp(c.CreatedAt), LastUsed: timestamp(lastUsed), Initial: c.Initial}
@@ -170,11 +185,14 @@ func credentialOut(c fsm.CredentialInfo, lastUsed int64) *skaldv1.Credential {
 func (s *credentials) Create(ctx context.Context, req *connect.Request[skaldv1.CredentialsCreateRequest]) (*connect.Response[skaldv1.CredentialsCreateResponse], error) {
 	m := req.Msg
 	n := newCredential{namespace: m.Namespace, name: m.Name, role: roleIn(m.Role), scope: m.Scope}
+	var err error
 	if m.ExpiresAt != nil {
 		if err := m.ExpiresAt.CheckValid(); err != nil {
 			return nil, invalidField("expires_at", "%v", err)
 		}
-		n.expiresAt = m.ExpiresAt.AsTime().UnixNano()
+		if n.expiresAt, err = expiryNanos("expires_at", m.ExpiresAt.AsTime()); err != nil {
+			return nil, toConnect(ctx, s.log, err)
+		}
 	}
 	info, token, index, err := s.ops.create(ctx, n)
 	if err != nil {

@@ -60,7 +60,9 @@ func (e *evdb) tokenCreate(ctx context.Context, args evArgs) (any, *evError) {
 		if err != nil {
 			return nil, evInvalid("option expiresAt must be an RFC 3339 time: %v", err)
 		}
-		n.expiresAt = t.UnixNano()
+		if n.expiresAt, err = expiryNanos("expiresAt", t); err != nil {
+			return nil, e.namedError(ctx, err)
+		}
 	}
 	info, token, _, err := e.creds.create(ctx, n)
 	if err != nil {

@@ -49,7 +49,7 @@ func TestCLIIndex(t *testing.T) {
 		{"info json", shop, []string{"index", "info", "by-sku", "-o", "json"}, 0, `"entries":5,`, ""},
 		{"bad field", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:/sku:number"}, command.ExitUsage, `^$`, `type "number": want string, int, float, time or bool`},
 		{"no field", shop, []string{"index", "create", "x", "--type", "Sold"}, command.ExitUsage, `^$`, `give at least one --field`},
-		{"no source", shop, []string{"index", "create", "x", "--field", "type"}, command.ExitUsage, `^$`, `invalid_argument: definition.source: must name a category`},
+		{"no source", shop, []string{"index", "create", "x", "--field", "type"}, command.ExitUsage, `^$`, `give the events to index: --category, --type or --tag`},
 		{"bad pointer", shop, []string{"index", "create", "x", "--type", "Sold", "--field", "data:sku:string"}, command.ExitUsage, `^$`, `definition.fields[0].pointer`},
 		{"exists", shop, []string{"index", "create", "by-sku", "--type", "Sold", "--field", "type"}, command.ExitConflict, `^$`, `already_exists`},
 		{"value of another type", shop, []string{"index", "query", "by-qty", "--eq", "lots"}, command.ExitUsage, `^$`, `equal[0]: must be an integer`},
@@ -118,7 +118,8 @@ func TestCLIIndex(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"new version", []string{"by-qty", "--version", "2", "--category", "order", "--field", "data:/qty:float"}, 0,
+		// Its source (category order) is kept: only --field is given.
+		{"new version", []string{"by-qty", "--version", "2", "--field", "data:/qty:float"}, 0,
 			"Rebuilding index by-qty (version 2): data:/qty:float; every node answers from the current definition until it has built this one.\n", ""},
 		{"as it is", []string{"last-sku"}, 0, "Rebuilding index last-sku (version 1): data:/sku:string; every node answers from the current definition until it has built this one.\n", ""},
 		{"a version without fields", []string{"by-qty", "--version", "3"}, command.ExitUsage, "", "--version defines a new version: give its --field(s) too"},
@@ -154,7 +155,7 @@ func TestCLIIndex(t *testing.T) {
 		{"append while paused", []string{"append", "order-9", "Sold", `{"sku":"damson","qty":3}`}, 0, ``, ""},
 		{"list paused", []string{"index", "list"}, 0, `(?m)^by-sku\s+1\s+types Sold\s+data:/sku:string, data:/qty:int\s+paused\s+6\s+0\s+1\s*$`, ""},
 		{"local query", []string{"index", "query", "by-sku", "--prefix", "d", "--local", "--positions"}, 0, `^GPOS\s+VALUES\n\(this node's index lags 1 events\)\n$`, ""},
-		{"waiting query", []string{"index", "query", "by-sku", "--prefix", "d"}, command.ExitConflict, `^$`, `failed_precondition: fsm: index is paused: index "by-sku"`},
+		{"waiting query", []string{"index", "query", "by-sku", "--prefix", "d"}, command.ExitConflict, `^$`, `failed_precondition: fsm: index is paused: index "by-sku" does not hold every event the read must see; resume it, or read at LOCAL consistency (skald index query --local)`},
 		{"pause unknown", []string{"index", "pause", "nope"}, command.ExitNotFound, `^$`, `not_found`},
 		{"resume without name", []string{"index", "resume"}, command.ExitUsage, `^$`, ``},
 		{"resume", []string{"index", "resume", "by-sku"}, 0, `^Resumed index by-sku; every node continues from its checkpoint\.\n$`, ""},

@@ -96,7 +96,7 @@ func MkdirAll(fs vfs.FS, dir string) error {
 			return err
 		}
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	return SyncDir(fs, parent)

@@ -26,6 +26,9 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := cf.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}
+	// A backup holds every event and credential hash: 0600, whatever the
+	// shell's umask.
+	command.PrivateUmask()
 	if *out == "" {
 		return command.Exit(command.ExitUsage, fmt.Errorf("backup: --out is required"))
 	}
@@ -105,6 +108,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *from == "" || *dataDir == "" {
 		return command.Exit(command.ExitUsage, fmt.Errorf("restore: --from and --data-dir are required"))
 	}
+	command.PrivateUmask() // the restored data directory, as the server makes it
 	f, err := os.Open(*from)
 	if err != nil {
 		return err

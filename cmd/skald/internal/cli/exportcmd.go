@@ -86,7 +86,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var w io.Writer = stdout
 	if *out != "-" {
-		f, err := os.Create(*out)
+		// 0600: an export holds every event of the namespace. (An existing
+		// file keeps its mode.)
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return err
 		}
@@ -156,7 +158,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, cf := command.NewFlagSet("import", "skald import FILE.ndjson[.gz]|- [--force [--yes]]   (- reads standard input)", stderr, command.NoOutput)
-	force := fs.Bool("force", false, "delete every message of the namespace first")
+	force := fs.Bool("force", false, "delete every message and every subscription group of the namespace first\n(indexes, retention policies and credentials stay)")
 	yes := command.AddYes(fs)
 	rest, err := cf.Parse(fs, args, 1, 1)
 	if err != nil {
@@ -183,8 +185,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if rest[0] == "-" {
 			ask = nil // standard input is the data: no one to ask
 		}
-		if err := command.Confirm("import --force", "deletes every message of namespace "+ns+" first",
-			"Delete every message of namespace "+ns+" before importing?", *yes, ask, stderr); err != nil {
+		if err := command.Confirm("import --force",
+			"deletes every message and every subscription group of namespace "+ns+" first",
+			"Delete every message and every subscription group of namespace "+ns+" before importing?",
+			*yes, ask, stderr); err != nil {
 			return err
 		}
 	}

@@ -54,9 +54,9 @@ const indexUsage = `Usage: skald index <create|list|info|rebuild|pause|resume|de
       acknowledged write; --local answers at once and reports the lag.
 
 Each takes --namespace NS (default: the token's own namespace; the admin token may name any).
-Bad input: exit 2 (nothing changed); so is a query that must wait for a paused index, or
-any query of an index that failed on the node (failed_precondition: list and info say why;
-rebuild it); an unknown namespace or index: exit 4; a name taken: exit 5 (conflict).
+Bad input: exit 2 (nothing changed); an unknown namespace or index: exit 4; a name taken, a
+query that must wait for a paused index (resume it, or query with --local) and any query of an
+index that failed on the node (list and info say why; rebuild it): exit 5 (the state refuses it).
 `
 
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -159,6 +159,25 @@ func (f *defFlags) definition(name string) (*skaldv1.IndexDefinition, error) {
 	return d, nil
 }
 
+// keepUnsaid fills what the flags of a rebuild did not say from the
+// current definition: its source (--category, --type and --tag, kept as
+// one unless one of them is given), its --kind and its --storage. A new
+// version thus changes only what its flags name.
+func keepUnsaid(d, current *skaldv1.IndexDefinition, given map[string]bool) {
+	if current == nil {
+		return
+	}
+	if !given["category"] && !given["type"] && !given["tag"] {
+		d.Category, d.Types, d.Query = current.Category, current.Types, current.Query
+	}
+	if !given["kind"] {
+		d.Kind = current.Kind
+	}
+	if !given["storage"] {
+		d.Storage = current.Storage
+	}
+}
+
 // indexDefine is index create or index rebuild: the flags that define an
 // index, checked into the definition before anything is sent.
 func indexDefine(name, usage string, check func(fs *flag.FlagSet, df *defFlags, args []string) (*skaldv1.IndexDefinition, error),
@@ -190,6 +209,9 @@ func indexCreate() command.Command[*skaldv1.IndexDefinition] {
 			if err != nil {
 				return nil, command.Mistake("%s", err)
 			}
+			if *df.category == "" && len(df.types) == 0 && len(df.tags) == 0 {
+				return nil, command.Mistake("give the events to index: --category, --type or --tag")
+			}
 			return d, nil
 		},
 		func(ctx context.Context, c *client.Client, ns, _ string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
@@ -206,8 +228,11 @@ func indexCreate() command.Command[*skaldv1.IndexDefinition] {
 }
 
 func indexRebuild() command.Command[*skaldv1.IndexDefinition] {
+	var given map[string]bool // the definition flags given
 	return indexDefine("index rebuild", "skald index rebuild NAME [--version N --field SPEC... [--category C] [--type T]... [--tag TAG]... [--kind K]] [--namespace NS]",
 		func(fs *flag.FlagSet, df *defFlags, args []string) (*skaldv1.IndexDefinition, error) {
+			given = map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 			if len(df.fields) > 0 {
 				d, err := df.definition(args[0])
 				if err != nil {
@@ -215,16 +240,21 @@ func indexRebuild() command.Command[*skaldv1.IndexDefinition] {
 				}
 				return d, nil
 			}
-			visited := map[string]bool{}
-			fs.Visit(func(f *flag.Flag) { visited[f.Name] = true })
 			for _, name := range []string{"category", "version", "kind", "storage", "type", "tag"} {
-				if visited[name] {
+				if given[name] {
 					return nil, command.Mistake("--%s defines a new version: give its --field(s) too (without any, the current definition is rebuilt)", name)
 				}
 			}
 			return nil, nil
 		},
 		func(ctx context.Context, c *client.Client, ns, name string, d *skaldv1.IndexDefinition) (*skaldv1.IndexDefinition, error) {
+			if d != nil && !(given["category"] && given["type"] && given["tag"] && given["kind"] && given["storage"]) {
+				info, err := c.IndexInfo(ctx, ns, name)
+				if err != nil {
+					return nil, err
+				}
+				keepUnsaid(d, info.GetDefinition(), given)
+			}
 			return c.RebuildIndex(ctx, ns, name, d)
 		},
 		func(w io.Writer, out *skaldv1.IndexDefinition) error {

@@ -62,7 +62,7 @@ func loadDevState(dir string) (State, error) {
 	}
 	st = State{GossipKey: base64.StdEncoding.EncodeToString(key), AdminToken: token}
 	b, _ = json.MarshalIndent(st, "", "  ")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return st, err
 	}
 	return st, os.WriteFile(path, b, 0o600)
@@ -252,7 +252,7 @@ func (c *devCluster) running(i int) bool {
 // the background. A restarted node joins through every other node, so
 // it finds the cluster whichever of them is down.
 func (c *devCluster) start(ctx context.Context, i int) error {
-	logFile, err := os.OpenFile(c.logPath(i), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := os.OpenFile(c.logPath(i), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}

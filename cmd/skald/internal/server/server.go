@@ -361,6 +361,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		dataDir = ""
 		fmt.Fprintln(stderr, "WARNING: --in-memory: data, Raft log and snapshots live in this process's memory only; everything is lost when it stops")
 	}
+	if err := privateDataDir(dataDir, log); err != nil {
+		return err
+	}
 	n, err := node.Open(node.Config{
 		DataDir: dataDir, InMemory: f.inMemory, Timing: timing, RaftAddr: f.raftAddr, RaftAdvertise: f.advertiseRaft, APIAddr: apiAddr,
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,

@@ -1,0 +1,6 @@
+//go:build !unix
+
+package command
+
+// PrivateUmask has nothing to set where there is no umask.
+func PrivateUmask() {}
