@@ -116,7 +116,6 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
-	h.Set("Access-Control-Allow-Origin", "*")
 	w.WriteHeader(http.StatusOK)
 	if all {
 		fmt.Fprint(w, ": ready\n\n")
