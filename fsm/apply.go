@@ -22,8 +22,13 @@ type PositionExistsError struct {
 }
 
 func (e *PositionExistsError) Error() string {
-	return fmt.Sprintf("fsm: import record %d (stream %q position %d, global position %d): %s",
-		e.Record, e.Stream, e.Position, e.GlobalPosition, e.Reason)
+	return fmt.Sprintf("fsm: import record %d (%s)", e.Record, e.Describe())
+}
+
+// Describe is the clash as a user reads it, by the record's stream and
+// positions (the API names its line).
+func (e *PositionExistsError) Describe() string {
+	return fmt.Sprintf("stream %q position %d, global position %d: %s", e.Stream, e.Position, e.GlobalPosition, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrPositionExists) true.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skalddb/skald/fsm"
@@ -191,9 +193,10 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 			var ve *fsm.ValidationError
 			switch {
 			case errors.As(err, &pe):
-				return &importError{"POSITION_EXISTS", pe.Error(), lines[pe.Record], ""}
+				return &importError{"POSITION_EXISTS", pe.Describe(), lines[pe.Record], ""}
 			case errors.As(err, &ve):
-				return &importError{"INVALID_RECORD", ve.Error(), lines[0], ""}
+				line, msg := recordOf(ve, lines)
+				return &importError{"INVALID_RECORD", msg, line, ""}
 			}
 			line := 0
 			if len(lines) > 0 {
@@ -250,6 +253,26 @@ func (e *evdb) importHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	event(map[string]any{"done": true, "imported": imported, "elapsed": time.Since(start).Round(time.Millisecond).String()})
+}
+
+// recordOf is the line of the record a chunk's validation error names
+// (its field messages[i].f) and the error as that line's reader sees it:
+// the record's field and the reason, not the chunk's index. An error of
+// the chunk as a whole is its first line's.
+func recordOf(ve *fsm.ValidationError, lines []int) (line int, msg string) {
+	rest, ok := strings.CutPrefix(ve.Field, "messages[")
+	idx, field, ok2 := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(idx)
+	if !ok || !ok2 || err != nil || i < 0 || i >= len(lines) {
+		if len(lines) == 0 {
+			return 0, ve.Describe()
+		}
+		return lines[0], ve.Describe()
+	}
+	if field = strings.TrimPrefix(field, "."); field == "" {
+		return lines[i], ve.Reason
+	}
+	return lines[i], field + ": " + ve.Reason
 }
 
 // readErr remembers the error that ended a body other than io.EOF, so

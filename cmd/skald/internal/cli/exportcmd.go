@@ -224,6 +224,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := command.StatusError("import", resp); err != nil {
 		return err
 	}
+	// Progress lines only for a person watching: a script reads the
+	// final line (stdout) or the error.
+	f, isFile := stderr.(*os.File)
+	progress := isFile && command.IsTerminal(f)
+	var imported int64 // as of the last progress event
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "data: ")
@@ -250,12 +255,16 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			} else if ev.Error == "INVALID_JSON" || ev.Error == "INVALID_RECORD" {
 				code = command.ExitUsage
 			}
-			return command.Exit(code, fmt.Errorf("import stopped at line %d: %s: %s (chunks before it are imported)", ev.Line, ev.Error, ev.Message))
+			return command.Exit(code, fmt.Errorf("import stopped at line %d: %s: %s (%s before it imported)",
+				ev.Line, ev.Error, ev.Message, plural(imported, "message")))
 		case ev.Done:
 			fmt.Fprintf(stdout, "Imported %s in %s.\n", plural(ev.Imported, "message"), ev.Elapsed)
 			return nil
 		default:
-			fmt.Fprintf(stderr, "imported %d messages (global position %d)\n", ev.Imported, ev.GPos)
+			imported = ev.Imported
+			if progress {
+				fmt.Fprintf(stderr, "imported %d messages (global position %d)\n", ev.Imported, ev.GPos)
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
