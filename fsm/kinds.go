@@ -168,7 +168,12 @@ var kinds = map[reflect.Type]*Kind{
 			stampTime(&c.GetCreateCredential().CreatedUnixNano, now)
 		},
 		apply: on((*fsmv1.Command).GetCreateCredential, (*applier).createCredential)},
-	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Version: CredentialsVersion, Result: "credential",
+	// No version: a revocation goes whatever a server runs or last said.
+	// A replica older than CredentialsVersion applies it as a malformed
+	// command and writes nothing, which is what it holds of credentials:
+	// a create is gated, so a replica that cannot apply the revocation
+	// never applied the credential it revokes.
+	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Result: "credential",
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetRevokeCredential().RevokedUnixNano, now)
 		},

@@ -37,12 +37,19 @@ func (n *Node) BootstrapCluster(servers []raft.Server) error {
 }
 
 // RegisterAPIAddress records a server's API address in the replicated node
-// info (for forwarding and Cluster.Status) when it differs.
+// info (for forwarding and Cluster.Status) when it differs. The entry
+// keeps the server's recorded version; a server registered for the first
+// time has its version recorded next (version.go).
 func (n *Node) RegisterAPIAddress(ctx context.Context, id, apiAddr string) error {
+	n.nodeInfoMu.Lock()
+	defer n.nodeInfoMu.Unlock()
 	if cur, ok := n.store.NodeAddr(id); ok && cur == apiAddr {
 		return nil
 	}
 	_, err := n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetNodeInfo{SetNodeInfo: &fsmv1.SetNodeInfo{NodeId: id, ApiAddress: apiAddr}}})
+	if err == nil {
+		n.kickVersions()
+	}
 	return err
 }
 

@@ -281,11 +281,11 @@ func TestIndexReadLinearizable(t *testing.T) {
 	}
 }
 
-// Index definitions are refused while a server does not report knowing
-// them (one that does not answer counts as older), and accepted once it
-// does.
+// Index definitions are refused while a server is not known to know them
+// (one without a recorded version that does not answer counts as older),
+// and accepted once it is.
 func TestIndexGate(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, func(cfg *Config) { cfg.VersionInterval = -1 }) // no version is recorded
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
 	down := c.Followers()[0]

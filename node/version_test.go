@@ -1,0 +1,145 @@
+package node
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/nodeapi"
+)
+
+// waitVersionsRecorded waits until n's replica records every member of c
+// at version v or above.
+func waitVersionsRecorded(t *testing.T, c *TestCluster, n *Node, v uint32) {
+	t.Helper()
+	testutil.Until(t, waitTimeout, "every server's version to be recorded", func() (bool, string) {
+		for _, tn := range c.Nodes {
+			if got, ok := n.ServerVersion(tn.Node.ID()); !ok || got < v {
+				return false, fmt.Sprintf("%s recorded at %d (%v)", tn.Node.ID(), got, ok)
+			}
+		}
+		return true, ""
+	})
+}
+
+// The version gate decides from what each server last reported: while a
+// follower that reported version 2 is stopped, killed, cut off or paused,
+// a credential is revoked and another created through the leader, an index
+// created, and a node restarted meanwhile (it cannot reach the down
+// follower) takes a create too, from the record its replica holds.
+func TestVersionGateTrustsLastReported(t *testing.T) {
+	h := sha256.Sum256([]byte("token"))
+	for _, tc := range []struct {
+		name string
+		down func(tn *TestNode)
+	}{
+		{"stopped", func(tn *TestNode) { tn.Stop() }},
+		{"killed", func(tn *TestNode) { tn.Kill() }},
+		{"unreachable", func(tn *TestNode) { tn.Proxy.SetBlocked(true) }},
+		{"paused", func(tn *TestNode) { tn.Proxy.SetStalled(true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, nil)
+			l := c.Leader()
+			createNamespace(t, l.Node, "app")
+			if _, err := l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 42, Name: "leaked",
+				Role: uint32(fsm.RoleWriter), TokenHash: h[:]}); err != nil {
+				t.Fatalf("create with every server up: %v", err)
+			}
+			waitVersionsRecorded(t, c, l.Node, fsm.CredentialsVersion)
+			c.WaitConverged()
+			fs := c.Others(l)
+			down, other := fs[0], fs[1]
+			tc.down(down)
+
+			res, err := l.RevokeCredential(ctxT(t), &fsmv1.RevokeCredential{Namespace: "app", Name: "leaked"})
+			if err != nil || res.GetCredential().GetName() != "leaked" {
+				t.Fatalf("revoke with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+			}
+			if _, _, ok := l.Credential("app", 42); ok {
+				t.Fatal("the leader still holds the revoked credential")
+			}
+			res, err = l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 43, Name: "next",
+				Role: uint32(fsm.RoleReader), TokenHash: h[:]})
+			if err != nil || res.GetCredential().GetName() != "next" {
+				t.Fatalf("create with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+			}
+			if cred, _, ok := l.Credential("app", 43); !ok || cred.Role != fsm.RoleReader {
+				t.Fatalf("credential 43 on the leader = %+v, %v", cred, ok)
+			}
+			if res, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil || res.Index == 0 {
+				t.Fatalf("create an index with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+			}
+
+			other.Stop()
+			other.Restart()
+			res, err = other.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 44, Name: "after",
+				Role: uint32(fsm.RoleReader), TokenHash: h[:]})
+			if err != nil || res.GetCredential().GetName() != "after" {
+				t.Fatalf("create through %s, restarted with %s %s: %+v, %v", other.ID(), down.ID(), tc.name, res, err)
+			}
+		})
+	}
+}
+
+// A server the cluster has no version recorded for, that does not answer,
+// still blocks the kinds that need a version, and the refusal names it;
+// nothing is proposed. A revocation needs no version and goes.
+func TestVersionGateNamesServerNeverReported(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.VersionInterval = -1 }) // the leader records nothing
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	h := sha256.Sum256([]byte("token"))
+	if _, err := l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 42, Name: "leaked",
+		Role: uint32(fsm.RoleWriter), TokenHash: h[:]}); err != nil {
+		t.Fatalf("create with every server up: %v", err)
+	}
+	down := c.Others(l)[0]
+	id := down.ID()
+	if v, ok := l.ServerVersion(id); ok {
+		t.Fatalf("%s recorded at %d with the recording off", id, v)
+	}
+	down.Stop()
+
+	before := l.AppliedIndex()
+	for _, tc := range []struct {
+		kind  string
+		apply func() error
+	}{
+		{"create_credential", func() error {
+			_, err := l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 43, Name: "next",
+				Role: uint32(fsm.RoleReader), TokenHash: h[:]})
+			return err
+		}},
+		{"create_index", func() error { _, err := l.CreateIndex(ctxT(t), amountIndex("app")); return err }},
+	} {
+		err := tc.apply()
+		if !errors.Is(err, nodeapi.ErrUpgradeRequired) {
+			t.Fatalf("%s with %s down and never recorded: %v, want ErrUpgradeRequired", tc.kind, id, err)
+		}
+		t.Logf("%s refused: %v", tc.kind, err)
+		for _, want := range []string{tc.kind, fmt.Sprintf("server %q does not answer", id), "has no state machine version recorded for it"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s refused with %q: it does not say %q", tc.kind, err, want)
+			}
+		}
+	}
+	if got := l.AppliedIndex(); got != before {
+		t.Fatalf("refused commands moved the applied index from %d to %d", before, got)
+	}
+	if _, _, ok := l.Credential("app", 43); ok {
+		t.Fatal("a refused create was applied")
+	}
+	if res, err := l.RevokeCredential(ctxT(t), &fsmv1.RevokeCredential{Namespace: "app", Name: "leaked"}); err != nil ||
+		res.GetCredential().GetName() != "leaked" {
+		t.Fatalf("revoke with %s down and never recorded: %+v, %v", id, res, err)
+	}
+	if _, _, ok := l.Credential("app", 42); ok {
+		t.Fatal("the leader still holds the revoked credential")
+	}
+}
