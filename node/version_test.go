@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -55,11 +57,12 @@ func TestVersionGateTrustsLastReported(t *testing.T) {
 			c.WaitConverged()
 			fs := c.Others(l)
 			down, other := fs[0], fs[1]
+			downID := down.ID()
 			tc.down(down)
 
 			res, err := l.RevokeCredential(ctxT(t), &fsmv1.RevokeCredential{Namespace: "app", Name: "leaked"})
 			if err != nil || res.GetCredential().GetName() != "leaked" {
-				t.Fatalf("revoke with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+				t.Fatalf("revoke with %s %s: %+v, %v", downID, tc.name, res, err)
 			}
 			if _, _, ok := l.Credential("app", 42); ok {
 				t.Fatal("the leader still holds the revoked credential")
@@ -67,13 +70,13 @@ func TestVersionGateTrustsLastReported(t *testing.T) {
 			res, err = l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 43, Name: "next",
 				Role: uint32(fsm.RoleReader), TokenHash: h[:]})
 			if err != nil || res.GetCredential().GetName() != "next" {
-				t.Fatalf("create with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+				t.Fatalf("create with %s %s: %+v, %v", downID, tc.name, res, err)
 			}
 			if cred, _, ok := l.Credential("app", 43); !ok || cred.Role != fsm.RoleReader {
 				t.Fatalf("credential 43 on the leader = %+v, %v", cred, ok)
 			}
 			if res, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil || res.Index == 0 {
-				t.Fatalf("create an index with %s %s: %+v, %v", down.ID(), tc.name, res, err)
+				t.Fatalf("create an index with %s %s: %+v, %v", downID, tc.name, res, err)
 			}
 
 			other.Stop()
@@ -81,7 +84,7 @@ func TestVersionGateTrustsLastReported(t *testing.T) {
 			res, err = other.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 44, Name: "after",
 				Role: uint32(fsm.RoleReader), TokenHash: h[:]})
 			if err != nil || res.GetCredential().GetName() != "after" {
-				t.Fatalf("create through %s, restarted with %s %s: %+v, %v", other.ID(), down.ID(), tc.name, res, err)
+				t.Fatalf("create through %s, restarted with %s %s: %+v, %v", other.ID(), downID, tc.name, res, err)
 			}
 		})
 	}
@@ -141,5 +144,57 @@ func TestVersionGateNamesServerNeverReported(t *testing.T) {
 	}
 	if _, _, ok := l.Credential("app", 42); ok {
 		t.Fatal("the leader still holds the revoked credential")
+	}
+}
+
+// A record is what the server last said, lower too: a server that comes
+// back reporting version 1 blocks version 2 once the leader has heard it,
+// and the refusal says what it reports; stopped, it blocks still, and the
+// refusal says it does not answer and what it last reported.
+func TestVersionGateSaysWhatServerLastReported(t *testing.T) {
+	var older atomic.Bool
+	c := StartTestCluster(t, 3, TestClusterOptions{Config: func(i int, cfg *Config) {
+		cfg.VersionInterval = 100 * time.Millisecond
+		cfg.olderStateMachine = i > 0 && older.Load()
+	}})
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	waitVersionsRecorded(t, c, l.Node, fsm.StateMachineVersion)
+	f := c.Others(l)[0]
+	id := f.ID()
+	older.Store(true)
+	f.Stop()
+	f.Restart()
+	testutil.Until(t, waitTimeout, "the leader to record the version the restarted server reports", func() (bool, string) {
+		v, ok := l.ServerVersion(id)
+		return ok && v == fsm.StateMachineVersion-1, fmt.Sprintf("recorded %d, %v", v, ok)
+	})
+	h := sha256.Sum256([]byte("token"))
+	create := func() error {
+		_, err := l.CreateCredential(ctxT(t), &fsmv1.CreateCredential{Namespace: "app", Id: 42, Name: "c",
+			Role: uint32(fsm.RoleReader), TokenHash: h[:]})
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"reports older", func() {}, fmt.Sprintf("server %q reports state machine version %d", id, fsm.StateMachineVersion-1)},
+		{"stopped", f.Stop, fmt.Sprintf("server %q does not answer", id)},
+	} {
+		tc.do()
+		err := create()
+		if !errors.Is(err, nodeapi.ErrUpgradeRequired) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: create = %v; want ErrUpgradeRequired saying %q", tc.name, err, tc.want)
+		}
+		if tc.name == "stopped" {
+			if last := fmt.Sprintf("last reported state machine version %d", fsm.StateMachineVersion-1); !strings.Contains(err.Error(), last) {
+				t.Fatalf("%s: create = %v; want it to say %q", tc.name, err, last)
+			}
+		}
+	}
+	if _, _, ok := l.Credential("app", 42); ok {
+		t.Fatal("a refused create was applied")
 	}
 }
