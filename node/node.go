@@ -362,7 +362,7 @@ func (n *Node) onLeader() {
 		return
 	}
 	n.barrierTerm.Store(term)
-	n.kickVersions()
+	defer n.kickVersions() // once this node's own address is registered
 	n.nodeInfoMu.Lock()
 	defer n.nodeInfoMu.Unlock()
 	if addr, ok := n.store.NodeAddr(n.id); ok && addr == n.cfg.APIAddr {
