@@ -273,7 +273,9 @@ func (s *Store) load() error {
 		if err := it.Close(); err != nil {
 			return err
 		}
-		it, err = meta.NewIter(&pebble.IterOptions{LowerBound: prefixNodeVersion, UpperBound: prefixEnd(prefixNodeVersion)})
+		it, err = meta.NewIter(&pebble.IterOptions{
+			LowerBound: prefixNodeVersion, UpperBound: prefixEnd(prefixNodeVersion),
+		})
 		if err != nil {
 			return err
 		}

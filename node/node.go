@@ -109,7 +109,8 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
-		addrs: newAddressBook(), notify: make(chan bool, 16), diskKick: make(chan struct{}, 1), versionKick: make(chan struct{}, 1), fs: fs, dataDir: dataDir,
+		addrs: newAddressBook(), notify: make(chan bool, 16), diskKick: make(chan struct{}, 1), fs: fs, dataDir: dataDir,
+		versionKick: make(chan struct{}, 1),
 	}
 	if cfg.InMemory {
 		n.log.Warn("IN-MEMORY NODE: the data, the Raft log and snapshots are kept in memory only; nothing survives a restart")
@@ -154,7 +155,9 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	// Each loop calls n.wg.Done when it returns.
-	for _, loop := range []func(){n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop, n.versionLoop} {
+	for _, loop := range []func(){
+		n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop, n.versionLoop,
+	} {
 		n.wg.Add(1)
 		go loop()
 	}

@@ -104,7 +104,8 @@ func (n *Node) versionBlocker(ctx context.Context, v uint32) string {
 			return fmt.Sprintf("server %q does not answer (%v) and the cluster has no state machine version "+
 				"recorded for it: bring it back, or remove it from the cluster", id, err)
 		case resp.GetStateMachineVersion() < v:
-			return fmt.Sprintf("server %q reports state machine version %d: upgrade it first", id, resp.GetStateMachineVersion())
+			return fmt.Sprintf("server %q reports state machine version %d: upgrade it first",
+				id, resp.GetStateMachineVersion())
 		}
 		n.kickVersions() // it answers what the record does not say
 	}
