@@ -215,9 +215,9 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 
 	// A rebuild: every node switches to the new definition once it has
 	// built it, and it still equals the log.
-	// The gate asks every server its version: the node restarted above
-	// may not answer within the gate's second on a loaded host, and the
-	// refusal says to retry.
+	// The gate asks a server whose version is not recorded yet: the node
+	// restarted above may not answer within the gate's second on a loaded
+	// host, and the refusal says to retry.
 	var (
 		res *fsmv1.Result
 		err error
