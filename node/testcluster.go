@@ -83,7 +83,9 @@ type TestNode struct {
 
 // StartTestCluster starts size nodes: the first bootstraps, the leader
 // adds the others as voters and registers their API addresses, and the
-// call returns once every node has applied the leader's latest entry.
+// call returns once the leader has recorded every member's version
+// (unless its Config.VersionInterval turns that off) and every node has
+// applied the leader's latest entry, so a test starts on a settled log.
 // The test's cleanup kills every member.
 func StartTestCluster(t TB, size int, opts TestClusterOptions) *TestCluster {
 	t.Helper()
@@ -116,6 +118,21 @@ func StartTestCluster(t TB, size int, opts TestClusterOptions) *TestCluster {
 			return l.AddVoter(ctx, tn.ID(), tn.Proxy.Addr()) == nil && l.RegisterAPIAddress(ctx, tn.ID(), tn.Addr) == nil
 		})
 	}
+	testutil.Eventually(t, testWait, "the leader to record every member's version", func() bool {
+		l := c.leaderOrNil()
+		if l == nil {
+			return false
+		}
+		if l.cfg.VersionInterval < 0 {
+			return true
+		}
+		for _, tn := range c.Nodes {
+			if _, ok := l.ServerVersion(tn.ID()); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	c.WaitConverged()
 	return c
 }
