@@ -34,9 +34,11 @@ type Kind struct {
 	// depends on the command (resuming an index adds data, pausing it
 	// stops its growth). Read both through MayGrow.
 	GrowsWhen func(c *fsmv1.Command) bool
-	// Version is the StateMachineVersion every server must report before
-	// the kind may be proposed (0: every version applies it), so a rolling
-	// upgrade never puts in the log an entry a replica would refuse.
+	// Version is the StateMachineVersion every server must have reported
+	// before the kind may be proposed (0: every version applies it, or an
+	// older replica's refusal changes nothing a newer one holds), so a
+	// rolling upgrade never puts in the log an entry a replica would apply
+	// otherwise.
 	Version uint32
 	// Result is the field of the Result oneof that answers the kind: its
 	// apply function returns that field's value (the message, or true for
