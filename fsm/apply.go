@@ -677,13 +677,14 @@ func (a *applier) setNodeInfo(l *Entry, c *fsmv1.SetNodeInfo) any {
 	a.nodes[c.NodeId] = c.ApiAddress
 	// The version is recorded as reported, lower or higher: the record is
 	// what the member last said. 0 says nothing and keeps the record.
-	if v := c.StateMachineVersion; v > 0 && c.ApiAddress != "" {
+	switch v := c.StateMachineVersion; {
+	case c.ApiAddress == "":
+		a.noteNodeVersion(c.NodeId, 0) // removed with the address
+	case v > 0:
 		if err := a.meta.Set(nodeVersionKey(c.NodeId), binary.BigEndian.AppendUint32(nil, v), nil); err != nil {
 			a.fatal("stage node version: %v", err)
 		}
 		a.noteNodeVersion(c.NodeId, v)
-	} else if c.ApiAddress == "" {
-		a.noteNodeVersion(c.NodeId, 0)
 	}
 	return true // Result.set_node_info
 }

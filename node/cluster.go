@@ -161,10 +161,9 @@ func (n *Node) stateMachineVersion() uint32 {
 // is new to it and its state machine is older than this leader's, or it
 // does not say. Commands that need a version are proposed only while
 // every server is known to apply it (the version gate, version.go), but
-// a server that joins later
-// replays them from the log or a snapshot: an older one would apply them
-// otherwise and diverge. A server already in the configuration (a
-// promotion, a new address) is not asked.
+// a server that joins later replays them from the log or a snapshot: an
+// older one would apply them otherwise and diverge. A server already in
+// the configuration (a promotion, a new address) is not asked.
 func (n *Node) admit(ctx context.Context, id, raftAddr string) error {
 	cf := n.raft.GetConfiguration()
 	if err := waitFuture(ctx, cf); err != nil {
