@@ -96,6 +96,9 @@ func (n *Node) versionBlocker(ctx context.Context, v uint32) string {
 			continue
 		}
 		resp, err := n.peers.stats(ctx, n.serverAddr(s))
+		if err == nil && (!ok || resp.GetStateMachineVersion() != recorded) {
+			n.kickVersions() // it answers what the record does not say
+		}
 		switch {
 		case err != nil && ok:
 			return fmt.Sprintf("server %q does not answer (%v); it last reported state machine version %d: "+
@@ -107,7 +110,6 @@ func (n *Node) versionBlocker(ctx context.Context, v uint32) string {
 			return fmt.Sprintf("server %q reports state machine version %d: upgrade it first",
 				id, resp.GetStateMachineVersion())
 		}
-		n.kickVersions() // it answers what the record does not say
 	}
 	return ""
 }
