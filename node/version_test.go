@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,8 +33,9 @@ func waitVersionsRecorded(t *testing.T, c *TestCluster, n *Node, v uint32) {
 // The version gate decides from what each server last reported: while a
 // follower that reported version 2 is stopped, killed, cut off or paused,
 // a credential is revoked and another created through the leader, an index
-// created, and a node restarted meanwhile (it cannot reach the down
-// follower) takes a create too, from the record its replica holds.
+// created, a namespace created indexed by type from its first message, and
+// a node restarted meanwhile (it cannot reach the down follower) takes a
+// create too, from the record its replica holds.
 func TestVersionGateTrustsLastReported(t *testing.T) {
 	h := sha256.Sum256([]byte("token"))
 	for _, tc := range []struct {
@@ -77,6 +79,12 @@ func TestVersionGateTrustsLastReported(t *testing.T) {
 			}
 			if res, err := l.CreateIndex(ctxT(t), amountIndex("app")); err != nil || res.Index == 0 {
 				t.Fatalf("create an index with %s %s: %+v, %v", downID, tc.name, res, err)
+			}
+			createNamespace(t, l.Node, "later")
+			writeN(t, l.Node, "later", 2)
+			if gps, complete := typeQuery(t, l.Node, "later"); !complete || !reflect.DeepEqual(gps, []int64{1, 2}) {
+				t.Fatalf("namespace created with %s %s: type query %v, complete %v; want [1 2], complete",
+					downID, tc.name, gps, complete)
 			}
 
 			other.Stop()
