@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -203,7 +205,9 @@ type applier struct {
 	metaSync    bool // a namespace was deleted: make that durable before its directory goes
 	config      *configRecord
 	nodes       map[string]string
-	retained    map[string]bool // retention hints set (true) or dropped
+	// nodeVersions: recorded versions set (> 0) or dropped (0).
+	nodeVersions map[string]uint32
+	retained     map[string]bool // retention hints set (true) or dropped
 	// typesIndexed: type index hints set (true) or dropped.
 	typesIndexed map[string]bool
 	// credentials: the credentials of the namespaces whose credentials
@@ -665,7 +669,7 @@ func (a *applier) setNodeInfo(l *Entry, c *fsmv1.SetNodeInfo) any {
 	}
 	var err error
 	if c.ApiAddress == "" {
-		err = a.meta.Delete(nodeKey(c.NodeId), nil)
+		err = errors.Join(a.meta.Delete(nodeKey(c.NodeId), nil), a.meta.Delete(nodeVersionKey(c.NodeId), nil))
 	} else {
 		err = a.meta.Set(nodeKey(c.NodeId), []byte(c.ApiAddress), nil)
 	}
@@ -676,7 +680,27 @@ func (a *applier) setNodeInfo(l *Entry, c *fsmv1.SetNodeInfo) any {
 		a.nodes = make(map[string]string)
 	}
 	a.nodes[c.NodeId] = c.ApiAddress
+	// The version is recorded as reported, lower or higher: the record is
+	// what the member last said. 0 says nothing and keeps the record.
+	switch v := c.StateMachineVersion; {
+	case c.ApiAddress == "":
+		a.noteNodeVersion(c.NodeId, 0) // removed with the address
+	case v > 0:
+		if err := a.meta.Set(nodeVersionKey(c.NodeId), binary.BigEndian.AppendUint32(nil, v), nil); err != nil {
+			a.fatal("stage node version: %v", err)
+		}
+		a.noteNodeVersion(c.NodeId, v)
+	}
 	return true // Result.set_node_info
+}
+
+// noteNodeVersion stages member id's recorded version for commit (0:
+// dropped).
+func (a *applier) noteNodeVersion(id string, v uint32) {
+	if a.nodeVersions == nil {
+		a.nodeVersions = make(map[string]uint32)
+	}
+	a.nodeVersions[id] = v
 }
 
 // commit makes the call's effects durable (as configured) and visible:
@@ -740,6 +764,13 @@ func (a *applier) commit() {
 			delete(s.mu.nodes, id)
 		} else {
 			s.mu.nodes[id] = addr
+		}
+	}
+	for id, v := range a.nodeVersions {
+		if v == 0 {
+			delete(s.mu.nodeVersions, id)
+		} else {
+			s.mu.nodeVersions[id] = v
 		}
 	}
 	for _, nb := range a.order {

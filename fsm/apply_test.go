@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -275,6 +277,46 @@ func TestNodeInfo(t *testing.T) {
 	if got := s.Nodes(); len(got) != 1 {
 		t.Fatalf("nodes %v", got)
 	}
+}
+
+// A member's recorded version is what it last reported, lower or higher;
+// an entry without one (an address update, an older proposer) keeps it;
+// removing the member removes it; and it survives a restart.
+func TestNodeVersion(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openTestStore(t, fs)
+	f := newFeeder(t, s)
+	withVersion := func(id, addr string, v uint32) *fsmv1.Command {
+		c := nodeInfo(id, addr)
+		c.GetSetNodeInfo().StateMachineVersion = v
+		return c
+	}
+	f.must(nodeInfo("n0", "127.0.0.1:8070"))
+	f.must(withVersion("n1", "127.0.0.1:8080", 2))
+	f.must(withVersion("n2", "127.0.0.1:8090", 2))
+	f.must(withVersion("n3", "127.0.0.1:8100", 3))
+	f.must(withVersion("n3", "127.0.0.1:8100", 1))
+	f.must(nodeInfo("n1", "127.0.0.1:9999"))
+	f.must(nodeInfo("n2", ""))
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			id   string
+			want uint32
+			ok   bool
+		}{{"n0", 0, false}, {"n1", 2, true}, {"n2", 0, false}, {"n3", 1, true}} {
+			if v, ok := s.NodeVersion(c.id); v != c.want || ok != c.ok {
+				t.Fatalf("%s: version of %s = %d, %v; want %d, %v", when, c.id, v, ok, c.want, c.ok)
+			}
+		}
+		if addr, ok := s.NodeAddr("n1"); !ok || addr != "127.0.0.1:9999" {
+			t.Fatalf("%s: n1 = %q %v", when, addr, ok)
+		}
+	}
+	check("applied")
+	s.Close()
+	s = openTestStore(t, fs)
+	check("after a restart")
 }
 
 func importCmd(ns string, clear bool, recs ...*fsmv1.ImportedMessage) *fsmv1.Command {

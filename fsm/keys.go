@@ -119,9 +119,12 @@ var (
 
 	prefixNamespace = []byte("NS")
 	prefixNode      = []byte("NO")
-	keyConfig       = []byte("RC")
-	keyFloor        = []byte("FL")
-	prefixRetained  = []byte("RN")
+	// prefixNodeVersion: the state machine version each member last
+	// reported (SetNodeInfo.state_machine_version), a big-endian uint32.
+	prefixNodeVersion = []byte("NV")
+	keyConfig         = []byte("RC")
+	keyFloor          = []byte("FL")
+	prefixRetained    = []byte("RN")
 	// prefixTypesIndexed: namespaces whose type index is complete.
 	prefixTypesIndexed = []byte("TX")
 	// prefixCredential: namespaces' credentials (credential.go).
@@ -248,6 +251,10 @@ func credentialKey(nsID, id uint64) []byte { return appendUint64(credentialPrefi
 
 func nodeKey(id string) []byte {
 	return append(append(make([]byte, 0, len(prefixNode)+len(id)), prefixNode...), id...)
+}
+
+func nodeVersionKey(id string) []byte {
+	return append(append(make([]byte, 0, len(prefixNodeVersion)+len(id)), prefixNodeVersion...), id...)
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.

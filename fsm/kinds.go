@@ -34,9 +34,11 @@ type Kind struct {
 	// depends on the command (resuming an index adds data, pausing it
 	// stops its growth). Read both through MayGrow.
 	GrowsWhen func(c *fsmv1.Command) bool
-	// Version is the StateMachineVersion every server must report before
-	// the kind may be proposed (0: every version applies it), so a rolling
-	// upgrade never puts in the log an entry a replica would refuse.
+	// Version is the StateMachineVersion every server must have reported
+	// before the kind may be proposed (0: every version applies it, or an
+	// older replica's refusal changes nothing a newer one holds), so a
+	// rolling upgrade never puts in the log an entry a replica would apply
+	// otherwise.
 	Version uint32
 	// Result is the field of the Result oneof that answers the kind: its
 	// apply function returns that field's value (the message, or true for
@@ -168,7 +170,12 @@ var kinds = map[reflect.Type]*Kind{
 			stampTime(&c.GetCreateCredential().CreatedUnixNano, now)
 		},
 		apply: on((*fsmv1.Command).GetCreateCredential, (*applier).createCredential)},
-	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Version: CredentialsVersion, Result: "credential",
+	// No version: a revocation goes whatever a server runs or last said.
+	// A replica older than CredentialsVersion applies it as a malformed
+	// command and writes nothing, which is what it holds of credentials:
+	// a create is gated, so a replica that cannot apply the revocation
+	// never applied the credential it revokes.
+	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Result: "credential",
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetRevokeCredential().RevokedUnixNano, now)
 		},

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -172,7 +173,10 @@ type Store struct {
 		restoring  bool
 		namespaces map[string]*namespace
 		nodes      map[string]string
-		retained   map[string]bool // namespaces with retention policies (a hint: RN keys)
+		// nodeVersions: the state machine version each member last
+		// reported (NV keys); a member without one has none recorded.
+		nodeVersions map[string]uint32
+		retained     map[string]bool // namespaces with retention policies (a hint: RN keys)
 		// typesIndexed: namespaces whose type index is complete (a hint: TX keys).
 		typesIndexed map[string]bool
 		lru          lruList // open namespaces, most recently used first
@@ -226,6 +230,7 @@ func (s *Store) load() error {
 	}
 	namespaces := make(map[string]*namespace)
 	nodes := make(map[string]string)
+	nodeVersions := make(map[string]uint32)
 	retained := make(map[string]bool)
 	typesIndexed := make(map[string]bool)
 	var applied appliedRecord
@@ -264,6 +269,20 @@ func (s *Store) load() error {
 		}
 		for it.First(); it.Valid(); it.Next() {
 			nodes[string(it.Key()[len(prefixNode):])] = string(it.Value())
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		it, err = meta.NewIter(&pebble.IterOptions{
+			LowerBound: prefixNodeVersion, UpperBound: prefixEnd(prefixNodeVersion),
+		})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			if v := it.Value(); len(v) == 4 {
+				nodeVersions[string(it.Key()[len(prefixNodeVersion):])] = binary.BigEndian.Uint32(v)
+			}
 		}
 		if err := it.Close(); err != nil {
 			return err
@@ -311,6 +330,7 @@ func (s *Store) load() error {
 	s.appliedTerm.Store(applied.term)
 	s.mu.Lock()
 	s.mu.namespaces, s.mu.nodes, s.mu.retained, s.mu.typesIndexed = namespaces, nodes, retained, typesIndexed
+	s.mu.nodeVersions = nodeVersions
 	s.mu.Unlock()
 	return nil
 }
@@ -432,6 +452,16 @@ func (s *Store) NodeAddr(id string) (string, bool) {
 	defer s.mu.Unlock()
 	addr, ok := s.mu.nodes[id]
 	return addr, ok
+}
+
+// NodeVersion returns the state machine version member id last reported,
+// as recorded in the replicated state (SetNodeInfo.state_machine_version):
+// false when none is recorded.
+func (s *Store) NodeVersion(id string) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.mu.nodeVersions[id]
+	return v, ok
 }
 
 // Nodes returns every registered node id and API address.

@@ -43,8 +43,9 @@ import (
 // message (CreateNamespace.index_all_types, IndexTypes), 2 credentials
 // (CreateCredential, RevokeCredential) and user-defined indexes
 // (CreateIndex, DeleteIndex: IndexesVersion). A node reports it to its
-// peers; the leader proposes what depends on a version only when every
-// server reports at least that version.
+// peers and the leader records each report (SetNodeInfo); the leader
+// proposes what depends on a version only when every server last reported
+// at least that version (node/version.go).
 const StateMachineVersion = 2
 
 // IndexesVersion is the state machine version that applies CreateIndex,

@@ -37,12 +37,19 @@ func (n *Node) BootstrapCluster(servers []raft.Server) error {
 }
 
 // RegisterAPIAddress records a server's API address in the replicated node
-// info (for forwarding and Cluster.Status) when it differs.
+// info (for forwarding and Cluster.Status) when it differs. The entry
+// keeps the server's recorded version; a server registered for the first
+// time has its version recorded next (version.go).
 func (n *Node) RegisterAPIAddress(ctx context.Context, id, apiAddr string) error {
+	n.nodeInfoMu.Lock()
+	defer n.nodeInfoMu.Unlock()
 	if cur, ok := n.store.NodeAddr(id); ok && cur == apiAddr {
 		return nil
 	}
 	_, err := n.Apply(ctx, &fsmv1.Command{Kind: &fsmv1.Command_SetNodeInfo{SetNodeInfo: &fsmv1.SetNodeInfo{NodeId: id, ApiAddress: apiAddr}}})
+	if err == nil {
+		n.kickVersions()
+	}
 	return err
 }
 
@@ -153,10 +160,10 @@ func (n *Node) stateMachineVersion() uint32 {
 // admit refuses to add server id at raftAddr to the configuration when it
 // is new to it and its state machine is older than this leader's, or it
 // does not say. Commands that need a version are proposed only while
-// every server reports it (serversKnow), but a server that joins later
-// replays them from the log or a snapshot: an older one would apply them
-// otherwise and diverge. A server already in the configuration (a
-// promotion, a new address) is not asked.
+// every server is known to apply it (the version gate, version.go), but
+// a server that joins later replays them from the log or a snapshot: an
+// older one would apply them otherwise and diverge. A server already in
+// the configuration (a promotion, a new address) is not asked.
 func (n *Node) admit(ctx context.Context, id, raftAddr string) error {
 	cf := n.raft.GetConfiguration()
 	if err := waitFuture(ctx, cf); err != nil {

@@ -135,6 +135,13 @@ type Config struct {
 	// (node/typeindex.go). Default 1 s; negative disables the backfill.
 	TypeIndexInterval time.Duration
 
+	// VersionInterval is how often the leader asks every server for its
+	// state machine version and records the answers that changed, which
+	// the version gate decides from (node/version.go); it also asks when
+	// it gains leadership and when a server registers. Default 5 s;
+	// negative: only the gate's own questions (tests).
+	VersionInterval time.Duration
+
 	// IndexInterval is the shortest time between the starts of two index
 	// rounds of a namespace woken by new entries (node/index.go), so that
 	// the rounds of a busy namespace batch its writes; a write after a
@@ -275,6 +282,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.TypeIndexInterval == 0 {
 		out.TypeIndexInterval = time.Second
+	}
+	if out.VersionInterval == 0 {
+		out.VersionInterval = 5 * time.Second
 	}
 	if out.IndexInterval == 0 {
 		out.IndexInterval = 5 * time.Millisecond

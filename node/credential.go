@@ -9,9 +9,11 @@ import (
 )
 
 // Credentials (fsm/credential.go) are entries of kinds older binaries do
-// not know: Apply proposes them only once every server of the
-// configuration reports fsm.CredentialsVersion (checkVersion), so a
-// rolling upgrade never puts one in the log that a replica would refuse.
+// not know: Apply proposes a create only once every server of the
+// configuration is known to apply fsm.CredentialsVersion (the version
+// gate, version.go), so a rolling upgrade never puts one in the log that
+// a replica would refuse. A revocation has no version (fsm/kinds.go): a
+// server that is down, paused or older never holds it back.
 
 // revokeWait bounds how long RevokeCredential waits for every server to
 // apply the revocation.

@@ -31,10 +31,9 @@ import (
 // Rolling upgrades: a replica that does not know CreateIndex would apply
 // it as a malformed command while the others store the definition, and
 // their states would differ. So CreateIndex, DeleteIndex, RebuildIndex and
-// SetIndexState are proposed
-// only once every server of the configuration reports
-// fsm.StateMachineVersion >= fsm.IndexesVersion (the type index's gate,
-// typeindex.go), and refused otherwise with ErrUpgradeRequired: checked
+// SetIndexState are proposed only once every server of the configuration
+// is known to apply fsm.IndexesVersion (the version gate, version.go),
+// and refused otherwise with ErrUpgradeRequired: checked
 // by the node that takes the call (an older leader would not check) and
 // again by the leader when it proposes (fsm.Kind.Version, checkVersion).
 

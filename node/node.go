@@ -55,6 +55,11 @@ type Node struct {
 	// leader, and a leader must not accept writes on its predecessor's
 	// word (a follower's alarm is always clear).
 	diskKick chan struct{}
+	// versionKick asks versionLoop for a round now (version.go).
+	versionKick chan struct{}
+	// nodeInfoMu orders the SetNodeInfo entries this node proposes, each
+	// after reading the record it changes (version.go, cluster.go).
+	nodeInfoMu sync.Mutex
 
 	barrierTerm atomic.Uint64        // term in which this leader's Barrier completed
 	leaderIndex *indexBatcher        // leaderReadIndex, coalesced
@@ -106,6 +111,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), diskKick: make(chan struct{}, 1), fs: fs, dataDir: dataDir,
+		versionKick: make(chan struct{}, 1),
 	}
 	if cfg.InMemory {
 		n.log.Warn("IN-MEMORY NODE: the data, the Raft log and snapshots are kept in memory only; nothing survives a restart")
@@ -152,7 +158,9 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	// Each loop calls n.wg.Done when it returns.
-	for _, loop := range []func(){n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop} {
+	for _, loop := range []func(){
+		n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop, n.versionLoop,
+	} {
 		n.wg.Add(1)
 		go loop()
 	}
@@ -360,6 +368,9 @@ func (n *Node) onLeader() {
 		return
 	}
 	n.barrierTerm.Store(term)
+	defer n.kickVersions() // once this node's own address is registered
+	n.nodeInfoMu.Lock()
+	defer n.nodeInfoMu.Unlock()
 	if addr, ok := n.store.NodeAddr(n.id); ok && addr == n.cfg.APIAddr {
 		return
 	}

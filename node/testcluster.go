@@ -83,7 +83,9 @@ type TestNode struct {
 
 // StartTestCluster starts size nodes: the first bootstraps, the leader
 // adds the others as voters and registers their API addresses, and the
-// call returns once every node has applied the leader's latest entry.
+// call returns once the leader has recorded every member's version
+// (unless its Config.VersionInterval turns that off) and every node has
+// applied the leader's latest entry, so a test starts on a settled log.
 // The test's cleanup kills every member.
 func StartTestCluster(t TB, size int, opts TestClusterOptions) *TestCluster {
 	t.Helper()
@@ -116,6 +118,21 @@ func StartTestCluster(t TB, size int, opts TestClusterOptions) *TestCluster {
 			return l.AddVoter(ctx, tn.ID(), tn.Proxy.Addr()) == nil && l.RegisterAPIAddress(ctx, tn.ID(), tn.Addr) == nil
 		})
 	}
+	testutil.Eventually(t, testWait, "the leader to record every member's version", func() bool {
+		l := c.leaderOrNil()
+		if l == nil {
+			return false
+		}
+		if l.cfg.VersionInterval < 0 {
+			return true
+		}
+		for _, tn := range c.Nodes {
+			if _, ok := l.ServerVersion(tn.ID()); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	c.WaitConverged()
 	return c
 }
@@ -297,12 +314,14 @@ func (tn *TestNode) stop(graceful bool) {
 }
 
 // TestProxy forwards TCP connections to a member's Raft transport until
-// blocked.
+// blocked, or holds every byte while stalled.
 type TestProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
+	cond   *sync.Cond // signalled when block, stall or closed change
 	block  bool
+	stall  bool
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -313,6 +332,7 @@ func newTestProxy(t TB, target string) *TestProxy {
 		t.Fatalf("listen proxy: %v", err)
 	}
 	p := &TestProxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p.cond = sync.NewCond(&p.mu)
 	go p.serve()
 	t.Cleanup(p.close)
 	return p
@@ -363,8 +383,8 @@ func (p *TestProxy) pipe(c net.Conn) {
 	}
 	p.conns[u] = struct{}{}
 	p.mu.Unlock()
-	go func() { io.Copy(u, c); p.drop(u); p.drop(c) }()
-	io.Copy(c, u)
+	go func() { io.Copy(stallWriter{p, u}, c); p.drop(u); p.drop(c) }()
+	io.Copy(stallWriter{p, c}, u)
 	p.drop(u)
 	p.drop(c)
 }
@@ -383,12 +403,39 @@ func (p *TestProxy) SetBlocked(b bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.block = b
+	p.cond.Broadcast()
 	if b {
 		for c := range p.conns {
 			c.Close()
 			delete(p.conns, c)
 		}
 	}
+}
+
+// SetStalled holds (true) every byte through the proxy, both ways, on the
+// connections open and on those it accepts meanwhile, as a paused process
+// (SIGSTOP) would: callers wait for their deadlines. false lets them flow
+// again.
+func (p *TestProxy) SetStalled(s bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stall = s
+	p.cond.Broadcast()
+}
+
+// stallWriter writes to w once the proxy is not stalled.
+type stallWriter struct {
+	p *TestProxy
+	w io.Writer
+}
+
+func (s stallWriter) Write(b []byte) (int, error) {
+	s.p.mu.Lock()
+	for s.p.stall && !s.p.block && !s.p.closed {
+		s.p.cond.Wait()
+	}
+	s.p.mu.Unlock()
+	return s.w.Write(b)
 }
 
 // Blocked reports whether the proxy is cut.
@@ -401,6 +448,7 @@ func (p *TestProxy) Blocked() bool {
 func (p *TestProxy) close() {
 	p.mu.Lock()
 	p.closed = true
+	p.cond.Broadcast()
 	for c := range p.conns {
 		c.Close()
 	}

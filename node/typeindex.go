@@ -15,40 +15,11 @@ import (
 // depends on it, a namespace created with its index complete
 // (CreateNamespace.index_all_types) and the IndexTypes entries that bring
 // an older namespace up, only once every server of the configuration,
-// voters and non-voters alike, reports a state machine of that version
-// (fsm.StateMachineVersion, in the peer Stats reply). A server that does
-// not answer counts as too old: a namespace created meanwhile starts
-// legacy, and the backfill brings it up once every server answers.
-
-// serversKnow reports whether every server of the configuration reports a
-// state machine of at least version v.
-func (n *Node) serversKnow(ctx context.Context, v uint32) bool {
-	if fsm.StateMachineVersion < v {
-		return false
-	}
-	servers, err := n.Servers()
-	if err != nil {
-		return false
-	}
-	for _, s := range servers {
-		if string(s.ID) == n.id {
-			continue
-		}
-		resp, err := n.peers.stats(ctx, n.serverAddr(s))
-		if err != nil || resp.GetStateMachineVersion() < v {
-			return false
-		}
-	}
-	return true
-}
-
-// serversKnowSoon is serversKnow within a second: a create does not wait
-// longer for a server that does not answer (it starts legacy then).
-func (n *Node) serversKnowSoon(ctx context.Context, v uint32) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	return n.serversKnow(ctx, v)
-}
+// voters and non-voters alike, is known to apply that version (the
+// version gate, version.go: what each server last reported). A server not
+// known to, that has no record and does not answer, counts as too old: a
+// namespace created meanwhile starts legacy, and the backfill brings it up
+// once the gate passes.
 
 // typeIndexLoop brings the type index of every namespace whose index is not
 // complete up to every message, while this node leads and every server

@@ -213,19 +213,6 @@ func stamp(cmd *fsmv1.Command, now time.Time) {
 	}
 }
 
-// checkVersion refuses a kind some server of the configuration cannot
-// apply yet (fsm.Kind.Version): a rolling upgrade never puts in the log
-// an entry a replica would refuse. The node that takes the call checks
-// (a leader of the previous release might not) and the leader again.
-func (n *Node) checkVersion(ctx context.Context, k fsm.Kind) error {
-	if k.Version == 0 || n.serversKnowSoon(ctx, k.Version) {
-		return nil
-	}
-	n.m.refused.WithLabelValues(refusedVersion).Inc()
-	return fmt.Errorf("%w: a server of the cluster does not report state machine version %d (%s); upgrade every server first",
-		nodeapi.ErrUpgradeRequired, k.Version, k.Name)
-}
-
 func newID() string {
 	id, err := uuid.NewV7()
 	if err != nil {

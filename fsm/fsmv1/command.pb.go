@@ -1776,13 +1776,19 @@ func (x *ImportedMessage) GetTags() []string {
 }
 
 // SetNodeInfo records where a cluster member serves its API, so followers
-// can forward writes to the leader.
+// can forward writes to the leader, and what state machine version it last
+// reported, so the version gate decides from the record while it is down.
 type SetNodeInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	ApiAddress    string                 `protobuf:"bytes,2,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// An empty address removes the member's record (address and version).
+	ApiAddress string `protobuf:"bytes,2,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	// The member's fsm.StateMachineVersion as it last reported it to the
+	// leader; 0 says nothing (a proposer older than the field, or an address
+	// update), and the recorded version stays.
+	StateMachineVersion uint32 `protobuf:"varint,3,opt,name=state_machine_version,json=stateMachineVersion,proto3" json:"state_machine_version,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SetNodeInfo) Reset() {
@@ -1827,6 +1833,13 @@ func (x *SetNodeInfo) GetApiAddress() string {
 		return x.ApiAddress
 	}
 	return ""
+}
+
+func (x *SetNodeInfo) GetStateMachineVersion() uint32 {
+	if x != nil {
+		return x.StateMachineVersion
+	}
+	return 0
 }
 
 // CreateCredential adds a named credential to a namespace. The proposing
@@ -2127,11 +2140,12 @@ const file_skald_fsm_v1_command_proto_rawDesc = "" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x1a\n" +
 	"\bmetadata\x18\a \x01(\fR\bmetadata\x12$\n" +
 	"\x0etime_unix_nano\x18\b \x01(\x03R\ftimeUnixNano\x12\x12\n" +
-	"\x04tags\x18\t \x03(\tR\x04tags\"G\n" +
+	"\x04tags\x18\t \x03(\tR\x04tags\"{\n" +
 	"\vSetNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
 	"\vapi_address\x18\x02 \x01(\tR\n" +
-	"apiAddress\"\xf5\x01\n" +
+	"apiAddress\x122\n" +
+	"\x15state_machine_version\x18\x03 \x01(\rR\x13stateMachineVersion\"\xf5\x01\n" +
 	"\x10CreateCredential\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x12\n" +

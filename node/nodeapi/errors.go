@@ -45,11 +45,12 @@ var (
 	// group's max_consumers. Nothing changed.
 	ErrTooManyConsumers = errors.New("node: too many consumers in the group")
 
-	// ErrUpgradeRequired is returned (wrapped, saying what) for a command
-	// some server of the configuration does not report knowing (an older
-	// version, or one that does not answer): applied, it would make
-	// replicas diverge. Nothing was proposed; it goes through once every
-	// server is upgraded.
+	// ErrUpgradeRequired is returned (wrapped, naming the server and what
+	// it last reported) for a command some server of the configuration is
+	// not known to apply (it reports an older version, or has none recorded
+	// and does not answer): applied, it would make replicas diverge.
+	// Nothing was proposed; it goes through once every server is upgraded,
+	// or back and reporting.
 	ErrUpgradeRequired = errors.New("node: a server of the cluster needs an upgrade")
 
 	// ErrTransferNotDone is returned (wrapped, with Raft's reason) when a
