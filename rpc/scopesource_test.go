@@ -114,7 +114,10 @@ func TestScopedSources(t *testing.T) {
 		}, "invoice-1@1=10 invoice-1@3=20", 0},
 		{"index info over the scope's category", scoped, func(c clients) (string, error) {
 			r, err := c.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Name: "invoice-amount"}))
-			return r.Msg.GetIndex().GetDefinition().GetCategory(), err
+			if err != nil {
+				return "", err
+			}
+			return r.Msg.GetIndex().GetDefinition().GetCategory(), nil
 		}, "invoice", 0},
 		{"index over another category", scoped, func(c clients) (string, error) {
 			_, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "order-amount"}))
@@ -139,7 +142,10 @@ func TestScopedSources(t *testing.T) {
 		{"query by the owner", newClients(s, protocols[0], owner), func(c clients) (string, error) {
 			r, err := c.events.Query(ctx, connect.NewRequest(&skaldv1.QueryRequest{
 				Query: &skaldv1.Query{Items: []*skaldv1.QueryItem{{Types: []string{"Billed"}}}}}))
-			return fmt.Sprint(len(r.Msg.GetMessages())), err
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprint(len(r.Msg.GetMessages())), nil
 		}, "3", 0},
 		{"consume a group over the scope's category", scoped, func(c clients) (string, error) {
 			d, err := firstDelivery(ctx, c, "invoice-g", func(d *skaldv1.Delivery) error {
@@ -154,7 +160,10 @@ func TestScopedSources(t *testing.T) {
 		}, `invoice-1/0 {"amount":10}`, 0},
 		{"get a group over the scope's category", scoped, func(c clients) (string, error) {
 			r, err := c.subs.GetGroup(ctx, connect.NewRequest(&skaldv1.GetGroupRequest{Name: "invoice-g"}))
-			return r.Msg.GetGroup().GetCategory(), err
+			if err != nil {
+				return "", err
+			}
+			return r.Msg.GetGroup().GetCategory(), nil
 		}, "invoice", 0},
 		{"consume a group over another category", scoped, func(c clients) (string, error) {
 			_, err := firstDelivery(ctx, c, "order-g", nil)
@@ -175,11 +184,17 @@ func TestScopedSources(t *testing.T) {
 		}, `on group "order-g": it holds the category "order"`, connect.CodePermissionDenied},
 		{"own namespace by its owner", newClients(s, protocols[0], owner), func(c clients) (string, error) {
 			r, err := c.namespaces.Get(ctx, connect.NewRequest(&skaldv1.GetRequest{}))
-			return fmt.Sprintf("%s %d", r.Msg.GetName(), r.Msg.GetMessageCount()), err
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s %d", r.Msg.GetName(), r.Msg.GetMessageCount()), nil
 		}, "app 3", 0},
 		{"own namespace by a scoped reader", scoped, func(c clients) (string, error) {
 			r, err := c.namespaces.Get(ctx, connect.NewRequest(&skaldv1.GetRequest{}))
-			return r.Msg.GetName(), err
+			if err != nil {
+				return "", err
+			}
+			return r.Msg.GetName(), nil
 		}, "app", 0},
 	}
 	for _, c := range cases {
