@@ -25,9 +25,9 @@ import (
 // The access model as docs/access.md states it, written independently of
 // access.go's table: the least role of each call, and what it touches
 // (nothing of the data, the whole namespace, or the stream or category it
-// names, itself or as the source of the index or group it names). The tests below call every procedure and method with every
-// role, scoped and not, and check each refusal (and each admission)
-// against it.
+// names, itself or as the source of the index or group it names). The
+// tests below call every procedure and method with every role, scoped
+// and not, and check each refusal (and each admission) against it.
 type spec struct {
 	role    fsm.Role
 	touches string // "nothing", "whole" or "target"

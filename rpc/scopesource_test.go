@@ -12,12 +12,14 @@ import (
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // scopeSourcesSetup starts a node with namespace app holding two
 // messages of invoice-1 and one of order-1 (data {"amount":N}, type
 // Billed), an index and a group over each of the two categories, an index
-// over the type Billed alone, and a reader credential scoped to invoice.
+// over the type Billed alone, an index over invoice rebuilt over order,
+// and a reader credential scoped to invoice.
 // It returns the app owner's token and the scoped reader's.
 func scopeSourcesSetup(t *testing.T) (s *server, owner, scoped string) {
 	t.Helper()
@@ -45,10 +47,18 @@ func scopeSourcesSetup(t *testing.T) (s *server, owner, scoped string) {
 		{Name: "invoice-amount", Version: 1, Category: "invoice", Fields: amount},
 		{Name: "order-amount", Version: 1, Category: "order", Fields: amount},
 		{Name: "billed-amount", Version: 1, Types: []string{"Billed"}, Fields: amount},
+		{Name: "moved", Version: 1, Category: "invoice", Fields: amount},
 	} {
 		if _, err := own.indexes.Create(ctx, connect.NewRequest(&skaldv1.IndexesCreateRequest{Definition: d})); err != nil {
 			t.Fatalf("create index %s: %v", d.Name, err)
 		}
+	}
+	// An index over invoice rebuilt over order: out of scope whichever
+	// definition answers.
+	moved := &skaldv1.IndexDefinition{Name: "moved", Version: 2, Category: "order", Fields: amount}
+	if _, err := own.indexes.Rebuild(ctx, connect.NewRequest(&skaldv1.IndexesRebuildRequest{Name: "moved",
+		Definition: moved})); err != nil {
+		t.Fatalf("rebuild index moved: %v", err)
 	}
 	for _, category := range []string{"invoice", "order"} {
 		createGroup(t, own, &skaldv1.CreateGroupRequest{Name: category + "-g",
@@ -129,6 +139,11 @@ func TestScopedSources(t *testing.T) {
 			return "", err
 		}, `on index "billed-amount": it selects messages of every category (by type, tag or all of them), ` +
 			`beyond the scope invoice`, connect.CodePermissionDenied},
+		{"index rebuilt over another category", scoped, func(c clients) (string, error) {
+			_, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "moved"}))
+			return "", err
+		}, `on index "moved": it holds the category "order", and the scope has no entry "order"`,
+			connect.CodePermissionDenied},
 		{"index info over another category", scoped, func(c clients) (string, error) {
 			_, err := c.indexes.Info(ctx, connect.NewRequest(&skaldv1.IndexesInfoRequest{Name: "order-amount"}))
 			return "", err
@@ -207,6 +222,65 @@ func TestScopedSources(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, c.want)
 			case c.code != 0 && (connect.CodeOf(err) != c.code || !strings.Contains(err.Error(), c.want)):
 				t.Fatalf("got %q, %v; want %v containing %q", got, err, c.code, c.want)
+			}
+		})
+	}
+}
+
+// The rule alone: an index or a group is within a scope only when a
+// category or a stream the scope grants bounds every message it can hold,
+// a rebuild's definition included.
+func TestSourceScopeRule(t *testing.T) {
+	index := func(category string, types ...string) *fsmv1.IndexDefinition {
+		return &fsmv1.IndexDefinition{Category: category, Types: types}
+	}
+	group := func(src *fsmv1.GroupSource) *fsmv1.GroupRecord { return &fsmv1.GroupRecord{Name: "g", Source: src} }
+	cases := []struct {
+		name  string
+		scope []string
+		info  fsm.IndexInfo      // an index, when group is nil
+		group *fsmv1.GroupRecord // else a group
+		want  string             // "" allowed, else in the refusal
+	}{
+		{"index over a listed category", []string{"invoice"}, fsm.IndexInfo{Definition: index("invoice", "Billed")}, nil, ""},
+		{"index over a category a prefix covers", []string{"inv*"}, fsm.IndexInfo{Definition: index("invoice")}, nil, ""},
+		{"index over a category a stream prefix does not cover", []string{"invoice-*"},
+			fsm.IndexInfo{Definition: index("invoice")}, nil, `the scope has no entry "invoice"`},
+		{"index over another category", []string{"invoice"}, fsm.IndexInfo{Definition: index("order")}, nil,
+			`it holds the category "order"`},
+		{"index over types alone", []string{"invoice"}, fsm.IndexInfo{Definition: index("", "Billed")}, nil,
+			"every category"},
+		{"index rebuilt over another category", []string{"invoice"}, fsm.IndexInfo{Definition: index("invoice"),
+			Rebuilding: &fsm.IndexInfo{Definition: index("order")}}, nil, `it holds the category "order"`},
+		{"index rebuilt within the scope", []string{"invoice", "order"}, fsm.IndexInfo{Definition: index("invoice"),
+			Rebuilding: &fsm.IndexInfo{Definition: index("order")}}, nil, ""},
+		{"unscoped, index over types", nil, fsm.IndexInfo{Definition: index("", "Billed")}, nil, ""},
+		{"group over a listed category", []string{"invoice"}, fsm.IndexInfo{},
+			group(&fsmv1.GroupSource{Category: "invoice"}), ""},
+		{"group over a stream a prefix covers", []string{"invoice-*"}, fsm.IndexInfo{},
+			group(&fsmv1.GroupSource{Stream: "invoice-1"}), ""},
+		{"group over a stream outside", []string{"invoice"}, fsm.IndexInfo{},
+			group(&fsmv1.GroupSource{Stream: "order-1"}), `its source is the stream "order-1"`},
+		{"group over another category", []string{"invoice"}, fsm.IndexInfo{},
+			group(&fsmv1.GroupSource{Category: "order"}), `it holds the category "order"`},
+		{"group over every stream", []string{"invoice"}, fsm.IndexInfo{}, group(&fsmv1.GroupSource{}), "every category"},
+		{"group over a query", []string{"invoice"}, fsm.IndexInfo{}, group(&fsmv1.GroupSource{
+			Query: &fsmv1.Query{Items: []*fsmv1.QueryItem{{Types: []string{"Billed"}}}}}), "every category"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			who := caller{namespace: "app", home: "app", credential: "billing", role: fsm.RoleReader, scope: c.scope}
+			var err error
+			if c.group != nil {
+				err = groupInScope(who, "m", c.group)
+			} else {
+				err = indexInScope(who, "m", "i", c.info)
+			}
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want PermissionDenied containing %q", err, c.want)
 			}
 		})
 	}
