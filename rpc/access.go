@@ -28,30 +28,44 @@ const (
 	// touchesNothing: no stream's data (the namespace's own record,
 	// the cluster). Any scope may call it.
 	touchesNothing touches = iota
-	// touchesAll: the whole namespace ($all, listings, queries, groups,
-	// settings, credentials). It needs an unscoped credential; checked
-	// before the body is read.
+	// touchesAll: the whole namespace ($all, listings, DCB queries, the
+	// management of groups and indexes, settings, credentials). It needs
+	// an unscoped credential; checked before the body is read.
 	touchesAll
 	// touchesRequest: the streams or the category the request names,
 	// checked against the scope once the request is read (permitScope,
 	// evScope).
 	touchesRequest
+	// touchesSource: the messages of the index or the group the request
+	// names. A scoped caller passes the table; the handler checks the
+	// definition, on the view it reads, against the scope (indexInScope,
+	// groupInScope in scopesource.go) and refuses unless every message
+	// the source can hold is in the scope.
+	touchesSource
 )
 
 // access is one row of the table.
 type access struct {
 	role    fsm.Role
 	touches touches
+	// why, for a row touching the whole namespace, says how the call
+	// reaches beyond any scope when that is not plain from its name.
+	why string
 }
 
 var (
-	readerStreams = access{fsm.RoleReader, touchesRequest}
-	readerAll     = access{fsm.RoleReader, touchesAll}
-	readerNothing = access{fsm.RoleReader, touchesNothing}
-	writerStreams = access{fsm.RoleWriter, touchesRequest}
-	ownerStreams  = access{fsm.RoleOwner, touchesRequest}
-	ownerAll      = access{fsm.RoleOwner, touchesAll}
-	adminOnlyRow  = access{fsm.RoleAdmin, touchesAll}
+	readerStreams = access{role: fsm.RoleReader, touches: touchesRequest}
+	readerAll     = access{role: fsm.RoleReader, touches: touchesAll}
+	readerSource  = access{role: fsm.RoleReader, touches: touchesSource}
+	readerNothing = access{role: fsm.RoleReader, touches: touchesNothing}
+	writerStreams = access{role: fsm.RoleWriter, touches: touchesRequest}
+	ownerStreams  = access{role: fsm.RoleOwner, touches: touchesRequest}
+	ownerAll      = access{role: fsm.RoleOwner, touches: touchesAll}
+	adminOnlyRow  = access{role: fsm.RoleAdmin, touches: touchesAll}
+	// A DCB query's items name types and tags, never a category: no
+	// query lies within a scope.
+	readerQuery = access{role: fsm.RoleReader, touches: touchesAll,
+		why: "its query selects by type and tag in every category"}
 )
 
 // procedureAccess is the Connect table.
@@ -59,7 +73,7 @@ var procedureAccess = map[string]access{
 	skaldv1connect.EventStoreAppendProcedure:            writerStreams, // a condition reads the namespace: unscoped
 	skaldv1connect.EventStoreAppendMultiProcedure:       writerStreams,
 	skaldv1connect.EventStoreAppendStreamProcedure:      writerStreams, // each request as Append
-	skaldv1connect.EventStoreQueryProcedure:             readerAll,
+	skaldv1connect.EventStoreQueryProcedure:             readerQuery,
 	skaldv1connect.EventStoreReadStreamProcedure:        readerStreams,
 	skaldv1connect.EventStoreReadCategoryProcedure:      readerStreams,
 	skaldv1connect.EventStoreReadAllProcedure:           readerAll,
@@ -84,20 +98,20 @@ var procedureAccess = map[string]access{
 	skaldv1connect.SubscriptionsDeleteGroupProcedure:  ownerAll,
 	skaldv1connect.SubscriptionsReplayParkedProcedure: ownerAll,
 	skaldv1connect.SubscriptionsDeleteParkedProcedure: ownerAll,
-	skaldv1connect.SubscriptionsGetGroupProcedure:     readerAll,
+	skaldv1connect.SubscriptionsGetGroupProcedure:     readerSource,
 	skaldv1connect.SubscriptionsListGroupsProcedure:   readerAll,
-	skaldv1connect.SubscriptionsListParkedProcedure:   readerAll,
-	skaldv1connect.SubscriptionsConsumeProcedure:      readerAll,
-	skaldv1connect.SubscriptionsAckProcedure:          readerAll,
-	skaldv1connect.SubscriptionsNackProcedure:         readerAll,
+	skaldv1connect.SubscriptionsListParkedProcedure:   readerSource,
+	skaldv1connect.SubscriptionsConsumeProcedure:      readerSource,
+	skaldv1connect.SubscriptionsAckProcedure:          readerSource,
+	skaldv1connect.SubscriptionsNackProcedure:         readerSource,
 	skaldv1connect.IndexesCreateProcedure:             ownerAll,
 	skaldv1connect.IndexesDeleteProcedure:             ownerAll,
 	skaldv1connect.IndexesRebuildProcedure:            ownerAll,
 	skaldv1connect.IndexesPauseProcedure:              ownerAll,
 	skaldv1connect.IndexesResumeProcedure:             ownerAll,
 	skaldv1connect.IndexesListProcedure:               readerAll,
-	skaldv1connect.IndexesInfoProcedure:               readerAll,
-	skaldv1connect.IndexesQueryProcedure:              readerAll, // entries of every stream: unscoped
+	skaldv1connect.IndexesInfoProcedure:               readerSource,
+	skaldv1connect.IndexesQueryProcedure:              readerSource,
 	skaldv1connect.CredentialsCreateProcedure:         ownerAll,
 	skaldv1connect.CredentialsListProcedure:           ownerAll,
 	skaldv1connect.CredentialsRevokeProcedure:         ownerAll,
@@ -165,6 +179,9 @@ func denied(c caller, method string, a access, ok bool) error {
 		return fmt.Errorf("%s is not in the access table", method)
 	case c.role < a.role:
 		return fmt.Errorf("%s may not call %s: it needs the %s role", c.describe(), method, a.role)
+	case a.touches == touchesAll && len(c.scope) > 0 && a.why != "":
+		return fmt.Errorf("%s may not call %s: %s, beyond the scope %s; it needs an unscoped credential",
+			c.describe(), method, a.why, strings.Join(c.scope, ","))
 	case a.touches == touchesAll && len(c.scope) > 0:
 		return fmt.Errorf("%s may not call %s: it reaches the whole namespace and needs an unscoped credential", c.describe(), method)
 	}

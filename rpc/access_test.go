@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -24,9 +25,9 @@ import (
 // The access model as docs/access.md states it, written independently of
 // access.go's table: the least role of each call, and what it touches
 // (nothing of the data, the whole namespace, or the stream or category it
-// names). The tests below call every procedure and method with every
-// role, scoped and not, and check each refusal (and each admission)
-// against it.
+// names, itself or as the source of the index or group it names). The
+// tests below call every procedure and method with every role, scoped
+// and not, and check each refusal (and each admission) against it.
 type spec struct {
 	role    fsm.Role
 	touches string // "nothing", "whole" or "target"
@@ -76,12 +77,12 @@ var connectSpec = map[string]struct {
 	"skald.v1.Subscriptions/DeleteGroup":  {owWhole, `{"name":"nope"}`},
 	"skald.v1.Subscriptions/ReplayParked": {owWhole, `{}`},
 	"skald.v1.Subscriptions/DeleteParked": {owWhole, `{}`},
-	"skald.v1.Subscriptions/GetGroup":     {rdWhole, `{"name":"nope"}`},
+	"skald.v1.Subscriptions/GetGroup":     {rdTarget, `{"name":"{c}-g"}`},
 	"skald.v1.Subscriptions/ListGroups":   {rdWhole, `{}`},
-	"skald.v1.Subscriptions/ListParked":   {rdWhole, `{"group":"nope"}`},
-	"skald.v1.Subscriptions/Consume":      {rdWhole, `{"group":"nope","consumer":"c"}`},
-	"skald.v1.Subscriptions/Ack":          {rdWhole, `{"group":"nope","ids":["x"]}`},
-	"skald.v1.Subscriptions/Nack":         {rdWhole, `{"group":"nope","ids":["x"]}`},
+	"skald.v1.Subscriptions/ListParked":   {rdTarget, `{"group":"{c}-g"}`},
+	"skald.v1.Subscriptions/Consume":      {rdTarget, `{"group":"{c}-g","consumer":"c"}`},
+	"skald.v1.Subscriptions/Ack":          {rdTarget, `{"group":"{c}-g","ids":["x"]}`},
+	"skald.v1.Subscriptions/Nack":         {rdTarget, `{"group":"{c}-g","ids":["x"]}`},
 
 	"skald.v1.Indexes/Create":  {owWhole, `{}`},
 	"skald.v1.Indexes/Delete":  {owWhole, `{"name":"nope"}`},
@@ -89,8 +90,8 @@ var connectSpec = map[string]struct {
 	"skald.v1.Indexes/Pause":   {owWhole, `{"name":"nope"}`},
 	"skald.v1.Indexes/Resume":  {owWhole, `{"name":"nope"}`},
 	"skald.v1.Indexes/List":    {rdWhole, `{}`},
-	"skald.v1.Indexes/Info":    {rdWhole, `{"name":"nope"}`},
-	"skald.v1.Indexes/Query":   {rdWhole, `{"name":"nope"}`},
+	"skald.v1.Indexes/Info":    {rdTarget, `{"name":"{c}-idx"}`},
+	"skald.v1.Indexes/Query":   {rdTarget, `{"name":"{c}-idx"}`},
 
 	"skald.v1.Credentials/Create": {owWhole, `{"name":""}`},
 	"skald.v1.Credentials/List":   {owWhole, `{}`},
@@ -143,11 +144,25 @@ type accessCase struct {
 
 // accessSetup starts a node with namespace app and a credential of each
 // role (an owner and a writer scoped to the category invoice among them).
+// Each of the categories invoice and order has messages, an index
+// ({c}-idx) and a group ({c}-g) over it.
 func accessSetup(t *testing.T) (*server, []accessCase) {
 	s := single(t)
 	appToken, _ := nstoken.New("app")
 	if _, err := s.n.CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: "app", TokenHash: nstoken.Hash(appToken)}); err != nil {
 		t.Fatal(err)
+	}
+	own := newClients(s, protocols[0], appToken)
+	for _, category := range []string{"invoice", "order"} {
+		appendMsgs(t, own, category+"-1", "T", 20) // a delivery for each consumer the table starts
+		createGroup(t, own, &skaldv1.CreateGroupRequest{Name: category + "-g",
+			Source: &skaldv1.CreateGroupRequest_Category{Category: category}})
+		if _, err := own.indexes.Create(ctxT(t), connect.NewRequest(&skaldv1.IndexesCreateRequest{
+			Definition: &skaldv1.IndexDefinition{Name: category + "-idx", Version: 1, Category: category,
+				Fields: []*skaldv1.IndexField{{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA,
+					Pointer: "/i", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_INT}}}})); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cases := []accessCase{{"admin", fsm.RoleAdmin, false, adminToken}, {"owner (initial)", fsm.RoleOwner, false, appToken}}
 	for _, c := range []accessCase{{"writer", fsm.RoleWriter, false, ""}, {"reader", fsm.RoleReader, false, ""},

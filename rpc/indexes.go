@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -271,6 +272,9 @@ func (s *indexes) Info(ctx context.Context, req *connect.Request[skaldv1.Indexes
 	}
 	var info fsm.IndexInfo
 	applied, err := s.read(ctx, name, req.Msg.Read, "", func(v *fsm.View) (err error) {
+		if err := indexReadable(ctx, v, skaldv1connect.IndexesInfoProcedure, req.Msg.Name); err != nil {
+			return err
+		}
 		info, err = v.Index(req.Msg.Name)
 		return err
 	})
@@ -315,6 +319,9 @@ func (s *indexes) Query(ctx context.Context, req *connect.Request[skaldv1.Indexe
 		// A query past the budget replies with its hits so far,
 		// truncated, and next_cursor to go on from.
 		v.SetScanBudget(s.scanBudget)
+		if err := indexReadable(ctx, v, skaldv1connect.IndexesQueryProcedure, m.Name); err != nil {
+			return err
+		}
 		if page, err = v.QueryIndex(q); err != nil {
 			return err
 		}

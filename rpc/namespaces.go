@@ -111,6 +111,9 @@ func (s *namespaces) List(ctx context.Context, req *connect.Request[skaldv1.List
 func (s *namespaces) Get(ctx context.Context, req *connect.Request[skaldv1.GetRequest]) (*connect.Response[skaldv1.NamespaceInfo], error) {
 	c := callerFrom(ctx)
 	name := req.Msg.Name
+	if name == "" {
+		name = c.namespace // the namespace the call acts on: the token's own, or an admin's Skald-Namespace
+	}
 	if !c.admin && name != c.namespace {
 		return nil, connect.NewError(connect.CodePermissionDenied, errors.New(c.onlyOwnNamespace("get")))
 	}

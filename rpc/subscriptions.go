@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
@@ -183,6 +185,9 @@ func (s *subscriptions) GetGroup(ctx context.Context, req *connect.Request[skald
 	}
 	var rec *fsmv1.GroupRecord
 	applied, err := s.read(ctx, req.Msg.Read, func(v *fsm.View) (err error) {
+		if err := groupReadable(ctx, v, skaldv1connect.SubscriptionsGetGroupProcedure, req.Msg.Name); err != nil {
+			return err
+		}
 		rec, err = v.Group(req.Msg.Name)
 		return err
 	})
@@ -253,7 +258,15 @@ func (s *subscriptions) Consume(ctx context.Context, req *connect.Request[skaldv
 	if err := checkGroupName("group", req.Msg.Group); err != nil {
 		return err
 	}
-	err := s.b.Consume(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Consumer, func(d nodeapi.GroupDelivery) error {
+	c := callerFrom(ctx)
+	if err := groupAdmits(ctx, s.b, skaldv1connect.SubscriptionsConsumeProcedure, req.Msg.Group); err != nil {
+		return s.toConnect(ctx, err)
+	}
+	err := s.b.Consume(ctx, c.namespace, req.Msg.Group, req.Msg.Consumer, func(d nodeapi.GroupDelivery) error {
+		if err := deliveryInScope(c, strings.TrimPrefix(skaldv1connect.SubscriptionsConsumeProcedure, "/"),
+			req.Msg.Group, d.Message.Stream); err != nil {
+			return err
+		}
 		return stream.Send(&skaldv1.ConsumeResponse{Event: &skaldv1.ConsumeResponse_Delivery{Delivery: &skaldv1.Delivery{Message: message(&d.Message), Delivery: d.Delivery}}})
 	}, func() error {
 		return stream.Send(&skaldv1.ConsumeResponse{Event: &skaldv1.ConsumeResponse_Heartbeat{Heartbeat: &skaldv1.Heartbeat{Time: timestamppb.Now()}}})
@@ -286,6 +299,9 @@ func (s *subscriptions) Ack(ctx context.Context, req *connect.Request[skaldv1.Ac
 	if err := checkIDs(req.Msg.Ids); err != nil {
 		return nil, err
 	}
+	if err := groupAdmits(ctx, s.b, skaldv1connect.SubscriptionsAckProcedure, req.Msg.Group); err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
 	if err := s.b.Settle(ctx, callerFrom(ctx).namespace, req.Msg.Group, req.Msg.Ids, nodeapi.SettleAck, ""); err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -314,6 +330,9 @@ func (s *subscriptions) Nack(ctx context.Context, req *connect.Request[skaldv1.N
 	if len(m.Reason) > 1024 {
 		return nil, invalidField("reason", "must be at most 1024 bytes, got %d", len(m.Reason))
 	}
+	if err := groupAdmits(ctx, s.b, skaldv1connect.SubscriptionsNackProcedure, m.Group); err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
 	if err := s.b.Settle(ctx, callerFrom(ctx).namespace, m.Group, m.Ids, action, m.Reason); err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -337,6 +356,9 @@ func (s *subscriptions) ListParked(ctx context.Context, req *connect.Request[ska
 	}
 	out := &skaldv1.ListParkedResponse{}
 	applied, err := s.read(ctx, m.Read, func(v *fsm.View) error {
+		if err := groupReadable(ctx, v, skaldv1connect.SubscriptionsListParkedProcedure, m.Group); err != nil {
+			return err
+		}
 		rec, err := v.Group(m.Group)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"regexp"
@@ -97,5 +98,45 @@ func TestTailFollowsFromTheEnd(t *testing.T) {
 		if _, errOut, code := runCLI(t, env, append([]string{"tail"}, args...)...); code != command.ExitUsage || !strings.Contains(errOut, "--position") {
 			t.Errorf("skald tail %q: exit %d, %q; want a usage error naming --position", args, code, errOut)
 		}
+	}
+}
+
+// TestTailScopedCategory: skald tail --category C with a credential scoped
+// to C starts at the category's end, which it may read, and prints what
+// is appended to C after it started.
+func TestTailScopedCategory(t *testing.T) {
+	p := startServer(t, "", "--admin-token", testAdmin)
+	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
+	out, _, code := runCLI(t, admin, "ns", "create", "shop", "-o", "json")
+	var created struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil {
+		t.Fatalf("ns create: exit %d %q", code, out)
+	}
+	owner := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + created.Token}
+	out, errOut, code := runCLI(t, owner, "token", "create", "audit", "--role", "reader", "--scope", "acct", "-o", "json")
+	var made struct{ Token string }
+	if code != 0 || json.Unmarshal([]byte(out), &made) != nil {
+		t.Fatalf("token create: exit %d %q %q", code, out, errOut)
+	}
+	appendMsg := func(stream, typ string) {
+		t.Helper()
+		if _, errOut, code := runCLI(t, owner, "append", stream, typ, `{}`); code != 0 {
+			t.Fatalf("append: %s", errOut)
+		}
+	}
+	appendMsg("acct-1", "Old0")
+	appendMsg("other-1", "Old1") // the namespace's last message is outside the scope
+	tp := startTail(t, []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + made.Token}, "--category", "acct")
+	appendMsg("other-1", "Other")
+	appendMsg("acct-1", "New")
+	testutil.Until(t, 20*time.Second, "the new message", func() (bool, string) {
+		return strings.Contains(tp.out.String(), "\tNew\t"), tp.out.String() + tp.errOut.String()
+	})
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^(\S+)\t(\d+)\t\d+\t(\S+)\t`).FindAllStringSubmatch(tp.out.String(), -1) {
+		got = append(got, m[1]+" "+m[2]+" "+m[3])
+	}
+	if want := "acct-1 1 New"; strings.Join(got, "\n") != want {
+		t.Errorf("skald tail --category acct printed\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
 }

@@ -13,10 +13,11 @@ import (
 // message stored (only new messages are printed, as tail -f and
 // kubectl logs -f without --since print what comes).
 //
-// The end of a stream is its version. The end of a category or of the
-// namespace is the namespace's last global position (a category's next
-// message comes after it too), which no call returns: lastGlobalPosition
-// finds it with reads of one message.
+// The end of a stream is its version, the end of a category its last
+// message's global position (one backward read of the category: a
+// credential scoped to it may make it), and the end of the namespace its
+// last global position, which lastGlobalPosition finds with reads of one
+// message.
 func tailStart(ctx context.Context, c *client.Client, sub *client.Subscription, fromStart bool, position optionalInt64, stderr io.Writer) error {
 	switch {
 	case position.set && sub.Stream != "":
@@ -41,6 +42,18 @@ func tailStart(ctx context.Context, c *client.Client, sub *client.Subscription, 
 			return err
 		}
 		sub.Position = v + 1 // -1 + 1 = 0 for a stream with no message
+		return nil
+	}
+	if sub.Category != "" {
+		msgs, err := c.ReadCategory(ctx, client.CategoryQuery{Category: sub.Category, GlobalPosition: -1, Limit: 1,
+			Backward: true})
+		if err != nil {
+			return fmt.Errorf("find the end of category %q: %w", sub.Category, err)
+		}
+		sub.GlobalPosition = 1 // a category with no message
+		if len(msgs) > 0 {
+			sub.GlobalPosition = msgs[0].GlobalPosition + 1
+		}
 		return nil
 	}
 	last, err := lastGlobalPosition(ctx, func(ctx context.Context, gp int64) (int64, bool, error) {
