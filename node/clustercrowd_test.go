@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skalddb/skald/internal/testutil"
+)
+
+// crowd holds half-open connections to a cluster port: from each of its
+// source addresses, perIP connections that never send a ClientHello. A
+// connection the port closes is dialed again at once, so the crowd takes
+// back every slot the port frees; one refused at once (past a bound) is
+// dialed again after a short pause, so a full port is asked all the time
+// without the crowd spinning.
+type crowd struct {
+	target string
+	held   atomic.Int64 // connections open and not yet closed by the port
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startCrowd starts the crowd on target from 127.0.0.<first>..<first+ips-1>;
+// the test's cleanup stops it. target may be down: the crowd waits for it.
+func startCrowd(t *testing.T, target string, first, ips, perIP int) *crowd {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cr := &crowd{target: target, stop: cancel}
+	for i := range ips {
+		src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(first+i))}
+		for range perIP {
+			cr.wg.Add(1)
+			go cr.hold(ctx, src)
+		}
+	}
+	t.Cleanup(cr.close)
+	return cr
+}
+
+func (cr *crowd) hold(ctx context.Context, src *net.TCPAddr) {
+	defer cr.wg.Done()
+	d := net.Dialer{LocalAddr: src, Timeout: time.Second}
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", cr.target)
+		if err != nil { // the port is down, or the dial was cancelled
+			pause(ctx, 20*time.Millisecond)
+			continue
+		}
+		cr.held.Add(1)
+		opened := time.Now()
+		stopRead := context.AfterFunc(ctx, func() { c.Close() })
+		_, _ = c.Read(make([]byte, 1)) // the port sends nothing before a ClientHello: this ends at its close
+		stopRead()
+		c.Close()
+		cr.held.Add(-1)
+		if time.Since(opened) < 100*time.Millisecond { // refused at once, not timed out
+			pause(ctx, 20*time.Millisecond)
+		}
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (cr *crowd) close() {
+	cr.stop()
+	cr.wg.Wait()
+}
+
+// A member must get its replication through a crowd of strangers holding
+// every handshake the cluster port allows them, from 20 source addresses
+// at the per-address bound each: after a restart, and after a partition
+// heals, it catches up with the leader while the crowd holds. The members
+// dial from 127.0.0.1, the address of the Raft configuration; the crowd
+// from 127.0.0.2-21.
+func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
+	const ips, perIP = 20, 16
+	cases := []struct {
+		name       string
+		cut, heal  func(*TestNode)
+		writesWhen string
+	}{
+		{"restart", (*TestNode).Kill, (*TestNode).Restart, "down"},
+		{"partition", func(tn *TestNode) { tn.Proxy.SetBlocked(true) }, func(tn *TestNode) { tn.Proxy.SetBlocked(false) }, "cut off"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, nil)
+			l := c.Leader()
+			createNamespace(t, l.Node, "app")
+			victim := c.Followers()[0]
+			cr := startCrowd(t, victim.raftAddr, 2, ips, perIP)
+			testutil.Until(t, testWait, "the crowd to fill the port", func() (bool, string) {
+				n := cr.held.Load()
+				return n >= maxHandshakes, fmt.Sprintf("%d held", n)
+			})
+
+			tc.cut(victim)
+			for i := range 20 {
+				if _, err := appendOne(ctxT(t), l.Node, "app", "s-1", fmt.Sprintf("m-%d", i)); err != nil {
+					t.Fatalf("append %d while the member is %s: %v", i, tc.writesWhen, err)
+				}
+			}
+			target := l.raft.LastIndex()
+			tc.heal(victim)
+			healed := time.Now()
+
+			testutil.Until(t, 15*time.Second, "the member to catch up through the crowd", func() (bool, string) {
+				got := victim.AppliedIndex()
+				return got >= target, fmt.Sprintf("applied %d of %d; the crowd holds %d", got, target, cr.held.Load())
+			})
+			t.Logf("caught up %v after the %s, the crowd holding %d", time.Since(healed).Round(time.Millisecond), tc.name, cr.held.Load())
+			if n := cr.held.Load(); n < maxHandshakes*3/4 {
+				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port", n, maxHandshakes*3/4)
+			}
+		})
+	}
+}
