@@ -90,7 +90,8 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 		writesWhen string
 	}{
 		{"restart", (*TestNode).Kill, (*TestNode).Restart, "down"},
-		{"partition", func(tn *TestNode) { tn.Proxy.SetBlocked(true) }, func(tn *TestNode) { tn.Proxy.SetBlocked(false) }, "cut off"},
+		{"partition", func(tn *TestNode) { tn.Proxy.SetBlocked(true) },
+			func(tn *TestNode) { tn.Proxy.SetBlocked(false) }, "cut off"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,7 +119,8 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 				got := victim.AppliedIndex()
 				return got >= target, fmt.Sprintf("applied %d of %d; the crowd holds %d", got, target, cr.held.Load())
 			})
-			t.Logf("caught up %v after the %s, the crowd holding %d", time.Since(healed).Round(time.Millisecond), tc.name, cr.held.Load())
+			t.Logf("caught up %v after the %s, the crowd holding %d",
+				time.Since(healed).Round(time.Millisecond), tc.name, cr.held.Load())
 			if n := cr.held.Load(); n < maxHandshakes*3/4 {
 				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port", n, maxHandshakes*3/4)
 			}

@@ -59,7 +59,8 @@ func TestNodeReservesItsMembersAddresses(t *testing.T) {
 		testutil.Until(t, waitTimeout, "node "+tn.ID()+" to reserve for its members", func() (bool, string) {
 			tn.port.slots.mu.Lock()
 			defer tn.port.slots.mu.Unlock()
-			return maps.Equal(tn.port.slots.members, map[string]int{"127.0.0.1": 3}), fmt.Sprintf("reserves for %v", tn.port.slots.members)
+			got := tn.port.slots.members
+			return maps.Equal(got, map[string]int{"127.0.0.1": 3}), fmt.Sprintf("reserves for %v", got)
 		})
 	}
 }

@@ -115,6 +115,7 @@ func TestConnectionCapPerIP(t *testing.T) {
 	defer c.Close()
 	testutil.Eventually(t, waitTimeout, "the hog's new connection to be held", func() bool { return ls.ln.Open() == 1 })
 	if got := refusedPerIP(); got != maxConns-perIP {
-		t.Fatalf("skald_rpc_connections_refused_per_ip_total = %v after the hog's slots were freed, want %d", got, maxConns-perIP)
+		t.Fatalf("skald_rpc_connections_refused_per_ip_total = %v after the hog's slots were freed, want %d",
+			got, maxConns-perIP)
 	}
 }

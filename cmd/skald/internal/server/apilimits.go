@@ -21,7 +21,12 @@ type apiLimitFlags struct {
 
 func (a *apiLimitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.maxConnections, "max-connections", 0, fmt.Sprintf("most API connections open at once; past it a new one is closed at once and counted in skald_rpc_connections_refused_total (0: the fd limit less what storage may need for --max-open-namespaces, at most %d)", maxDefaultConnections))
-	fs.IntVar(&a.maxConnectionsPerIP, "max-connections-per-ip", 0, "most API connections open at once from one remote IP address, so that one address cannot take all of --max-connections; past it a new one is closed at once and counted in skald_rpc_connections_refused_per_ip_total (0: 256, or half of --max-connections when less, at least 64; clients behind one NAT or a proxy that hides their addresses share one: raise it, or set it to --max-connections to turn it off)")
+	fs.IntVar(&a.maxConnectionsPerIP, "max-connections-per-ip", 0,
+		"most API connections open at once from one remote IP address, so that one address cannot take all of "+
+			"--max-connections; past it a new one is closed at once and counted in "+
+			"skald_rpc_connections_refused_per_ip_total (0: 256, or half of --max-connections when less, at least 64; "+
+			"clients behind one NAT or a proxy that hides their addresses share one: raise it, or set it to "+
+			"--max-connections to turn it off)")
 	fs.DurationVar(&a.readTimeout, "read-timeout", rpc.DefaultReadTimeout, "longest an API request may take to arrive, headers and body (/import: per MiB of body)")
 	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
 	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
