@@ -137,3 +137,54 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 		})
 	}
 }
+
+// With the survivors' cluster ports crowded as above, killing the leader
+// still elects another and commits a write on both survivors: the
+// candidates' votes and the new leader's AppendEntries get through.
+func TestClusterPortFailoverThroughACrowd(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	survivors := c.Others(l)
+	var crowds []*crowd
+	for _, tn := range survivors {
+		cr := startCrowd(t, tn.raftAddr, 2, 20, 16)
+		crowds = append(crowds, cr)
+		testutil.Until(t, testWait, "the crowd to fill "+tn.ID()+"'s port", func() (bool, string) {
+			n := cr.held.Load()
+			return n >= maxHandshakes, fmt.Sprintf("%d held", n)
+		})
+	}
+
+	l.Kill()
+	var leader *TestNode
+	attempt := 0
+	testutil.Until(t, 15*time.Second, "a new leader to commit a write through the crowd", func() (bool, string) {
+		for _, tn := range survivors {
+			if !tn.IsLeader() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			attempt++
+			if _, err := appendOne(ctx, tn.Node, "app", "s-1", fmt.Sprintf("after-failover-%d", attempt)); err != nil {
+				return false, fmt.Sprintf("%s leads, append: %v", tn.ID(), err)
+			}
+			leader = tn
+			return true, ""
+		}
+		return false, "no survivor leads"
+	})
+	target := leader.raft.LastIndex()
+	for _, tn := range survivors {
+		testutil.Until(t, 15*time.Second, tn.ID()+" to apply the new leader's write", func() (bool, string) {
+			got := tn.AppliedIndex()
+			return got >= target, fmt.Sprintf("applied %d of %d", got, target)
+		})
+	}
+	for i, cr := range crowds {
+		if n := cr.held.Load(); n < maxHandshakes*3/4 {
+			t.Fatalf("the crowd on %s holds %d connections, want at least %d", survivors[i].ID(), n, maxHandshakes*3/4)
+		}
+	}
+}
