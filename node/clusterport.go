@@ -34,21 +34,6 @@ const (
 	alpnPeer       = "http/1.1"
 )
 
-// Bounds on connections that have not proven membership yet, so that
-// strangers cannot hold unbounded goroutines and file descriptors, nor
-// crowd members out from one address.
-const (
-	// handshakeTimeout: a connection must complete its TLS handshake in
-	// this time or be closed.
-	handshakeTimeout = 5 * time.Second
-	// maxHandshakes: a connection arriving while this many handshake is
-	// closed at once.
-	maxHandshakes = 256
-	// maxHandshakesPerIP: the same, per remote IP address. A member needs
-	// a handful at most (Raft's pool of 3, one for the peer service).
-	maxHandshakesPerIP = 16
-)
-
 // clusterPort is the one listener of node-to-node traffic (the Raft
 // address): Raft RPCs and the peer service, both over mutual TLS with the
 // cluster's credentials, told apart by ALPN. It is Raft's StreamLayer.
@@ -68,9 +53,7 @@ type clusterPort struct {
 	binary    atomic.Bool   // skald-raft/2 is offered
 	refused   atomic.Uint64 // connections closed before or at the handshake
 
-	mu      sync.Mutex
-	pending int            // connections handshaking
-	perIP   map[string]int // the same, by remote IP
+	slots *handshakeSlots // connections handshaking
 
 	life      context.Context // ends at Close: pending handshakes too
 	stop      context.CancelFunc
@@ -101,7 +84,7 @@ func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, 
 	p := &clusterPort{
 		memberDialer: memberDialer{creds, dials}, ln: ln, advertise: adv, log: log,
 		raftConns: make(chan net.Conn), binConns: make(chan net.Conn), peerConns: make(chan net.Conn),
-		perIP: make(map[string]int),
+		slots: newHandshakeSlots(),
 	}
 	p.life, p.stop = context.WithCancel(context.Background())
 	p.closed = p.life.Done()
@@ -134,8 +117,8 @@ func (p *clusterPort) acceptLoop() {
 			continue
 		}
 		delay = 0
-		ip := remoteIP(conn)
-		if !p.admit(ip) {
+		sl, ok := p.slots.admit(remoteIP(conn))
+		if !ok {
 			p.refused.Add(1)
 			conn.Close()
 			continue
@@ -145,32 +128,12 @@ func (p *clusterPort) acceptLoop() {
 			c = binCfg
 		}
 		p.wg.Add(1)
-		go p.handshake(tls.Server(conn, c), ip)
+		go p.handshake(tls.Server(conn, c), sl)
 	}
 }
 
-// admit counts a connection about to handshake, unless that would pass
-// the bounds.
-func (p *clusterPort) admit(ip string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pending >= maxHandshakes || p.perIP[ip] >= maxHandshakesPerIP {
-		return false
-	}
-	p.pending++
-	p.perIP[ip]++
-	return true
-}
-
-func (p *clusterPort) release(ip string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending--
-	if p.perIP[ip]--; p.perIP[ip] == 0 {
-		delete(p.perIP, ip)
-	}
-}
-
+// remoteIP is the IP address of c's peer, in net.IP's text form (an
+// IPv4-mapped IPv6 address as IPv4), as memberIPs writes them.
 func remoteIP(c net.Conn) string {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		return a.IP.String()
@@ -179,12 +142,12 @@ func remoteIP(c net.Conn) string {
 }
 
 // handshake authenticates conn and hands it to Raft or the peer service.
-func (p *clusterPort) handshake(conn *tls.Conn, ip string) {
+func (p *clusterPort) handshake(conn *tls.Conn, sl slot) {
 	defer p.wg.Done()
-	ctx, cancel := context.WithTimeout(p.life, handshakeTimeout)
+	ctx, cancel := context.WithTimeout(p.life, sl.timeout)
 	err := conn.HandshakeContext(ctx)
 	cancel()
-	p.release(ip)
+	p.slots.release(sl)
 	if err != nil {
 		p.refused.Add(1)
 		p.log.Debug("raft port: refused a connection", "remote", conn.RemoteAddr(), "err", err)
@@ -209,6 +172,11 @@ func (p *clusterPort) handshake(conn *tls.Conn, ip string) {
 		conn.Close()
 	}
 }
+
+// reserveFor sets the members known by remote IP address (IP -> how
+// many), whose handshakes do not draw on the pool strangers share (see
+// handshakeSlots).
+func (p *clusterPort) reserveFor(members map[string]int) { p.slots.setMembers(members) }
 
 // Accept implements net.Listener (raft.StreamLayer): the next
 // authenticated Raft connection.

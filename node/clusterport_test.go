@@ -219,9 +219,8 @@ func TestClusterPortBoundsHandshakes(t *testing.T) {
 		idle = append(idle, c)
 	}
 	testutil.Eventually(t, waitTimeout, "the idle connections to be handshaking", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.pending == maxHandshakesPerIP
+		_, all := p.slots.pending()
+		return all == maxHandshakesPerIP
 	})
 	extra, err := net.Dial("tcp", p.Addr().String())
 	if err != nil {

@@ -160,6 +160,7 @@ func Open(cfg Config) (*Node, error) {
 	// Each loop calls n.wg.Done when it returns.
 	for _, loop := range []func(){
 		n.leaderLoop, n.watchLeader, n.watchdog, n.diskWatch, n.expiryLoop, n.typeIndexLoop, n.versionLoop,
+		n.memberAddrLoop,
 	} {
 		n.wg.Add(1)
 		go loop()

@@ -35,12 +35,19 @@ type limitedServer struct {
 // loopback listener holding at most maxConns connections.
 func serveLimited(t testing.TB, n *node.Node, opts Options, maxConns int) *limitedServer {
 	t.Helper()
+	return serveCapped(t, n, opts, maxConns, 0)
+}
+
+// serveCapped is serveLimited with at most perIP connections from one
+// remote address.
+func serveCapped(t testing.TB, n *node.Node, opts Options, maxConns, perIP int) *limitedServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	capped, err := LimitListener(ln, maxConns, reg)
+	capped, err := LimitListener(ln, maxConns, perIP, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 // connection cap); docs/security.md lists them.
 type apiLimitFlags struct {
 	maxConnections                         int
+	maxConnectionsPerIP                    int
 	readTimeout, writeTimeout, idleTimeout time.Duration
 	pageBytes                              int
 	scanBudget                             int
@@ -20,6 +21,12 @@ type apiLimitFlags struct {
 
 func (a *apiLimitFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.maxConnections, "max-connections", 0, fmt.Sprintf("most API connections open at once; past it a new one is closed at once and counted in skald_rpc_connections_refused_total (0: the fd limit less what storage may need for --max-open-namespaces, at most %d)", maxDefaultConnections))
+	fs.IntVar(&a.maxConnectionsPerIP, "max-connections-per-ip", 0,
+		"most API connections open at once from one remote IP address, so that one address cannot take all of "+
+			"--max-connections; past it a new one is closed at once and counted in "+
+			"skald_rpc_connections_refused_per_ip_total (0: 256, or half of --max-connections when less, at least 64; "+
+			"clients behind one NAT or a proxy that hides their addresses share one: raise it, or set it to "+
+			"--max-connections to turn it off)")
 	fs.DurationVar(&a.readTimeout, "read-timeout", rpc.DefaultReadTimeout, "longest an API request may take to arrive, headers and body (/import: per MiB of body)")
 	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
 	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
@@ -32,6 +39,8 @@ func (a *apiLimitFlags) validate() error {
 	switch {
 	case a.maxConnections < 0:
 		return fmt.Errorf("--max-connections must not be negative, got %d", a.maxConnections)
+	case a.maxConnectionsPerIP < 0:
+		return fmt.Errorf("--max-connections-per-ip must not be negative, got %d", a.maxConnectionsPerIP)
 	case a.readTimeout < time.Second:
 		return fmt.Errorf("--read-timeout must be at least 1s, got %s", a.readTimeout)
 	case a.writeTimeout < time.Second:
@@ -66,4 +75,13 @@ func (a *apiLimitFlags) connections(maxOpenNamespaces int) int {
 	}
 	n, _ := defaultMaxConnections(soft, maxOpenNamespaces)
 	return n
+}
+
+// connectionsPerIP returns --max-connections-per-ip, or its default for
+// maxConns connections in all.
+func (a *apiLimitFlags) connectionsPerIP(maxConns int) int {
+	if a.maxConnectionsPerIP > 0 {
+		return a.maxConnectionsPerIP
+	}
+	return rpc.DefaultMaxConnectionsPerIP(maxConns)
 }

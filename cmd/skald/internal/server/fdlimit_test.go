@@ -82,8 +82,9 @@ func TestAPILimitFlags(t *testing.T) {
 		err  string // "" valid
 	}{
 		{nil, ""},
-		{[]string{"--max-connections", "100", "--read-timeout", "5s", "--write-timeout", "2m", "--idle-timeout", "10s", "--read-page-bytes", "1048576", "--read-scan-budget", "5000", "--append-stream-in-flight", "16"}, ""},
+		{[]string{"--max-connections", "100", "--read-timeout", "5s", "--write-timeout", "2m", "--idle-timeout", "10s", "--read-page-bytes", "1048576", "--read-scan-budget", "5000", "--append-stream-in-flight", "16", "--max-connections-per-ip", "32"}, ""},
 		{[]string{"--max-connections", "-1"}, "--max-connections must not be negative"},
+		{[]string{"--max-connections-per-ip", "-1"}, "--max-connections-per-ip must not be negative"},
 		{[]string{"--read-timeout", "10ms"}, "--read-timeout must be at least 1s"},
 		{[]string{"--write-timeout", "0s"}, "--write-timeout must be at least 1s"},
 		{[]string{"--idle-timeout", "1ms"}, "--idle-timeout must be at least 1s"},
@@ -93,6 +94,11 @@ func TestAPILimitFlags(t *testing.T) {
 		{[]string{"--append-stream-in-flight", "0"}, "--append-stream-in-flight must be between 1 and 65536"},
 	} {
 		f, err := parseServerFlags(append(base, c.args...), io.Discard)
+		if err == nil && len(c.args) == 0 {
+			if got := f.limits.connectionsPerIP(16384); got != 256 { // on by default
+				t.Errorf("default --max-connections-per-ip under 16384 connections: %d, want 256", got)
+			}
+		}
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%v: %v", c.args, err)
@@ -100,8 +106,8 @@ func TestAPILimitFlags(t *testing.T) {
 			t.Errorf("%v: got %v, want %q", c.args, err, c.err)
 		case c.err == "" && len(c.args) > 0:
 			l := f.limits.rpcLimits()
-			if l.ReadTimeout != 5*time.Second || l.WriteTimeout != 2*time.Minute || l.IdleTimeout != 10*time.Second || l.PageBytes != 1<<20 || l.ScanBudget != 5000 || l.AppendStreamInFlight != 16 || f.limits.connections(64) != 100 {
-				t.Errorf("%v: limits %+v, connections %d", c.args, l, f.limits.connections(64))
+			if l.ReadTimeout != 5*time.Second || l.WriteTimeout != 2*time.Minute || l.IdleTimeout != 10*time.Second || l.PageBytes != 1<<20 || l.ScanBudget != 5000 || l.AppendStreamInFlight != 16 || f.limits.connections(64) != 100 || f.limits.connectionsPerIP(100) != 32 {
+				t.Errorf("%v: limits %+v, connections %d, per IP %d", c.args, l, f.limits.connections(64), f.limits.connectionsPerIP(100))
 			}
 		}
 	}

@@ -315,7 +315,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer ln.Close()
 	maxConns := f.limits.connections(f.maxOpenNamespaces)
+	perIP := f.limits.connectionsPerIP(maxConns)
 	logFDLimit(log, maxConns, f.maxOpenNamespaces)
+	log.Info("api connection caps", "max-connections", maxConns, "max-connections-per-ip", perIP)
 	apiAddr := f.advertiseHTTP
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
@@ -432,7 +434,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog: logbridge.Std(log, "http", slog.LevelWarn),
 	}
 	apiOpt.Limits.Configure(srv) // read, header and idle timeouts; write deadlines are per request
-	capped, err := rpc.LimitListener(ln, maxConns, reg)
+	capped, err := rpc.LimitListener(ln, maxConns, perIP, reg)
 	if err != nil {
 		return err
 	}
