@@ -138,30 +138,29 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var (
-			msgs []fsm.Message
-			more bool
+			pokes []fsm.Position
+			more  bool
 		)
 		if strings.Contains(sub.category, "-") {
-			msgs = nil // a stream name: matches nothing
+			pokes = nil // a stream name: matches nothing
 		} else if _, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) (err error) {
-			msgs, _, more, err = sub.page(v, cfg)
+			pokes, more, err = sub.positions(v, cfg)
 			return err
 		}); err != nil {
 			return // namespace gone or node stopping: the client reconnects
 		}
-		for i := range msgs {
-			m := &msgs[i]
-			data, _ := json.Marshal(map[string]any{"stream": m.Stream, "position": m.Position, "globalPosition": m.GlobalPosition})
+		for _, p := range pokes {
+			data, _ := json.Marshal(map[string]any{"stream": p.Stream, "position": p.Position, "globalPosition": p.GlobalPosition})
 			if _, err := fmt.Fprintf(w, "event: poke\ndata: %s\n\n", data); err != nil {
 				return
 			}
-			sub.advance(m)
+			sub.advanceTo(p.Position, p.GlobalPosition)
 		}
 		sub.skip()
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if len(msgs) > 0 || more {
+		if len(pokes) > 0 || more {
 			continue
 		}
 		select {

@@ -157,11 +157,39 @@ func (sub *subscription) page(v *fsm.View, cfg subscribeConfig) (msgs []fsm.Mess
 	return msgs, behind, more, err
 }
 
+// positions is page for a subscriber that sends only where each message
+// is (EventoDB's pokes): the same positions in the same steps, read
+// without the messages' payloads (fsm.View.ReadPositions).
+func (sub *subscription) positions(v *fsm.View, cfg subscribeConfig) (out []fsm.Position, more bool, err error) {
+	v.SetPageBytes(cfg.PageBytes)
+	v.SetScanBudget(cfg.ScanBudget)
+	out, err = v.ReadPositions(fsm.PositionsQuery{Stream: sub.stream, Category: sub.category, From: sub.next, Limit: cfg.Page,
+		Member: sub.member, Size: sub.size})
+	if err != nil || sub.stream != "" {
+		return out, false, err
+	}
+	head, err := v.NextGlobalPosition()
+	resume, stopped := v.ScanStopped()
+	switch {
+	case stopped:
+		sub.skipTo, more = resume, true
+	case err == nil && len(out) < cfg.Page && !v.PageCapped():
+		sub.skipTo = head
+	}
+	return out, more, err
+}
+
 func (sub *subscription) advance(m *fsm.Message) {
+	sub.advanceTo(m.Position, m.GlobalPosition)
+}
+
+// advanceTo moves the subscription past the message at stream position
+// pos and global position gp.
+func (sub *subscription) advanceTo(pos, gp int64) {
 	if sub.stream != "" {
-		sub.next = m.Position + 1
+		sub.next = pos + 1
 	} else {
-		sub.next = m.GlobalPosition + 1
+		sub.next = gp + 1
 	}
 }
 
