@@ -401,7 +401,7 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			page.Hits[i].Message = &pg.msgs[i]
 		}
 	}
-	v.capped, v.stopped = pg.capped, pg.stopped
+	v.capped, v.stopped, v.lastBytes = pg.capped, pg.stopped, pg.bytes
 	return page, nil
 }
 

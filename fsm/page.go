@@ -15,6 +15,12 @@ func (v *View) SetPageBytes(n int) { v.pageBytes = max(n, 0) }
 // says where to read on.
 func (v *View) PageCapped() bool { return v.capped || v.stopped }
 
+// LastPageBytes is the bytes the last read of messages (or positions, or
+// index hits) through v put in its page, as the page byte cap counts
+// them: what its reply weighs, less the reply's own fields. It is 0 when
+// no page byte cap was set.
+func (v *View) LastPageBytes() int { return v.lastBytes }
+
 // SetScanBudget bounds every later read of messages through v to n
 // entries examined and not returned (skipped by a filter, a state vector,
 // a consumer group, a minimum global position, or a deletion); n <= 0
@@ -88,7 +94,7 @@ type page struct {
 }
 
 func (v *View) startPage(limit int) page {
-	v.capped, v.stopped, v.resume = false, false, 0
+	v.capped, v.stopped, v.resume, v.lastBytes = false, false, 0, 0
 	return page{msgs: newPage(limit), limit: limit, maxBytes: v.pageBytes, ctx: v.ctx, budget: v.scanBudget}
 }
 
@@ -168,7 +174,7 @@ func (p *page) spent(resume int64) {
 // done returns the page's messages and records how the read ended; err
 // (an iterator's) comes before the context's.
 func (v *View) done(p *page, err error) ([]Message, error) {
-	v.capped, v.stopped, v.resume = p.capped, p.stopped, p.resume
+	v.capped, v.stopped, v.resume, v.lastBytes = p.capped, p.stopped, p.resume, p.bytes
 	if err == nil {
 		err = p.err
 	}

@@ -108,7 +108,7 @@ func (v *View) ReadPositions(q PositionsQuery) ([]Position, error) {
 	if err := it.Error(); err != nil {
 		return nil, err
 	}
-	v.capped, v.stopped, v.resume = p.capped, p.stopped, p.resume
+	v.capped, v.stopped, v.resume, v.lastBytes = p.capped, p.stopped, p.resume, p.bytes
 	if p.err != nil {
 		return nil, p.err
 	}

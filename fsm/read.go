@@ -53,6 +53,7 @@ type View struct {
 	mgp       int64            // global position mit is at; 0 when unpositioned
 	pageBytes int              // SetPageBytes; 0 means no cap
 	capped    bool             // the last read of messages stopped at pageBytes
+	lastBytes int              // what the last read's page weighed (LastPageBytes)
 
 	ctx        context.Context // SetContext; nil: reads never look
 	scanBudget int             // SetScanBudget; 0 means no bound

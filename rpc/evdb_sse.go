@@ -124,6 +124,8 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 	cfg := e.sub.withDefaults()
+	hold := e.replies.hold()
+	defer hold.release()
 	recheck := time.NewTicker(credentialRecheck)
 	defer recheck.Stop()
 	for {
@@ -141,16 +143,24 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			pokes []fsm.Position
 			more  bool
 		)
+		// A page holds the reply budget from its read until it is written.
+		if err := hold.reserve(ctx, cfg.PageBytes+replyOverhead); err != nil {
+			body, _ := json.Marshal(e.backendError(ctx, err).body())
+			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
+			return
+		}
 		if strings.Contains(sub.category, "-") {
 			pokes = nil // a stream name: matches nothing
 		} else if _, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) (err error) {
 			pokes, more, err = sub.positions(v, cfg)
+			hold.keep(v.LastPageBytes() + replyOverhead)
 			return err
 		}); err != nil {
 			return // namespace gone or node stopping: the client reconnects
 		}
 		for _, p := range pokes {
-			data, _ := json.Marshal(map[string]any{"stream": p.Stream, "position": p.Position, "globalPosition": p.GlobalPosition})
+			data, _ := json.Marshal(map[string]any{"stream": p.Stream, "position": p.Position,
+				"globalPosition": p.GlobalPosition})
 			if _, err := fmt.Fprintf(w, "event: poke\ndata: %s\n\n", data); err != nil {
 				return
 			}
@@ -160,6 +170,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		if flusher != nil {
 			flusher.Flush()
 		}
+		hold.release()
 		if len(pokes) > 0 || more {
 			continue
 		}

@@ -207,10 +207,16 @@ func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*
 		ctx, cancel = context.WithTimeout(ctx, s.replyTimeout)
 		defer cancel()
 	}
+	hold := holdFrom(ctx)
+	if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+		return 0, s.toConnect(ctx, err)
+	}
 	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
 		v.SetScanBudget(s.scanBudget)
-		return fn(v)
+		err := fn(v)
+		hold.keep(v.LastPageBytes() + replyOverhead)
+		return err
 	})
 	return applied, s.toConnect(ctx, err)
 }

@@ -227,9 +227,15 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, w
 	if err != nil {
 		return 0, err
 	}
+	hold := holdFrom(ctx)
+	if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+		return 0, toConnect(ctx, s.log, err)
+	}
 	withPage := func(v *fsm.View) error {
 		v.SetPageBytes(s.pageBytes)
-		return fn(v)
+		err := fn(v)
+		hold.keep(v.LastPageBytes() + replyOverhead)
+		return err
 	}
 	var applied uint64
 	if waitIndex != "" {

@@ -18,7 +18,8 @@ import (
 // index or (stream) one entry per stream.
 func ownerDefinition(kind skaldv1.IndexKind) *skaldv1.IndexDefinition {
 	return &skaldv1.IndexDefinition{Name: "owner", Version: 1, Category: "acct", Kind: kind, Fields: []*skaldv1.IndexField{
-		{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/owner", Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING},
+		{Source: skaldv1.IndexFieldSource_INDEX_FIELD_SOURCE_DATA, Pointer: "/owner",
+			Type: skaldv1.IndexFieldType_INDEX_FIELD_TYPE_STRING},
 	}}
 }
 
@@ -40,7 +41,8 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 	const pageCap = 64 << 10
 	s := singleWith(t, Options{Subscribe: defaultOptions.Subscribe, Limits: Limits{PageBytes: pageCap}})
 	ctx := ctxT(t)
-	created, err := newClients(s, protocols[0], adminToken).namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
+	admin := newClients(s, protocols[0], adminToken)
+	created, err := admin.namespaces.Create(ctx, connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +90,9 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 				pages  int
 			)
 			for {
-				r, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: fmt.Sprintf("owner-%d", tc.kind),
-					Limit: fsm.MaxIndexLimit, PositionsOnly: tc.positions, Descending: tc.backward, Cursor: cursor}))
+				r, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{
+					Name: fmt.Sprintf("owner-%d", tc.kind), Limit: fsm.MaxIndexLimit, PositionsOnly: tc.positions,
+					Descending: tc.backward, Cursor: cursor}))
 				if err != nil {
 					t.Fatalf("page %d: %v", pages, err)
 				}
@@ -110,7 +113,8 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 				for _, h := range m.Hits {
 					got = append(got, h.GlobalPosition)
 					if tc.positions != (h.Message == nil) {
-						t.Fatalf("page %d: positions only %v, hit %d with message %v", pages, tc.positions, h.GlobalPosition, h.Message != nil)
+						t.Fatalf("page %d: positions only %v, hit %d with message %v",
+							pages, tc.positions, h.GlobalPosition, h.Message != nil)
 					}
 				}
 				if cursor = m.NextCursor; len(cursor) == 0 {
@@ -136,11 +140,13 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 
 	// A cursor longer than any this server gives is refused, before
 	// anything is read.
-	first, err := c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "owner-1", Limit: 1, PositionsOnly: true}))
+	q := &skaldv1.IndexesQueryRequest{Name: "owner-1", Limit: 1, PositionsOnly: true}
+	first, err := c.indexes.Query(ctx, connect.NewRequest(q))
 	if err != nil || len(first.Msg.NextCursor) == 0 {
 		t.Fatalf("first page: %v, %v", first, err)
 	}
 	long := append(bytes.Clone(first.Msg.NextCursor), bytes.Repeat([]byte{'o'}, 2*fsm.MaxIndexCursorBytes)...)
-	_, err = c.indexes.Query(ctx, connect.NewRequest(&skaldv1.IndexesQueryRequest{Name: "owner-1", Limit: 1, PositionsOnly: true, Cursor: long}))
+	q.Cursor = long
+	_, err = c.indexes.Query(ctx, connect.NewRequest(q))
 	wantField(t, "a cursor over the cap", err, "cursor")
 }

@@ -25,7 +25,8 @@ type decodeCounter struct {
 	decoded atomic.Int64
 }
 
-func (d *decodeCounter) Read(ctx context.Context, ns string, opts nodeapi.ReadOptions, fn func(*fsm.View) error) (uint64, error) {
+func (d *decodeCounter) Read(ctx context.Context, ns string, opts nodeapi.ReadOptions,
+	fn func(*fsm.View) error) (uint64, error) {
 	return d.Node.Read(ctx, ns, opts, func(v *fsm.View) error {
 		err := fn(v)
 		d.decoded.Add(v.DecodedBytes())
@@ -62,7 +63,8 @@ func TestSubscribePokesReadNoPayloads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, poke{Stream: fmt.Sprintf("blob-%d", i%3), Position: int64(i / 3), GlobalPosition: r.Msg.FirstGlobalPosition})
+		all = append(all, poke{Stream: fmt.Sprintf("blob-%d", i%3), Position: int64(i / 3),
+			GlobalPosition: r.Msg.FirstGlobalPosition})
 	}
 	member := func(p poke) bool { return fsm.ConsumerGroupMember(p.Stream, 2) == 0 }
 	for _, tc := range []struct {
