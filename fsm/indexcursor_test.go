@@ -11,7 +11,7 @@ import (
 )
 
 // A cursor is at most MaxIndexCursorBytes whatever the entries' keys: a
-// key of 2 KiB gets a short cursor, which continues the query exactly as
+// key of two 700-byte values gets a short cursor, which continues the query exactly as
 // the key would, and is refused naming the cursor once its entry is gone
 // or when it was altered; a cursor over the cap is refused.
 func TestIndexCursorBounded(t *testing.T) {
@@ -19,10 +19,11 @@ func TestIndexCursorBounded(t *testing.T) {
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
 	f.must(createIndexCmd("ns", &fsmv1.IndexDefinition{Name: "owner", Version: 1, Category: "acct",
-		Fields: []*fsmv1.IndexField{dataField("/owner", tString)}}))
-	long := strings.Repeat("o", 2<<10)
+		Fields: []*fsmv1.IndexField{dataField("/owner", tString), dataField("/region", tString)}}))
+	long := strings.Repeat("o", 700)
 	for i := range 4 {
-		f.must(appendCmd("ns", fmt.Sprintf("acct-%d", i), newMsg("T", fmt.Sprintf(`{"owner":"%d%s"}`, i, long))))
+		data := fmt.Sprintf(`{"owner":"%d%s","region":"%s"}`, i, long, long)
+		f.must(appendCmd("ns", fmt.Sprintf("acct-%d", i), newMsg("T", data)))
 	}
 	catchUp(t, s, "ns")
 
@@ -37,8 +38,8 @@ func TestIndexCursorBounded(t *testing.T) {
 		if cursor = page.NextCursor; cursor == nil {
 			break
 		}
-		if len(cursor) > MaxIndexCursorBytes {
-			t.Fatalf("page %d: cursor of %d bytes, over %d", i, len(cursor), MaxIndexCursorBytes)
+		if len(cursor) != cursorRefBytes {
+			t.Fatalf("page %d: cursor of %d bytes, want the short form of %d", i, len(cursor), cursorRefBytes)
 		}
 		if first == nil {
 			first = cursor

@@ -54,15 +54,16 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 60 owners of 3 KiB (keys over the cursor cap), 8 KiB of data each;
-	// every tenth message has 100 KiB of data: more than a page alone.
+	// 200 owners of 700 bytes (values short of any index key cap), 8 KiB
+	// of data each; every tenth message has 100 KiB of data: more than a
+	// page alone.
 	var want []int64
-	for i := range 60 {
+	for i := range 200 {
 		pad := 8 << 10
 		if i%10 == 9 {
 			pad = 100 << 10
 		}
-		data := fmt.Sprintf(`{"owner":"%03d%s","pad":"%s"}`, i, strings.Repeat("o", 3<<10), strings.Repeat("p", pad))
+		data := fmt.Sprintf(`{"owner":"%03d%s","pad":"%s"}`, i, strings.Repeat("o", 700), strings.Repeat("p", pad))
 		r, err := c.events.Append(ctx, connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("acct-%d", i),
 			Messages: []*skaldv1.NewMessage{{Type: "T", Data: []byte(data)}}}))
 		if err != nil {
@@ -131,9 +132,9 @@ func TestIndexQueryPagesCapped(t *testing.T) {
 			if !slices.Equal(got, wantOrder) {
 				t.Fatalf("pages returned %v, want %v", got, wantOrder)
 			}
-			// 60 hits of over 3 KiB cannot fit in one page of 64 KiB.
+			// 200 hits of over 700 bytes cannot fit in two pages of 64 KiB.
 			if pages < 3 {
-				t.Fatalf("%d pages for 60 hits of over 3 KiB each under a cap of %d", pages, pageCap)
+				t.Fatalf("%d pages for 200 hits of over 700 bytes each under a cap of %d", pages, pageCap)
 			}
 		})
 	}
