@@ -78,8 +78,14 @@ func newReplyBudget(total int64, wait time.Duration, reg prometheus.Registerer) 
 	return b
 }
 
-// hold returns an empty hold of one request on b.
-func (b *replyBudget) hold() *replyHold { return &replyHold{b: b} }
+// hold returns an empty hold of one request on b; nil for a nil budget
+// (no budget: nothing is reserved).
+func (b *replyBudget) hold() *replyHold {
+	if b == nil {
+		return nil
+	}
+	return &replyHold{b: b}
+}
 
 // replyHold is what one request holds of the budget. It belongs to the
 // request's goroutine. A nil hold (a request no budget covers) reserves

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/internal/testutil"
@@ -167,4 +170,65 @@ func testCounter(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// A hold reserves up to the whole budget and no more, a reservation past
+// what is left waits and is refused with errReplyBudget (counted), or
+// ends with its context, and what a hold keeps or releases is free for
+// the next one.
+func TestReplyHold(t *testing.T) {
+	const total = 1000
+	for _, tc := range []struct {
+		name     string
+		first    int // what a first hold reserves
+		keep     int // and keeps
+		second   int // what a second hold then asks for
+		canceled bool
+		want     error
+		inUse    int64 // held by both afterwards
+	}{
+		{"room", 400, 400, 600, false, nil, 1000},
+		{"spent", 400, 400, 601, false, errReplyBudget, 400},
+		{"kept less", 1000, 300, 700, false, nil, 1000},
+		{"clamped to the budget", 5000, 5000, 1, false, errReplyBudget, 1000},
+		{"released", 1000, 0, 1000, false, nil, 1000},
+		{"caller gone", 1000, 1000, 1, true, context.Canceled, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newReplyBudget(total, time.Millisecond, prometheus.NewRegistry())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			first, second := b.hold(), b.hold()
+			if err := first.reserve(ctx, tc.first); err != nil {
+				t.Fatal(err)
+			}
+			first.keep(tc.keep)
+			if tc.canceled {
+				cancel()
+			}
+			err := second.reserve(ctx, tc.second)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("second reservation: %v, want %v", err, tc.want)
+			}
+			if got := b.inUse.Load(); got != tc.inUse || got != first.held+second.held {
+				t.Fatalf("in use %d (holds %d + %d), want %d", got, first.held, second.held, tc.inUse)
+			}
+			refused := testutilCounter(b.refused)
+			if wantRefused := errors.Is(tc.want, errReplyBudget); (refused == 1) != wantRefused {
+				t.Fatalf("refused counted %v, want %v", refused, wantRefused)
+			}
+			first.release()
+			second.release()
+			if got := b.inUse.Load(); got != 0 || !b.sem.TryAcquire(total) {
+				t.Fatalf("after release: %d in use, or the semaphore is not whole", got)
+			}
+		})
+	}
+}
+
+// testutilCounter is a counter's value.
+func testutilCounter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
 }
