@@ -31,10 +31,11 @@ func (e *evdb) readPages(ctx context.Context, p *evPages, limit int) (any, *evEr
 	}
 	out := []any{}
 	hold := holdFrom(ctx)
-	if err := hold.reserve(ctx, e.limits.PageBytes+replyOverhead); err != nil {
-		return nil, e.backendError(ctx, err)
-	}
 	everr := e.read(ctx, func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, e.limits.PageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(e.limits.PageBytes)
 		msgs, err := p.read(v, p.from, limit)
 		for i := range msgs {

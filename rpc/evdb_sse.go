@@ -12,6 +12,11 @@ import (
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
+// pokeBytes bounds one position in a page of pokes as the page byte cap
+// counts it (fsm.View.ReadPositions): its fixed part and the longest
+// stream name.
+const pokeBytes = 32 + 512
+
 // sseBadRequest answers an invalid /subscribe with 400 and a plain-text
 // body, as EventoDB does.
 func sseBadRequest(w http.ResponseWriter, format string, args ...any) {
@@ -143,8 +148,10 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			pokes []fsm.Position
 			more  bool
 		)
-		// A page holds the reply budget from its read until it is written.
-		if err := hold.reserve(ctx, cfg.PageBytes+replyOverhead); err != nil {
+		// A page holds the reply budget from its read until it is written;
+		// a page of pokes weighs at most Page positions of the longest
+		// stream name.
+		if err := hold.reserve(ctx, min(cfg.PageBytes, cfg.Page*pokeBytes)+replyOverhead); err != nil {
 			body, _ := json.Marshal(e.backendError(ctx, err).body())
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
 			return

@@ -208,10 +208,11 @@ func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*
 		defer cancel()
 	}
 	hold := holdFrom(ctx)
-	if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
-		return 0, s.toConnect(ctx, err)
-	}
 	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(s.pageBytes)
 		v.SetScanBudget(s.scanBudget)
 		err := fn(v)

@@ -228,10 +228,11 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, w
 		return 0, err
 	}
 	hold := holdFrom(ctx)
-	if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
-		return 0, toConnect(ctx, s.log, err)
-	}
 	withPage := func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(s.pageBytes)
 		err := fn(v)
 		hold.keep(v.LastPageBytes() + replyOverhead)
