@@ -95,6 +95,7 @@ func (v *View) MessageAt(gp int64) (m Message, ok bool, err error) {
 	if err != nil || val == nil {
 		return Message{}, false, err
 	}
+	v.decoded += int64(len(val))
 	m, err = decodeMessage(gp, val)
 	return m, err == nil, err
 }

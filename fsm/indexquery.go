@@ -45,7 +45,8 @@ type IndexQuery struct {
 	Backward bool
 	// Limit: 0 means DefaultIndexLimit.
 	Limit int
-	// Cursor is a page's NextCursor: the query continues after it.
+	// Cursor is a page's NextCursor: the query continues after it. It
+	// is at most MaxIndexCursorBytes (indexcursor.go).
 	Cursor []byte
 	// PositionsOnly returns global positions and values, not messages.
 	PositionsOnly bool
@@ -59,6 +60,28 @@ type IndexHit struct {
 	// with PositionsOnly too), "" in an event index.
 	Stream  string
 	Message *Message
+}
+
+// hitOverhead is what hit.size adds for a hit's position, its framing
+// and that of its message, rounded up.
+const hitOverhead = 32
+
+// valueOverhead bounds a value's text and framing in a reply beyond a
+// string's bytes: the longest number, or a time in RFC 3339 with
+// nanoseconds.
+const valueOverhead = 40
+
+// size is the bytes of h without its message as a page counts them: it
+// bounds the hit's encoding in a reply from above.
+func (h *IndexHit) size() int {
+	n := hitOverhead + len(h.Stream)
+	for _, v := range h.Values {
+		n += valueOverhead
+		if s, ok := v.(string); ok {
+			n += len(s)
+		}
+	}
+	return n
 }
 
 // IndexPage is a query's answer.
@@ -250,7 +273,10 @@ func (v *View) indexInfo(d *fsmv1.IndexDefinition) (IndexInfo, error) {
 // this query's are ValidationErrors.
 //
 // Bounded like the other reads of a view: the page byte cap
-// (SetPageBytes), and the scan budget (SetScanBudget) for the entries it
+// (SetPageBytes) by the rule of every page (at least one hit; a page
+// stops before the hit that would take it past the cap), each hit
+// counting its values, stream and message (none with PositionsOnly), and
+// MaxIndexCursorBytes of the cap kept for the cursor; and the scan budget (SetScanBudget) for the entries it
 // reads and does not return (those of removed messages the loop has not
 // dropped yet). A query that spends its budget returns the hits it has
 // (perhaps none) with Capped and NextCursor set after the last entry it
@@ -271,13 +297,17 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 		return page, err
 	}
 	if len(q.Cursor) > 0 {
-		if bytes.Compare(q.Cursor, lower) < 0 || bytes.Compare(q.Cursor, upper) >= 0 {
+		after, err := v.cursorKey(d, q.Cursor)
+		if err != nil {
+			return page, err
+		}
+		if bytes.Compare(after, lower) < 0 || bytes.Compare(after, upper) >= 0 {
 			return page, invalid("cursor", "does not belong to this query (give the same index, values and bounds as the page it came from)")
 		}
 		if q.Backward {
-			upper = q.Cursor
+			upper = after
 		} else {
-			lower = append(bytes.Clone(q.Cursor), 0)
+			lower = append(bytes.Clone(after), 0)
 		}
 	}
 	limit := q.Limit
@@ -291,6 +321,10 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 	defer it.Close()
 	w := walk{it: it, backward: q.Backward}
 	pg := v.startPage(limit)
+	if pg.maxBytes > 0 {
+		// The hits share the page with the cursor that follows them.
+		pg.maxBytes = max(pg.maxBytes-MaxIndexCursorBytes, 1)
+	}
 	prefix := indexEntryPrefix(d.Id)
 	for ok := w.first(); ok; ok = w.next() {
 		k := it.Key()
@@ -317,7 +351,7 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			// the scan budget: once spent, the page ends here, and the
 			// query goes on after this entry (it was read).
 			if pg.skip(0); pg.stopped {
-				page.Capped, page.NextCursor = true, bytes.Clone(k)
+				page.Capped, page.NextCursor = true, cursorOf(k, gp)
 				break
 			}
 			if pg.err != nil {
@@ -325,21 +359,27 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			}
 			continue
 		}
-		if q.PositionsOnly {
-			pg.look()
-		} else if pg.add(m); pg.capped {
-			page.Capped = true
-			break
-		}
-		if pg.err != nil {
-			break
-		}
 		hit := IndexHit{GlobalPosition: gp, Values: vals}
 		if isStreamIndex(d) {
 			hit.Stream = string(it.Value())
 		}
+		pg.look()
+		size := hit.size()
+		if !q.PositionsOnly {
+			size += m.Size()
+		}
+		if !pg.room(size) {
+			page.Capped = true
+			break
+		}
+		if !q.PositionsOnly {
+			pg.msgs = append(pg.msgs, m)
+		}
+		if pg.err != nil {
+			break
+		}
 		page.Hits = append(page.Hits, hit)
-		page.NextCursor = bytes.Clone(k)
+		page.NextCursor = cursorOf(k, gp)
 		if len(page.Hits) >= limit {
 			if !w.next() {
 				page.NextCursor = nil // nothing follows
@@ -361,7 +401,7 @@ func (v *View) QueryIndex(q IndexQuery) (IndexPage, error) {
 			page.Hits[i].Message = &pg.msgs[i]
 		}
 	}
-	v.capped, v.stopped = pg.capped, pg.stopped
+	v.capped, v.stopped, v.lastBytes = pg.capped, pg.stopped, pg.bytes
 	return page, nil
 }
 

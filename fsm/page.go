@@ -15,6 +15,12 @@ func (v *View) SetPageBytes(n int) { v.pageBytes = max(n, 0) }
 // says where to read on.
 func (v *View) PageCapped() bool { return v.capped || v.stopped }
 
+// LastPageBytes is the bytes the last read of messages (or positions, or
+// index hits) through v put in its page, as the page byte cap counts
+// them: what its reply weighs, less the reply's own fields. It is 0 when
+// no page byte cap was set.
+func (v *View) LastPageBytes() int { return v.lastBytes }
+
 // SetScanBudget bounds every later read of messages through v to n
 // entries examined and not returned (skipped by a filter, a state vector,
 // a consumer group, a minimum global position, or a deletion); n <= 0
@@ -64,16 +70,18 @@ func (m *Message) Size() int {
 // page collects one read's messages up to a count, a byte cap and a scan
 // budget.
 //
-// INVARIANT: bytes is the sum of Size over msgs, and bytes <= maxBytes
-// unless msgs holds a single message (a page is never empty for want of
-// room). skipped <= budget when budget > 0: a read stops (stopped, with
-// resume set) at the entry that spends the budget.
+// INVARIANT: bytes is the sum of the sizes room admitted (Size over
+// msgs, for a read of messages), and bytes <= maxBytes unless room
+// admitted a single entry (a page is never empty for want of room).
+// skipped <= budget when budget > 0: a read stops (stopped, with resume
+// set) at the entry that spends the budget.
 type page struct {
 	msgs     []Message
 	limit    int // negative: no count limit
 	maxBytes int // 0: no byte cap
 	bytes    int
-	capped   bool // a message was refused for want of room
+	admitted int  // entries room took
+	capped   bool // an entry was refused for want of room
 
 	ctx      context.Context // nil: never checked
 	examined int             // entries looked at, returned or not
@@ -86,7 +94,7 @@ type page struct {
 }
 
 func (v *View) startPage(limit int) page {
-	v.capped, v.stopped, v.resume = false, false, 0
+	v.capped, v.stopped, v.resume, v.lastBytes = false, false, 0, 0
 	return page{msgs: newPage(limit), limit: limit, maxBytes: v.pageBytes, ctx: v.ctx, budget: v.scanBudget}
 }
 
@@ -116,15 +124,25 @@ func (p *page) examine(n int) {
 // then the page is capped and m is dropped.
 func (p *page) add(m Message) {
 	p.look()
+	if p.room(m.Size()) {
+		p.msgs = append(p.msgs, m)
+	}
+}
+
+// room admits an entry of size bytes to the page, unless it would take a
+// non-empty page past its byte cap: then the page is capped and room
+// reports false. It is the one rule every read's page stops by, whatever
+// its entries are (messages, index hits).
+func (p *page) room(size int) bool {
 	if p.maxBytes > 0 {
-		size := m.Size()
-		if len(p.msgs) > 0 && p.bytes+size > p.maxBytes {
+		if p.admitted > 0 && p.bytes+size > p.maxBytes {
 			p.capped = true
-			return
+			return false
 		}
 		p.bytes += size
 	}
-	p.msgs = append(p.msgs, m)
+	p.admitted++
+	return true
 }
 
 // skip counts an examined entry the read does not return; resume is where
@@ -156,7 +174,7 @@ func (p *page) spent(resume int64) {
 // done returns the page's messages and records how the read ended; err
 // (an iterator's) comes before the context's.
 func (v *View) done(p *page, err error) ([]Message, error) {
-	v.capped, v.stopped, v.resume = p.capped, p.stopped, p.resume
+	v.capped, v.stopped, v.resume, v.lastBytes = p.capped, p.stopped, p.resume, p.bytes
 	if err == nil {
 		err = p.err
 	}

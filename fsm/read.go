@@ -53,6 +53,7 @@ type View struct {
 	mgp       int64            // global position mit is at; 0 when unpositioned
 	pageBytes int              // SetPageBytes; 0 means no cap
 	capped    bool             // the last read of messages stopped at pageBytes
+	lastBytes int              // what the last read's page weighed (LastPageBytes)
 
 	ctx        context.Context // SetContext; nil: reads never look
 	scanBudget int             // SetScanBudget; 0 means no bound
@@ -69,7 +70,13 @@ type View struct {
 	// before snap (nil when it has none); memIDs the indexes it holds.
 	memSnap *pebble.Snapshot
 	memIDs  map[uint64]bool
+
+	decoded int64 // stored bytes of the messages decoded (DecodedBytes)
 }
+
+// DecodedBytes is the stored bytes of every message decoded through v so
+// far: what its reads cost in payload, returned or not.
+func (v *View) DecodedBytes() int64 { return v.decoded }
 
 // View opens a consistent view of namespace name.
 func (s *Store) View(name string) (*View, error) {
@@ -203,6 +210,7 @@ func (v *View) lookupMessage(gp int64) (m Message, found bool, err error) {
 		return Message{}, false, err
 	}
 	v.mgp = gp
+	v.decoded += int64(len(val))
 	m, err = decodeMessage(gp, val)
 	return m, err == nil, err
 }
@@ -395,6 +403,7 @@ func (v *View) readAll(from int64, limit int, backward bool, filter *Filter, kee
 				continue
 			}
 		}
+		v.decoded += int64(len(val))
 		m, err := decodeMessage(gp, val)
 		if err != nil {
 			return nil, err

@@ -35,6 +35,9 @@ type caller struct {
 	credID     uint64
 	hash       []byte
 	remote     string // the client's address, for the audit log
+	// hold is the request's share of the reply budget (replybudget.go),
+	// released when the request's handler returns; nil: not budgeted.
+	hold *replyHold
 }
 
 type callerKey struct{}
@@ -63,6 +66,7 @@ type authenticator struct {
 	used    *lastUsed
 	audit   *auditor
 	log     *slog.Logger
+	replies *replyBudget // the reply budget of the requests it admits
 }
 
 // bearer extracts the token of an Authorization header.
@@ -422,6 +426,11 @@ func (a authenticator) beforeBody(next http.Handler, errw *connect.ErrorWriter, 
 		}
 		c := callerFrom(ctx)
 		c.remote = r.RemoteAddr
+		if a.replies != nil {
+			// Released once the reply has been written: see replybudget.go.
+			c.hold = a.replies.hold()
+			defer c.hold.release()
+		}
 		ctx = context.WithValue(ctx, callerKey{}, c)
 		if c.namespace != c.home {
 			a.audit.record(ctx, "admin.other-namespace", c.namespace, strings.TrimPrefix(r.URL.Path, "/"))

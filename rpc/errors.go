@@ -171,6 +171,8 @@ var errorTable = []func(error) (reply, bool){
 	// Not verdicts: the message is the error's own text.
 	sentinel(context.DeadlineExceeded, reply{code: connect.CodeDeadlineExceeded, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
 	sentinel(context.Canceled, reply{code: connect.CodeCanceled, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true}),
+	sentinel(errReplyBudget, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable,
+		evCode: "SERVER_BUSY", cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrStorageFull, reply{code: connect.CodeResourceExhausted, status: http.StatusServiceUnavailable, evCode: "STORAGE_FULL", cause: true, notApplied: true}),
 	sentinel(nodeapi.ErrUnknownOutcome, reply{code: connect.CodeUnavailable, status: http.StatusServiceUnavailable, evCode: "UNAVAILABLE", cause: true,
 		message: "the write may or may not have been applied: "}),

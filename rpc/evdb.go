@@ -92,6 +92,7 @@ type evdb struct {
 	used    *lastUsed      // shared with the Connect API
 	audit   *auditor
 	creds   credentialOps
+	replies *replyBudget // shared with the Connect API
 }
 
 // notFound answers unknown paths as EventoDB does.
@@ -236,6 +237,9 @@ func (e *evdb) rpc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	namespace = c.namespace
+	// Released once the reply has been written (replybudget.go).
+	c.hold = e.replies.hold()
+	defer c.hold.release()
 	method, args, everr := decodeRPC(http.MaxBytesReader(w, r.Body, maxRPCBody))
 	if everr != nil {
 		fail(everr)

@@ -30,12 +30,18 @@ func (e *evdb) readPages(ctx context.Context, p *evPages, limit int) (any, *evEr
 		return p, nil
 	}
 	out := []any{}
+	hold := holdFrom(ctx)
 	everr := e.read(ctx, func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, e.limits.PageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(e.limits.PageBytes)
 		msgs, err := p.read(v, p.from, limit)
 		for i := range msgs {
 			out = append(out, p.format(&msgs[i]))
 		}
+		hold.keep(v.LastPageBytes() + replyOverhead)
 		return err
 	})
 	return out, everr
@@ -67,13 +73,20 @@ func (e *evdb) writePages(ctx context.Context, w http.ResponseWriter, p *evPages
 	}
 	n := 0
 	var writeErr error // the client's side failed: nothing to answer
+	hold := holdFrom(ctx)
 	_, err := e.b.Read(ctx, callerFrom(ctx).namespace, linearizable, func(v *fsm.View) error {
 		v.SetPageBytes(e.limits.PageBytes)
 		for from := p.from; ; {
+			// A page holds the budget from its read until it is written.
+			hold.release()
+			if err := hold.reserve(ctx, e.limits.PageBytes+replyOverhead); err != nil {
+				return err
+			}
 			msgs, err := p.read(v, from, -1)
 			if err != nil {
 				return err
 			}
+			hold.keep(v.LastPageBytes() + replyOverhead)
 			start()
 			for i := range msgs {
 				item, err := json.Marshal(p.format(&msgs[i]))

@@ -12,6 +12,11 @@ import (
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
+// pokeBytes bounds one position in a page of pokes as the page byte cap
+// counts it (fsm.View.ReadPositions): its fixed part and the longest
+// stream name.
+const pokeBytes = 32 + 512
+
 // sseBadRequest answers an invalid /subscribe with 400 and a plain-text
 // body, as EventoDB does.
 func sseBadRequest(w http.ResponseWriter, format string, args ...any) {
@@ -124,6 +129,8 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 	}
 	cfg := e.sub.withDefaults()
+	hold := e.replies.hold()
+	defer hold.release()
 	recheck := time.NewTicker(credentialRecheck)
 	defer recheck.Stop()
 	for {
@@ -138,30 +145,40 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var (
-			msgs []fsm.Message
-			more bool
+			pokes []fsm.Position
+			more  bool
 		)
+		// A page holds the reply budget from its read until it is written;
+		// a page of pokes weighs at most Page positions of the longest
+		// stream name.
+		if err := hold.reserve(ctx, min(cfg.PageBytes, cfg.Page*pokeBytes)+replyOverhead); err != nil {
+			body, _ := json.Marshal(e.backendError(ctx, err).body())
+			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
+			return
+		}
 		if strings.Contains(sub.category, "-") {
-			msgs = nil // a stream name: matches nothing
+			pokes = nil // a stream name: matches nothing
 		} else if _, err := e.b.Read(ctx, c.namespace, local, func(v *fsm.View) (err error) {
-			msgs, _, more, err = sub.page(v, cfg)
+			pokes, more, err = sub.positions(v, cfg)
+			hold.keep(v.LastPageBytes() + replyOverhead)
 			return err
 		}); err != nil {
 			return // namespace gone or node stopping: the client reconnects
 		}
-		for i := range msgs {
-			m := &msgs[i]
-			data, _ := json.Marshal(map[string]any{"stream": m.Stream, "position": m.Position, "globalPosition": m.GlobalPosition})
+		for _, p := range pokes {
+			data, _ := json.Marshal(map[string]any{"stream": p.Stream, "position": p.Position,
+				"globalPosition": p.GlobalPosition})
 			if _, err := fmt.Fprintf(w, "event: poke\ndata: %s\n\n", data); err != nil {
 				return
 			}
-			sub.advance(m)
+			sub.advanceTo(p.Position, p.GlobalPosition)
 		}
 		sub.skip()
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if len(msgs) > 0 || more {
+		hold.release()
+		if len(pokes) > 0 || more {
 			continue
 		}
 		select {

@@ -207,10 +207,17 @@ func (s *eventStore) read(ctx context.Context, o *skaldv1.ReadOptions, fn func(*
 		ctx, cancel = context.WithTimeout(ctx, s.replyTimeout)
 		defer cancel()
 	}
+	hold := holdFrom(ctx)
 	applied, err := s.b.Read(ctx, callerFrom(ctx).namespace, opts, func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(s.pageBytes)
 		v.SetScanBudget(s.scanBudget)
-		return fn(v)
+		err := fn(v)
+		hold.keep(v.LastPageBytes() + replyOverhead)
+		return err
 	})
 	return applied, s.toConnect(ctx, err)
 }

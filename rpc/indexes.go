@@ -228,9 +228,16 @@ func (s *indexes) read(ctx context.Context, ns string, o *skaldv1.ReadOptions, w
 	if err != nil {
 		return 0, err
 	}
+	hold := holdFrom(ctx)
 	withPage := func(v *fsm.View) error {
+		// Once the read may start (past its barrier), not while it waits.
+		if err := hold.reserve(ctx, s.pageBytes+replyOverhead); err != nil {
+			return err
+		}
 		v.SetPageBytes(s.pageBytes)
-		return fn(v)
+		err := fn(v)
+		hold.keep(v.LastPageBytes() + replyOverhead)
+		return err
 	}
 	var applied uint64
 	if waitIndex != "" {

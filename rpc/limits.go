@@ -49,6 +49,15 @@ type Limits struct {
 	// early with truncated set; EventoDB's stream.get and category.get
 	// return a shorter batch). Default DefaultPageBytes.
 	PageBytes int
+	// ReplyBudgetBytes bounds the bytes of replies the node holds read
+	// and not yet written, over every connection (replybudget.go): a read
+	// past it waits up to ReplyBudgetWait, then is refused with
+	// ResourceExhausted (EventoDB 503 SERVER_BUSY). Default
+	// DefaultReplyBudgetBytes.
+	ReplyBudgetBytes int64
+	// ReplyBudgetWait is how long a read waits for room in the reply
+	// budget before it is refused. Default DefaultReplyBudgetWait.
+	ReplyBudgetWait time.Duration
 	// ScanBudget bounds the entries one Connect read (or one page of a
 	// subscription) examines and does not return: a filtered read that
 	// spends it replies with what it found and resume_from (fsm
@@ -79,6 +88,15 @@ const (
 	// DefaultPageBytes keeps a Connect read's reply under gRPC's default
 	// 4 MiB receive limit (Message.Size bounds a message's encoding).
 	DefaultPageBytes = 3 << 20
+	// DefaultReplyBudgetBytes lets 341 full pages of the default page cap
+	// wait for their clients at once, far more reads than two cores serve
+	// at a time, while the heap they hold stays near 2 GiB (a page and its
+	// encoding) whatever --max-connections is.
+	DefaultReplyBudgetBytes = 1 << 30
+	// DefaultReplyBudgetWait is long enough for a burst of replies in
+	// flight to drain, short enough that a refused client learns so well
+	// within its own timeout.
+	DefaultReplyBudgetWait = time.Second
 	// DefaultScanBudget bounds a filtered read at about a quarter of a
 	// second of one core at worst: a scan that decodes every message
 	// (ReadAll by stream prefix) takes 230-280 ms per 100,000 here
@@ -120,6 +138,8 @@ func (l Limits) withDefaults() Limits {
 	orDefault(&l.IdleTimeout, DefaultIdleTimeout)
 	orDefault(&l.PageBytes, DefaultPageBytes)
 	orDefault(&l.ScanBudget, DefaultScanBudget)
+	orDefault(&l.ReplyBudgetBytes, DefaultReplyBudgetBytes)
+	orDefault(&l.ReplyBudgetWait, DefaultReplyBudgetWait)
 	orDefault(&l.UnknownTokenPace, DefaultUnknownTokenPace)
 	orDefault(&l.AppendStreamInFlight, DefaultAppendStreamInFlight)
 	switch {

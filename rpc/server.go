@@ -113,7 +113,8 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
 	used := &lastUsed{}
 	audit := newAuditor(log, opts.Registerer)
-	auth := authenticator{b: b, unknown: tokens, used: used, audit: audit, log: log}
+	replies := newReplyBudget(limits.ReplyBudgetBytes, limits.ReplyBudgetWait, opts.Registerer)
+	auth := authenticator{b: b, unknown: tokens, used: used, audit: audit, log: log, replies: replies}
 	credOps := credentialOps{b: b, used: used, audit: audit}
 	compressMin := opts.CompressMinBytes
 	switch {
@@ -157,7 +158,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
 	evdb := &evdb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics,
-		used: used, audit: audit, creds: credOps}
+		used: used, audit: audit, creds: credOps, replies: replies}
 	mux.HandleFunc("/rpc", evdb.rpc)
 	mux.HandleFunc("GET /subscribe", evdb.subscribe)
 	mux.HandleFunc("/import", evdb.importHandler)

@@ -157,11 +157,39 @@ func (sub *subscription) page(v *fsm.View, cfg subscribeConfig) (msgs []fsm.Mess
 	return msgs, behind, more, err
 }
 
+// positions is page for a subscriber that sends only where each message
+// is (EventoDB's pokes): the same positions in the same steps, read
+// without the messages' payloads (fsm.View.ReadPositions).
+func (sub *subscription) positions(v *fsm.View, cfg subscribeConfig) (out []fsm.Position, more bool, err error) {
+	v.SetPageBytes(cfg.PageBytes)
+	v.SetScanBudget(cfg.ScanBudget)
+	out, err = v.ReadPositions(fsm.PositionsQuery{Stream: sub.stream, Category: sub.category, From: sub.next,
+		Limit: cfg.Page, Member: sub.member, Size: sub.size})
+	if err != nil || sub.stream != "" {
+		return out, false, err
+	}
+	head, err := v.NextGlobalPosition()
+	resume, stopped := v.ScanStopped()
+	switch {
+	case stopped:
+		sub.skipTo, more = resume, true
+	case err == nil && len(out) < cfg.Page && !v.PageCapped():
+		sub.skipTo = head
+	}
+	return out, more, err
+}
+
 func (sub *subscription) advance(m *fsm.Message) {
+	sub.advanceTo(m.Position, m.GlobalPosition)
+}
+
+// advanceTo moves the subscription past the message at stream position
+// pos and global position gp.
+func (sub *subscription) advanceTo(pos, gp int64) {
 	if sub.stream != "" {
-		sub.next = m.Position + 1
+		sub.next = pos + 1
 	} else {
-		sub.next = m.GlobalPosition + 1
+		sub.next = gp + 1
 	}
 }
 
@@ -192,6 +220,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 		return toConnect(ctx, s.log, err)
 	}
 	cfg := s.sub.withDefaults()
+	hold := holdFrom(ctx)
 	heartbeat := time.NewTimer(cfg.Heartbeat)
 	defer heartbeat.Stop()
 	caughtUp := false
@@ -205,8 +234,13 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			behind int64
 			more   bool
 		)
+		// A page holds the reply budget from its read until it is sent.
+		if err := hold.reserve(ctx, cfg.PageBytes+replyOverhead); err != nil {
+			return s.toConnect(ctx, err)
+		}
 		_, err := s.b.Read(ctx, ns, nodeapi.ReadOptions{Consistency: nodeapi.Local}, func(v *fsm.View) (err error) {
 			msgs, behind, more, err = sub.page(v, cfg)
+			hold.keep(v.LastPageBytes() + replyOverhead)
 			return err
 		})
 		if err != nil {
@@ -222,6 +256,7 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 			}
 			sub.advance(&msgs[i])
 		}
+		hold.release()
 		sub.skip()
 		if len(msgs) > 0 {
 			heartbeat.Reset(cfg.Heartbeat)

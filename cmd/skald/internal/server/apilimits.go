@@ -15,6 +15,7 @@ type apiLimitFlags struct {
 	maxConnectionsPerIP                    int
 	readTimeout, writeTimeout, idleTimeout time.Duration
 	pageBytes                              int
+	replyBudget                            int64
 	scanBudget                             int
 	streamInFlight                         int
 }
@@ -31,6 +32,11 @@ func (a *apiLimitFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
 	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
 	fs.IntVar(&a.pageBytes, "read-page-bytes", rpc.DefaultPageBytes, "most bytes of messages in one read's reply (Connect: truncated, read on; EventoDB: a shorter batch)")
+	fs.Int64Var(&a.replyBudget, "reply-budget-bytes", rpc.DefaultReplyBudgetBytes,
+		"most bytes of read replies the node holds for all clients at once, read and not yet written (each read "+
+			"counts its page, at most --read-page-bytes; the heap they take is about twice this); past it a read "+
+			"waits a second, then is refused RESOURCE_EXHAUSTED (EventoDB: 503 SERVER_BUSY). The default lets 341 "+
+			"full pages wait for slow clients")
 	fs.IntVar(&a.scanBudget, "read-scan-budget", rpc.DefaultScanBudget, "most entries one Connect read (or one subscription page) examines without returning them, for filters that match rarely; past it the reply says where to read on (resume_from)")
 	fs.IntVar(&a.streamInFlight, "append-stream-in-flight", rpc.DefaultAppendStreamInFlight, "most appends in flight (received, not yet answered) on one EventStore.AppendStream; one more is answered RESOURCE_EXHAUSTED, not applied, and the stream goes on")
 }
@@ -49,6 +55,9 @@ func (a *apiLimitFlags) validate() error {
 		return fmt.Errorf("--idle-timeout must be at least 1s, got %s", a.idleTimeout)
 	case a.pageBytes < 64<<10 || a.pageBytes > 64<<20:
 		return fmt.Errorf("--read-page-bytes must be between 64 KiB and 64 MiB, got %d", a.pageBytes)
+	case a.replyBudget < int64(a.pageBytes) || a.replyBudget > 1<<40:
+		return fmt.Errorf("--reply-budget-bytes must be between --read-page-bytes (%d) and 1 TiB, got %d",
+			a.pageBytes, a.replyBudget)
 	case a.scanBudget < 1000 || a.scanBudget > 100_000_000:
 		return fmt.Errorf("--read-scan-budget must be between 1000 and 100000000, got %d", a.scanBudget)
 	case a.streamInFlight < 1 || a.streamInFlight > 65536:
@@ -60,7 +69,7 @@ func (a *apiLimitFlags) validate() error {
 // rpcLimits returns the limits the handler and server get.
 func (a *apiLimitFlags) rpcLimits() rpc.Limits {
 	return rpc.Limits{ReadTimeout: a.readTimeout, WriteTimeout: a.writeTimeout, IdleTimeout: a.idleTimeout, PageBytes: a.pageBytes, ScanBudget: a.scanBudget,
-		AppendStreamInFlight: a.streamInFlight}
+		AppendStreamInFlight: a.streamInFlight, ReplyBudgetBytes: a.replyBudget}
 }
 
 // connections returns --max-connections, or its default under the

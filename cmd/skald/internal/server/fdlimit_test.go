@@ -82,7 +82,9 @@ func TestAPILimitFlags(t *testing.T) {
 		err  string // "" valid
 	}{
 		{nil, ""},
-		{[]string{"--max-connections", "100", "--read-timeout", "5s", "--write-timeout", "2m", "--idle-timeout", "10s", "--read-page-bytes", "1048576", "--read-scan-budget", "5000", "--append-stream-in-flight", "16", "--max-connections-per-ip", "32"}, ""},
+		{[]string{"--max-connections", "100", "--read-timeout", "5s", "--write-timeout", "2m", "--idle-timeout", "10s",
+			"--read-page-bytes", "1048576", "--read-scan-budget", "5000", "--append-stream-in-flight", "16",
+			"--max-connections-per-ip", "32", "--reply-budget-bytes", "8388608"}, ""},
 		{[]string{"--max-connections", "-1"}, "--max-connections must not be negative"},
 		{[]string{"--max-connections-per-ip", "-1"}, "--max-connections-per-ip must not be negative"},
 		{[]string{"--read-timeout", "10ms"}, "--read-timeout must be at least 1s"},
@@ -92,6 +94,10 @@ func TestAPILimitFlags(t *testing.T) {
 		{[]string{"--read-scan-budget", "999"}, "--read-scan-budget must be between 1000 and 100000000"},
 		{[]string{"--read-scan-budget", "100000001"}, "--read-scan-budget must be between 1000 and 100000000"},
 		{[]string{"--append-stream-in-flight", "0"}, "--append-stream-in-flight must be between 1 and 65536"},
+		{[]string{"--reply-budget-bytes", "1048576"},
+			"--reply-budget-bytes must be between --read-page-bytes (3145728) and 1 TiB"},
+		{[]string{"--read-page-bytes", "1048576", "--reply-budget-bytes", "1048575"},
+			"--reply-budget-bytes must be between --read-page-bytes (1048576)"},
 	} {
 		f, err := parseServerFlags(append(base, c.args...), io.Discard)
 		if err == nil && len(c.args) == 0 {
@@ -106,8 +112,11 @@ func TestAPILimitFlags(t *testing.T) {
 			t.Errorf("%v: got %v, want %q", c.args, err, c.err)
 		case c.err == "" && len(c.args) > 0:
 			l := f.limits.rpcLimits()
-			if l.ReadTimeout != 5*time.Second || l.WriteTimeout != 2*time.Minute || l.IdleTimeout != 10*time.Second || l.PageBytes != 1<<20 || l.ScanBudget != 5000 || l.AppendStreamInFlight != 16 || f.limits.connections(64) != 100 || f.limits.connectionsPerIP(100) != 32 {
-				t.Errorf("%v: limits %+v, connections %d, per IP %d", c.args, l, f.limits.connections(64), f.limits.connectionsPerIP(100))
+			if l.ReadTimeout != 5*time.Second || l.WriteTimeout != 2*time.Minute || l.IdleTimeout != 10*time.Second ||
+				l.PageBytes != 1<<20 || l.ScanBudget != 5000 || l.AppendStreamInFlight != 16 || l.ReplyBudgetBytes != 8<<20 ||
+				f.limits.connections(64) != 100 || f.limits.connectionsPerIP(100) != 32 {
+				t.Errorf("%v: limits %+v, connections %d, per IP %d", c.args, l, f.limits.connections(64),
+					f.limits.connectionsPerIP(100))
 			}
 		}
 	}
