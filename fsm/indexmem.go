@@ -175,6 +175,15 @@ func (b *indexBatch) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 	return b.pick(o.LowerBound).NewIter(o)
 }
 
+// Len is the bytes of both batches.
+func (b *indexBatch) Len() int64 {
+	n := int64(b.disk.Len())
+	if b.mem != nil {
+		n += int64(b.mem.Len())
+	}
+	return n
+}
+
 func (b *indexBatch) Count() uint32 {
 	n := b.disk.Count()
 	if b.mem != nil {
