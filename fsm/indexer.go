@@ -237,6 +237,12 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if err := r.finish(commit); err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
 	}
+	if failed, err := s.overMemory(ns, r); err != nil || failed { // indexmem.go
+		if err != nil {
+			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil // as for any failure
+	}
 	res.BatchBytes = commit.Len()
 	if commit.Count() > 0 {
 		if err := commit.Commit(pebble.NoSync); err != nil {
@@ -244,7 +250,13 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		}
 	}
 	if r.b.mem != nil {
-		if err := s.checkMemory(ns, r.wrote()); err != nil { // indexmem.go
+		if err := ns.memIdx.release(r.dropped, r.memLive); err != nil {
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		if err := ns.memIdx.reclaimIfIdle(); err != nil {
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		if err := s.checkMemory(ns, r.wrote()); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
 	}
@@ -335,6 +347,12 @@ type indexRound struct {
 	fields []byte                         // entryFields's buffer
 	toks   map[*fsmv1.IndexField][]string // pointerTokens, by field
 
+	// dropped: the indexes whose keys the round dropped (deleted, or
+	// replaced by their rebuild); memLive: the memory indexes the stored
+	// definitions name (indexmem.go).
+	dropped []uint64
+	memLive map[uint64]bool
+
 	// sets are the event indexes' new entries and reverse keys from the
 	// scan, staged apart from b (nothing in the round reads them back)
 	// and committed in key order: no batch index to maintain, and the
@@ -412,6 +430,7 @@ func (r *indexRound) finish(w indexWriter) error {
 				if err := dropIndexKeys(w, old); err != nil {
 					return err
 				}
+				r.dropped = append(r.dropped, old)
 				delete(r.ckpts, old)
 				delete(r.dirty, old)
 			}
@@ -544,6 +563,7 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 			if err := r.drop(uint64(hi)); err != nil {
 				return false, err
 			}
+			r.dropped = append(r.dropped, uint64(hi))
 			delete(r.ckpts, uint64(hi))
 			delete(r.dirty, uint64(hi))
 		default:
