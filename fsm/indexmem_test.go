@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
@@ -191,58 +192,79 @@ func TestIndexMemoryFailsNearLimit(t *testing.T) {
 	}
 }
 
-// Deleting a memory index gives its memory back at once, and its store
-// stops routing it; a sibling memory index keeps its entries.
+// Dropping a memory index's keys (its delete, or the switch to its
+// rebuild) gives their memory back at once, or once a reader's view that
+// was open across the drop closes; a deleted index is no longer routed to
+// the store, and a sibling memory index keeps its entries.
 func TestIndexMemoryDeleteFrees(t *testing.T) {
-	s := openTestStore(t, nil)
-	f := newFeeder(t, s)
-	f.must(createNS("ns"))
-	f.must(createIndexCmd("ns", memoryIndex(docIndex("big", fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED))))
-	keep := memoryIndex(&fsmv1.IndexDefinition{Name: "keep", Version: 1, Category: "doc",
+	small := memoryIndex(&fsmv1.IndexDefinition{Name: "big", Version: 2, Category: "doc",
 		Fields: []*fsmv1.IndexField{{Source: fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_TYPE, Type: tString}}})
-	f.must(createIndexCmd("ns", keep))
-	appendDocs(t, f, 0, 10_000, MaxIndexValueBytes)
-	roundsToEnd(t, s, "ns", nil)
-	h, err := s.acquire("ns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.release(h)
-	reader, err := s.View("ns") // open across the delete: it keeps what it sees
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := reader.indexDef("big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := d.Id
-	before := h.memIdx.size()
-	f.must(deleteIndexCmd("ns", "big"))
-	roundsToEnd(t, s, "ns", nil)
-	whileRead := h.memIdx.size()
-	reader.Close()
-	roundsToEnd(t, s, "ns", nil)
-	// What may remain: a memtable's arena (4 MiB), the block cache
-	// (1 MiB) and the sibling's keys (about 40 bytes an entry). Pebble
-	// deletes the compacted tables in the background: wait for it.
-	const bound = 6 << 20
-	after := h.memIdx.size()
-	for deadline := time.Now().Add(10 * time.Second); after > bound && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-		after = h.memIdx.size()
-	}
-	t.Logf("the memory store held %d bytes with the index, %d after its delete while a reader was open, %d after",
-		before, whileRead, after)
-	if before < 16<<20 || after > bound {
-		t.Fatalf("the memory store held %d bytes before the delete and %d 10 s after; want at most %d",
-			before, after, bound)
-	}
-	if ids := h.memIdx.ids.Load(); ids == nil || (*ids)[id] || len(*ids) != 1 {
-		t.Fatalf("the store routes %v after the delete of %d; want only the sibling", ids, id)
-	}
-	q := IndexQuery{Index: "keep", Equal: []string{"Doc"}, PositionsOnly: true, Limit: 1000}
-	if _, page := queryHits(t, s, q); len(page.Hits) != 1000 {
-		t.Fatalf("the sibling answers %d hits, want 1000 (a full page)", len(page.Hits))
+	for _, tc := range []struct {
+		name    string
+		drop    *fsmv1.Command
+		deleted bool // else rebuilt: "big" answers from small
+	}{
+		{name: "delete", drop: deleteIndexCmd("ns", "big"), deleted: true},
+		{name: "rebuild", drop: rebuildIndexCmd("ns", "big", small)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTestStore(t, nil)
+			f := newFeeder(t, s)
+			f.must(createNS("ns"))
+			f.must(createIndexCmd("ns", memoryIndex(docIndex("big", fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED))))
+			keep := proto.Clone(small).(*fsmv1.IndexDefinition)
+			keep.Name, keep.Version = "keep", 1
+			f.must(createIndexCmd("ns", keep))
+			appendDocs(t, f, 0, 10_000, MaxIndexValueBytes)
+			roundsToEnd(t, s, "ns", nil)
+			h, err := s.acquire("ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.release(h)
+			reader, err := s.View("ns") // open across the drop: it keeps what it sees
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := reader.indexDef("big")
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := h.memIdx.size()
+			f.must(tc.drop)
+			roundsToEnd(t, s, "ns", nil)
+			whileRead := h.memIdx.size()
+			reader.Close()
+			roundsToEnd(t, s, "ns", nil)
+			// What may remain: a memtable's arena (4 MiB), the block
+			// cache (1 MiB) and the small indexes' keys (about 40 bytes
+			// an entry). Pebble deletes the compacted tables in the
+			// background: wait for it.
+			const bound = 7 << 20
+			after := h.memIdx.size()
+			for deadline := time.Now().Add(10 * time.Second); after > bound && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				after = h.memIdx.size()
+			}
+			t.Logf("the memory store held %d bytes with the index, %d after the drop while a reader was open, %d after",
+				before, whileRead, after)
+			if before < 16<<20 || after > bound {
+				t.Fatalf("the memory store held %d bytes before the drop and %d 10 s after; want at most %d",
+					before, after, bound)
+			}
+			if ids := h.memIdx.ids.Load(); tc.deleted && (ids == nil || (*ids)[d.Id] || len(*ids) != 1) {
+				t.Fatalf("the store routes %v after the delete of %d; want only the sibling", ids, d.Id)
+			}
+			names := []string{"keep"}
+			if !tc.deleted {
+				names = append(names, "big")
+			}
+			for _, name := range names {
+				q := IndexQuery{Index: name, Equal: []string{"Doc"}, PositionsOnly: true, Limit: 1000}
+				if _, page := queryHits(t, s, q); len(page.Hits) != 1000 {
+					t.Fatalf("index %s answers %d hits, want 1000 (a full page)", name, len(page.Hits))
+				}
+			}
+		})
 	}
 }
