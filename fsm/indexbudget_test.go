@@ -54,8 +54,10 @@ func TestIndexRoundByteBounds(t *testing.T) {
 		padBytes   int // of the rest of the message: read, not written
 		minRounds  int
 	}{
-		{name: "bound by reads", valueBytes: 10, padBytes: 4000, minRounds: 2000 * 4000 / (readLimit + 4200)},
-		{name: "bound by writes", valueBytes: MaxIndexValueBytes, padBytes: 0, minRounds: 2000 * 2048 / (batchLimit + 4200)},
+		{name: "bound by reads", valueBytes: 10, padBytes: 4000,
+			minRounds: 2000 * 4000 / (readLimit + 4200)},
+		{name: "bound by writes", valueBytes: MaxIndexValueBytes, padBytes: 0,
+			minRounds: 2000 * 2048 / (batchLimit + 4200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openTestStore(t, nil, func(o *Options) {
@@ -107,20 +109,19 @@ func TestIndexRoundByteBounds(t *testing.T) {
 // unescaping) is not indexed, in event and stream indexes alike: the
 // message is skipped and counted as too large.
 func TestIndexValueTooLarge(t *testing.T) {
-	at := strings.Repeat("a", MaxIndexValueBytes)
+	const n = MaxIndexValueBytes
 	for _, tc := range []struct {
 		name    string
-		data    string
+		v       string // /v as written in the JSON document
 		indexed bool
 	}{
-		{name: "at the cap", data: `{"v":"` + at + `"}`, indexed: true},
-		{name: "one byte over", data: `{"v":"` + at + `b"}`, indexed: false},
-		{name: "two-byte runes at the cap", data: `{"v":"` + strings.Repeat("é", MaxIndexValueBytes/2) + `"}`, indexed: true},
-		{name: "two-byte runes over", data: `{"v":"` + strings.Repeat("é", MaxIndexValueBytes/2+1) + `"}`, indexed: false},
-		{name: "escapes counted unescaped", data: `{"v":"` + strings.Repeat(`\u0041`, MaxIndexValueBytes) + `"}`, indexed: true},
-		{name: "NULs at the cap (their keys are longer)", data: `{"v":"` + strings.Repeat(`\u0000`, MaxIndexValueBytes) + `"}`,
-			indexed: true},
-		{name: "1 MiB", data: `{"v":"` + strings.Repeat("x", 1<<20) + `"}`, indexed: false},
+		{name: "at the cap", v: strings.Repeat("a", n), indexed: true},
+		{name: "one byte over", v: strings.Repeat("a", n+1), indexed: false},
+		{name: "two-byte runes at the cap", v: strings.Repeat("é", n/2), indexed: true},
+		{name: "two-byte runes over", v: strings.Repeat("é", n/2+1), indexed: false},
+		{name: "escapes counted unescaped", v: strings.Repeat(`\u0041`, n), indexed: true},
+		{name: "NULs at the cap (their keys are longer)", v: strings.Repeat(`\u0000`, n), indexed: true},
+		{name: "1 MiB", v: strings.Repeat("x", 1<<20), indexed: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := openTestStore(t, nil)
@@ -128,7 +129,7 @@ func TestIndexValueTooLarge(t *testing.T) {
 			f.must(createNS("ns"))
 			f.must(createIndexCmd("ns", docIndex("ev", fsmv1.IndexKind_INDEX_KIND_UNSPECIFIED)))
 			f.must(createIndexCmd("ns", docIndex("st", fsmv1.IndexKind_INDEX_KIND_STREAM)))
-			f.must(appendCmd("ns", "doc-1", newMsg("Doc", tc.data)))
+			f.must(appendCmd("ns", "doc-1", newMsg("Doc", `{"v":"`+tc.v+`"}`)))
 			total, _ := roundsToEnd(t, s, "ns", nil)
 			wantIndexed, wantTooLarge := int64(2), int64(0)
 			if !tc.indexed {

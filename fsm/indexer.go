@@ -145,8 +145,8 @@ type IndexCounters struct{ Read, Indexed, Skipped, TooLarge, Removed, Failures i
 func (s *Store) IndexCounters() IndexCounters {
 	return IndexCounters{
 		Read: s.indexTotals.read.Load(), Indexed: s.indexTotals.indexed.Load(),
-		Skipped: s.indexTotals.skipped.Load(), TooLarge: s.indexTotals.tooLarge.Load(), Removed: s.indexTotals.removed.Load(),
-		Failures: s.indexTotals.failures.Load(),
+		Skipped: s.indexTotals.skipped.Load(), TooLarge: s.indexTotals.tooLarge.Load(),
+		Removed: s.indexTotals.removed.Load(), Failures: s.indexTotals.failures.Load(),
 	}
 }
 

@@ -328,8 +328,9 @@ func (s *Store) failMemory(ns *namespace, ids []uint64, size, limit int64) error
 		if routed == nil || !(*routed)[id] {
 			continue
 		}
-		f := &indexFailure{id: id, reason: fmt.Sprintf("the memory indexes of its namespace hold %d bytes on this node, "+
-			"more than the limit of %d (--index-memory-limit)", size, limit)}
+		reason := fmt.Sprintf("the memory indexes of its namespace hold %d bytes on this node, "+
+			"more than the limit of %d (--index-memory-limit)", size, limit)
+		f := &indexFailure{id: id, reason: reason}
 		if err := s.recordFailure(ns, f); err != nil {
 			return err
 		}
