@@ -226,7 +226,11 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	// are above every checkpoint the records dealt with), and the copy
 	// into a plain batch indexes nothing again. Memory indexes' keys
 	// (indexmem.go) stay in the round's memory batch, committed first.
-	commit := &indexBatch{disk: ns.db.NewBatch(), mem: r.b.mem, m: r.b.m, ids: r.b.ids}
+	// Sized at once: the scan's entries and the indexed batch's writes,
+	// and room for finish's checkpoints and drops.
+	size := int(r.b.disk.Len()) + len(r.sets.arena) + len(r.sets.kvs)*stagedOverhead +
+		64*(len(r.dirty)+len(r.replaces)+1)
+	commit := &indexBatch{disk: ns.db.NewBatchWithSize(size), mem: r.b.mem, m: r.b.m, ids: r.b.ids}
 	defer commit.disk.Close()
 	if err := commit.disk.Apply(r.b.disk, nil); err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
@@ -768,6 +772,7 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, s
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
 	if staged {
+		r.reserve(2*len(r.key) + len(fields))
 		r.sets.set(r.key, nil)
 		r.key = appendUint64(append(r.key[:0], prefixIndexReverse...), d.Id)
 		r.sets.set(appendUint64(r.key, uint64(m.GlobalPosition)), fields)
@@ -782,6 +787,20 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, s
 	c.entries++
 	r.res.Indexed++
 	return nil
+}
+
+// reserve makes room for n more bytes in the scan's staging space, at
+// least doubling it when it grows: append's smaller steps for large
+// slices would leave about four times the round's staged bytes behind as
+// garbage, this at most as much as it stages.
+func (r *indexRound) reserve(n int) {
+	a := r.sets.arena
+	if cap(a)-len(a) >= n {
+		return
+	}
+	grown := make([]byte, len(a), max(2*cap(a), len(a)+n, 64<<10))
+	copy(grown, a)
+	r.sets.arena = grown
 }
 
 // entryFields is the concatenated order keys of m's fields in d; the
