@@ -12,6 +12,7 @@ MODULES := api client
 ## test: vet, then every test with the race detector, in the root module and in $(MODULES) (the README's test command)
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -run 'HeapBound' ./fsm # heap bounds: the race detector moves Pebble's memory into the Go heap
 	@set -e; for m in $(MODULES); do echo "cd $$m && $(GO) test -race -count=1 -timeout 30m ./..."; (cd $$m && $(GO) test -race -count=1 -timeout 30m ./...); done
 
 vet:
