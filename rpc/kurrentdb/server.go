@@ -1,0 +1,163 @@
+package kurrentdb
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/rpc"
+)
+
+// Cluster is what Gossip needs from the node: who leads and who the
+// members are.
+type Cluster interface {
+	Status() nodeapi.Status
+	Members() ([]nodeapi.Member, error)
+	NodeAddrs() map[string]string
+}
+
+// Options configures a Server.
+type Options struct {
+	Logger *slog.Logger
+	// Namespace, when set, binds the listener to that namespace without
+	// authentication: every call acts on it with the owner role, whatever
+	// credentials it carries (KurrentDB's insecure mode; the official
+	// clients send no credentials over plain text). Empty: every call but
+	// ServerFeatures and Gossip needs a Skald credential.
+	Namespace string
+	// Endpoint is the KurrentDB address (host:port) of the member of id
+	// whose API address is api, for Gossip; ok false leaves the member
+	// out. Default: SamePort(Advertise).
+	Endpoint func(id, api string) (addr string, ok bool)
+	// Advertise is this node's KurrentDB address as clients reach it.
+	Advertise string
+	// MaxMessageBytes bounds one request message (default 17 MiB, as the
+	// clients' own limit on what they receive).
+	MaxMessageBytes int
+}
+
+// Server serves KurrentDB's protocol over rpc.Local for one node.
+type Server struct {
+	local   *rpc.Local
+	cluster Cluster
+	log     *slog.Logger
+	opts    Options
+	handler http.Handler
+}
+
+// defaultMaxMessageBytes is a message the clients could receive.
+const defaultMaxMessageBytes = 17 << 20
+
+// New returns the server of local and cluster.
+func New(local *rpc.Local, cluster Cluster, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Endpoint == nil {
+		opts.Endpoint = SamePort(opts.Advertise)
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	s := &Server{local: local, cluster: cluster, log: opts.Logger, opts: opts}
+	s.handler = s.routes()
+	return s
+}
+
+// SamePort is the Endpoint of a cluster whose nodes all serve KurrentDB
+// on the port of advertise: a member's host is its API address's.
+func SamePort(advertise string) func(id, api string) (string, bool) {
+	_, port, err := net.SplitHostPort(advertise)
+	return func(_, api string) (string, bool) {
+		host, _, herr := net.SplitHostPort(api)
+		if err != nil || herr != nil {
+			return "", false
+		}
+		return net.JoinHostPort(host, port), true
+	}
+}
+
+// Insecure reports whether the server authenticates nobody.
+func (s *Server) Insecure() bool { return s.opts.Namespace != "" }
+
+// Handler is the HTTP handler of the protocol (gRPC over HTTP/2).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// handlerOpts are the options of every method's handler.
+func (s *Server) handlerOpts() []connect.HandlerOption {
+	return []connect.HandlerOption{connect.WithReadMaxBytes(s.opts.MaxMessageBytes)}
+}
+
+// routes mounts the served methods; any other path answers
+// Unimplemented in the caller's protocol.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	errw := connect.NewErrorWriter(s.handlerOpts()...)
+	anonymous := func(path string, h http.Handler) { mux.Handle(path, h) }
+	authed := func(path string, h http.Handler) { mux.Handle(path, s.beforeBody(path, h, errw)) }
+	anonymous(featuresProcedure, connect.NewUnaryHandler(featuresProcedure, s.features, s.handlerOpts()...))
+	anonymous(gossipProcedure, connect.NewUnaryHandler(gossipProcedure, s.gossip, s.handlerOpts()...))
+	authed(appendProcedure, connect.NewClientStreamHandler(appendProcedure, s.append, s.handlerOpts()...))
+	authed(readProcedure, connect.NewServerStreamHandler(readProcedure, s.read, s.handlerOpts()...))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		err := connect.NewError(connect.CodeUnimplemented,
+			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
+		if !errw.IsSupported(r) {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_ = errw.Write(w, r, err)
+	})
+	return mux
+}
+
+// Serve serves the protocol on ln until ctx ends: over TLS with cfg, or
+// h2c (HTTP/2 with prior knowledge, as gRPC clients speak it without
+// TLS) when cfg is nil. It returns nil once ctx ended.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP2(true)
+	if cfg != nil {
+		srv.TLSConfig = cfg.Clone()
+	} else {
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(shut); err != nil {
+				srv.Close()
+			}
+		case <-done:
+		}
+	}()
+	var err error
+	if cfg != nil {
+		err = srv.ServeTLS(ln, "", "") // the certificates are cfg's
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("kurrentdb: serve %s: %w", ln.Addr(), err)
+}
