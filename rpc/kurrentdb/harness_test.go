@@ -142,6 +142,15 @@ func client(t *testing.T, m *member, user, password, query string) *kurrentdb.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dial(t, cfg)
+}
+
+// dial makes the client of cfg, its log in the test's.
+func dial(t *testing.T, cfg *kurrentdb.Configuration) *kurrentdb.Client {
+	t.Helper()
+	cfg.Logger = func(level kurrentdb.LogLevel, format string, args ...any) {
+		t.Logf("client %s: "+format, append([]any{level}, args...)...)
+	}
 	cl, err := kurrentdb.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)

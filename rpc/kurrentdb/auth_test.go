@@ -1,0 +1,89 @@
+package kurrentdb
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+)
+
+// TestCredentials: over TLS a call acts for the Skald credential its
+// Basic user:password names (credential name, token), with its role.
+func TestCredentials(t *testing.T) {
+	f := start(t, 1, secureMode)
+	owner := tlsClient(t, f.leader, "initial", f.owner)
+	reader := tlsClient(t, f.leader, readerName, f.reader)
+	ev := jsonEvent("Opened", `{"account":1}`)
+	if _, err := owner.AppendToStream(ctxT(t), "account-1", kurrentdb.AppendToStreamOptions{}, ev); err != nil {
+		t.Fatalf("the owner's append: %v", err)
+	}
+	evs, err := readStream(t, reader, "account-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err != nil {
+		t.Fatalf("the reader's read: %v", err)
+	}
+	if len(evs) != 1 || evs[0].Event.EventID != ev.EventID {
+		t.Fatalf("the reader read %d events, want the one appended", len(evs))
+	}
+	for _, c := range []struct {
+		name string
+		cl   *kurrentdb.Client
+		code kurrentdb.ErrorCode
+		says string
+	}{
+		{"a reader appends", reader, kurrentdb.ErrorCodeAccessDenied, "it needs the writer role"},
+		{"a wrong token", tlsClient(t, f.leader, "initial", wrongSecret(f.owner)),
+			kurrentdb.ErrorCodeUnauthenticated, "wrong token"},
+		{"the token under another name", tlsClient(t, f.leader, readerName, f.owner),
+			kurrentdb.ErrorCodeUnauthenticated, "unknown user name or wrong token"},
+		{"no credentials", tlsClient(t, f.leader, "", ""), kurrentdb.ErrorCodeUnauthenticated, "no credentials"},
+	} {
+		_, err := c.cl.AppendToStream(ctxT(t), "account-1", kurrentdb.AppendToStreamOptions{},
+			jsonEvent("Closed", `{"account":1}`))
+		if err == nil {
+			t.Fatalf("%s: appended", c.name)
+		}
+		if code := errorCode(t, err); code != c.code || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v (code %d), want code %d saying %q", c.name, err, code, c.code, c.says)
+		}
+	}
+	evs, err = readStream(t, owner, "account-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err != nil || len(evs) != 1 {
+		t.Errorf("after the refused appends the stream holds %d events (%v), want 1", len(evs), err)
+	}
+}
+
+// TestBearer: a Bearer token authenticates as its credential.
+func TestBearer(t *testing.T) {
+	f := start(t, 1, secureMode)
+	cfg, err := kurrentdb.ParseConnectionString("kurrentdb://" + f.leader.addr + "?tls=true&tlsverifycert=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.CredentialsProvider = bearer(f.reader)
+	cl := dial(t, cfg)
+	_, err = cl.AppendToStream(ctxT(t), "account-2", kurrentdb.AppendToStreamOptions{}, jsonEvent("Opened", `{}`))
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied {
+		t.Errorf("a reader's bearer append: %v, want access denied", err)
+	}
+	_, err = readStream(t, cl, "account-2", kurrentdb.ReadStreamOptions{}, 10)
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeResourceNotFound {
+		t.Errorf("a reader's bearer read of a missing stream: %v, want not found (authenticated)", err)
+	}
+}
+
+// bearer is a credentials provider sending token as Bearer.
+func bearer(token string) kurrentdb.CredentialsProvider {
+	return func(context.Context) (*kurrentdb.Credentials, error) {
+		return &kurrentdb.Credentials{BearerToken: token}, nil
+	}
+}
+
+// wrongSecret is token with the last digit of its secret changed.
+func wrongSecret(token string) string {
+	last := "0"
+	if strings.HasSuffix(token, "0") {
+		last = "1"
+	}
+	return token[:len(token)-1] + last
+}
