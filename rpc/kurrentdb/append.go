@@ -58,27 +58,41 @@ func (s *Server) append(ctx context.Context, stream *connect.ClientStream[stream
 	if err != nil {
 		return nil, err
 	}
-	var msgs []*skaldv1.NewMessage
-	bytes := 0
+	// A refused event is answered once the client has sent them all:
+	// the clients read no answer before that (see discard).
+	var (
+		msgs    []*skaldv1.NewMessage
+		refused error
+		count   int
+		bytes   int
+	)
 	for stream.Receive() {
 		p := stream.Msg().GetProposedMessage()
-		if p == nil {
-			return nil, invalid("append to %q: options may be sent only once, first", name)
-		}
-		if len(msgs) == maxAppendMessages {
+		count++
+		bytes += len(p.GetData()) + len(p.GetCustomMetadata())
+		switch {
+		case count > maxAppendMessages:
 			return nil, invalid("append to %q: at most %d events per append", name, maxAppendMessages)
-		}
-		if bytes += len(p.GetData()) + len(p.GetCustomMetadata()); bytes > maxAppendBytes {
+		case bytes > maxAppendBytes:
 			return nil, invalid("append to %q: data and metadata exceed %d bytes (16 MiB) per append", name, maxAppendBytes)
+		case refused != nil:
+			continue
+		case p == nil:
+			refused = invalid("append to %q: options may be sent only once, first", name)
+			continue
 		}
 		m, err := newMessage(len(msgs), p)
 		if err != nil {
-			return nil, invalid("append to %q: %v", name, err)
+			refused = invalid("append to %q: %v", name, err)
+			continue
 		}
 		msgs = append(msgs, m)
 	}
 	if err := stream.Err(); err != nil {
 		return nil, received(err, "the events of an Append")
+	}
+	if refused != nil {
+		return nil, refused
 	}
 	if exp.exists || len(msgs) == 0 {
 		current, err := s.version(ctx, c, name)

@@ -168,12 +168,13 @@ func TestAppendRefusesBadInput(t *testing.T) {
 		{"no type", kurrentdb.EventData{ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{}`)}, "must give its type"},
 	} {
 		_, err := cl.AppendToStream(ctxT(t), "bad-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}},
-			jsonEvent("Fine", `{}`), c.ev)
+			jsonEvent("Fine", `{}`), c.ev, jsonEvent("Fine", `{}`)) // refused in the middle of the stream
 		if err == nil {
 			t.Fatalf("%s: appended", c.name)
 		}
-		if !strings.Contains(err.Error(), "InvalidArgument") || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%s: %v, want InvalidArgument saying %q", c.name, err, c.says)
+		if !strings.Contains(err.Error(), "InvalidArgument") || !strings.Contains(err.Error(), "event 1") ||
+			!strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want InvalidArgument saying event 1 %q", c.name, err, c.says)
 		}
 	}
 	_, err := readStream(t, cl, "bad-1", kurrentdb.ReadStreamOptions{}, 10)

@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -32,9 +34,16 @@ var leastProcedure = map[string]string{
 	readProcedure:   skaldv1connect.EventStoreReadStreamProcedure,
 }
 
+// Bounds of the body a refused call may still send before its refusal
+// (discard).
+const (
+	discardBytes = 1 << 20
+	discardTime  = 2 * time.Second
+)
+
 // beforeBody admits each call of path from its headers before connect-go
 // reads the body: a caller without valid credentials, or whose role may
-// not call the method, is answered at once and its body never read.
+// not call the method, is refused without its body being decoded.
 func (s *Server) beforeBody(path string, next http.Handler, errw *connect.ErrorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.admit(r.Context(), r.Header)
@@ -42,7 +51,7 @@ func (s *Server) beforeBody(path string, next http.Handler, errw *connect.ErrorW
 			err = s.local.Permit(c, leastProcedure[path])
 		}
 		if err != nil {
-			w.Header().Set("Connection", "close")
+			discard(w, r)
 			_ = errw.Write(w, r, withException(err))
 			return
 		}
@@ -107,4 +116,15 @@ func withException(err error) error {
 		ce.Meta().Set("exception", "access-denied")
 	}
 	return ce
+}
+
+// discard reads what a refused call sends, at most discardBytes for at
+// most discardTime, and throws it away undecoded. The clients send a
+// whole client stream before they read the answer, and report a stream
+// that the server ended under their sends as a broken connection (EOF)
+// rather than the refusal: so the refusal waits for the body, within
+// bounds.
+func discard(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(discardTime))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, discardBytes))
 }
