@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,10 +37,11 @@ type Options struct {
 	Namespace string
 	// Endpoint is the KurrentDB address (host:port) of the member of id
 	// whose API address is api, for Gossip; ok false leaves the member
-	// out. Default: SamePort(Advertise).
+	// out. Default: SameOffset(Advertise, API).
 	Endpoint func(id, api string) (addr string, ok bool)
-	// Advertise is this node's KurrentDB address as clients reach it.
-	Advertise string
+	// Advertise is this node's KurrentDB address as clients reach it, and
+	// API its API address as the cluster knows it.
+	Advertise, API string
 	// MaxMessageBytes bounds one request message (default 17 MiB, as the
 	// clients' own limit on what they receive).
 	MaxMessageBytes int
@@ -63,7 +65,7 @@ func New(local *rpc.Local, cluster Cluster, opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Endpoint == nil {
-		opts.Endpoint = SamePort(opts.Advertise)
+		opts.Endpoint = SameOffset(opts.Advertise, opts.API)
 	}
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
@@ -73,17 +75,39 @@ func New(local *rpc.Local, cluster Cluster, opts Options) *Server {
 	return s
 }
 
-// SamePort is the Endpoint of a cluster whose nodes all serve KurrentDB
-// on the port of advertise: a member's host is its API address's.
-func SamePort(advertise string) func(id, api string) (string, bool) {
-	_, port, err := net.SplitHostPort(advertise)
-	return func(_, api string) (string, bool) {
-		host, _, herr := net.SplitHostPort(api)
+// SameOffset is the Endpoint of a cluster whose nodes all serve
+// KurrentDB at the same offset from their API port as this one
+// (advertise against api, this node's API address): on the same port
+// when every node uses the same ports, on 2113+10i beside 8080+10i in
+// skald dev. A member's host is its API address's.
+func SameOffset(advertise, api string) func(id, api string) (string, bool) {
+	offset, err := portOffset(advertise, api)
+	return func(_, member string) (string, bool) {
+		host, portText, herr := net.SplitHostPort(member)
 		if err != nil || herr != nil {
 			return "", false
 		}
-		return net.JoinHostPort(host, port), true
+		port, perr := strconv.Atoi(portText)
+		if perr != nil || port+offset < 1 || port+offset > 65535 {
+			return "", false
+		}
+		return net.JoinHostPort(host, strconv.Itoa(port+offset)), true
 	}
+}
+
+// portOffset is the port of a minus the port of b.
+func portOffset(a, b string) (int, error) {
+	var ports [2]int
+	for i, addr := range []string{a, b} {
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return 0, err
+		}
+		if ports[i], err = strconv.Atoi(p); err != nil {
+			return 0, fmt.Errorf("port of %q: %w", addr, err)
+		}
+	}
+	return ports[0] - ports[1], nil
 }
 
 // Insecure reports whether the server authenticates nobody.
