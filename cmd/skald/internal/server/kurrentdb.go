@@ -45,7 +45,7 @@ func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Optio
 			"acts on the namespace as its owner, whatever credentials it sends; bind it where only trusted "+
 			"clients reach", "namespace", f.namespace, "tls", cfg != nil)
 	case cfg == nil:
-		log.Warn("the KurrentDB listener is h2c and needs credentials, which the official clients send only "+
+		log.Warn("the KurrentDB listener is h2c and needs credentials, which the official clients send only " +
 			"over TLS: start the server with --tls-cert, or bind the listener to a namespace with --kurrentdb-namespace")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
