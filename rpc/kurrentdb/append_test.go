@@ -182,3 +182,49 @@ func TestAppendRefusesBadInput(t *testing.T) {
 		t.Errorf("read after refused appends: %v, want the stream not found (nothing written)", err)
 	}
 }
+
+// TestAppendNothing: an append of no event writes nothing and answers
+// with the stream's revision, or a wrong expected revision.
+func TestAppendNothing(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	appendN(t, cl, "empty-1", 2)
+	res, err := cl.AppendToStream(ctxT(t), "empty-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Revision(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextExpectedVersion != 1 || res.CommitPosition != 0 {
+		t.Errorf("next expected version %d at %d, want 1 and no position", res.NextExpectedVersion, res.CommitPosition)
+	}
+	_, err = cl.AppendToStream(ctxT(t), "empty-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}})
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeWrongExpectedVersion {
+		t.Errorf("an empty append expecting no stream: %v, want a wrong expected version", err)
+	}
+	evs, err := readStream(t, cl, "empty-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err != nil || len(evs) != 2 {
+		t.Errorf("the stream holds %d events (%v), want 2", len(evs), err)
+	}
+}
+
+// TestAppendSameIDs: events appended again with the same ids are
+// answered as the first append was and written once.
+func TestAppendSameIDs(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	evs := []kurrentdb.EventData{jsonEvent("A", `{"n":1}`), jsonEvent("B", `{"n":2}`)}
+	first, err := cl.AppendToStream(ctxT(t), "again-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}}, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cl.AppendToStream(ctxT(t), "again-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}}, evs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *again != *first {
+		t.Errorf("the repeated append answered %+v, want the first's %+v", *again, *first)
+	}
+	read, err := readStream(t, cl, "again-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err != nil || len(read) != 2 {
+		t.Errorf("the stream holds %d events (%v), want 2", len(read), err)
+	}
+}
