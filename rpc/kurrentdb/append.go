@@ -111,9 +111,15 @@ func (s *Server) append(ctx context.Context, stream *connect.ClientStream[stream
 	}
 	res, err := s.local.Append(ctx, c, &skaldv1.AppendRequest{Stream: name, Messages: msgs, ExpectedVersion: exp.version})
 	if err != nil {
-		var conflict *skaldv1.VersionConflict
-		if conflict = conflictOf(err); conflict != nil {
+		if conflict := conflictOf(err); conflict != nil {
 			return wrongVersion(exp, conflict.GetActualVersion()), nil
+		}
+		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+			// Skald refuses an append to a hard-deleted stream so, with no
+			// detail: the stream says whether that was why.
+			if _, verr := s.version(ctx, c, name); verr != nil && connect.CodeOf(verr) == connect.CodeFailedPrecondition {
+				return nil, verr
+			}
 		}
 		return nil, fromSkald(err, "append to %q", name)
 	}
@@ -188,11 +194,15 @@ func newMessage(i int, p *streams.AppendReq_ProposedMessage) (*skaldv1.NewMessag
 	return &skaldv1.NewMessage{Id: id, Type: typ, Data: p.GetData(), Metadata: meta}, nil
 }
 
-// version is a stream's current revision, -1 when it has no message.
+// version is a stream's current revision, -1 when it has no message;
+// a hard-deleted stream is KurrentDB's stream-deleted error.
 func (s *Server) version(ctx context.Context, c rpc.Caller, name string) (int64, error) {
 	v, err := s.local.StreamVersion(ctx, c, &skaldv1.StreamVersionRequest{Stream: name})
 	if err != nil {
 		return 0, fromSkald(err, "read the revision of %q", name)
+	}
+	if v.GetHardDeleted() {
+		return 0, streamDeleted(name)
 	}
 	return v.GetVersion(), nil
 }

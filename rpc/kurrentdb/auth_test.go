@@ -2,6 +2,7 @@ package kurrentdb
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -86,4 +87,25 @@ func wrongSecret(token string) string {
 		last = "1"
 	}
 	return token[:len(token)-1] + last
+}
+
+// TestBoundNamespaceMissing: a listener bound to a namespace that does
+// not exist says so, not that the caller's credential is wrong.
+func TestBoundNamespaceMissing(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, f.leader.tn, ln, nil, Options{Namespace: "nope"})
+	cl := insecureClient(t, &member{tn: f.leader.tn, addr: ln.Addr().String()})
+	_, err = cl.AppendToStream(ctxT(t), "x-1", kurrentdb.AppendToStreamOptions{}, jsonEvent("A", `{}`))
+	want := `namespace "nope", which this listener is bound to (--kurrentdb-namespace), does not exist`
+	if err == nil || !strings.Contains(err.Error(), "FailedPrecondition") || !strings.Contains(err.Error(), want) {
+		t.Errorf("append: %v, want FailedPrecondition saying %q", err, want)
+	}
+	_, err = readStream(t, cl, "x-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("read: %v, want %q", err, want)
+	}
 }

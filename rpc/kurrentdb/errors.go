@@ -42,6 +42,17 @@ func fromSkald(err error, format string, args ...any) error {
 	return withException(out)
 }
 
+// streamDeleted is KurrentDB's error for a hard-deleted (tombstoned)
+// stream: FailedPrecondition with the exception trailer and its
+// companion stream-name, which the clients read without checking that
+// it is there.
+func streamDeleted(name string) error {
+	err := connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("stream %q was hard-deleted", name))
+	err.Meta().Set("exception", "stream-deleted")
+	err.Meta().Set("stream-name", name)
+	return err
+}
+
 // jsonObject reports whether b is one valid JSON object.
 func jsonObject(b []byte) bool {
 	var v map[string]json.RawMessage

@@ -69,54 +69,46 @@ func start(t *testing.T, size int, mode listenerMode) *fixture {
 	if mode == secureMode {
 		cfg = selfSigned(t)
 	}
+	// Every listener first, so Endpoint's map is complete (and no longer
+	// written) before any server answers.
 	endpoints := map[string]string{}
-	ctx, cancel := context.WithCancel(context.Background())
-	var served []chan error
-	t.Cleanup(func() {
-		cancel()
-		for _, done := range served {
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		}
-	})
+	var lns []net.Listener
 	for _, tn := range c.Nodes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		lns = append(lns, ln)
 		m := &member{tn: tn, addr: ln.Addr().String()}
 		endpoints[tn.ID()] = m.addr
 		f.members = append(f.members, m)
 		if tn == c.Leader() {
 			f.leader = m
 		}
-		opts := Options{Logger: testutil.Logger(t), Advertise: m.addr,
-			Endpoint: func(id, _ string) (string, bool) { a, ok := endpoints[id]; return a, ok }}
+	}
+	for i, m := range f.members {
+		opts := Options{Advertise: m.addr, Endpoint: func(id, _ string) (string, bool) { a, ok := endpoints[id]; return a, ok }}
 		if mode == insecureMode {
 			opts.Namespace = testNamespace
 		}
-		srv := New(rpc.NewLocal(tn.Node, rpc.Options{Logger: testutil.Logger(t)}), tn.Node, opts)
-		done := make(chan error, 1)
-		served = append(served, done)
-		go func() { done <- srv.Serve(ctx, ln, cfg) }()
+		serve(t, m.tn, lns[i], cfg, opts)
 	}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel2()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
 	var err error
 	if f.owner, err = nstoken.New(testNamespace); err != nil {
 		t.Fatal(err)
 	}
 	n := f.leader.tn.Node
 	create := &fsmv1.CreateNamespace{Name: testNamespace, TokenHash: nstoken.Hash(f.owner)}
-	if _, err := n.CreateNamespace(ctx2, create); err != nil {
+	if _, err := n.CreateNamespace(ctx, create); err != nil {
 		t.Fatal(err)
 	}
 	token, id, err := nstoken.NewCredential(testNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.CreateCredential(ctx2, &fsmv1.CreateCredential{Namespace: testNamespace, Id: id, Name: readerName,
+	if _, err := n.CreateCredential(ctx, &fsmv1.CreateCredential{Namespace: testNamespace, Id: id, Name: readerName,
 		Role: uint32(fsm.RoleReader), TokenHash: nstoken.Hash(token)}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +120,23 @@ func start(t *testing.T, size int, mode listenerMode) *fixture {
 		})
 	}
 	return f
+}
+
+// serve serves the protocol of tn on ln with opts (TLS with cfg, else
+// h2c) until the test ends, and fails the test if serving fails.
+func serve(t *testing.T, tn *node.TestNode, ln net.Listener, cfg *tls.Config, opts Options) {
+	t.Helper()
+	opts.Logger = testutil.Logger(t)
+	srv := New(rpc.NewLocal(tn.Node, rpc.Options{Logger: opts.Logger}), tn.Node, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
 }
 
 // client connects the official client to m with connection string

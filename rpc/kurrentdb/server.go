@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 
 	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
@@ -130,8 +131,15 @@ func (s *Server) routes() http.Handler {
 	authed := func(path string, h http.Handler) { mux.Handle(path, s.beforeBody(path, h, errw)) }
 	anonymous(featuresProcedure, connect.NewUnaryHandler(featuresProcedure, s.features, s.handlerOpts()...))
 	anonymous(gossipProcedure, connect.NewUnaryHandler(gossipProcedure, s.gossip, s.handlerOpts()...))
-	authed(appendProcedure, connect.NewClientStreamHandler(appendProcedure, s.append, s.handlerOpts()...))
-	authed(readProcedure, connect.NewServerStreamHandler(readProcedure, s.read, s.handlerOpts()...))
+	authed(appendProcedure, connect.NewClientStreamHandler(appendProcedure,
+		func(ctx context.Context, st *connect.ClientStream[streams.AppendReq]) (*connect.Response[streams.AppendResp], error) {
+			resp, err := s.append(ctx, st)
+			return resp, s.boundError(err)
+		}, s.handlerOpts()...))
+	authed(readProcedure, connect.NewServerStreamHandler(readProcedure,
+		func(ctx context.Context, req *connect.Request[streams.ReadReq], out *connect.ServerStream[streams.ReadResp]) error {
+			return s.boundError(s.read(ctx, req, out))
+		}, s.handlerOpts()...))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
@@ -142,6 +150,17 @@ func (s *Server) routes() http.Handler {
 		_ = errw.Write(w, r, err)
 	})
 	return mux
+}
+
+// boundError is err as a listener bound to a namespace answers it: that
+// the namespace does not exist is not the caller's credential's fault
+// (which is how Skald reports it to a token whose namespace is gone).
+func (s *Server) boundError(err error) error {
+	if !s.Insecure() || connect.CodeOf(err) != connect.CodeUnauthenticated {
+		return err
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+		"namespace %q, which this listener is bound to (--kurrentdb-namespace), does not exist: create it", s.opts.Namespace))
 }
 
 // Serve serves the protocol on ln until ctx ends: over TLS with cfg, or
