@@ -109,3 +109,30 @@ func TestBoundNamespaceMissing(t *testing.T) {
 		t.Errorf("read: %v, want %q", err, want)
 	}
 }
+
+// TestScope: a scoped credential appends and reads the streams of its
+// scope only, and never $all.
+func TestScope(t *testing.T) {
+	f := start(t, 1, secureMode)
+	cl := tlsClient(t, f.leader, ordersName, f.orders)
+	appendN(t, cl, "order-1", 1)
+	if evs, err := readStream(t, cl, "order-1", kurrentdb.ReadStreamOptions{}, 10); err != nil || len(evs) != 1 {
+		t.Fatalf("read in scope: %d events (%v), want 1", len(evs), err)
+	}
+	_, err := cl.AppendToStream(ctxT(t), "account-1", kurrentdb.AppendToStreamOptions{}, jsonEvent("A", `{}`))
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "outside the credential's scope") {
+		t.Errorf("append outside the scope: %v, want access denied", err)
+	}
+	_, err = readStream(t, cl, "account-1", kurrentdb.ReadStreamOptions{}, 10)
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied {
+		t.Errorf("read outside the scope: %v, want access denied", err)
+	}
+	rs, err := cl.ReadAll(ctxT(t), kurrentdb.ReadAllOptions{}, 10)
+	if err == nil {
+		defer rs.Close()
+		_, err = rs.Recv()
+	}
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "unscoped") {
+		t.Errorf("read of $all: %v, want access denied saying it needs an unscoped credential", err)
+	}
+}

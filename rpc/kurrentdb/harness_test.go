@@ -44,9 +44,13 @@ type fixture struct {
 	leader  *member
 	owner   string // the namespace's initial token (credential "initial", owner)
 	reader  string // a reader credential's token, named readerName
+	orders  string // a writer credential scoped to category "order", named ordersName
 }
 
-const readerName = "auditor"
+const (
+	readerName = "auditor"
+	ordersName = "orders"
+)
 
 // listenerMode is how the fixture's listeners authenticate.
 type listenerMode int
@@ -104,15 +108,19 @@ func start(t *testing.T, size int, mode listenerMode) *fixture {
 	if _, err := n.CreateNamespace(ctx, create); err != nil {
 		t.Fatal(err)
 	}
-	token, id, err := nstoken.NewCredential(testNamespace)
-	if err != nil {
-		t.Fatal(err)
+	credential := func(name string, role fsm.Role, scope ...string) string {
+		token, id, err := nstoken.NewCredential(testNamespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.CreateCredential(ctx, &fsmv1.CreateCredential{Namespace: testNamespace, Id: id, Name: name,
+			Role: uint32(role), Scope: scope, TokenHash: nstoken.Hash(token)}); err != nil {
+			t.Fatal(err)
+		}
+		return token
 	}
-	if _, err := n.CreateCredential(ctx, &fsmv1.CreateCredential{Namespace: testNamespace, Id: id, Name: readerName,
-		Role: uint32(fsm.RoleReader), TokenHash: nstoken.Hash(token)}); err != nil {
-		t.Fatal(err)
-	}
-	f.reader = token
+	f.reader = credential(readerName, fsm.RoleReader)
+	f.orders = credential(ordersName, fsm.RoleWriter, "order")
 	for _, m := range f.members {
 		testutil.Eventually(t, waitTimeout, "every member to know the leader", func() bool {
 			id, _ := m.tn.Leader()
