@@ -46,12 +46,14 @@ const (
 // not call the method, is refused without its body being decoded.
 func (s *Server) beforeBody(path string, next http.Handler, errw *connect.ErrorWriter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		c, err := s.admit(r.Context(), r.Header)
 		if err == nil {
 			err = s.local.Permit(c, leastProcedure[path])
 		}
 		if err != nil {
 			discard(w, r)
+			s.metrics.observe(path, start, err)
 			_ = errw.Write(w, r, withException(err))
 			return
 		}

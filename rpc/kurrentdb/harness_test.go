@@ -135,7 +135,10 @@ func start(t *testing.T, size int, mode listenerMode) *fixture {
 func serve(t *testing.T, tn *node.TestNode, ln net.Listener, cfg *tls.Config, opts Options) {
 	t.Helper()
 	opts.Logger = testutil.Logger(t)
-	srv := New(rpc.NewLocal(tn.Node, rpc.Options{Logger: opts.Logger}), tn.Node, opts)
+	srv, err := New(rpc.NewLocal(tn.Node, rpc.Options{Logger: opts.Logger}), tn.Node, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln, cfg) }()

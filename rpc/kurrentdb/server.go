@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
@@ -46,6 +47,9 @@ type Options struct {
 	// MaxMessageBytes bounds one request message (default 17 MiB, as the
 	// clients' own limit on what they receive).
 	MaxMessageBytes int
+	// Registerer receives the protocol's metrics (metrics.go); default: a
+	// registry of its own.
+	Registerer prometheus.Registerer
 }
 
 // Server serves KurrentDB's protocol over rpc.Local for one node.
@@ -54,14 +58,16 @@ type Server struct {
 	cluster Cluster
 	log     *slog.Logger
 	opts    Options
+	metrics *metrics
 	handler http.Handler
 }
 
 // defaultMaxMessageBytes is a message the clients could receive.
 const defaultMaxMessageBytes = 17 << 20
 
-// New returns the server of local and cluster.
-func New(local *rpc.Local, cluster Cluster, opts Options) *Server {
+// New returns the server of local and cluster; it fails only when its
+// metrics cannot be registered.
+func New(local *rpc.Local, cluster Cluster, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -71,9 +77,16 @@ func New(local *rpc.Local, cluster Cluster, opts Options) *Server {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	s := &Server{local: local, cluster: cluster, log: opts.Logger, opts: opts}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{local: local, cluster: cluster, log: opts.Logger, opts: opts, metrics: m}
 	s.handler = s.routes()
-	return s
+	return s, nil
 }
 
 // SameOffset is the Endpoint of a cluster whose nodes all serve
@@ -119,7 +132,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // handlerOpts are the options of every method's handler.
 func (s *Server) handlerOpts() []connect.HandlerOption {
-	return []connect.HandlerOption{connect.WithReadMaxBytes(s.opts.MaxMessageBytes)}
+	return []connect.HandlerOption{connect.WithReadMaxBytes(s.opts.MaxMessageBytes), connect.WithInterceptors(s.metrics)}
 }
 
 // routes mounts the served methods; any other path answers
@@ -141,6 +154,7 @@ func (s *Server) routes() http.Handler {
 			return s.boundError(s.read(ctx, req, out))
 		}, s.handlerOpts()...))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		defer s.metrics.observe(unservedMethod, time.Now(), errUnserved)
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
 		if !errw.IsSupported(r) {
@@ -162,6 +176,9 @@ func (s *Server) boundError(err error) error {
 	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
 		"namespace %q, which this listener is bound to (--kurrentdb-namespace), does not exist: create it", s.opts.Namespace))
 }
+
+// errUnserved is how calls of paths not served are counted.
+var errUnserved = connect.NewError(connect.CodeUnimplemented, errors.New("not served"))
 
 // Serve serves the protocol on ln until ctx ends: over TLS with cfg, or
 // h2c (HTTP/2 with prior knowledge, as gRPC clients speak it without

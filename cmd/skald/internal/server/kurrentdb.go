@@ -32,9 +32,13 @@ func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Optio
 		advertise = ln.Addr().String()
 	}
 	log = log.With("kurrentdb-addr", ln.Addr().String())
-	srv := kurrentdb.New(rpc.NewLocal(n, apiOpt), n, kurrentdb.Options{
-		Logger: log, Namespace: f.namespace, Advertise: advertise, API: api,
+	srv, err := kurrentdb.New(rpc.NewLocal(n, apiOpt), n, kurrentdb.Options{
+		Logger: log, Namespace: f.namespace, Advertise: advertise, API: api, Registerer: apiOpt.Registerer,
 	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	var cfg *tls.Config
 	if tlsFiles != nil {
 		cfg = tlsFiles.ServerConfig(tls.VerifyClientCertIfGiven)
