@@ -31,3 +31,40 @@ func TestHardDeletedStream(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftDeletedStream: a stream soft-deleted through Skald reads as
+// not found, as KurrentDB's deleted streams do, until an append; that
+// append continues the stream's revisions.
+func TestSoftDeletedStream(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	appendN(t, cl, "soft-1", 2)
+	if _, err := f.leader.tn.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: testNamespace, Stream: "soft-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []kurrentdb.ReadStreamOptions{
+		{From: kurrentdb.Start{}},
+		{Direction: kurrentdb.Backwards, From: kurrentdb.End{}},
+	} {
+		_, err := readStream(t, cl, "soft-1", opts, 10)
+		if code := errorCode(t, err); code != kurrentdb.ErrorCodeResourceNotFound {
+			t.Errorf("read %v after the delete: %v, want the stream not found", opts.Direction, err)
+		}
+	}
+	res, err := cl.AppendToStream(ctxT(t), "soft-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Revision(1)},
+		jsonEvent("Again", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextExpectedVersion != 2 {
+		t.Errorf("next expected version %d, want 2 (revisions continue)", res.NextExpectedVersion)
+	}
+	evs, err := readStream(t, cl, "soft-1", kurrentdb.ReadStreamOptions{}, 10)
+	if got := numbers(evs); err != nil || len(got) != 1 || got[0] != 2 {
+		t.Errorf("read after the append: %v (%v), want [2]", got, err)
+	}
+	evs, err = readStream(t, cl, "soft-1", kurrentdb.ReadStreamOptions{From: kurrentdb.End{}}, 10)
+	if err != nil || len(evs) != 0 {
+		t.Errorf("read forwards from the end: %d events (%v), want none and no error", len(evs), err)
+	}
+}

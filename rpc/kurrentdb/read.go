@@ -62,7 +62,10 @@ type reader struct {
 	structured bool // ids in the structured form, else as strings
 }
 
-// stream reads one stream from its start, its end or a revision.
+// stream reads one stream from its start, its end or a revision. A
+// stream with no event left to read (none ever, or all deleted: a soft
+// delete keeps the stream's revision) is stream_not_found, as KurrentDB
+// answers a deleted stream.
 func (r *reader) stream(ctx context.Context, o *streams.ReadReq_Options_StreamOptions) error {
 	id := o.GetStreamIdentifier()
 	name := string(id.GetStreamName())
@@ -71,36 +74,62 @@ func (r *reader) stream(ctx context.Context, o *streams.ReadReq_Options_StreamOp
 		return err
 	}
 	if current < 0 {
-		return r.out.Send(&streams.ReadResp{Content: &streams.ReadResp_StreamNotFound_{
-			StreamNotFound: &streams.ReadResp_StreamNotFound{
-				StreamIdentifier: &shared.StreamIdentifier{StreamName: id.GetStreamName()}},
-		}})
+		return r.notFound(id)
 	}
-	var from int64
+	from, ok, err := streamStart(o, r.backward, name)
+	if err != nil {
+		return err
+	}
+	wanted := r.count
+	if ok {
+		if err := r.streamFrom(ctx, name, from); err != nil {
+			return err
+		}
+	}
+	if wanted == 0 || r.count < wanted {
+		return nil
+	}
+	page, err := r.s.local.ReadStream(ctx, r.c, &skaldv1.ReadStreamRequest{Stream: name, Limit: 1})
+	if err != nil {
+		return fromSkald(err, "read %q", name)
+	}
+	if len(page.GetMessages()) == 0 && !page.GetTruncated() && page.ResumeFrom == nil {
+		return r.notFound(id)
+	}
+	return nil
+}
+
+// notFound sends stream_not_found for the stream of id.
+func (r *reader) notFound(id *shared.StreamIdentifier) error {
+	return r.out.Send(&streams.ReadResp{Content: &streams.ReadResp_StreamNotFound_{
+		StreamNotFound: &streams.ReadResp_StreamNotFound{
+			StreamIdentifier: &shared.StreamIdentifier{StreamName: id.GetStreamName()}},
+	}})
+}
+
+// streamStart is the Skald position a read of a stream starts at (-1:
+// backwards from the end); ok false means nothing can follow (forwards
+// from the end).
+func streamStart(o *streams.ReadReq_Options_StreamOptions, backward bool, name string) (int64, bool, error) {
 	switch v := o.GetRevisionOption().(type) {
 	case *streams.ReadReq_Options_StreamOptions_Start:
-		from = 0
+		return 0, true, nil
 	case *streams.ReadReq_Options_StreamOptions_End:
-		if !r.backward {
-			return nil // nothing follows the end
-		}
-		from = -1
+		return -1, backward, nil
 	case *streams.ReadReq_Options_StreamOptions_Revision:
 		if v.Revision > math.MaxInt64 {
-			if !r.backward {
-				return nil
-			}
-			from = -1
-		} else {
-			from = int64(v.Revision)
+			return -1, backward, nil
 		}
+		return int64(v.Revision), true, nil
 	default:
-		return invalid("a Read of stream %q must start at its start, its end or a revision", name)
+		return 0, false, invalid("a Read of stream %q must start at its start, its end or a revision", name)
 	}
+}
+
+// streamFrom sends the events of stream name from position from, page
+// by page, until the count or the stream ends.
+func (r *reader) streamFrom(ctx context.Context, name string, from int64) error {
 	for r.count > 0 {
-		if r.backward && from < -1 {
-			return nil
-		}
 		limit := r.limit()
 		page, err := r.s.local.ReadStream(ctx, r.c, &skaldv1.ReadStreamRequest{
 			Stream: name, Position: from, Limit: limit, Backward: r.backward})
@@ -111,10 +140,7 @@ func (r *reader) stream(ctx context.Context, o *streams.ReadReq_Options_StreamOp
 			return err
 		}
 		next, more := resume(page.GetMessages(), page.GetTruncated(), page.ResumeFrom, r.backward, false, int(limit))
-		if !more {
-			return nil
-		}
-		if r.backward && next < 0 {
+		if !more || (r.backward && next < 0) {
 			return nil
 		}
 		from = next
