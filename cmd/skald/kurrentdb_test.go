@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -142,4 +143,37 @@ func TestKurrentDBDev(t *testing.T) {
 		return slices.Equal(got, want) && leaders == 1, fmt.Sprintf("members %v (%d leaders), want %v", got, leaders, want)
 	})
 	appendAndRead(t, cl, "order-1")
+}
+
+// TestKurrentDBServerTLS: with the API's certificates the KurrentDB
+// listener serves TLS and authenticates each call by its Basic
+// credential (the admin namespace's initial credential here).
+func TestKurrentDBServerTLS(t *testing.T) {
+	dir := t.TempDir()
+	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
+		t.Fatalf("tls init: %s", errOut)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	var kaddr string
+	launch(t, t.TempDir(), func(httpAddr, raftAddr string) []string {
+		kaddr = testutil.FreeAddr(t)
+		return []string{"--http-addr", httpAddr, "--raft-addr", raftAddr, "--log-level", "warn", "--admin-token", testAdmin,
+			"--tls-cert", filepath.Join(dir, "node0.pem"), "--tls-key", filepath.Join(dir, "node0-key.pem"), "--tls-ca", ca,
+			"--kurrentdb-addr", kaddr}
+	}, func(p *serverProc) bool {
+		env := []string{"SKALD_ADDR=https://" + p.addr, "SKALD_TOKEN=" + testAdmin, "SKALD_CA=" + ca}
+		_, _, code := runCLI(t, env, "ns", "list")
+		return code == 0
+	})
+	cl := kurrentClient(t, "kurrentdb://initial:"+testAdmin+"@"+kaddr+"?tls=true&tlsCAFile="+ca)
+	appendAndRead(t, cl, "order-1")
+	anonymous := kurrentClient(t, "kurrentdb://"+kaddr+"?tls=true&tlsCAFile="+ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := anonymous.AppendToStream(ctx, "order-2", kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventType: "A", ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{}`)})
+	var e *kurrentdb.Error
+	if !errors.As(err, &e) || e.Code() != kurrentdb.ErrorCodeUnauthenticated {
+		t.Errorf("an append without credentials: %v, want unauthenticated", err)
+	}
 }
