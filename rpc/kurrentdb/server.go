@@ -154,9 +154,9 @@ func (s *Server) routes() http.Handler {
 			return s.boundError(s.read(ctx, req, out))
 		}, s.handlerOpts()...))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		defer s.metrics.observe(unservedMethod, time.Now(), errUnserved)
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
+		s.metrics.observe(unservedMethod, time.Now(), err)
 		if !errw.IsSupported(r) {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
@@ -176,9 +176,6 @@ func (s *Server) boundError(err error) error {
 	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
 		"namespace %q, which this listener is bound to (--kurrentdb-namespace), does not exist: create it", s.opts.Namespace))
 }
-
-// errUnserved is how calls of paths not served are counted.
-var errUnserved = connect.NewError(connect.CodeUnimplemented, errors.New("not served"))
 
 // Serve serves the protocol on ln until ctx ends: over TLS with cfg, or
 // h2c (HTTP/2 with prior knowledge, as gRPC clients speak it without
