@@ -212,11 +212,12 @@ func TestAppendSameIDs(t *testing.T) {
 	f := start(t, 1, insecureMode)
 	cl := insecureClient(t, f.leader)
 	evs := []kurrentdb.EventData{jsonEvent("A", `{"n":1}`), jsonEvent("B", `{"n":2}`)}
-	first, err := cl.AppendToStream(ctxT(t), "again-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}}, evs...)
+	anyState := kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}}
+	first, err := cl.AppendToStream(ctxT(t), "again-1", anyState, evs...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := cl.AppendToStream(ctxT(t), "again-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.Any{}}, evs...)
+	again, err := cl.AppendToStream(ctxT(t), "again-1", anyState, evs...)
 	if err != nil {
 		t.Fatal(err)
 	}

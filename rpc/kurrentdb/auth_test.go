@@ -120,7 +120,8 @@ func TestScope(t *testing.T) {
 		t.Fatalf("read in scope: %d events (%v), want 1", len(evs), err)
 	}
 	_, err := cl.AppendToStream(ctxT(t), "account-1", kurrentdb.AppendToStreamOptions{}, jsonEvent("A", `{}`))
-	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "outside the credential's scope") {
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied ||
+		!strings.Contains(err.Error(), "outside the credential's scope") {
 		t.Errorf("append outside the scope: %v, want access denied", err)
 	}
 	_, err = readStream(t, cl, "account-1", kurrentdb.ReadStreamOptions{}, 10)

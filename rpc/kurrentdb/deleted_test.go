@@ -39,7 +39,8 @@ func TestSoftDeletedStream(t *testing.T) {
 	f := start(t, 1, insecureMode)
 	cl := insecureClient(t, f.leader)
 	appendN(t, cl, "soft-1", 2)
-	if _, err := f.leader.tn.DeleteStream(ctxT(t), &fsmv1.DeleteStream{Namespace: testNamespace, Stream: "soft-1"}); err != nil {
+	soft := &fsmv1.DeleteStream{Namespace: testNamespace, Stream: "soft-1"}
+	if _, err := f.leader.tn.DeleteStream(ctxT(t), soft); err != nil {
 		t.Fatal(err)
 	}
 	for _, opts := range []kurrentdb.ReadStreamOptions{

@@ -91,7 +91,10 @@ func start(t *testing.T, size int, mode listenerMode) *fixture {
 		}
 	}
 	for i, m := range f.members {
-		opts := Options{Advertise: m.addr, Endpoint: func(id, _ string) (string, bool) { a, ok := endpoints[id]; return a, ok }}
+		opts := Options{Advertise: m.addr, Endpoint: func(id, _ string) (string, bool) {
+			a, ok := endpoints[id]
+			return a, ok
+		}}
 		if mode == insecureMode {
 			opts.Namespace = testNamespace
 		}

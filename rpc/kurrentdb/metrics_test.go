@@ -21,7 +21,8 @@ func TestMetrics(t *testing.T) {
 	m := &member{tn: f.leader.tn, addr: ln.Addr().String()}
 	owner, reader := tlsClient(t, m, "initial", f.owner), tlsClient(t, m, readerName, f.reader)
 	appendN(t, owner, "count-1", 2)
-	if _, err := reader.AppendToStream(ctxT(t), "count-1", kurrentdb.AppendToStreamOptions{}, jsonEvent("A", `{}`)); err == nil {
+	_, err = reader.AppendToStream(ctxT(t), "count-1", kurrentdb.AppendToStreamOptions{}, jsonEvent("A", `{}`))
+	if err == nil {
 		t.Fatal("a reader appended")
 	}
 	if _, err := owner.DeleteStream(ctxT(t), "count-1", kurrentdb.DeleteStreamOptions{}); err == nil {

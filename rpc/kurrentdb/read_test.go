@@ -50,20 +50,22 @@ func TestReadStream(t *testing.T) {
 	cl := insecureClient(t, f.leader)
 	appendN(t, cl, "clock-1", 5)
 	fwd, back := kurrentdb.Forwards, kurrentdb.Backwards
+	atStart, atEnd := kurrentdb.Start{}, kurrentdb.End{}
+	type opts = kurrentdb.ReadStreamOptions
 	for _, c := range []struct {
 		name  string
 		opts  kurrentdb.ReadStreamOptions
 		count uint64
 		want  []uint64
 	}{
-		{"forwards from the start", kurrentdb.ReadStreamOptions{Direction: fwd, From: kurrentdb.Start{}}, 100, []uint64{0, 1, 2, 3, 4}},
-		{"forwards with a count", kurrentdb.ReadStreamOptions{Direction: fwd, From: kurrentdb.Start{}}, 2, []uint64{0, 1}},
-		{"forwards from a revision", kurrentdb.ReadStreamOptions{Direction: fwd, From: kurrentdb.Revision(3)}, 100, []uint64{3, 4}},
-		{"forwards from the end", kurrentdb.ReadStreamOptions{Direction: fwd, From: kurrentdb.End{}}, 100, nil},
-		{"backwards from the end", kurrentdb.ReadStreamOptions{Direction: back, From: kurrentdb.End{}}, 100, []uint64{4, 3, 2, 1, 0}},
-		{"backwards with a count", kurrentdb.ReadStreamOptions{Direction: back, From: kurrentdb.End{}}, 1, []uint64{4}},
-		{"backwards from a revision", kurrentdb.ReadStreamOptions{Direction: back, From: kurrentdb.Revision(2)}, 100, []uint64{2, 1, 0}},
-		{"backwards from the start", kurrentdb.ReadStreamOptions{Direction: back, From: kurrentdb.Start{}}, 100, []uint64{0}},
+		{"forwards from the start", opts{Direction: fwd, From: atStart}, 100, []uint64{0, 1, 2, 3, 4}},
+		{"forwards with a count", opts{Direction: fwd, From: atStart}, 2, []uint64{0, 1}},
+		{"forwards from a revision", opts{Direction: fwd, From: kurrentdb.Revision(3)}, 100, []uint64{3, 4}},
+		{"forwards from the end", opts{Direction: fwd, From: atEnd}, 100, nil},
+		{"backwards from the end", opts{Direction: back, From: atEnd}, 100, []uint64{4, 3, 2, 1, 0}},
+		{"backwards with a count", opts{Direction: back, From: atEnd}, 1, []uint64{4}},
+		{"backwards from a revision", opts{Direction: back, From: kurrentdb.Revision(2)}, 100, []uint64{2, 1, 0}},
+		{"backwards from the start", opts{Direction: back, From: atStart}, 100, []uint64{0}},
 	} {
 		evs, err := readStream(t, cl, "clock-1", c.opts, c.count)
 		if err != nil {
@@ -92,7 +94,8 @@ func TestReadMissingStream(t *testing.T) {
 }
 
 // readAll reads $all with opts.
-func readAll(t *testing.T, cl *kurrentdb.Client, opts kurrentdb.ReadAllOptions, count uint64) []*kurrentdb.ResolvedEvent {
+func readAll(t *testing.T, cl *kurrentdb.Client, opts kurrentdb.ReadAllOptions,
+	count uint64) []*kurrentdb.ResolvedEvent {
 	t.Helper()
 	rs, err := cl.ReadAll(ctxT(t), opts, count)
 	if err != nil {
@@ -119,28 +122,30 @@ func TestReadAll(t *testing.T) {
 	appendN(t, cl, "b-1", 2) // 3, 4
 	appendN(t, cl, "a-1", 1) // 5
 	fwd, back := kurrentdb.Forwards, kurrentdb.Backwards
+	atStart, atEnd := kurrentdb.Start{}, kurrentdb.End{}
 	at := func(p uint64) kurrentdb.Position { return kurrentdb.Position{Commit: p, Prepare: p} }
+	type opts = kurrentdb.ReadAllOptions
 	for _, c := range []struct {
 		name  string
 		opts  kurrentdb.ReadAllOptions
 		count uint64
 		want  []uint64
 	}{
-		{"forwards from the start", kurrentdb.ReadAllOptions{Direction: fwd, From: kurrentdb.Start{}}, 100, []uint64{1, 2, 3, 4, 5}},
-		{"forwards with a count", kurrentdb.ReadAllOptions{Direction: fwd, From: kurrentdb.Start{}}, 3, []uint64{1, 2, 3}},
-		{"forwards from a position, inclusive", kurrentdb.ReadAllOptions{Direction: fwd, From: at(3)}, 100, []uint64{3, 4, 5}},
-		{"forwards from the end", kurrentdb.ReadAllOptions{Direction: fwd, From: kurrentdb.End{}}, 100, nil},
-		{"backwards from the end", kurrentdb.ReadAllOptions{Direction: back, From: kurrentdb.End{}}, 100, []uint64{5, 4, 3, 2, 1}},
-		{"backwards with a count", kurrentdb.ReadAllOptions{Direction: back, From: kurrentdb.End{}}, 2, []uint64{5, 4}},
-		{"backwards from a position, exclusive", kurrentdb.ReadAllOptions{Direction: back, From: at(3)}, 100, []uint64{2, 1}},
-		{"backwards from the start", kurrentdb.ReadAllOptions{Direction: back, From: kurrentdb.Start{}}, 100, nil},
+		{"forwards from the start", opts{Direction: fwd, From: atStart}, 100, []uint64{1, 2, 3, 4, 5}},
+		{"forwards with a count", opts{Direction: fwd, From: atStart}, 3, []uint64{1, 2, 3}},
+		{"forwards from a position, inclusive", opts{Direction: fwd, From: at(3)}, 100, []uint64{3, 4, 5}},
+		{"forwards from the end", opts{Direction: fwd, From: atEnd}, 100, nil},
+		{"backwards from the end", opts{Direction: back, From: atEnd}, 100, []uint64{5, 4, 3, 2, 1}},
+		{"backwards with a count", opts{Direction: back, From: atEnd}, 2, []uint64{5, 4}},
+		{"backwards from a position, exclusive", opts{Direction: back, From: at(3)}, 100, []uint64{2, 1}},
+		{"backwards from the start", opts{Direction: back, From: atStart}, 100, nil},
 	} {
 		evs := readAll(t, cl, c.opts, c.count)
 		if got := globals(t, evs); !slices.Equal(got, c.want) {
 			t.Errorf("%s: positions %v, want %v", c.name, got, c.want)
 		}
 	}
-	evs := readAll(t, cl, kurrentdb.ReadAllOptions{From: kurrentdb.Start{}}, 100)
+	evs := readAll(t, cl, kurrentdb.ReadAllOptions{From: atStart}, 100)
 	var streams []string
 	for _, e := range evs {
 		streams = append(streams, fmt.Sprintf("%s@%d", e.Event.StreamID, e.Event.EventNumber))

@@ -144,8 +144,9 @@ func (s *Server) routes() http.Handler {
 	authed := func(path string, h http.Handler) { mux.Handle(path, s.beforeBody(path, h, errw)) }
 	anonymous(featuresProcedure, connect.NewUnaryHandler(featuresProcedure, s.features, s.handlerOpts()...))
 	anonymous(gossipProcedure, connect.NewUnaryHandler(gossipProcedure, s.gossip, s.handlerOpts()...))
+	type appendStream = connect.ClientStream[streams.AppendReq]
 	authed(appendProcedure, connect.NewClientStreamHandler(appendProcedure,
-		func(ctx context.Context, st *connect.ClientStream[streams.AppendReq]) (*connect.Response[streams.AppendResp], error) {
+		func(ctx context.Context, st *appendStream) (*connect.Response[streams.AppendResp], error) {
 			resp, err := s.append(ctx, st)
 			return resp, s.boundError(err)
 		}, s.handlerOpts()...))

@@ -49,9 +49,10 @@ func options(stream string) *streams.AppendReq {
 }
 
 func proposed(id *shared.UUID, typ, data string) *streams.AppendReq {
-	return &streams.AppendReq{Content: &streams.AppendReq_ProposedMessage_{ProposedMessage: &streams.AppendReq_ProposedMessage{
+	p := &streams.AppendReq_ProposedMessage{
 		Id: id, Metadata: map[string]string{keyType: typ, keyContentType: contentJSON}, Data: []byte(data),
-	}}}
+	}
+	return &streams.AppendReq{Content: &streams.AppendReq_ProposedMessage_{ProposedMessage: p}}
 }
 
 func stringID(u uuid.UUID) *shared.UUID {
@@ -62,8 +63,10 @@ func stringID(u uuid.UUID) *shared.UUID {
 // form (stringIDs) or the structured one.
 func rawRead(t *testing.T, m *member, stream string, stringIDs bool) []*streams.ReadResp {
 	t.Helper()
-	cl := connect.NewClient[streams.ReadReq, streams.ReadResp](h2cClient(), "http://"+m.addr+readProcedure, connect.WithGRPC())
-	opt := &streams.ReadReq_Options_UUIDOption{Content: &streams.ReadReq_Options_UUIDOption_Structured{Structured: &shared.Empty{}}}
+	cl := connect.NewClient[streams.ReadReq, streams.ReadResp](h2cClient(), "http://"+m.addr+readProcedure,
+		connect.WithGRPC())
+	opt := &streams.ReadReq_Options_UUIDOption{
+		Content: &streams.ReadReq_Options_UUIDOption_Structured{Structured: &shared.Empty{}}}
 	if stringIDs {
 		opt.Content = &streams.ReadReq_Options_UUIDOption_String_{String_: &shared.Empty{}}
 	}
@@ -127,13 +130,15 @@ func TestMalformedAppend(t *testing.T) {
 		msgs []*streams.AppendReq
 		says string
 	}{
-		{"events before options", []*streams.AppendReq{ev, options("bad-1")}, "first message of an Append must be its options"},
+		{"events before options", []*streams.AppendReq{ev, options("bad-1")},
+			"first message of an Append must be its options"},
 		{"options twice", []*streams.AppendReq{options("bad-1"), ev, options("bad-1")}, "options may be sent only once"},
 		{"id not a UUID", []*streams.AppendReq{options("bad-1"),
 			proposed(&shared.UUID{Value: &shared.UUID_String_{String_: "nope"}}, "Made", `{}`)}, `id "nope" is not a UUID`},
 		{"no options", nil, "the request ended before the options"},
-		{"no expected revision", []*streams.AppendReq{{Content: &streams.AppendReq_Options_{Options: &streams.AppendReq_Options{
-			StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte("bad-1")}}}}, ev}, "must give an expected revision"},
+		{"no expected revision", []*streams.AppendReq{{Content: &streams.AppendReq_Options_{
+			Options: &streams.AppendReq_Options{StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte("bad-1")}}}}, ev},
+			"must give an expected revision"},
 	} {
 		_, err := rawAppend(t, f.leader, c.msgs...)
 		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), c.says) {

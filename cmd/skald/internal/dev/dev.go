@@ -22,7 +22,8 @@ import (
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
-const devUsage = `Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080] [--kurrentdb-port 2113] [--in-memory]
+const devUsage = `Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080] [--kurrentdb-port 2113]
+                 [--in-memory]
        skald dev kill N [--dir ./skald-dev]      kill -9 node N of the running dev cluster
        skald dev restart N [--dir ./skald-dev]   start node N again (stopping it first if it runs)
 
@@ -112,8 +113,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 3, "number of nodes")
 	dir := fs.String("dir", "./skald-dev", "folder for every node's data and log")
 	base := fs.Int("base-port", 8080, "node i uses base+10i (API), base+10i+1 (Raft), base+10i+2 (gossip)")
-	kurrentPort := fs.Int("kurrentdb-port", 2113, "node i serves KurrentDB's client protocol on this+10i, h2c, bound to the "+
-		"default namespace without authentication (docs/kurrentdb.md); 0: off")
+	kurrentPort := fs.Int("kurrentdb-port", 2113, "node i serves KurrentDB's client protocol on this+10i, h2c, "+
+		"bound to the default namespace without authentication (docs/kurrentdb.md); 0: off")
 	inMemory := fs.Bool("in-memory", false, "nodes keep their data in memory: NOTHING SURVIVES stopping the cluster (--dir still holds logs and the admin token)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, devUsage)
