@@ -120,3 +120,9 @@ func (l *Local) StreamVersion(ctx context.Context, c Caller, m *skaldv1.StreamVe
 	*skaldv1.StreamVersionResponse, error) {
 	return call(ctx, l, c, skaldv1connect.EventStoreStreamVersionProcedure, m, l.es.StreamVersion)
 }
+
+// DeleteStream is EventStore.DeleteStream for c.
+func (l *Local) DeleteStream(ctx context.Context, c Caller, m *skaldv1.DeleteStreamRequest) (
+	*skaldv1.DeleteStreamResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreDeleteStreamProcedure, m, l.es.DeleteStream)
+}

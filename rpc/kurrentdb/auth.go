@@ -30,8 +30,10 @@ func callerFrom(ctx context.Context) (rpc.Caller, bool) {
 // needs at least, checked before its body is read; what its request
 // touches is checked again with the request (rpc.Local).
 var leastProcedure = map[string]string{
-	appendProcedure: skaldv1connect.EventStoreAppendProcedure,
-	readProcedure:   skaldv1connect.EventStoreReadStreamProcedure,
+	appendProcedure:    skaldv1connect.EventStoreAppendProcedure,
+	readProcedure:      skaldv1connect.EventStoreReadStreamProcedure,
+	deleteProcedure:    skaldv1connect.EventStoreDeleteStreamProcedure,
+	tombstoneProcedure: skaldv1connect.EventStoreDeleteStreamProcedure,
 }
 
 // Bounds of the body a refused call may still send before its refusal

@@ -48,9 +48,24 @@ func TestCredentials(t *testing.T) {
 			t.Errorf("%s: %v (code %d), want code %d saying %q", c.name, err, code, c.code, c.says)
 		}
 	}
+	for name, del := range map[string]func() error{
+		"delete": func() error {
+			_, err := reader.DeleteStream(ctxT(t), "account-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Any{}})
+			return err
+		},
+		"tombstone": func() error {
+			_, err := reader.TombstoneStream(ctxT(t), "account-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.Any{}})
+			return err
+		},
+	} {
+		err := del()
+		if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "owner role") {
+			t.Errorf("a reader's %s: %v, want access denied: it needs the owner role", name, err)
+		}
+	}
 	evs, err = readStream(t, owner, "account-1", kurrentdb.ReadStreamOptions{}, 10)
 	if err != nil || len(evs) != 1 {
-		t.Errorf("after the refused appends the stream holds %d events (%v), want 1", len(evs), err)
+		t.Errorf("after the refused calls the stream holds %d events (%v), want 1", len(evs), err)
 	}
 }
 

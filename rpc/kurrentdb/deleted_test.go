@@ -69,3 +69,54 @@ func TestSoftDeletedStream(t *testing.T) {
 		t.Errorf("read forwards from the end: %d events (%v), want none and no error", len(evs), err)
 	}
 }
+
+// TestDelete: Delete is a soft delete (reads find no stream, a later
+// append continues the revisions) and Tombstone a hard one (reads and
+// appends find the stream deleted), each with a position and checking
+// the expected revision.
+func TestDelete(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	appendN(t, cl, "del-1", 2) // global positions 1, 2
+	_, err := cl.DeleteStream(ctxT(t), "del-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(0)})
+	if err == nil || !strings.Contains(err.Error(), "FailedPrecondition") || !strings.Contains(err.Error(), "wrong expected version") {
+		t.Errorf("delete at a stale revision: %v, want FailedPrecondition: wrong expected version", err)
+	}
+	res, err := cl.DeleteStream(ctxT(t), "del-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Position.Commit != 2 || res.Position.Prepare != 2 {
+		t.Errorf("delete position %v, want 2/2 (the stream's last event)", res.Position)
+	}
+	_, err = readStream(t, cl, "del-1", kurrentdb.ReadStreamOptions{}, 10)
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeResourceNotFound {
+		t.Errorf("read after the delete: %v, want the stream not found", err)
+	}
+	next, err := cl.AppendToStream(ctxT(t), "del-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.StreamExists{}},
+		jsonEvent("Again", `{}`))
+	if err != nil || next.NextExpectedVersion != 2 {
+		t.Fatalf("append after the delete: %+v (%v), want revision 2", next, err)
+	}
+
+	appendN(t, cl, "tomb-1", 1) // global position 4
+	tomb, err := cl.TombstoneStream(ctxT(t), "tomb-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.StreamExists{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tomb.Position.Commit != 4 {
+		t.Errorf("tombstone position %v, want 4", tomb.Position)
+	}
+	_, err = readStream(t, cl, "tomb-1", kurrentdb.ReadStreamOptions{}, 10)
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeStreamDeleted {
+		t.Errorf("read after the tombstone: %v, want the stream deleted", err)
+	}
+	_, err = cl.TombstoneStream(ctxT(t), "tomb-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.Any{}})
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeStreamDeleted {
+		t.Errorf("a second tombstone: %v, want the stream deleted", err)
+	}
+	_, err = cl.DeleteStream(ctxT(t), "never-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Any{}})
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeResourceNotFound {
+		t.Errorf("delete of a stream that never had an event: %v, want not found", err)
+	}
+}

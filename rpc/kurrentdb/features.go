@@ -15,10 +15,12 @@ const (
 	featuresService = "event_store.client.server_features.ServerFeatures"
 	gossipService   = "event_store.client.gossip.Gossip"
 
-	appendProcedure   = "/" + streamsService + "/Append"
-	readProcedure     = "/" + streamsService + "/Read"
-	featuresProcedure = "/" + featuresService + "/GetSupportedMethods"
-	gossipProcedure   = "/" + gossipService + "/Read"
+	appendProcedure    = "/" + streamsService + "/Append"
+	deleteProcedure    = "/" + streamsService + "/Delete"
+	tombstoneProcedure = "/" + streamsService + "/Tombstone"
+	readProcedure      = "/" + streamsService + "/Read"
+	featuresProcedure  = "/" + featuresService + "/GetSupportedMethods"
+	gossipProcedure    = "/" + gossipService + "/Read"
 )
 
 // serverVersion is the KurrentDB version advertised. Below 25 the
@@ -35,6 +37,8 @@ var supported = []struct {
 }{
 	{streamsService, "Read", []string{"position", "events"}},
 	{streamsService, "Append", nil},
+	{streamsService, "Delete", nil},
+	{streamsService, "Tombstone", nil},
 	{featuresService, "GetSupportedMethods", nil},
 	{gossipService, "Read", nil},
 }

@@ -38,6 +38,8 @@ func TestFeaturesAnonymous(t *testing.T) {
 	want := []string{
 		"event_store.client.streams.streams/read[position,events]",
 		"event_store.client.streams.streams/append[]",
+		"event_store.client.streams.streams/delete[]",
+		"event_store.client.streams.streams/tombstone[]",
 		"event_store.client.server_features.serverfeatures/getsupportedmethods[]",
 		"event_store.client.gossip.gossip/read[]",
 	}
@@ -55,9 +57,9 @@ func TestUnservedMethods(t *testing.T) {
 	f := start(t, 1, insecureMode)
 	cl := insecureClient(t, f.leader)
 	appendN(t, cl, "keep-1", 1)
-	_, err := cl.DeleteStream(ctxT(t), "keep-1", kurrentdb.DeleteStreamOptions{})
+	err := cl.CreatePersistentSubscription(ctxT(t), "keep-1", "group-1", kurrentdb.PersistentStreamSubscriptionOptions{})
 	if code := errorCode(t, err); code != kurrentdb.ErrorCodeUnsupportedFeature {
-		t.Errorf("delete: %v, want an unsupported feature", err)
+		t.Errorf("persistent subscription create: %v, want an unsupported feature", err)
 	}
 	_, err = cl.SubscribeToStream(ctxT(t), "keep-1", kurrentdb.SubscribeToStreamOptions{})
 	if err == nil || !strings.Contains(err.Error(), "subscriptions are not served yet") {

@@ -25,8 +25,9 @@ func TestMetrics(t *testing.T) {
 	if err == nil {
 		t.Fatal("a reader appended")
 	}
-	if _, err := owner.DeleteStream(ctxT(t), "count-1", kurrentdb.DeleteStreamOptions{}); err == nil {
-		t.Fatal("a delete was served")
+	err = owner.CreatePersistentSubscription(ctxT(t), "count-1", "group-1", kurrentdb.PersistentStreamSubscriptionOptions{})
+	if err == nil {
+		t.Fatal("a persistent subscription was created")
 	}
 	requests, err := reg.Gather()
 	if err != nil {

@@ -154,6 +154,16 @@ func (s *Server) routes() http.Handler {
 		func(ctx context.Context, req *connect.Request[streams.ReadReq], out *connect.ServerStream[streams.ReadResp]) error {
 			return s.boundError(s.read(ctx, req, out))
 		}, s.handlerOpts()...))
+	authed(deleteProcedure, connect.NewUnaryHandler(deleteProcedure,
+		func(ctx context.Context, req *connect.Request[streams.DeleteReq]) (*connect.Response[streams.DeleteResp], error) {
+			resp, err := s.remove(ctx, req)
+			return resp, s.boundError(err)
+		}, s.handlerOpts()...))
+	authed(tombstoneProcedure, connect.NewUnaryHandler(tombstoneProcedure,
+		func(ctx context.Context, req *connect.Request[streams.TombstoneReq]) (*connect.Response[streams.TombstoneResp], error) {
+			resp, err := s.tombstone(ctx, req)
+			return resp, s.boundError(err)
+		}, s.handlerOpts()...))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
