@@ -54,12 +54,14 @@ func TestCredentials(t *testing.T) {
 			return err
 		},
 		"tombstone": func() error {
-			_, err := reader.TombstoneStream(ctxT(t), "account-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.Any{}})
+			opts := kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.Any{}}
+			_, err := reader.TombstoneStream(ctxT(t), "account-1", opts)
 			return err
 		},
 	} {
 		err := del()
-		if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "owner role") {
+		code := errorCode(t, err)
+		if code != kurrentdb.ErrorCodeAccessDenied || !strings.Contains(err.Error(), "owner role") {
 			t.Errorf("a reader's %s: %v, want access denied: it needs the owner role", name, err)
 		}
 	}

@@ -61,9 +61,11 @@ func (s *Server) deleteStream(ctx context.Context, o deleteOptions, hard bool) (
 		return 0, deleteConflict(o, current)
 	}
 	if current < 0 {
-		return 0, connect.NewError(connect.CodeNotFound, errors.New("stream "+strconv.Quote(o.stream)+" has no event to delete"))
+		return 0, connect.NewError(connect.CodeNotFound,
+			errors.New("stream "+strconv.Quote(o.stream)+" has no event to delete"))
 	}
-	last, err := s.local.ReadStream(ctx, c, &skaldv1.ReadStreamRequest{Stream: o.stream, Position: -1, Limit: 1, Backward: true})
+	last, err := s.local.ReadStream(ctx, c, &skaldv1.ReadStreamRequest{
+		Stream: o.stream, Position: -1, Limit: 1, Backward: true})
 	if err != nil {
 		return 0, fromSkald(err, "read the last event of %q", o.stream)
 	}
@@ -73,7 +75,8 @@ func (s *Server) deleteStream(ctx context.Context, o deleteOptions, hard bool) (
 	}
 	// Skald checks an exact expected revision again as it deletes; any
 	// and stream_exists were decided above.
-	_, err = s.local.DeleteStream(ctx, c, &skaldv1.DeleteStreamRequest{Stream: o.stream, Hard: hard, ExpectedVersion: expected})
+	_, err = s.local.DeleteStream(ctx, c, &skaldv1.DeleteStreamRequest{
+		Stream: o.stream, Hard: hard, ExpectedVersion: expected})
 	if err != nil {
 		if conflict := conflictOf(err); conflict != nil {
 			return 0, deleteConflict(o, conflict.GetActualVersion())
@@ -119,7 +122,8 @@ func (s *Server) remove(ctx context.Context, req *connect.Request[streams.Delete
 		return nil, err
 	}
 	if pos == 0 {
-		return connect.NewResponse(&streams.DeleteResp{PositionOption: &streams.DeleteResp_NoPosition{NoPosition: &shared.Empty{}}}), nil
+		return connect.NewResponse(&streams.DeleteResp{
+			PositionOption: &streams.DeleteResp_NoPosition{NoPosition: &shared.Empty{}}}), nil
 	}
 	return connect.NewResponse(&streams.DeleteResp{PositionOption: &streams.DeleteResp_Position_{
 		Position: &streams.DeleteResp_Position{CommitPosition: pos, PreparePosition: pos}}}), nil

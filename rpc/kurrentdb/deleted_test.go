@@ -79,7 +79,8 @@ func TestDelete(t *testing.T) {
 	cl := insecureClient(t, f.leader)
 	appendN(t, cl, "del-1", 2) // global positions 1, 2
 	_, err := cl.DeleteStream(ctxT(t), "del-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(0)})
-	if err == nil || !strings.Contains(err.Error(), "FailedPrecondition") || !strings.Contains(err.Error(), "wrong expected version") {
+	if err == nil || !strings.Contains(err.Error(), "FailedPrecondition") ||
+		!strings.Contains(err.Error(), "wrong expected version") {
 		t.Errorf("delete at a stale revision: %v, want FailedPrecondition: wrong expected version", err)
 	}
 	res, err := cl.DeleteStream(ctxT(t), "del-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(1)})
@@ -93,14 +94,15 @@ func TestDelete(t *testing.T) {
 	if code := errorCode(t, err); code != kurrentdb.ErrorCodeResourceNotFound {
 		t.Errorf("read after the delete: %v, want the stream not found", err)
 	}
-	next, err := cl.AppendToStream(ctxT(t), "del-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.StreamExists{}},
-		jsonEvent("Again", `{}`))
+	exists := kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.StreamExists{}}
+	next, err := cl.AppendToStream(ctxT(t), "del-1", exists, jsonEvent("Again", `{}`))
 	if err != nil || next.NextExpectedVersion != 2 {
 		t.Fatalf("append after the delete: %+v (%v), want revision 2", next, err)
 	}
 
 	appendN(t, cl, "tomb-1", 1) // global position 4
-	tomb, err := cl.TombstoneStream(ctxT(t), "tomb-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.StreamExists{}})
+	tombExists := kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.StreamExists{}}
+	tomb, err := cl.TombstoneStream(ctxT(t), "tomb-1", tombExists)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,8 @@ func TestMetrics(t *testing.T) {
 	if err == nil {
 		t.Fatal("a reader appended")
 	}
-	err = owner.CreatePersistentSubscription(ctxT(t), "count-1", "group-1", kurrentdb.PersistentStreamSubscriptionOptions{})
+	err = owner.CreatePersistentSubscription(ctxT(t), "count-1", "group-1",
+		kurrentdb.PersistentStreamSubscriptionOptions{})
 	if err == nil {
 		t.Fatal("a persistent subscription was created")
 	}

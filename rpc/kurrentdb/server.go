@@ -159,8 +159,9 @@ func (s *Server) routes() http.Handler {
 			resp, err := s.remove(ctx, req)
 			return resp, s.boundError(err)
 		}, s.handlerOpts()...))
+	type tombstoneReq = connect.Request[streams.TombstoneReq]
 	authed(tombstoneProcedure, connect.NewUnaryHandler(tombstoneProcedure,
-		func(ctx context.Context, req *connect.Request[streams.TombstoneReq]) (*connect.Response[streams.TombstoneResp], error) {
+		func(ctx context.Context, req *tombstoneReq) (*connect.Response[streams.TombstoneResp], error) {
 			resp, err := s.tombstone(ctx, req)
 			return resp, s.boundError(err)
 		}, s.handlerOpts()...))
