@@ -90,7 +90,7 @@ run:
 ## bench-cluster: start a local 3-node cluster (ports 18080..18102), run skald bench's standard set, print the table
 bench-cluster:
 	@set -e; tmp=$$(mktemp -d); $(GO) build -o $$tmp/skald ./cmd/skald; \
-	$$tmp/skald dev --nodes 3 --dir $$tmp/dev --base-port 18080 > $$tmp/dev.out 2>&1 & dev=$$!; \
+	$$tmp/skald dev --nodes 3 --dir $$tmp/dev --base-port 18080 --kurrentdb-port 0 > $$tmp/dev.out 2>&1 & dev=$$!; \
 	trap 'kill -TERM '$$dev'; wait '$$dev' || true; rm -rf '$$tmp EXIT; \
 	for i in $$(seq 300); do grep -q "cluster ready" $$tmp/dev.out && break; sleep 0.2; done; \
 	SKALD_TOKEN=$$(sed -n 's/^Admin token: //p' $$tmp/dev.out) $$tmp/skald bench --standard --duration $${BENCH_DURATION:-10s} \
