@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ import (
 // older nodes reach it unchanged. Both protocols ride the same mutual TLS
 // and certificate checks (clusterport.go).
 type binaryWire struct {
-	port    *clusterPort
+	port    *Port
 	addrs   raft.ServerAddressProvider
 	timeout time.Duration
 	log     *slog.Logger
@@ -59,7 +59,7 @@ const (
 	frameReadBuffer = 64 << 10
 )
 
-func newBinaryWire(port *clusterPort, addrs raft.ServerAddressProvider, timeout time.Duration, log *slog.Logger) *binaryWire {
+func newBinaryWire(port *Port, addrs raft.ServerAddressProvider, timeout time.Duration, log *slog.Logger) *binaryWire {
 	return &binaryWire{
 		port: port, addrs: addrs, timeout: timeout, log: log,
 		consume: make(chan raft.RPC), done: make(chan struct{}), now: time.Now,

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -20,7 +21,7 @@ import (
 // process's CPU (both ends) per round trip, the figure that matters on a
 // loaded node.
 //
-//	go test -run '^$' -bench TransportAppendEntries -count 6 ./node
+//	go test -run '^$' -bench TransportAppendEntries -count 6 ./node/transport
 func BenchmarkTransportAppendEntries(b *testing.B) {
 	transports := []struct {
 		name string
@@ -37,7 +38,7 @@ func BenchmarkTransportAppendEntries(b *testing.B) {
 			return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: newTestPort(b, testClusterSecret), MaxPool: 1, Timeout: 10 * time.Second})
 		}},
 		{"mutual-tls-binary", func(b *testing.B) raft.Transport {
-			return openTransport(Config{}, newAddressBook(), newTestPort(b, testClusterSecret))
+			return OpenRaft(newTestPort(b, testClusterSecret), RaftOptions{Addrs: noAddrs{}, NetLog: hclog.NewNullLogger()})
 		}},
 	}
 	for _, n := range []int{64, 4, 0} {
