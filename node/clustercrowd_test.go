@@ -135,7 +135,8 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 			t.Logf("caught up %v after the %s, the crowd holding %d",
 				time.Since(healed).Round(time.Millisecond), tc.name, cr.held.Load())
 			if n := cr.held.Load(); n < transport.MaxHandshakes*3/4 {
-				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port", n, transport.MaxHandshakes*3/4)
+				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port",
+					n, transport.MaxHandshakes*3/4)
 			}
 		})
 	}
@@ -184,7 +185,8 @@ func TestClusterPortFailoverThroughACrowd(t *testing.T) {
 	}
 	for i, cr := range crowds {
 		if n := cr.held.Load(); n < transport.MaxHandshakes*3/4 {
-			t.Fatalf("the crowd on %s holds %d connections, want at least %d", survivors[i].ID(), n, transport.MaxHandshakes*3/4)
+			t.Fatalf("the crowd on %s holds %d connections, want at least %d",
+				survivors[i].ID(), n, transport.MaxHandshakes*3/4)
 		}
 	}
 }

@@ -59,7 +59,10 @@ func strangers(t *testing.T) []stranger {
 	t.Cleanup(func() { plain.Close() })
 	withSecret := func(secret string) *raft.NetworkTransport {
 		tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: newTestPort(t, secret), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "stranger"),
+			Stream: newTestPort(
+				t,
+				secret,
+			), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "stranger"),
 		})
 		t.Cleanup(func() { tr.Close() })
 		return tr
@@ -84,13 +87,19 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 	index := f.AppliedIndex()
 	target := raftAddrOf(f)
 
-	evil, err := fsm.EncodeCommand(&fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{
-		Name: "intruder", TokenHash: []byte("chosen by the intruder"),
-	}}})
+	evil, err := fsm.EncodeCommand(
+		&fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{
+			Name: "intruder", TokenHash: []byte("chosen by the intruder"),
+		}}},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("intruder"), Addr: []byte("127.0.0.1:1")}
+	header := raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax,
+		ID:              []byte("intruder"),
+		Addr:            []byte("127.0.0.1:1"),
+	}
 	rpcs := []struct {
 		name string
 		call func(tr *raft.NetworkTransport) error
@@ -98,22 +107,45 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		{"AppendEntries", func(tr *raft.NetworkTransport) error {
 			return tr.AppendEntries("x", target, &raft.AppendEntriesRequest{
 				RPCHeader: header, Term: term + 1000, PrevLogEntry: uint64(index), PrevLogTerm: term,
-				Entries:           []*raft.Log{{Index: index + 1, Term: term + 1000, Type: raft.LogCommand, Data: evil}},
+				Entries: []*raft.Log{
+					{Index: index + 1, Term: term + 1000, Type: raft.LogCommand, Data: evil},
+				},
 				LeaderCommitIndex: index + 1,
 			}, new(raft.AppendEntriesResponse))
 		}},
 		{"RequestVote", func(tr *raft.NetworkTransport) error {
-			return tr.RequestVote("x", target, &raft.RequestVoteRequest{RPCHeader: header, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000}, new(raft.RequestVoteResponse))
+			return tr.RequestVote(
+				"x",
+				target,
+				&raft.RequestVoteRequest{
+					RPCHeader:    header,
+					Term:         term + 1000,
+					LastLogIndex: index + 1000,
+					LastLogTerm:  term + 1000,
+				},
+				new(raft.RequestVoteResponse),
+			)
 		}},
 		{"RequestPreVote", func(tr *raft.NetworkTransport) error {
-			return tr.RequestPreVote("x", target, &raft.RequestPreVoteRequest{RPCHeader: header, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000}, new(raft.RequestPreVoteResponse))
+			return tr.RequestPreVote(
+				"x",
+				target,
+				&raft.RequestPreVoteRequest{
+					RPCHeader:    header,
+					Term:         term + 1000,
+					LastLogIndex: index + 1000,
+					LastLogTerm:  term + 1000,
+				},
+				new(raft.RequestPreVoteResponse),
+			)
 		}},
 		{"TimeoutNow", func(tr *raft.NetworkTransport) error {
 			return tr.TimeoutNow("x", target, &raft.TimeoutNowRequest{RPCHeader: header}, new(raft.TimeoutNowResponse))
 		}},
 		{"InstallSnapshot", func(tr *raft.NetworkTransport) error {
 			return tr.InstallSnapshot("x", target, &raft.InstallSnapshotRequest{
-				RPCHeader: header, SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000, Size: 4,
+				RPCHeader: header, SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1000,
+				LastLogIndex: index + 1000, LastLogTerm: term + 1000, Size: 4,
 			}, new(raft.InstallSnapshotResponse), strings.NewReader("evil"))
 		}},
 	}
@@ -146,17 +178,25 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		}
 	}
 	if refused < float64(len(rpcs)) {
-		t.Fatalf("skald_cluster_port_refused_connections_total = %v on the follower, want at least %d", refused, len(rpcs))
+		t.Fatalf(
+			"skald_cluster_port_refused_connections_total = %v on the follower, want at least %d",
+			refused,
+			len(rpcs),
+		)
 	}
 
 	// The control: a stale AppendEntries with the cluster's credentials is
 	// answered (Success=false, the follower's term), and changes nothing.
 	member := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: newTestPort(t, testClusterSecret), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "member"),
+		Stream: newTestPort(
+			t,
+			testClusterSecret,
+		), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "member"),
 	})
 	defer member.Close()
 	var resp raft.AppendEntriesResponse
-	if err := member.AppendEntries("x", target, &raft.AppendEntriesRequest{RPCHeader: header, Term: 0}, &resp); err != nil {
+	err = member.AppendEntries("x", target, &raft.AppendEntriesRequest{RPCHeader: header, Term: 0}, &resp)
+	if err != nil {
 		t.Fatalf("a stale AppendEntries with the cluster's credentials: %v", err)
 	}
 	if resp.Success || resp.Term != term {
@@ -181,7 +221,8 @@ func TestPeerServiceRefusesStrangers(t *testing.T) {
 		t.Fatal("a peer call with a wrong secret was applied")
 	}
 	plain := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := plain.Post("http://"+string(addr)+"/skald.peer.v1.PeerService/Apply", "application/proto", nil); err == nil {
+	resp, err := plain.Post("http://"+string(addr)+"/skald.peer.v1.PeerService/Apply", "application/proto", nil)
+	if err == nil {
 		resp.Body.Close()
 		t.Fatalf("plain HTTP to the cluster port answered %s", resp.Status)
 	}

@@ -29,7 +29,10 @@ func TestMixedVersionClusterReplicates(t *testing.T) {
 	want := readAll(t, c.Nodes[0].Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local})
 	checkHistory(t, want, 3*perLeader)
 	for i, tn := range c.Nodes {
-		if got := readAll(t, tn.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); !reflect.DeepEqual(got, want) {
+		if got := readAll(t, tn.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); !reflect.DeepEqual(
+			got,
+			want,
+		) {
 			t.Fatalf("member %d holds %d messages, member 0 %d, or they differ", i, len(got), len(want))
 		}
 	}

@@ -14,7 +14,13 @@ import (
 
 func loadTLS(t *testing.T, dir, name string) *transport.TLS {
 	t.Helper()
-	tl, err := transport.NewTLS(transport.TLSFiles{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), CAFile: filepath.Join(dir, "ca.pem")})
+	tl, err := transport.NewTLS(
+		transport.TLSFiles{
+			CertFile: filepath.Join(dir, name+".pem"),
+			KeyFile:  filepath.Join(dir, name+"-key.pem"),
+			CAFile:   filepath.Join(dir, "ca.pem"),
+		},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,15 @@ func TestHandshakeSlotsReserveMembers(t *testing.T) {
 		{"a stranger with the pool full", nil, crowd{MaxHandshakes / 8, 8}, 0, "10.2.0.1", false, 0},
 		{"a member with the pool full", map[string]int{"10.1.0.1": 1}, crowd{MaxHandshakes / 8, 8}, 0, "10.1.0.1",
 			true, HandshakeTimeout},
-		{"a member past its own bound", map[string]int{"10.1.0.1": 1}, crowd{0, 0}, maxHandshakesPerIP, "10.1.0.1", false, 0},
+		{
+			"a member past its own bound",
+			map[string]int{"10.1.0.1": 1},
+			crowd{0, 0},
+			maxHandshakesPerIP,
+			"10.1.0.1",
+			false,
+			0,
+		},
 		{"three members behind one address", map[string]int{"10.1.0.1": 3}, crowd{MaxHandshakes / 8, 8},
 			2 * maxHandshakesPerIP, "10.1.0.1", true, HandshakeTimeout},
 		{"three members behind one address, past their bound", map[string]int{"10.1.0.1": 3}, crowd{0, 0},
@@ -60,7 +68,14 @@ func TestHandshakeSlotsReserveMembers(t *testing.T) {
 			}
 			sl, ok := s.admit(tc.ip)
 			if ok != tc.want || sl.timeout != tc.wantTimeout {
-				t.Fatalf("admit(%s) = %v with deadline %v, want %v with %v", tc.ip, ok, sl.timeout, tc.want, tc.wantTimeout)
+				t.Fatalf(
+					"admit(%s) = %v with deadline %v, want %v with %v",
+					tc.ip,
+					ok,
+					sl.timeout,
+					tc.want,
+					tc.wantTimeout,
+				)
 			}
 			shared, _ := s.pending()
 			if max := MaxHandshakes; shared > max {
@@ -148,6 +163,10 @@ func TestClusterPortReservesMembersHandshakes(t *testing.T) {
 	}
 	conn.Close()
 	if shared, _ := p.slots.pending(); shared != MaxHandshakes {
-		t.Fatalf("the shared pool holds %d, want %d: the crowd was gone before the member dialed", shared, MaxHandshakes)
+		t.Fatalf(
+			"the shared pool holds %d, want %d: the crowd was gone before the member dialed",
+			shared,
+			MaxHandshakes,
+		)
 	}
 }

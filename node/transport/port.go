@@ -19,13 +19,13 @@ import (
 
 // The cluster port's ALPN protocols: Raft's RPCs (hashicorp/raft's framing)
 // and the peer service (Connect over HTTP/1.1). HTTP/1.1, not HTTP/2: Go's
-// HTTP/2 server spends a goroutine and several flushes per call, and on a
-// loaded leader that cost about 20 µs of CPU per forwarded write more
-// (make bench-profile, evdb-append x64); a follower keeps a few
-// connections per leader anyway (forward.go).
+// HTTP/2 server spends a goroutine and several flushes per call, which a
+// loaded leader pays on every forwarded write (bench/README.md, Levers
+// weighed); a follower keeps a few connections per leader anyway (node's
+// forwarder).
 //
 // skald-raft/2 carries AppendEntries in Skald's own binary framing
-// (raftcodec.go, raftwire.go); the port offers it only once a binary wire
+// (codec.go, wire.go); the port offers it only once a binary wire
 // serves it, and lists it first, so that a member dialing with both gets
 // it from an upgraded node and skald-raft/1 from an older one.
 const (
@@ -214,7 +214,8 @@ func (p *Port) Close() error {
 func (p *Port) RefusedCounter() prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "skald", Subsystem: "cluster_port", Name: "refused_connections_total",
-		Help: "Connections to the Raft port closed before or at the TLS handshake: no cluster credentials, a timeout, or past the bounds on handshakes.",
+		Help: "Connections to the Raft port closed before or at the TLS handshake: " +
+			"no cluster credentials, a timeout, or past the bounds on handshakes.",
 	}, func() float64 { return float64(p.refused.Load()) })
 }
 
@@ -259,11 +260,15 @@ func (d Dialer) dialAny(ctx context.Context, addr string, protos ...string) (*tl
 		// %v, not %w: connect-go replaces any error that is io.EOF (a
 		// peer gone mid-handshake) with a bare io.ErrUnexpectedEOF, and
 		// the dial error with it.
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err)}
+		return nil, &net.OpError{
+			Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err),
+		}
 	}
 	if got := conn.ConnectionState().NegotiatedProtocol; !slices.Contains(protos, got) {
 		conn.Close()
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, protos)}
+		return nil, &net.OpError{
+			Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, protos),
+		}
 	}
 	return conn, nil
 }
@@ -307,7 +312,8 @@ func (p *Port) ServePeers(h http.Handler) *http.Server {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	go func() {
-		if err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})}); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})})
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			p.log.Warn("peer service stopped", "err", err)
 		}
 	}()

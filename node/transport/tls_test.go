@@ -17,7 +17,13 @@ import (
 
 func loadTLS(t *testing.T, dir, name string) *TLS {
 	t.Helper()
-	tl, err := NewTLS(TLSFiles{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), CAFile: filepath.Join(dir, "ca.pem")})
+	tl, err := NewTLS(
+		TLSFiles{
+			CertFile: filepath.Join(dir, name+".pem"),
+			KeyFile:  filepath.Join(dir, name+"-key.pem"),
+			CAFile:   filepath.Join(dir, "ca.pem"),
+		},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}

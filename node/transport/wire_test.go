@@ -30,7 +30,10 @@ func newRaftEnd(t *testing.T, upgraded bool) *raftEnd {
 	port := newTestPort(t, testClusterSecret)
 	e := &raftEnd{}
 	if upgraded {
-		tr := OpenRaft(port, RaftOptions{Addrs: noAddrs{}, NetLog: hclogFor(testutil.Logger(t), "raft-net"), Log: testutil.Logger(t)})
+		tr := OpenRaft(
+			port,
+			RaftOptions{Addrs: noAddrs{}, NetLog: hclogFor(testutil.Logger(t), "raft-net"), Log: testutil.Logger(t)},
+		)
 		if tr.wire == nil {
 			t.Fatal("OpenRaft made no skald-raft/2 wire")
 		}
@@ -59,7 +62,16 @@ func newRaftEnd(t *testing.T, upgraded bool) *raftEnd {
 			if n := len(req.Entries); n > 0 {
 				last = req.Entries[n-1].Index
 			}
-			rpc.Respond(&raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ID: []byte("follower")}, Term: req.Term, LastLog: last, Success: true, NoRetryBackoff: true}, nil)
+			rpc.Respond(
+				&raft.AppendEntriesResponse{
+					RPCHeader:      raft.RPCHeader{ID: []byte("follower")},
+					Term:           req.Term,
+					LastLog:        last,
+					Success:        true,
+					NoRetryBackoff: true,
+				},
+				nil,
+			)
 		}
 	}()
 	return e
@@ -103,7 +115,13 @@ func TestRaftWireInteroperates(t *testing.T) {
 				if n := len(c.req.Entries); n > 0 {
 					last = c.req.Entries[n-1].Index
 				}
-				want := raft.AppendEntriesResponse{RPCHeader: raft.RPCHeader{ID: []byte("follower")}, Term: c.req.Term, LastLog: last, Success: true, NoRetryBackoff: true}
+				want := raft.AppendEntriesResponse{
+					RPCHeader:      raft.RPCHeader{ID: []byte("follower")},
+					Term:           c.req.Term,
+					LastLog:        last,
+					Success:        true,
+					NoRetryBackoff: true,
+				}
 				if !reflect.DeepEqual(resp, want) {
 					t.Fatalf("%s: answer %+v, want %+v", c.name, resp, want)
 				}

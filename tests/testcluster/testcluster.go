@@ -89,7 +89,8 @@ func start(t T, size int, tlsDir, caFile string, opts rpc.Options) *Cluster {
 		cfg.TracerProvider = opts.TracerProvider
 		if tlsDir != "" {
 			name := filepath.Join(tlsDir, fmt.Sprintf("n%d", i))
-			certs, err := transport.NewTLS(transport.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
+			certs, err := transport.NewTLS(
+				transport.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
 			if err != nil {
 				t.Fatalf("load TLS: %v", err)
 			}

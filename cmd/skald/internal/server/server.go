@@ -325,7 +325,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var tlsFiles *transport.TLS
 	if f.tlsCert != "" {
-		if tlsFiles, err = transport.NewTLS(transport.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}); err != nil {
+		files := transport.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}
+		if tlsFiles, err = transport.NewTLS(files); err != nil {
 			return err
 		}
 	}
