@@ -54,6 +54,16 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 	if raw, ok := msg["metadata"]; ok && !isNull(raw) {
 		metadata = raw
 	}
+	// The message is checked first, then its size, then the options: a
+	// call with several faults is refused for the first in that order.
+	m := &fsmv1.NewMessage{Type: typ, Data: msg["data"], Metadata: metadata}
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, Messages: []*fsmv1.NewMessage{m}}
+	if err := fsm.ValidateAppend(a); err != nil {
+		return nil, evWriteRefused(err)
+	}
+	if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
+		return nil, evInvalid("message %s", tooLarge(n))
+	}
 	opts, everr := args.opts(2)
 	if everr != nil {
 		return nil, everr
@@ -63,21 +73,14 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, everr
 	}
 	if hasID && id != "" {
-		if id, ok = canonicalID(id); !ok {
+		if m.Id, ok = canonicalID(id); !ok {
 			return nil, evInvalid("option id must be a UUID")
 		}
+		m.ClientId = true
 	}
-	ev, everr := opts.expectedVersion()
-	if everr != nil {
+	// Checked by fsm.ValidateExpectedVersion, as apply checks it.
+	if a.ExpectedVersion, everr = opts.expectedVersion(); everr != nil {
 		return nil, everr
-	}
-	m := &fsmv1.NewMessage{Id: id, Type: typ, Data: msg["data"], Metadata: metadata, ClientId: id != ""}
-	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, ExpectedVersion: ev, Messages: []*fsmv1.NewMessage{m}}
-	if err := fsm.ValidateAppend(a); err != nil {
-		return nil, evWriteRefused(err)
-	}
-	if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
-		return nil, evInvalid("message %s", tooLarge(n))
 	}
 	m.Data, m.Metadata = compactJSON(m.Data), compactJSON(m.Metadata)
 	res, err := e.b.Append(ctx, a)
