@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 )
 
 func TestAppendAssignsPositions(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -44,6 +46,7 @@ func TestAppendAssignsPositions(t *testing.T) {
 }
 
 func TestExpectedVersion(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -78,6 +81,7 @@ func TestExpectedVersion(t *testing.T) {
 }
 
 func TestApplyRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", MaxStreamName+1)
 	many := make([]*fsmv1.NewMessage, MaxAppendMessages+1)
 	for i := range many {
@@ -131,6 +135,7 @@ func TestApplyRejectsBadInput(t *testing.T) {
 }
 
 func TestValidateNames(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		err  error
@@ -154,6 +159,7 @@ func TestValidateNames(t *testing.T) {
 }
 
 func TestMetadataNullIsStoredAsNull(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -165,6 +171,7 @@ func TestMetadataNullIsStoredAsNull(t *testing.T) {
 }
 
 func TestBadCommandAndConfiguration(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	res := s.ApplyBatch([]Entry{
 		{Index: 1, Term: 1, Data: []byte{0xff, 0xff, 0xff}},
@@ -192,6 +199,7 @@ func TestBadCommandAndConfiguration(t *testing.T) {
 }
 
 func TestNamespaceLifecycle(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	if r := f.apply(createNS("app"), createNS("app"))[1]; r != ErrNamespaceExists {
@@ -237,6 +245,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 }
 
 func TestDeleteWhileViewOpen(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -262,6 +271,7 @@ func TestDeleteWhileViewOpen(t *testing.T) {
 }
 
 func TestNodeInfo(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(nodeInfo("n1", "127.0.0.1:8080"))
@@ -283,6 +293,7 @@ func TestNodeInfo(t *testing.T) {
 // an entry without one (an address update, an older proposer) keeps it;
 // removing the member removes it; and it survives a restart.
 func TestNodeVersion(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)
@@ -324,14 +335,14 @@ func importCmd(ns string, clear bool, recs ...*fsmv1.ImportedMessage) *fsmv1.Com
 }
 
 func rec(stream string, pos, gp int64, typ string) *fsmv1.ImportedMessage {
-	idSeq++
 	return &fsmv1.ImportedMessage{
-		Id: "id-" + strings.Repeat("0", 4) + string(rune('a'+idSeq%26)), Stream: stream, Type: typ,
+		Id: fmt.Sprintf("id-%05d", idSeq.Add(1)), Stream: stream, Type: typ,
 		Position: pos, GlobalPosition: gp, Data: []byte(`{"i":1}`), TimeUnixNano: testTime + gp,
 	}
 }
 
 func TestImport(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))

@@ -12,6 +12,7 @@ import (
 )
 
 func TestAppendCondition(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -73,6 +74,7 @@ func TestAppendCondition(t *testing.T) {
 // Within one ApplyBatch a condition sees the tagged messages staged before
 // it, and not those an import's clear removed.
 func TestConditionWithinOneBatch(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -114,6 +116,7 @@ func TestConditionWithinOneBatch(t *testing.T) {
 // A retry of a conditional append that was written answers the original
 // positions, although its own first write now matches the condition.
 func TestConditionalRetryIsDuplicate(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -135,6 +138,7 @@ func TestConditionalRetryIsDuplicate(t *testing.T) {
 }
 
 func TestConditionValidation(t *testing.T) {
+	t.Parallel()
 	many := make([]string, MaxMessageTags+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("t%d", i)
@@ -183,6 +187,7 @@ func TestConditionValidation(t *testing.T) {
 
 // Conditional appends decide alike however Raft cuts the log into batches.
 func TestConditionDeterministic(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(3))
 	cmds := []*fsmv1.Command{createNS("ns")}
 	tags := []string{"a", "b", "c", "d"}

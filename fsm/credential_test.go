@@ -38,6 +38,7 @@ func credNames(t *testing.T, s *Store, ns string) string {
 }
 
 func TestCredentialLifecycle(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)
@@ -144,6 +145,7 @@ func TestCredentialLifecycle(t *testing.T) {
 // A replayed entry (at or below the applied index) changes nothing, and
 // a batch that creates a namespace and its credentials works as one.
 func TestCredentialReplay(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	logs := commandEntries(t, 1, createNS("app"), createCred("app", 5, "w", RoleWriter), revokeCred("app", "w"), createCred("app", 6, "w", RoleReader))
 	for i, r := range s.ApplyBatch(logs) {
@@ -162,6 +164,7 @@ func TestCredentialReplay(t *testing.T) {
 }
 
 func TestScopeRules(t *testing.T) {
+	t.Parallel()
 	scope := []string{"invoice-*", "payment"}
 	for _, tc := range []struct {
 		stream string
@@ -189,6 +192,7 @@ func TestScopeRules(t *testing.T) {
 // a restart: each token is its namespace's initial owner credential, and
 // opening writes nothing.
 func TestNamespacesFromBeforeCredentials(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)

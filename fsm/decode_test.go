@@ -16,6 +16,7 @@ import (
 // and metadata that are not UTF-8 (legacy entries): those read with
 // U+FFFD in place of each invalid sequence.
 func TestDecodeMessageMatchesProto(t *testing.T) {
+	t.Parallel()
 	full := &fsmv1.StoredMessage{Id: "0192f0c4-0000-7000-8000-000000000001", Stream: "account-1", Type: "Deposited",
 		Position: 41, Data: []byte(`{"n":1}`), Metadata: []byte(`{"correlationStreamName":"x-1"}`), TimeUnixNano: 1_700_000_000_123_456_789,
 		Tags: []string{"course:c1", "student:s7"}}

@@ -45,6 +45,7 @@ func snapshotOf(t *testing.T, s *Store, ns string) []Message {
 }
 
 func TestIdempotentAppend(t *testing.T) {
+	t.Parallel()
 	a, b := uid(1), uid(2)
 	orig := func() *fsmv1.Command {
 		return appendAt("app", "acct-1", 0, clientMsg(a, "Opened", `{"x":1}`), clientMsg(b, "Moved", `{"x":2}`))
@@ -132,6 +133,7 @@ func TestIdempotentAppend(t *testing.T) {
 // A retry in the same ApplyBatch call as its original is answered from the
 // staged ids (the database does not hold them yet).
 func TestIdempotentAppendSameBatch(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -160,6 +162,7 @@ func TestIdempotentAppendSameBatch(t *testing.T) {
 // before idempotent writes existed) and namespaces with dedupe off keep the
 // old behaviour: the same id may be written again.
 func TestDedupeNotApplied(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -203,6 +206,7 @@ func countKeys(t *testing.T, s *Store, ns string, prefix []byte) int {
 }
 
 func TestDedupeWindow(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	const w = 10 * time.Second
@@ -235,6 +239,7 @@ func TestDedupeWindow(t *testing.T) {
 }
 
 func TestDedupeForever(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNSWindow("app", DedupeForever))
@@ -249,6 +254,7 @@ func TestDedupeForever(t *testing.T) {
 }
 
 func TestDedupeWindowValidation(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	for _, tc := range []struct {
@@ -283,6 +289,7 @@ func TestDedupeWindowValidation(t *testing.T) {
 // The index and the dedupe clock survive a restart and a checkpoint
 // install: a retry after either is still answered with the original.
 func TestDedupeSurvivesRestartAndRestore(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)
@@ -320,6 +327,7 @@ func TestDedupeSurvivesRestartAndRestore(t *testing.T) {
 // The in-memory filter has no false negatives (apply's answers must not
 // depend on it) and few false positives.
 func TestIDFilter(t *testing.T) {
+	t.Parallel()
 	f := newIDFilter()
 	const n = 100_000
 	for i := range n {
@@ -353,6 +361,7 @@ func TestIDFilter(t *testing.T) {
 // messages deleted since; the retries the rule keeps still answer the
 // original positions.
 func TestRetryIsOneEarlierAppend(t *testing.T) {
+	t.Parallel()
 	a1, a2, b1 := clientMsg(uid(1), "A", `{"n":1}`), clientMsg(uid(2), "A", `{"n":2}`), clientMsg(uid(3), "B", `{"n":3}`)
 	first := appendAt("app", "i-1", 0, a1, a2)      // positions 0-1, global 1-2
 	second := appendAt("app", "i-1", 0, b1)         // position 2, global 3
@@ -414,6 +423,7 @@ func TestRetryIsOneEarlierAppend(t *testing.T) {
 // deleted message whose entry names its stream. Which append wrote such
 // ids is unknown, so ids side by side pass as one append, as they did.
 func TestRetryOfIDsRecordedBefore(t *testing.T) {
+	t.Parallel()
 	a1, a2, b1 := clientMsg(uid(1), "A", `{"n":1}`), clientMsg(uid(2), "A", `{"n":2}`), clientMsg(uid(3), "B", `{"n":3}`)
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)

@@ -15,6 +15,7 @@ import (
 // reopened them a few times (each reopen starts a new WAL and recycles or
 // removes the old one).
 func TestNamespaceDiskFollowsData(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := Options{Dir: filepath.Join(dir, "fsm")}
 	s, err := Open(opts)

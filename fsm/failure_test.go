@@ -17,6 +17,7 @@ import (
 // database: apply must panic (the node stops) rather than skip the entry,
 // and after a restart on healthy storage the entry applies normally.
 func TestStorageErrorStopsApply(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewCrashableMem()
 	var armed atomic.Bool
 	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {

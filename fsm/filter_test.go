@@ -17,6 +17,7 @@ import (
 // (the index path for types) and in a legacy one (the scan), forward and
 // backward, with removed messages, limits and start positions.
 func TestReadFiltered(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(3))
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
@@ -110,6 +111,7 @@ func TestReadFiltered(t *testing.T) {
 // A filtered read obeys the page byte cap: reading on after each page's
 // last message returns every match once (the index path and the scan).
 func TestReadFilteredPageBytes(t *testing.T) {
+	t.Parallel()
 	s, size := pageFixture(t) // legacy: page-1 gp 1..10, 12..21 (type T), other-1 gp 11
 	f := newFeeder(t, s)
 	f.must(createNSAllTypes("bigfull"))
@@ -158,6 +160,7 @@ func TestReadFilteredPageBytes(t *testing.T) {
 }
 
 func TestValidateFilter(t *testing.T) {
+	t.Parallel()
 	many := make([]string, MaxQueryItemTypes+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("T%d", i)

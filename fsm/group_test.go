@@ -39,6 +39,7 @@ func groupOf(t *testing.T, r any) *fsmv1.GroupRecord {
 }
 
 func TestGroupCreateValidation(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -102,6 +103,7 @@ func TestGroupCreateValidation(t *testing.T) {
 }
 
 func TestGroupLifecycle(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))

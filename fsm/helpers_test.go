@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -92,11 +93,13 @@ func deleteNS(name string) *fsmv1.Command {
 	return &fsmv1.Command{Kind: &fsmv1.Command_DeleteNamespace{DeleteNamespace: &fsmv1.DeleteNamespace{Name: name, DeletedUnixNano: testTime}}}
 }
 
-var idSeq int
+// idSeq numbers the test messages' ids, unique across the tests that run
+// in parallel.
+var idSeq atomic.Int64
 
 func newMsg(typ, data string) *fsmv1.NewMessage {
-	idSeq++
-	return &fsmv1.NewMessage{Id: fmt.Sprintf("00000000-0000-4000-8000-%012d", idSeq), Type: typ, Data: []byte(data)}
+	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", idSeq.Add(1))
+	return &fsmv1.NewMessage{Id: id, Type: typ, Data: []byte(data)}
 }
 
 func withMeta(m *fsmv1.NewMessage, meta string) *fsmv1.NewMessage {

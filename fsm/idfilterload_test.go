@@ -17,6 +17,7 @@ import (
 // the filter loads, and the filter adopted afterwards holds the ids
 // committed meanwhile.
 func TestIDFilterLoadsInBackground(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)
@@ -102,6 +103,7 @@ func TestIDFilterLoadsInBackground(t *testing.T) {
 // Closing a namespace while its id filter loads cancels the load (its
 // iterator must close before the database does).
 func TestIDFilterLoadCancelledByClose(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)

@@ -16,6 +16,7 @@ import (
 // other's keys too. The test reads the package's source, so a prefix
 // declared anywhere else fails it.
 func TestKeyPrefixesDoNotCollide(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

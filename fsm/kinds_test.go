@@ -13,6 +13,7 @@ import (
 // in kinds (a new kind must state its facts), when a row names its field
 // wrongly, or answers with a field the Result oneof lacks.
 func TestKindsCoverCommand(t *testing.T) {
+	t.Parallel()
 	oneof := (&fsmv1.Command{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
 	results := (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
 	if oneof == nil || results == nil {
@@ -68,6 +69,7 @@ func TestKindsCoverCommand(t *testing.T) {
 // TestKindStamp checks the leader's stamps: times only where unset (the
 // expiry's always), ids only for messages without one.
 func TestKindStamp(t *testing.T) {
+	t.Parallel()
 	const now = int64(1_700_000_000_000_000_000)
 	id := func() string { return "new-id" }
 	cases := []struct {
@@ -121,6 +123,7 @@ func TestKindStamp(t *testing.T) {
 
 // TestKindMayGrow: a row's GrowsWhen decides in place of its Grows.
 func TestKindMayGrow(t *testing.T) {
+	t.Parallel()
 	cmd := &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{Stream: "grow"}}}
 	cases := []struct {
 		name string

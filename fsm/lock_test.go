@@ -14,6 +14,7 @@ import (
 // held" text. (Another process gets fcntl's EAGAIN instead; the CLI test
 // TestServerDataDirInUse covers that.) Once the first closes, it opens.
 func TestOpenLockedDirectory(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "fsm")
 	first := openTestStore(t, vfs.Default, func(o *Options) { o.Dir = dir })
 	_, err := Open(Options{Dir: dir, FS: vfs.Default})

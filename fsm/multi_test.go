@@ -21,6 +21,7 @@ func streamPart(stream string, exp *int64, msgs ...*fsmv1.NewMessage) *fsmv1.Str
 }
 
 func TestAppendMulti(t *testing.T) {
+	t.Parallel()
 	many := func(n int) []*fsmv1.NewMessage {
 		out := make([]*fsmv1.NewMessage, n)
 		for i := range out {
@@ -108,6 +109,7 @@ func TestAppendMulti(t *testing.T) {
 }
 
 func TestAppendMultiIdempotent(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -165,6 +167,7 @@ func TestAppendMultiIdempotent(t *testing.T) {
 // retry, as for Append. An entry proposed under older input rules replays
 // as older binaries applied it (written), so replicas never diverge.
 func TestAppendMultiRefusesHardDeletedStream(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))

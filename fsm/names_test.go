@@ -9,6 +9,7 @@ import (
 )
 
 func TestCategoryAndCardinalID(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		stream, category, cardinal string
 	}{
@@ -44,6 +45,7 @@ func referenceMember(id string, size int64) int64 {
 }
 
 func TestConsumerGroupMemberMatchesMD5Rule(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		stream string
 		size   int64
@@ -80,6 +82,7 @@ func TestConsumerGroupMemberMatchesMD5Rule(t *testing.T) {
 }
 
 func TestGroupMemberMinInt64(t *testing.T) {
+	t.Parallel()
 	// abs(math.MinInt64) = 2^63; 2^63 % 3 = 2, % 4 = 0.
 	h := uint64(1) << 63
 	if int64(h) != math.MinInt64 {
@@ -94,6 +97,7 @@ func TestGroupMemberMinInt64(t *testing.T) {
 }
 
 func TestKeyOrder(t *testing.T) {
+	t.Parallel()
 	// One stream's keys never interleave with another's that shares a prefix,
 	// and positions sort numerically.
 	ordered := [][]byte{
@@ -118,6 +122,7 @@ func TestKeyOrder(t *testing.T) {
 }
 
 func TestValueEncodings(t *testing.T) {
+	t.Parallel()
 	ce := catEntry{hasCardinal: true, hash: 0xdeadbeefcafebabe, stream: "account-1+x", correlation: "workflow"}
 	flags, hash, stream, corr, err := decodeCatEntry(ce.encode())
 	if err != nil || flags != 1 || hash != ce.hash || string(stream) != ce.stream || string(corr) != ce.correlation {
@@ -137,6 +142,7 @@ func TestValueEncodings(t *testing.T) {
 }
 
 func TestCorrelationCategory(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ meta, want string }{
 		{``, ""},
 		{`{}`, ""},

@@ -19,6 +19,7 @@ func createNSMax(name string, max int64) *fsmv1.Command {
 // the same call counted); the verdict depends only on the log, not on how
 // it is cut into ApplyBatch calls; 0 means no limit.
 func TestNamespaceLimit(t *testing.T) {
+	t.Parallel()
 	log := []*fsmv1.Command{
 		createNSMax("a", 2),
 		createNSMax("b", 2),

@@ -41,6 +41,7 @@ func pageFixture(t *testing.T) (*Store, int) {
 // holds as many whole messages as fit (at least one), says it was capped,
 // and reading on after its last message loses and repeats nothing.
 func TestPageBytes(t *testing.T) {
+	t.Parallel()
 	s, size := pageFixture(t)
 	if size < 1000+messageOverhead {
 		t.Fatalf("Size of a 1000-byte message is %d, want at least %d", size, 1000+messageOverhead)
@@ -137,6 +138,7 @@ func TestPageBytes(t *testing.T) {
 // TestPageBytesLargeMessages is the finding's shape: 100 messages of
 // about 1 MiB read in one call with limit -1 stay within the cap.
 func TestPageBytesLargeMessages(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("big"))

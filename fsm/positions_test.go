@@ -12,6 +12,7 @@ import (
 // decodes no message: DecodedBytes stays 0 while the read of messages
 // decodes every payload.
 func TestReadPositionsMatchesReads(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))

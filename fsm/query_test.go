@@ -60,6 +60,7 @@ func matches(q Query, m Message) bool {
 }
 
 func TestQuery(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -113,6 +114,7 @@ func TestQuery(t *testing.T) {
 // Removed messages leave their index entries; queries and conditions skip
 // them.
 func TestQuerySkipsRemovedMessages(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -143,6 +145,7 @@ func TestQuerySkipsRemovedMessages(t *testing.T) {
 
 // Random tagged logs: every query answers what the model says.
 func TestQueryMatchesModel(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(7))
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
@@ -188,6 +191,7 @@ func TestQueryMatchesModel(t *testing.T) {
 }
 
 func TestTagValidation(t *testing.T) {
+	t.Parallel()
 	many := make([]string, MaxMessageTags+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("t%d", i)

@@ -58,6 +58,7 @@ func span(from, to int64) []int64 {
 }
 
 func TestReadStream(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	cases := []struct {
@@ -96,6 +97,7 @@ func TestReadStream(t *testing.T) {
 }
 
 func TestReadStreamDefaultLimit(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -130,6 +132,7 @@ func atLeast(gps []int64, from int64) []int64 {
 func firstN(gps []int64, n int) []int64 { return gps[:min(n, len(gps))] }
 
 func TestReadCategory(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	// Consumer-group expectations from the reference md5 rule, not from
@@ -208,6 +211,7 @@ func TestReadCategory(t *testing.T) {
 }
 
 func TestLastMessageAndVersion(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	cases := []struct {
@@ -239,6 +243,7 @@ func TestLastMessageAndVersion(t *testing.T) {
 }
 
 func TestListStreams(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	names := func(infos []StreamInfo) []string {
@@ -303,6 +308,7 @@ func TestListStreams(t *testing.T) {
 }
 
 func TestListCategoriesAndStats(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	cats, _, err := v.ListCategories(CategoriesQuery{})
@@ -334,6 +340,7 @@ func TestListCategoriesAndStats(t *testing.T) {
 }
 
 func TestViewIsASnapshot(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	f := newFeeder(t, s)
@@ -353,6 +360,7 @@ func TestViewIsASnapshot(t *testing.T) {
 }
 
 func TestNamespaceLRU(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil, func(o *Options) { o.MaxOpenNamespaces = 2 })
 	f := newFeeder(t, s)
 	for i := 0; i < 5; i++ {
@@ -381,6 +389,7 @@ func TestNamespaceLRU(t *testing.T) {
 // ListCategories pages: at most MaxCategoriesPage a call, in byte order,
 // each page after its cursor, and every category exactly once.
 func TestListCategoriesPages(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	cmds := []*fsmv1.Command{createNS("a")}
 	const n = MaxCategoriesPage + 205
@@ -427,6 +436,7 @@ func TestListCategoriesPages(t *testing.T) {
 // its cursor still lists every live stream exactly once. A listing whose
 // context is done stops with its error.
 func TestListStreamsScanBudget(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))

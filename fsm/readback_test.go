@@ -16,6 +16,7 @@ func reversed(gps []int64) []int64 {
 // Backward reads return what the forward read returns, newest first, from
 // the given position down; -1 starts at the end, so limit N is the last N.
 func TestReadBackward(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	v := view(t, s, "app")
 	last := int64(12 + 1200)
@@ -90,6 +91,7 @@ func TestReadBackward(t *testing.T) {
 // A backward read obeys the page byte cap like a forward one, and reading
 // on below each page's last message returns every message once.
 func TestReadBackwardPageBytes(t *testing.T) {
+	t.Parallel()
 	s, size := pageFixture(t)
 	pageGPs := append(span(1, 10), span(12, 21)...)
 	reads := []struct {

@@ -149,6 +149,7 @@ func applyInBatches(s *Store, rng *rand.Rand, logs []Entry) []any {
 }
 
 func TestDeterminism(t *testing.T) {
+	t.Parallel()
 	expired := 0 // expiry entries that removed something, over every seed
 	for seed := int64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -193,6 +194,7 @@ func TestDeterminism(t *testing.T) {
 }
 
 func TestReplaySkipsApplied(t *testing.T) {
+	t.Parallel()
 	cmds := []*fsmv1.Command{createNS("app")}
 	for i := 0; i < 150; i++ {
 		cmds = append(cmds, appendCmd("app", fmt.Sprintf("s-%d", i%7), newMsg("T", fmt.Sprintf(`{"i":%d}`, i))))
@@ -256,6 +258,7 @@ func TestReplaySkipsApplied(t *testing.T) {
 // least the durable floor, and replay from the floor must restore
 // everything.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		seed     int64
 		unsynced int

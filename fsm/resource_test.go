@@ -100,6 +100,7 @@ func results(t *testing.T, done <-chan []any) []any {
 // append before it) before the failure, so the retry must skip what it
 // committed and keep those results.
 func TestApplyWaitsOutResourceErrors(t *testing.T) {
+	t.Parallel()
 	// Namespace "a" exists and holds tables on disk; the call appends to
 	// it, imports into it (a commit part way), creates "b" (at index
 	// newID) and writes to both.
@@ -221,6 +222,7 @@ func describe(results []any) string {
 // those entries as applied), and closes. On the next start the entries
 // apply normally.
 func TestApplyInterruptedWhileWaiting(t *testing.T) {
+	t.Parallel()
 	var f faults
 	fs := errorfs.Wrap(vfs.NewMem(), f.injector())
 	s, err := Open(Options{Dir: "/data/fsm", FS: fs})
@@ -284,6 +286,7 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 // after that commit finds its effects half in the database without its A
 // record, so applying it again could differ, and the node stops.
 func TestApplyRetryOnlyWholeEntries(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		last   []*fsmv1.Command

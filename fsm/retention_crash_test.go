@@ -15,6 +15,7 @@ import (
 // entry from the log, and the replay must leave exactly what a node that
 // never crashed holds.
 func TestRetentionCrashMidEntry(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		why  string

@@ -76,6 +76,7 @@ var retentionStreams = []struct {
 }{{"a-1", 6}, {"a-2", 3}, {"b-1", 5}}
 
 func TestRetentionMaxCount(t *testing.T) {
+	t.Parallel()
 	type pol struct {
 		scope fsmv1.RetentionScope
 		name  string
@@ -163,6 +164,7 @@ func streamCount(t *testing.T, s *Store) NamespaceStats {
 }
 
 func TestRetentionMaxAge(t *testing.T) {
+	t.Parallel()
 	sec := int64(time.Second)
 	// Times: a-1 at t0+0..5 s (one message a second), a-2 at t0+0..2 s,
 	// b-1 at t0+0..4 s, appended interleaved by time so global order
@@ -241,6 +243,7 @@ func TestRetentionMaxAge(t *testing.T) {
 // due; the next entries finish the work, and the outcome is the same as
 // one unbounded entry's.
 func TestRetentionBatchBound(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -298,6 +301,7 @@ func TestRetentionBatchBound(t *testing.T) {
 }
 
 func TestRetentionBadInput(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -344,6 +348,7 @@ func TestRetentionBadInput(t *testing.T) {
 // listed in order, are removed by a policy with no limit, and the hint of
 // the namespace goes with it when it is deleted.
 func TestRetentionPoliciesStored(t *testing.T) {
+	t.Parallel()
 	fs := vfs.NewMem()
 	s := openTestStore(t, fs)
 	f := newFeeder(t, s)
@@ -434,6 +439,7 @@ func TestRetentionPoliciesStored(t *testing.T) {
 // An import with clear keeps the policies (configuration) and drops the
 // messages and the expiry queue.
 func TestRetentionImportClear(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))

@@ -13,6 +13,7 @@ import (
 // exactly what the unbounded read returns: nothing lost, nothing twice,
 // forward and backward, through every filter that skips.
 func TestScanBudgetReadsOn(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	for _, ns := range []string{"full", "legacy"} {
@@ -145,6 +146,7 @@ func TestScanBudgetReadsOn(t *testing.T) {
 // A read through a view whose context is done stops within checkEvery
 // entries with the context's error instead of scanning on.
 func TestReadStopsWithContext(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNSAllTypes("ns"))

@@ -40,6 +40,7 @@ func checkpointStream(t *testing.T, s *Store) (*CheckpointSet, []byte) {
 }
 
 func TestCheckpointRestoreDir(t *testing.T) {
+	t.Parallel()
 	src, logs := populated(t, 7, 800)
 	set, stream := checkpointStream(t, src)
 	if set.Meta.Index != uint64(len(logs)) || set.Meta.Term != logs[len(logs)-1].Term {
@@ -77,6 +78,7 @@ func TestCheckpointRestoreDir(t *testing.T) {
 }
 
 func TestRestoreReplacesLiveState(t *testing.T) {
+	t.Parallel()
 	src, logs := populated(t, 11, 600)
 	_, stream := checkpointStream(t, src)
 
@@ -106,6 +108,7 @@ func TestRestoreReplacesLiveState(t *testing.T) {
 }
 
 func TestRestoreStaged(t *testing.T) {
+	t.Parallel()
 	src, _ := populated(t, 5, 400)
 	_, stream := checkpointStream(t, src)
 	dst := openTestStore(t, nil)
@@ -125,6 +128,7 @@ func TestRestoreStaged(t *testing.T) {
 }
 
 func TestInterruptedRestore(t *testing.T) {
+	t.Parallel()
 	src, _ := populated(t, 3, 300)
 	_, stream := checkpointStream(t, src)
 	const dir = "/data/fsm"
@@ -200,6 +204,7 @@ func TestInterruptedRestore(t *testing.T) {
 }
 
 func TestStageRejectsForeignEntries(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"../escape", "/abs", "ns/xyz/000001.sst", "_metadata/a/b", "other"} {
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
@@ -220,6 +225,7 @@ func TestStageRejectsForeignEntries(t *testing.T) {
 }
 
 func TestSyncFloorAndRecordFloor(t *testing.T) {
+	t.Parallel()
 	s, logs := populated(t, 21, 200)
 	synced, err := s.SyncFloor()
 	if err != nil || synced.Index != uint64(len(logs)) {

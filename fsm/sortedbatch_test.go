@@ -33,6 +33,7 @@ func batchSets(t *testing.T, b *pebble.Batch) []string {
 }
 
 func TestSortedSetsFlushInKeyOrder(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		sets []string // key=value, in staging order
@@ -74,6 +75,7 @@ func TestSortedSetsFlushInKeyOrder(t *testing.T) {
 }
 
 func TestSortedSetsResetDropsLargeArena(t *testing.T) {
+	t.Parallel()
 	var s sortedSets
 	s.set([]byte("k"), make([]byte, 64))
 	s.reset()
@@ -91,6 +93,7 @@ func TestSortedSetsResetDropsLargeArena(t *testing.T) {
 // set stages its encoding, among other sets; a message that fails to
 // encode stages nothing and leaves the arena as it was.
 func TestSortedSetsSetMessage(t *testing.T) {
+	t.Parallel()
 	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 // after the position the caller holds, and every message of the streams
 // it does not name; with the other filters, limits, pages and direction.
 func TestReadCategoryAfterStateVector(t *testing.T) {
+	t.Parallel()
 	s := readFixture(t)
 	// account: account-1 gp 1..5 (positions 0..4), account-2+x gp 6, 7,
 	// account gp 8, account-2 gp 12.
@@ -67,6 +68,7 @@ func TestReadCategoryAfterStateVector(t *testing.T) {
 }
 
 func TestValidateStateVector(t *testing.T) {
+	t.Parallel()
 	big := map[string]int64{}
 	for i := range MaxStateVector + 1 {
 		big[fmt.Sprintf("account-%d", i)] = 0

@@ -15,6 +15,7 @@ import (
 // StorageStats counts the open namespaces and what their databases hold,
 // and leaves every reference it took: a deleted namespace still closes.
 func TestStorageStats(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	if st := s.StorageStats(); st.OpenNamespaces != 0 || st.DiskBytes != 0 {
 		t.Fatalf("empty store: %+v", st)
@@ -38,6 +39,7 @@ func TestStorageStats(t *testing.T) {
 // database and what they wrote, StorageStats reports its level-0 tables,
 // and a write stall is counted, timed and logged naming the database.
 func TestPebbleEvents(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	s := openTestStore(t, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	if st := s.StorageStats(); st.Events != (PebbleEventCounts{}) || st.L0Files != 0 {

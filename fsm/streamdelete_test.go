@@ -34,6 +34,7 @@ func deletion(t *testing.T, r any) *fsmv1.StreamDeletionResult {
 }
 
 func TestTruncateStream(t *testing.T) {
+	t.Parallel()
 	s, f := deletionFixture(t)
 	d := deletion(t, f.must(truncateCmd("ns", "account-1", 2)))
 	if d.MessagesDeleted != 2 || d.Version != 4 {
@@ -83,6 +84,7 @@ func TestTruncateStream(t *testing.T) {
 }
 
 func TestDeleteStream(t *testing.T) {
+	t.Parallel()
 	t.Run("soft", func(t *testing.T) {
 		s, f := deletionFixture(t)
 		d := deletion(t, f.must(deleteStreamCmd("ns", "account-2", false)))
@@ -143,6 +145,7 @@ func TestDeleteStream(t *testing.T) {
 }
 
 func TestStreamDeletionRefusals(t *testing.T) {
+	t.Parallel()
 	expect := func(v int64) *fsmv1.Command {
 		c := deleteStreamCmd("ns", "account-1", false)
 		c.GetDeleteStream().ExpectedVersion = &v
@@ -190,6 +193,7 @@ func isInvalid(field string) func(error) bool {
 }
 
 func TestImportRefusesDeletedPositions(t *testing.T) {
+	t.Parallel()
 	_, f := deletionFixture(t)
 	f.must(truncateCmd("ns", "account-1", 3))
 	f.must(deleteStreamCmd("ns", "account-2", true))
@@ -219,6 +223,7 @@ func TestImportRefusesDeletedPositions(t *testing.T) {
 // truncates in different ApplyBatch splits: every split must end in the
 // same state (replicas batch differently).
 func TestStreamDeletionDeterministic(t *testing.T) {
+	t.Parallel()
 	var cmds []*fsmv1.Command
 	cmds = append(cmds, createNS("ns"))
 	for i := range 60 {
@@ -257,6 +262,7 @@ func watermarkCmd(ns, category string, types []string, marks ...any) *fsmv1.Comm
 }
 
 func TestDeleteByWatermark(t *testing.T) {
+	t.Parallel()
 	t.Run("every type", func(t *testing.T) {
 		s, f := deletionFixture(t)
 		r := member[*fsmv1.WatermarkDeletionResult](f.must(watermarkCmd("ns", "account", nil, "account-1", 1, "account-2", 9, "account-7", 3)))
@@ -333,6 +339,7 @@ func TestDeleteByWatermark(t *testing.T) {
 // (exactly once, even across a delete), including a retry whose append was
 // only partly removed; the same id for another stream is refused.
 func TestRetryOfDeletedMessages(t *testing.T) {
+	t.Parallel()
 	s, f := deletionFixture(t)
 	clientMsg := func(typ, data string) *fsmv1.NewMessage {
 		m := newMsg(typ, data)

@@ -46,6 +46,7 @@ func matchesAll(q Query, m Message) bool {
 // In a namespace whose type index is complete, queries and conditions of
 // types alone see untagged messages; tags work as before.
 func TestTypeIndexSeesUntagged(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNSAllTypes("ns"))
@@ -112,6 +113,7 @@ func asError(r any) error {
 // Messages written during the backfill, removed messages and bounds that
 // end on the last key are all accounted for.
 func TestTypeIndexBackfill(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("ns"))
@@ -207,6 +209,7 @@ func TestTypeIndexBackfill(t *testing.T) {
 // interleaved with writes and conditional writes on types alone, removals
 // and an import's clear.
 func TestTypeIndexDeterministic(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(11))
 	cmds := []*fsmv1.Command{createNS("ns")}
 	types := []string{"A", "B", "C"}
@@ -270,6 +273,7 @@ func TestTypeIndexDeterministic(t *testing.T) {
 // Random logs with untagged messages in a complete namespace: every query
 // answers what the model says.
 func TestTypeIndexMatchesModel(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewSource(5))
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
@@ -318,6 +322,7 @@ func TestTypeIndexMatchesModel(t *testing.T) {
 // An import's clear empties the namespace: a backfilling index has nothing
 // left to walk and is complete; a legacy one stays legacy.
 func TestTypeIndexImportClear(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		start    int64 // IndexTypes entries before the clear (max_keys 1)

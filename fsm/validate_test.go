@@ -31,6 +31,7 @@ func refusedOn(res any, field, want string) bool {
 // always did, the strict ones refuse it naming the field, and change
 // nothing.
 func TestInputRules(t *testing.T) {
+	t.Parallel()
 	over := int64(MaxImportedPosition + 1)
 	cases := []struct {
 		name  string
@@ -96,6 +97,7 @@ func TestInputRules(t *testing.T) {
 // global position passes MaxPosition. Before, an import at 2^63-1 was
 // stored and the next append landed at -2^63 (issue 28, finding 6).
 func TestPositionsNeverWrap(t *testing.T) {
+	t.Parallel()
 	top := int64(MaxPosition)
 	multi := func(stream string, n int) *fsmv1.Command {
 		msgs := make([]*fsmv1.NewMessage, n)
@@ -174,6 +176,7 @@ func TestPositionsNeverWrap(t *testing.T) {
 }
 
 func TestValidateNewNamespaceName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"default": "", "test-write-001_x.y": "", "a": "", "0": "", "Orders.v2": "", "com10": "", "lpt": "", "console": "", "a..b": "",
 		"CONfig": "", "nul-x": "", "auxiliary.x": "",
@@ -200,6 +203,7 @@ func TestValidateNewNamespaceName(t *testing.T) {
 }
 
 func TestValidateTimeAndImportedPosition(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		t  string
 		ok bool
@@ -234,6 +238,7 @@ func TestValidateTimeAndImportedPosition(t *testing.T) {
 // TestReadRepairsLegacyText: data and metadata a legacy entry stored with
 // invalid UTF-8 read back as UTF-8 (U+FFFD in place), still valid JSON.
 func TestReadRepairsLegacyText(t *testing.T) {
+	t.Parallel()
 	s := openTestStore(t, nil)
 	f := newFeeder(t, s)
 	f.must(createNS("app"))
@@ -255,6 +260,7 @@ func TestReadRepairsLegacyText(t *testing.T) {
 // TestNamespaceNameErrorsQuoteCharacters: a refused character is quoted
 // whole, not as its first byte read as Latin-1 ("😀", not "ð").
 func TestNamespaceNameErrorsQuoteCharacters(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, want string
 		validate   func(string) error
