@@ -180,6 +180,7 @@ func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 }
 
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	out, _, code := runCLI(t, admin, "ns", "create", "shop", "--description", "the shop", "-o", "json")
@@ -380,6 +381,7 @@ func TestCLI(t *testing.T) {
 }
 
 func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := startServer(t, dir)
 	var token string
@@ -429,6 +431,7 @@ func TestServerFirstStartPrintsTokenAndRestarts(t *testing.T) {
 // data, metadata and tags, and the tags' DCB index (export used to drop
 // tags, so a tag query found nothing in the copy).
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	tokens := map[string]string{}
@@ -557,6 +560,7 @@ func startDevCmd(t *testing.T, base int, args ...string) (*syncBuffer, *exec.Cmd
 }
 
 func TestDevCluster(t *testing.T) {
+	t.Parallel()
 	base := freeBlock(t, 3)
 	out := startDev(t, base, "--nodes", "3", "--dir", t.TempDir())
 	token := regexp.MustCompile(`Admin token: (ns_\S+)`).FindStringSubmatch(out.String())[1]
@@ -685,6 +689,7 @@ func TestDevCluster(t *testing.T) {
 }
 
 func TestServerTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
 		t.Fatalf("tls init: %s", errOut)
@@ -714,6 +719,7 @@ func TestServerTLS(t *testing.T) {
 }
 
 func TestBackupRestoreCLI(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	for i := 0; i < 5; i++ {
@@ -780,6 +786,7 @@ func TestBackupRestoreCLI(t *testing.T) {
 // TestDashboardMetricsExist checks that every skald_* series the Grafana
 // dashboard and the alerting rules query is exported by a running server.
 func TestDashboardMetricsExist(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	runCLI(t, env, "append", "a-1", "T", `{}`) // so every histogram has a sample
@@ -828,6 +835,7 @@ func appendStreamRequests(t *testing.T, addr string) float64 {
 // skald bench against a real server: the JSON it prints adds up, and the
 // plot is written.
 func TestBenchCLI(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	plot := filepath.Join(t.TempDir(), "bench.html")

@@ -84,6 +84,7 @@ type statusJSON struct {
 // unreachable, not as a follower. Every line the servers log is JSON
 // (--log-format json), memberlist's included.
 func TestClusterStatusThroughAFollower(t *testing.T) {
+	t.Parallel()
 	procs := startGossipCluster(t)
 	env := func(p *serverProc) []string { return []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin} }
 	byAddr := map[string]int{}

@@ -18,6 +18,7 @@ import (
 // The completion candidates come from the binary itself: commands,
 // subcommands, and the flags each command's --help lists.
 func TestComplete(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		words   []string
 		want    []string // all present
@@ -56,6 +57,7 @@ func TestComplete(t *testing.T) {
 
 // The bash script, loaded into a real bash, completes through the binary.
 func TestBashCompletion(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")
@@ -82,6 +84,7 @@ COMP_WORDS=(skald cluster t); COMP_CWORD=2; _skald; printf '%s\n' "${COMPREPLY[@
 // Every command completion offers is dispatched, every command the usage
 // names is offered, and every subcommand is one its command takes.
 func TestCompletionKnowsEveryCommand(t *testing.T) {
+	t.Parallel()
 	for _, c := range cli.Commands {
 		err := run(context.Background(), []string{c, "--help"}, io.Discard, io.Discard)
 		if err != nil && strings.Contains(err.Error(), "unknown command") {
@@ -109,6 +112,7 @@ func TestCompletionKnowsEveryCommand(t *testing.T) {
 
 // skald help TOPIC prints what no command's --help holds.
 func TestHelpTopics(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		topic string
 		want  string

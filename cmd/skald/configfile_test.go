@@ -12,6 +12,7 @@ import (
 // --print-config: a flag wins over SKALD_<FLAG>, which wins over the
 // --config file, which wins over the default; secrets are masked.
 func TestServerConfigLayers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "skald.yaml")
 	if err := os.WriteFile(file, []byte(`# a node's settings
@@ -86,6 +87,7 @@ func TestServerRunsFromConfigFile(t *testing.T) {
 
 // deploy/skald.yaml, the documented example, loads.
 func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
 	out, errOut, code := runCLI(t, nil, "server", "--config", "../../deploy/skald.yaml", "--print-config")
 	if code != 0 || !strings.Contains(out, `bootstrap-expect: "3"  # file`) {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)

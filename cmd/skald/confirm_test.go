@@ -63,6 +63,7 @@ func runOnTerminal(t *testing.T, env []string, answer string, args ...string) (s
 // TestDestructiveCommandsAsk: on a terminal, a destructive command asks
 // first and does nothing unless the answer is yes.
 func TestDestructiveCommandsAsk(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	if _, errOut, code := runCLI(t, admin, "ns", "create", "doomed"); code != 0 {

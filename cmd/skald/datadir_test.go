@@ -16,6 +16,7 @@ import (
 // say "fsm: open _metadata: resource temporarily unavailable"), and the
 // first keeps serving.
 func TestServerDataDirInUse(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startServer(t, dir, "--admin-token", testAdmin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -23,6 +23,7 @@ import (
 // not on their command lines (which every local user sees in ps) nor in
 // their environment; the cluster forms and the token works.
 func TestDevSecretsNotOnCommandLine(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("needs /proc")
 	}
@@ -116,6 +117,7 @@ func childProcesses(t *testing.T, ppid int) []int {
 // back; skald dev restart N brings it back with its data, and skald dev
 // kill N kills one for a demo.
 func TestDevNodeDiesAndComesBack(t *testing.T) {
+	t.Parallel()
 	base := freeBlock(t, 3)
 	dir := t.TempDir()
 	out, _ := startDevCmd(t, base, "--nodes", "3", "--dir", dir)

@@ -75,6 +75,7 @@ func storedData(t *testing.T, addr, token, stream string) []string {
 // TestCLIEdges drives the rough edges of issue 31 (items 9, 10, 12 and 15)
 // against one real server, in order.
 func TestCLIEdges(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	dir := t.TempDir()
@@ -182,6 +183,7 @@ func TestCLIEdges(t *testing.T) {
 // TestImportFromStdin: skald import - reads the export from standard
 // input, and goes on to the next --addr node when the first is down.
 func TestImportFromStdin(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	out, errOut, code := runCLI(t, admin, "ns", "create", "dst", "-o", "json")

@@ -10,6 +10,7 @@ import (
 // export --since takes only times a message can carry: one past 2262
 // used to wrap and export everything.
 func TestExportSinceRange(t *testing.T) {
+	t.Parallel()
 	env := []string{"SKALD_ADDR=127.0.0.1:1", "SKALD_TOKEN=" + testAdmin}
 	for _, since := range []string{"3000-01-01T00:00:00Z", "1000-01-01T00:00:00Z"} {
 		_, errOut, code := runCLI(t, env, "export", "--since", since)

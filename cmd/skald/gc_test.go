@@ -11,6 +11,7 @@ import (
 
 // A running server reports the collector settings it chose on /metrics.
 func TestServerGCSettings(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin, "--gc-percent", "300", "--memory-limit-bytes", strconv.Itoa(3<<30))
 	resp, err := http.Get("http://" + p.addr + "/metrics")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // namespace's subscription groups with its messages, and both its help
 // and its refusal without --yes say so (they named only messages).
 func TestImportForceNamesWhatItDeletes(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "in.ndjson")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // server: create, list, info, query by equality, range and prefix, pages
 // by cursor, delete, and the refusals with their exit codes.
 func TestCLIIndex(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	out, _, code := runCLI(t, admin, "ns", "create", "shop", "-o", "json")

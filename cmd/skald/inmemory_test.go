@@ -13,6 +13,7 @@ import (
 // TestInMemoryServer: skald server --in-memory serves reads and writes,
 // says loudly that nothing survives, and creates no data directory.
 func TestInMemoryServer(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "never")
 	p := launch(t, dataDir, func(httpAddr, raftAddr string) []string {
 		return []string{"--in-memory", "--http-addr", httpAddr, "--raft-addr", raftAddr, "--log-level", "warn", "--admin-token", testAdmin}
@@ -38,6 +39,7 @@ func TestInMemoryServer(t *testing.T) {
 // TestDevInMemory: skald dev --in-memory starts a cluster whose nodes keep
 // no data directory, and says so.
 func TestDevInMemory(t *testing.T) {
+	t.Parallel()
 	base := freeBlock(t, 1)
 	dir := t.TempDir()
 	out := startDev(t, base, "--nodes", "1", "--in-memory", "--dir", dir)

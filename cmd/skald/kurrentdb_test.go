@@ -79,6 +79,7 @@ func appendAndRead(t *testing.T, cl *kurrentdb.Client, stream string) {
 // clients, bound by --kurrentdb-namespace and saying loudly that it
 // authenticates nobody; Gossip names the node at its KurrentDB address.
 func TestKurrentDBServer(t *testing.T) {
+	t.Parallel()
 	var kaddr string
 	p := launch(t, t.TempDir(), func(httpAddr, raftAddr string) []string {
 		kaddr = testutil.FreeAddr(t)
@@ -112,6 +113,7 @@ func TestKurrentDBServer(t *testing.T) {
 // --kurrentdb-port+10i, Gossip names all of them, and a client that
 // discovers the cluster from any node appends and reads.
 func TestKurrentDBDev(t *testing.T) {
+	t.Parallel()
 	base := freeBlock(t, 3)
 	out := startDev(t, base, "--nodes", "3", "--dir", t.TempDir())
 	kport := base + 3 // startDev's --kurrentdb-port, inside the free block
@@ -149,6 +151,7 @@ func TestKurrentDBDev(t *testing.T) {
 // listener serves TLS and authenticates each call by its Basic
 // credential (the admin namespace's initial credential here).
 func TestKurrentDBServerTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
 		t.Fatalf("tls init: %s", errOut)

@@ -34,6 +34,7 @@ func logLines(t *testing.T, name, stderr string) []map[string]any {
 // Raft's server list is a list of objects, not Go's "%+v" text (both used
 // to be raw text).
 func TestServerLogsJSON(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, errOut, code := runCLI(t, nil, "tls", "init", "--dir", dir, "--nodes", "1", "--hosts", "127.0.0.1"); code != 0 {
 		t.Fatalf("tls init: %s", errOut)

@@ -18,6 +18,7 @@ import (
 // the namespace and group; --metrics-addr serves them without a token,
 // while the API port's anonymous /metrics names no tenant.
 func TestMetricsAddr(t *testing.T) {
+	t.Parallel()
 	var metricsAddr string
 	p := launch(t, t.TempDir(), func(httpAddr, raftAddr string) []string {
 		metricsAddr = testutil.FreeAddr(t)

@@ -14,6 +14,7 @@ import (
 // to other users of the machine (0600 files, 0700 directories), and a
 // data directory an older release left 0755 is closed at start.
 func TestServerFilesPrivate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // readable, on a plain single node and on a one-node cluster formed by
 // bootstrap-expect.
 func TestReadyMeansAdminTokenWorks(t *testing.T) {
+	t.Parallel()
 	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
 	for i := range 10 {
 		clustered := i%2 == 1

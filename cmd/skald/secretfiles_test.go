@@ -13,6 +13,7 @@ import (
 // TestServerSecretFileUsageError: the binary exits 2 with the message when
 // a secret is given both ways, before it opens anything.
 func TestServerSecretFileUsageError(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(file, []byte(testAdmin), 0o600); err != nil {
 		t.Fatal(err)

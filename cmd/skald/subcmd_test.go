@@ -12,6 +12,7 @@ import (
 
 // TestSubCLI drives skald sub against a real server process, in order.
 func TestSubCLI(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	cases := []struct {
@@ -70,6 +71,7 @@ func TestSubCLI(t *testing.T) {
 // TestSubParkedSaysMoreFollow: a page of parked messages that fills
 // --limit says how to list the rest, as read does.
 func TestSubParkedSaysMoreFollow(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	for _, args := range [][]string{

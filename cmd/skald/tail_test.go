@@ -46,6 +46,7 @@ func startTail(t *testing.T, env []string, args ...string) *tailProc {
 // it started, unless --from-start or --position N asks for history; a
 // negative position is refused.
 func TestTailFollowsFromTheEnd(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	env := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	appendMsg := func(stream, typ string) {
@@ -105,6 +106,7 @@ func TestTailFollowsFromTheEnd(t *testing.T) {
 // to C starts at the category's end, which it may read, and prints what
 // is appended to C after it started.
 func TestTailScopedCategory(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	out, _, code := runCLI(t, admin, "ns", "create", "shop", "-o", "json")

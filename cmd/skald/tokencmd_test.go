@@ -13,6 +13,7 @@ import (
 // writer writes its category only, the owner lists and revokes it, and
 // the admin reaches the namespace with --ns.
 func TestTokenCLI(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, "", "--admin-token", testAdmin)
 	admin := []string{"SKALD_ADDR=" + p.addr, "SKALD_TOKEN=" + testAdmin}
 	out, _, code := runCLI(t, admin, "ns", "create", "shop", "-o", "json")

@@ -115,6 +115,7 @@ func TestServerOTLPEndpoint(t *testing.T) {
 // endpoint is a setting like any other (SKALD_OTLP_ENDPOINT, the config
 // file, --print-config).
 func TestServerOTLPFlags(t *testing.T) {
+	t.Parallel()
 	for _, bad := range []struct {
 		name string
 		args []string

@@ -22,6 +22,7 @@ var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9
 // keeps the EventoDB API level in a field of its own. (Before, /version
 // said 0.0.0-dev and sys.version the EventoDB level 0.7.0.)
 func TestVersionIsSkaldsEverywhere(t *testing.T) {
+	t.Parallel()
 	if !semver.MatchString(buildinfo.Version) {
 		t.Fatalf("buildinfo.Version %q is not semver", buildinfo.Version)
 	}
