@@ -19,6 +19,7 @@ import (
 // the backup into a fresh node, and checks it holds exactly the writes up
 // to the backup's index.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")

@@ -98,6 +98,7 @@ func catchUp(t *testing.T, tn *TestNode, index uint64, what string) {
 // deadline at its full length under pressure, so that the reservation of
 // the members' address alone must let the member through.
 func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
+	t.Parallel()
 	const ips, perIP = 20, 16
 	cut := func(tn *TestNode) { tn.Proxy.SetBlocked(true) }
 	heal := func(tn *TestNode) { tn.Proxy.SetBlocked(false) }

@@ -78,6 +78,7 @@ func strangers(t *testing.T) []stranger {
 // moves, no entry is applied (issue 28, finding 1). A member's credentials
 // get through, so the test can tell refusal from a deaf port.
 func TestRaftPortRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -208,6 +209,7 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 // cluster port only, behind the same mutual TLS: a caller with a wrong
 // secret, or plain HTTP without TLS, reaches nothing.
 func TestPeerServiceRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -244,6 +246,7 @@ func TestPeerServiceRefusesStrangers(t *testing.T) {
 // sent, so the follower may try again elsewhere: the failure must reach
 // classify as a dial error, however the connection ended.
 func TestFailedHandshakeIsNotSent(t *testing.T) {
+	t.Parallel()
 	closing, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

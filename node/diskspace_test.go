@@ -24,6 +24,7 @@ import (
 // with nodeapi.ErrStorageFull, never an unknown outcome, while reads and a
 // namespace deletion still work; once space is freed, writes go again.
 func TestDiskFullAlarm(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs per node")
 	}
@@ -195,6 +196,7 @@ func stopFirst(t *testing.T, c *TestCluster) {
 // ErrStorageFull naming that follower, through any node, while appends
 // still go. Once space is freed the create goes.
 func TestCreateNamespaceRefusedWhenDiskFull(t *testing.T) {
+	t.Parallel()
 	const minFree = 64 << 20
 	mount := mountTmpfs(t, "256m")
 	c := newCluster(t, 3, func(cfg *Config) {
@@ -232,6 +234,7 @@ func TestCreateNamespaceRefusedWhenDiskFull(t *testing.T) {
 // stops the node (the panic goes on), after logging what happened and
 // what the operator should do.
 func TestApplyStorageFailureSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	_, sm := memStateMachine(t)
 	var logged string
 	sm.onFailure = func(r any) { logged = storageFailure(r, "/data/skald") }

@@ -45,6 +45,7 @@ func subscribe(ctx context.Context, n *Node, w *nodeapi.Watch, ns string, want i
 }
 
 func TestFeedDeliversEveryMessageOnce(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -93,6 +94,7 @@ func TestFeedDeliversEveryMessageOnce(t *testing.T) {
 }
 
 func TestFeedEndsOnDelete(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")

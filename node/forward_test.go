@@ -87,6 +87,7 @@ func newTestForwarder(t *testing.T) *forwarder {
 // Writes that arrive while every call is busy share the next call, and
 // each caller gets the outcome of its own write.
 func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
+	t.Parallel()
 	leader, addr := newStubLeader(t)
 	f := newTestForwarder(t)
 	type answer struct {
@@ -133,6 +134,7 @@ func TestForwarderCoalescesAndAnswersEachWrite(t *testing.T) {
 // A write whose caller gives up before it is sent never reaches the
 // leader, and the caller learns that nothing was proposed.
 func TestForwarderCancelledWriteIsNeverSent(t *testing.T) {
+	t.Parallel()
 	leader, addr := newStubLeader(t)
 	f := newTestForwarder(t)
 	var wg sync.WaitGroup
@@ -169,6 +171,7 @@ func TestForwarderCancelledWriteIsNeverSent(t *testing.T) {
 }
 
 func TestForwarderFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		batchErr error

@@ -121,6 +121,7 @@ func TestWritesAcrossLeadershipTransfers(t *testing.T) {
 // TestRefusedBeforeLog pins which Raft answers prove a proposal never
 // reached the log.
 func TestRefusedBeforeLog(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, nil)
 	r := c.Nodes[0].raft
 	if err := r.Shutdown().Error(); err != nil {

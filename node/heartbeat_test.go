@@ -22,6 +22,7 @@ import (
 // campaigns for (nodes that learn of it jump straight to it as followers
 // and campaign at T+101), so no log may ever hold an entry of that term.
 func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	leader := c.Leader()
 	createNamespace(t, leader.Node, "ns")

@@ -9,6 +9,7 @@ import (
 // was built with -tags mutants and Config.Mutant names one; then exactly
 // the hooks that mutant needs are set.
 func TestHooksOnlyWithMutants(t *testing.T) {
+	t.Parallel()
 	set := func(h hooks) []string {
 		var out []string
 		v := reflect.ValueOf(h)
@@ -61,6 +62,7 @@ func TestHooksOnlyWithMutants(t *testing.T) {
 // for every name unless the binary was built with -tags mutants, and then
 // non-zero, and distinct, only for the index loop's mutants.
 func TestIndexMutantOnlyWithMutants(t *testing.T) {
+	t.Parallel()
 	seen := map[byte]string{}
 	for _, name := range append([]string{""}, Mutants...) {
 		got := indexMutant(name)

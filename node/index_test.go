@@ -246,6 +246,7 @@ func TestIndexEveryNodeMatchesItsLog(t *testing.T) {
 // An index read at LINEARIZABLE on a follower sees a write acknowledged
 // just before through the leader; at LOCAL it answers at once.
 func TestIndexReadLinearizable(t *testing.T) {
+	t.Parallel()
 	// A long interval: without the reader's kick and wait, a round would
 	// come late.
 	c := newCluster(t, 3, func(cfg *Config) { cfg.IndexInterval = 200 * time.Millisecond })
@@ -318,6 +319,7 @@ func TestIndexGate(t *testing.T) {
 // The index series read each node's progress: summed without tenant
 // labels, per namespace and index with them.
 func TestIndexMetrics(t *testing.T) {
+	t.Parallel()
 	for _, labels := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tenant labels %v", labels), func(t *testing.T) {
 			c := newCluster(t, 1, func(cfg *Config) { cfg.MetricsTenantLabels = labels })
@@ -366,6 +368,7 @@ func TestIndexMetrics(t *testing.T) {
 // A string value longer than fsm.MaxIndexValueBytes is not indexed, and
 // skald_index_values_too_large_total counts it (it is skipped too).
 func TestIndexValuesTooLargeMetric(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -389,6 +392,7 @@ func TestIndexValuesTooLargeMetric(t *testing.T) {
 // An in-memory node keeps its indexes in memory (its databases are): a
 // query sees the events written, through a follower too.
 func TestIndexInMemory(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *Config) { cfg.InMemory, cfg.DataDir = true, "" })
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -417,6 +421,7 @@ func TestIndexInMemory(t *testing.T) {
 // Config.IndexInterval: a LINEARIZABLE index read waits for one round,
 // not for the interval that batches the rounds of busy namespaces.
 func TestIndexReadKickSkipsInterval(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 1, func(cfg *Config) { cfg.IndexInterval = time.Hour })
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")

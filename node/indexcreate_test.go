@@ -13,6 +13,7 @@ import (
 // not exist) is answered as before, through the leader and a follower,
 // and puts nothing in the Raft log.
 func TestRefusedIndexCreateWritesNoEntry(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")

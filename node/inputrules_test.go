@@ -16,6 +16,7 @@ import (
 // an older follower forwards) is applied under the legacy rules, alike
 // on every replica.
 func TestInputRulesStamped(t *testing.T) {
+	t.Parallel()
 	c := StartTestCluster(t, 3, TestClusterOptions{})
 	l := c.Leader()
 	var f *TestNode

@@ -58,6 +58,7 @@ func TestGracefulCloseHandsOverLeadership(t *testing.T) {
 }
 
 func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		stalled string // id of the node whose state machine stalls
@@ -102,6 +103,7 @@ func TestWatchdogHandsOverFromStalledLeader(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	var once sync.Once
 	c := newCluster(t, 3, func(cfg *Config) {
@@ -152,6 +154,7 @@ func (f droppedFuture) Error() error { <-f.never; return nil }
 // answers must not keep Close from returning (CI once hung 10 minutes in
 // Close's wait for the leader loop).
 func TestCloseWithDroppedBarrier(t *testing.T) {
+	t.Parallel()
 	var (
 		armed   atomic.Bool
 		waiting = make(chan struct{}, 1)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestChooseLogStore(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		has       []string // what the directory already holds
@@ -59,6 +60,7 @@ func TestChooseLogStore(t *testing.T) {
 // Each store keeps what Raft stores in it across a close and reopen: log
 // entries and the stable keys (term, vote).
 func TestLogStoreReopen(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
@@ -124,6 +126,7 @@ func TestLogStoreReopen(t *testing.T) {
 
 // Segments raft-wal creates or reopens sync with fdatasync (walFS).
 func TestWALSegmentsUseDataSync(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fs := newWALFS(nil)
 	for _, c := range []struct {

@@ -11,6 +11,7 @@ import (
 // A running member reserves slots for the addresses of its configuration:
 // on a loopback test cluster, 127.0.0.1 for its three members.
 func TestNodeReservesItsMembersAddresses(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	for _, tn := range c.Nodes {
 		testutil.Until(t, waitTimeout, "node "+tn.ID()+" to reserve for its members", func() (bool, string) {

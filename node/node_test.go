@@ -25,6 +25,7 @@ import (
 )
 
 func TestForwardedWrite(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	f := c.Followers()
 	// A namespace created through a follower, then writes through both.
@@ -347,6 +348,7 @@ func TestRefuseStartWhenStateOlderThanLog(t *testing.T) {
 // Writes a follower forwards at the same time share calls to the leader,
 // and each still gets its own result: every position exactly once.
 func TestConcurrentForwardedWrites(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	createNamespace(t, c.Leader().Node, "app")
 	f := c.Followers()[0]
@@ -393,6 +395,7 @@ func TestConcurrentForwardedWrites(t *testing.T) {
 }
 
 func TestFollowerLinearizableRead(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -418,6 +421,7 @@ func TestFollowerLinearizableRead(t *testing.T) {
 }
 
 func TestSessionRead(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -475,6 +479,7 @@ func TestSessionRead(t *testing.T) {
 }
 
 func TestLocalReadStaleness(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")

@@ -13,6 +13,7 @@ import (
 // a create forwarded by a follower comes back as the same
 // fsm.NamespaceLimitError. Deleting a namespace makes room again.
 func TestMaxNamespaces(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *Config) { cfg.MaxNamespaces = 2 })
 	createNamespace(t, c.Leader().Node, "a")
 	createNamespace(t, c.Followers()[0].Node, "b")

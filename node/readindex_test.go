@@ -15,6 +15,7 @@ import (
 // Every answer comes from a fetch that started after the request: the
 // shared answer is never older than a private one would be.
 func TestIndexBatcherAnswersOnlyFromLaterFetches(t *testing.T) {
+	t.Parallel()
 	var started atomic.Uint64
 	b := newIndexBatcher(context.Background(), func(context.Context) (uint64, error) {
 		seq := started.Add(1)
@@ -53,6 +54,7 @@ func TestIndexBatcherAnswersOnlyFromLaterFetches(t *testing.T) {
 
 // Requests that arrive while a fetch runs share the next one.
 func TestIndexBatcherCoalescesWaiters(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var fetches atomic.Int32
 	b := newIndexBatcher(context.Background(), func(context.Context) (uint64, error) {
@@ -90,6 +92,7 @@ func TestIndexBatcherCoalescesWaiters(t *testing.T) {
 }
 
 func TestIndexBatcherErrorsAndCancellation(t *testing.T) {
+	t.Parallel()
 	ended, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel()
 	cases := []struct {

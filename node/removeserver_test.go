@@ -14,6 +14,7 @@ import (
 // an unchanged configuration and report success. A real member is still
 // removed through a follower.
 func TestRemoveUnknownServer(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	l, f := c.Leader(), c.Followers()
 	cases := []struct {

@@ -18,6 +18,7 @@ import (
 // protocol, through a follower; nothing is proposed; once one is deleted
 // or revoked there is room again. Another namespace has its own room.
 func TestSettingsLimit(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, func(cfg *Config) { cfg.MaxGroupsPerNamespace, cfg.MaxCredentialsPerNamespace = 2, 2 })
 	l := c.Leader()
 	createNamespace(t, l.Node, "app")
@@ -83,6 +84,7 @@ func TestSettingsLimit(t *testing.T) {
 // limit of 5, exactly 5 succeed, the others are SettingsLimitErrors, and
 // the namespace holds 5 groups.
 func TestSettingsLimitHoldsUnderConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	const limit, callers = 5, 24
 	c := newCluster(t, 3, func(cfg *Config) { cfg.MaxGroupsPerNamespace = limit })
 	l := c.Leader()

@@ -26,6 +26,7 @@ import (
 // replica applies the entry by itself: the write gets the result a healthy
 // cluster computes and the replicas hold the same namespace.
 func TestStorageStallOnEveryReplica(t *testing.T) {
+	t.Parallel()
 	var noFDs atomic.Bool
 	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
 		// Opening or creating any namespace database file.

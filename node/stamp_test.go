@@ -11,6 +11,7 @@ import (
 // stamp fills the times the leader decides, and keeps one already given
 // (an import's, a forwarded command's).
 func TestStampTimes(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	cases := []struct {
 		name string

@@ -59,6 +59,7 @@ func TestStateMachineAdaptsRaftEntries(t *testing.T) {
 // TestFloorSnapshotPersistsNothing: the FSM snapshot is the synced store
 // itself, so Persist writes no byte and closes the sink.
 func TestFloorSnapshotPersistsNothing(t *testing.T) {
+	t.Parallel()
 	sink := &memSink{}
 	if err := (floorSnapshot{}).Persist(sink); err != nil || !sink.closed || sink.Len() != 0 {
 		t.Fatalf("persist: %v closed=%v wrote %d bytes", err, sink.closed, sink.Len())

@@ -28,6 +28,7 @@ func loadTLS(t *testing.T, dir, name string) *transport.TLS {
 }
 
 func TestTLSCluster(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := transport.GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)

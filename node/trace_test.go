@@ -16,6 +16,7 @@ import (
 // peerParents gives each command its own parent, or nothing at all when
 // the header does not hold one value per command or tracing is off.
 func TestBatchTraceHeader(t *testing.T) {
+	t.Parallel()
 	sc := func(b byte) trace.SpanContext {
 		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{b, 1}, SpanID: trace.SpanID{b, 2}, TraceFlags: trace.FlagsSampled})
 	}
@@ -75,6 +76,7 @@ func TestBatchTraceHeader(t *testing.T) {
 // applyClock: a watched entry gets the times of the batch that applied
 // it; an entry never applied (leadership lost) has none; take forgets.
 func TestApplyClock(t *testing.T) {
+	t.Parallel()
 	c := newApplyClock()
 	applied, lost := []byte("applied"), []byte("lost")
 	c.watch(&applied[0])

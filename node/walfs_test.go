@@ -46,6 +46,7 @@ func (d *simulatedFullDisk) Create(dir, name string, size uint64) (types.Writabl
 // there after a reopen. Both on a simulated full disk and, as root, on a
 // real tmpfs filled up.
 func TestWALTruncationRecoversFromFullDisk(t *testing.T) {
+	t.Parallel()
 	const segmentSize = 8 << 20
 	cases := []struct {
 		name string

@@ -86,6 +86,7 @@ func newWire() map[string]proto.Message {
 // what a node of the previous release sends, so old and new nodes forward
 // writes to each other during a rolling upgrade.
 func TestWireUnchangedByResultMove(t *testing.T) {
+	t.Parallel()
 	msgs := newWire()
 	if len(msgs) != len(oldWire) {
 		t.Fatalf("%d messages, %d captured", len(msgs), len(oldWire))
@@ -118,6 +119,7 @@ func TestWireUnchangedByResultMove(t *testing.T) {
 // forwarded write comes back from the peer client as the error or result
 // it stood for.
 func TestOldAnswersDecode(t *testing.T) {
+	t.Parallel()
 	decode := func(name string, m proto.Message) proto.Message {
 		t.Helper()
 		b, _ := hex.DecodeString(oldWire[name])
@@ -166,6 +168,7 @@ func TestOldAnswersDecode(t *testing.T) {
 // detail (an Any, which names the message): sent under the previous
 // release's name, read under either.
 func TestRejectionDetailNames(t *testing.T) {
+	t.Parallel()
 	rej := &fsmv1.Rejection{Reason: fsmv1.Reason_REASON_GROUP_NOT_FOUND, Message: "fsm: subscription group not found: \"g\""}
 	d, err := rejectionDetail(rej)
 	if err != nil {
