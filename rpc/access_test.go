@@ -296,6 +296,7 @@ func (sp spec) allowed(c accessCase, inScope bool) bool {
 // Every role, scoped and not, against every Connect procedure: a refused
 // call is PermissionDenied, an admitted one anything else.
 func TestConnectRoleTable(t *testing.T) {
+	t.Parallel()
 	s, cases := accessSetup(t)
 	for proc, row := range connectSpec {
 		for _, c := range cases {
@@ -319,6 +320,7 @@ func TestConnectRoleTable(t *testing.T) {
 // Every role, scoped and not, against every EventoDB method (and
 // /subscribe, /import): a refused call is 403 AUTH_UNAUTHORIZED.
 func TestEventoDBRoleTable(t *testing.T) {
+	t.Parallel()
 	s, cases := accessSetup(t)
 	for method, row := range evSpec {
 		for _, c := range cases {
@@ -375,6 +377,7 @@ func evCallCode(t *testing.T, addr, token, method, args string) (int, string) {
 // Every procedure of the API has a row in access.go's table, and the
 // test's model names every one too.
 func TestEveryProcedureHasAccess(t *testing.T) {
+	t.Parallel()
 	// Every file of the API's package, so a service added in a new file
 	// is covered without editing this list.
 	var files []protoreflect.FileDescriptor
@@ -407,6 +410,7 @@ func TestEveryProcedureHasAccess(t *testing.T) {
 // Every EventoDB method (and the paths /subscribe and /import) has a row,
 // and the test's model names every one too.
 func TestEveryEventoDBMethodHasAccess(t *testing.T) {
+	t.Parallel()
 	for m := range evMethods {
 		if _, ok := evMethodAccess[m]; !ok {
 			t.Errorf("EventoDB method %s has no row in evMethodAccess (access.go)", m)

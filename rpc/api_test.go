@@ -20,6 +20,7 @@ import (
 // against a follower of a 3-node cluster (writes forwarded, reads
 // linearizable through the leader's read index).
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	for _, target := range []struct {
 		name  string
 		start func(testing.TB) *server

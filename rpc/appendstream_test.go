@@ -61,6 +61,7 @@ func receiveAll(t *testing.T, stream *connect.BidiStreamForClient[skaldv1.Append
 // its own answer, the positions are 0..n-1 once each, and the stream
 // holds each request's message at the position its answer gave.
 func TestAppendStreamPositions(t *testing.T) {
+	t.Parallel()
 	servers, leader := clusterOfThree(t)
 	follower := servers[0]
 	if follower == leader {
@@ -130,6 +131,7 @@ func TestAppendStreamPositions(t *testing.T) {
 // field, one outside the credential's scope PermissionDenied, and the
 // others on the same stream, before and after, are written.
 func TestAppendStreamRefusesOneRequest(t *testing.T) {
+	t.Parallel()
 	_, leader := clusterOfThree(t)
 	appToken, _ := nstoken.New("app")
 	if _, err := leader.n.CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: "app", TokenHash: nstoken.Hash(appToken)}); err != nil {
@@ -211,6 +213,7 @@ func fieldViolation(e *skaldv1.AppendStreamError, field string) bool {
 // ResourceExhausted, not applied, and the stream goes on; a stream left
 // idle ends at the idle timeout.
 func TestAppendStreamBounds(t *testing.T) {
+	t.Parallel()
 	opts := defaultOptions
 	opts.Limits = Limits{AppendStreamInFlight: 2, IdleTimeout: 2 * time.Second}
 	_, leader := startCluster(t, 3, opts)

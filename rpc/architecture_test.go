@@ -16,6 +16,7 @@ import (
 // fsmv1); every deeper package (cmd/skald/internal/cli) lies under a row;
 // and every folder a row names exists.
 func TestArchitectureMap(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command:", err)

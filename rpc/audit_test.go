@@ -67,6 +67,7 @@ func auditCount(t *testing.T, reg prometheus.Gatherer, action string) float64 {
 // credential on another namespace, is one audit line (who, what, from
 // where) and one count; a call on one's own namespace is neither.
 func TestAuditTrail(t *testing.T) {
+	t.Parallel()
 	var logs lockedBuffer
 	opts := defaultOptions
 	opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
@@ -116,6 +117,7 @@ func TestAuditTrail(t *testing.T) {
 // credential was refused (its role or its scope); a call with no valid
 // token is not (only counted elsewhere).
 func TestAuditChangesAndRefusals(t *testing.T) {
+	t.Parallel()
 	var logs lockedBuffer
 	opts := defaultOptions
 	opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))

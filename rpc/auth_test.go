@@ -54,6 +54,7 @@ func randomToken(t *testing.T) string {
 // its creation is acknowledged, even with a token the follower had just
 // found unknown.
 func TestUnknownTokensSpareTheLeader(t *testing.T) {
+	t.Parallel()
 	servers, l := clusterOfThree(t)
 	var f *server
 	for _, s := range servers {

@@ -14,6 +14,7 @@ import (
 // ListCategories and ns.categories answer in bounded pages: a cursor and
 // a limit of at most 1000, a bad limit refused naming it.
 func TestListCategoriesPages(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[0], adminToken)
 	for _, stream := range []string{"a-1", "b-1", "c-1"} {

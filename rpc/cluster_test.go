@@ -18,6 +18,7 @@ import (
 // every time (it used to be empty while the old leader had not yet heard
 // from its successor).
 func TestTransferLeadershipNamesNewLeader(t *testing.T) {
+	t.Parallel()
 	servers, _ := clusterOfThree(t)
 	leader := func() *server {
 		var l *server
@@ -58,6 +59,7 @@ func TestTransferLeadershipNamesNewLeader(t *testing.T) {
 // TestClusterStatusReportsEveryAppliedIndex: Status, asked on a follower,
 // reports each server's own applied index (followers used to show 0).
 func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
+	t.Parallel()
 	servers, l := clusterOfThree(t)
 	var f *server
 	for _, s := range servers {
@@ -113,6 +115,7 @@ func TestClusterStatusReportsEveryAppliedIndex(t *testing.T) {
 // the cluster answers NotFound naming it, on the leader and on a follower
 // (which forwards), in every protocol; it used to answer OK.
 func TestRemoveUnknownServerIsNotFound(t *testing.T) {
+	t.Parallel()
 	servers, l := clusterOfThree(t)
 	var f *server
 	for _, s := range servers {
@@ -148,6 +151,7 @@ func TestRemoveUnknownServerIsNotFound(t *testing.T) {
 // index, through the follower and through the leader, and the others
 // stay healthy. Names come from Options (gossip in the server).
 func TestClusterStatusHealthThroughAFollower(t *testing.T) {
+	t.Parallel()
 	names := map[string]string{}
 	opts := defaultOptions
 	opts.Names = func(id string) string { return names[id] }
@@ -228,6 +232,7 @@ func TestClusterStatusHealthThroughAFollower(t *testing.T) {
 // leader did not answer, against the freshest answer: highest term, then
 // longest log.
 func TestClusterStatusReference(t *testing.T) {
+	t.Parallel()
 	p := func(term, last uint64) nodeapi.Progress { return nodeapi.Progress{Term: term, LastIndex: last} }
 	cases := []struct {
 		name     string

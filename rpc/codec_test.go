@@ -11,6 +11,7 @@ import (
 // position 0, and Connect JSON replies say so instead of leaving the field
 // out as proto3 JSON does by default.
 func TestConnectJSONShowsZeroPositions(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	call := func(method, body string, out any) {
 		t.Helper()

@@ -32,6 +32,7 @@ func (r *encodingRecorder) RoundTrip(req *http.Request) (*http.Response, error) 
 // A 100-message read (about 20 KiB) goes out uncompressed by default even
 // to a client that accepts gzip; CompressMinBytes lowers the bar.
 func TestReplyCompression(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		min      int

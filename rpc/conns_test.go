@@ -15,6 +15,7 @@ import (
 )
 
 func TestDefaultMaxConnectionsPerIP(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ maxConns, want int }{
 		{0, 256},     // no cap on all
 		{16384, 256}, // the largest computed --max-connections
@@ -38,6 +39,7 @@ func TestDefaultMaxConnectionsPerIP(t *testing.T) {
 // 127.0.0.1. Without the per-address cap the hog holds all of
 // --max-connections and every call is refused.
 func TestConnectionCapPerIP(t *testing.T) {
+	t.Parallel()
 	const maxConns, perIP = 8, 4
 	s := single(t)
 	ls := serveCapped(t, s.n, defaultOptions, maxConns, perIP)

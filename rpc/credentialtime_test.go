@@ -53,6 +53,7 @@ func (b *recordingBackend) created() []*fsmv1.CreateCredential {
 // forwards a command without a time, and its reply's created_at is the
 // one the stored record holds (the leader's result carries it back).
 func TestCredentialCreatedAtIsTheLeaders(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	backends := map[*node.Node]*recordingBackend{}
 	c := node.StartTestCluster(t, 3, node.TestClusterOptions{
@@ -116,6 +117,7 @@ func TestCredentialCreatedAtIsTheLeaders(t *testing.T) {
 // leader older than CredentialResult.created_unix_nano answers without
 // the time; the reply then says this node's clock at the call, not 0.
 func TestCredentialCreatedAtFromAnOldLeader(t *testing.T) {
+	t.Parallel()
 	c := node.StartTestCluster(t, 1, node.TestClusterOptions{
 		Handler: func(tn *node.TestNode) http.Handler {
 			o := defaultOptions

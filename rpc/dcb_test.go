@@ -19,6 +19,7 @@ import (
 // Tags, Query and conditional appends (DCB) through the API, on a single
 // node and on a follower (forwarded writes, linearizable follower reads).
 func TestDCB(t *testing.T) {
+	t.Parallel()
 	for _, target := range []struct {
 		name  string
 		start func(testing.TB) *server

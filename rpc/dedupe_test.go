@@ -17,6 +17,7 @@ import (
 // Idempotent writes (issue #18) through both APIs, on the leader and
 // through a follower (whose forwarded rejections must keep every field).
 func TestIdempotentWrites(t *testing.T) {
+	t.Parallel()
 	for _, target := range []struct {
 		name  string
 		start func(testing.TB) *server

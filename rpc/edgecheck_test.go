@@ -117,6 +117,7 @@ func violation(t *testing.T, what string, err error) (field, reason string) {
 // field and reason. An edge that restated a rule in its own words, or
 // checked less than apply, fails here.
 func TestEdgeAndApplyRefuseAlike(t *testing.T) {
+	t.Parallel()
 	a := newApplyStore(t)
 	s := &eventStore{b: noProposals{t: t}}
 	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: "ns"})
@@ -233,6 +234,7 @@ func TestEdgeAndApplyRefuseAlike(t *testing.T) {
 // message before proposing, in apply's reason under the name of its
 // argument (evWriteRefused of what apply answers).
 func TestEvdbWriteRefusesAsApply(t *testing.T) {
+	t.Parallel()
 	a := newApplyStore(t)
 	e := &evdb{b: noProposals{t: t}}
 	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: "ns"})

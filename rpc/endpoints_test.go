@@ -45,6 +45,7 @@ func collect(t *testing.T, st *connect.ServerStreamForClient[skaldv1.SubscribeRe
 }
 
 func TestSubscribeConsumerGroupsSplitStreams(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	for i := 0; i < 12; i++ {
@@ -83,6 +84,7 @@ func TestSubscribeConsumerGroupsSplitStreams(t *testing.T) {
 }
 
 func TestSubscribeHeartbeatAndDelete(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	admin := newClients(s, protocols[1], adminToken)
 	created, err := admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "gone"}))
@@ -114,6 +116,7 @@ func TestSubscribeHeartbeatAndDelete(t *testing.T) {
 }
 
 func TestSubscribeCutsOffSlowConsumer(t *testing.T) {
+	t.Parallel()
 	s := singleWith(t, Options{Subscribe: subscribeConfig{MaxLag: 50, Page: 10}})
 	c := newClients(s, protocols[1], adminToken)
 	st, err := c.events.Subscribe(ctxT(t), connect.NewRequest(&skaldv1.SubscribeRequest{Target: &skaldv1.SubscribeRequest_Stream{Stream: "fast-1"}}))
@@ -144,6 +147,7 @@ func TestSubscribeCutsOffSlowConsumer(t *testing.T) {
 }
 
 func TestHTTPEndpoints(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	get := func(path, token string, header ...string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodGet, "http://"+s.addr+path, nil)
@@ -206,6 +210,7 @@ func TestHTTPEndpoints(t *testing.T) {
 }
 
 func TestCORS(t *testing.T) {
+	t.Parallel()
 	s := singleWith(t, Options{CORSOrigins: []string{"http://app.example"}})
 	req, _ := http.NewRequestWithContext(ctxT(t), http.MethodOptions, "http://"+s.addr+"/skald.v1.EventStore/Append", nil)
 	req.Header.Set("Origin", "http://app.example")
@@ -231,6 +236,7 @@ func TestCORS(t *testing.T) {
 }
 
 func TestSessionReadBeyondCommitted(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	req := func() *connect.Request[skaldv1.StreamVersionRequest] {
@@ -249,6 +255,7 @@ func TestSessionReadBeyondCommitted(t *testing.T) {
 // TestSubscribeCORS: /subscribe answers browsers as every other path
 // does, by --cors-origins, not with Allow-Origin "*" for every origin.
 func TestSubscribeCORS(t *testing.T) {
+	t.Parallel()
 	s := singleWith(t, Options{CORSOrigins: []string{"http://app.example"}})
 	allowed := func(origin string) string {
 		ctx, cancel := context.WithCancel(ctxT(t))
@@ -276,6 +283,7 @@ func TestSubscribeCORS(t *testing.T) {
 
 // A subscriber to a quiet category in a busy namespace is not behind.
 func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
+	t.Parallel()
 	s := singleWith(t, Options{Subscribe: subscribeConfig{MaxLag: 50, Page: 10}})
 	c := newClients(s, protocols[1], adminToken)
 	msgs := make([]*skaldv1.NewMessage, 200)
@@ -310,6 +318,7 @@ func TestSubscribeQuietCategoryInBusyNamespace(t *testing.T) {
 // ready until it holds the admin namespace, so the admin token works the
 // moment /readyz first says yes.
 func TestReadyNeedsAdminNamespace(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
 	ready := func() (int, string) {
@@ -334,6 +343,7 @@ func TestReadyNeedsAdminNamespace(t *testing.T) {
 // NamespaceInfo fields at the top level (the spec's shape), not wrapped
 // in {"namespace": ...}.
 func TestNamespacesGetReplyIsTheResource(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+s.addr+"/skald.v1.Namespaces/Get", strings.NewReader(`{"name":"default"}`))
 	if err != nil {
@@ -360,6 +370,7 @@ func TestNamespacesGetReplyIsTheResource(t *testing.T) {
 // limit) on the EventoDB API and on Connect, never a retryable
 // ResourceExhausted.
 func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	big := map[string]any{"x": strings.Repeat("a", 1<<20)}
 	status, body := evClient{t, s.addr, adminToken}.call("stream.write", "big-1", map[string]any{"type": "T", "data": big})
@@ -380,6 +391,7 @@ func TestOversizedMessageIsInvalidOnBothAPIs(t *testing.T) {
 // ResourceExhausted on Connect and 503 STORAGE_FULL on the EventoDB API,
 // with the node's explanation (which server, what to free).
 func TestStorageFullErrors(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("%w: server n1 has 10.0 MiB free for its data, under the 64.0 MiB minimum", nodeapi.ErrStorageFull)
 	if ce := ConnectError(err); connect.CodeOf(ce) != connect.CodeResourceExhausted || !strings.Contains(ce.Error(), "server n1 has 10.0 MiB free") {
 		t.Fatalf("Connect: %v", ce)
@@ -394,6 +406,7 @@ func TestStorageFullErrors(t *testing.T) {
 // from a member's own console (how the console moves to another node),
 // and from nowhere else.
 func TestCORSMembers(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	testutil.Eventually(t, waitTimeout, "the node's API address", func() bool { _, ok := s.n.NodeAddr(s.n.ID()); return ok })
 	preflight := func(origin string) string {
@@ -424,6 +437,7 @@ func TestCORSMembers(t *testing.T) {
 // TestConsoleServed: every node serves the console at /ui/, without a
 // token; /ui redirects there.
 func TestConsoleServed(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(path string) *http.Response {

@@ -88,6 +88,7 @@ func (r connectReply) String() string {
 // before they became one table, so it pins that the table changed no
 // reply.
 func TestErrorTable(t *testing.T) {
+	t.Parallel()
 	dupContent := &fsm.DuplicateIDError{Message: 2, ID: "0b5f6a9e-1111-4c4c-8888-000000000001", Stream: "account-1",
 		Position: 3, GlobalPosition: 42, Reason: fsm.DuplicateContent}
 	dupMixed := &fsm.DuplicateIDError{Message: 0, Field: "streams[1].messages[0]", ID: "0b5f6a9e-1111-4c4c-8888-000000000002",
@@ -297,6 +298,7 @@ func TestErrorTable(t *testing.T) {
 // whatever the node said, except for the state machine's verdicts;
 // EventoDB keeps the node's answer.
 func TestErrorTableDeadlinePassed(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	ctx = context.WithValue(ctx, callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
@@ -333,6 +335,7 @@ func TestErrorTableDeadlinePassed(t *testing.T) {
 
 // A *connect.Error passes through toConnect unchanged.
 func TestToConnectPassesConnectErrors(t *testing.T) {
+	t.Parallel()
 	in := connect.NewError(connect.CodePermissionDenied, errors.New("not yours"))
 	if got := toConnect(context.Background(), slog.New(slog.DiscardHandler), fmt.Errorf("wrapped: %w", in)); got != in {
 		t.Fatalf("got %v, want %v", got, in)
@@ -341,6 +344,7 @@ func TestToConnectPassesConnectErrors(t *testing.T) {
 
 // A watermark that fsm refuses is the same InvalidArgument on both APIs.
 func TestWatermarkRefusal(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
 	_, err := (&eventStore{log: log}).DeleteByWatermark(ctx, connect.NewRequest(&skaldv1.DeleteByWatermarkRequest{
@@ -359,6 +363,7 @@ func TestWatermarkRefusal(t *testing.T) {
 // A token given to create a namespace must be a well-formed token of that
 // namespace; both APIs say so in their own words.
 func TestCreateNamespaceBadToken(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: nstoken.AdminNamespace, admin: true})
 	other, err := nstoken.New("other")

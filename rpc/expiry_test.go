@@ -13,6 +13,7 @@ import (
 // naming the range and the way to say "never", not wrapped into the past
 // and refused as "must be in the future".
 func TestExpiryNanos(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at   string
 		want int64 // when ok

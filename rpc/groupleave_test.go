@@ -19,6 +19,7 @@ import (
 // parked, and the checkpoint moves past it; it is not handed out forever
 // with delivery 1.
 func TestGroupLeavingConsumerParks(t *testing.T) {
+	t.Parallel()
 	cs, _ := clusterClients(t)
 	appendMsgs(t, cs[0], "job-1", "Poison", 1) // global position 1
 	for _, maxRetries := range []int32{0, 1, 2} {

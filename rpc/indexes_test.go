@@ -24,6 +24,7 @@ func amountDefinition() *skaldv1.IndexDefinition {
 // token is refused, and that bad input is refused naming its field and
 // changes nothing.
 func TestIndexesAPI(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)
@@ -170,6 +171,7 @@ func TestIndexesAPI(t *testing.T) {
 // A stream index answers each stream once, from its latest event, and
 // names the stream with positions only; its kind is reported back.
 func TestIndexesAPIStreamKind(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)
@@ -222,6 +224,7 @@ func TestIndexesAPIStreamKind(t *testing.T) {
 // the rebuild while it runs and the new version once built; bad rebuilds
 // are refused naming their field and change nothing.
 func TestIndexesRebuild(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)
@@ -305,6 +308,7 @@ func TestIndexesRebuild(t *testing.T) {
 // it): past the budget the reply is truncated with next_cursor, never an
 // error, and going on from the cursors returns exactly the live hits.
 func TestIndexQueryScanBudget(t *testing.T) {
+	t.Parallel()
 	const budget = 10
 	s := singleIndexBudget(t, budget)
 	ctx := ctxT(t)

@@ -38,6 +38,7 @@ func hitsBytes(r *skaldv1.IndexesQueryResponse) int {
 // at most fsm.MaxIndexCursorBytes whatever the values; and the pages read
 // on from the cursors return every hit once, in order.
 func TestIndexQueryPagesCapped(t *testing.T) {
+	t.Parallel()
 	const pageCap = 64 << 10
 	s := singleWith(t, Options{Subscribe: defaultOptions.Subscribe, Limits: Limits{PageBytes: pageCap}})
 	ctx := ctxT(t)

@@ -19,6 +19,7 @@ import (
 // state), Resume lets it catch up, and bad input is refused naming what
 // was wrong.
 func TestIndexesPauseResume(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)
@@ -113,6 +114,7 @@ func TestIndexesPauseResume(t *testing.T) {
 // definition keeps its storage, the status counts its memory, queries
 // answer as from Pebble, and an unknown storage is refused naming it.
 func TestIndexesMemoryStorage(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)

@@ -14,6 +14,7 @@ import (
 // membership, and internal/ (the ground floor) imports nothing of ours
 // outside it. Test files are not counted: rpc's tests start real nodes.
 func TestImportsRunDownward(t *testing.T) {
+	t.Parallel()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command:", err)

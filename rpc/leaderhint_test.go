@@ -15,6 +15,7 @@ import (
 // A write served by a follower names the leader's API address; reads do
 // not, and neither does the leader.
 func TestLeaderHintOnForwardedWrites(t *testing.T) {
+	t.Parallel()
 	f := followerOfThree(t)
 	c := newClients(f, protocols[1], adminToken)
 	lid, _ := f.n.Leader()
@@ -50,6 +51,7 @@ func TestLeaderHintOnForwardedWrites(t *testing.T) {
 // success and on a refusal alike (AppendMulti, deletes, policies and group
 // operations once went without: the list named 3 of them).
 func TestLeaderHintOnEveryForwardedKind(t *testing.T) {
+	t.Parallel()
 	f := followerOfThree(t)
 	c := newClients(f, protocols[1], adminToken)
 	lid, _ := f.n.Leader()
@@ -114,6 +116,7 @@ func headerOf[T any](r *connect.Response[T], err error) (http.Header, error) {
 // replies from a follower name the leader) or served by any node: a new
 // procedure in neither list fails here.
 func TestEveryProcedureIsClassified(t *testing.T) {
+	t.Parallel()
 	files := []protoreflect.FileDescriptor{skaldv1.File_skald_v1_event_store_proto, skaldv1.File_skald_v1_namespaces_proto,
 		skaldv1.File_skald_v1_subscriptions_proto, skaldv1.File_skald_v1_cluster_proto, skaldv1.File_skald_v1_credentials_proto,
 		skaldv1.File_skald_v1_indexes_proto}

@@ -91,6 +91,7 @@ func rawRequest(t *testing.T, addr, path, contentType, token string, contentLeng
 // the body first, and these requests hung). A body over the request cap
 // is refused the same way, whatever the token.
 func TestAuthBeforeBody(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ls := serveLimited(t, s.n, defaultOptions, 0)
 	const announced = 15_000_000
@@ -169,6 +170,7 @@ func TestAuthBeforeBody(t *testing.T) {
 // 100 ms and a 1 s read timeout that is about 10; without a read timeout
 // the client gets to 100 and the test fails.
 func TestReadTimeoutCutsTrickle(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	opts := defaultOptions
 	opts.Limits = Limits{ReadTimeout: time.Second}
@@ -240,6 +242,7 @@ func TestReadTimeoutCutsTrickle(t *testing.T) {
 // EventoDB /subscribe stay open long past the read timeout (measured in
 // Subscribe's own heartbeats, 200 ms apart) and still deliver.
 func TestStreamsOutliveReadTimeout(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	opts := defaultOptions
 	opts.Limits = Limits{ReadTimeout: time.Second}
@@ -295,6 +298,7 @@ func TestStreamsOutliveReadTimeout(t *testing.T) {
 // is closed at once and counted, the ones open are served, and a slot
 // freed is used again.
 func TestConnectionCap(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ls := serveLimited(t, s.n, defaultOptions, 2)
 	get := func(c net.Conn) error {
@@ -361,6 +365,7 @@ func TestConnectionCap(t *testing.T) {
 // reply, per write for a streamed one or a download), so what the reply
 // holds is freed; a Subscribe stream, which has no write deadline, stays.
 func TestWriteTimeoutCutsStalledReader(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ev := evClient{t: t, addr: s.addr, token: adminToken}
 	data := map[string]any{"x": strings.Repeat("a", 100<<10)}
@@ -441,6 +446,7 @@ func TestWriteTimeoutCutsStalledReader(t *testing.T) {
 // so only the pace of the writes below counts: a MiB per 360 ms against
 // a 1 s deadline.
 func TestImportOutlivesReadTimeout(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	opts := defaultOptions
 	opts.Limits = Limits{ReadTimeout: time.Second}
@@ -494,6 +500,7 @@ func TestImportOutlivesReadTimeout(t *testing.T) {
 // on the half line the server held (bufio.Scanner hands it over as if the
 // body had ended). The whole lines before it are imported.
 func TestImportReadErrors(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	opts := defaultOptions
 	opts.Limits = Limits{ReadTimeout: 300 * time.Millisecond}
@@ -546,6 +553,7 @@ func TestImportReadErrors(t *testing.T) {
 // the read after the pause failed with the deadline set at the request's
 // start.
 func TestImportDeadlineSparesServerTime(t *testing.T) {
+	t.Parallel()
 	const timeout = 500 * time.Millisecond
 	const size = 512 << 10 // under importDeadlineStep: only the away time moves the deadline
 	result := make(chan string, 1)

@@ -43,6 +43,7 @@ func scrape(t *testing.T, s *server, token string) (int, string) {
 // then only to the admin token; other tokens are refused. It used to name
 // every namespace and group that had a consumer, to anyone.
 func TestMetricsNameNoTenant(t *testing.T) {
+	t.Parallel()
 	const ns, group = "acme-secret-tenant", "payroll-secret-group"
 	secrets := regexp.MustCompile(ns + "|" + group)
 	cases := []struct {
@@ -128,6 +129,7 @@ func TestMetricsNameNoTenant(t *testing.T) {
 // TestMetricsFilterKeepsUnlabelled: withoutTenants drops exactly the
 // series with a namespace or group label, and the families left empty.
 func TestMetricsFilterKeepsUnlabelled(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewRegistry()
 	plain := prometheus.NewGauge(prometheus.GaugeOpts{Name: "plain"})
 	byProc := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "by_procedure"}, []string{"procedure"})

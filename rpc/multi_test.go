@@ -12,6 +12,7 @@ import (
 )
 
 func TestAppendMulti(t *testing.T) {
+	t.Parallel()
 	for _, target := range []struct {
 		name  string
 		start func(testing.TB) *server

@@ -12,6 +12,7 @@ import (
 // naming the stream is refused exactly as Append is (the same code and
 // message on every protocol), through a follower, and writes nothing.
 func TestAppendMultiToHardDeletedStream(t *testing.T) {
+	t.Parallel()
 	f := followerOfThree(t)
 	admin := newClients(f, protocols[0], adminToken)
 	ctx := ctxT(t)

@@ -16,6 +16,7 @@ import (
 // cursor option (EventoDB) returns every namespace once, in byte order;
 // a limit out of range is refused naming it.
 func TestNamespaceListingIsPaged(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	want := []string{"default"}

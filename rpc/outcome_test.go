@@ -19,6 +19,7 @@ import (
 // in EventoDB's error. Here the refusal is real: a leader whose followers
 // are gone steps down, and a write waits out LeaderWait for a leader.
 func TestNotAppliedIsMarked(t *testing.T) {
+	t.Parallel()
 	c := node.StartTestCluster(t, 3, node.TestClusterOptions{
 		Config: func(_ int, cfg *node.Config) { cfg.LeaderWait = 500 * time.Millisecond },
 		Handler: func(tn *node.TestNode) http.Handler {

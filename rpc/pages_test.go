@@ -26,18 +26,22 @@ import (
 
 const (
 	bigMessages = 100
+	// stalledMessages is the fill of the stalled-reader tests: 40 MiB,
+	// more than any of their heap bounds, so a reply or a group that held
+	// everything would fail them as surely as 100 MiB would.
+	stalledMessages = 40
 	// bigData is a data object of 1 MiB less room for a few metadata
 	// bytes: data + metadata at most 1 MiB (maxMessageBytes).
 	bigDataBytes = 1<<20 - 64
 )
 
-// bigNamespace appends bigMessages messages of about 1 MiB to the admin
-// namespace of s: streams blob-0..2 (category blob), tag blob:1.
-func bigNamespace(t *testing.T, s *server) {
+// bigNamespace appends n messages of about 1 MiB to the admin namespace
+// of s: streams blob-0..2 (category blob), tag blob:1.
+func bigNamespace(t *testing.T, s *server, n int) {
 	t.Helper()
 	c := newClients(s, protocols[1], adminToken)
 	data := []byte(`{"x":"` + strings.Repeat("a", bigDataBytes-8) + `"}`)
-	for i := range bigMessages {
+	for i := range n {
 		_, err := c.events.Append(ctxT(t), connect.NewRequest(&skaldv1.AppendRequest{Stream: fmt.Sprintf("blob-%d", i%3),
 			Messages: []*skaldv1.NewMessage{{Type: "Big", Data: data, Tags: []string{"blob:1"}}}}))
 		if err != nil {
@@ -61,8 +65,9 @@ func pageBytes(msgs []*skaldv1.Message) int {
 // the last message returns the rest once. EventoDB batchSize -1 returns
 // every message from its position in one reply (streamed).
 func TestReadPagesCapped(t *testing.T) {
+	t.Parallel()
 	s := single(t)
-	bigNamespace(t, s)
+	bigNamespace(t, s, bigMessages)
 	c := newClients(s, protocols[1], adminToken)
 	type page struct {
 		msgs      []*skaldv1.Message
@@ -188,6 +193,7 @@ func TestReadPagesCapped(t *testing.T) {
 // is the same bytes as the one built in memory, small messages, many
 // pages.
 func TestPagedReplyMatchesBatch(t *testing.T) {
+	t.Parallel()
 	opts := defaultOptions
 	opts.Limits.PageBytes = 1000 // a few messages per page
 	s := singleWith(t, opts)
@@ -355,13 +361,13 @@ func heapInUse() uint64 {
 // TestStalledReadersHoldBoundedMemory is finding 4's load: clients that
 // stop reading — a Connect ReadAll of everything, an EventoDB
 // category.get with batchSize -1, a Subscribe stream and an EventoDB
-// /subscribe — while 100 messages of 1 MiB are there to send. The test
+// /subscribe — while 40 messages of 1 MiB are there to send. The test
 // waits until each request's writer is blocked on its stalled connection
 // and measures what the server's heap holds then: a page each, not the
-// 100 MiB (and its encoding) each held before.
+// 40 MiB (and its encoding) a whole reply would hold.
 func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 	s := single(t)
-	bigNamespace(t, s)
+	bigNamespace(t, s, stalledMessages)
 	const each = 2 // requests of each kind
 	const kinds = 4
 	addr, blocked := serveStalled(t, s, each*kinds, defaultOptions)
@@ -418,13 +424,12 @@ func TestStalledReadersHoldBoundedMemory(t *testing.T) {
 }
 
 // TestStalledConsumerHoldsBoundedMemory: a persistent subscription's
-// consumer that stops reading, with 100 messages of 1 MiB to deliver.
+// consumer that stops reading, with 40 messages of 1 MiB to deliver.
 // The group reads ahead at most 4 MiB and keeps at most 16 MiB in flight
-// (node/delivery/dispatcher.go); before, it read ahead and put in flight the
-// consumer's 100 messages, 100 MiB.
+// (node/delivery/dispatcher.go), not all 40 MiB.
 func TestStalledConsumerHoldsBoundedMemory(t *testing.T) {
 	s := single(t)
-	bigNamespace(t, s)
+	bigNamespace(t, s, stalledMessages)
 	addr, blocked := serveStalled(t, s, 1, defaultOptions)
 	c := newClients(&server{n: s.n, addr: addr}, protocols[1], adminToken)
 	if _, err := c.subs.CreateGroup(ctxT(t), connect.NewRequest(&skaldv1.CreateGroupRequest{Name: "big", Source: &skaldv1.CreateGroupRequest_Category{Category: "blob"}})); err != nil {

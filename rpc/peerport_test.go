@@ -11,6 +11,7 @@ import (
 // the API port answers its procedures as unknown (UNIMPLEMENTED), whatever the caller
 // sends, so a namespace token or a guessed secret header reaches nothing.
 func TestAPIPortHasNoPeerService(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	for _, proc := range []string{"Apply", "ApplyBatch", "ReadIndex", "Stats", "RemoveServer", "GroupSettle"} {
 		req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+s.addr+"/skald.peer.v1.PeerService/"+proc, strings.NewReader(`{}`))

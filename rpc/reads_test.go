@@ -23,6 +23,7 @@ func gpsOfWire(msgs []*skaldv1.Message) []int64 {
 // below -1 is InvalidArgument on the field, and a forward read still
 // refuses -1.
 func TestReadBackwardConnect(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	ctx := ctxT(t)
@@ -124,6 +125,7 @@ func TestReadBackwardConnect(t *testing.T) {
 // holds every message), forward and backward; bad filters are
 // InvalidArgument on the field.
 func TestReadFilteredConnect(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	ctx := ctxT(t)
@@ -209,6 +211,7 @@ func TestReadFilteredConnect(t *testing.T) {
 // comes after the position held, and every message of the streams not
 // named; bad vectors are refused naming the stream.
 func TestReadCategoryStateVector(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	ctx := ctxT(t)

@@ -22,6 +22,7 @@ func (b stalledBackend) StorageStall() error { return b.stall }
 // resource (node.Node.StorageStall) is not ready, even once it was, and
 // /readyz says why; it is ready again when the stall ends.
 func TestReadyzReportsStorageStall(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
 	createAdmin(t, s.n)

@@ -177,6 +177,7 @@ func testCounter(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 // ends with its context, and what a hold keeps or releases is free for
 // the next one.
 func TestReplyHold(t *testing.T) {
+	t.Parallel()
 	const total = 1000
 	for _, tc := range []struct {
 		name     string

@@ -17,6 +17,7 @@ import (
 // namespace token and the admin token, checks that an expiry applies
 // them, and that every refusal has its code and changes nothing.
 func TestRetentionAPI(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	ctx := ctxT(t)
 	admin := newClients(s, protocols[0], adminToken)
@@ -131,6 +132,7 @@ func equalStrings(a, b []string) bool {
 // TestRetentionEventoDB drives the ns.setRetention and ns.retention
 // extensions of /rpc, with each refusal's status and code.
 func TestRetentionEventoDB(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	created, err := newClients(s, protocols[0], adminToken).namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "shop"}))
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 // /subscribe that hold it through C end with the authentication error.
 // The namespace's initial token, meanwhile, keeps working as its owner.
 func TestRevokeOnEveryNode(t *testing.T) {
+	t.Parallel()
 	servers, l := clusterOfThree(t)
 	var fs []*server
 	for _, s := range servers {
@@ -121,6 +122,7 @@ func TestRevokeOnEveryNode(t *testing.T) {
 // An expired credential is refused with a message naming it and when it
 // expired; the credentials list shows it with its expiry.
 func TestExpiredCredential(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	appToken, _ := nstoken.New("app")
 	if _, err := s.n.CreateNamespace(ctxT(t), &fsmv1.CreateNamespace{Name: "app", TokenHash: nstoken.Hash(appToken)}); err != nil {

@@ -19,6 +19,7 @@ import (
 // gate trusts what the follower last reported. The revoked tokens are
 // refused at once.
 func TestRevokeWithAServerDown(t *testing.T) {
+	t.Parallel()
 	c := node.StartTestCluster(t, 3, node.TestClusterOptions{
 		Config: func(_ int, cfg *node.Config) { cfg.ReadWait = 2 * time.Second },
 		Handler: func(tn *node.TestNode) http.Handler {

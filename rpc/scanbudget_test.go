@@ -17,6 +17,7 @@ import (
 // subscription over the same sparse category delivers every match and
 // then caught_up, moving on in steps of the budget.
 func TestScanBudget(t *testing.T) {
+	t.Parallel()
 	const budget = 25
 	s := singleWith(t, Options{Subscribe: defaultOptions.Subscribe, Limits: Limits{ScanBudget: budget}})
 	c := newClients(s, protocols[1], adminToken)

@@ -100,6 +100,7 @@ func firstDelivery(ctx context.Context, c clients, group string, settle func(*sk
 // tags, never a category. Namespaces.Get {} answers the caller's own
 // namespace.
 func TestScopedSources(t *testing.T) {
+	t.Parallel()
 	s, owner, scopedToken := scopeSourcesSetup(t)
 	ctx := ctxT(t)
 	scoped := newClients(s, protocols[0], scopedToken)
@@ -231,6 +232,7 @@ func TestScopedSources(t *testing.T) {
 // category or a stream the scope grants bounds every message it can hold,
 // a rebuild's definition included.
 func TestSourceScopeRule(t *testing.T) {
+	t.Parallel()
 	index := func(category string, types ...string) *fsmv1.IndexDefinition {
 		return &fsmv1.IndexDefinition{Category: category, Types: types}
 	}

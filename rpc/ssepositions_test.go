@@ -53,6 +53,7 @@ func serveBackend(t *testing.T, b Backend, opts Options) string {
 // messages are and never their payloads: every poke arrives, in order,
 // and the reads behind them decode no message.
 func TestSubscribePokesReadNoPayloads(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	c := newClients(s, protocols[1], adminToken)
 	data := []byte(`{"x":"` + strings.Repeat("a", 32<<10) + `"}`)

@@ -37,6 +37,7 @@ func useStack(depth int) byte {
 // starts goroutines with a few KiB); if the process's adaptive starting
 // size has grown past that, the test cannot tell and is skipped.
 func TestReserveStack(t *testing.T) {
+	t.Parallel()
 	moves := func(reserve bool) bool {
 		got := make(chan bool, 1)
 		go func() {
@@ -61,6 +62,7 @@ func TestReserveStack(t *testing.T) {
 // unary request, on the goroutine the server gave it, before the handler
 // runs.
 func TestDeadlinesReserveStack(t *testing.T) {
+	t.Parallel()
 	moved := make(chan bool, 1)
 	h := deadlines{limits: Limits{}.withDefaults(), next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		before := stackPos()

@@ -12,6 +12,7 @@ import (
 // EventoDB extensions through a follower (so every reply also crosses the
 // peer service), with each refusal's code.
 func TestStreamDeletionAPI(t *testing.T) {
+	t.Parallel()
 	f := followerOfThree(t)
 	c := newClients(f, protocols[0], adminToken)
 	ctx := ctxT(t)

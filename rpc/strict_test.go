@@ -38,6 +38,7 @@ func importLine(over map[string]string) string {
 }
 
 func TestStrictImport(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	admin := evClient{t, s.addr, adminToken}
 	var ns struct{ Token string }
@@ -105,6 +106,7 @@ func rawRPC(t *testing.T, c evClient, body string) (int, []byte) {
 }
 
 func TestStrictEventoDBText(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	admin := evClient{t, s.addr, adminToken}
 	var ns struct{ Token string }
@@ -166,6 +168,7 @@ func TestStrictEventoDBText(t *testing.T) {
 // TestStrictNamespaceNames: reserved and path-like names are refused on
 // both APIs; ordinary ones still work.
 func TestStrictNamespaceNames(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	admin := evClient{t, s.addr, adminToken}
 	cc := newClients(s, protocols[0], adminToken)
@@ -195,6 +198,7 @@ func TestStrictNamespaceNames(t *testing.T) {
 // so fsm.ValidateAppend holds them to UTF-8 text; strings (stream, type)
 // are refused by protobuf itself in both encodings, never repaired.
 func TestStrictConnectText(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	admin := newClients(s, protocols[0], adminToken)
 	created, err := admin.namespaces.Create(ctxT(t), connect.NewRequest(&skaldv1.CreateRequest{Name: "strict-connect"}))
@@ -273,6 +277,7 @@ func TestStrictConnectText(t *testing.T) {
 // TestBadUTF8Field: protoCodec's path of the first string that is not
 // UTF-8, at any depth.
 func TestBadUTF8Field(t *testing.T) {
+	t.Parallel()
 	const mark = "MARK" // replaced by 4 bytes that are not UTF-8 after marshaling
 	m := func(typ string, tags ...string) *skaldv1.NewMessage {
 		return &skaldv1.NewMessage{Type: typ, Data: []byte(`{"MARK":1}`), Tags: tags}

@@ -99,6 +99,7 @@ func ack(t *testing.T, c clients, group string, ids ...string) {
 }
 
 func TestSubscriptionGroupsAPI(t *testing.T) {
+	t.Parallel()
 	f := followerOfThree(t)
 	c := newClients(f, protocols[0], adminToken)
 	ctx := ctxT(t)
@@ -265,6 +266,7 @@ func clusterClients(t *testing.T) ([]clients, []*server) {
 // followers) share a category; every message is delivered to exactly one
 // of them once when all ack.
 func TestGroupCompetingConsumers(t *testing.T) {
+	t.Parallel()
 	cs, _ := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_Category{Category: "acct"},
 		Settings: &skaldv1.GroupSettings{MaxInFlightPerConsumer: proto.Int32(4), CheckpointAfter: proto.Int32(10)}})
@@ -339,6 +341,7 @@ func TestGroupCompetingConsumers(t *testing.T) {
 // TestGroupRedeliveryAfterTimeout: a consumer that never acks loses its
 // messages to another consumer once the ack timeout passes.
 func TestGroupRedeliveryAfterTimeout(t *testing.T) {
+	t.Parallel()
 	cs, _ := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_Stream{Stream: "job-1"},
 		Settings: &skaldv1.GroupSettings{MaxInFlightPerConsumer: proto.Int32(3), AckTimeout: durationpb.New(300 * time.Millisecond)}})
@@ -366,6 +369,7 @@ func TestGroupRedeliveryAfterTimeout(t *testing.T) {
 // TestGroupPoisonParked: a message that keeps failing is parked after max
 // retries; replayed, it is delivered again and, acked, leaves the group.
 func TestGroupPoisonParked(t *testing.T) {
+	t.Parallel()
 	cs, _ := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_Category{Category: "pay"},
 		Settings: &skaldv1.GroupSettings{MaxRetries: proto.Int32(2), CheckpointInterval: durationpb.New(20 * time.Millisecond)}})
@@ -438,6 +442,7 @@ func TestGroupPoisonParked(t *testing.T) {
 // TestGroupPinnedOrder: under the pinned strategy each stream's messages
 // reach one consumer, in order, even when some are retried.
 func TestGroupPinnedOrder(t *testing.T) {
+	t.Parallel()
 	cs, servers := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_Category{Category: "cart"},
 		Settings: &skaldv1.GroupSettings{Strategy: skaldv1.ConsumerStrategy_CONSUMER_STRATEGY_PINNED}})
@@ -537,6 +542,7 @@ func TestGroupPinnedOrder(t *testing.T) {
 // Raft; after the leader changes, the consumer continues from the
 // checkpoint, unacked messages are delivered again and none is skipped.
 func TestGroupResumeAfterLeaderChange(t *testing.T) {
+	t.Parallel()
 	cs, servers := clusterClients(t)
 	createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "g", Source: &skaldv1.CreateGroupRequest_All{All: true},
 		Settings: &skaldv1.GroupSettings{MaxInFlightPerConsumer: proto.Int32(5), CheckpointAfter: proto.Int32(1)}})
@@ -625,6 +631,7 @@ func appendTagged(t *testing.T, c clients, stream, typ string, tags ...string) i
 // survives a leadership transfer and nothing that matches is skipped, not
 // even what is written after it.
 func TestGroupOnQuery(t *testing.T) {
+	t.Parallel()
 	cs, servers := clusterClients(t)
 	pinned := skaldv1.ConsumerStrategy_CONSUMER_STRATEGY_PINNED
 	g := createGroup(t, cs[0], &skaldv1.CreateGroupRequest{Name: "vip",

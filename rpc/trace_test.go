@@ -23,6 +23,7 @@ import (
 // not API calls leave none, and an unknown method under /skald.v1. is one
 // bounded name.
 func TestTracedHandler(t *testing.T) {
+	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })

@@ -14,6 +14,7 @@ import (
 // server does not have fails UNIMPLEMENTED in the caller's protocol, with
 // a message naming it, instead of net/http's plain-text 404.
 func TestUnknownProcedureAnswersInProtocol(t *testing.T) {
+	t.Parallel()
 	s := single(t)
 	for _, p := range protocols {
 		for _, proc := range []string{"/skald.v1.EventStore/Nope", "/skald.v1.Nope/Nope"} {
