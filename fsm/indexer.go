@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // The index loop's step (DESIGN.md, User-defined indexes). The node runs
@@ -830,7 +831,7 @@ func (r *indexRound) pointerTokens(f *fsmv1.IndexField) []string {
 		if r.toks == nil {
 			r.toks = map[*fsmv1.IndexField][]string{}
 		}
-		toks = pointerTokens(f.Pointer)
+		toks = jsonscan.PointerTokens(f.Pointer)
 		r.toks[f] = toks
 	}
 	return toks
