@@ -953,6 +953,28 @@ func TestIndexStates(t *testing.T) {
 	}
 }
 
+// TestIndexLagAfterDeletedTail: an index created after the namespace's
+// last messages were deleted holds every message there is, so it lags by
+// none (the positions of the deleted ones are past its checkpoint).
+func TestIndexLagAfterDeletedTail(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(appendCmd("ns", "account-1", accountMsg(1, "o")))
+	f.must(appendCmd("ns", "account-2", accountMsg(2, "o")))
+	f.must(deleteStreamCmd("ns", "account-2", true))
+	f.must(createIndexCmd("ns", balanceIndex()))
+	catchUp(t, s, "ns")
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || !info.Built || info.Entries != 1 || info.LagEvents != 0 || info.LagTime != 0 {
+		t.Fatalf("caught up after a deleted tail: %+v, %v", info, err)
+	}
+	f.must(appendCmd("ns", "account-1", accountMsg(3, "o")))
+	if info, _ := view(t, s, "ns").Index("bal"); info.LagEvents != 1 || info.LagTime <= 0 {
+		t.Fatalf("behind by the new message: %+v", info)
+	}
+}
+
 func rebuildIndexCmd(ns, name string, d *fsmv1.IndexDefinition) *fsmv1.Command {
 	return &fsmv1.Command{Kind: &fsmv1.Command_RebuildIndex{RebuildIndex: &fsmv1.RebuildIndex{Namespace: ns, Name: name, Definition: d, TimeUnixNano: testTime}}}
 }

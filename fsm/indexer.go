@@ -35,7 +35,8 @@ import (
 //     each matching message; a message whose field is missing or of
 //     another type is skipped and counted;
 //  3. writes each index's checkpoint (XC id: last global position read,
-//     entries, skipped).
+//     or the namespace's last one when the scan reached the end; entries,
+//     skipped).
 //
 // Entries, reverse keys and checkpoints have one writer, the loop (apply
 // writes definitions and the change log only), and rounds of one
@@ -153,10 +154,11 @@ func (s *Store) IndexCounters() IndexCounters {
 
 type indexTotals struct{ read, indexed, skipped, tooLarge, removed, failures atomic.Int64 }
 
-// indexCkpt is the value of an XC key: the last global position read,
-// the entries and skipped messages, and whether a round ever reached the
-// end of the namespace since the index was created or cleared (built:
-// the index is healthy, else building).
+// indexCkpt is the value of an XC key: the last global position read (or
+// passed at the end of the namespace: scan), the entries and skipped
+// messages, and whether a round ever reached the end of the namespace
+// since the index was created or cleared (built: the index is healthy,
+// else building).
 type indexCkpt struct {
 	gp, entries, skipped int64
 	built                bool
@@ -364,6 +366,9 @@ type indexRound struct {
 	// memtable inserts runs of neighbours.
 	sets sortedSets
 	res  IndexRoundResult
+	// last is the snapshot's next global position (lastPosition; 0: not
+	// read yet).
+	last int64
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
@@ -746,7 +751,43 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 		c.gp = gp
 		r.touch(d.Id)
 	}
-	return !ok, it.Error()
+	if err := it.Error(); err != nil || ok {
+		return false, err
+	}
+	// The end of the snapshot: the positions past its last message up to
+	// the namespace's last one hold no message (their messages were
+	// deleted), so the checkpoint passes them too, and the index lags by
+	// none of them. An import that writes there later stages an added
+	// record (changeAdded), which indexes what is at or below the
+	// checkpoint.
+	last, err := r.lastPosition()
+	if err != nil {
+		return false, err
+	}
+	if last > c.gp {
+		c.gp = last
+		r.touch(d.Id)
+	}
+	return true, nil
+}
+
+// lastPosition is the snapshot's last global position given out (0 in a
+// namespace that never held a message), read once per round.
+func (r *indexRound) lastPosition() (int64, error) {
+	if r.last == 0 {
+		v, err := get(r.snap, keyNextGP)
+		if err != nil {
+			return 0, err
+		}
+		next := int64(1)
+		if v != nil {
+			if next, err = decodeUint64(v); err != nil {
+				return 0, err
+			}
+		}
+		r.last = next
+	}
+	return r.last - 1, nil
 }
 
 // index writes m's entry in d when m matches d's source and has every
