@@ -114,6 +114,7 @@ func catchUp(t testing.TB, s *Store, ns string) IndexRoundResult {
 		total.Indexed += r.Indexed
 		total.Removed += r.Removed
 		total.Skipped += r.Skipped
+		total.Failed = append(total.Failed, r.Failed...)
 		if !r.More {
 			total.Covered = r.Covered
 			return total

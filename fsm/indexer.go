@@ -137,6 +137,10 @@ type IndexRoundResult struct {
 	// applied index read before it, even when More (a sibling still
 	// builds).
 	CoveredIDs []uint64
+	// Failed are the indexes the round failed on this node (an error
+	// confined to each: indexstate.go); the next round maintains the
+	// others.
+	Failed []IndexFailure
 }
 
 // IndexCounters are the store's running totals of index work, for tests
@@ -215,10 +219,10 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if f, ok := asIndexFailure(err); ok {
 		// Confined to one index: drop the round, fail that index, and let
 		// the next round maintain the others (indexstate.go).
-		if err := s.recordFailure(ns, f); err != nil {
+		if err := s.recordFailure(ns, r, f); err != nil {
 			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil
+		return IndexRoundResult{Indexes: res.Indexes, More: true, Failed: r.failedIndexes(name)}, nil
 	}
 	if err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
@@ -248,7 +252,7 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		if err != nil {
 			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil // as for any failure
+		return IndexRoundResult{Indexes: res.Indexes, More: true, Failed: r.failedIndexes(name)}, nil // as for any failure
 	}
 	res.BatchBytes = commit.Len()
 	if commit.Count() > 0 {
@@ -263,9 +267,10 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		if err := ns.memIdx.reclaimIfIdle(); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		if err := s.checkMemory(ns, r.wrote()); err != nil {
+		if err := s.checkMemory(ns, r); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
+		res.Failed = r.failedIndexes(name)
 	}
 	if res.Read >= 1000 {
 		// A moving average over the rounds that read enough to measure.
@@ -369,12 +374,23 @@ type indexRound struct {
 	// last is the snapshot's next global position (lastPosition; 0: not
 	// read yet).
 	last int64
+	// names: index id -> name, of the stored definitions and their
+	// rebuilds; failed: the failures the round recorded.
+	names  map[uint64]string
+	failed []*indexFailure
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
 	defs, err := loadIndexes(r.snap)
 	if err != nil {
 		return r.res, err
+	}
+	r.names = make(map[uint64]string, len(defs))
+	for _, d := range defs {
+		r.names[d.Id] = d.Name
+		if d.Next != nil {
+			r.names[d.Next.Id] = d.Name
+		}
 	}
 	if err := r.routeMemory(defs); err != nil { // indexmem.go
 		return r.res, err

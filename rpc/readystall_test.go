@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/testutil"
 )
 
@@ -42,5 +43,37 @@ func TestReadyzReportsStorageStall(t *testing.T) {
 	b.stall = nil
 	if code, body := ready(); code != http.StatusOK {
 		t.Fatalf("/readyz after the stall: %d %q", code, body)
+	}
+}
+
+// failedBackend is a node with a failed index.
+type failedBackend struct {
+	Backend
+	failed []fsm.IndexFailure
+}
+
+func (b failedBackend) FailedIndexes() ([]fsm.IndexFailure, error) { return b.failed, nil }
+
+// TestReadyzNamesFailedIndexes: a failed index leaves the node ready (its
+// other work goes on) and /readyz names the index and its reason.
+func TestReadyzNamesFailedIndexes(t *testing.T) {
+	s := startServer(t)
+	testutil.Eventually(t, waitTimeout, "leadership", s.n.IsLeader)
+	createAdmin(t, s.n)
+	b := &failedBackend{Backend: s.n}
+	h := &readiness{b: b}
+	ready := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := ready(); code != http.StatusOK || body != "ready\n" {
+		t.Fatalf("/readyz without a failed index: %d %q", code, body)
+	}
+	b.failed = []fsm.IndexFailure{{Namespace: "app", Index: "amount", ID: 7, Reason: "its checkpoint (XC) does not decode"}}
+	code, body := ready()
+	if code != http.StatusOK || !strings.HasPrefix(body, "ready\n") ||
+		!strings.Contains(body, `index "amount" of namespace "app" failed on this node: its checkpoint (XC) does not decode`) {
+		t.Fatalf("/readyz with a failed index: %d %q", code, body)
 	}
 }
