@@ -1,14 +1,12 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -443,28 +441,10 @@ func TestIndexReadKickSkipsInterval(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink for a test to read while the node writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // An index that fails on a node is logged there, once, with its name and
 // reason, and FailedIndexes names it.
 func TestIndexFailureLogged(t *testing.T) {
-	var logs lockedBuffer
+	var logs testutil.SyncBuffer
 	c := newCluster(t, 1, func(cfg *Config) {
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		cfg.IndexMemoryLimit = 64 << 10
