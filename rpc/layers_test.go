@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestImportsRunDownward keeps the layering: the API layer builds
-// without Raft (it speaks node/nodeapi, not node), nothing below it
+// TestImportsRunDownward keeps the layering: the API layer (rpc and
+// the protocols beside it, rpc/kurrentdb) builds without Raft (it speaks node/nodeapi, not node), nothing below it
 // imports it back, the group delivery engine (node/delivery) sits between
 // node and fsm and reaches Raft and Pebble only through them, and
 // internal/ (the ground floor) imports nothing of ours outside it. Test
@@ -22,10 +22,13 @@ func TestImportsRunDownward(t *testing.T) {
 		pkgs   []string
 		denied func(dep string) bool
 	}{
-		{[]string{mod + "rpc", mod + "fsm", mod + "node/nodeapi", mod + "node/delivery"}, func(dep string) bool {
+		{[]string{mod + "rpc", mod + "rpc/kurrentdb", mod + "fsm", mod + "node/nodeapi",
+			mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
 		}},
-		{[]string{mod + "rpc"}, func(dep string) bool {
+		// rpc/kurrentdb, a sibling protocol, reaches the node only through
+		// rpc (rpc.Local) and nodeapi.
+		{[]string{mod + "rpc", mod + "rpc/kurrentdb"}, func(dep string) bool {
 			return dep == mod+"node" || dep == mod+"node/delivery" || dep == mod+"membership"
 		}},
 		{[]string{mod + "node/delivery"}, func(dep string) bool {
