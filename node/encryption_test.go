@@ -239,7 +239,8 @@ func TestEncryptedFollowerInstallsSnapshot(t *testing.T) {
 		data := fmt.Sprintf(`{"note":"%s-%d"}`, canary, i)
 		msg := &fsmv1.NewMessage{Type: "T", Data: []byte(data)}
 		testutil.Until(t, waitTimeout, "append", func() (bool, string) {
-			_, err := c.Leader().Append(ctxT(t), &fsmv1.Append{Namespace: "app", Stream: "s", Messages: []*fsmv1.NewMessage{msg}})
+			_, err := c.Leader().Append(ctxT(t),
+				&fsmv1.Append{Namespace: "app", Stream: "s", Messages: []*fsmv1.NewMessage{msg}})
 			return err == nil, fmt.Sprint(err)
 		})
 	}

@@ -66,7 +66,8 @@ func TestReadStoreKey(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ReadStoreKey("/nonexistent/store.key"); err == nil || !strings.Contains(err.Error(), "/nonexistent/store.key") {
+	const missing = "/nonexistent/store.key"
+	if _, err := ReadStoreKey(missing); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("missing key file: %v, want an error naming it", err)
 	}
 }
