@@ -211,52 +211,67 @@ func TestEncryptionRefusesBolt(t *testing.T) {
 	}
 }
 
-// TestEncryptedFollowerInstallsSnapshot: an encrypted member of an
-// unencrypted cluster that falls behind the leader's compacted log catches
-// up by snapshot (the path a node turned encrypted takes), and neither the
-// snapshot it received nor anything else under its data directory holds the
-// plaintext.
-func TestEncryptedFollowerInstallsSnapshot(t *testing.T) {
+// TestEncryptionOnBySnapshotRebuild turns encryption on for a member of an
+// unencrypted cluster the way docs/security.md says: stop it, empty its data
+// directory, start it with the key. It rebuilds from the leader's snapshot,
+// and nothing under its data directory holds the plaintext afterwards, while
+// the other members' do (so the search can fail).
+func TestEncryptionOnBySnapshotRebuild(t *testing.T) {
 	keyFile := writeKeyFile(t)
+	encrypted := -1
 	c := StartTestCluster(t, 3, TestClusterOptions{Config: func(i int, cfg *Config) {
 		smallSnapshots(cfg)
-		if i == 2 {
+		if i == encrypted {
 			cfg.EncryptionKeyFile = keyFile
 		}
 	}})
-	enc := c.Nodes[2]
-	l := c.Leader()
-	if l == enc {
-		if err := l.raft.LeadershipTransfer().Error(); err != nil {
+	write := func(from, count int) {
+		for i := from; i < from+count; i++ {
+			msg := &fsmv1.NewMessage{Type: "T", Data: []byte(fmt.Sprintf(`{"note":"%s-%d"}`, canary, i))}
+			testutil.Until(t, waitTimeout, "append", func() (bool, string) {
+				_, err := c.Leader().Append(ctxT(t),
+					&fsmv1.Append{Namespace: "app", Stream: "s", Messages: []*fsmv1.NewMessage{msg}})
+				return err == nil, fmt.Sprint(err)
+			})
+		}
+	}
+	createNamespace(t, c.Leader().Node, "app")
+	write(0, 100)
+	c.WaitConverged()
+	f := c.Followers()[0]
+	f.Stop()
+	// Everything but the node id: the same member on an empty disk.
+	for _, d := range []string{"raft", "fsm"} {
+		if err := os.RemoveAll(filepath.Join(f.Dir, d)); err != nil {
 			t.Fatal(err)
 		}
-		l = c.Leader()
 	}
-	createNamespace(t, l.Node, "app")
-	enc.Kill()
-	const written = 200
-	for i := range written {
-		data := fmt.Sprintf(`{"note":"%s-%d"}`, canary, i)
-		msg := &fsmv1.NewMessage{Type: "T", Data: []byte(data)}
-		testutil.Until(t, waitTimeout, "append", func() (bool, string) {
-			_, err := c.Leader().Append(ctxT(t),
-				&fsmv1.Append{Namespace: "app", Stream: "s", Messages: []*fsmv1.NewMessage{msg}})
-			return err == nil, fmt.Sprint(err)
-		})
-	}
-	enc.Restart()
-	testutil.Eventually(t, waitTimeout, "the encrypted follower to catch up", func() bool {
-		return len(readAll(t, enc.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local})) == written
+	write(100, 100)
+	l := c.Leader()
+	testutil.Until(t, waitTimeout, "the leader to compact its log", func() (bool, string) {
+		first, err := l.logs.FirstIndex()
+		return err == nil && first > 10, fmt.Sprintf("first index %d, %v", first, err)
 	})
-	// Its log does not start at the entries it missed: a snapshot brought them.
-	if first, err := enc.logs.FirstIndex(); err != nil || first == 1 {
-		t.Fatalf("the follower's log starts at %d (%v): it caught up by replay, not by snapshot", first, err)
+	encrypted = f.index
+	f.Restart()
+	c.WaitConverged()
+	testutil.Eventually(t, waitTimeout, "the rebuilt follower to record an installed snapshot", func() bool {
+		snap := f.raft.Stats()["last_snapshot_index"]
+		return snap != "0" && snap != ""
+	})
+	want := readAll(t, l.Node, "app", nodeapi.ReadOptions{})
+	if got := readAll(t, f.Node, "app", nodeapi.ReadOptions{Consistency: nodeapi.Local}); len(got) != 200 ||
+		len(want) != 200 {
+		t.Fatalf("the rebuilt follower holds %d messages, the leader %d; want 200", len(got), len(want))
 	}
-	enc.Stop()
-	if holding, files := filesHolding(t, enc.Dir, canary); len(holding) > 0 || files == 0 {
-		t.Fatalf("%d of %d files of the encrypted follower hold the plaintext: %v", len(holding), files, holding)
+	f.Stop()
+	if ok, err := atrest.HasKeysFile(f.Dir); err != nil || !ok {
+		t.Fatalf("the rebuilt follower has no keys file (%v): it is not encrypted", err)
 	}
-	if holding, _ := filesHolding(t, c.Nodes[0].Dir, canary); len(holding) == 0 {
+	if holding, files := filesHolding(t, f.Dir, canary); len(holding) > 0 || files == 0 {
+		t.Fatalf("%d of %d files of the rebuilt follower hold the plaintext: %v", len(holding), files, holding)
+	}
+	if holding, _ := filesHolding(t, l.Dir, canary); len(holding) == 0 {
 		t.Fatal("no file of an unencrypted member holds the plaintext: the search cannot fail")
 	}
 }
