@@ -142,3 +142,41 @@ func TestRaftWALOnWALVFS(t *testing.T) {
 		t.Fatalf("%d files under %s, want several segments", files, dir)
 	}
 }
+
+// TestWALVFSHeaders: a segment whose header never became durable (all
+// zeros: a crash inside Create) is refilled on OpenWriter and reads as zeros,
+// as raft-wal expects of unwritten space; a garbled header is refused naming
+// the file.
+func TestWALVFSHeaders(t *testing.T) {
+	k, _, _ := newKeyring(t)
+	dir := t.TempDir()
+	v := NewWALVFS(walfs.New(), k)
+	if err := os.WriteFile(filepath.Join(dir, "torn.wal"), make([]byte, HeaderSize+4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := v.OpenWriter(dir, "torn.wal")
+	if err != nil {
+		t.Fatalf("OpenWriter of a segment with a torn header: %v", err)
+	}
+	got := make([]byte, 4096)
+	if _, err := w.ReadAt(got, 0); err != nil || !bytes.Equal(got, make([]byte, 4096)) {
+		t.Fatalf("a refilled segment reads %v (%v), want zeros", got[:16], err)
+	}
+	w.Close()
+	raw, err := os.ReadFile(filepath.Join(dir, "torn.wal"))
+	if err != nil || bytes.Equal(raw[HeaderSize:], make([]byte, 4096)) {
+		t.Fatalf("the refilled segment holds zeros on disk (%v): it was not encrypted", err)
+	}
+	raw[0] ^= 0xff
+	if err := os.WriteFile(filepath.Join(dir, "bad.wal"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, open := range []func() error{
+		func() error { _, err := v.OpenReader(dir, "bad.wal"); return err },
+		func() error { _, err := v.OpenWriter(dir, "bad.wal"); return err },
+	} {
+		if err := open(); err == nil || !strings.Contains(err.Error(), "bad.wal") {
+			t.Fatalf("opening a segment with a garbled header = %v, want an error naming it", err)
+		}
+	}
+}
