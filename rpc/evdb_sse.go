@@ -10,6 +10,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // pokeBytes bounds one position in a page of pokes as the page byte cap
@@ -78,15 +79,15 @@ func parseSubscribe(r *http.Request) (*subscription, bool, string) {
 // subscribe serves GET /subscribe: server-sent pokes, one per message
 // ({"stream","position","globalPosition"}), first for stored matches from
 // the position (none for all=true), then live as this node applies writes.
-func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
+func (e *eventodb) subscribe(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	c, everr := e.authenticate(ctx, r)
 	if everr != nil {
-		writeEvError(w, everr)
+		evdb.WriteError(w, everr)
 		return
 	}
 	if everr := evPermit(c, evSubscribePath, nil); everr != nil {
-		writeEvError(w, everr)
+		evdb.WriteError(w, everr)
 		return
 	}
 	sub, all, msg := parseSubscribe(r)
@@ -95,12 +96,12 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if everr := evScope(c, evSubscribePath, sub.stream, sub.category); everr != nil {
-		writeEvError(w, everr)
+		evdb.WriteError(w, everr)
 		return
 	}
 	watch := e.b.Feed().Watch(c.namespace)
 	if err := e.b.ReadBarrier(ctx, linearizable); err != nil {
-		writeEvError(w, e.backendError(ctx, err))
+		evdb.WriteError(w, e.backendError(ctx, err))
 		return
 	}
 	local := nodeapi.ReadOptions{Consistency: nodeapi.Local}
@@ -112,7 +113,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 			return err
 		})
 		if err != nil {
-			writeEvError(w, e.backendError(ctx, err))
+			evdb.WriteError(w, e.backendError(ctx, err))
 			return
 		}
 	}
@@ -140,7 +141,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		}
 		if err := stillValid(e.b, c); err != nil {
 			// The credential was revoked or expired: say so and end.
-			body, _ := json.Marshal(e.backendError(ctx, err).body())
+			body, _ := json.Marshal(e.backendError(ctx, err).Body())
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
 			return
 		}
@@ -152,7 +153,7 @@ func (e *evdb) subscribe(w http.ResponseWriter, r *http.Request) {
 		// a page of pokes weighs at most Page positions of the longest
 		// stream name.
 		if err := hold.reserve(ctx, min(cfg.PageBytes, cfg.Page*pokeBytes)+replyOverhead); err != nil {
-			body, _ := json.Marshal(e.backendError(ctx, err).body())
+			body, _ := json.Marshal(e.backendError(ctx, err).Body())
 			fmt.Fprintf(w, "event: error\ndata: %s\n\n", body)
 			return
 		}

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 
@@ -10,103 +9,87 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/jsonscan"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // EventoDB's stream methods: stream.write, stream.get, stream.last,
 // stream.version, and the message shapes they answer with.
 
-func streamArg(args evArgs) (string, *evError) {
-	s, err := args.nonEmpty(0, "streamName")
+func streamArg(args evdb.Args) (string, *evdb.Error) {
+	s, err := args.NonEmpty(0, "streamName")
 	if err != nil {
 		return "", err
 	}
 	if verr := fsm.ValidateStreamName("streamName", s); verr != nil {
-		return "", evRefused("", verr)
+		return "", evdb.Refused("", verr)
 	}
 	return s, nil
 }
 
-// isObject reports whether raw is a JSON object.
-func isObject(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && t[0] == '{' && jsonscan.Valid(t)
-}
-
-func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) streamWrite(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	stream, everr := streamArg(args)
 	if everr != nil {
 		return nil, everr
 	}
 	if len(args) < 2 {
-		return nil, evInvalid("missing argument 2 (message)")
+		return nil, evdb.Invalid("missing argument 2 (message)")
 	}
 	msg, ok := jsonscan.Members(args[1])
-	if !ok && (isNull(args[1]) || json.Unmarshal(args[1], &msg) != nil) {
-		return nil, evInvalid("argument 2 (message) must be an object")
+	if !ok && (evdb.IsNull(args[1]) || json.Unmarshal(args[1], &msg) != nil) {
+		return nil, evdb.Invalid("argument 2 (message) must be an object")
 	}
 	typ, ok := jsonscan.String(msg["type"])
 	if !ok {
 		if raw, present := msg["type"]; !present || json.Unmarshal(raw, &typ) != nil {
-			return nil, evInvalid("message.type must be a non-empty string")
+			return nil, evdb.Invalid("message.type must be a non-empty string")
 		}
 	}
 	if typ == "" {
-		return nil, evInvalid("message.type must be a non-empty string")
+		return nil, evdb.Invalid("message.type must be a non-empty string")
 	}
 	if err := fsm.ValidateTypeName("type", typ); err != nil {
-		return nil, evRefused("message.type: ", err)
+		return nil, evdb.Refused("message.type: ", err)
 	}
 	data, ok := msg["data"]
-	if !ok || !isObject(data) {
-		return nil, evInvalid("message.data must be an object")
+	if !ok || !evdb.IsObject(data) {
+		return nil, evdb.Invalid("message.data must be an object")
 	}
 	var metadata []byte
-	if raw, ok := msg["metadata"]; ok && !isNull(raw) {
-		if !isObject(raw) {
-			return nil, evInvalid("message.metadata must be an object")
+	if raw, ok := msg["metadata"]; ok && !evdb.IsNull(raw) {
+		if !evdb.IsObject(raw) {
+			return nil, evdb.Invalid("message.metadata must be an object")
 		}
 		metadata = raw
 	}
 	if len(data)+len(metadata) > maxMessageBytes {
-		return nil, evInvalid("message %s", tooLarge(len(data)+len(metadata)))
+		return nil, evdb.Invalid("message %s", tooLarge(len(data)+len(metadata)))
 	}
-	opts, everr := args.opts(2)
+	opts, everr := args.Opts(2)
 	if everr != nil {
 		return nil, everr
 	}
-	id, hasID, everr := opts.str("id")
+	id, hasID, everr := opts.Str("id")
 	if everr != nil {
 		return nil, everr
 	}
 	if hasID && id != "" {
 		u, err := uuid.Parse(id)
 		if err != nil {
-			return nil, evInvalid("option id must be a UUID")
+			return nil, evdb.Invalid("option id must be a UUID")
 		}
 		id = u.String()
 	}
-	ev, everr := opts.expectedVersion()
+	ev, everr := opts.ExpectedVersion()
 	if everr != nil {
 		return nil, everr
 	}
 	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, ExpectedVersion: ev,
-		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata), ClientId: id != ""}}}
+		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: evdb.CompactJSON(data), Metadata: evdb.CompactJSON(metadata), ClientId: id != ""}}}
 	res, err := e.b.Append(ctx, a)
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
 	return map[string]int64{"position": res.GetAppend().FirstPosition, "globalPosition": res.GetAppend().FirstGlobalPosition}, nil
-}
-
-// compactJSON strips insignificant whitespace (what EventoDB's float64
-// round trip also does) while keeping the number text exact. raw is valid
-// JSON (both callers checked it is an object); without whitespace to strip
-// it is returned as is.
-func compactJSON(raw []byte) []byte {
-	if len(raw) == 0 {
-		return nil
-	}
-	return jsonscan.Compact(raw)
 }
 
 func rawOrNull(b []byte) json.RawMessage {
@@ -126,20 +109,20 @@ func categoryFormat(m *fsm.Message) []any {
 	return []any{m.ID, m.Stream, m.Type, m.Position, m.GlobalPosition, json.RawMessage(m.Data), rawOrNull(m.Metadata), rfc3339(m.Time)}
 }
 
-func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) streamGet(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
-	pos, _, everr := opts.num("position")
+	pos, _, everr := opts.Num("position")
 	if everr != nil {
 		return nil, everr
 	}
-	gp, _, everr := opts.num("globalPosition")
+	gp, _, everr := opts.Num("globalPosition")
 	if everr != nil {
 		return nil, everr
 	}
-	limit, everr := opts.batchSize()
+	limit, everr := opts.BatchSize()
 	if everr != nil {
 		return nil, everr
 	}
@@ -150,12 +133,12 @@ func (e *evdb) streamGet(ctx context.Context, args evArgs) (any, *evError) {
 		next: func(m *fsm.Message) int64 { return m.Position + 1 }}, limit)
 }
 
-func (e *evdb) streamLast(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) streamLast(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	stream, opts, everr := streamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
-	typ, _, everr := opts.str("type")
+	typ, _, everr := opts.Str("type")
 	if everr != nil {
 		return nil, everr
 	}
@@ -170,7 +153,7 @@ func (e *evdb) streamLast(ctx context.Context, args evArgs) (any, *evError) {
 	return out, everr
 }
 
-func (e *evdb) streamVersion(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) streamVersion(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	stream, everr := streamArg(args)
 	if everr != nil {
 		return nil, everr
@@ -188,26 +171,11 @@ func (e *evdb) streamVersion(ctx context.Context, args evArgs) (any, *evError) {
 
 // streamAndOpts reads the arguments most stream methods take: the stream
 // name, then the options object (absent means none).
-func streamAndOpts(args evArgs) (string, evOpts, *evError) {
+func streamAndOpts(args evdb.Args) (string, evdb.Opts, *evdb.Error) {
 	stream, everr := streamArg(args)
 	if everr != nil {
 		return "", nil, everr
 	}
-	opts, everr := args.opts(1)
+	opts, everr := args.Opts(1)
 	return stream, opts, everr
-}
-
-// expectedVersion reads the expectedVersion option: nil when absent, -1
-// (no stream yet) or more.
-func (o evOpts) expectedVersion() (*int64, *evError) {
-	ev, ok, everr := o.num("expectedVersion")
-	switch {
-	case everr != nil:
-		return nil, everr
-	case !ok:
-		return nil, nil
-	case ev < -1:
-		return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
-	}
-	return &ev, nil
 }
