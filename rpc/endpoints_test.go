@@ -385,7 +385,8 @@ func TestStorageFullErrors(t *testing.T) {
 		t.Fatalf("Connect: %v", ce)
 	}
 	e := (&eventodb{log: slog.New(slog.DiscardHandler)}).backendError(context.Background(), err)
-	if e.Status != http.StatusServiceUnavailable || e.Code != "STORAGE_FULL" || !strings.Contains(e.Message, "server n1 has 10.0 MiB free") {
+	if e.Status != http.StatusServiceUnavailable || e.Code != "STORAGE_FULL" ||
+		!strings.Contains(e.Message, "server n1 has 10.0 MiB free") {
 		t.Fatalf("EventoDB: %+v", e)
 	}
 }

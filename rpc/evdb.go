@@ -66,25 +66,29 @@ func (e *eventodb) authenticate(ctx context.Context, r *http.Request) (caller, *
 	}
 	name, err := nstoken.Parse(token)
 	if err != nil {
-		return caller{}, &evdb.Error{Status: http.StatusUnauthorized, Code: "AUTH_INVALID_TOKEN", Message: "malformed token", Details: map[string]any{"error": err.Error()}}
+		return caller{}, &evdb.Error{Status: http.StatusUnauthorized, Code: "AUTH_INVALID_TOKEN", Message: "malformed token",
+			Details: map[string]any{"error": err.Error()}}
 	}
 	c, ok, err := lookupToken(ctx, e.b, e.unknown, name, token)
 	if err != nil {
 		return caller{}, e.backendError(ctx, err)
 	}
 	if !ok {
-		return caller{}, &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED", Message: "unknown namespace or wrong token", Details: map[string]any{"namespace": name}}
+		return caller{}, &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
+			Message: "unknown namespace or wrong token", Details: map[string]any{"namespace": name}}
 	}
 	e.used.touch(c)
 	c.remote = r.RemoteAddr
 	if target := r.Header.Get(NamespaceHeader); target != "" && target != c.namespace {
 		if !c.admin {
 			return caller{}, &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
-				Message: fmt.Sprintf("%s may not act on namespace %q: only an admin credential may name another namespace", c.describe(), target),
+				Message: fmt.Sprintf("%s may not act on namespace %q: only an admin credential may name another namespace",
+					c.describe(), target),
 				Details: map[string]any{"namespace": target, "credential": c.credential, "role": c.role.String()}}
 		}
 		if _, ok := e.b.Namespace(target); !ok {
-			return caller{}, &evdb.Error{Status: http.StatusNotFound, Code: "NAMESPACE_NOT_FOUND", Message: fmt.Sprintf("namespace %q (%s) not found", target, NamespaceHeader)}
+			return caller{}, &evdb.Error{Status: http.StatusNotFound, Code: "NAMESPACE_NOT_FOUND",
+				Message: fmt.Sprintf("namespace %q (%s) not found", target, NamespaceHeader)}
 		}
 		c.namespace = target
 	}
@@ -169,7 +173,8 @@ func (e *eventodb) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	h, ok := evMethods[method]
 	if !ok {
-		fail(&evdb.Error{Status: http.StatusNotFound, Code: "METHOD_NOT_FOUND", Message: fmt.Sprintf("unknown method %q", method)})
+		fail(&evdb.Error{Status: http.StatusNotFound, Code: "METHOD_NOT_FOUND",
+			Message: fmt.Sprintf("unknown method %q", method)})
 		return
 	}
 	procedure = evdbPrefix + method // one of evMethods: bounded

@@ -15,7 +15,8 @@ import (
 
 func evRequireAdmin(ctx context.Context) *evdb.Error {
 	if !callerFrom(ctx).admin {
-		return &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED", Message: "this method needs the admin token (the default namespace's)",
+		return &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
+			Message: "this method needs the admin token (the default namespace's)",
 			Details: map[string]any{"namespace": callerFrom(ctx).namespace}}
 	}
 	return nil

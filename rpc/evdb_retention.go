@@ -57,7 +57,8 @@ func evRetentionNamespace(ctx context.Context, opts evdb.Opts) (string, *evdb.Er
 			Message: c.onlyOwnNamespace("manage the retention of"), Details: map[string]any{"namespace": c.namespace}}
 	}
 	if name == nstoken.AdminNamespace {
-		return "", evdb.Invalid("the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)
+		return "", evdb.Invalid("the %q namespace holds the admin token and takes no retention policy",
+			nstoken.AdminNamespace)
 	}
 	return name, nil
 }

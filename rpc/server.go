@@ -158,8 +158,8 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	ev := &eventodb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics,
-		used: used, audit: audit, creds: credOps, replies: replies}
+	ev := &eventodb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens,
+		metrics: metrics, used: used, audit: audit, creds: credOps, replies: replies}
 	mux.HandleFunc("/rpc", ev.rpc)
 	mux.HandleFunc("GET /subscribe", ev.subscribe)
 	mux.HandleFunc("/import", ev.importHandler)

@@ -30,3 +30,29 @@ func BenchmarkDecodeRPCWrite(b *testing.B) {
 		})
 	}
 }
+
+// TestDecodeRPC: the envelope's method and arguments, and its refusals in
+// EventoDB's words.
+func TestDecodeRPC(t *testing.T) {
+	for _, c := range []struct {
+		body, method string
+		args         int
+		msg          string
+	}{
+		{`["stream.get","a-1",{}]`, "stream.get", 2, ""},
+		{` [ "sys.health" ] `, "sys.health", 0, ""},
+		{`[]`, "", 0, "empty request array: the first element must be the method name"},
+		{`[1]`, "", 0, "the first element must be the method name (a string)"},
+		{`[] []`, "", 0, "body must hold one JSON array"},
+		{`{}`, "", 0, `body must be a JSON array ["method", args...]`},
+	} {
+		method, args, err := DecodeRPC(bytes.NewReader([]byte(c.body)))
+		msg := ""
+		if err != nil {
+			msg = err.Message
+		}
+		if method != c.method || len(args) != c.args || msg != c.msg {
+			t.Errorf("%s: %q %d %q, want %q %d %q", c.body, method, len(args), msg, c.method, c.args, c.msg)
+		}
+	}
+}
