@@ -18,12 +18,14 @@ func TestErrorReply(t *testing.T) {
 		{"plain", Invalid("bad %s", "<x>"), `{"error":{"code":"INVALID_REQUEST","message":"bad \u003cx\u003e"}}` + "\n"},
 		{"details", &Error{Status: http.StatusConflict, Code: "STREAM_VERSION_CONFLICT", Message: "m",
 			Details: map[string]any{"expected": 1}, NotApplied: true},
-			`{"error":{"code":"STREAM_VERSION_CONFLICT","details":{"expected":1},"message":"m","outcome":"not-applied"}}` + "\n"},
+			`{"error":{"code":"STREAM_VERSION_CONFLICT","details":{"expected":1},"message":"m",` +
+				`"outcome":"not-applied"}}` + "\n"},
 	} {
 		rec := httptest.NewRecorder()
 		WriteError(rec, c.err)
-		if rec.Code != c.err.Status || rec.Header().Get("Content-Type") != "application/json" || rec.Body.String() != c.body {
-			t.Errorf("%s: %d %q %q, want %d %q", c.name, rec.Code, rec.Header().Get("Content-Type"), rec.Body, c.err.Status, c.body)
+		ct := rec.Header().Get("Content-Type")
+		if rec.Code != c.err.Status || ct != "application/json" || rec.Body.String() != c.body {
+			t.Errorf("%s: %d %q %q, want %d %q", c.name, rec.Code, ct, rec.Body, c.err.Status, c.body)
 		}
 	}
 	rec := httptest.NewRecorder()
