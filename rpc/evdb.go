@@ -197,9 +197,3 @@ func (e *eventodb) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	evdb.WriteJSON(w, http.StatusOK, res)
 }
-
-// rfc3339 renders a time as EventoDB does: UTC, up to 9 fractional digits
-// with trailing zeros dropped.
-func rfc3339(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
-
-func rfc3339Seconds(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339) }

@@ -52,7 +52,7 @@ func (e *eventodb) categoryGet(ctx context.Context, args evdb.Args) (any, *evdb.
 		return v.ReadCategory(fsm.CategoryQuery{Category: category, GlobalPosition: from, Limit: limit,
 			Correlation: correlation, Member: member, Size: size, After: after})
 	}
-	return e.readPages(ctx, &evPages{from: max(pos, 1), read: read, format: categoryFormat,
+	return e.readPages(ctx, &evPages{from: max(pos, 1), read: read, format: evdb.CategoryMessage,
 		next: func(m *fsm.Message) int64 { return m.GlobalPosition + 1 }}, limit)
 }
 

@@ -55,7 +55,8 @@ func (e *eventodb) nsCreate(ctx context.Context, args evdb.Args) (any, *evdb.Err
 	}
 	e.audit.record(ctx, "namespace.create", res.GetCreateNamespace().Name, res.GetCreateNamespace().Name)
 	waitCreated(ctx, e.unknown.createWait())
-	return map[string]any{"namespace": res.GetCreateNamespace().Name, "token": token, "createdAt": rfc3339(res.GetCreateNamespace().CreatedUnixNano)}, nil
+	created := res.GetCreateNamespace()
+	return map[string]any{"namespace": created.Name, "token": token, "createdAt": evdb.RFC3339(created.CreatedUnixNano)}, nil
 }
 
 func (e *eventodb) nsDelete(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
@@ -74,7 +75,9 @@ func (e *eventodb) nsDelete(ctx context.Context, args evdb.Args) (any, *evdb.Err
 		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
 	e.audit.record(ctx, "namespace.delete", res.GetDeleteNamespace().Name, res.GetDeleteNamespace().Name, "messages-deleted", res.GetDeleteNamespace().MessagesDeleted)
-	return map[string]any{"namespace": res.GetDeleteNamespace().Name, "deletedAt": rfc3339(res.GetDeleteNamespace().DeletedUnixNano), "messagesDeleted": res.GetDeleteNamespace().MessagesDeleted}, nil
+	deleted := res.GetDeleteNamespace()
+	return map[string]any{"namespace": deleted.Name, "deletedAt": evdb.RFC3339(deleted.DeletedUnixNano),
+		"messagesDeleted": deleted.MessagesDeleted}, nil
 }
 
 // nsList lists at most MaxNamespacesPage namespaces, in byte order of the
@@ -99,7 +102,7 @@ func (e *eventodb) nsList(ctx context.Context, args evdb.Args) (any, *evdb.Error
 	out := []any{}
 	for _, n := range entries {
 		out = append(out, map[string]any{"namespace": n.info.Name, "description": n.info.Description,
-			"createdAt": rfc3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
+			"createdAt": evdb.RFC3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
 	}
 	return out, nil
 }
@@ -120,9 +123,10 @@ func (e *eventodb) nsInfo(ctx context.Context, args evdb.Args) (any, *evdb.Error
 	}
 	var last any
 	if stats.LastActivity != 0 {
-		last = rfc3339(stats.LastActivity)
+		last = evdb.RFC3339(stats.LastActivity)
 	}
-	return map[string]any{"namespace": info.Name, "description": info.Description, "createdAt": rfc3339(info.CreatedAt),
+	return map[string]any{"namespace": info.Name, "description": info.Description,
+		"createdAt":    evdb.RFC3339(info.CreatedAt),
 		"messageCount": stats.MessageCount, "streamCount": stats.StreamCount, "lastActivity": last}, nil
 }
 
@@ -146,7 +150,8 @@ func (e *eventodb) nsStreams(ctx context.Context, args evdb.Args) (any, *evdb.Er
 	everr = e.read(ctx, func(v *fsm.View) error {
 		streams, _, err := v.ListStreams(fsm.StreamsQuery{Prefix: prefix, Cursor: cursor, Limit: int(limit)})
 		for _, s := range streams {
-			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version, "lastActivity": rfc3339Seconds(s.LastActivity)})
+			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version,
+				"lastActivity": evdb.RFC3339Seconds(s.LastActivity)})
 		}
 		return err
 	})

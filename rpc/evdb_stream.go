@@ -12,22 +12,11 @@ import (
 	"github.com/skalddb/skald/rpc/evdb"
 )
 
-// EventoDB's stream methods: stream.write, stream.get, stream.last,
-// stream.version, and the message shapes they answer with.
-
-func streamArg(args evdb.Args) (string, *evdb.Error) {
-	s, err := args.NonEmpty(0, "streamName")
-	if err != nil {
-		return "", err
-	}
-	if verr := fsm.ValidateStreamName("streamName", s); verr != nil {
-		return "", evdb.Refused("", verr)
-	}
-	return s, nil
-}
+// EventoDB's stream methods: stream.write, stream.get, stream.last and
+// stream.version; the shapes they answer with are evdb.StreamMessage's.
 
 func (e *eventodb) streamWrite(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, everr := streamArg(args)
+	stream, everr := evdb.StreamArg(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -92,25 +81,8 @@ func (e *eventodb) streamWrite(ctx context.Context, args evdb.Args) (any, *evdb.
 	return map[string]int64{"position": res.GetAppend().FirstPosition, "globalPosition": res.GetAppend().FirstGlobalPosition}, nil
 }
 
-func rawOrNull(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return json.RawMessage("null")
-	}
-	return b
-}
-
-// streamFormat is [id, type, position, globalPosition, data, metadata, time].
-func streamFormat(m *fsm.Message) []any {
-	return []any{m.ID, m.Type, m.Position, m.GlobalPosition, json.RawMessage(m.Data), rawOrNull(m.Metadata), rfc3339(m.Time)}
-}
-
-// categoryFormat is [id, streamName, type, position, globalPosition, data, metadata, time].
-func categoryFormat(m *fsm.Message) []any {
-	return []any{m.ID, m.Stream, m.Type, m.Position, m.GlobalPosition, json.RawMessage(m.Data), rawOrNull(m.Metadata), rfc3339(m.Time)}
-}
-
 func (e *eventodb) streamGet(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, opts, everr := streamAndOpts(args)
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -129,12 +101,12 @@ func (e *eventodb) streamGet(ctx context.Context, args evdb.Args) (any, *evdb.Er
 	read := func(v *fsm.View, from int64, limit int) ([]fsm.Message, error) {
 		return v.ReadStream(fsm.StreamQuery{Stream: stream, Position: from, GlobalPosition: gp, Limit: limit})
 	}
-	return e.readPages(ctx, &evPages{from: max(pos, 0), read: read, format: streamFormat,
+	return e.readPages(ctx, &evPages{from: max(pos, 0), read: read, format: evdb.StreamMessage,
 		next: func(m *fsm.Message) int64 { return m.Position + 1 }}, limit)
 }
 
 func (e *eventodb) streamLast(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, opts, everr := streamAndOpts(args)
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -146,7 +118,7 @@ func (e *eventodb) streamLast(ctx context.Context, args evdb.Args) (any, *evdb.E
 	everr = e.read(ctx, func(v *fsm.View) error {
 		m, ok, err := v.LastMessage(stream, typ)
 		if ok {
-			out = streamFormat(&m)
+			out = evdb.StreamMessage(&m)
 		}
 		return err
 	})
@@ -154,7 +126,7 @@ func (e *eventodb) streamLast(ctx context.Context, args evdb.Args) (any, *evdb.E
 }
 
 func (e *eventodb) streamVersion(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, everr := streamArg(args)
+	stream, everr := evdb.StreamArg(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -167,15 +139,4 @@ func (e *eventodb) streamVersion(ctx context.Context, args evdb.Args) (any, *evd
 		return err
 	})
 	return out, everr
-}
-
-// streamAndOpts reads the arguments most stream methods take: the stream
-// name, then the options object (absent means none).
-func streamAndOpts(args evdb.Args) (string, evdb.Opts, *evdb.Error) {
-	stream, everr := streamArg(args)
-	if everr != nil {
-		return "", nil, everr
-	}
-	opts, everr := args.Opts(1)
-	return stream, opts, everr
 }

@@ -12,7 +12,7 @@ import (
 // {"messagesDeleted": n, "version": v}: Skald's extension of the EventoDB
 // API, Connect's EventStore.DeleteStream.
 func (e *eventodb) streamDelete(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, opts, everr := streamAndOpts(args)
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
@@ -35,7 +35,7 @@ func (e *eventodb) streamDelete(ctx context.Context, args evdb.Args) (any, *evdb
 // streamTruncate is ["stream.truncate", stream, {before}] →
 // {"messagesDeleted": n, "version": v}.
 func (e *eventodb) streamTruncate(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
-	stream, opts, everr := streamAndOpts(args)
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}

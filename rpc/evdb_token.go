@@ -16,15 +16,16 @@ import (
 
 // evCredential is a credential in EventoDB's shape.
 func evCredential(c fsm.CredentialInfo, lastUsed int64) map[string]any {
-	out := map[string]any{"name": c.Name, "role": c.Role.String(), "scope": c.Scope, "createdAt": rfc3339(c.CreatedAt), "initial": c.Initial}
+	out := map[string]any{"name": c.Name, "role": c.Role.String(), "scope": c.Scope,
+		"createdAt": evdb.RFC3339(c.CreatedAt), "initial": c.Initial}
 	if out["scope"] == nil {
 		out["scope"] = []string{}
 	}
 	if c.ExpiresAt != 0 {
-		out["expiresAt"] = rfc3339(c.ExpiresAt)
+		out["expiresAt"] = evdb.RFC3339(c.ExpiresAt)
 	}
 	if lastUsed != 0 {
-		out["lastUsed"] = rfc3339(lastUsed)
+		out["lastUsed"] = evdb.RFC3339(lastUsed)
 	}
 	return out
 }

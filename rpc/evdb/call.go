@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/jsonscan"
 )
 
@@ -227,4 +228,28 @@ func (o Opts) ExpectedVersion() (*int64, *Error) {
 		return nil, Invalid("expectedVersion must be -1 or more, got %d", ev)
 	}
 	return &ev, nil
+}
+
+// StreamArg reads argument 1, the stream name: not empty, and a name fsm
+// takes.
+func StreamArg(args Args) (string, *Error) {
+	s, err := args.NonEmpty(0, "streamName")
+	if err != nil {
+		return "", err
+	}
+	if verr := fsm.ValidateStreamName("streamName", s); verr != nil {
+		return "", Refused("", verr)
+	}
+	return s, nil
+}
+
+// StreamAndOpts reads the arguments most stream methods take: the stream
+// name, then the options object (absent means none).
+func StreamAndOpts(args Args) (string, Opts, *Error) {
+	stream, everr := StreamArg(args)
+	if everr != nil {
+		return "", nil, everr
+	}
+	opts, everr := args.Opts(1)
+	return stream, opts, everr
 }
