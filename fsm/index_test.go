@@ -314,6 +314,13 @@ func TestIndexMatchesModel(t *testing.T) {
 		{"pebble", fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, func(*Options) {}},
 		{"memory", fsmv1.IndexStorage_INDEX_STORAGE_MEMORY, func(*Options) {}},
 		{"memory store", fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, func(o *Options) { o.IndexMemory = true }},
+		// Rounds that end at their byte bounds, after a message or two.
+		{"byte bounds", fsmv1.IndexStorage_INDEX_STORAGE_UNSPECIFIED, func(o *Options) {
+			o.IndexRoundReadBytes, o.IndexRoundBatchBytes = 300, 200
+		}},
+		{"memory byte bounds", fsmv1.IndexStorage_INDEX_STORAGE_MEMORY, func(o *Options) {
+			o.IndexRoundReadBytes, o.IndexRoundBatchBytes = 300, 200
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testIndexMatchesModel(t, tc.storage, tc.opts) })
 	}

@@ -54,6 +54,19 @@ import (
 // the change records it applies (each record's entries count as read).
 const DefaultIndexRoundMessages = 10_000
 
+// A round also ends once it read DefaultIndexRoundReadBytes of messages
+// or staged DefaultIndexRoundBatchBytes to write (Options.IndexRoundReadBytes,
+// Options.IndexRoundBatchBytes), whichever comes first, so the memory a
+// round holds does not grow with the size of the messages. Both are
+// checked before each message and between chunks of a change record, so
+// a round passes them by at most one message read (and its entries), or
+// one chunk of a record (indexRunChunk positions). The next round starts
+// at once (More).
+const (
+	DefaultIndexRoundReadBytes  = 16 << 20
+	DefaultIndexRoundBatchBytes = 4 << 20
+)
+
 // indexerState is a namespace's node-local index progress in memory.
 type indexerState struct {
 	round sync.Mutex // serializes rounds of the namespace
@@ -105,6 +118,12 @@ type IndexRoundResult struct {
 	// records); Indexed the entries written; Skipped the messages that
 	// matched a source but lacked a field; Removed the entries deleted.
 	Read, Indexed, Skipped, Removed int64
+	// TooLarge is the skipped messages whose string field was longer than
+	// MaxIndexValueBytes (counted in Skipped too).
+	TooLarge int64
+	// ReadBytes is the bytes of the messages read; BatchBytes the bytes
+	// of the batches the round committed (disk and memory store).
+	ReadBytes, BatchBytes int64
 	// Changes is the change records applied.
 	Changes int
 	// More: the round stopped at its bound; call again.
@@ -120,18 +139,18 @@ type IndexRoundResult struct {
 
 // IndexCounters are the store's running totals of index work, for tests
 // and metrics: Read counts every message the loops read.
-type IndexCounters struct{ Read, Indexed, Skipped, Removed, Failures int64 }
+type IndexCounters struct{ Read, Indexed, Skipped, TooLarge, Removed, Failures int64 }
 
 // IndexCounters returns the totals since the store opened.
 func (s *Store) IndexCounters() IndexCounters {
 	return IndexCounters{
 		Read: s.indexTotals.read.Load(), Indexed: s.indexTotals.indexed.Load(),
-		Skipped: s.indexTotals.skipped.Load(), Removed: s.indexTotals.removed.Load(),
-		Failures: s.indexTotals.failures.Load(),
+		Skipped: s.indexTotals.skipped.Load(), TooLarge: s.indexTotals.tooLarge.Load(),
+		Removed: s.indexTotals.removed.Load(), Failures: s.indexTotals.failures.Load(),
 	}
 }
 
-type indexTotals struct{ read, indexed, skipped, removed, failures atomic.Int64 }
+type indexTotals struct{ read, indexed, skipped, tooLarge, removed, failures atomic.Int64 }
 
 // indexCkpt is the value of an XC key: the last global position read,
 // the entries and skipped messages, and whether a round ever reached the
@@ -184,7 +203,8 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	applied := s.applied.Load()
 	snap := ns.db.NewSnapshot()
 	defer snap.Close()
-	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{}}
+	r := &indexRound{s: s, ns: ns, snap: snap, budget: int64(maxMessages), ckpts: map[uint64]*indexCkpt{},
+		readLimit: s.opts.IndexRoundReadBytes, batchLimit: s.opts.IndexRoundBatchBytes}
 	r.b = &indexBatch{disk: ns.db.NewIndexedBatch()}
 	defer r.b.Close()
 	start := time.Now()
@@ -206,7 +226,11 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	// are above every checkpoint the records dealt with), and the copy
 	// into a plain batch indexes nothing again. Memory indexes' keys
 	// (indexmem.go) stay in the round's memory batch, committed first.
-	commit := &indexBatch{disk: ns.db.NewBatch(), mem: r.b.mem, m: r.b.m, ids: r.b.ids}
+	// Sized at once: the scan's entries and the indexed batch's writes,
+	// and room for finish's checkpoints and drops.
+	size := int(r.b.disk.Len()) + len(r.sets.arena) + len(r.sets.kvs)*stagedOverhead +
+		64*(len(r.dirty)+len(r.replaces)+1)
+	commit := &indexBatch{disk: ns.db.NewBatchWithSize(size), mem: r.b.mem, m: r.b.m, ids: r.b.ids}
 	defer commit.disk.Close()
 	if err := commit.disk.Apply(r.b.disk, nil); err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
@@ -217,13 +241,26 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if err := r.finish(commit); err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
 	}
+	if failed, err := s.overMemory(ns, r); err != nil || failed { // indexmem.go
+		if err != nil {
+			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil // as for any failure
+	}
+	res.BatchBytes = commit.Len()
 	if commit.Count() > 0 {
 		if err := commit.Commit(pebble.NoSync); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: commit index round: %w", name, err)
 		}
 	}
 	if r.b.mem != nil {
-		if err := s.checkMemory(ns, r.wrote()); err != nil { // indexmem.go
+		if err := ns.memIdx.release(r.dropped, r.memLive); err != nil {
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		if err := ns.memIdx.reclaimIfIdle(); err != nil {
+			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
+		}
+		if err := s.checkMemory(ns, r.wrote()); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
 	}
@@ -239,6 +276,7 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	t.read.Add(res.Read)
 	t.indexed.Add(res.Indexed)
 	t.skipped.Add(res.Skipped)
+	t.tooLarge.Add(res.TooLarge)
 	t.removed.Add(res.Removed)
 	wake := ns.indexer.cover(r.defs, res.CoveredIDs, applied)
 	if n := int64(len(r.paused)); ns.indexer.paused.Swap(n) != n {
@@ -299,6 +337,11 @@ type indexRound struct {
 	defs   []*fsmv1.IndexDefinition
 	ckpts  map[uint64]*indexCkpt // by index id, loaded on first use
 	dirty  map[uint64]bool
+
+	// readLimit and batchLimit bound the bytes of messages read and of
+	// writes staged (spent).
+	readLimit, batchLimit int64
+
 	// replaces: a building rebuild's id -> the id of the definition it
 	// replaces once built.
 	replaces map[uint64]uint64
@@ -307,6 +350,13 @@ type indexRound struct {
 	key    []byte
 	fields []byte                         // entryFields's buffer
 	toks   map[*fsmv1.IndexField][]string // pointerTokens, by field
+
+	// dropped: the indexes whose keys the round dropped (deleted, or
+	// replaced by their rebuild); memLive: the memory indexes the stored
+	// definitions name (indexmem.go).
+	dropped []uint64
+	memLive map[uint64]bool
+
 	// sets are the event indexes' new entries and reverse keys from the
 	// scan, staged apart from b (nothing in the round reads them back)
 	// and committed in key order: no batch index to maintain, and the
@@ -361,7 +411,7 @@ func (r *indexRound) run() (IndexRoundResult, error) {
 			if end {
 				r.res.CoveredIDs = append(r.res.CoveredIDs, d.Id)
 			}
-			if r.budget <= 0 {
+			if r.spent() {
 				r.res.More = true
 				break
 			}
@@ -384,6 +434,7 @@ func (r *indexRound) finish(w indexWriter) error {
 				if err := dropIndexKeys(w, old); err != nil {
 					return err
 				}
+				r.dropped = append(r.dropped, old)
 				delete(r.ckpts, old)
 				delete(r.dirty, old)
 			}
@@ -434,6 +485,25 @@ func (r *indexRound) ckpt(id uint64) (*indexCkpt, error) {
 	return c, nil
 }
 
+// spent reports that the round reached one of its bounds: messages and
+// records (budget), bytes read, or bytes staged to write in its batches
+// (the indexed batch, the memory store's, and the scan's staged entries).
+func (r *indexRound) spent() bool {
+	if r.budget <= 0 || r.res.ReadBytes >= r.readLimit {
+		return true
+	}
+	staged := int64(r.b.disk.Len()) + int64(len(r.sets.arena)) + int64(len(r.sets.kvs))*stagedOverhead
+	if r.b.mem != nil {
+		staged += int64(r.b.mem.Len())
+	}
+	return staged >= r.batchLimit
+}
+
+// stagedOverhead is what a staged set adds to a batch beside its key and
+// value: its kind and two length varints, within this for keys and values
+// under 2 MiB.
+const stagedOverhead = 7
+
 func (r *indexRound) touch(id uint64) {
 	if r.dirty == nil {
 		r.dirty = map[uint64]bool{}
@@ -450,7 +520,7 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		if r.budget <= 0 {
+		if r.spent() {
 			return false, nil
 		}
 		k, v := it.Key(), it.Value()
@@ -475,7 +545,7 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 					return false, err
 				}
 				lo = end + 1
-				if lo <= hi && r.budget <= 0 {
+				if lo <= hi && r.spent() {
 					if err := r.b.Delete(k, nil); err != nil {
 						return false, err
 					}
@@ -497,6 +567,7 @@ func (r *indexRound) applyChanges() (done bool, err error) {
 			if err := r.drop(uint64(hi)); err != nil {
 				return false, err
 			}
+			r.dropped = append(r.dropped, uint64(hi))
 			delete(r.ckpts, uint64(hi))
 			delete(r.dirty, uint64(hi))
 		default:
@@ -655,12 +726,13 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 	defer it.Close()
 	staged := !isStreamIndex(d)
 	ok := it.First()
-	for ; ok && r.budget > 0; ok = it.Next() {
+	for ; ok && !r.spent(); ok = it.Next() {
 		gp := keySuffixUint64(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return false, err
 		}
+		r.res.ReadBytes += int64(len(v))
 		m, err := decodeMessage(gp, v)
 		if err != nil {
 			return false, err
@@ -683,10 +755,13 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, s
 	if !indexMatches(d, m) {
 		return nil
 	}
-	fields, ok := r.entryFields(d, m)
-	if !ok {
+	fields, err := r.entryFields(d, m)
+	if err != nil {
 		c.skipped++
 		r.res.Skipped++
+		if errors.Is(err, errFieldTooLarge) {
+			r.res.TooLarge++
+		}
 		return nil
 	}
 	if indexDropsEntry(r.s.opts.IndexMutant, m.GlobalPosition) {
@@ -697,6 +772,7 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, s
 	}
 	r.key = appendUint64(append(append(r.key[:0], indexEntryPrefix(d.Id)...), fields...), uint64(m.GlobalPosition))
 	if staged {
+		r.reserve(2*len(r.key) + len(fields))
 		r.sets.set(r.key, nil)
 		r.key = appendUint64(append(r.key[:0], prefixIndexReverse...), d.Id)
 		r.sets.set(appendUint64(r.key, uint64(m.GlobalPosition)), fields)
@@ -713,20 +789,35 @@ func (r *indexRound) index(d *fsmv1.IndexDefinition, c *indexCkpt, m *Message, s
 	return nil
 }
 
-// entryFields is the concatenated order keys of m's fields in d; ok is
-// false when a field is missing or of another type. The bytes are the
-// round's buffer: valid until the next call.
-func (r *indexRound) entryFields(d *fsmv1.IndexDefinition, m *Message) ([]byte, bool) {
+// reserve makes room for n more bytes in the scan's staging space, at
+// least doubling it when it grows: append's smaller steps for large
+// slices would leave about four times the round's staged bytes behind as
+// garbage, this at most as much as it stages.
+func (r *indexRound) reserve(n int) {
+	a := r.sets.arena
+	if cap(a)-len(a) >= n {
+		return
+	}
+	grown := make([]byte, len(a), max(2*cap(a), len(a)+n, 64<<10))
+	copy(grown, a)
+	r.sets.arena = grown
+}
+
+// entryFields is the concatenated order keys of m's fields in d; the
+// error says why m has none (a field missing, of another type, or too
+// large: fieldValue). The bytes are the round's buffer: valid until the
+// next call.
+func (r *indexRound) entryFields(d *fsmv1.IndexDefinition, m *Message) ([]byte, error) {
 	out := r.fields[:0]
 	for _, f := range d.Fields {
 		v, err := fieldValue(f, m, r.pointerTokens(f))
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
 		out = appendOrderKey(out, f.Type, v)
 	}
 	r.fields = out
-	return out, true
+	return out, nil
 }
 
 // pointerTokens are f's pointer tokens, split once per round.

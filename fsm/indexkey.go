@@ -74,16 +74,39 @@ func appendEscaped(dst []byte, s string) []byte {
 	}
 }
 
-// errFieldMissing and errFieldType say why a message has no value for a
-// field: it is skipped and counted, never an error of the loop.
+// MaxIndexValueBytes bounds a string field's value in an index entry. A
+// message whose string field (from data, metadata or its stream name) is
+// longer than this many bytes is not indexed: it is skipped and counted,
+// as a message whose field is missing (IndexRoundResult.TooLarge). The
+// rule depends on the message and the definition only, so every replica,
+// every rebuild and every round decides the same. Values are never
+// truncated: a truncated key would answer an equality query for a value
+// the message does not hold. Queries refuse an equality value or a prefix
+// longer than this: no entry can hold it.
+const MaxIndexValueBytes = 1024
+
+// errFieldMissing, errFieldType and errFieldTooLarge say why a message has
+// no value for a field: it is skipped and counted, never an error of the
+// loop.
 var (
-	errFieldMissing = fmt.Errorf("field missing")
-	errFieldType    = fmt.Errorf("field of another type")
+	errFieldMissing  = fmt.Errorf("field missing")
+	errFieldType     = fmt.Errorf("field of another type")
+	errFieldTooLarge = fmt.Errorf("field value longer than %d bytes", MaxIndexValueBytes)
 )
 
 // fieldValue extracts field f of m as appendOrderKey takes it. toks are
-// f's pointer tokens (pointerTokens; computed here when nil).
+// f's pointer tokens (pointerTokens; computed here when nil). A string
+// longer than MaxIndexValueBytes is errFieldTooLarge.
 func fieldValue(f *fsmv1.IndexField, m *Message, toks []string) (any, error) {
+	v, err := rawFieldValue(f, m, toks)
+	if s, ok := v.(string); ok && err == nil && f.Type == fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING &&
+		len(s) > MaxIndexValueBytes {
+		return nil, errFieldTooLarge
+	}
+	return v, err
+}
+
+func rawFieldValue(f *fsmv1.IndexField, m *Message, toks []string) (any, error) {
 	switch f.Source {
 	case fsmv1.IndexFieldSource_INDEX_FIELD_SOURCE_TYPE:
 		return m.Type, nil

@@ -39,8 +39,9 @@ const DefaultIndexMemoryLimit = 256 << 20
 
 // memIndexes is a namespace's memory store.
 type memIndexes struct {
-	mu sync.Mutex // opening and closing db
-	db *pebble.DB
+	mu    sync.Mutex // opening and closing db
+	db    *pebble.DB
+	cache *pebble.Cache // db's block cache (memIndexCacheSize)
 	// ids are the indexes routed here: every memory index the handle's
 	// rounds met (a deleted one's keys go with the store). Replaced whole
 	// (copy on write), so a view reads it with one atomic load.
@@ -48,6 +49,10 @@ type memIndexes struct {
 	// bytes is the store's size after the last round (memtables and the
 	// in-memory tables).
 	bytes atomic.Int64
+	// reclaim: a drop met a reader's snapshot and left its keys for the
+	// first round that finds none open to compact (compactLocked; under
+	// mu).
+	reclaim bool
 }
 
 // isMemoryIndex reports whether d keeps its entries in memory on this
@@ -74,16 +79,20 @@ func (m *memIndexes) open(s *Store, ids []uint64) (*pebble.DB, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.db == nil {
+		// The tables are in memory already: a block cache only copies
+		// them, so it is small (Pebble's default is 8 MiB per database).
+		cache := pebble.NewCache(memIndexCacheSize)
 		db, err := pebble.Open("", &pebble.Options{
-			FS: vfs.NewMem(), DisableWAL: true, Logger: pebbleLogger{s.log},
+			FS: vfs.NewMem(), DisableWAL: true, Logger: pebbleLogger{s.log}, Cache: cache,
 			// Small: the store is sized by what it holds, not by a
 			// write rate (memory is the bound, not flush cost).
 			MemTableSize: 4 << 20,
 		})
 		if err != nil {
+			cache.Unref()
 			return nil, fmt.Errorf("open memory index store: %w", err)
 		}
-		m.db = db
+		m.db, m.cache = db, cache
 	}
 	old := m.ids.Load()
 	var next map[uint64]bool
@@ -118,15 +127,26 @@ func (m *memIndexes) snapshot() (*pebble.Snapshot, map[uint64]bool) {
 	return m.db.NewSnapshot(), *m.ids.Load()
 }
 
-// size measures the store: its memtables and in-memory tables.
+// memIndexCacheSize is the block cache of a memory store.
+const memIndexCacheSize = 1 << 20
+
+// size measures the store (measureMem).
 func (m *memIndexes) size() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.db == nil {
 		return 0
 	}
-	mt := m.db.Metrics()
-	return int64(mt.MemTable.Size) + int64(mt.DiskSpaceUsage())
+	return measureMem(m.db)
+}
+
+// measureMem is what a memory store holds: its memtables, its in-memory
+// tables and its block cache. Not counted: a memtable's arena that Pebble
+// keeps for reuse or a reader still pins after a flush (at most the 4 MiB
+// of one memtable).
+func measureMem(db *pebble.DB) int64 {
+	mt := db.Metrics()
+	return int64(mt.MemTable.Size) + int64(mt.DiskSpaceUsage()) + mt.BlockCache.Size
 }
 
 // close releases the store when its handle is done with (a deleted
@@ -136,7 +156,8 @@ func (m *memIndexes) close() {
 	defer m.mu.Unlock()
 	if m.db != nil {
 		m.db.Close()
-		m.db = nil
+		m.cache.Unref()
+		m.db, m.cache = nil, nil
 	}
 	m.ids.Store(nil)
 	m.bytes.Store(0)
@@ -173,6 +194,15 @@ func (b *indexBatch) DeleteRange(lo, hi []byte, o *pebble.WriteOptions) error {
 
 func (b *indexBatch) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 	return b.pick(o.LowerBound).NewIter(o)
+}
+
+// Len is the bytes of both batches.
+func (b *indexBatch) Len() int64 {
+	n := int64(b.disk.Len())
+	if b.mem != nil {
+		n += int64(b.mem.Len())
+	}
+	return n
 }
 
 func (b *indexBatch) Count() uint32 {
@@ -217,6 +247,10 @@ func (r *indexRound) routeMemory(defs map[string]*fsmv1.IndexDefinition) error {
 		}
 	}
 	m := &r.ns.memIdx
+	r.memLive = make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		r.memLive[id] = true
+	}
 	if len(ids) == 0 && m.ids.Load() == nil {
 		return nil
 	}
@@ -225,7 +259,22 @@ func (r *indexRound) routeMemory(defs map[string]*fsmv1.IndexDefinition) error {
 		return err
 	}
 	r.b.m, r.b.ids, r.b.mem = m, *m.ids.Load(), db.NewIndexedBatch()
+	// A round's memory batch is what the store may grow by before it is
+	// measured: a small share of the limit, so an index fails near it.
+	r.batchLimit = min(r.batchLimit, max(r.s.memoryLimit()/memBatchShare, 64<<10))
 	return nil
+}
+
+// memBatchShare: a round writes at most 1/memBatchShare of the memory
+// limit to the memory store (routeMemory).
+const memBatchShare = 16
+
+// memoryLimit is Options.IndexMemoryLimit or its default.
+func (s *Store) memoryLimit() int64 {
+	if s.opts.IndexMemoryLimit > 0 {
+		return s.opts.IndexMemoryLimit
+	}
+	return DefaultIndexMemoryLimit
 }
 
 // checkMemory measures the memory store after a round and fails the
@@ -235,58 +284,153 @@ func (s *Store) checkMemory(ns *namespace, wrote []uint64) error {
 	m := &ns.memIdx
 	size := m.size()
 	m.bytes.Store(size)
-	limit := s.opts.IndexMemoryLimit
-	if limit <= 0 {
-		limit = DefaultIndexMemoryLimit
+	if limit := s.memoryLimit(); size > limit {
+		return s.failMemory(ns, wrote, size, limit)
 	}
+	return nil
+}
+
+// overMemory reports whether committing the round's memory batch would
+// take the memory store past the limit, and fails the memory indexes the
+// round wrote if so (failed: the caller drops the round, as for any
+// failure, and the next round maintains the others). The batch's bytes
+// are what the store grows by, near enough: its keys and values, which
+// the memtable copies.
+func (s *Store) overMemory(ns *namespace, r *indexRound) (failed bool, err error) {
+	if r.b.mem == nil || r.b.mem.Len() == 0 {
+		return false, nil
+	}
+	m := &ns.memIdx
+	size, limit := m.size()+int64(r.b.mem.Len()), s.memoryLimit()
 	if size <= limit {
-		return nil
+		return false, nil
 	}
 	ids := m.ids.Load()
-	failed := false
-	for _, id := range wrote {
-		if ids == nil || !(*ids)[id] {
+	var wrote []uint64
+	for _, id := range r.wrote() {
+		if ids != nil && (*ids)[id] {
+			wrote = append(wrote, id)
+		}
+	}
+	if len(wrote) == 0 {
+		return false, nil
+	}
+	return true, s.failMemory(ns, wrote, size, limit)
+}
+
+// failMemory fails the memory indexes among ids, size being what their
+// store holds or would hold, drops their keys and gives their memory back.
+func (s *Store) failMemory(ns *namespace, ids []uint64, size, limit int64) error {
+	m := &ns.memIdx
+	routed := m.ids.Load()
+	var failed []uint64
+	for _, id := range ids {
+		if routed == nil || !(*routed)[id] {
 			continue
 		}
-		f := &indexFailure{id: id, reason: fmt.Sprintf("the memory indexes of its namespace hold %d bytes on this node, more than the limit of %d (--index-memory-limit)", size, limit)}
+		reason := fmt.Sprintf("the memory indexes of its namespace hold %d bytes on this node, "+
+			"more than the limit of %d (--index-memory-limit)", size, limit)
+		f := &indexFailure{id: id, reason: reason}
 		if err := s.recordFailure(ns, f); err != nil {
 			return err
 		}
-		m.mu.Lock()
-		if m.db != nil {
-			for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id), indexCkptKey(id),
-				appendUint64(append([]byte(nil), prefixIndexStream...), id)} {
-				end := prefixEnd(p)
-				if bytes.Equal(p, indexCkptKey(id)) {
-					end = append(bytes.Clone(p), 0)
-				}
-				if err := m.db.DeleteRange(p, end, pebble.NoSync); err != nil {
-					m.mu.Unlock()
-					return fmt.Errorf("drop memory index %d: %w", id, err)
-				}
+		failed = append(failed, id)
+	}
+	return m.drop(failed)
+}
+
+// drop deletes every key of the indexes ids from the store and gives
+// their memory back at once (tombstones and the old tables would hold it
+// until a later compaction), so the siblings that keep writing are
+// measured without them.
+func (m *memIndexes) drop(ids []uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.db == nil {
+		return nil
+	}
+	for _, id := range ids {
+		for _, p := range [][]byte{indexEntryPrefix(id), appendUint64(append([]byte(nil), prefixIndexReverse...), id),
+			indexCkptKey(id), appendUint64(append([]byte(nil), prefixIndexStream...), id)} {
+			end := prefixEnd(p)
+			if bytes.Equal(p, indexCkptKey(id)) {
+				end = append(bytes.Clone(p), 0)
+			}
+			if err := m.db.DeleteRange(p, end, pebble.NoSync); err != nil {
+				return fmt.Errorf("drop memory index %d: %w", id, err)
 			}
 		}
-		m.mu.Unlock()
-		failed = true
 	}
-	if failed {
-		// Give the memory back now (tombstones and the old tables would
-		// hold it until a later compaction), so the siblings that keep
-		// writing are measured without the failed ones.
-		m.mu.Lock()
-		if m.db != nil {
-			if err := m.db.Flush(); err != nil {
-				m.mu.Unlock()
-				return fmt.Errorf("flush memory index store: %w", err)
-			}
-			if err := m.db.Compact(context.Background(), []byte("X"), []byte("Y"), true); err != nil {
-				m.mu.Unlock()
-				return fmt.Errorf("compact memory index store: %w", err)
-			}
+	return m.compactLocked()
+}
+
+// compactLocked flushes and compacts the store's index keys, so dropped
+// keys and their tombstones go. Not while a reader's snapshot is open: the
+// compaction would keep what the snapshot sees, beside the tombstones,
+// in tables no later manual compaction rewrites; the first round that
+// finds no snapshot open compacts instead (reclaimIfIdle), and until then
+// the store measures what it still holds. m.mu is held.
+func (m *memIndexes) compactLocked() error {
+	if m.reclaim = m.db.Metrics().Snapshots.Count > 0; m.reclaim {
+		return nil
+	}
+	if err := m.db.Flush(); err != nil {
+		return fmt.Errorf("flush memory index store: %w", err)
+	}
+	if err := m.db.Compact(context.Background(), []byte("X"), []byte("Y"), true); err != nil {
+		return fmt.Errorf("compact memory index store: %w", err)
+	}
+	m.bytes.Store(measureMem(m.db))
+	return nil
+}
+
+// reclaimIfIdle compacts the store when a drop left keys because a
+// reader held a snapshot, and none does now.
+func (m *memIndexes) reclaimIfIdle() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.db == nil || !m.reclaim || m.db.Metrics().Snapshots.Count > 0 {
+		return nil
+	}
+	return m.compactLocked()
+}
+
+// release gives back what the indexes ids held (dropped by a round's
+// committed batch: deleted, or replaced by their rebuild) and stops
+// routing those of them no definition names any more (live: the ids the
+// round routed from the stored definitions). Their keys are gone from the
+// store already; a later record naming them deletes nothing wherever it
+// is routed.
+func (m *memIndexes) release(ids []uint64, live map[uint64]bool) error {
+	old := m.ids.Load()
+	if old == nil {
+		return nil
+	}
+	var held []uint64
+	for _, id := range ids {
+		if (*old)[id] {
+			held = append(held, id)
 		}
-		m.mu.Unlock()
-		m.bytes.Store(m.size())
 	}
+	if len(held) == 0 {
+		return nil
+	}
+	if err := m.drop(held); err != nil {
+		return err
+	}
+	next := make(map[uint64]bool, len(*old))
+	for id := range *old {
+		next[id] = true
+	}
+	for _, id := range held {
+		if !live[id] {
+			delete(next, id)
+		}
+	}
+	m.ids.Store(&next)
 	return nil
 }
 

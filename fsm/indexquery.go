@@ -423,6 +423,17 @@ func (v *View) messageExists(gp int64) (bool, error) {
 	return true, nil
 }
 
+// checkIndexValueSize refuses a string value no entry can hold: one
+// longer than MaxIndexValueBytes (such values are not indexed). A range's
+// ends are not checked: a long bound still orders shorter values.
+func checkIndexValueSize(field string, t fsmv1.IndexFieldType, text string) error {
+	if t == fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING && len(text) > MaxIndexValueBytes {
+		return invalid(field, "is %d bytes; string values longer than %d bytes are not indexed, so none matches",
+			len(text), MaxIndexValueBytes)
+	}
+	return nil
+}
+
 // indexBounds turns q's values into the key range [lower, upper) of d's
 // entries.
 func indexBounds(d *fsmv1.IndexDefinition, q *IndexQuery) (lower, upper []byte, err error) {
@@ -431,6 +442,9 @@ func indexBounds(d *fsmv1.IndexDefinition, q *IndexQuery) (lower, upper []byte, 
 		return nil, nil, invalid("equal", "has %d values; the index has %d fields", len(q.Equal), len(d.Fields))
 	}
 	for i, text := range q.Equal {
+		if err := checkIndexValueSize(fmt.Sprintf("equal[%d]", i), d.Fields[i].Type, text); err != nil {
+			return nil, nil, err
+		}
 		val, err := ParseIndexValue(fmt.Sprintf("equal[%d]", i), d.Fields[i].Type, text)
 		if err != nil {
 			return nil, nil, err
@@ -451,6 +465,9 @@ func indexBounds(d *fsmv1.IndexDefinition, q *IndexQuery) (lower, upper []byte, 
 	if q.Prefix != nil {
 		if f.Type != fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING {
 			return nil, nil, invalid("prefix", "is for string fields; field %d is %s", len(q.Equal), typeName(f.Type))
+		}
+		if err := checkIndexValueSize("prefix", f.Type, *q.Prefix); err != nil {
+			return nil, nil, err
 		}
 		p := appendEscaped(bytes.Clone(base), *q.Prefix)
 		return p, prefixEnd(p), nil

@@ -148,8 +148,8 @@ func (r *indexRound) recomputeStream(d *fsmv1.IndexDefinition, c *indexCkpt, str
 		if !indexMatches(d, &m) {
 			continue
 		}
-		fields, ok := r.entryFields(d, &m)
-		if !ok {
+		fields, err := r.entryFields(d, &m)
+		if err != nil {
 			continue // skipped (counted when the scan read it)
 		}
 		return r.setStreamEntry(d, c, &m, fields)
@@ -204,6 +204,7 @@ func (r *indexRound) readMessage(gp int64) (m Message, ok bool, err error) {
 	if m, err = decodeMessage(gp, v); err != nil {
 		return Message{}, false, err
 	}
+	r.res.ReadBytes += int64(len(v))
 	r.res.Read++
 	r.budget--
 	return m, true, nil

@@ -64,6 +64,11 @@ type Options struct {
 	// indexes on this node; past it the indexes that grew fail here.
 	// Default DefaultIndexMemoryLimit.
 	IndexMemoryLimit int64
+	// IndexRoundReadBytes and IndexRoundBatchBytes bound the bytes of
+	// messages one index round reads and the bytes it writes in one batch
+	// (indexer.go). Defaults DefaultIndexRoundReadBytes and
+	// DefaultIndexRoundBatchBytes.
+	IndexRoundReadBytes, IndexRoundBatchBytes int64
 
 	// IndexMutant is a chaos-harness mutant of the index loop
 	// (mutant_on.go): honoured only in binaries built with -tags
@@ -103,6 +108,12 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.IndexRoundReadBytes <= 0 {
+		o.IndexRoundReadBytes = DefaultIndexRoundReadBytes
+	}
+	if o.IndexRoundBatchBytes <= 0 {
+		o.IndexRoundBatchBytes = DefaultIndexRoundBatchBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -221,9 +221,10 @@ func (n *Node) startIndexLoops() {
 // during a round, they wake it once, and the next round reads them all.
 // Rounds of a busy namespace are batched by time: a round starts no
 // sooner than Config.IndexInterval after the previous one started (so
-// each reads what arrived over about an interval, up to its bound of
-// fsm.DefaultIndexRoundMessages; past that bound the next round starts
-// at once), while a write after a quiet spell is indexed at once. A
+// each reads what arrived over about an interval, up to its bounds of
+// fsm.DefaultIndexRoundMessages messages, fsm.DefaultIndexRoundReadBytes
+// read and fsm.DefaultIndexRoundBatchBytes written; past a bound the next
+// round starts at once), while a write after a quiet spell is indexed at once. A
 // reader's kick (ReadIndexed at LINEARIZABLE or SESSION) starts a round
 // without waiting for the interval: the reader waits for it.
 func (n *Node) indexLoop(ns string, kick chan struct{}) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,6 +360,29 @@ func TestIndexMetrics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A string value longer than fsm.MaxIndexValueBytes is not indexed, and
+// skald_index_values_too_large_total counts it (it is skipped too).
+func TestIndexValuesTooLargeMetric(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	appendAmount(t, l.Node, "app", "acct-1", "short")
+	appendAmount(t, l.Node, "app", "acct-1", strings.Repeat("x", fsm.MaxIndexValueBytes+1))
+	ix := amountIndex("app")
+	ix.Definition.Fields[0].Type = fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING
+	if _, err := l.CreateIndex(ctxT(t), ix); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, waitTimeout, "the index series", func() bool {
+		entries, ok1 := sampleValue(t, l.Registry, "skald_index_entries", "", "")
+		skipped, ok2 := sampleValue(t, l.Registry, "skald_index_skipped_events", "", "")
+		return ok1 && ok2 && entries == 1 && skipped == 1
+	})
+	if v, ok := sampleValue(t, l.Registry, "skald_index_values_too_large_total", "", ""); !ok || v != 1 {
+		t.Fatalf("skald_index_values_too_large_total = %v (present %v), want 1", v, ok)
 	}
 }
 

@@ -16,6 +16,7 @@ type indexCollector struct {
 	descs        map[string]*prometheus.Desc
 	read         *prometheus.Desc
 	failures     *prometheus.Desc
+	tooLarge     *prometheus.Desc
 }
 
 func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
@@ -40,7 +41,10 @@ func newIndexCollector(n *Node, tenantLabels bool) *indexCollector {
 		"progress": desc("build_progress", "Share of the namespace an index has read, 0 to 1 (the least, when summed)"),
 		"rebuild":  desc("rebuild_progress", "Share of the namespace a rebuild of an index has read, 0 to 1; 1 when none runs (the least, when summed)"),
 	}, read: prometheus.NewDesc("skald_index_events_read_total", "Events the index loops of this node read since it started.", nil, nil),
-		failures: prometheus.NewDesc("skald_index_failures_total", "Indexes this node's loops failed since it started (an error confined to one index).", nil, nil)}
+		failures: prometheus.NewDesc("skald_index_failures_total", "Indexes this node's loops failed since it started (an error confined to one index).", nil, nil),
+		tooLarge: prometheus.NewDesc("skald_index_values_too_large_total",
+			"Matching events this node's index loops did not index since it started because a string field's value "+
+				"was longer than 1024 bytes (also counted in skald_index_skipped_events).", nil, nil)}
 }
 
 func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -49,12 +53,14 @@ func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.read
 	ch <- c.failures
+	ch <- c.tooLarge
 }
 
 func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 	counters := c.n.store.IndexCounters()
 	ch <- prometheus.MustNewConstMetric(c.read, prometheus.CounterValue, float64(counters.Read))
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(counters.Failures))
+	ch <- prometheus.MustNewConstMetric(c.tooLarge, prometheus.CounterValue, float64(counters.TooLarge))
 	sum := map[string]float64{"progress": 1, "rebuild": 1}
 	for _, ns := range c.n.store.IndexedNamespaces() {
 		v, err := c.n.store.View(ns)
