@@ -3,7 +3,8 @@
 // Skald serves on its API port beside the Connect services: the /rpc
 // envelope ["method", args...] and its positional arguments and options,
 // the error reply {"error": {code, message, details}}, the bearer token's
-// places in a request, and the NDJSON records and in-band errors of
+// places in a request, the messages and times the reads answer with, the
+// query of /subscribe, and the NDJSON records and in-band errors of
 // /import.
 //
 // It owns how EventoDB's requests are read and its replies are written,
