@@ -20,8 +20,8 @@ import (
 //
 // Text is never repaired: a request whose strings are not UTF-8, or hold
 // an unpaired surrogate escape, is refused with the place named, where
-// encoding/json would have stored U+FFFD in their stead (evBadText for
-// /rpc, importTextError for /import; protobuf refuses such strings
+// encoding/json would have stored U+FFFD in their stead (evdb.BadText for
+// /rpc, evdb.ParseImportLine for /import; protobuf refuses such strings
 // itself, protoCodec names the field, and fsm.ValidateData checks data
 // and metadata).
 
