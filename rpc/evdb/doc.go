@@ -1,5 +1,5 @@
-// Package evdb holds the wire contract of the EventoDB HTTP API
-// (/work/shared/spec/eventodb-http-api.md, docs/eventodb-api.md) that
+// Package evdb holds the wire contract of the EventoDB HTTP API (the
+// EventoDB HTTP API specification, as docs/eventodb-api.md serves it) that
 // Skald serves on its API port beside the Connect services: the /rpc
 // envelope ["method", args...] and its positional arguments and options,
 // the error reply {"error": {code, message, details}}, the bearer token's
@@ -13,6 +13,7 @@
 // the result over as an *Error. It never speaks to the node: the handlers
 // that do (package rpc) reach it only through rpc.Backend, and check
 // authentication and access with the rules shared with the Connect
-// services. It imports nothing of Skald's but fsm (names, positions and
-// times are validated by fsm's rules) and internal/jsonscan.
+// services. It imports nothing of Skald's but fsm and its records
+// (names, positions and times are validated by fsm's rules) and
+// internal/jsonscan.
 package evdb
