@@ -3,12 +3,15 @@ package rpc
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skalddb/skald/fsm"
 )
 
 // lockedBuffer is a log destination several goroutines write.
@@ -105,5 +108,75 @@ func TestAuditTrail(t *testing.T) {
 	}
 	if lines[1]["role"] != "writer" {
 		t.Errorf("credential.create line: role %v, want writer", lines[1]["role"])
+	}
+}
+
+// TestAuditChangesAndRefusals: index, group and retention changes are
+// audited with what they changed, and so is a call that a known
+// credential was refused (its role or its scope); a call with no valid
+// token is not (only counted elsewhere).
+func TestAuditChangesAndRefusals(t *testing.T) {
+	var logs lockedBuffer
+	opts := defaultOptions
+	opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	s := singleWith(t, opts)
+	status, out := connectCall(t, s.addr, adminToken, "skald.v1.Namespaces/Create", `{"name":"app"}`, nil)
+	var created struct{ Token string }
+	if status != 200 || json.Unmarshal(out, &created) != nil {
+		t.Fatalf("create app: %d %s", status, out)
+	}
+	owner := created.Token
+	reader := createCredential(t, s, owner, "viewer", fsm.RoleReader, false)
+	scoped := createCredential(t, s, owner, "billing", fsm.RoleWriter, true)
+	for _, c := range []struct{ procedure, body string }{
+		{"skald.v1.Indexes/Create", `{"definition":{"name":"amount","version":1,"category":"acct",` +
+			`"fields":[{"source":"INDEX_FIELD_SOURCE_DATA","pointer":"/amount","type":"INDEX_FIELD_TYPE_INT"}]}}`},
+		{"skald.v1.Indexes/Pause", `{"name":"amount"}`},
+		{"skald.v1.Subscriptions/CreateGroup", `{"name":"mailer","category":"acct"}`},
+		{"skald.v1.Namespaces/SetRetentionPolicy", `{"policy":{"scope":"RETENTION_SCOPE_CATEGORY","name":"acct","maxCount":"10"}}`},
+		{"skald.v1.Subscriptions/DeleteGroup", `{"name":"mailer"}`},
+		{"skald.v1.Indexes/Delete", `{"name":"amount"}`},
+	} {
+		if status, out := connectCall(t, s.addr, owner, c.procedure, c.body, nil); status != 200 {
+			t.Fatalf("%s: %d %s", c.procedure, status, out)
+		}
+	}
+	if status, _ := connectCall(t, s.addr, reader, "skald.v1.EventStore/Append",
+		`{"stream":"acct-1","messages":[{"type":"T","data":"e30="}]}`, nil); status != 403 {
+		t.Fatalf("reader append: %d, want 403", status)
+	}
+	if status, _ := connectCall(t, s.addr, scoped, "skald.v1.EventStore/Append",
+		`{"stream":"acct-1","messages":[{"type":"T","data":"e30="}]}`, nil); status != 403 {
+		t.Fatalf("scoped append outside its scope: %d, want 403", status)
+	}
+	if status, _ := connectCall(t, s.addr, "ns_YXBw_"+strings.Repeat("0", 64), "skald.v1.EventStore/ReadAll", `{}`, nil); status != 401 {
+		t.Fatalf("a wrong token: %d, want 401", status)
+	}
+
+	type want struct{ action, credential, target string }
+	wants := []want{
+		{"index.create", "initial", "amount"},
+		{"index.pause", "initial", "amount"},
+		{"group.create", "initial", "mailer"},
+		{"retention.set", "initial", "category:acct"},
+		{"group.delete", "initial", "mailer"},
+		{"index.delete", "initial", "amount"},
+		{"access.refused", "viewer", "skald.v1.EventStore/Append"},
+		{"access.refused", "billing", "skald.v1.EventStore/Append"},
+	}
+	var got []want
+	for _, l := range logs.auditLines(t) {
+		if a := l["action"].(string); a != "namespace.create" && a != "credential.create" {
+			got = append(got, want{a, l["credential"].(string), l["target"].(string)})
+			if a == "access.refused" && (l["namespace"] != "app" || !strings.Contains(l["reason"].(string), "may not")) {
+				t.Errorf("refusal line: %v", l)
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wants) {
+		t.Fatalf("audit lines:\n%v\nwant\n%v", got, wants)
+	}
+	if n := auditCount(t, s.reg, "access.refused"); n != 2 {
+		t.Errorf("skald_audit_events_total{action=access.refused} = %v, want 2", n)
 	}
 }

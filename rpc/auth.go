@@ -418,7 +418,9 @@ func (a authenticator) beforeBody(next http.Handler, errw *connect.ErrorWriter, 
 		start := time.Now()
 		ctx, err := a.authenticate(r.Context(), r.Header)
 		if err == nil {
-			err = permit(callerFrom(ctx), r.URL.Path)
+			if err = permit(callerFrom(ctx), r.URL.Path); err != nil {
+				a.audit.refused(ctx, r.URL.Path, err)
+			}
 		}
 		if err != nil {
 			m.observe(r.URL.Path, start, err)
@@ -465,6 +467,7 @@ func (a authenticator) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			return nil, err
 		}
 		if err := permitScope(callerFrom(ctx), procedure, req.Any()); err != nil {
+			a.audit.refused(ctx, procedure, err)
 			return nil, err
 		}
 		return next(ctx, req)

@@ -3,8 +3,8 @@ package rpc
 import (
 	"context"
 	"encoding/json"
-
-	"github.com/google/uuid"
+	"errors"
+	"strings"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -33,25 +33,19 @@ func (e *eventodb) streamWrite(ctx context.Context, args evdb.Args) (any, *evdb.
 			return nil, evdb.Invalid("message.type must be a non-empty string")
 		}
 	}
-	if typ == "" {
-		return nil, evdb.Invalid("message.type must be a non-empty string")
-	}
-	if err := fsm.ValidateTypeName("type", typ); err != nil {
-		return nil, evdb.Refused("message.type: ", err)
-	}
-	data, ok := msg["data"]
-	if !ok || !evdb.IsObject(data) {
-		return nil, evdb.Invalid("message.data must be an object")
-	}
 	var metadata []byte
 	if raw, ok := msg["metadata"]; ok && !evdb.IsNull(raw) {
-		if !evdb.IsObject(raw) {
-			return nil, evdb.Invalid("message.metadata must be an object")
-		}
 		metadata = raw
 	}
-	if len(data)+len(metadata) > maxMessageBytes {
-		return nil, evdb.Invalid("message %s", tooLarge(len(data)+len(metadata)))
+	// The message is checked first, then its size, then the options: a
+	// call with several faults is refused for the first in that order.
+	m := &fsmv1.NewMessage{Type: typ, Data: msg["data"], Metadata: metadata}
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, Messages: []*fsmv1.NewMessage{m}}
+	if err := fsm.ValidateAppend(a); err != nil {
+		return nil, evWriteRefused(err)
+	}
+	if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
+		return nil, evdb.Invalid("message %s", tooLarge(n))
 	}
 	opts, everr := args.Opts(2)
 	if everr != nil {
@@ -62,23 +56,34 @@ func (e *eventodb) streamWrite(ctx context.Context, args evdb.Args) (any, *evdb.
 		return nil, everr
 	}
 	if hasID && id != "" {
-		u, err := uuid.Parse(id)
-		if err != nil {
+		if m.Id, ok = canonicalID(id); !ok {
 			return nil, evdb.Invalid("option id must be a UUID")
 		}
-		id = u.String()
+		m.ClientId = true
 	}
-	ev, everr := opts.ExpectedVersion()
-	if everr != nil {
+	// Checked by fsm.ValidateExpectedVersion, as apply checks it.
+	if a.ExpectedVersion, everr = opts.ExpectedVersion(); everr != nil {
 		return nil, everr
 	}
-	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, ExpectedVersion: ev,
-		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: evdb.CompactJSON(data), Metadata: evdb.CompactJSON(metadata), ClientId: id != ""}}}
+	m.Data, m.Metadata = evdb.CompactJSON(m.Data), evdb.CompactJSON(m.Metadata)
 	res, err := e.b.Append(ctx, a)
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
 	return map[string]int64{"position": res.GetAppend().FirstPosition, "globalPosition": res.GetAppend().FirstGlobalPosition}, nil
+}
+
+// evWriteRefused words fsm's refusal of a stream.write in the names of
+// its arguments ("message.data must be a JSON object").
+func evWriteRefused(err error) *evdb.Error {
+	var ve *fsm.ValidationError
+	if !errors.As(err, &ve) {
+		return evdb.Refused("", err)
+	}
+	if f, ok := strings.CutPrefix(ve.Field, "messages[0]."); ok {
+		return evdb.Invalid("message.%s %s", f, ve.Reason)
+	}
+	return evdb.Refused("", ve)
 }
 
 func (e *eventodb) streamGet(ctx context.Context, args evdb.Args) (any, *evdb.Error) {

@@ -6,13 +6,15 @@ import (
 	"testing"
 )
 
-// TestImportsRunDownward keeps the layering: the API layer builds
-// without Raft (it speaks node/nodeapi, not node), nothing below it
-// imports it back, the EventoDB wire contract (rpc/evdb) sits below rpc
-// and reaches neither rpc nor the node, the group delivery engine (node/delivery) sits between
-// node and fsm and reaches Raft and Pebble only through them, and
-// internal/ (the ground floor) imports nothing of ours outside it. Test
-// files are not counted: rpc's tests start real nodes.
+// TestImportsRunDownward keeps the layering: the API layer (rpc and
+// the protocols beside it, rpc/kurrentdb) builds without Raft (it speaks
+// node/nodeapi, not node), nothing below it imports it back, the
+// EventoDB wire contract (rpc/evdb) sits below rpc and reaches neither
+// rpc nor the node, the group delivery engine (node/delivery) sits
+// between node and fsm and reaches Raft and Pebble only through them, the
+// cluster port (node/transport) imports none of node, fsm, rpc and
+// membership, and internal/ (the ground floor) imports nothing of ours
+// outside it. Test files are not counted: rpc's tests start real nodes.
 func TestImportsRunDownward(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -23,11 +25,13 @@ func TestImportsRunDownward(t *testing.T) {
 		pkgs   []string
 		denied func(dep string) bool
 	}{
-		{[]string{mod + "rpc", mod + "rpc/evdb", mod + "fsm", mod + "node/nodeapi", mod + "node/delivery"},
-			func(dep string) bool {
-				return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
-			}},
-		{[]string{mod + "rpc"}, func(dep string) bool {
+		{[]string{mod + "rpc", mod + "rpc/kurrentdb", mod + "rpc/evdb", mod + "fsm", mod + "node/nodeapi",
+			mod + "node/delivery"}, func(dep string) bool {
+			return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
+		}},
+		// rpc/kurrentdb, a sibling protocol, reaches the node only through
+		// rpc (rpc.Local) and nodeapi.
+		{[]string{mod + "rpc", mod + "rpc/kurrentdb"}, func(dep string) bool {
 			return dep == mod+"node" || dep == mod+"node/delivery" || dep == mod+"membership"
 		}},
 		// The EventoDB wire contract sits below rpc, which mounts it: it
@@ -40,6 +44,17 @@ func TestImportsRunDownward(t *testing.T) {
 		}},
 		{[]string{mod + "fsm", mod + "node", mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, mod+"rpc") || dep == mod+"membership"
+		}},
+		// The cluster port knows nothing of what its connections carry
+		// beyond Raft's RPCs: none of node (nor its other packages), fsm,
+		// rpc or membership.
+		{[]string{mod + "node/transport"}, func(dep string) bool {
+			for _, p := range []string{"node", "fsm", "rpc", "membership"} {
+				if dep == mod+p || strings.HasPrefix(dep, mod+p+"/") && dep != mod+"node/transport" {
+					return true
+				}
+			}
+			return false
 		}},
 		// The ground floor: internal/ imports nothing of ours above it
 		// (a harness that needs node or rpc lives under tests/).

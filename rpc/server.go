@@ -125,7 +125,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		compressMin = 0
 	}
 	metrics := newRPCMetrics(opts.Registerer)
-	interceptors := []connect.Interceptor{metrics, auth, leaderHint{b}}
+	interceptors := []connect.Interceptor{metrics, auth, auditChanges{audit}, leaderHint{b}}
 	if opts.TracerProvider != nil {
 		interceptors = append(interceptors, spanOutcome{})
 	}

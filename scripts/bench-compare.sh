@@ -142,7 +142,7 @@ pids=()
 
 echo "--- skald: 3 nodes (skald dev, ports $PORT..$((PORT + 22))), $CONC clients, $BYTES-byte messages, $STREAMS streams, $DUR"
 ports_free $(for i in 0 1 2; do for o in 0 1 2; do echo $((PORT + 10 * i + o)); done; done)
-"$tmp/skald" dev --nodes 3 --dir "$tmp/dev" --base-port "$PORT" > "$tmp/dev.out" 2>&1 &
+"$tmp/skald" dev --nodes 3 --dir "$tmp/dev" --base-port "$PORT" --kurrentdb-port 0 > "$tmp/dev.out" 2>&1 &
 dev=$!
 pids+=($dev)
 wait_until 60 "skald dev" "$tmp/dev.out" grep -q "cluster ready" "$tmp/dev.out"

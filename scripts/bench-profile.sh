@@ -25,7 +25,7 @@ trap cleanup EXIT
 
 $GO build -o "$tmp/skald" ./cmd/skald
 (cd bench/etcd && $GO build -o "$tmp/bench" .)
-"$tmp/skald" dev --nodes 3 --dir "$tmp/dev" --base-port "$PORT" > "$tmp/dev.out" 2>&1 &
+"$tmp/skald" dev --nodes 3 --dir "$tmp/dev" --base-port "$PORT" --kurrentdb-port 0 > "$tmp/dev.out" 2>&1 &
 dev=$!
 for _ in $(seq 300); do grep -q "cluster ready" "$tmp/dev.out" && break; sleep 0.2; done
 grep -q "cluster ready" "$tmp/dev.out" || { cat "$tmp/dev.out"; exit 1; }

@@ -529,7 +529,9 @@ func startDev(t *testing.T, base int, args ...string) *syncBuffer {
 func startDevCmd(t *testing.T, base int, args ...string) (*syncBuffer, *exec.Cmd) {
 	t.Helper()
 	out := &syncBuffer{}
-	cmd := exec.Command(binary, append([]string{"dev", "--base-port", strconv.Itoa(base)}, args...)...)
+	// The KurrentDB ports sit inside the free block too (base+3+10i).
+	cmd := exec.Command(binary, append([]string{"dev", "--base-port", strconv.Itoa(base),
+		"--kurrentdb-port", strconv.Itoa(base + 3)}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

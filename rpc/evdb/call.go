@@ -216,7 +216,8 @@ func (o Opts) BatchSize() (int, *Error) {
 }
 
 // ExpectedVersion reads the expectedVersion option: nil when absent, -1
-// (no stream yet) or more.
+// (no stream yet) or more, as fsm.ValidateExpectedVersion (and so apply)
+// holds it.
 func (o Opts) ExpectedVersion() (*int64, *Error) {
 	ev, ok, everr := o.Num("expectedVersion")
 	switch {
@@ -224,8 +225,9 @@ func (o Opts) ExpectedVersion() (*int64, *Error) {
 		return nil, everr
 	case !ok:
 		return nil, nil
-	case ev < -1:
-		return nil, Invalid("expectedVersion must be -1 or more, got %d", ev)
+	}
+	if err := fsm.ValidateExpectedVersion("expectedVersion", &ev); err != nil {
+		return nil, Invalid("expectedVersion %s", err.(*fsm.ValidationError).Reason)
 	}
 	return &ev, nil
 }

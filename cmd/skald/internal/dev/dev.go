@@ -22,7 +22,8 @@ import (
 	"github.com/skalddb/skald/internal/nstoken"
 )
 
-const devUsage = `Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080] [--in-memory]
+const devUsage = `Usage: skald dev [--nodes 3] [--dir ./skald-dev] [--base-port 8080] [--kurrentdb-port 2113]
+                 [--in-memory]
        skald dev kill N [--dir ./skald-dev]      kill -9 node N of the running dev cluster
        skald dev restart N [--dir ./skald-dev]   start node N again (stopping it first if it runs)
 
@@ -112,6 +113,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 3, "number of nodes")
 	dir := fs.String("dir", "./skald-dev", "folder for every node's data and log")
 	base := fs.Int("base-port", 8080, "node i uses base+10i (API), base+10i+1 (Raft), base+10i+2 (gossip)")
+	kurrentPort := fs.Int("kurrentdb-port", 2113, "node i serves KurrentDB's client protocol on this+10i, h2c, "+
+		"bound to the default namespace without authentication (docs/kurrentdb.md); 0: off")
 	inMemory := fs.Bool("in-memory", false, "nodes keep their data in memory: NOTHING SURVIVES stopping the cluster (--dir still holds logs and the admin token)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, devUsage)
@@ -122,6 +125,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return command.Exit(command.ExitUsage, fmt.Errorf("dev: unexpected argument %q (see 'skald dev --help')", fs.Arg(0)))
+	}
+	if *kurrentPort < 0 || *kurrentPort+10*(*nodes-1) > 65535 {
+		return command.Exit(command.ExitUsage, fmt.Errorf("--kurrentdb-port %d: node %d would need a port past 65535",
+			*kurrentPort, *nodes-1))
 	}
 	if *nodes < 1 || *nodes > 9 {
 		return command.Exit(command.ExitUsage, fmt.Errorf("--nodes must be 1..9, got %d", *nodes))
@@ -156,7 +163,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer ctl.Close()
 	}
 	c := &devCluster{
-		n: *nodes, dir: *dir, base: *base, inMemory: *inMemory, self: self, selfCmd: selfCommand(),
+		n: *nodes, dir: *dir, base: *base, kurrentPort: *kurrentPort, inMemory: *inMemory, self: self, selfCmd: selfCommand(),
 		tokenFile: tokenFile, keyFile: keyFile, stdout: stdout, noControl: ctl == nil,
 		exited: make(chan devExit, *nodes), readyCh: make(chan int, *nodes),
 	}
@@ -172,7 +179,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "\nAdmin token: %s\n", st.AdminToken)
 	fmt.Fprintf(stdout, "Console: http://%s/ui/ (sign in with the admin token)\n", c.addr(0, 0))
-	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s %s cluster status\n\n", c.addr(0, 0), st.AdminToken, c.selfCmd)
+	fmt.Fprintf(stdout, "Try: SKALD_ADDR=%s SKALD_TOKEN=%s %s cluster status\n", c.addr(0, 0), st.AdminToken, c.selfCmd)
+	if c.kurrentPort != 0 {
+		fmt.Fprintf(stdout, "KurrentDB clients: kurrentdb://%s?tls=false (namespace %s, no authentication)\n",
+			c.kurrentAddr(0), nstoken.AdminNamespace)
+	}
+	fmt.Fprintln(stdout)
 
 	requests := make(chan devRequest)
 	if ctl != nil {
@@ -204,6 +216,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // after start-up, so it needs no lock.
 type devCluster struct {
 	n, base            int
+	kurrentPort        int // node 0's KurrentDB port; 0: none
 	dir, self, selfCmd string
 	tokenFile, keyFile string
 	inMemory           bool
@@ -229,6 +242,12 @@ type devExit struct {
 
 func (c *devCluster) addr(i, off int) string {
 	return "127.0.0.1:" + strconv.Itoa(c.base+10*i+off)
+}
+
+// kurrentAddr is node i's KurrentDB address: at the same offset from
+// its API port as every other node's, as Gossip assumes.
+func (c *devCluster) kurrentAddr(i int) string {
+	return "127.0.0.1:" + strconv.Itoa(c.kurrentPort+10*i)
 }
 
 func (c *devCluster) logPath(i int) string {
@@ -273,6 +292,9 @@ func (c *devCluster) start(ctx context.Context, i int) error {
 		"--gossip-key-file", c.keyFile, "--admin-token-file", c.tokenFile)
 	if c.inMemory {
 		cmd.Args = append(cmd.Args, "--in-memory")
+	}
+	if c.kurrentPort != 0 {
+		cmd.Args = append(cmd.Args, "--kurrentdb-addr", c.kurrentAddr(i), "--kurrentdb-namespace", nstoken.AdminNamespace)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches dev, which stops them in order

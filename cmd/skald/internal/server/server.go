@@ -31,6 +31,7 @@ import (
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/transport"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -50,6 +51,7 @@ type serverFlags struct {
 	maxGroupsPerNamespace, maxCredentialsPerNamespace                   int
 	mutant, dialMap, logStore                                           string
 	metricsAddr                                                         string
+	kurrentDB                                                           kurrentDBFlags
 	metricsTenantLabels                                                 bool
 	otlpEndpoint                                                        string
 	otlpSampleRatio                                                     float64
@@ -110,6 +112,9 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA that signs every node's certificate (files are reloaded when they change)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve /metrics here, every series and no token (bind it where only monitoring reaches); the API port's /metrics serves series naming a namespace or group to the admin token only")
+	fs.StringVar(&f.kurrentDB.addr, "kurrentdb-addr", "", "also serve KurrentDB's gRPC client protocol here, so its official clients read and append (docs/kurrentdb.md); TLS with --tls-cert, else h2c; default: off")
+	fs.StringVar(&f.kurrentDB.advertise, "kurrentdb-advertise", "", "KurrentDB address clients use, in Gossip (default: --kurrentdb-addr); every node's must be at the same offset from its API port")
+	fs.StringVar(&f.kurrentDB.namespace, "kurrentdb-namespace", "", "bind the KurrentDB listener to this namespace WITHOUT AUTHENTICATION, every caller its owner (the official clients send no credentials without TLS); default: each call acts for its Basic or Bearer Skald credential")
 	fs.BoolVar(&f.metricsTenantLabels, "metrics-tenant-labels", false, "label the subscription-group metrics by namespace and group (default: summed, naming no tenant)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "turn tracing on: send OpenTelemetry spans (API call, forward to the leader, Raft commit, apply, reply) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (a URL without a path posts to /v1/traces); default: off")
 	fs.Float64Var(&f.otlpSampleRatio, "otlp-sample-ratio", 1, "with --otlp-endpoint, the share of requests traced that arrive without a trace context (0 to 1); a caller's W3C traceparent decides for its own requests")
@@ -211,11 +216,11 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 }
 
 // parseDialMap parses --dial-map ("from=to,from=to").
-func parseDialMap(s string) (node.DialMap, error) {
+func parseDialMap(s string) (transport.DialMap, error) {
 	if s == "" {
 		return nil, nil
 	}
-	m := node.DialMap{}
+	m := transport.DialMap{}
 	for _, pair := range strings.Split(s, ",") {
 		from, to, ok := strings.Cut(pair, "=")
 		if !ok || from == "" || to == "" {
@@ -322,9 +327,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
 	}
-	var tlsFiles *node.TLS
+	var tlsFiles *transport.TLS
 	if f.tlsCert != "" {
-		if tlsFiles, err = node.NewTLS(node.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}); err != nil {
+		files := transport.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}
+		if tlsFiles, err = transport.NewTLS(files); err != nil {
 			return err
 		}
 	}
@@ -448,6 +454,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		go func() { serveErr <- srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { serveErr <- srv.Serve(ln) }()
+	}
+	if f.kurrentDB.addr != "" {
+		stopKurrentDB, err := serveKurrentDB(f.kurrentDB, n, apiAddr, apiOpt, tlsFiles, log)
+		if err != nil {
+			return err
+		}
+		defer stopKurrentDB()
 	}
 	log.Info("serving", "http-addr", ln.Addr().String(), "raft-addr", n.RaftAddr(), "data-dir", dataDir, "in-memory", f.inMemory, "node-id", n.ID())
 

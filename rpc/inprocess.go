@@ -1,0 +1,128 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	skaldv1 "github.com/skalddb/skald/api/skald/v1"
+	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/fsm"
+)
+
+// Caller is who a call of another wire protocol served in this process
+// acts for (rpc/kurrentdb): a credential authenticated by Local, or the
+// namespace a listener without authentication is bound to. Its zero
+// value acts for nobody and is refused everything.
+type Caller struct{ c caller }
+
+// Namespace is the namespace the caller acts on.
+func (c Caller) Namespace() string { return c.c.namespace }
+
+// Credential is the name of the caller's credential ("" when bound).
+func (c Caller) Credential() string { return c.c.credential }
+
+// Role is the caller's role.
+func (c Caller) Role() fsm.Role { return c.c.role }
+
+// Local serves the skald.v1 EventStore to the handlers of another wire
+// protocol in this process. Every call authenticates, checks role and
+// scope, validates and maps errors exactly as the API port does for the
+// same procedure, so a protocol built on it cannot reach more than the
+// caller's credential reaches through Connect. Its errors are
+// *connect.Error with the API's codes and details.
+type Local struct {
+	auth authenticator
+	es   *eventStore
+}
+
+// NewLocal returns a Local over b. Of opts it reads Logger and Limits:
+// the protocol on top counts its own calls.
+func NewLocal(b Backend, opts Options) *Local {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	limits := opts.Limits.withDefaults()
+	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
+	metrics := newRPCMetrics(prometheus.NewRegistry()) // AppendStream only, never called here
+	return &Local{
+		auth: authenticator{b: b, unknown: tokens, used: &lastUsed{}, audit: newAuditor(log, nil), log: log},
+		es: &eventStore{b: b, log: log, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
+			replyTimeout: limits.WriteTimeout, streamInFlight: limits.AppendStreamInFlight, metrics: metrics,
+			hint: leaderHint{b}, creds: b},
+	}
+}
+
+// Authenticate returns the caller of a Skald token: Unauthenticated for
+// a malformed, unknown or expired one.
+func (l *Local) Authenticate(ctx context.Context, token string) (Caller, error) {
+	c, err := l.auth.check(ctx, token)
+	if err != nil {
+		return Caller{}, err
+	}
+	return Caller{c}, nil
+}
+
+// Bound returns a caller acting on namespace with the owner role and no
+// credential: a listener that authenticates nobody, as an operator chose.
+func (l *Local) Bound(namespace string) Caller {
+	return Caller{caller{namespace: namespace, role: fsm.RoleOwner, home: namespace}}
+}
+
+// Permit fails PermissionDenied when c may not call procedure (one of
+// skaldv1connect's EventStore procedures) at all, before any request is
+// read.
+func (l *Local) Permit(c Caller, procedure string) error {
+	return permit(c.c, procedure)
+}
+
+// call runs fn for c as procedure with request m: role and scope checked
+// first, c's credential checked again if it was revoked meanwhile.
+func call[Req, Res any](ctx context.Context, l *Local, c Caller, procedure string, m *Req,
+	fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*Res, error) {
+	if err := permit(c.c, procedure); err != nil {
+		return nil, err
+	}
+	if err := permitScope(c.c, procedure, m); err != nil {
+		return nil, err
+	}
+	if err := stillValid(l.auth.b, c.c); err != nil {
+		return nil, toConnect(ctx, l.auth.log, err)
+	}
+	resp, err := fn(context.WithValue(ctx, callerKey{}, c.c), connect.NewRequest(m))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// Append is EventStore.Append for c.
+func (l *Local) Append(ctx context.Context, c Caller, m *skaldv1.AppendRequest) (*skaldv1.AppendResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreAppendProcedure, m, l.es.Append)
+}
+
+// ReadStream is EventStore.ReadStream for c.
+func (l *Local) ReadStream(ctx context.Context, c Caller, m *skaldv1.ReadStreamRequest) (
+	*skaldv1.ReadStreamResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreReadStreamProcedure, m, l.es.ReadStream)
+}
+
+// ReadAll is EventStore.ReadAll for c.
+func (l *Local) ReadAll(ctx context.Context, c Caller, m *skaldv1.ReadAllRequest) (*skaldv1.ReadAllResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreReadAllProcedure, m, l.es.ReadAll)
+}
+
+// StreamVersion is EventStore.StreamVersion for c.
+func (l *Local) StreamVersion(ctx context.Context, c Caller, m *skaldv1.StreamVersionRequest) (
+	*skaldv1.StreamVersionResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreStreamVersionProcedure, m, l.es.StreamVersion)
+}
+
+// DeleteStream is EventStore.DeleteStream for c.
+func (l *Local) DeleteStream(ctx context.Context, c Caller, m *skaldv1.DeleteStreamRequest) (
+	*skaldv1.DeleteStreamResponse, error) {
+	return call(ctx, l, c, skaldv1connect.EventStoreDeleteStreamProcedure, m, l.es.DeleteStream)
+}

@@ -1,0 +1,72 @@
+package kurrentdb
+
+import (
+	"crypto/tls"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/serverfeatures"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
+)
+
+// grpcTLS is an HTTP client for the gRPC protocol over TLS, the test's
+// certificate not verified.
+func grpcTLS() *http.Client {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+	return &http.Client{Transport: tr}
+}
+
+// TestFeaturesAnonymous: ServerFeatures lists exactly the served
+// methods, in lower case, to a caller without credentials even where
+// every other call needs them.
+func TestFeaturesAnonymous(t *testing.T) {
+	f := start(t, 1, secureMode)
+	cl := connect.NewClient[shared.Empty, serverfeatures.SupportedMethods](grpcTLS(),
+		"https://"+f.leader.addr+featuresProcedure, connect.WithGRPC())
+	resp, err := cl.CallUnary(ctxT(t), connect.NewRequest(&shared.Empty{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range resp.Msg.GetMethods() {
+		got = append(got, m.GetServiceName()+"/"+m.GetMethodName()+"["+strings.Join(m.GetFeatures(), ",")+"]")
+	}
+	want := []string{
+		"event_store.client.streams.streams/read[position,events]",
+		"event_store.client.streams.streams/append[]",
+		"event_store.client.streams.streams/delete[]",
+		"event_store.client.streams.streams/tombstone[]",
+		"event_store.client.server_features.serverfeatures/getsupportedmethods[]",
+		"event_store.client.gossip.gossip/read[]",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("supported methods %v, want %v", got, want)
+	}
+	if v := resp.Msg.GetEventStoreServerVersion(); v != serverVersion {
+		t.Errorf("version %q, want %q", v, serverVersion)
+	}
+}
+
+// TestUnservedMethods: what is not served answers Unimplemented, which
+// the client reports as an unsupported feature, and changes nothing.
+func TestUnservedMethods(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	appendN(t, cl, "keep-1", 1)
+	err := cl.CreatePersistentSubscription(ctxT(t), "keep-1", "group-1", kurrentdb.PersistentStreamSubscriptionOptions{})
+	if code := errorCode(t, err); code != kurrentdb.ErrorCodeUnsupportedFeature {
+		t.Errorf("persistent subscription create: %v, want an unsupported feature", err)
+	}
+	_, err = cl.SubscribeToStream(ctxT(t), "keep-1", kurrentdb.SubscribeToStreamOptions{})
+	if err == nil || !strings.Contains(err.Error(), "subscriptions are not served yet") {
+		t.Errorf("subscribe: %v, want Unimplemented saying subscriptions are not served", err)
+	}
+	evs, err := readStream(t, cl, "keep-1", kurrentdb.ReadStreamOptions{}, 10)
+	if err != nil || len(evs) != 1 {
+		t.Errorf("after the refused calls the stream holds %d events (%v), want 1", len(evs), err)
+	}
+}
