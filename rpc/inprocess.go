@@ -38,8 +38,8 @@ type Local struct {
 	es   *eventStore
 }
 
-// NewLocal returns a Local over b. Of opts it reads Logger and Limits:
-// the protocol on top counts its own calls.
+// NewLocal returns a Local over b. Of opts it reads Logger, Limits and
+// Subscribe: the protocol on top counts its own calls.
 func NewLocal(b Backend, opts Options) *Local {
 	log := opts.Logger
 	if log == nil {
@@ -48,9 +48,13 @@ func NewLocal(b Backend, opts Options) *Local {
 	limits := opts.Limits.withDefaults()
 	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
 	metrics := newRPCMetrics(prometheus.NewRegistry()) // AppendStream only, never called here
+	subscribe := opts.Subscribe
+	if subscribe.ScanBudget <= 0 {
+		subscribe.ScanBudget = limits.ScanBudget
+	}
 	return &Local{
 		auth: authenticator{b: b, unknown: tokens, used: &lastUsed{}, audit: newAuditor(log, nil), log: log},
-		es: &eventStore{b: b, log: log, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
+		es: &eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
 			replyTimeout: limits.WriteTimeout, streamInFlight: limits.AppendStreamInFlight, metrics: metrics,
 			hint: leaderHint{b}, creds: b},
 	}
@@ -125,4 +129,25 @@ func (l *Local) StreamVersion(ctx context.Context, c Caller, m *skaldv1.StreamVe
 func (l *Local) DeleteStream(ctx context.Context, c Caller, m *skaldv1.DeleteStreamRequest) (
 	*skaldv1.DeleteStreamResponse, error) {
 	return call(ctx, l, c, skaldv1connect.EventStoreDeleteStreamProcedure, m, l.es.DeleteStream)
+}
+
+// Subscribe is EventStore.Subscribe for c: stored matches, caught_up,
+// then live matches, each handed to send until ctx ends, send fails or
+// the subscription does (its error as the API's). send may block; the
+// subscription then holds at most one page of the API's subscribe
+// limits, and a live subscriber too far behind is cut off as on the API
+// port.
+func (l *Local) Subscribe(ctx context.Context, c Caller, m *skaldv1.SubscribeRequest,
+	send func(*skaldv1.SubscribeResponse) error) error {
+	const procedure = skaldv1connect.EventStoreSubscribeProcedure
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	if err := permitScope(c.c, procedure, m); err != nil {
+		return err
+	}
+	if err := stillValid(l.auth.b, c.c); err != nil {
+		return toConnect(ctx, l.auth.log, err)
+	}
+	return l.es.subscribe(context.WithValue(ctx, callerKey{}, c.c), m, send)
 }

@@ -61,10 +61,6 @@ func TestUnservedMethods(t *testing.T) {
 	if code := errorCode(t, err); code != kurrentdb.ErrorCodeUnsupportedFeature {
 		t.Errorf("persistent subscription create: %v, want an unsupported feature", err)
 	}
-	_, err = cl.SubscribeToStream(ctxT(t), "keep-1", kurrentdb.SubscribeToStreamOptions{})
-	if err == nil || !strings.Contains(err.Error(), "subscriptions are not served yet") {
-		t.Errorf("subscribe: %v, want Unimplemented saying subscriptions are not served", err)
-	}
 	evs, err := readStream(t, cl, "keep-1", kurrentdb.ReadStreamOptions{}, 10)
 	if err != nil || len(evs) != 1 {
 		t.Errorf("after the refused calls the stream holds %d events (%v), want 1", len(evs), err)
