@@ -36,6 +36,7 @@ func (c Caller) Role() fsm.Role { return c.c.role }
 type Local struct {
 	auth authenticator
 	es   *eventStore
+	subs *subscriptions
 }
 
 // NewLocal returns a Local over b. Of opts it reads Logger, Limits and
@@ -57,6 +58,7 @@ func NewLocal(b Backend, opts Options) *Local {
 		es: &eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
 			replyTimeout: limits.WriteTimeout, streamInFlight: limits.AppendStreamInFlight, metrics: metrics,
 			hint: leaderHint{b}, creds: b},
+		subs: &subscriptions{b: b, log: log},
 	}
 }
 
@@ -150,4 +152,74 @@ func (l *Local) Subscribe(ctx context.Context, c Caller, m *skaldv1.SubscribeReq
 		return toConnect(ctx, l.auth.log, err)
 	}
 	return l.es.subscribe(context.WithValue(ctx, callerKey{}, c.c), m, send)
+}
+
+// CreateGroup is Subscriptions.CreateGroup for c.
+func (l *Local) CreateGroup(ctx context.Context, c Caller, m *skaldv1.CreateGroupRequest) (
+	*skaldv1.CreateGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsCreateGroupProcedure, m, l.subs.CreateGroup)
+}
+
+// UpdateGroup is Subscriptions.UpdateGroup for c.
+func (l *Local) UpdateGroup(ctx context.Context, c Caller, m *skaldv1.UpdateGroupRequest) (
+	*skaldv1.UpdateGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsUpdateGroupProcedure, m, l.subs.UpdateGroup)
+}
+
+// DeleteGroup is Subscriptions.DeleteGroup for c.
+func (l *Local) DeleteGroup(ctx context.Context, c Caller, m *skaldv1.DeleteGroupRequest) (
+	*skaldv1.DeleteGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsDeleteGroupProcedure, m, l.subs.DeleteGroup)
+}
+
+// GetGroup is Subscriptions.GetGroup for c.
+func (l *Local) GetGroup(ctx context.Context, c Caller, m *skaldv1.GetGroupRequest) (*skaldv1.GetGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsGetGroupProcedure, m, l.subs.GetGroup)
+}
+
+// ListGroups is Subscriptions.ListGroups for c.
+func (l *Local) ListGroups(ctx context.Context, c Caller, m *skaldv1.ListGroupsRequest) (
+	*skaldv1.ListGroupsResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsListGroupsProcedure, m, l.subs.ListGroups)
+}
+
+// Ack is Subscriptions.Ack for c.
+func (l *Local) Ack(ctx context.Context, c Caller, m *skaldv1.AckRequest) (*skaldv1.AckResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsAckProcedure, m, l.subs.Ack)
+}
+
+// Nack is Subscriptions.Nack for c.
+func (l *Local) Nack(ctx context.Context, c Caller, m *skaldv1.NackRequest) (*skaldv1.NackResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsNackProcedure, m, l.subs.Nack)
+}
+
+// ListParked is Subscriptions.ListParked for c.
+func (l *Local) ListParked(ctx context.Context, c Caller, m *skaldv1.ListParkedRequest) (
+	*skaldv1.ListParkedResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsListParkedProcedure, m, l.subs.ListParked)
+}
+
+// ReplayParked is Subscriptions.ReplayParked for c.
+func (l *Local) ReplayParked(ctx context.Context, c Caller, m *skaldv1.ReplayParkedRequest) (
+	*skaldv1.ReplayParkedResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsReplayParkedProcedure, m, l.subs.ReplayParked)
+}
+
+// Consume is Subscriptions.Consume for c: the consumer's deliveries (and
+// heartbeats) handed to send until ctx ends, send fails or the group's
+// owner stops. send may block; the group then holds the consumer's
+// in-flight limit, no more.
+func (l *Local) Consume(ctx context.Context, c Caller, m *skaldv1.ConsumeRequest,
+	send func(*skaldv1.ConsumeResponse) error) error {
+	const procedure = skaldv1connect.SubscriptionsConsumeProcedure
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	if err := permitScope(c.c, procedure, m); err != nil {
+		return err
+	}
+	if err := stillValid(l.auth.b, c.c); err != nil {
+		return toConnect(ctx, l.auth.log, err)
+	}
+	return l.subs.consume(context.WithValue(ctx, callerKey{}, c.c), connect.NewRequest(m), send)
 }
