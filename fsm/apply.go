@@ -369,7 +369,7 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	if done {
 		return skipped
 	}
-	if err := validateAppend(c, a.rules); err != nil {
+	if err := a.check().append(c); err != nil {
 		return err
 	}
 	if err := nb.checkConditionAfter(c.Condition); err != nil {
@@ -428,29 +428,6 @@ func (a *applier) append(l *Entry, c *fsmv1.Append) any {
 	nb.recordIDs(c, res.FirstPosition, res.FirstGlobalPosition)
 	nb.done(l)
 	return res
-}
-
-func validateAppend(c *fsmv1.Append, rules uint32) error {
-	if err := ValidateStreamName("stream", c.Stream); err != nil {
-		return err
-	}
-	if n := len(c.Messages); n < 1 || n > MaxAppendMessages {
-		return invalid("messages", "must hold 1..%d messages, got %d", MaxAppendMessages, n)
-	}
-	if c.ExpectedVersion != nil && *c.ExpectedVersion < -1 {
-		return invalid("expected_version", "must be -1 or more, got %d", *c.ExpectedVersion)
-	}
-	for i, m := range c.Messages {
-		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
-			return err
-		}
-		if len(m.Tags) > 0 {
-			if err := ValidateTags(fmt.Sprintf("messages[%d].tags", i), m.Tags); err != nil {
-				return err
-			}
-		}
-	}
-	return ValidateCondition(c.Condition)
 }
 
 func (a *applier) importChunk(l *Entry, c *fsmv1.Import) any {
@@ -513,6 +490,7 @@ func validateImport(c *fsmv1.Import, rules uint32) error {
 	if rules >= InputRulesStrict {
 		limit = MaxImportedPosition
 	}
+	ck := inputCheck{rules: rules, stamped: true}
 	for i, m := range c.Messages {
 		if err := ValidateStreamName(fmt.Sprintf("messages[%d].stream", i), m.Stream); err != nil {
 			return err
@@ -523,13 +501,8 @@ func validateImport(c *fsmv1.Import, rules uint32) error {
 		if m.GlobalPosition < 1 || m.GlobalPosition > limit {
 			return invalid(fmt.Sprintf("messages[%d].global_position", i), "must be 1..%d, got %d", limit, m.GlobalPosition)
 		}
-		if err := validateMessage(i, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
+		if err := ck.message("messages", i, m.Id, m.Type, m.Data, m.Metadata, m.Tags); err != nil {
 			return err
-		}
-		if len(m.Tags) > 0 {
-			if err := ValidateTags(fmt.Sprintf("messages[%d].tags", i), m.Tags); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

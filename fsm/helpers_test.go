@@ -222,8 +222,16 @@ func memberOK[M proto.Message](r any) (M, bool) {
 // ...) in the field named result, as apply answers it for the entry at
 // index; anything else (an error) as it is.
 func answerAt(index uint64, result protoreflect.Name, want any) any {
-	return (&Kind{Result: result}).answer(index, want)
+	for _, k := range kinds {
+		if k.Result.Name == result {
+			return k.answer(index, want)
+		}
+	}
+	panic("no kind is answered by Result." + string(result))
 }
+
+// resultOneof is the oneof of fsmv1.Result that answers a kind.
+var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
 
 // sameAnswer compares what apply answered with what a test wants:
 // proto.Equal for a Result, reflect.DeepEqual for anything else.

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"reflect"
 
 	"google.golang.org/protobuf/proto"
@@ -44,15 +45,53 @@ type Kind struct {
 	// apply function returns that field's value (the message, or true for
 	// set_node_info), and answer puts it in the entry's Result. It is the
 	// one place that names the field.
-	Result protoreflect.Name
+	Result Answer
 
 	// apply applies the command: the Result member, a business error, or
 	// nil when the entry changes nothing (already held: replay).
 	apply func(a *applier, l *Entry, c *fsmv1.Command) any
 }
 
-// resultOneof is the oneof of fsmv1.Result that answers a kind.
-var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
+// Answer is a field of the Result oneof that answers a kind: its name,
+// and typed code to set and test it, so that no write reads or sets the
+// oneof by reflection. Make one with answers.
+type Answer struct {
+	// Name is the field's name in the Result oneof ("append").
+	Name protoreflect.Name
+	// set puts v, what the kind's apply function returned, in res's
+	// field; false when v is not of the field's type.
+	set func(res *fsmv1.Result, v any) bool
+	// has reports whether res holds the field.
+	has func(res *fsmv1.Result) bool
+}
+
+// answers is the Answer of the Result field name, whose oneof wrapper
+// wrap makes of the field's value (V: the message, or bool). W, wrap's
+// type, is what the field's oneof case holds, so set and has cannot
+// disagree about the field.
+func answers[V, W any](name protoreflect.Name, wrap func(V) W) Answer {
+	return Answer{
+		Name: name,
+		set: func(res *fsmv1.Result, v any) bool {
+			x, ok := v.(V)
+			return ok && setOneof(&res.Result, wrap(x))
+		},
+		has: func(res *fsmv1.Result) bool {
+			_, ok := res.GetResult().(W)
+			return ok
+		},
+	}
+}
+
+// setOneof sets *dst, a oneof field of interface type I, to w, a case of
+// that oneof; false when w is not one.
+func setOneof[I any](dst *I, w any) bool {
+	c, ok := w.(I)
+	if ok {
+		*dst = c
+	}
+	return ok
+}
 
 // answer is what apply answers for the entry at index, given r, what the
 // kind's apply function returned: the Result holding r in the row's
@@ -60,19 +99,21 @@ var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName(
 // that returns a value of another type than the field's is a bug, and
 // panics here (every kind's tests meet it).
 func (k *Kind) answer(index uint64, r any) any {
-	var v protoreflect.Value
-	switch r := r.(type) {
-	case proto.Message:
-		v = protoreflect.ValueOfMessage(r.ProtoReflect())
-	case bool:
-		v = protoreflect.ValueOfBool(r)
+	switch r.(type) {
+	case proto.Message, bool:
 	default:
 		return r
 	}
 	res := &fsmv1.Result{Index: index}
-	res.ProtoReflect().Set(resultOneof.Fields().ByName(k.Result), v)
+	if !k.Result.set(res, r) {
+		panic(fmt.Sprintf("fsm: the apply function of %s answered %T, which Result.%s does not hold",
+			k.Name, r, k.Result.Name))
+	}
 	return res
 }
+
+// Answered reports whether res holds the Result field that answers k.
+func (k *Kind) Answered(res *fsmv1.Result) bool { return k.Result.has(res) }
 
 // MayGrow reports whether cmd, of kind k, may add data (Grows, GrowsWhen).
 func (k Kind) MayGrow(cmd *fsmv1.Command) bool {
@@ -92,31 +133,96 @@ func KindOf(cmd *fsmv1.Command) (Kind, bool) {
 	return *k, true
 }
 
+// The fields of the Result oneof that answer the kinds (the table's
+// Result column).
+var (
+	answerAppend = answers("append",
+		func(v *fsmv1.AppendResult) *fsmv1.Result_Append {
+			return &fsmv1.Result_Append{Append: v}
+		})
+	answerImport = answers("import",
+		func(v *fsmv1.ImportResult) *fsmv1.Result_Import {
+			return &fsmv1.Result_Import{Import: v}
+		})
+	answerCreateNamespace = answers("create_namespace",
+		func(v *fsmv1.CreateNamespaceResult) *fsmv1.Result_CreateNamespace {
+			return &fsmv1.Result_CreateNamespace{CreateNamespace: v}
+		})
+	answerDeleteNamespace = answers("delete_namespace",
+		func(v *fsmv1.DeleteNamespaceResult) *fsmv1.Result_DeleteNamespace {
+			return &fsmv1.Result_DeleteNamespace{DeleteNamespace: v}
+		})
+	answerSetNodeInfo = answers("set_node_info",
+		func(v bool) *fsmv1.Result_SetNodeInfo {
+			return &fsmv1.Result_SetNodeInfo{SetNodeInfo: v}
+		})
+	answerAppendMulti = answers("append_multi",
+		func(v *fsmv1.AppendMultiResult) *fsmv1.Result_AppendMulti {
+			return &fsmv1.Result_AppendMulti{AppendMulti: v}
+		})
+	answerStreamDeletion = answers("stream_deletion",
+		func(v *fsmv1.StreamDeletionResult) *fsmv1.Result_StreamDeletion {
+			return &fsmv1.Result_StreamDeletion{StreamDeletion: v}
+		})
+	answerWatermarkDeletion = answers("watermark_deletion",
+		func(v *fsmv1.WatermarkDeletionResult) *fsmv1.Result_WatermarkDeletion {
+			return &fsmv1.Result_WatermarkDeletion{WatermarkDeletion: v}
+		})
+	answerRetentionPolicy = answers("retention_policy",
+		func(v *fsmv1.RetentionPolicyResult) *fsmv1.Result_RetentionPolicy {
+			return &fsmv1.Result_RetentionPolicy{RetentionPolicy: v}
+		})
+	answerExpiry = answers("expiry",
+		func(v *fsmv1.ExpiryResult) *fsmv1.Result_Expiry {
+			return &fsmv1.Result_Expiry{Expiry: v}
+		})
+	answerGroup = answers("group",
+		func(v *fsmv1.GroupResult) *fsmv1.Result_Group {
+			return &fsmv1.Result_Group{Group: v}
+		})
+	answerParkedChange = answers("parked_change",
+		func(v *fsmv1.ParkedChangeResult) *fsmv1.Result_ParkedChange {
+			return &fsmv1.Result_ParkedChange{ParkedChange: v}
+		})
+	answerIndexResult = answers("index_result",
+		func(v *fsmv1.IndexResult) *fsmv1.Result_IndexResult {
+			return &fsmv1.Result_IndexResult{IndexResult: v}
+		})
+	answerCredential = answers("credential",
+		func(v *fsmv1.CredentialResult) *fsmv1.Result_Credential {
+			return &fsmv1.Result_Credential{Credential: v}
+		})
+	answerIndexTypes = answers("index_types",
+		func(v *fsmv1.IndexTypesResult) *fsmv1.Result_IndexTypes {
+			return &fsmv1.Result_IndexTypes{IndexTypes: v}
+		})
+)
+
 // kinds is the table of command kinds, by the type of the oneof's
 // wrapper (*fsmv1.Command_Append, ...).
 var kinds = map[reflect.Type]*Kind{
-	kind[*fsmv1.Command_CreateNamespace](): {Name: "create_namespace", Grows: true, Result: "create_namespace",
+	kind[*fsmv1.Command_CreateNamespace](): {Name: "create_namespace", Grows: true, Result: answerCreateNamespace,
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetCreateNamespace().CreatedUnixNano, now)
 		},
 		apply: on((*fsmv1.Command).GetCreateNamespace, (*applier).createNamespace)},
-	kind[*fsmv1.Command_DeleteNamespace](): {Name: "delete_namespace", Result: "delete_namespace",
+	kind[*fsmv1.Command_DeleteNamespace](): {Name: "delete_namespace", Result: answerDeleteNamespace,
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetDeleteNamespace().DeletedUnixNano, now)
 		},
 		apply: on((*fsmv1.Command).GetDeleteNamespace, (*applier).deleteNamespace)},
-	kind[*fsmv1.Command_Append](): {Name: "append", Grows: true, Result: "append",
+	kind[*fsmv1.Command_Append](): {Name: "append", Grows: true, Result: answerAppend,
 		Stamp: func(c *fsmv1.Command, now int64, newID func() string) {
 			a := c.GetAppend()
 			stampTime(&a.TimeUnixNano, now)
 			stampIDs(a.Messages, newID)
 		},
 		apply: on((*fsmv1.Command).GetAppend, (*applier).append)},
-	kind[*fsmv1.Command_Import](): {Name: "import", Grows: true, Result: "import",
+	kind[*fsmv1.Command_Import](): {Name: "import", Grows: true, Result: answerImport,
 		apply: on((*fsmv1.Command).GetImport, (*applier).importChunk)},
-	kind[*fsmv1.Command_SetNodeInfo](): {Name: "set_node_info", Result: "set_node_info",
+	kind[*fsmv1.Command_SetNodeInfo](): {Name: "set_node_info", Result: answerSetNodeInfo,
 		apply: on((*fsmv1.Command).GetSetNodeInfo, (*applier).setNodeInfo)},
-	kind[*fsmv1.Command_AppendMulti](): {Name: "append_multi", Grows: true, Result: "append_multi",
+	kind[*fsmv1.Command_AppendMulti](): {Name: "append_multi", Grows: true, Result: answerAppendMulti,
 		Stamp: func(c *fsmv1.Command, now int64, newID func() string) {
 			a := c.GetAppendMulti()
 			stampTime(&a.TimeUnixNano, now)
@@ -125,47 +231,50 @@ var kinds = map[reflect.Type]*Kind{
 			}
 		},
 		apply: on((*fsmv1.Command).GetAppendMulti, (*applier).appendMulti)},
-	kind[*fsmv1.Command_TruncateStream](): {Name: "truncate_stream", Result: "stream_deletion",
+	kind[*fsmv1.Command_TruncateStream](): {Name: "truncate_stream", Result: answerStreamDeletion,
 		apply: on((*fsmv1.Command).GetTruncateStream, (*applier).truncateStream)},
-	kind[*fsmv1.Command_DeleteStream](): {Name: "delete_stream", Result: "stream_deletion",
+	kind[*fsmv1.Command_DeleteStream](): {Name: "delete_stream", Result: answerStreamDeletion,
 		apply: on((*fsmv1.Command).GetDeleteStream, (*applier).deleteStream)},
-	kind[*fsmv1.Command_DeleteByWatermark](): {Name: "delete_by_watermark", Result: "watermark_deletion",
+	kind[*fsmv1.Command_DeleteByWatermark](): {Name: "delete_by_watermark", Result: answerWatermarkDeletion,
 		apply: on((*fsmv1.Command).GetDeleteByWatermark, (*applier).deleteByWatermark)},
-	kind[*fsmv1.Command_SetRetentionPolicy](): {Name: "set_retention_policy", Result: "retention_policy",
+	kind[*fsmv1.Command_SetRetentionPolicy](): {Name: "set_retention_policy", Result: answerRetentionPolicy,
 		apply: on((*fsmv1.Command).GetSetRetentionPolicy, (*applier).setRetentionPolicy)},
-	kind[*fsmv1.Command_ExpireMessages](): {Name: "expire_messages", Result: "expiry",
+	kind[*fsmv1.Command_ExpireMessages](): {Name: "expire_messages", Result: answerExpiry,
 		// Always the leader's clock: the entry expires what is due now.
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) { c.GetExpireMessages().TimeUnixNano = now },
 		apply: on((*fsmv1.Command).GetExpireMessages, (*applier).expireMessages)},
-	kind[*fsmv1.Command_CreateGroup](): {Name: "create_group", Grows: true, Result: "group",
+	kind[*fsmv1.Command_CreateGroup](): {Name: "create_group", Grows: true, Result: answerGroup,
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetCreateGroup().CreatedUnixNano, now)
 		},
 		apply: on((*fsmv1.Command).GetCreateGroup, (*applier).createGroup)},
-	kind[*fsmv1.Command_UpdateGroup](): {Name: "update_group", Grows: true, Result: "group",
+	kind[*fsmv1.Command_UpdateGroup](): {Name: "update_group", Grows: true, Result: answerGroup,
 		apply: on((*fsmv1.Command).GetUpdateGroup, (*applier).updateGroup)},
-	kind[*fsmv1.Command_DeleteGroup](): {Name: "delete_group", Grows: true, Result: "group",
+	kind[*fsmv1.Command_DeleteGroup](): {Name: "delete_group", Grows: true, Result: answerGroup,
 		apply: on((*fsmv1.Command).GetDeleteGroup, (*applier).deleteGroup)},
-	kind[*fsmv1.Command_GroupProgress](): {Name: "group_progress", Grows: true, Result: "group",
+	kind[*fsmv1.Command_GroupProgress](): {Name: "group_progress", Grows: true, Result: answerGroup,
 		apply: on((*fsmv1.Command).GetGroupProgress, (*applier).groupProgress)},
-	kind[*fsmv1.Command_ReplayParked](): {Name: "replay_parked", Grows: true, Result: "parked_change",
+	kind[*fsmv1.Command_ReplayParked](): {Name: "replay_parked", Grows: true, Result: answerParkedChange,
 		apply: on((*fsmv1.Command).GetReplayParked, (*applier).replayParked)},
-	kind[*fsmv1.Command_DeleteParked](): {Name: "delete_parked", Grows: true, Result: "parked_change",
+	kind[*fsmv1.Command_DeleteParked](): {Name: "delete_parked", Grows: true, Result: answerParkedChange,
 		apply: on((*fsmv1.Command).GetDeleteParked, (*applier).deleteParked)},
-	kind[*fsmv1.Command_IndexTypes](): {Name: "index_types", Grows: true, Result: "index_types",
+	kind[*fsmv1.Command_IndexTypes](): {Name: "index_types", Grows: true, Result: answerIndexTypes,
 		apply: on((*fsmv1.Command).GetIndexTypes, (*applier).indexTypes)},
-	kind[*fsmv1.Command_CreateIndex](): {Name: "create_index", Grows: true, Version: IndexesVersion, Result: "index_result",
-		Stamp: func(c *fsmv1.Command, now int64, _ func() string) { stampTime(&c.GetCreateIndex().TimeUnixNano, now) },
-		apply: on((*fsmv1.Command).GetCreateIndex, (*applier).createIndex)},
-	kind[*fsmv1.Command_DeleteIndex](): {Name: "delete_index", Version: IndexesVersion, Result: "index_result",
+	kind[*fsmv1.Command_CreateIndex](): {Name: "create_index", Grows: true, Version: IndexesVersion,
+		Result: answerIndexResult,
+		Stamp:  func(c *fsmv1.Command, now int64, _ func() string) { stampTime(&c.GetCreateIndex().TimeUnixNano, now) },
+		apply:  on((*fsmv1.Command).GetCreateIndex, (*applier).createIndex)},
+	kind[*fsmv1.Command_DeleteIndex](): {Name: "delete_index", Version: IndexesVersion, Result: answerIndexResult,
 		apply: on((*fsmv1.Command).GetDeleteIndex, (*applier).deleteIndex)},
-	kind[*fsmv1.Command_RebuildIndex](): {Name: "rebuild_index", Grows: true, Version: IndexesVersion, Result: "index_result",
-		Stamp: func(c *fsmv1.Command, now int64, _ func() string) { stampTime(&c.GetRebuildIndex().TimeUnixNano, now) },
-		apply: on((*fsmv1.Command).GetRebuildIndex, (*applier).rebuildIndex)},
-	kind[*fsmv1.Command_SetIndexState](): {Name: "set_index_state", Version: IndexesVersion, Result: "index_result",
+	kind[*fsmv1.Command_RebuildIndex](): {Name: "rebuild_index", Grows: true, Version: IndexesVersion,
+		Result: answerIndexResult,
+		Stamp:  func(c *fsmv1.Command, now int64, _ func() string) { stampTime(&c.GetRebuildIndex().TimeUnixNano, now) },
+		apply:  on((*fsmv1.Command).GetRebuildIndex, (*applier).rebuildIndex)},
+	kind[*fsmv1.Command_SetIndexState](): {Name: "set_index_state", Version: IndexesVersion, Result: answerIndexResult,
 		GrowsWhen: func(c *fsmv1.Command) bool { return !c.GetSetIndexState().Paused }, // resuming grows the index again
 		apply:     on((*fsmv1.Command).GetSetIndexState, (*applier).setIndexState)},
-	kind[*fsmv1.Command_CreateCredential](): {Name: "create_credential", Grows: true, Version: CredentialsVersion, Result: "credential",
+	kind[*fsmv1.Command_CreateCredential](): {Name: "create_credential", Grows: true, Version: CredentialsVersion,
+		Result: answerCredential,
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetCreateCredential().CreatedUnixNano, now)
 		},
@@ -175,7 +284,7 @@ var kinds = map[reflect.Type]*Kind{
 	// command and writes nothing, which is what it holds of credentials:
 	// a create is gated, so a replica that cannot apply the revocation
 	// never applied the credential it revokes.
-	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Result: "credential",
+	kind[*fsmv1.Command_RevokeCredential](): {Name: "revoke_credential", Result: answerCredential,
 		Stamp: func(c *fsmv1.Command, now int64, _ func() string) {
 			stampTime(&c.GetRevokeCredential().RevokedUnixNano, now)
 		},

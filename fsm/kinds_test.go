@@ -34,8 +34,25 @@ func TestKindsCoverCommand(t *testing.T) {
 		if k.Name != fd.Name() {
 			t.Errorf("Command.%s: row named %q", fd.Name(), k.Name)
 		}
-		if r := results.Fields().ByName(k.Result); r == nil {
-			t.Errorf("Command.%s: answered by Result.%s, which Result's oneof lacks", fd.Name(), k.Result)
+		r := results.Fields().ByName(k.Result.Name)
+		if r == nil {
+			t.Errorf("Command.%s: answered by Result.%s, which Result's oneof lacks", fd.Name(), k.Result.Name)
+			continue
+		}
+		// The typed setter and test name the field the row names.
+		res := &fsmv1.Result{}
+		rm := res.ProtoReflect()
+		var v any = true
+		if r.Message() != nil {
+			v = rm.NewField(r).Message().Interface()
+		}
+		if !k.Result.set(res, v) {
+			t.Errorf("Command.%s: Result.%s does not take a %T", fd.Name(), k.Result.Name, v)
+		} else if got := rm.WhichOneof(results); got == nil || got.Name() != k.Result.Name || !k.Answered(res) {
+			t.Errorf("Command.%s: setting Result.%s set %v (answered %v)", fd.Name(), k.Result.Name, got, k.Answered(res))
+		}
+		if k.Answered(&fsmv1.Result{}) || k.Result.set(&fsmv1.Result{}, &fsmv1.Rejection{}) {
+			t.Errorf("Command.%s: an empty Result answers it, or Result.%s takes a Rejection", fd.Name(), k.Result.Name)
 		}
 		if k.apply == nil {
 			t.Errorf("Command.%s: no apply function", fd.Name())
@@ -123,8 +140,8 @@ func TestKindMayGrow(t *testing.T) {
 }
 
 // BenchmarkKindAnswer is what putting an append's result in its Result
-// costs per entry (the wrapper and the Result, set by reflection), beside
-// the same written out by hand.
+// costs per entry (the wrapper and the Result, set through the row's
+// Answer), beside the same written out by hand.
 func BenchmarkKindAnswer(b *testing.B) {
 	k, _ := KindOf(&fsmv1.Command{Kind: &fsmv1.Command_Append{}})
 	for _, bc := range []struct {

@@ -35,51 +35,6 @@ func (e *VersionConflictsError) Describe() string {
 	return "expected versions do not match: " + strings.Join(parts, "; ")
 }
 
-func validateAppendMulti(c *fsmv1.AppendMulti, rules uint32) error {
-	if n := len(c.Streams); n < 1 || n > MaxMultiStreams {
-		return invalid("streams", "must hold 1..%d streams, got %d", MaxMultiStreams, n)
-	}
-	seen := make(map[string]int, len(c.Streams))
-	total, bytes := 0, 0
-	for i, s := range c.Streams {
-		field := func(f string) string { return fmt.Sprintf("streams[%d].%s", i, f) }
-		if err := ValidateStreamName(field("stream"), s.Stream); err != nil {
-			return err
-		}
-		if j, ok := seen[s.Stream]; ok {
-			return invalid(field("stream"), "repeats streams[%d].stream %q: give each stream once", j, s.Stream)
-		}
-		seen[s.Stream] = i
-		if len(s.Messages) == 0 {
-			return invalid(field("messages"), "must hold at least 1 message")
-		}
-		if s.ExpectedVersion != nil && *s.ExpectedVersion < -1 {
-			return invalid(field("expected_version"), "must be -1 or more, got %d", *s.ExpectedVersion)
-		}
-		for j, m := range s.Messages {
-			if err := validateMessage(j, m.Id, m.Type, m.Data, m.Metadata, rules); err != nil {
-				ve := err.(*ValidationError)
-				ve.Field = fmt.Sprintf("streams[%d].%s", i, ve.Field)
-				return ve
-			}
-			if len(m.Tags) > 0 {
-				if err := ValidateTags(fmt.Sprintf("streams[%d].messages[%d].tags", i, j), m.Tags); err != nil {
-					return err
-				}
-			}
-			bytes += len(m.Data) + len(m.Metadata)
-		}
-		total += len(s.Messages)
-	}
-	if total > MaxAppendMessages {
-		return invalid("streams", "must hold 1..%d messages in all, got %d", MaxAppendMessages, total)
-	}
-	if bytes > MaxMultiBytes {
-		return invalid("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, MaxMultiBytes)
-	}
-	return ValidateCondition(c.Condition)
-}
-
 // part is stream i of c as an Append, for the per-stream rules.
 func part(c *fsmv1.AppendMulti, i int) *fsmv1.Append {
 	s := c.Streams[i]
@@ -91,7 +46,7 @@ func (a *applier) appendMulti(l *Entry, c *fsmv1.AppendMulti) any {
 	if done {
 		return skipped
 	}
-	if err := validateAppendMulti(c, a.rules); err != nil {
+	if err := a.check().appendMulti(c); err != nil {
 		return err
 	}
 	if err := nb.checkConditionAfter(c.Condition); err != nil {

@@ -47,11 +47,11 @@ type nsBatch struct {
 	// about.
 	indexed []indexedMsg
 
-	// Scratch space: Batch.Set copies keys and values, so one buffer each
-	// serves every write.
-	buf, key, val []byte
-	sm            fsmv1.StoredMessage
-	opts          proto.MarshalOptions
+	// Scratch space: sortedSets.set copies keys and values, so one buffer
+	// each serves every write.
+	key, val []byte
+	sm       fsmv1.StoredMessage
+	opts     proto.MarshalOptions
 
 	// idfLoadBefore runs first on the goroutine of an id filter load
 	// (Store.idfLoadBefore; tests only).
@@ -153,14 +153,12 @@ func (nb *nsBatch) catEntryFor(stream string) *catEntry {
 // writeMessage stages one message at global position gp and updates the
 // overlays. m.Position must be set.
 func (nb *nsBatch) writeMessage(ce *catEntry, m *fsmv1.StoredMessage, gp int64, st *streamState) {
-	var err error
-	nb.buf, err = nb.opts.MarshalAppend(nb.buf[:0], m)
-	if err != nil {
+	nb.key = appendMessageKey(nb.key[:0], gp)
+	if err := nb.sets.setMessage(nb.key, nb.opts, m); err != nil {
 		panic(fmt.Errorf("fsm: encode message: %w", err))
 	}
 	cat := Category(m.Stream)
 	ce.correlation = correlationCategory(m.Metadata)
-	nb.sets.set(appendMessageKey(nb.key[:0], gp), nb.buf)
 	gpv := appendUint64(nb.val[:0], uint64(gp))
 	nb.key = appendStreamKey(nb.key[:0], m.Stream, m.Position)
 	nb.sets.set(nb.key, gpv)

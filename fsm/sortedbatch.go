@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
 )
 
 // sortedSets stages the point writes of one namespace batch and hands them
@@ -32,12 +33,30 @@ type sortedSets struct {
 
 type stagedKV struct{ k0, k1, v1 int } // arena[k0:k1] key, arena[k1:v1] value
 
+// set stages k = v; both are copied, so the caller may reuse them.
 func (s *sortedSets) set(k, v []byte) {
 	k0 := len(s.arena)
 	s.arena = append(s.arena, k...)
 	k1 := len(s.arena)
 	s.arena = append(s.arena, v...)
 	s.kvs = append(s.kvs, stagedKV{k0, k1, len(s.arena)})
+}
+
+// setMessage stages k = m as opts encodes it, encoding m in the arena
+// itself rather than in a buffer set would copy from: a message's data is
+// its largest part. On an error nothing is staged.
+func (s *sortedSets) setMessage(k []byte, opts proto.MarshalOptions, m proto.Message) error {
+	k0 := len(s.arena)
+	s.arena = append(s.arena, k...)
+	k1 := len(s.arena)
+	a, err := opts.MarshalAppend(s.arena, m)
+	if err != nil {
+		s.arena = s.arena[:k0]
+		return err
+	}
+	s.arena = a
+	s.kvs = append(s.kvs, stagedKV{k0, k1, len(s.arena)})
+	return nil
 }
 
 // flush writes the staged sets into b in key order and empties s.

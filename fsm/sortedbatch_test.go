@@ -7,6 +7,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
+
+	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // batchSets lists a batch's point writes in batch order as "key=value".
@@ -81,5 +84,43 @@ func TestSortedSetsResetDropsLargeArena(t *testing.T) {
 	s.reset()
 	if cap(s.arena) != 0 {
 		t.Fatalf("an arena of %d bytes was kept; the bound is %d", cap(s.arena), maxKeptArena)
+	}
+}
+
+// TestSortedSetsSetMessage: a message encoded in the arena is staged as
+// set stages its encoding, among other sets; a message that fails to
+// encode stages nothing and leaves the arena as it was.
+func TestSortedSetsSetMessage(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	opts := proto.MarshalOptions{Deterministic: true}
+	m := &fsmv1.StoredMessage{Id: "id", Stream: "s-1", Type: "T", Data: []byte(`{"a":1}`), Tags: []string{"x"}}
+	enc, err := opts.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sortedSets
+	s.set([]byte("b"), []byte("2"))
+	if err := s.setMessage([]byte("a"), opts, m); err != nil {
+		t.Fatal(err)
+	}
+	arena := len(s.arena)
+	bad := &fsmv1.StoredMessage{Stream: "\xff"} // a string field that is not UTF-8 does not encode
+	if err := s.setMessage([]byte("c"), opts, bad); err == nil {
+		t.Fatal("a message with a non-UTF-8 string encoded")
+	}
+	if len(s.arena) != arena || len(s.kvs) != 2 {
+		t.Fatalf("a failed encoding left %d arena bytes (want %d) and %d staged writes (want 2)", len(s.arena), arena, len(s.kvs))
+	}
+	b := db.NewBatch()
+	defer b.Close()
+	if err := s.flush(b); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := batchSets(t, b), []string{"a=" + string(enc), "b=2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("batch holds %q, want %q", got, want)
 	}
 }

@@ -281,30 +281,6 @@ func correlationCategory(metadata []byte) string {
 	return Category(name)
 }
 
-// validateMessage checks one message of an append or import under the
-// entry's input rules. Field paths are built only on failure: this runs
-// for every message applied.
-func validateMessage(i int, id, typ string, data, metadata []byte, rules uint32) error {
-	var err error
-	switch {
-	case id == "":
-		err = invalid("id", "must be set by the leader")
-	case ValidateTypeName("type", typ) != nil:
-		err = ValidateTypeName("type", typ)
-	default:
-		err = checkObject("data", data, rules, "must be a JSON object")
-		if err == nil && !isNullJSON(metadata) {
-			err = checkObject("metadata", metadata, rules, "must be a JSON object or null")
-		}
-		if err == nil {
-			return nil
-		}
-	}
-	ve := err.(*ValidationError)
-	ve.Field = fmt.Sprintf("messages[%d].%s", i, ve.Field)
-	return ve
-}
-
 // checkStreamRoom refuses to write n messages to a stream at version
 // version when its last position would pass MaxPosition; field names the
 // stream ("stream", "streams[2].stream").

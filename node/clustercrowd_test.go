@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/internal/testutil"
+	"github.com/skalddb/skald/node/transport"
 )
 
 // crowd holds half-open connections to a cluster port: from each of its
@@ -116,14 +117,12 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 			createNamespace(t, l.Node, "app")
 			victim := c.Followers()[0]
 			if tc.fullTimeout {
-				victim.port.slots.mu.Lock()
-				victim.port.slots.pressedTimeout = handshakeTimeout
-				victim.port.slots.mu.Unlock()
+				victim.port.SetPressedTimeout(transport.HandshakeTimeout)
 			}
 			cr := startCrowd(t, victim.raftAddr, 2, ips, perIP)
 			testutil.Until(t, testWait, "the crowd to fill the port", func() (bool, string) {
 				n := cr.held.Load()
-				return n >= maxHandshakes, fmt.Sprintf("%d held", n)
+				return n >= transport.MaxHandshakes, fmt.Sprintf("%d held", n)
 			})
 
 			tc.cut(victim)
@@ -135,8 +134,9 @@ func TestClusterPortMembersGetThroughACrowd(t *testing.T) {
 			catchUp(t, victim, target, "the member behind the crowd")
 			t.Logf("caught up %v after the %s, the crowd holding %d",
 				time.Since(healed).Round(time.Millisecond), tc.name, cr.held.Load())
-			if n := cr.held.Load(); n < maxHandshakes*3/4 {
-				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port", n, maxHandshakes*3/4)
+			if n := cr.held.Load(); n < transport.MaxHandshakes*3/4 {
+				t.Fatalf("the crowd holds %d connections, want at least %d: the test did not crowd the port",
+					n, transport.MaxHandshakes*3/4)
 			}
 		})
 	}
@@ -156,7 +156,7 @@ func TestClusterPortFailoverThroughACrowd(t *testing.T) {
 		crowds = append(crowds, cr)
 		testutil.Until(t, testWait, "the crowd to fill "+tn.ID()+"'s port", func() (bool, string) {
 			n := cr.held.Load()
-			return n >= maxHandshakes, fmt.Sprintf("%d held", n)
+			return n >= transport.MaxHandshakes, fmt.Sprintf("%d held", n)
 		})
 	}
 
@@ -184,8 +184,9 @@ func TestClusterPortFailoverThroughACrowd(t *testing.T) {
 		catchUp(t, tn, target, "a survivor behind the crowd")
 	}
 	for i, cr := range crowds {
-		if n := cr.held.Load(); n < maxHandshakes*3/4 {
-			t.Fatalf("the crowd on %s holds %d connections, want at least %d", survivors[i].ID(), n, maxHandshakes*3/4)
+		if n := cr.held.Load(); n < transport.MaxHandshakes*3/4 {
+			t.Fatalf("the crowd on %s holds %d connections, want at least %d",
+				survivors[i].ID(), n, transport.MaxHandshakes*3/4)
 		}
 	}
 }

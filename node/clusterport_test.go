@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -17,17 +15,18 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/transport"
 )
 
 // newTestPort opens a cluster port on loopback with credentials derived
 // from secret; the test's cleanup closes it.
-func newTestPort(t testing.TB, secret string) *clusterPort {
+func newTestPort(t testing.TB, secret string) *transport.Port {
 	t.Helper()
-	creds, err := newSecretCreds(secret, "test")
+	creds, err := transport.NewSecretCreds(secret, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := openClusterPort("127.0.0.1:0", "", creds, nil, testutil.Logger(t))
+	p, err := transport.Open("127.0.0.1:0", "", creds, nil, testutil.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +35,13 @@ func newTestPort(t testing.TB, secret string) *clusterPort {
 }
 
 // testDialer dials members with credentials derived from secret.
-func testDialer(t testing.TB, secret string) memberDialer {
+func testDialer(t testing.TB, secret string) transport.Dialer {
 	t.Helper()
-	creds, err := newSecretCreds(secret, "test")
+	creds, err := transport.NewSecretCreds(secret, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return memberDialer{creds: creds}
+	return transport.NewDialer(creds, nil)
 }
 
 // stranger is a process speaking hashicorp/raft's own protocol to the
@@ -60,7 +59,10 @@ func strangers(t *testing.T) []stranger {
 	t.Cleanup(func() { plain.Close() })
 	withSecret := func(secret string) *raft.NetworkTransport {
 		tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: newTestPort(t, secret), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "stranger"),
+			Stream: newTestPort(
+				t,
+				secret,
+			), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "stranger"),
 		})
 		t.Cleanup(func() { tr.Close() })
 		return tr
@@ -85,13 +87,19 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 	index := f.AppliedIndex()
 	target := raftAddrOf(f)
 
-	evil, err := fsm.EncodeCommand(&fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{
-		Name: "intruder", TokenHash: []byte("chosen by the intruder"),
-	}}})
+	evil, err := fsm.EncodeCommand(
+		&fsmv1.Command{Kind: &fsmv1.Command_CreateNamespace{CreateNamespace: &fsmv1.CreateNamespace{
+			Name: "intruder", TokenHash: []byte("chosen by the intruder"),
+		}}},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	header := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("intruder"), Addr: []byte("127.0.0.1:1")}
+	header := raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax,
+		ID:              []byte("intruder"),
+		Addr:            []byte("127.0.0.1:1"),
+	}
 	rpcs := []struct {
 		name string
 		call func(tr *raft.NetworkTransport) error
@@ -99,22 +107,45 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		{"AppendEntries", func(tr *raft.NetworkTransport) error {
 			return tr.AppendEntries("x", target, &raft.AppendEntriesRequest{
 				RPCHeader: header, Term: term + 1000, PrevLogEntry: uint64(index), PrevLogTerm: term,
-				Entries:           []*raft.Log{{Index: index + 1, Term: term + 1000, Type: raft.LogCommand, Data: evil}},
+				Entries: []*raft.Log{
+					{Index: index + 1, Term: term + 1000, Type: raft.LogCommand, Data: evil},
+				},
 				LeaderCommitIndex: index + 1,
 			}, new(raft.AppendEntriesResponse))
 		}},
 		{"RequestVote", func(tr *raft.NetworkTransport) error {
-			return tr.RequestVote("x", target, &raft.RequestVoteRequest{RPCHeader: header, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000}, new(raft.RequestVoteResponse))
+			return tr.RequestVote(
+				"x",
+				target,
+				&raft.RequestVoteRequest{
+					RPCHeader:    header,
+					Term:         term + 1000,
+					LastLogIndex: index + 1000,
+					LastLogTerm:  term + 1000,
+				},
+				new(raft.RequestVoteResponse),
+			)
 		}},
 		{"RequestPreVote", func(tr *raft.NetworkTransport) error {
-			return tr.RequestPreVote("x", target, &raft.RequestPreVoteRequest{RPCHeader: header, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000}, new(raft.RequestPreVoteResponse))
+			return tr.RequestPreVote(
+				"x",
+				target,
+				&raft.RequestPreVoteRequest{
+					RPCHeader:    header,
+					Term:         term + 1000,
+					LastLogIndex: index + 1000,
+					LastLogTerm:  term + 1000,
+				},
+				new(raft.RequestPreVoteResponse),
+			)
 		}},
 		{"TimeoutNow", func(tr *raft.NetworkTransport) error {
 			return tr.TimeoutNow("x", target, &raft.TimeoutNowRequest{RPCHeader: header}, new(raft.TimeoutNowResponse))
 		}},
 		{"InstallSnapshot", func(tr *raft.NetworkTransport) error {
 			return tr.InstallSnapshot("x", target, &raft.InstallSnapshotRequest{
-				RPCHeader: header, SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1000, LastLogIndex: index + 1000, LastLogTerm: term + 1000, Size: 4,
+				RPCHeader: header, SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1000,
+				LastLogIndex: index + 1000, LastLogTerm: term + 1000, Size: 4,
 			}, new(raft.InstallSnapshotResponse), strings.NewReader("evil"))
 		}},
 	}
@@ -147,17 +178,25 @@ func TestRaftPortRefusesStrangers(t *testing.T) {
 		}
 	}
 	if refused < float64(len(rpcs)) {
-		t.Fatalf("skald_cluster_port_refused_connections_total = %v on the follower, want at least %d", refused, len(rpcs))
+		t.Fatalf(
+			"skald_cluster_port_refused_connections_total = %v on the follower, want at least %d",
+			refused,
+			len(rpcs),
+		)
 	}
 
 	// The control: a stale AppendEntries with the cluster's credentials is
 	// answered (Success=false, the follower's term), and changes nothing.
 	member := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: newTestPort(t, testClusterSecret), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "member"),
+		Stream: newTestPort(
+			t,
+			testClusterSecret,
+		), MaxPool: 1, Timeout: 2 * time.Second, Logger: hclogFor(testutil.Logger(t), "member"),
 	})
 	defer member.Close()
 	var resp raft.AppendEntriesResponse
-	if err := member.AppendEntries("x", target, &raft.AppendEntriesRequest{RPCHeader: header, Term: 0}, &resp); err != nil {
+	err = member.AppendEntries("x", target, &raft.AppendEntriesRequest{RPCHeader: header, Term: 0}, &resp)
+	if err != nil {
 		t.Fatalf("a stale AppendEntries with the cluster's credentials: %v", err)
 	}
 	if resp.Success || resp.Term != term {
@@ -177,12 +216,13 @@ func TestPeerServiceRefusesStrangers(t *testing.T) {
 	}}}
 	addr := raftAddrOf(l)
 
-	wrong := newPeerClients(testDialer(t, "not-the-cluster-secret").peerTransport())
+	wrong := newPeerClients(testDialer(t, "not-the-cluster-secret").PeerTransport())
 	if _, err := wrong.apply(ctxT(t), string(addr), write); err == nil {
 		t.Fatal("a peer call with a wrong secret was applied")
 	}
 	plain := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := plain.Post("http://"+string(addr)+"/skald.peer.v1.PeerService/Apply", "application/proto", nil); err == nil {
+	resp, err := plain.Post("http://"+string(addr)+"/skald.peer.v1.PeerService/Apply", "application/proto", nil)
+	if err == nil {
 		resp.Body.Close()
 		t.Fatalf("plain HTTP to the cluster port answered %s", resp.Status)
 	}
@@ -191,110 +231,12 @@ func TestPeerServiceRefusesStrangers(t *testing.T) {
 	}
 
 	// The control: the cluster's credentials are served.
-	member := newPeerClients(testDialer(t, testClusterSecret).peerTransport())
+	member := newPeerClients(testDialer(t, testClusterSecret).PeerTransport())
 	if _, err := member.apply(ctxT(t), string(addr), write); err != nil {
 		t.Fatalf("a peer call with the cluster's credentials: %v", err)
 	}
 	if msgs := readAll(t, l.Node, "app", nodeapi.ReadOptions{}); len(msgs) != 1 {
 		t.Fatalf("the member's write: %d messages, want 1", len(msgs))
-	}
-}
-
-// Connections that never finish a handshake are bounded per remote
-// address: past the bound the port closes new ones at once, so strangers
-// cannot hold its goroutines and descriptors.
-func TestClusterPortBoundsHandshakes(t *testing.T) {
-	p := newTestPort(t, testClusterSecret)
-	var idle []net.Conn
-	defer func() {
-		for _, c := range idle {
-			c.Close()
-		}
-	}()
-	for range maxHandshakesPerIP {
-		c, err := net.Dial("tcp", p.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		idle = append(idle, c)
-	}
-	testutil.Eventually(t, waitTimeout, "the idle connections to be handshaking", func() bool {
-		_, all := p.slots.pending()
-		return all == maxHandshakesPerIP
-	})
-	extra, err := net.Dial("tcp", p.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer extra.Close()
-	extra.SetReadDeadline(time.Now().Add(handshakeTimeout / 2))
-	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("a connection past the per-address bound: read %v, want EOF (closed by the port)", err)
-	}
-	if got := p.refused.Load(); got != 1 {
-		t.Fatalf("refused %d connections, want 1", got)
-	}
-	// The idle ones are closed by the handshake deadline; a member then
-	// gets through.
-	for _, c := range idle {
-		c.SetReadDeadline(time.Now().Add(2 * handshakeTimeout))
-		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-			t.Fatalf("an idle connection past the handshake deadline: read %v, want EOF", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	conn, err := testDialer(t, testClusterSecret).dial(ctx, p.Addr().String(), alpnRaft)
-	if err != nil {
-		t.Fatalf("a member after the strangers: %v", err)
-	}
-	conn.Close()
-}
-
-// Every member derives the same CA from the same secret, so certificates
-// issued by different members verify against each other; another secret's
-// do not.
-func TestSecretCredsTrustOnlyTheSameSecret(t *testing.T) {
-	a, err := newSecretCreds("s1", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		secret string
-		trust  bool
-	}{{"s1", true}, {"s2", false}, {"s1 ", false}}
-	for _, tc := range cases {
-		b, err := newSecretCreds(tc.secret, "b")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		errs := make(chan error, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				errs <- err
-				return
-			}
-			s := tls.Server(c, a.serverTLS([]string{alpnRaft}))
-			errs <- s.Handshake()
-			s.Close()
-		}()
-		cli, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc := tls.Client(cli, b.clientTLS(alpnRaft))
-		cerr := cc.Handshake()
-		serr := <-errs
-		cc.Close()
-		ln.Close()
-		if got := cerr == nil && serr == nil; got != tc.trust {
-			t.Errorf("secret %q: handshake ok=%v (client %v, server %v), want %v", tc.secret, got, cerr, serr, tc.trust)
-		}
 	}
 }
 
@@ -327,7 +269,7 @@ func TestFailedHandshakeIsNotSent(t *testing.T) {
 		{"hung up during the handshake", closing.Addr().String()},
 		{"a server with another secret", newTestPort(t, "another-secret").Addr().String()},
 	}
-	pc := newPeerClients(testDialer(t, testClusterSecret).peerTransport())
+	pc := newPeerClients(testDialer(t, testClusterSecret).PeerTransport())
 	cmd := &fsmv1.Command{Kind: &fsmv1.Command_Append{Append: &fsmv1.Append{Namespace: "app", Stream: "s-1"}}}
 	for _, tc := range cases {
 		_, err := pc.applyBatch(ctxT(t), tc.addr, []*fsmv1.Command{cmd}, "")

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/skalddb/skald/node/transport"
 )
 
 // Config configures a Node. Zero values mean the defaults stated per field.
@@ -39,15 +41,15 @@ type Config struct {
 	// ClusterSecret secures the cluster port (RaftAddr: Raft and the
 	// node-to-node peer service) when TLS is nil: every member derives the
 	// same CA from it and trusts only certificates that CA signed (mutual
-	// TLS; see secretCreds). Every member must have the same value. Empty
-	// with no TLS: a random secret, so no other node can join this one or
-	// be joined by it.
+	// TLS; see transport.NewSecretCreds). Every member must have the same
+	// value. Empty with no TLS: a random secret, so no other node can join
+	// this one or be joined by it.
 	ClusterSecret string
 
 	// TLS, when set, secures the cluster port with mutual TLS with these
 	// certificates instead (the operator's own CA; ClusterSecret is then
 	// unused). The API port serves TLS with the same certificates.
-	TLS *TLS
+	TLS *transport.TLS
 
 	// Bootstrap makes a node with no Raft state bootstrap a single-server
 	// cluster of itself. A node with state never bootstraps again.
@@ -185,7 +187,7 @@ type Config struct {
 
 	// DialMap redirects outgoing peer connections (testing: the chaos
 	// harness's per-link proxies). Not with TLS.
-	DialMap DialMap
+	DialMap transport.DialMap
 
 	// Mutant names a deliberate bug to switch on (mutant.go); only
 	// binaries built with -tags mutants accept one. Empty: none.

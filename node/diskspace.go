@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/fsm"
-	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/nodeapi"
 )
 
@@ -103,16 +102,6 @@ func (a *diskAlarm) err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.reason
-}
-
-// refusedWhenFull reports whether cmd may add data (fsm.Kind.MayGrow: a
-// RebuildIndex does, a second copy of an index's entries on every node):
-// deleting a namespace, streams or messages, expiry and retention policies
-// free space, node info is membership's, and a leaked credential must be
-// revocable, so those still go. An unknown kind is refused.
-func refusedWhenFull(cmd *fsmv1.Command) bool {
-	k, ok := fsm.KindOf(cmd)
-	return !ok || k.MayGrow(cmd)
 }
 
 // diskWatch re-evaluates the alarm every Config.DiskCheckInterval while

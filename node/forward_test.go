@@ -36,7 +36,7 @@ func newStubLeader(t *testing.T) (*stubLeader, string) {
 	s := &stubLeader{release: make(chan struct{}), seen: make(map[string]bool), inBatches: make(chan int, 1000)}
 	_, h := peerv1connect.NewPeerServiceHandler(s)
 	port := newTestPort(t, testClusterSecret)
-	srv := port.servePeers(h)
+	srv := port.ServePeers(h)
 	t.Cleanup(func() { srv.Close() })
 	return s, port.Addr().String()
 }
@@ -81,7 +81,7 @@ func appendTo(stream string) *fsmv1.Command {
 }
 
 func newTestForwarder(t *testing.T) *forwarder {
-	return newForwarder(context.Background(), newPeerClients(testDialer(t, testClusterSecret).peerTransport()), 5*time.Second, func(int) {})
+	return newForwarder(context.Background(), newPeerClients(testDialer(t, testClusterSecret).PeerTransport()), 5*time.Second, func(int) {})
 }
 
 // Writes that arrive while every call is busy share the next call, and

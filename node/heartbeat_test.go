@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -83,19 +82,5 @@ func TestStaleLeaderNeverWritesNewerTerm(t *testing.T) {
 	}
 	if applyErr == nil {
 		t.Fatalf("the stale leader's proposal succeeded at index %d; want it refused", f.Index())
-	}
-}
-
-// Replication is synchronous: the transport refuses a pipeline, so Raft
-// never runs the pipelined replication that can deadlock (raft.go).
-func TestReplicationNotPipelined(t *testing.T) {
-	tr := openTransport(Config{}, newAddressBook(), newTestPort(t, testClusterSecret))
-	defer tr.Close()
-	p, err := tr.AppendEntriesPipeline("n2", "127.0.0.1:1")
-	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-		if p != nil {
-			p.Close()
-		}
-		t.Fatalf("AppendEntriesPipeline: %v, want ErrPipelineReplicationNotSupported", err)
 	}
 }

@@ -1,55 +1,12 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"testing"
-	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/skalddb/skald/internal/testutil"
 )
-
-// Servers' Raft addresses become the remote IPs their connections come
-// from, each server counted once per IP, in remoteIP's text form.
-func TestMemberIPs(t *testing.T) {
-	cases := []struct {
-		name    string
-		servers map[raft.ServerID][]string
-		want    map[string]int
-	}{
-		{"three members behind loopback", map[raft.ServerID][]string{
-			"a": {"127.0.0.1:7001"}, "b": {"127.0.0.1:7002"}, "c": {"127.0.0.1:7003"},
-		}, map[string]int{"127.0.0.1": 3}},
-		{"the configuration and membership agree", map[raft.ServerID][]string{
-			"a": {"10.0.0.1:7000", "10.0.0.1:7000"},
-		}, map[string]int{"10.0.0.1": 1}},
-		{"membership reports a new address", map[raft.ServerID][]string{
-			"a": {"10.0.0.1:7000", "10.0.0.2:7000"}, "b": {"10.0.0.2:7000"},
-		}, map[string]int{"10.0.0.1": 1, "10.0.0.2": 2}},
-		{"IPv6, and IPv4 written as IPv6", map[raft.ServerID][]string{
-			"a": {"[::1]:7000"}, "b": {"[::ffff:10.0.0.3]:7000"},
-		}, map[string]int{"::1": 1, "10.0.0.3": 1}},
-		{"a name whose lookup fails keeps its last answer", map[raft.ServerID][]string{
-			"a": {"resolved-once.invalid:7000"},
-		}, map[string]int{"10.0.0.9": 1}},
-		{"a name never resolved, and no address at all", map[raft.ServerID][]string{
-			"a": {"never.invalid:7000"}, "b": {"not-an-address"}, "c": {":7000"},
-		}, map[string]int{}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &memberResolver{names: map[string][]string{"resolved-once.invalid": {"10.0.0.9"}}}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if got := r.memberIPs(ctx, tc.servers); !maps.Equal(got, tc.want) {
-				t.Fatalf("memberIPs = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 // A running member reserves slots for the addresses of its configuration:
 // on a loopback test cluster, 127.0.0.1 for its three members.
@@ -57,9 +14,7 @@ func TestNodeReservesItsMembersAddresses(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	for _, tn := range c.Nodes {
 		testutil.Until(t, waitTimeout, "node "+tn.ID()+" to reserve for its members", func() (bool, string) {
-			tn.port.slots.mu.Lock()
-			defer tn.port.slots.mu.Unlock()
-			got := tn.port.slots.members
+			got := tn.port.Reservations()
 			return maps.Equal(got, map[string]int{"127.0.0.1": 3}), fmt.Sprintf("reserves for %v", got)
 		})
 	}

@@ -170,7 +170,7 @@ func (m *metrics) register(reg prometheus.Registerer, n *Node) error {
 		}),
 		newStorageCollector(n.store),
 	)
-	cs = append(cs, delivery.NewCollector(n.groups, n.cfg.MetricsTenantLabels), newIndexCollector(n, n.cfg.MetricsTenantLabels), n.port.refusedCounter())
+	cs = append(cs, delivery.NewCollector(n.groups, n.cfg.MetricsTenantLabels), newIndexCollector(n, n.cfg.MetricsTenantLabels), n.port.RefusedCounter())
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/node/delivery"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/transport"
 )
 
 // Node is one cluster member: the state machine, Raft around it, and the
@@ -43,9 +44,9 @@ type Node struct {
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
 	logs    raft.LogStore
-	port    *clusterPort // Raft and the peer service, over mutual TLS
-	peerSrv *http.Server // the peer service on port
-	trans   transport
+	port    *transport.Port // Raft and the peer service, over mutual TLS
+	peerSrv *http.Server    // the peer service on port
+	trans   *transport.Raft
 	addrs   *addressBook
 	peers   *peerClients
 	forward *forwarder
@@ -119,19 +120,19 @@ func Open(cfg Config) (*Node, error) {
 	n.life, n.endLife = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
 	if cfg.TLS != nil {
-		cfg.TLS.logTo(n.log)
+		cfg.TLS.LogTo(n.log)
 	}
 	creds, err := clusterCredsFor(cfg, id)
 	if err != nil {
 		return nil, err
 	}
-	if n.port, err = openClusterPort(cfg.RaftAddr, cfg.RaftAdvertise, creds, cfg.DialMap, n.log); err != nil {
+	if n.port, err = transport.Open(cfg.RaftAddr, cfg.RaftAdvertise, creds, cfg.DialMap, n.log); err != nil {
 		return nil, err
 	}
 	if cfg.TracerProvider != nil {
 		n.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
-	n.peers = newPeerClients(n.port.peerTransport())
+	n.peers = newPeerClients(n.port.PeerTransport())
 	n.forward = newForwarder(n.life, n.peers, cfg.ApplyTimeout, func(w int) { n.m.forwardBatch.Observe(float64(w)) })
 	n.forward.traced = n.tracer != nil
 	observeReads := func(r int) { n.m.readIndexBatch.Observe(float64(r)) }
@@ -225,7 +226,7 @@ func (n *Node) open() error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(newPeerHandler(n))
-	n.peerSrv = n.port.servePeers(mux)
+	n.peerSrv = n.port.ServePeers(mux)
 	n.log.Info("node started", "raft-addr", n.trans.LocalAddr(), "api-addr", n.cfg.APIAddr, "floor", floor.Index)
 	return nil
 }
@@ -442,7 +443,7 @@ func (n *Node) closeResources() error {
 	if n.peerSrv != nil {
 		errs = append(errs, n.peerSrv.Close())
 	}
-	if n.trans.NetworkTransport != nil {
+	if n.trans != nil {
 		errs = append(errs, n.trans.Close()) // closes the port
 	} else if n.port != nil {
 		errs = append(errs, n.port.Close())

@@ -2,11 +2,11 @@ package node
 
 import (
 	"errors"
-	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/skalddb/skald/node/transport"
 )
 
 // raftConfig builds the Raft configuration from cfg: Consul's and Vault's
@@ -33,51 +33,21 @@ func raftConfig(cfg Config, id string, notify chan bool) *raft.Config {
 	return c
 }
 
-// openTransport starts Raft's network transport over the cluster port
-// (see transport for the heartbeat fast path it leaves out), with
-// AppendEntries in skald-raft/2's binary framing to the peers that speak
-// it (raftwire.go).
-func openTransport(cfg Config, addrs *addressBook, port *clusterPort) transport {
-	tc := &raft.NetworkTransportConfig{
-		ServerAddressProvider: addrs,
-		Stream:                port,
-		Logger:                hclogFor(cfg.Logger, "raft-net"),
-		MaxPool:               3,
-		// 1 turns off pipelined replication: one AppendEntries in
-		// flight per follower. hashicorp/raft's pipeline (v1.7.3) can
-		// deadlock once a follower answers Success=false: its decoder
-		// parks on an unbuffered channel nobody reads while the sender
-		// parks handing it the next request, so that follower never
-		// gets another entry and Raft.Shutdown never returns (it hung a
-		// client test during a leadership transfer; grafana/pyroscope
-		// #5518 traced the same race). Synchronous replication sends
-		// larger batches, so it costs no CPU: make bench-ab, evdb-append
-		// x64, 176 -> 170 µs per write (bench/README.md).
-		MaxRPCsInFlight:         1,
-		Timeout:                 10 * time.Second,
-		MsgpackUseNewTimeFormat: true,
-	}
-	nt := raft.NewNetworkTransportWithConfig(tc)
-	if cfg.olderRaftFraming {
-		return transport{NetworkTransport: nt}
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	wire := newBinaryWire(port, addrs, tc.Timeout, log.With("component", "raft-wire"))
-	wire.start(nt.Consumer())
-	return transport{NetworkTransport: nt, wire: wire}
+// openTransport starts Raft's transport over the cluster port.
+func openTransport(cfg Config, addrs *addressBook, port *transport.Port) *transport.Raft {
+	return transport.OpenRaft(port, transport.RaftOptions{
+		Addrs: addrs, NetLog: hclogFor(cfg.Logger, "raft-net"), Log: cfg.Logger, MsgpackOnly: cfg.olderRaftFraming,
+	})
 }
 
 // clusterCredsFor returns the credentials of the cluster port: the
 // operator's certificates when cfg.TLS is set, else ones derived from the
-// cluster secret (see secretCreds).
-func clusterCredsFor(cfg Config, nodeID string) (clusterCreds, error) {
+// cluster secret.
+func clusterCredsFor(cfg Config, nodeID string) (transport.Creds, error) {
 	if cfg.TLS != nil {
-		return fileCreds{cfg.TLS}, nil
+		return transport.FileCreds(cfg.TLS), nil
 	}
-	return newSecretCreds(cfg.ClusterSecret, nodeID)
+	return transport.NewSecretCreds(cfg.ClusterSecret, nodeID)
 }
 
 // addressBook maps server ids to their current Raft address (fed by

@@ -5,12 +5,13 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
 // TestRefusedWhenFullByKind: the disk-space alarm lets through exactly
-// the kinds that free space or must always go (fsm.Kind.Grows), and
-// refuses every other kind of the Command oneof.
+// the kinds that free space or must always go (fsm.Kind.MayGrow, which
+// applyKind reads), and refuses every other kind of the Command oneof.
 func TestRefusedWhenFullByKind(t *testing.T) {
 	let := map[protoreflect.Name]bool{
 		"delete_namespace": true, "set_node_info": true, "delete_stream": true, "truncate_stream": true,
@@ -31,7 +32,13 @@ func TestRefusedWhenFullByKind(t *testing.T) {
 	if refusedWhenFull(&fsmv1.Command{Kind: &fsmv1.Command_SetIndexState{SetIndexState: &fsmv1.SetIndexState{Paused: true}}}) {
 		t.Error("pausing an index is refused when full")
 	}
-	if !refusedWhenFull(&fsmv1.Command{}) {
-		t.Error("an empty command is let through")
+	if _, ok := fsm.KindOf(&fsmv1.Command{}); ok {
+		t.Error("an empty command has a kind: applyKind would propose it")
 	}
+}
+
+// refusedWhenFull is what applyKind asks of the alarm for cmd.
+func refusedWhenFull(cmd *fsmv1.Command) bool {
+	k, ok := fsm.KindOf(cmd)
+	return !ok || k.MayGrow(cmd)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 )
 
@@ -38,15 +39,25 @@ func TestStampTimes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.cmd(0)
-			stamp(c, now)
+			stamp(kindOf(t, c), c, now)
 			if got := tc.time(c); got != now.UnixNano() {
 				t.Errorf("unset: stamped %d, want the leader's %d", got, now.UnixNano())
 			}
 			c = tc.cmd(42)
-			stamp(c, now)
+			stamp(kindOf(t, c), c, now)
 			if got := tc.time(c); got != 42 {
 				t.Errorf("given 42: stamped %d", got)
 			}
 		})
 	}
+}
+
+// kindOf is cmd's row of the kinds table; the test fails without one.
+func kindOf(t *testing.T, cmd *fsmv1.Command) fsm.Kind {
+	t.Helper()
+	k, ok := fsm.KindOf(cmd)
+	if !ok {
+		t.Fatalf("%T has no kind", cmd.GetKind())
+	}
+	return k
 }

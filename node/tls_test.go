@@ -1,12 +1,7 @@
 package node
 
 import (
-	"bytes"
-	"crypto/tls"
-	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,11 +9,18 @@ import (
 
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/transport"
 )
 
-func loadTLS(t *testing.T, dir, name string) *TLS {
+func loadTLS(t *testing.T, dir, name string) *transport.TLS {
 	t.Helper()
-	tl, err := NewTLS(TLSFiles{CertFile: filepath.Join(dir, name+".pem"), KeyFile: filepath.Join(dir, name+"-key.pem"), CAFile: filepath.Join(dir, "ca.pem")})
+	tl, err := transport.NewTLS(
+		transport.TLSFiles{
+			CertFile: filepath.Join(dir, name+".pem"),
+			KeyFile:  filepath.Join(dir, name+"-key.pem"),
+			CAFile:   filepath.Join(dir, "ca.pem"),
+		},
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func loadTLS(t *testing.T, dir, name string) *TLS {
 
 func TestTLSCluster(t *testing.T) {
 	dir := t.TempDir()
-	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
+	if err := transport.GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	c := newCluster(t, 3, func(cfg *Config) { cfg.TLS = loadTLS(t, dir, "node") })
@@ -46,11 +48,11 @@ func TestTLSCluster(t *testing.T) {
 	// A node whose certificate another CA signed cannot talk Raft to the
 	// cluster, in either direction; one with the cluster's CA can.
 	other := t.TempDir()
-	if err := GenerateTLS(other, []string{"stranger"}, []string{"127.0.0.1"}); err != nil {
+	if err := transport.GenerateTLS(other, []string{"stranger"}, []string{"127.0.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	openPort := func(tl *TLS) *clusterPort {
-		p, err := openClusterPort("127.0.0.1:0", "", fileCreds{tl}, nil, testutil.Logger(t))
+	openPort := func(tl *transport.TLS) *transport.Port {
+		p, err := transport.Open("127.0.0.1:0", "", transport.FileCreds(tl), nil, testutil.Logger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,77 +79,3 @@ func TestTLSCluster(t *testing.T) {
 
 // raftAddrOf is the Raft address other nodes dial for tn.
 func raftAddrOf(tn *TestNode) raft.ServerAddress { return raft.ServerAddress(tn.Proxy.Addr()) }
-
-func TestTLSReloadsCertificates(t *testing.T) {
-	dir := t.TempDir()
-	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	tl := loadTLS(t, dir, "node")
-	first, _ := tl.current()
-	// Rotate: a new CA and certificate in place of the old files.
-	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	future := time.Now().Add(2 * time.Second)
-	for _, f := range []string{"node.pem", "node-key.pem", "ca.pem"} {
-		os.Chtimes(filepath.Join(dir, f), future, future)
-	}
-	tl.mu.Lock()
-	tl.checked = time.Time{} // skip the once-a-second throttle
-	tl.mu.Unlock()
-	second, _ := tl.current()
-	if string(first.Certificate[0]) == string(second.Certificate[0]) {
-		t.Fatal("certificate not reloaded after the files changed")
-	}
-}
-
-// A reload that fails keeps the last good certificate and says so in the
-// log, once per distinct error, and once more when the files load again.
-func TestTLSReloadFailureIsLogged(t *testing.T) {
-	dir := t.TempDir()
-	if err := GenerateTLS(dir, []string{"node"}, []string{"127.0.0.1"}); err != nil {
-		t.Fatal(err)
-	}
-	tl := loadTLS(t, dir, "node")
-	var buf bytes.Buffer
-	tl.logTo(slog.New(slog.NewTextHandler(&buf, nil)))
-	good, _ := tl.current()
-	keyPEM, err := os.ReadFile(filepath.Join(dir, "node-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	changes := 0
-	check := func(touch func()) *tls.Certificate {
-		touch()
-		changes++ // a new modification time each change, so each is reread
-		future := time.Now().Add(time.Duration(changes) * time.Second)
-		os.Chtimes(filepath.Join(dir, "node-key.pem"), future, future)
-		tl.mu.Lock()
-		tl.checked = time.Time{} // skip the once-a-second throttle
-		tl.mu.Unlock()
-		c, _ := tl.current()
-		return c
-	}
-	broken := func() {
-		if err := os.WriteFile(filepath.Join(dir, "node-key.pem"), []byte("not a key"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, step := range []string{"broken", "broken again"} {
-		if c := check(broken); string(c.Certificate[0]) != string(good.Certificate[0]) {
-			t.Fatalf("%s: the last good certificate is no longer served", step)
-		}
-	}
-	if got := strings.Count(buf.String(), "TLS files not reloaded"); got != 1 {
-		t.Fatalf("logged the same reload failure %d times, want 1:\n%s", got, buf.String())
-	}
-	check(func() {
-		if err := os.WriteFile(filepath.Join(dir, "node-key.pem"), keyPEM, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if !strings.Contains(buf.String(), "TLS files reloaded after an earlier failure") {
-		t.Fatalf("no line when the files loaded again:\n%s", buf.String())
-	}
-}

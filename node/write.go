@@ -54,7 +54,7 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (*fsmv1.Result, er
 	var res *fsmv1.Result
 	err := n.callLeader(ctx, leaderCall{
 		local: func() (err error) {
-			res, err = n.applyLocal(ctx, cmd)
+			res, err = n.applyKind(ctx, cmd, k, true)
 			return err
 		},
 		remote: func(ctx context.Context, addr string) (err error) {
@@ -81,33 +81,41 @@ func (n *Node) Apply(ctx context.Context, cmd *fsmv1.Command) (*fsmv1.Result, er
 	if err != nil {
 		return nil, err
 	}
-	if got := res.ProtoReflect().WhichOneof(resultOneof); got == nil || got.Name() != k.Result {
-		return nil, fmt.Errorf("node: unexpected result %v for a %s", got, k.Name)
+	if !k.Answered(res) {
+		return nil, fmt.Errorf("node: unexpected result %T for a %s", res.GetResult(), k.Name)
 	}
 	return res, nil
 }
 
-// resultOneof is the oneof of fsmv1.Result that holds a kind's answer.
-var resultOneof = (&fsmv1.Result{}).ProtoReflect().Descriptor().Oneofs().ByName("result")
-
 // applyLocal proposes cmd if this node is the leader; otherwise it returns
 // errNotLeader without proposing anything.
 // A business rejection is returned as the error.
-func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (_ *fsmv1.Result, err error) {
+func (n *Node) applyLocal(ctx context.Context, cmd *fsmv1.Command) (*fsmv1.Result, error) {
+	k, known := fsm.KindOf(cmd)
+	return n.applyKind(ctx, cmd, k, known)
+}
+
+// applyKind is applyLocal for cmd of kind k, looked up once per write by
+// the caller (known false: cmd is of no kind this binary knows, refused
+// as fsm.ErrBadCommand once this node is known to lead). Every check of
+// the leader's before it proposes reads k: the disk-space alarm (k.MayGrow:
+// deleting a namespace, streams or messages, expiry and retention
+// policies free space, node info is membership's, and a leaked credential
+// must be revocable, so those still go), the stamp and the version gate.
+func (n *Node) applyKind(ctx context.Context, cmd *fsmv1.Command, k fsm.Kind, known bool) (_ *fsmv1.Result, err error) {
 	if n.raft.State() != raft.Leader {
 		return nil, errNotLeader
 	}
 	ctx, span := n.startSpan(ctx, "raft.propose", trace.SpanKindInternal)
 	defer func() { endSpan(span, err) }()
-	k, ok := fsm.KindOf(cmd)
-	if !ok {
+	if !known {
 		return nil, fmt.Errorf("%w: unknown command kind %T", fsm.ErrBadCommand, cmd.GetKind())
 	}
-	if err := n.alarm.err(); err != nil && refusedWhenFull(cmd) {
+	if err := n.alarm.err(); err != nil && k.MayGrow(cmd) {
 		n.m.refused.WithLabelValues(refusedDiskFull).Inc()
 		return nil, err // nothing proposed
 	}
-	stamp(cmd, time.Now())
+	stamp(k, cmd, time.Now())
 	if err := n.checkVersion(ctx, k); err != nil {
 		return nil, err // nothing proposed
 	}
@@ -204,11 +212,11 @@ func refusedBeforeLog(f raft.ApplyFuture, err error) bool {
 	return false
 }
 
-// stamp fills what the leader decides, as cmd's kind says (fsm.Kind.Stamp:
+// stamp fills what the leader decides, as cmd's kind k says (fsm.Kind.Stamp:
 // message ids the client did not give, UUIDv7, and the times), so apply
 // is deterministic on every replica.
-func stamp(cmd *fsmv1.Command, now time.Time) {
-	if k, ok := fsm.KindOf(cmd); ok && k.Stamp != nil {
+func stamp(k fsm.Kind, cmd *fsmv1.Command, now time.Time) {
+	if k.Stamp != nil {
 		k.Stamp(cmd, now.UnixNano(), newID)
 	}
 }

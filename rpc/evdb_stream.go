@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-
-	"github.com/google/uuid"
+	"errors"
+	"strings"
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
@@ -50,25 +50,19 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 			return nil, evInvalid("message.type must be a non-empty string")
 		}
 	}
-	if typ == "" {
-		return nil, evInvalid("message.type must be a non-empty string")
-	}
-	if err := fsm.ValidateTypeName("type", typ); err != nil {
-		return nil, evRefused("message.type: ", err)
-	}
-	data, ok := msg["data"]
-	if !ok || !isObject(data) {
-		return nil, evInvalid("message.data must be an object")
-	}
 	var metadata []byte
 	if raw, ok := msg["metadata"]; ok && !isNull(raw) {
-		if !isObject(raw) {
-			return nil, evInvalid("message.metadata must be an object")
-		}
 		metadata = raw
 	}
-	if len(data)+len(metadata) > maxMessageBytes {
-		return nil, evInvalid("message %s", tooLarge(len(data)+len(metadata)))
+	// The message is checked first, then its size, then the options: a
+	// call with several faults is refused for the first in that order.
+	m := &fsmv1.NewMessage{Type: typ, Data: msg["data"], Metadata: metadata}
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, Messages: []*fsmv1.NewMessage{m}}
+	if err := fsm.ValidateAppend(a); err != nil {
+		return nil, evWriteRefused(err)
+	}
+	if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
+		return nil, evInvalid("message %s", tooLarge(n))
 	}
 	opts, everr := args.opts(2)
 	if everr != nil {
@@ -79,23 +73,34 @@ func (e *evdb) streamWrite(ctx context.Context, args evArgs) (any, *evError) {
 		return nil, everr
 	}
 	if hasID && id != "" {
-		u, err := uuid.Parse(id)
-		if err != nil {
+		if m.Id, ok = canonicalID(id); !ok {
 			return nil, evInvalid("option id must be a UUID")
 		}
-		id = u.String()
+		m.ClientId = true
 	}
-	ev, everr := opts.expectedVersion()
-	if everr != nil {
+	// Checked by fsm.ValidateExpectedVersion, as apply checks it.
+	if a.ExpectedVersion, everr = opts.expectedVersion(); everr != nil {
 		return nil, everr
 	}
-	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: stream, ExpectedVersion: ev,
-		Messages: []*fsmv1.NewMessage{{Id: id, Type: typ, Data: compactJSON(data), Metadata: compactJSON(metadata), ClientId: id != ""}}}
+	m.Data, m.Metadata = compactJSON(m.Data), compactJSON(m.Metadata)
 	res, err := e.b.Append(ctx, a)
 	if err != nil {
 		return nil, e.backendError(ctx, err)
 	}
 	return map[string]int64{"position": res.GetAppend().FirstPosition, "globalPosition": res.GetAppend().FirstGlobalPosition}, nil
+}
+
+// evWriteRefused words fsm's refusal of a stream.write in the names of
+// its arguments ("message.data must be a JSON object").
+func evWriteRefused(err error) *evError {
+	var ve *fsm.ValidationError
+	if !errors.As(err, &ve) {
+		return evRefused("", err)
+	}
+	if f, ok := strings.CutPrefix(ve.Field, "messages[0]."); ok {
+		return evInvalid("message.%s %s", f, ve.Reason)
+	}
+	return evRefused("", ve)
 }
 
 // compactJSON strips insignificant whitespace (what EventoDB's float64
@@ -206,8 +211,9 @@ func (o evOpts) expectedVersion() (*int64, *evError) {
 		return nil, everr
 	case !ok:
 		return nil, nil
-	case ev < -1:
-		return nil, evInvalid("expectedVersion must be -1 or more, got %d", ev)
+	}
+	if err := fsm.ValidateExpectedVersion("expectedVersion", &ev); err != nil {
+		return nil, evInvalid("expectedVersion %s", err.(*fsm.ValidationError).Reason)
 	}
 	return &ev, nil
 }

@@ -66,23 +66,15 @@ func (s *eventStore) append(ctx context.Context, m *skaldv1.AppendRequest) (*ska
 	if err := checkKnown(m); err != nil {
 		return nil, err
 	}
-	if err := checkStream("stream", m.Stream); err != nil {
+	a := &fsmv1.Append{Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion,
+		Messages: newMessages(m.Messages), Condition: conditionOf(m.Condition)}
+	if err := asInvalid(fsm.ValidateAppend(a)); err != nil {
 		return nil, err
 	}
-	if m.ExpectedVersion != nil && *m.ExpectedVersion < -1 {
-		return nil, invalidField("expected_version", "must be -1 (no stream) or more, got %d", *m.ExpectedVersion)
-	}
-	msgs, err := newMessages(m.Messages)
-	if err != nil {
+	if err := checkEdgeMessages("messages", m.Messages, a.Messages); err != nil {
 		return nil, err
 	}
-	cond, err := conditionOf(m.Condition)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.b.Append(ctx, &fsmv1.Append{
-		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, ExpectedVersion: m.ExpectedVersion, Messages: msgs, Condition: cond,
-	})
+	res, err := s.b.Append(ctx, a)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -111,52 +103,28 @@ func (s *eventStore) AppendMulti(ctx context.Context, req *connect.Request[skald
 	return connect.NewResponse(out), nil
 }
 
-// appendMultiCommand checks an AppendMulti request against the limits
-// (fsm.MaxMultiStreams streams, each once; fsm.MaxAppendMessages messages
-// and fsm.MaxMultiBytes of data and metadata in all) and converts it.
+// appendMultiCommand converts an AppendMulti request and checks it: fsm's
+// rules (fsm.ValidateAppendMulti: fsm.MaxMultiStreams streams, each once;
+// fsm.MaxAppendMessages messages and fsm.MaxMultiBytes of data and
+// metadata in all), then the API's own (checkEdgeMessages).
 func appendMultiCommand(ns string, m *skaldv1.AppendMultiRequest) (*fsmv1.AppendMulti, error) {
 	if err := checkKnown(m); err != nil {
 		return nil, err
 	}
-	if n := len(m.Streams); n < 1 || n > fsm.MaxMultiStreams {
-		return nil, invalidField("streams", "must hold 1..%d streams, got %d", fsm.MaxMultiStreams, n)
-	}
-	cmd := &fsmv1.AppendMulti{Namespace: ns, Streams: make([]*fsmv1.StreamAppend, len(m.Streams))}
-	seen := make(map[string]int, len(m.Streams))
-	total, bytes := 0, 0
+	cmd := &fsmv1.AppendMulti{Namespace: ns, Streams: make([]*fsmv1.StreamAppend, len(m.Streams)),
+		Condition: conditionOf(m.Condition)}
 	for i, s := range m.Streams {
-		field := func(f string) string { return fmt.Sprintf("streams[%d].%s", i, f) }
-		if err := checkStream(field("stream"), s.Stream); err != nil {
-			return nil, err
-		}
-		if j, ok := seen[s.Stream]; ok {
-			return nil, invalidField(field("stream"), "repeats streams[%d].stream %q: give each stream once", j, s.Stream)
-		}
-		seen[s.Stream] = i
-		if s.ExpectedVersion != nil && *s.ExpectedVersion < -1 {
-			return nil, invalidField(field("expected_version"), "must be -1 (no stream) or more, got %d", *s.ExpectedVersion)
-		}
-		msgs, err := newMessagesAt(field("messages"), s.Messages)
-		if err != nil {
-			return nil, err
-		}
-		for _, msg := range msgs {
-			bytes += len(msg.Data) + len(msg.Metadata)
-		}
-		total += len(msgs)
-		cmd.Streams[i] = &fsmv1.StreamAppend{Stream: s.Stream, ExpectedVersion: s.ExpectedVersion, Messages: msgs}
+		cmd.Streams[i] = &fsmv1.StreamAppend{Stream: s.Stream, ExpectedVersion: s.ExpectedVersion,
+			Messages: newMessages(s.Messages)}
 	}
-	if total > fsm.MaxAppendMessages {
-		return nil, invalidField("streams", "must hold 1..%d messages in all, got %d", fsm.MaxAppendMessages, total)
-	}
-	if bytes > fsm.MaxMultiBytes {
-		return nil, invalidField("streams", "data and metadata are %d bytes in all, at most %d (8 MiB) per call", bytes, fsm.MaxMultiBytes)
-	}
-	cond, err := conditionOf(m.Condition)
-	if err != nil {
+	if err := asInvalid(fsm.ValidateAppendMulti(cmd)); err != nil {
 		return nil, err
 	}
-	cmd.Condition = cond
+	for i, s := range m.Streams {
+		if err := checkEdgeMessages(fmt.Sprintf("streams[%d].messages", i), s.Messages, cmd.Streams[i].Messages); err != nil {
+			return nil, err
+		}
+	}
 	return cmd, nil
 }
 

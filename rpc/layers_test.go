@@ -9,9 +9,10 @@ import (
 // TestImportsRunDownward keeps the layering: the API layer (rpc and
 // the protocols beside it, rpc/kurrentdb) builds without Raft (it speaks node/nodeapi, not node), nothing below it
 // imports it back, the group delivery engine (node/delivery) sits between
-// node and fsm and reaches Raft and Pebble only through them, and
-// internal/ (the ground floor) imports nothing of ours outside it. Test
-// files are not counted: rpc's tests start real nodes.
+// node and fsm and reaches Raft and Pebble only through them, the
+// cluster port (node/transport) imports none of node, fsm, rpc and
+// membership, and internal/ (the ground floor) imports nothing of ours
+// outside it. Test files are not counted: rpc's tests start real nodes.
 func TestImportsRunDownward(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -36,6 +37,17 @@ func TestImportsRunDownward(t *testing.T) {
 		}},
 		{[]string{mod + "fsm", mod + "node", mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, mod+"rpc") || dep == mod+"membership"
+		}},
+		// The cluster port knows nothing of what its connections carry
+		// beyond Raft's RPCs: none of node (nor its other packages), fsm,
+		// rpc or membership.
+		{[]string{mod + "node/transport"}, func(dep string) bool {
+			for _, p := range []string{"node", "fsm", "rpc", "membership"} {
+				if dep == mod+p || strings.HasPrefix(dep, mod+p+"/") && dep != mod+"node/transport" {
+					return true
+				}
+			}
+			return false
 		}},
 		// The ground floor: internal/ imports nothing of ours above it
 		// (a harness that needs node or rpc lives under tests/).

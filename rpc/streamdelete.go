@@ -19,8 +19,8 @@ func (s *eventStore) DeleteStream(ctx context.Context, req *connect.Request[skal
 	if err := checkStream("stream", m.Stream); err != nil {
 		return nil, err
 	}
-	if m.ExpectedVersion != nil && *m.ExpectedVersion < -1 {
-		return nil, invalidField("expected_version", "must be -1 (no stream) or more, got %d", *m.ExpectedVersion)
+	if err := asInvalid(fsm.ValidateExpectedVersion("expected_version", m.ExpectedVersion)); err != nil {
+		return nil, err
 	}
 	res, err := s.b.DeleteStream(ctx, &fsmv1.DeleteStream{
 		Namespace: callerFrom(ctx).namespace, Stream: m.Stream, Hard: m.Hard, ExpectedVersion: m.ExpectedVersion,

@@ -26,7 +26,7 @@ import (
 // an unpaired surrogate escape, is refused with the place named, where
 // encoding/json would have stored U+FFFD in their stead (evBadText for
 // /rpc, importTextError for /import; protobuf refuses such strings
-// itself, protoCodec names the field, and fsm.ValidateData checks data
+// itself, protoCodec names the field, and fsm.ValidateAppend checks data
 // and metadata).
 
 // strictJSON reports whether m's JSON is decoded with unknown fields

@@ -192,7 +192,7 @@ func TestStrictNamespaceNames(t *testing.T) {
 }
 
 // TestStrictConnectText: data and metadata are bytes in the Connect API,
-// so fsm.ValidateData holds them to UTF-8 text; strings (stream, type)
+// so fsm.ValidateAppend holds them to UTF-8 text; strings (stream, type)
 // are refused by protobuf itself in both encodings, never repaired.
 func TestStrictConnectText(t *testing.T) {
 	s := single(t)

@@ -35,48 +35,49 @@ func asInvalid(err error) error {
 	return err
 }
 
-// newMessages validates the messages of an append and converts them. Ids,
-// when given, must be UUIDs and are stored in canonical lowercase form.
-func newMessages(in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
-	return newMessagesAt("messages", in)
-}
-
-// newMessagesAt is newMessages with field paths under path
-// ("streams[2].messages" in an AppendMulti).
-func newMessagesAt(path string, in []*skaldv1.NewMessage) ([]*fsmv1.NewMessage, error) {
-	if n := len(in); n < 1 || n > fsm.MaxAppendMessages {
-		return nil, invalidField(path, "must hold 1..%d messages, got %d", fsm.MaxAppendMessages, n)
-	}
+// newMessages converts the messages of an append as the client sent
+// them (ids as given, metadata normalized); fsm.ValidateAppend and
+// checkEdgeMessages check them.
+func newMessages(in []*skaldv1.NewMessage) []*fsmv1.NewMessage {
 	out := make([]*fsmv1.NewMessage, len(in))
 	for i, m := range in {
-		field := func(f string) string { return fmt.Sprintf("%s[%d].%s", path, i, f) }
-		id := ""
+		out[i] = &fsmv1.NewMessage{Id: m.Id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata),
+			Tags: m.Tags}
+	}
+	return out
+}
+
+// checkEdgeMessages holds the messages of an append, the list path
+// ("messages", "streams[2].messages"), to the rules of the API that apply
+// does not hold entries to: an id, when given, is a UUID, and a message's
+// data and metadata fit maxMessageBytes. in are the messages as sent, out
+// as newMessages converted them; a client's id is set in out in canonical
+// form. The caller has checked out with fsm first.
+func checkEdgeMessages(path string, in []*skaldv1.NewMessage, out []*fsmv1.NewMessage) error {
+	for i, m := range in {
 		if m.Id != "" {
-			u, err := uuid.Parse(m.Id)
-			if err != nil {
-				return nil, invalidField(field("id"), "must be a UUID")
+			id, ok := canonicalID(m.Id)
+			if !ok {
+				return invalidField(fmt.Sprintf("%s[%d].id", path, i), "must be a UUID")
 			}
-			id = u.String()
-		}
-		if err := fsm.ValidateTypeName(field("type"), m.Type); err != nil {
-			return nil, asInvalid(err)
+			out[i].Id, out[i].ClientId = id, true
 		}
 		// Invalid, not ResourceExhausted: retrying cannot help.
 		if n := len(m.Data) + len(m.Metadata); n > maxMessageBytes {
-			return nil, invalidField(field("data"), "%s", tooLarge(n))
+			return invalidField(fmt.Sprintf("%s[%d].data", path, i), "%s", tooLarge(n))
 		}
-		if err := fsm.ValidateData(field("data"), m.Data); err != nil {
-			return nil, asInvalid(err)
-		}
-		if err := fsm.ValidateMetadata(field("metadata"), m.Metadata); err != nil {
-			return nil, asInvalid(err)
-		}
-		if err := fsm.ValidateTags(field("tags"), m.Tags); err != nil {
-			return nil, asInvalid(err)
-		}
-		out[i] = &fsmv1.NewMessage{Id: id, Type: m.Type, Data: m.Data, Metadata: fsm.NormalizeMetadata(m.Metadata), ClientId: id != "", Tags: m.Tags}
 	}
-	return out, nil
+	return nil
+}
+
+// canonicalID is a client's message id in the canonical lowercase form it
+// is stored in; false when it is not a UUID.
+func canonicalID(id string) (string, bool) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
 }
 
 func checkStream(field, stream string) error {
@@ -170,28 +171,31 @@ func queryOf(field string, q *skaldv1.Query) (*fsmv1.Query, error) {
 	if q == nil {
 		return nil, invalidField(field, "must be set")
 	}
-	out := &fsmv1.Query{Items: make([]*fsmv1.QueryItem, len(q.Items))}
-	for i, it := range q.Items {
-		out.Items[i] = &fsmv1.QueryItem{Types: it.Types, Tags: it.Tags}
-	}
+	out := queryProto(q)
 	if err := fsm.ValidateQuery(field, fsm.QueryOf(out)); err != nil {
 		return nil, asInvalid(err)
 	}
 	return out, nil
 }
 
-// conditionOf converts and checks an append condition; nil stays nil.
-// Whether its position is in the future is decided in apply.
-func conditionOf(c *skaldv1.AppendCondition) (*fsmv1.AppendCondition, error) {
+// queryProto converts a query of the API, unchecked; nil stays nil.
+func queryProto(q *skaldv1.Query) *fsmv1.Query {
+	if q == nil {
+		return nil
+	}
+	out := &fsmv1.Query{Items: make([]*fsmv1.QueryItem, len(q.Items))}
+	for i, it := range q.Items {
+		out.Items[i] = &fsmv1.QueryItem{Types: it.Types, Tags: it.Tags}
+	}
+	return out
+}
+
+// conditionOf converts an append condition; nil stays nil. fsm checks
+// it with the append (fsm.ValidateCondition); whether its position is in
+// the future is decided in apply.
+func conditionOf(c *skaldv1.AppendCondition) *fsmv1.AppendCondition {
 	if c == nil {
-		return nil, nil
+		return nil
 	}
-	q, err := queryOf("condition.fail_if_events_match", c.FailIfEventsMatch)
-	if err != nil {
-		return nil, err
-	}
-	if c.After < 0 {
-		return nil, invalidField("condition.after", "must not be negative, got %d", c.After)
-	}
-	return &fsmv1.AppendCondition{FailIfEventsMatch: q, After: c.After}, nil
+	return &fsmv1.AppendCondition{FailIfEventsMatch: queryProto(c.FailIfEventsMatch), After: c.After}
 }

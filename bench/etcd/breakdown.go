@@ -32,7 +32,7 @@ var writePathBuckets = []bucket{
 	{"follower: forwarding client", regexp.MustCompile(`skald/node\.\(\*forwarder\)|skald/node\.\(\*peerClients\)`)},
 	{"leader: peer ApplyBatch handler", regexp.MustCompile(`peerv1connect|skald/node\.\(\*peerServer\)`)},
 	{"client API handlers (Connect, EventoDB)", regexp.MustCompile(`skaldv1connect\.|skald/rpc\.\(\*eventStore\)|skald/rpc\.\(\*evdb|skald/rpc\.evdb`)},
-	{"Raft transport and replication", regexp.MustCompile(`skald/node\.\(\*binaryWire\)|skald/node\.transport\.|raft\.\(\*NetworkTransport\)|raft\.\(\*netPipeline\)|raft\.sendRPC|raft\.\(\*Raft\)\.(replicate|pipeline|appendEntries|processRPC|heartbeat)|raft\.decodeResponse`)},
+	{"Raft transport and replication", regexp.MustCompile(`skald/node/transport\.\(\*(binaryWire|Raft)\)|raft\.\(\*NetworkTransport\)|raft\.\(\*netPipeline\)|raft\.sendRPC|raft\.\(\*Raft\)\.(replicate|pipeline|appendEntries|processRPC|heartbeat)|raft\.decodeResponse`)},
 	{"Raft leader loop", regexp.MustCompile(`raft\.\(\*Raft\)\.(leaderLoop|dispatchLogs|runLeader)|raft\.\(\*commitment\)`)},
 	{"net/http around the handlers", regexp.MustCompile(`^net/http\.|golang\.org/x/net/http2`)},
 	{"scheduler, netpoll", regexp.MustCompile(`^runtime\.(mcall|schedule|findRunnable|park_m|netpoll|goexit0|mstart|sysmon|morestack)`)},

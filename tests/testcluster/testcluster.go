@@ -22,6 +22,7 @@ import (
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/internal/testutil"
 	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/transport"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -62,7 +63,7 @@ func StartWith(t T, size int, opts rpc.Options) *Cluster {
 }
 
 // StartTLS is Start with TLS on the API port (HTTPS, HTTP/2 by ALPN) and
-// mutual TLS between the nodes, certificates from node.GenerateTLS for
+// mutual TLS between the nodes, certificates from transport.GenerateTLS for
 // 127.0.0.1 signed by CAFile.
 func StartTLS(t T, size int) *Cluster {
 	t.Helper()
@@ -71,7 +72,7 @@ func StartTLS(t T, size int) *Cluster {
 	for i := range size {
 		names = append(names, fmt.Sprintf("n%d", i))
 	}
-	if err := node.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
+	if err := transport.GenerateTLS(dir, names, []string{"127.0.0.1"}); err != nil {
 		t.Fatalf("generate TLS: %v", err)
 	}
 	return start(t, size, dir, filepath.Join(dir, "ca.pem"), rpc.Options{})
@@ -88,7 +89,8 @@ func start(t T, size int, tlsDir, caFile string, opts rpc.Options) *Cluster {
 		cfg.TracerProvider = opts.TracerProvider
 		if tlsDir != "" {
 			name := filepath.Join(tlsDir, fmt.Sprintf("n%d", i))
-			certs, err := node.NewTLS(node.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
+			certs, err := transport.NewTLS(
+				transport.TLSFiles{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile})
 			if err != nil {
 				t.Fatalf("load TLS: %v", err)
 			}

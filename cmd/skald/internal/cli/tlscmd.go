@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/skalddb/skald/cmd/skald/internal/command"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/transport"
 )
 
 func runTLS(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -32,7 +32,7 @@ func runTLS(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	for i := 0; i < *nodes; i++ {
 		names = append(names, fmt.Sprintf("node%d", i))
 	}
-	if err := node.GenerateTLS(*dir, names, strings.Split(*hosts, ",")); err != nil {
+	if err := transport.GenerateTLS(*dir, names, strings.Split(*hosts, ",")); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Wrote %s/ca.pem and node0..node%d certificates.\nStart each node with:\n  skald server --tls-cert %s/node0.pem --tls-key %s/node0-key.pem --tls-ca %s/ca.pem ...\nand call it with: skald ... --addr https://127.0.0.1:8080 --ca %s/ca.pem\n",

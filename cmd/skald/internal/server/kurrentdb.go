@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/transport"
 	"github.com/skalddb/skald/rpc"
 	"github.com/skalddb/skald/rpc/kurrentdb"
 )
@@ -21,7 +22,7 @@ type kurrentDBFlags struct {
 // listener of its own at f.addr (--kurrentdb-addr): over TLS with the
 // API's certificate when tlsFiles is set, else h2c. api is this node's
 // API address as the cluster knows it. stop ends it and waits.
-func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Options, tlsFiles *node.TLS,
+func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Options, tlsFiles *transport.TLS,
 	log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/skalddb/skald/internal/logbridge"
-	"github.com/skalddb/skald/node"
+	"github.com/skalddb/skald/node/transport"
 )
 
 // serveMetrics serves GET /metrics on a listener of its own at addr
@@ -22,7 +22,9 @@ import (
 // it where only the monitoring network reaches, and Prometheus needs no
 // credential. HTTPS with the node's certificate when tlsFiles is set. The
 // API port's /metrics stays (the console reads it). stop closes it.
-func serveMetrics(addr string, g prometheus.Gatherer, tlsFiles *node.TLS, log *slog.Logger) (stop func(), err error) {
+func serveMetrics(
+	addr string, g prometheus.Gatherer, tlsFiles *transport.TLS, log *slog.Logger,
+) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --metrics-addr: %w", err)

@@ -31,6 +31,7 @@ import (
 	"github.com/skalddb/skald/membership"
 	"github.com/skalddb/skald/node"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/node/transport"
 	"github.com/skalddb/skald/rpc"
 )
 
@@ -215,11 +216,11 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 }
 
 // parseDialMap parses --dial-map ("from=to,from=to").
-func parseDialMap(s string) (node.DialMap, error) {
+func parseDialMap(s string) (transport.DialMap, error) {
 	if s == "" {
 		return nil, nil
 	}
-	m := node.DialMap{}
+	m := transport.DialMap{}
 	for _, pair := range strings.Split(s, ",") {
 		from, to, ok := strings.Cut(pair, "=")
 		if !ok || from == "" || to == "" {
@@ -326,9 +327,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
 	}
-	var tlsFiles *node.TLS
+	var tlsFiles *transport.TLS
 	if f.tlsCert != "" {
-		if tlsFiles, err = node.NewTLS(node.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}); err != nil {
+		files := transport.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}
+		if tlsFiles, err = transport.NewTLS(files); err != nil {
 			return err
 		}
 	}

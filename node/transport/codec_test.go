@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"bytes"
@@ -24,7 +24,13 @@ func appendEntriesCases() []struct {
 	large := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	full := make([]*raft.Log, 64)
 	for i := range full {
-		full[i] = &raft.Log{Index: uint64(1000 + i), Term: 7, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, 300), AppendedAt: at}
+		full[i] = &raft.Log{
+			Index:      uint64(1000 + i),
+			Term:       7,
+			Type:       raft.LogCommand,
+			Data:       bytes.Repeat([]byte{byte(i)}, 300),
+			AppendedAt: at,
+		}
 	}
 	cases := []struct {
 		name string
@@ -32,26 +38,102 @@ func appendEntriesCases() []struct {
 	}{
 		{"empty request", &raft.AppendEntriesRequest{}},
 		{"heartbeat", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}},
-		{"commit index only", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: 41, PrevLogTerm: 2, LeaderCommitIndex: 41}},
-		{"deprecated leader field", &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: 1}, Term: 1, Leader: []byte("127.0.0.1:7001")}},
-		{"nil data", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: []*raft.Log{{Index: 1, Term: 3, Type: raft.LogCommand}}}},
-		{"empty data", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: []*raft.Log{{Index: 1, Term: 3, Type: raft.LogCommand, Data: []byte{}, Extensions: []byte{}}}}},
-		{"large entry", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: []*raft.Log{{Index: 9, Term: 3, Type: raft.LogCommand, Data: large, AppendedAt: at}}}},
-		{"extensions", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: []*raft.Log{{Index: 9, Term: 3, Type: raft.LogCommand, Data: []byte("x"), Extensions: []byte{1, 2, 3}}}}},
-		{"largest integers", &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: -1}, Term: ^uint64(0), PrevLogEntry: ^uint64(0), PrevLogTerm: ^uint64(0), LeaderCommitIndex: ^uint64(0),
-			Entries: []*raft.Log{{Index: ^uint64(0), Term: ^uint64(0), Type: raft.LogType(255), AppendedAt: time.Unix(0, -1)}}}},
-		{"full batch", &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 7, PrevLogEntry: 999, PrevLogTerm: 7, LeaderCommitIndex: 1000, Entries: full}},
+		{
+			"commit index only",
+			&raft.AppendEntriesRequest{
+				RPCHeader:         hdr,
+				Term:              3,
+				PrevLogEntry:      41,
+				PrevLogTerm:       2,
+				LeaderCommitIndex: 41,
+			},
+		},
+		{
+			"deprecated leader field",
+			&raft.AppendEntriesRequest{
+				RPCHeader: raft.RPCHeader{ProtocolVersion: 1},
+				Term:      1,
+				Leader:    []byte("127.0.0.1:7001"),
+			},
+		},
+		{
+			"nil data",
+			&raft.AppendEntriesRequest{
+				RPCHeader: hdr,
+				Term:      3,
+				Entries:   []*raft.Log{{Index: 1, Term: 3, Type: raft.LogCommand}},
+			},
+		},
+		{
+			"empty data",
+			&raft.AppendEntriesRequest{
+				RPCHeader: hdr,
+				Term:      3,
+				Entries: []*raft.Log{
+					{Index: 1, Term: 3, Type: raft.LogCommand, Data: []byte{}, Extensions: []byte{}},
+				},
+			},
+		},
+		{
+			"large entry",
+			&raft.AppendEntriesRequest{
+				RPCHeader: hdr,
+				Term:      3,
+				Entries:   []*raft.Log{{Index: 9, Term: 3, Type: raft.LogCommand, Data: large, AppendedAt: at}},
+			},
+		},
+		{
+			"extensions",
+			&raft.AppendEntriesRequest{
+				RPCHeader: hdr,
+				Term:      3,
+				Entries: []*raft.Log{
+					{Index: 9, Term: 3, Type: raft.LogCommand, Data: []byte("x"), Extensions: []byte{1, 2, 3}},
+				},
+			},
+		},
+		{
+			"largest integers",
+			&raft.AppendEntriesRequest{
+				RPCHeader:         raft.RPCHeader{ProtocolVersion: -1},
+				Term:              ^uint64(0),
+				PrevLogEntry:      ^uint64(0),
+				PrevLogTerm:       ^uint64(0),
+				LeaderCommitIndex: ^uint64(0),
+				Entries: []*raft.Log{
+					{Index: ^uint64(0), Term: ^uint64(0), Type: raft.LogType(255), AppendedAt: time.Unix(0, -1)},
+				},
+			},
+		},
+		{
+			"full batch",
+			&raft.AppendEntriesRequest{
+				RPCHeader:         hdr,
+				Term:              7,
+				PrevLogEntry:      999,
+				PrevLogTerm:       7,
+				LeaderCommitIndex: 1000,
+				Entries:           full,
+			},
+		},
 	}
-	for _, typ := range []raft.LogType{raft.LogCommand, raft.LogNoop, raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated, raft.LogBarrier, raft.LogConfiguration} {
+	for _, typ := range []raft.LogType{
+		raft.LogCommand, raft.LogNoop, raft.LogAddPeerDeprecated, raft.LogRemovePeerDeprecated, raft.LogBarrier,
+		raft.LogConfiguration,
+	} {
 		data := []byte("command")
 		if typ == raft.LogConfiguration {
-			data = raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:7001"}}})
+			data = raft.EncodeConfiguration(
+				raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:7001"}}},
+			)
 		}
 		cases = append(cases, struct {
 			name string
 			req  *raft.AppendEntriesRequest
-		}{"log type " + typ.String(), &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 2, PrevLogEntry: 4, PrevLogTerm: 2, LeaderCommitIndex: 4,
-			Entries: []*raft.Log{{Index: 5, Term: 2, Type: typ, Data: data, AppendedAt: at}}}})
+		}{"log type " + typ.String(), &raft.AppendEntriesRequest{
+			RPCHeader: hdr, Term: 2, PrevLogEntry: 4, PrevLogTerm: 2, LeaderCommitIndex: 4,
+			Entries: []*raft.Log{{Index: 5, Term: 2, Type: typ, Data: data, AppendedAt: at}},
+		}})
 	}
 	return cases
 }
@@ -101,7 +183,8 @@ func TestAppendEntriesRequestRoundTrip(t *testing.T) {
 			}
 			// nil and empty byte strings keep their difference.
 			for i, e := range tc.req.Entries {
-				if (e.Data == nil) != (got.Entries[i].Data == nil) || (e.Extensions == nil) != (got.Entries[i].Extensions == nil) {
+				if (e.Data == nil) != (got.Entries[i].Data == nil) ||
+					(e.Extensions == nil) != (got.Entries[i].Extensions == nil) {
 					t.Fatalf("entry %d: nil-ness of Data/Extensions changed", i)
 				}
 			}
@@ -118,9 +201,27 @@ func TestAppendEntriesResponseRoundTrip(t *testing.T) {
 	}{
 		{"empty", raft.AppendEntriesResponse{}, nil},
 		{"success", raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4, LastLog: 1064, Success: true}, nil},
-		{"refused without backoff", raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4, LastLog: 12, NoRetryBackoff: true}, nil},
-		{"both flags", raft.AppendEntriesResponse{RPCHeader: hdr, Term: ^uint64(0), LastLog: ^uint64(0), Success: true, NoRetryBackoff: true}, nil},
-		{"raft error", raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4}, errors.New("unable to store logs: disk full")},
+		{
+			"refused without backoff",
+			raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4, LastLog: 12, NoRetryBackoff: true},
+			nil,
+		},
+		{
+			"both flags",
+			raft.AppendEntriesResponse{
+				RPCHeader:      hdr,
+				Term:           ^uint64(0),
+				LastLog:        ^uint64(0),
+				Success:        true,
+				NoRetryBackoff: true,
+			},
+			nil,
+		},
+		{
+			"raft error",
+			raft.AppendEntriesResponse{RPCHeader: hdr, Term: 4},
+			errors.New("unable to store logs: disk full"),
+		},
 		{"empty raft error", raft.AppendEntriesResponse{RPCHeader: hdr}, errors.New("")},
 	}
 	for _, tc := range cases {
@@ -164,7 +265,11 @@ func TestAppendEntriesFrameCorrupt(t *testing.T) {
 		{"wrong kind", append([]byte{9}, body[1:]...), "request kind 9"},
 		{"truncated", body[:len(body)/2], "malformed"},
 		{"trailing bytes", append(append([]byte{}, body...), 0), "1 bytes after the last field"},
-		{"entry count past the body", binary.AppendUvarint([]byte{frameAppendEntries, 0, 0, 0, 0, 0, 0, 0, 0}, 1<<40), "entries in"},
+		{
+			"entry count past the body",
+			binary.AppendUvarint([]byte{frameAppendEntries, 0, 0, 0, 0, 0, 0, 0, 0}, 1<<40),
+			"entries in",
+		},
 		{"string past the body", []byte{frameAppendEntries, 0, 100}, "string with"},
 	}
 	for _, tc := range cases {

@@ -1,4 +1,4 @@
-package node
+package transport
 
 // DialMap redirects this node's outgoing peer connections — Raft and
 // node-to-node calls (forwarded writes, read index) — from an address to

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"crypto/ed25519"
@@ -14,10 +14,10 @@ import (
 	"time"
 )
 
-// clusterCreds are the mutual-TLS credentials of the cluster port: every
+// Creds are the mutual-TLS credentials of the cluster port: every
 // member presents a certificate the others trust, and trusts only such
 // certificates.
-type clusterCreds interface {
+type Creds interface {
 	// serverTLS is for accepting: it requires a client certificate and
 	// verifies it. protos are the ALPN protocols offered.
 	serverTLS(protos []string) *tls.Config
@@ -83,9 +83,9 @@ func deriveCA(secret string) (ed25519.PrivateKey, *x509.Certificate, error) {
 	return key, ca, nil
 }
 
-// newSecretCreds derives the CA from secret and issues this node's
+// NewSecretCreds derives the CA from secret and issues this node's
 // certificate (a new key each start; nothing is written to disk).
-func newSecretCreds(secret, nodeID string) (*secretCreds, error) {
+func NewSecretCreds(secret, nodeID string) (Creds, error) {
 	caKey, ca, err := deriveCA(secret)
 	if err != nil {
 		return nil, err
@@ -149,15 +149,19 @@ func verifyChain(cs tls.ConnectionState, pool *x509.CertPool) error {
 	for _, c := range cs.PeerCertificates[1:] {
 		inter.AddCert(c)
 	}
-	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+		Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	if err != nil {
 		return fmt.Errorf("node: peer certificate not signed by the cluster CA: %w", err)
 	}
 	return nil
 }
 
-// fileCreds are the operator's own certificates (--tls-*), reloaded as
+// FileCreds are the operator's own certificates (--tls-*), reloaded as
 // the files change.
+func FileCreds(t *TLS) Creds { return fileCreds{t} }
+
 type fileCreds struct{ t *TLS }
 
 func (c fileCreds) serverTLS(protos []string) *tls.Config {

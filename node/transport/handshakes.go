@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"sync"
@@ -9,18 +9,18 @@ import (
 // membership yet, so that strangers cannot hold unbounded goroutines and
 // file descriptors, nor crowd members out.
 const (
-	// handshakeTimeout: a connection must complete its TLS handshake in
+	// HandshakeTimeout: a connection must complete its TLS handshake in
 	// this time or be closed.
-	handshakeTimeout = 5 * time.Second
-	// pressedHandshakeTimeout replaces handshakeTimeout for a stranger's
+	HandshakeTimeout = 5 * time.Second
+	// PressedHandshakeTimeout replaces HandshakeTimeout for a stranger's
 	// connection admitted while the shared pool is half full or more: a
 	// TLS handshake between hosts takes milliseconds, and a crowd holding
 	// the pool then frees its slots five times as often.
-	pressedHandshakeTimeout = time.Second
-	// maxHandshakes: the shared pool, the handshakes of remote addresses
+	PressedHandshakeTimeout = time.Second
+	// MaxHandshakes: the shared pool, the handshakes of remote addresses
 	// that no member is known at. A connection arriving while it is full
 	// is closed at once.
-	maxHandshakes = 256
+	MaxHandshakes = 256
 	// maxHandshakesPerIP: the same, per remote IP address; and what each
 	// member known at an address reserves there. A member needs a handful
 	// at most (Raft's pool of 3, one for the peer service).
@@ -31,7 +31,7 @@ const (
 // handshaking, and decides whether another may.
 //
 // INVARIANT: the connections of addresses where no member is known hold
-// at most maxHandshakes slots, and at most maxHandshakesPerIP per address;
+// at most MaxHandshakes slots, and at most maxHandshakesPerIP per address;
 // an address where k members are known holds at most k*maxHandshakesPerIP,
 // none of them from the shared pool. So strangers can fill only the shared
 // pool, and a member's connection from the address the configuration
@@ -50,7 +50,7 @@ type handshakeSlots struct {
 
 func newHandshakeSlots() *handshakeSlots {
 	return &handshakeSlots{perIP: make(map[string]int), members: make(map[string]int),
-		timeout: handshakeTimeout, pressedTimeout: pressedHandshakeTimeout}
+		timeout: HandshakeTimeout, pressedTimeout: PressedHandshakeTimeout}
 }
 
 // slot is one admitted handshake: release gives it back.
@@ -72,11 +72,11 @@ func (s *handshakeSlots) admit(ip string) (slot, bool) {
 		s.perIP[ip]++
 		return slot{ip: ip, reserved: true, timeout: s.timeout}, true
 	}
-	if s.shared >= maxHandshakes || s.perIP[ip] >= maxHandshakesPerIP {
+	if s.shared >= MaxHandshakes || s.perIP[ip] >= maxHandshakesPerIP {
 		return slot{}, false
 	}
 	timeout := s.timeout
-	if s.shared >= maxHandshakes/2 {
+	if s.shared >= MaxHandshakes/2 {
 		timeout = s.pressedTimeout
 	}
 	s.shared++
@@ -112,4 +112,14 @@ func (s *handshakeSlots) pending() (shared, all int) {
 		all += n
 	}
 	return s.shared, all
+}
+
+// SetPressedTimeout sets the deadline of a stranger's handshake admitted
+// while the shared pool is half full or more (PressedHandshakeTimeout
+// unless set; HandshakeTimeout turns the shortening off). Handshakes
+// already admitted keep theirs.
+func (p *Port) SetPressedTimeout(d time.Duration) {
+	p.slots.mu.Lock()
+	defer p.slots.mu.Unlock()
+	p.slots.pressedTimeout = d
 }

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"crypto/ecdsa"

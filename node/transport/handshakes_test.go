@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"context"
@@ -25,22 +25,30 @@ func TestHandshakeSlotsReserveMembers(t *testing.T) {
 		want        bool
 		wantTimeout time.Duration
 	}{
-		{"a stranger in a quiet port", nil, crowd{0, 0}, 0, "10.0.0.1", true, handshakeTimeout},
+		{"a stranger in a quiet port", nil, crowd{0, 0}, 0, "10.0.0.1", true, HandshakeTimeout},
 		{"a stranger past its address's bound", nil, crowd{1, maxHandshakesPerIP}, 0, "10.0.0.1", false, 0},
 		{"another stranger beside one at its bound", nil, crowd{1, maxHandshakesPerIP}, 0, "10.0.0.2",
-			true, handshakeTimeout},
-		{"a stranger with the pool half full", nil, crowd{maxHandshakes / 2 / 8, 8}, 0, "10.2.0.1",
-			true, pressedHandshakeTimeout},
-		{"a stranger with the pool full", nil, crowd{maxHandshakes / 8, 8}, 0, "10.2.0.1", false, 0},
-		{"a member with the pool full", map[string]int{"10.1.0.1": 1}, crowd{maxHandshakes / 8, 8}, 0, "10.1.0.1",
-			true, handshakeTimeout},
-		{"a member past its own bound", map[string]int{"10.1.0.1": 1}, crowd{0, 0}, maxHandshakesPerIP, "10.1.0.1", false, 0},
-		{"three members behind one address", map[string]int{"10.1.0.1": 3}, crowd{maxHandshakes / 8, 8},
-			2 * maxHandshakesPerIP, "10.1.0.1", true, handshakeTimeout},
+			true, HandshakeTimeout},
+		{"a stranger with the pool half full", nil, crowd{MaxHandshakes / 2 / 8, 8}, 0, "10.2.0.1",
+			true, PressedHandshakeTimeout},
+		{"a stranger with the pool full", nil, crowd{MaxHandshakes / 8, 8}, 0, "10.2.0.1", false, 0},
+		{"a member with the pool full", map[string]int{"10.1.0.1": 1}, crowd{MaxHandshakes / 8, 8}, 0, "10.1.0.1",
+			true, HandshakeTimeout},
+		{
+			"a member past its own bound",
+			map[string]int{"10.1.0.1": 1},
+			crowd{0, 0},
+			maxHandshakesPerIP,
+			"10.1.0.1",
+			false,
+			0,
+		},
+		{"three members behind one address", map[string]int{"10.1.0.1": 3}, crowd{MaxHandshakes / 8, 8},
+			2 * maxHandshakesPerIP, "10.1.0.1", true, HandshakeTimeout},
 		{"three members behind one address, past their bound", map[string]int{"10.1.0.1": 3}, crowd{0, 0},
 			3 * maxHandshakesPerIP, "10.1.0.1", false, 0},
 		{"a stranger beside members at their bound", map[string]int{"10.1.0.1": 1}, crowd{0, 0},
-			maxHandshakesPerIP, "10.0.0.1", true, handshakeTimeout},
+			maxHandshakesPerIP, "10.0.0.1", true, HandshakeTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,10 +68,17 @@ func TestHandshakeSlotsReserveMembers(t *testing.T) {
 			}
 			sl, ok := s.admit(tc.ip)
 			if ok != tc.want || sl.timeout != tc.wantTimeout {
-				t.Fatalf("admit(%s) = %v with deadline %v, want %v with %v", tc.ip, ok, sl.timeout, tc.want, tc.wantTimeout)
+				t.Fatalf(
+					"admit(%s) = %v with deadline %v, want %v with %v",
+					tc.ip,
+					ok,
+					sl.timeout,
+					tc.want,
+					tc.wantTimeout,
+				)
 			}
 			shared, _ := s.pending()
-			if max := maxHandshakes; shared > max {
+			if max := MaxHandshakes; shared > max {
 				t.Fatalf("shared pool holds %d, over its %d", shared, max)
 			}
 		})
@@ -129,7 +144,7 @@ func TestClusterPortReservesMembersHandshakes(t *testing.T) {
 	}
 	testutil.Eventually(t, waitTimeout, "the crowd to fill the shared pool", func() bool {
 		shared, _ := p.slots.pending()
-		return shared == maxHandshakes
+		return shared == MaxHandshakes
 	})
 	stranger, err := dialFrom(22)
 	if err != nil {
@@ -147,7 +162,11 @@ func TestClusterPortReservesMembersHandshakes(t *testing.T) {
 		t.Fatalf("a member through the crowd: %v", err)
 	}
 	conn.Close()
-	if shared, _ := p.slots.pending(); shared != maxHandshakes {
-		t.Fatalf("the shared pool holds %d, want %d: the crowd was gone before the member dialed", shared, maxHandshakes)
+	if shared, _ := p.slots.pending(); shared != MaxHandshakes {
+		t.Fatalf(
+			"the shared pool holds %d, want %d: the crowd was gone before the member dialed",
+			shared,
+			MaxHandshakes,
+		)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// The binary framing of skald-raft/2 (raftwire.go): AppendEntries, the one
+// The binary framing of skald-raft/2 (wire.go): AppendEntries, the one
 // RPC a loaded cluster sends per batch, written field by field instead of
 // through go-msgpack's reflection.
 //
@@ -95,7 +95,8 @@ func appendAppendEntriesRequest(b []byte, req *raft.AppendEntriesRequest) ([]byt
 func decodeAppendEntriesRequest(body []byte) (*raft.AppendEntriesRequest, error) {
 	d := frameDecoder{b: body}
 	if kind := d.byte(); d.err == nil && kind != frameAppendEntries {
-		return nil, fmt.Errorf("%w: request kind %d, want %d (AppendEntries)", errFrameCorrupt, kind, frameAppendEntries)
+		return nil, fmt.Errorf("%w: request kind %d, want %d (AppendEntries)",
+			errFrameCorrupt, kind, frameAppendEntries)
 	}
 	req := &raft.AppendEntriesRequest{}
 	req.ProtocolVersion = raft.ProtocolVersion(d.varint())

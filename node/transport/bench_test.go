@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"fmt"
@@ -7,20 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
 // BenchmarkTransportAppendEntries measures one AppendEntries round trip
 // over hashicorp/raft's plain TCP transport, over the cluster port's
 // mutual TLS in hashicorp/raft's msgpack framing (skald-raft/1, what an
-// older peer gets) and in skald-raft/2's binary framing (raftwire.go),
+// older peer gets) and in skald-raft/2's binary framing (wire.go),
 // all on loopback with a follower that answers at once. Batches: 64
 // entries of 300 bytes (a loaded leader's), 4 (8 callers), and none (a
 // heartbeat). ns/op is the wall time of a round trip; cpu-ns/op is the
 // process's CPU (both ends) per round trip, the figure that matters on a
 // loaded node.
 //
-//	go test -run '^$' -bench TransportAppendEntries -count 6 ./node
+//	go test -run '^$' -bench TransportAppendEntries -count 6 ./node/transport
 func BenchmarkTransportAppendEntries(b *testing.B) {
 	transports := []struct {
 		name string
@@ -34,20 +35,39 @@ func BenchmarkTransportAppendEntries(b *testing.B) {
 			return t
 		}},
 		{"mutual-tls-msgpack", func(b *testing.B) raft.Transport {
-			return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: newTestPort(b, testClusterSecret), MaxPool: 1, Timeout: 10 * time.Second})
+			return raft.NewNetworkTransportWithConfig(
+				&raft.NetworkTransportConfig{
+					Stream:  newTestPort(b, testClusterSecret),
+					MaxPool: 1,
+					Timeout: 10 * time.Second,
+				},
+			)
 		}},
 		{"mutual-tls-binary", func(b *testing.B) raft.Transport {
-			return openTransport(Config{}, newAddressBook(), newTestPort(b, testClusterSecret))
+			return OpenRaft(
+				newTestPort(b, testClusterSecret),
+				RaftOptions{Addrs: noAddrs{}, NetLog: hclog.NewNullLogger()},
+			)
 		}},
 	}
 	for _, n := range []int{64, 4, 0} {
 		entries := make([]*raft.Log, n)
 		for i := range entries {
-			entries[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: make([]byte, 300), AppendedAt: time.Now()}
+			entries[i] = &raft.Log{
+				Index:      uint64(i + 1),
+				Term:       1,
+				Type:       raft.LogCommand,
+				Data:       make([]byte, 300),
+				AppendedAt: time.Now(),
+			}
 		}
 		req := &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("leader"), Addr: []byte("127.0.0.1:1")},
-			Term:      1, Entries: entries, LeaderCommitIndex: uint64(n),
+			RPCHeader: raft.RPCHeader{
+				ProtocolVersion: raft.ProtocolVersionMax,
+				ID:              []byte("leader"),
+				Addr:            []byte("127.0.0.1:1"),
+			},
+			Term: 1, Entries: entries, LeaderCommitIndex: uint64(n),
 		}
 		for _, tr := range transports {
 			b.Run(fmt.Sprintf("entries=%d/%s", n, tr.name), func(b *testing.B) {

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"context"
@@ -19,13 +19,13 @@ import (
 
 // The cluster port's ALPN protocols: Raft's RPCs (hashicorp/raft's framing)
 // and the peer service (Connect over HTTP/1.1). HTTP/1.1, not HTTP/2: Go's
-// HTTP/2 server spends a goroutine and several flushes per call, and on a
-// loaded leader that cost about 20 µs of CPU per forwarded write more
-// (make bench-profile, evdb-append x64); a follower keeps a few
-// connections per leader anyway (forward.go).
+// HTTP/2 server spends a goroutine and several flushes per call, which a
+// loaded leader pays on every forwarded write (bench/README.md, Levers
+// weighed); a follower keeps a few connections per leader anyway (node's
+// forwarder).
 //
 // skald-raft/2 carries AppendEntries in Skald's own binary framing
-// (raftcodec.go, raftwire.go); the port offers it only once a binary wire
+// (codec.go, wire.go); the port offers it only once a binary wire
 // serves it, and lists it first, so that a member dialing with both gets
 // it from an upgraded node and skald-raft/1 from an older one.
 const (
@@ -34,15 +34,15 @@ const (
 	alpnPeer       = "http/1.1"
 )
 
-// clusterPort is the one listener of node-to-node traffic (the Raft
+// Port is the one listener of node-to-node traffic (the Raft
 // address): Raft RPCs and the peer service, both over mutual TLS with the
 // cluster's credentials, told apart by ALPN. It is Raft's StreamLayer.
 //
 // INVARIANT: no byte of a connection reaches Raft or the peer service
 // before its TLS handshake has verified the peer's certificate against the
 // cluster CA; connections that do not are closed, and counted.
-type clusterPort struct {
-	memberDialer
+type Port struct {
+	Dialer
 	ln        net.Listener
 	advertise net.Addr
 	log       *slog.Logger
@@ -62,10 +62,10 @@ type clusterPort struct {
 	wg        sync.WaitGroup
 }
 
-// openClusterPort listens on bind and starts accepting. advertise is the
+// Open listens on bind and starts accepting. advertise is the
 // address others dial (default: the bound one, which must then be
 // specific).
-func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, log *slog.Logger) (*clusterPort, error) {
+func Open(bind, advertise string, creds Creds, dials DialMap, log *slog.Logger) (*Port, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("node: raft listener on %s: %w", bind, err)
@@ -81,8 +81,8 @@ func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, 
 		ln.Close()
 		return nil, fmt.Errorf("node: raft address %s is not advertisable: set the advertise address", adv)
 	}
-	p := &clusterPort{
-		memberDialer: memberDialer{creds, dials}, ln: ln, advertise: adv, log: log,
+	p := &Port{
+		Dialer: Dialer{creds, dials}, ln: ln, advertise: adv, log: log,
 		raftConns: make(chan net.Conn), binConns: make(chan net.Conn), peerConns: make(chan net.Conn),
 		slots: newHandshakeSlots(),
 	}
@@ -93,7 +93,7 @@ func openClusterPort(bind, advertise string, creds clusterCreds, dials DialMap, 
 	return p, nil
 }
 
-func (p *clusterPort) acceptLoop() {
+func (p *Port) acceptLoop() {
 	defer p.wg.Done()
 	cfg := p.creds.serverTLS([]string{alpnRaft, alpnPeer})
 	binCfg := p.creds.serverTLS([]string{alpnRaftBinary, alpnRaft, alpnPeer})
@@ -142,7 +142,7 @@ func remoteIP(c net.Conn) string {
 }
 
 // handshake authenticates conn and hands it to Raft or the peer service.
-func (p *clusterPort) handshake(conn *tls.Conn, sl slot) {
+func (p *Port) handshake(conn *tls.Conn, sl slot) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(p.life, sl.timeout)
 	err := conn.HandshakeContext(ctx)
@@ -173,14 +173,9 @@ func (p *clusterPort) handshake(conn *tls.Conn, sl slot) {
 	}
 }
 
-// reserveFor sets the members known by remote IP address (IP -> how
-// many), whose handshakes do not draw on the pool strangers share (see
-// handshakeSlots).
-func (p *clusterPort) reserveFor(members map[string]int) { p.slots.setMembers(members) }
-
 // Accept implements net.Listener (raft.StreamLayer): the next
 // authenticated Raft connection.
-func (p *clusterPort) Accept() (net.Conn, error) {
+func (p *Port) Accept() (net.Conn, error) {
 	select {
 	case c := <-p.raftConns:
 		return c, nil
@@ -191,10 +186,10 @@ func (p *clusterPort) Accept() (net.Conn, error) {
 
 // offerBinary makes the port offer skald-raft/2 to the connections it
 // accepts from now on; acceptBinary must then take them.
-func (p *clusterPort) offerBinary() { p.binary.Store(true) }
+func (p *Port) offerBinary() { p.binary.Store(true) }
 
 // acceptBinary returns the next authenticated skald-raft/2 connection.
-func (p *clusterPort) acceptBinary() (net.Conn, error) {
+func (p *Port) acceptBinary() (net.Conn, error) {
 	select {
 	case c := <-p.binConns:
 		return c, nil
@@ -205,7 +200,7 @@ func (p *clusterPort) acceptBinary() (net.Conn, error) {
 
 // Close stops accepting; connections already handed over stay with their
 // owners (Raft's transport, the peer server), which close them.
-func (p *clusterPort) Close() error {
+func (p *Port) Close() error {
 	var err error
 	p.closeOnce.Do(func() {
 		p.stop()
@@ -215,40 +210,45 @@ func (p *clusterPort) Close() error {
 	return err
 }
 
-// refusedCounter exports refused as a metric.
-func (p *clusterPort) refusedCounter() prometheus.Collector {
+// RefusedCounter exports refused as a metric.
+func (p *Port) RefusedCounter() prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: "skald", Subsystem: "cluster_port", Name: "refused_connections_total",
-		Help: "Connections to the Raft port closed before or at the TLS handshake: no cluster credentials, a timeout, or past the bounds on handshakes.",
+		Help: "Connections to the Raft port closed before or at the TLS handshake: " +
+			"no cluster credentials, a timeout, or past the bounds on handshakes.",
 	}, func() float64 { return float64(p.refused.Load()) })
 }
 
 // Addr is the advertised address.
-func (p *clusterPort) Addr() net.Addr { return p.advertise }
+func (p *Port) Addr() net.Addr { return p.advertise }
 
 // Dial implements raft.StreamLayer: a Raft connection to a member.
-func (p *clusterPort) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+func (p *Port) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return p.dial(ctx, string(addr), alpnRaft)
 }
 
-// memberDialer dials members' cluster ports.
-type memberDialer struct {
-	creds clusterCreds
+// Dialer dials members' cluster ports with the cluster's credentials.
+type Dialer struct {
+	creds Creds
 	dials DialMap
 }
+
+// NewDialer returns a Dialer presenting creds, its dials redirected by
+// dials (nil: none).
+func NewDialer(creds Creds, dials DialMap) Dialer { return Dialer{creds, dials} }
 
 // dial connects to a member's cluster port for proto and completes the
 // handshake; the peer must prove membership too. Every error is a
 // *net.OpError with Op "dial": nothing was sent (see classify).
-func (d memberDialer) dial(ctx context.Context, addr, proto string) (*tls.Conn, error) {
+func (d Dialer) dial(ctx context.Context, addr, proto string) (*tls.Conn, error) {
 	return d.dialAny(ctx, addr, proto)
 }
 
 // dialAny is dial offering several protocols, in order of preference; the
 // connection's NegotiatedProtocol says which the peer chose.
-func (d memberDialer) dialAny(ctx context.Context, addr string, protos ...string) (*tls.Conn, error) {
+func (d Dialer) dialAny(ctx context.Context, addr string, protos ...string) (*tls.Conn, error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", d.dials.target(addr))
 	if err != nil {
@@ -260,11 +260,15 @@ func (d memberDialer) dialAny(ctx context.Context, addr string, protos ...string
 		// %v, not %w: connect-go replaces any error that is io.EOF (a
 		// peer gone mid-handshake) with a bare io.ErrUnexpectedEOF, and
 		// the dial error with it.
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err)}
+		return nil, &net.OpError{
+			Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("TLS handshake: %v", err),
+		}
 	}
 	if got := conn.ConnectionState().NegotiatedProtocol; !slices.Contains(protos, got) {
 		conn.Close()
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, protos)}
+		return nil, &net.OpError{
+			Op: "dial", Net: "tcp", Addr: raw.RemoteAddr(), Err: fmt.Errorf("peer speaks %q, not %q", got, protos),
+		}
 	}
 	return conn, nil
 }
@@ -273,7 +277,7 @@ func (d memberDialer) dialAny(ctx context.Context, addr string, protos ...string
 // authenticated connections that asked for HTTP/1.1, until it or the port
 // closes.
 type peerListener struct {
-	p      *clusterPort
+	p      *Port
 	once   sync.Once
 	closed chan struct{}
 }
@@ -295,9 +299,9 @@ func (l *peerListener) Close() error {
 
 func (l *peerListener) Addr() net.Addr { return l.p.advertise }
 
-// servePeers serves h to the members' HTTP/1.1 connections until the port
+// ServePeers serves h to the members' HTTP/1.1 connections until the port
 // closes; the returned server's Close ends the connections it holds.
-func (p *clusterPort) servePeers(h http.Handler) *http.Server {
+func (p *Port) ServePeers(h http.Handler) *http.Server {
 	protos := new(http.Protocols)
 	protos.SetHTTP1(true)
 	srv := &http.Server{
@@ -308,7 +312,8 @@ func (p *clusterPort) servePeers(h http.Handler) *http.Server {
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	go func() {
-		if err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})}); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		err := srv.Serve(&peerListener{p: p, closed: make(chan struct{})})
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			p.log.Warn("peer service stopped", "err", err)
 		}
 	}()
@@ -319,9 +324,9 @@ func (p *clusterPort) servePeers(h http.Handler) *http.Server {
 // handshake included.
 const peerDialTimeout = 5 * time.Second
 
-// peerTransport is the HTTP transport of the peer clients: HTTP/1.1 over
+// PeerTransport is the HTTP transport of the peer clients: HTTP/1.1 over
 // mutual TLS to the members' cluster ports.
-func (d memberDialer) peerTransport() *http.Transport {
+func (d Dialer) PeerTransport() *http.Transport {
 	protos := new(http.Protocols)
 	protos.SetHTTP1(true)
 	return &http.Transport{

@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 
 // binaryWire carries AppendEntries, heartbeats included, over connections
 // that negotiated skald-raft/2 on the cluster port: the framing of
-// raftcodec.go, one write per request and one per answer, no reflection.
+// codec.go, one write per request and one per answer, no reflection.
 // Every other RPC (votes, snapshots, TimeoutNow) stays on hashicorp/raft's
 // NetworkTransport and its msgpack (skald-raft/1).
 //
@@ -28,9 +28,9 @@ import (
 // legacy for legacyRecheck, and AppendEntries to it goes through
 // NetworkTransport until then. A node still serves skald-raft/1, so
 // older nodes reach it unchanged. Both protocols ride the same mutual TLS
-// and certificate checks (clusterport.go).
+// and certificate checks (port.go).
 type binaryWire struct {
-	port    *clusterPort
+	port    *Port
 	addrs   raft.ServerAddressProvider
 	timeout time.Duration
 	log     *slog.Logger
@@ -59,7 +59,7 @@ const (
 	frameReadBuffer = 64 << 10
 )
 
-func newBinaryWire(port *clusterPort, addrs raft.ServerAddressProvider, timeout time.Duration, log *slog.Logger) *binaryWire {
+func newBinaryWire(port *Port, addrs raft.ServerAddressProvider, timeout time.Duration, log *slog.Logger) *binaryWire {
 	return &binaryWire{
 		port: port, addrs: addrs, timeout: timeout, log: log,
 		consume: make(chan raft.RPC), done: make(chan struct{}), now: time.Now,
@@ -103,7 +103,9 @@ type frameConn struct {
 // appendEntries sends req to the server id at target over skald-raft/2.
 // ok is false when the peer speaks only skald-raft/1: nothing was sent and
 // the caller uses hashicorp/raft's transport instead.
-func (w *binaryWire) appendEntries(id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (ok bool, err error) {
+func (w *binaryWire) appendEntries(
+	id raft.ServerID, target raft.ServerAddress, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse,
+) (ok bool, err error) {
 	if a, err := w.addrs.ServerAddr(id); err == nil {
 		target = a
 	}
@@ -252,7 +254,8 @@ func (w *binaryWire) serve(conn net.Conn) {
 		body, err := readFrame(r, &hdr)
 		if err != nil {
 			if !isClosedConn(err) {
-				w.log.Warn("raft skald-raft/2: reading a request failed; closing the connection", "remote", conn.RemoteAddr(), "err", err)
+				w.log.Warn("raft skald-raft/2: reading a request failed; closing the connection",
+					"remote", conn.RemoteAddr(), "err", err)
 			}
 			return
 		}

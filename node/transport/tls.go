@@ -1,4 +1,4 @@
-package node
+package transport
 
 import (
 	"crypto/tls"
@@ -29,7 +29,7 @@ type TLS struct {
 	mtimes  [3]time.Time
 	cert    *tls.Certificate
 	pool    *x509.CertPool
-	log     *slog.Logger // nil until a node uses it (logTo)
+	log     *slog.Logger // nil until a node uses it (LogTo)
 	failed  string       // the reload error last logged; "" when the files load
 }
 
@@ -80,8 +80,8 @@ func (t *TLS) reload(force bool) error {
 	return nil
 }
 
-// logTo makes reload failures visible in log.
-func (t *TLS) logTo(log *slog.Logger) {
+// LogTo makes reload failures visible in log.
+func (t *TLS) LogTo(log *slog.Logger) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.log = log
