@@ -272,3 +272,67 @@ func TestGroupName(t *testing.T) {
 		t.Error("a name past Skald's limit was accepted")
 	}
 }
+
+// Update changes the settings GetInfo reports; a nack with Stop ends the
+// subscription, and the stopped event is delivered again to the next
+// subscriber.
+func TestPersistentUpdateAndStop(t *testing.T) {
+	f := start(t, 1, insecureMode)
+	cl := insecureClient(t, f.leader)
+	appendN(t, cl, "order-1", 1)
+	if err := cl.CreatePersistentSubscription(ctxT(t), "order-1", "g", fromStart()); err != nil {
+		t.Fatal(err)
+	}
+	s := kurrentdb.SubscriptionSettingsDefault()
+	s.MaxRetryCount, s.MessageTimeout, s.MaxSubscriberCount = 3, 5000, 7
+	s.ConsumerStrategyName = kurrentdb.ConsumerStrategyPinned
+	if err := cl.UpdatePersistentSubscription(ctxT(t), "order-1", "g",
+		kurrentdb.PersistentStreamSubscriptionOptions{Settings: &s}); err != nil {
+		t.Fatal(err)
+	}
+	i, err := cl.GetPersistentSubscriptionInfo(ctxT(t), "order-1", "g", kurrentdb.GetPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := i.Settings; got.MaxRetryCount != 3 || got.MessageTimeout != 5000 || got.MaxSubscriberCount != 7 ||
+		got.ConsumerStrategyName != kurrentdb.ConsumerStrategyPinned {
+		t.Errorf("after the update: retries %d, timeout %d, subscribers %d, strategy %s; want 3, 5000, 7, Pinned",
+			got.MaxRetryCount, got.MessageTimeout, got.MaxSubscriberCount, got.ConsumerStrategyName)
+	}
+	if err := cl.RestartPersistentSubscriptionSubsystem(ctxT(t),
+		kurrentdb.RestartPersistentSubscriptionSubsystemOptions{}); err != nil {
+		t.Errorf("restart: %v", err)
+	}
+	sub, err := cl.SubscribeToPersistentSubscription(ctxT(t), "order-1", "g",
+		kurrentdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	e := next(t, sub)
+	if err := sub.Nack("stop", kurrentdb.NackActionStop, e.Event); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := sub.Recv()
+		if ev.SubscriptionDropped != nil {
+			if !strings.Contains(ev.SubscriptionDropped.Error.Error(), "stopped by a nack") {
+				t.Errorf("dropped with %v, want the stop", ev.SubscriptionDropped.Error)
+			}
+			break
+		}
+		if ev.EventAppeared != nil {
+			t.Fatalf("event %d after the stop", ev.EventAppeared.Event.OriginalEvent().EventNumber)
+		}
+	}
+	again, err := cl.SubscribeToPersistentSubscription(ctxT(t), "order-1", "g",
+		kurrentdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if r := next(t, again); r.Event.OriginalEvent().EventNumber != 0 || r.RetryCount != 1 {
+		t.Errorf("after the stop: event %d with retry count %d, want 0 with 1",
+			r.Event.OriginalEvent().EventNumber, r.RetryCount)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
@@ -74,8 +75,17 @@ func (s *Server) psRead(ctx context.Context, st *connect.BidiStream[persistent.R
 				d.GetDelivery())}})
 		})
 	cause := context.Cause(ctx)
+	var stop *stopped
 	switch {
-	case errors.Is(cause, errStopped):
+	case errors.As(cause, &stop):
+		// The settle outlives the subscription, within a bound.
+		nctx, ncancel := context.WithTimeout(context.WithoutCancel(ctx), stopSettleTimeout)
+		defer ncancel()
+		s.settleEach(nctx, stop.ids, func(ids []string) error {
+			_, err := s.local.Nack(nctx, c, &skaldv1.NackRequest{Group: name, Ids: ids,
+				Action: skaldv1.NackAction_NACK_ACTION_RETRY, Reason: stop.reason})
+			return err
+		})
 		err := connect.NewError(connect.CodeCanceled, fmt.Errorf("persistent subscription %q on %q stopped by a nack",
 			o.GetGroupName(), stream))
 		err.Meta().Set("exception", "persistent-subscription-dropped")
@@ -92,12 +102,22 @@ func (s *Server) psRead(ctx context.Context, st *connect.BidiStream[persistent.R
 	return nil
 }
 
-// errStopped ends a subscription whose client nacked with Stop.
-var errStopped = errors.New("stopped by the client")
+// stopped ends a subscription whose client nacked ids with Stop. They
+// are retried once the consumer has left, so none goes to it again.
+type stopped struct {
+	ids    []string
+	reason string
+}
+
+func (*stopped) Error() string { return "stopped by the client" }
+
+// stopSettleTimeout bounds the retry of the events a Stop nack names,
+// made after the subscription ended.
+const stopSettleTimeout = 5 * time.Second
 
 // settle receives the client's acks and nacks until it closes its side,
 // and settles each in the group: ack, or nack as park, retry (and
-// Unknown), skip, or stop (retried, then the subscription ends).
+// Unknown), skip, or stop (the subscription ends: stopped).
 func (s *Server) settle(ctx context.Context, c rpc.Caller, group string,
 	st *connect.BidiStream[persistent.ReadReq, persistent.ReadResp]) error {
 	for {
@@ -134,13 +154,13 @@ func (s *Server) settle(ctx context.Context, c rpc.Caller, group string,
 			if len(reason) > 1024 {
 				reason = reason[:1024]
 			}
+			if v.Nack.GetAction() == persistent.ReadReq_Nack_Stop {
+				return &stopped{ids: ids, reason: reason}
+			}
 			s.settleEach(ctx, ids, func(ids []string) error {
 				_, err := s.local.Nack(ctx, c, &skaldv1.NackRequest{Group: group, Ids: ids, Action: action, Reason: reason})
 				return err
 			})
-			if v.Nack.GetAction() == persistent.ReadReq_Nack_Stop {
-				return errStopped
-			}
 		default:
 			return invalid("after its options a persistent subscription read sends only acks and nacks")
 		}
