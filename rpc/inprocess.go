@@ -85,6 +85,17 @@ func (l *Local) Permit(c Caller, procedure string) error {
 	return permit(c.c, procedure)
 }
 
+// PermitRequest fails PermissionDenied when c may not call procedure
+// with request m: its role, and its scope against what m touches. A
+// stream answered before its first call (a subscription's confirmation)
+// checks this first, so a refusal comes before anything is sent.
+func (l *Local) PermitRequest(c Caller, procedure string, m any) error {
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	return permitScope(c.c, procedure, m)
+}
+
 // call runs fn for c as procedure with request m: role and scope checked
 // first, c's credential checked again if it was revoked meanwhile.
 func call[Req, Res any](ctx context.Context, l *Local, c Caller, procedure string, m *Req,

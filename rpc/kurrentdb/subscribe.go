@@ -76,7 +76,7 @@ func (s *Server) subscribe(ctx context.Context, c rpc.Caller, o *streams.ReadReq
 	default:
 		return invalid("a subscription must name a stream or $all")
 	}
-	if err := s.local.Permit(c, skaldv1connect.EventStoreSubscribeProcedure); err != nil {
+	if err := s.local.PermitRequest(c, skaldv1connect.EventStoreSubscribeProcedure, req); err != nil {
 		return fromSkald(err, "subscribe")
 	}
 	if err := out.Send(&streams.ReadResp{Content: &streams.ReadResp_Confirmation{

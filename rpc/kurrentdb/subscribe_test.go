@@ -242,3 +242,41 @@ func TestSubscribeRefused(t *testing.T) {
 		})
 	}
 }
+
+// A credential scoped to a category may subscribe to its streams; a
+// subscription outside its scope is refused before the confirmation,
+// so the client's subscribe call itself fails.
+func TestSubscribeScope(t *testing.T) {
+	f := start(t, 1, secureMode)
+	orders := tlsClient(t, f.leader, ordersName, f.orders)
+	for _, c := range []struct {
+		name   string
+		sub    func() (*kurrentdb.Subscription, error)
+		denied bool
+	}{
+		{"own category", func() (*kurrentdb.Subscription, error) {
+			return orders.SubscribeToStream(ctxT(t), "order-1", kurrentdb.SubscribeToStreamOptions{})
+		}, false},
+		{"other category", func() (*kurrentdb.Subscription, error) {
+			return orders.SubscribeToStream(ctxT(t), "invoice-1", kurrentdb.SubscribeToStreamOptions{})
+		}, true},
+		{"$all", func() (*kurrentdb.Subscription, error) {
+			return orders.SubscribeToAll(ctxT(t), kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}})
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sub, err := c.sub()
+			if !c.denied {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sub.Close()
+				until(t, sub, &delivered{}, 0, true)
+				return
+			}
+			if code := errorCode(t, err); code != kurrentdb.ErrorCodeAccessDenied {
+				t.Errorf("got %v, want access denied before the confirmation", err)
+			}
+		})
+	}
+}
