@@ -114,6 +114,7 @@ func catchUp(t testing.TB, s *Store, ns string) IndexRoundResult {
 		total.Indexed += r.Indexed
 		total.Removed += r.Removed
 		total.Skipped += r.Skipped
+		total.Failed = append(total.Failed, r.Failed...)
 		if !r.More {
 			total.Covered = r.Covered
 			return total
@@ -950,6 +951,28 @@ func TestIndexStates(t *testing.T) {
 	info, _ = view(t, s, "ns").Index("bal")
 	if !info.Built || info.LagEvents != 1 || info.LagTime <= 0 {
 		t.Fatalf("healthy and behind by one: %+v", info)
+	}
+}
+
+// TestIndexLagAfterDeletedTail: an index created after the namespace's
+// last messages were deleted holds every message there is, so it lags by
+// none (the positions of the deleted ones are past its checkpoint).
+func TestIndexLagAfterDeletedTail(t *testing.T) {
+	s := openTestStore(t, nil)
+	f := newFeeder(t, s)
+	f.must(createNS("ns"))
+	f.must(appendCmd("ns", "account-1", accountMsg(1, "o")))
+	f.must(appendCmd("ns", "account-2", accountMsg(2, "o")))
+	f.must(deleteStreamCmd("ns", "account-2", true))
+	f.must(createIndexCmd("ns", balanceIndex()))
+	catchUp(t, s, "ns")
+	info, err := view(t, s, "ns").Index("bal")
+	if err != nil || !info.Built || info.Entries != 1 || info.LagEvents != 0 || info.LagTime != 0 {
+		t.Fatalf("caught up after a deleted tail: %+v, %v", info, err)
+	}
+	f.must(appendCmd("ns", "account-1", accountMsg(3, "o")))
+	if info, _ := view(t, s, "ns").Index("bal"); info.LagEvents != 1 || info.LagTime <= 0 {
+		t.Fatalf("behind by the new message: %+v", info)
 	}
 }
 

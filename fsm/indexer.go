@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // The index loop's step (DESIGN.md, User-defined indexes). The node runs
@@ -34,7 +35,8 @@ import (
 //     each matching message; a message whose field is missing or of
 //     another type is skipped and counted;
 //  3. writes each index's checkpoint (XC id: last global position read,
-//     entries, skipped).
+//     or the namespace's last one when the scan reached the end; entries,
+//     skipped).
 //
 // Entries, reverse keys and checkpoints have one writer, the loop (apply
 // writes definitions and the change log only), and rounds of one
@@ -135,6 +137,10 @@ type IndexRoundResult struct {
 	// applied index read before it, even when More (a sibling still
 	// builds).
 	CoveredIDs []uint64
+	// Failed are the indexes the round failed on this node (an error
+	// confined to each: indexstate.go); the next round maintains the
+	// others.
+	Failed []IndexFailure
 }
 
 // IndexCounters are the store's running totals of index work, for tests
@@ -152,10 +158,11 @@ func (s *Store) IndexCounters() IndexCounters {
 
 type indexTotals struct{ read, indexed, skipped, tooLarge, removed, failures atomic.Int64 }
 
-// indexCkpt is the value of an XC key: the last global position read,
-// the entries and skipped messages, and whether a round ever reached the
-// end of the namespace since the index was created or cleared (built:
-// the index is healthy, else building).
+// indexCkpt is the value of an XC key: the last global position read (or
+// passed at the end of the namespace: scan), the entries and skipped
+// messages, and whether a round ever reached the end of the namespace
+// since the index was created or cleared (built: the index is healthy,
+// else building).
 type indexCkpt struct {
 	gp, entries, skipped int64
 	built                bool
@@ -212,10 +219,10 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 	if f, ok := asIndexFailure(err); ok {
 		// Confined to one index: drop the round, fail that index, and let
 		// the next round maintain the others (indexstate.go).
-		if err := s.recordFailure(ns, f); err != nil {
+		if err := s.recordFailure(ns, r, f); err != nil {
 			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil
+		return IndexRoundResult{Indexes: res.Indexes, More: true, Failed: r.failedIndexes(name)}, nil
 	}
 	if err != nil {
 		return res, fmt.Errorf("fsm: namespace %q: index round: %w", name, err)
@@ -245,7 +252,7 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		if err != nil {
 			return IndexRoundResult{}, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		return IndexRoundResult{Indexes: res.Indexes, More: true}, nil // as for any failure
+		return IndexRoundResult{Indexes: res.Indexes, More: true, Failed: r.failedIndexes(name)}, nil // as for any failure
 	}
 	res.BatchBytes = commit.Len()
 	if commit.Count() > 0 {
@@ -260,9 +267,10 @@ func (s *Store) IndexRound(name string, maxMessages int) (IndexRoundResult, erro
 		if err := ns.memIdx.reclaimIfIdle(); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
-		if err := s.checkMemory(ns, r.wrote()); err != nil {
+		if err := s.checkMemory(ns, r); err != nil {
 			return res, fmt.Errorf("fsm: namespace %q: %w", name, err)
 		}
+		res.Failed = r.failedIndexes(name)
 	}
 	if res.Read >= 1000 {
 		// A moving average over the rounds that read enough to measure.
@@ -363,12 +371,26 @@ type indexRound struct {
 	// memtable inserts runs of neighbours.
 	sets sortedSets
 	res  IndexRoundResult
+	// last is the snapshot's next global position (lastPosition; 0: not
+	// read yet).
+	last int64
+	// names: index id -> name, of the stored definitions and their
+	// rebuilds; failed: the failures the round recorded.
+	names  map[uint64]string
+	failed []*indexFailure
 }
 
 func (r *indexRound) run() (IndexRoundResult, error) {
 	defs, err := loadIndexes(r.snap)
 	if err != nil {
 		return r.res, err
+	}
+	r.names = make(map[uint64]string, len(defs))
+	for _, d := range defs {
+		r.names[d.Id] = d.Name
+		if d.Next != nil {
+			r.names[d.Next.Id] = d.Name
+		}
 	}
 	if err := r.routeMemory(defs); err != nil { // indexmem.go
 		return r.res, err
@@ -745,7 +767,43 @@ func (r *indexRound) scan(d *fsmv1.IndexDefinition) (end bool, err error) {
 		c.gp = gp
 		r.touch(d.Id)
 	}
-	return !ok, it.Error()
+	if err := it.Error(); err != nil || ok {
+		return false, err
+	}
+	// The end of the snapshot: the positions past its last message up to
+	// the namespace's last one hold no message (their messages were
+	// deleted), so the checkpoint passes them too, and the index lags by
+	// none of them. An import that writes there later stages an added
+	// record (changeAdded), which indexes what is at or below the
+	// checkpoint.
+	last, err := r.lastPosition()
+	if err != nil {
+		return false, err
+	}
+	if last > c.gp {
+		c.gp = last
+		r.touch(d.Id)
+	}
+	return true, nil
+}
+
+// lastPosition is the snapshot's last global position given out (0 in a
+// namespace that never held a message), read once per round.
+func (r *indexRound) lastPosition() (int64, error) {
+	if r.last == 0 {
+		v, err := get(r.snap, keyNextGP)
+		if err != nil {
+			return 0, err
+		}
+		next := int64(1)
+		if v != nil {
+			if next, err = decodeUint64(v); err != nil {
+				return 0, err
+			}
+		}
+		r.last = next
+	}
+	return r.last - 1, nil
 }
 
 // index writes m's entry in d when m matches d's source and has every
@@ -830,7 +888,7 @@ func (r *indexRound) pointerTokens(f *fsmv1.IndexField) []string {
 		if r.toks == nil {
 			r.toks = map[*fsmv1.IndexField][]string{}
 		}
-		toks = pointerTokens(f.Pointer)
+		toks = jsonscan.PointerTokens(f.Pointer)
 		r.toks[f] = toks
 	}
 	return toks

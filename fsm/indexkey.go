@@ -11,6 +11,7 @@ import (
 	"time"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // Order keys of index fields (DESIGN.md, User-defined indexes). Each
@@ -95,7 +96,7 @@ var (
 )
 
 // fieldValue extracts field f of m as appendOrderKey takes it. toks are
-// f's pointer tokens (pointerTokens; computed here when nil). A string
+// f's pointer tokens (jsonscan.PointerTokens; computed here when nil). A string
 // longer than MaxIndexValueBytes is errFieldTooLarge.
 func fieldValue(f *fsmv1.IndexField, m *Message, toks []string) (any, error) {
 	v, err := rawFieldValue(f, m, toks)
@@ -120,13 +121,9 @@ func rawFieldValue(f *fsmv1.IndexField, m *Message, toks []string) (any, error) 
 		doc = m.Metadata
 	}
 	if toks == nil {
-		toks = pointerTokens(f.Pointer)
+		toks = jsonscan.PointerTokens(f.Pointer)
 	}
-	found, valid := scanPointer(doc, toks)
-	if !valid || found.kind == jsonNone {
-		return nil, errFieldMissing
-	}
-	v, ok := scannedValue(found)
+	v, ok := jsonscan.Lookup(doc, toks)
 	if !ok {
 		return nil, errFieldMissing
 	}

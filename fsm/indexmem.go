@@ -280,12 +280,12 @@ func (s *Store) memoryLimit() int64 {
 // checkMemory measures the memory store after a round and fails the
 // memory indexes the round wrote when it holds more than the limit: it
 // drops their keys, so the store shrinks back, and the others go on.
-func (s *Store) checkMemory(ns *namespace, wrote []uint64) error {
+func (s *Store) checkMemory(ns *namespace, r *indexRound) error {
 	m := &ns.memIdx
 	size := m.size()
 	m.bytes.Store(size)
 	if limit := s.memoryLimit(); size > limit {
-		return s.failMemory(ns, wrote, size, limit)
+		return s.failMemory(ns, r, r.wrote(), size, limit)
 	}
 	return nil
 }
@@ -315,12 +315,12 @@ func (s *Store) overMemory(ns *namespace, r *indexRound) (failed bool, err error
 	if len(wrote) == 0 {
 		return false, nil
 	}
-	return true, s.failMemory(ns, wrote, size, limit)
+	return true, s.failMemory(ns, r, wrote, size, limit)
 }
 
 // failMemory fails the memory indexes among ids, size being what their
 // store holds or would hold, drops their keys and gives their memory back.
-func (s *Store) failMemory(ns *namespace, ids []uint64, size, limit int64) error {
+func (s *Store) failMemory(ns *namespace, r *indexRound, ids []uint64, size, limit int64) error {
 	m := &ns.memIdx
 	routed := m.ids.Load()
 	var failed []uint64
@@ -331,7 +331,7 @@ func (s *Store) failMemory(ns *namespace, ids []uint64, size, limit int64) error
 		reason := fmt.Sprintf("the memory indexes of its namespace hold %d bytes on this node, "+
 			"more than the limit of %d (--index-memory-limit)", size, limit)
 		f := &indexFailure{id: id, reason: reason}
-		if err := s.recordFailure(ns, f); err != nil {
+		if err := s.recordFailure(ns, r, f); err != nil {
 			return err
 		}
 		failed = append(failed, id)

@@ -99,10 +99,13 @@ func TestIndexMemoryLimit(t *testing.T) {
 		}
 		f.must(appendCmd("ns", fmt.Sprintf("account-%d", i), msgs...))
 	}
-	catchUp(t, s, "ns")
+	res := catchUp(t, s, "ns")
 	info, err := view(t, s, "ns").Index("mem")
 	if err != nil || !strings.Contains(info.Failure, fmt.Sprintf("more than the limit of %d", limit)) {
 		t.Fatalf("memory index past the limit: %+v, %v; want failed naming the limit", info, err)
+	}
+	if len(res.Failed) != 1 || res.Failed[0].Index != "mem" || res.Failed[0].Reason != info.Failure {
+		t.Fatalf("the rounds report failures %+v; want %q with its reason", res.Failed, "mem")
 	}
 	if _, err := view(t, s, "ns").QueryIndex(IndexQuery{Index: "mem", PositionsOnly: true}); !errors.Is(err, ErrIndexFailed) {
 		t.Fatalf("query of the failed memory index: %v", err)

@@ -99,8 +99,9 @@ type IndexPage struct {
 // IndexInfo is an index's definition and this node's progress.
 type IndexInfo struct {
 	Definition *fsmv1.IndexDefinition
-	// Checkpoint is the last global position the loop read; Entries and
-	// Skipped its counts (node-local).
+	// Checkpoint is the last global position the loop read, or passed at
+	// the end of the namespace where the last messages were deleted;
+	// Entries and Skipped its counts (node-local).
 	Checkpoint, Entries, Skipped int64
 	// LagEvents is the namespace's last global position less Checkpoint.
 	LagEvents int64

@@ -129,12 +129,14 @@ func failedIndexes(r iterReader) (map[uint64]string, error) {
 	return out, it.Close()
 }
 
-// recordFailure commits f's XF record (the round's own batch is dropped)
-// and wakes the readers waiting for the index, which now fail at once.
-func (s *Store) recordFailure(ns *namespace, f *indexFailure) error {
+// recordFailure commits f's XF record (the round's own batch is dropped),
+// notes it in round r (IndexRoundResult.Failed), and wakes the readers
+// waiting for the index, which now fail at once.
+func (s *Store) recordFailure(ns *namespace, r *indexRound, f *indexFailure) error {
 	if err := ns.db.Set(indexFailedKey(f.id), []byte(f.reason), pebble.NoSync); err != nil {
 		return fmt.Errorf("record index %d failure: %w", f.id, err)
 	}
+	r.failed = append(r.failed, f)
 	s.indexTotals.failures.Add(1)
 	s.indexWake.broadcast()
 	return nil
@@ -197,4 +199,68 @@ func (v *View) usableIndex(d *fsmv1.IndexDefinition) error {
 		return fmt.Errorf("%w: index %q: %s (rebuild it)", ErrIndexFailed, d.Name, reason)
 	}
 	return nil
+}
+
+// IndexFailure is an index this node stopped maintaining after an error
+// confined to it: its queries fail with ErrIndexFailed until it is
+// rebuilt or deleted.
+type IndexFailure struct {
+	Namespace, Index string
+	ID               uint64
+	Reason           string
+}
+
+// failedIndexes is the failures the round recorded, in namespace name.
+func (r *indexRound) failedIndexes(name string) []IndexFailure {
+	var out []IndexFailure
+	for _, f := range r.failed {
+		out = append(out, IndexFailure{Namespace: name, Index: r.names[f.id], ID: f.id, Reason: f.reason})
+	}
+	return out
+}
+
+// FailedIndexes lists the indexes this node stopped maintaining, in every
+// namespace _metadata names as indexed, by namespace and index name. An
+// index whose name the failure no longer matches (deleted meanwhile) is
+// left out.
+func (s *Store) FailedIndexes() ([]IndexFailure, error) {
+	var out []IndexFailure
+	for _, name := range s.IndexedNamespaces() {
+		failures, err := s.namespaceFailures(name)
+		if errors.Is(err, ErrNamespaceNotFound) {
+			continue // deleted since it was listed
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fsm: namespace %q: failed indexes: %w", name, err)
+		}
+		out = append(out, failures...)
+	}
+	return out, nil
+}
+
+func (s *Store) namespaceFailures(name string) ([]IndexFailure, error) {
+	ns, err := s.acquire(name)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(ns)
+	snap := ns.db.NewSnapshot()
+	defer snap.Close()
+	failed, err := failedIndexes(snap)
+	if err != nil || len(failed) == 0 {
+		return nil, err
+	}
+	defs, err := loadIndexes(snap)
+	if err != nil {
+		return nil, err
+	}
+	var out []IndexFailure
+	for _, d := range sortedIndexes(defs) {
+		for _, id := range []uint64{d.Id, d.GetNext().GetId()} {
+			if reason, ok := failed[id]; ok && id != 0 {
+				out = append(out, IndexFailure{Namespace: name, Index: d.Name, ID: id, Reason: reason})
+			}
+		}
+	}
+	return out, nil
 }

@@ -210,7 +210,14 @@ func TestIndexFailedConfined(t *testing.T) {
 			for i := range 8 {
 				f.must(appendCmd("ns", fmt.Sprintf("account-%d", i%4), accountMsg(100+i, "p")))
 			}
-			catchUp(t, s, "ns") // never an error: the round goes on without it
+			res := catchUp(t, s, "ns") // never an error: the round goes on without it
+			if len(res.Failed) != 1 || res.Failed[0].Namespace != "ns" || res.Failed[0].Index != tc.failing ||
+				res.Failed[0].ID != ids[tc.failing] || !strings.Contains(res.Failed[0].Reason, tc.reason) {
+				t.Fatalf("the rounds report failures %+v; want %q failed for %q", res.Failed, tc.failing, tc.reason)
+			}
+			if all, err := s.FailedIndexes(); err != nil || len(all) != 1 || all[0] != res.Failed[0] {
+				t.Fatalf("FailedIndexes = %+v, %v; want %+v", all, err, res.Failed)
+			}
 
 			info, err := view(t, s, "ns").Index(tc.failing)
 			if err != nil || !strings.Contains(info.Failure, tc.reason) {
@@ -264,6 +271,9 @@ func TestIndexFailedConfined(t *testing.T) {
 				t.Fatalf("rebuilt stream index holds %d entries, want %d", len(got), len(want))
 			}
 			checkSibling("after the rebuild")
+			if all, err := s.FailedIndexes(); err != nil || len(all) != 0 {
+				t.Fatalf("FailedIndexes after the rebuild = %+v, %v; want none", all, err)
+			}
 		})
 	}
 }

@@ -138,6 +138,12 @@ func (n *Node) ReadIndexed(ctx context.Context, ns, index string, opts nodeapi.R
 	}
 }
 
+// FailedIndexes lists the indexes this node stopped maintaining after an
+// error confined to each (fsm.Store.FailedIndexes): their queries fail
+// here until they are rebuilt or deleted; the node's other work and its
+// other indexes go on.
+func (n *Node) FailedIndexes() ([]fsm.IndexFailure, error) { return n.store.FailedIndexes() }
+
 // indexLoops are the node's per-namespace index loops.
 type indexLoops struct {
 	n      *Node
@@ -253,6 +259,10 @@ func (n *Node) indexLoop(ns string, kick chan struct{}) {
 			continue
 		}
 		failures = 0
+		for _, f := range res.Failed {
+			n.log.Error("index failed on this node; its queries fail until it is rebuilt or deleted",
+				"namespace", f.Namespace, "index", f.Index, "id", f.ID, "reason", f.Reason)
+		}
 		if res.More {
 			select {
 			case <-n.closing:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -437,5 +438,38 @@ func TestIndexReadKickSkipsInterval(t *testing.T) {
 		if len(hits) != 1 || hits[0].GlobalPosition != res.GetAppend().FirstGlobalPosition {
 			t.Fatalf("write %d at global position %d; the read finds %+v", i, res.GetAppend().FirstGlobalPosition, hits)
 		}
+	}
+}
+
+// An index that fails on a node is logged there, once, with its name and
+// reason, and FailedIndexes names it.
+func TestIndexFailureLogged(t *testing.T) {
+	var logs testutil.SyncBuffer
+	c := newCluster(t, 1, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		cfg.IndexMemoryLimit = 64 << 10
+	})
+	l := c.Leader()
+	createNamespace(t, l.Node, "app")
+	ix := amountIndex("app")
+	ix.Definition.Storage = fsmv1.IndexStorage_INDEX_STORAGE_MEMORY
+	ix.Definition.Fields[0].Type = fsmv1.IndexFieldType_INDEX_FIELD_TYPE_STRING
+	if _, err := l.CreateIndex(ctxT(t), ix); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 { // about 2 KB of keys per entry
+		appendAmount(t, l.Node, "app", "acct-1", fmt.Sprintf("%04d%s", i, strings.Repeat("x", 900)))
+	}
+	testutil.Eventually(t, waitTimeout, "the failure's log line", func() bool {
+		return strings.Contains(logs.String(), "index failed on this node")
+	})
+	line := logs.String()
+	if !strings.Contains(line, "index=amount") || !strings.Contains(line, "namespace=app") ||
+		!strings.Contains(line, "--index-memory-limit") || strings.Count(line, "index failed on this node") != 1 {
+		t.Fatalf("log line of the failure: %s", line)
+	}
+	failed, err := l.FailedIndexes()
+	if err != nil || len(failed) != 1 || failed[0].Namespace != "app" || failed[0].Index != "amount" {
+		t.Fatalf("FailedIndexes = %+v, %v", failed, err)
 	}
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -279,6 +280,12 @@ func adminOnly(auth authenticator, h http.Handler) http.Handler {
 // creates it just after the first leader is elected); afterwards 200
 // while a leader is known. The admin namespace cannot be deleted, so once
 // seen it stays.
+//
+// A failed index (node.Node.FailedIndexes) leaves the node ready: the
+// failure is confined to that index's queries on this node, and since
+// replicas usually fail an index for the same reason, refusing would take
+// every replica out of service for one index. The 200's body names each
+// failed index after "ready", one a line, and skald_index_failed alerts.
 type readiness struct {
 	b     Backend
 	ready atomic.Bool
@@ -310,7 +317,20 @@ func (h *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.ready.Store(true)
 	}
-	w.Write([]byte("ready\n"))
+	body := []byte("ready\n")
+	if fi, ok := h.b.(interface {
+		FailedIndexes() ([]fsm.IndexFailure, error)
+	}); ok {
+		failed, err := fi.FailedIndexes()
+		if err != nil {
+			body = fmt.Appendf(body, "failed indexes unknown: %v\n", err)
+		}
+		for _, f := range failed {
+			body = fmt.Appendf(body, "index %q of namespace %q failed on this node: %s (rebuild it)\n",
+				f.Index, f.Namespace, f.Reason)
+		}
+	}
+	w.Write(body)
 }
 
 // rpcMetrics counts RPCs and their latency by procedure and code, on both

@@ -13,9 +13,11 @@
 package testutil
 
 import (
+	"bytes"
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -75,4 +77,24 @@ func Logger(t interface{ Name() string }) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+}
+
+// SyncBuffer is a log destination several goroutines write while a test
+// reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *SyncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// String is what was written so far.
+func (w *SyncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

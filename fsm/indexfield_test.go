@@ -13,7 +13,7 @@ import (
 )
 
 // decoderFieldValue is how the index loop extracted a data field before
-// the scanner (jsonptr.go): decode the whole document with encoding/json
+// the scanner (internal/jsonscan's Lookup): decode the whole document with encoding/json
 // (UseNumber), walk the pointer through maps and slices, convert. The
 // scanner must give its answers on every input.
 func decoderFieldValue(t fsmv1.IndexFieldType, doc []byte, ptr string) (any, error) {
@@ -53,6 +53,9 @@ func decoderFieldValue(t fsmv1.IndexFieldType, doc []byte, ptr string) (any, err
 	}
 	return jsonValue(t, cur)
 }
+
+// maxJSONDepth is encoding/json's nesting limit: deeper is invalid.
+const maxJSONDepth = 10000
 
 var allFieldTypes = []fsmv1.IndexFieldType{tString, tInt, fsmv1.IndexFieldType_INDEX_FIELD_TYPE_FLOAT, fsmv1.IndexFieldType_INDEX_FIELD_TYPE_TIME, fsmv1.IndexFieldType_INDEX_FIELD_TYPE_BOOL}
 

@@ -1,4 +1,4 @@
-package fsm
+package jsonscan
 
 import (
 	"encoding/json"
@@ -7,30 +7,25 @@ import (
 	"unicode/utf8"
 )
 
-// Field extraction for the index loop (DESIGN.md, User-defined indexes).
-// An index field names one value of a message's JSON data or metadata by
-// an RFC 6901 pointer. The loop used to decode the whole document into
-// maps and slices (encoding/json) and then walk the pointer; this file
-// finds the one value by scanning the document's bytes, allocating
-// nothing for the parts it passes over. Its answers are the old ones on
-// every input (TestJSONPointerScanMatchesDecoder, FuzzJSONPointerScan
-// compare it with encoding/json's):
+// Pointer lookup for the index loop, which extracts one field of every
+// message it reads. An index field names one value of a message's JSON
+// data or metadata by an RFC 6901 pointer; Lookup finds that value by
+// scanning the document's bytes, allocating nothing for the parts it
+// passes over. Its answers are encoding/json's on every input (the index
+// engine's tests compare the two, and fuzz them):
 //
 //   - the document is what json.Decoder.Decode reads: leading white space,
 //     then one JSON value, which must be valid throughout (an invalid value
 //     anywhere, or nesting deeper than encoding/json's 10,000 levels,
-//     makes every field missing); bytes after that value are ignored;
+//     makes every pointer name nothing); bytes after that value are ignored;
 //   - in an object the last of duplicate keys wins (as decoding into a map
 //     does), at every level: {"a":{"b":1},"a":{}} has no /a/b;
 //   - keys compare after unescaping (\u escapes, invalid UTF-8 read as
 //     U+FFFD), the pointer's tokens after ~1 -> / and ~0 -> ~;
 //   - an array index is a token strconv.Atoi reads as 0..len-1 without a
-//     leading zero (so "+1" and "-0" are indexes, as they were);
-//   - the value found is converted by the field's type as jsonValue does:
-//     strings unescaped as encoding/json does, numbers by their text.
-
-// maxJSONDepth is encoding/json's nesting limit: deeper is invalid.
-const maxJSONDepth = 10000
+//     leading zero (so "+1" and "-0" are indexes);
+//   - the value found is what decoding with UseNumber gives: strings
+//     unescaped as encoding/json does, numbers as json.Number of their text.
 
 // jsonKind is the kind of a JSON value found by the scanner.
 type jsonKind uint8
@@ -53,9 +48,11 @@ type jsonFound struct {
 	raw  []byte
 }
 
-// pointerTokens splits an RFC 6901 pointer ("/a/b~1c") into its unescaped
-// reference tokens; "" is the whole document (no token).
-func pointerTokens(ptr string) []string {
+// PointerTokens splits an RFC 6901 pointer ("/a/b~1c") into its unescaped
+// reference tokens; "" is the whole document (no token). Lookup takes
+// them, so a caller that looks one pointer up in many documents splits it
+// once.
+func PointerTokens(ptr string) []string {
 	if ptr == "" {
 		return nil
 	}
@@ -69,7 +66,7 @@ func pointerTokens(ptr string) []string {
 }
 
 // arrayIndex is the array index token tok names (ok false when it names
-// none), by the rule jsonPointer always used.
+// none): what strconv.Atoi reads as 0 or more, without a leading zero.
 func arrayIndex(tok string) (int, bool) {
 	i, err := strconv.Atoi(tok)
 	if err != nil || i < 0 || (len(tok) > 1 && tok[0] == '0') {
@@ -305,10 +302,6 @@ func (p *jsonScanner) str() ([]byte, bool) {
 	return nil, false
 }
 
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
 // number scans a number at p.i: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
 func (p *jsonScanner) number() bool {
 	d := p.doc
@@ -407,9 +400,20 @@ func unquoteJSON(raw []byte) (string, bool) {
 	return s, true
 }
 
-// scannedValue converts the value found to what jsonValue takes: a
-// string, a json.Number, a bool, or (null, objects, arrays) a value of no
-// field type.
+// Lookup returns the value the pointer tokens toks (PointerTokens) name in
+// doc, as decoding doc with UseNumber would give it: a string, a
+// json.Number or a bool, or, for null, an object or an array, a value of
+// none of those types (struct{}{}). ok is false when doc is not one valid
+// JSON value (after white space) or the pointer names nothing in it.
+func Lookup(doc []byte, toks []string) (v any, ok bool) {
+	found, valid := scanPointer(doc, toks)
+	if !valid || found.kind == jsonNone {
+		return nil, false
+	}
+	return scannedValue(found)
+}
+
+// scannedValue converts the value found to what Lookup returns.
 func scannedValue(f jsonFound) (any, bool) {
 	switch f.kind {
 	case jsonString:
