@@ -2,7 +2,7 @@
 GO  ?= go
 BUF := $(GO) tool -modfile=$(CURDIR)/tools/go.mod buf
 
-.PHONY: test vet lint check-tidy generate check-breaking breaking-baseline check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-profile
+.PHONY: test vet lint check-tidy generate check-breaking breaking-baseline check-generated console check-console bench bench-cluster fuzz run jepsen jepsen-ci deploy-check bench-compare bench-ab bench-atrest bench-profile
 
 # The modules nested in this one (api/: the generated API; client/: the Go
 # client). ./... at the root does not enter them, so vet, test and
@@ -103,6 +103,10 @@ bench-compare:
 ## bench-ab: A=<rev> [B=HEAD] [ROUNDS=3] [ARGS="skald bench flags"]: both revisions on fresh 3-node clusters, interleaved, medians
 bench-ab:
 	GO=$(GO) A=$(A) B=$(or $(B),HEAD) ROUNDS=$(or $(ROUNDS),3) ARGS="$(or $(ARGS),--workload append --concurrency 64 --duration 8s)" bash scripts/bench-ab.sh
+
+## bench-atrest: [ROUNDS=3] [ARGS="skald bench flags"]: server CPU per op with encryption at rest off and on, one build, interleaved
+bench-atrest:
+	GO=$(GO) ROUNDS=$(or $(ROUNDS),3) ARGS="$(or $(ARGS),--workload append --concurrency 64 --duration 8s)" bash scripts/bench-atrest.sh
 
 ## bench-profile: [ARGS="skald bench flags"] [DURATION=16s] [OUT=dir]: CPU profiles of a 3-node run, broken down per node role (bench/README.md)
 bench-profile:

@@ -34,8 +34,9 @@ var payload200 = func() []byte {
 // Raft delivers them under load. Like every apply benchmark, the
 // namespace is created as a leader creates it today, its type index
 // complete (every message is indexed by type, typeindex.go).
-func BenchmarkApplyAppend(b *testing.B) {
-	s := benchStore(b)
+func BenchmarkApplyAppend(b *testing.B) { benchApplyAppend(b, benchStore(b)) }
+
+func benchApplyAppend(b *testing.B, s *Store) {
 	f := newFeeder(b, s)
 	f.must(createNSAllTypes("bench"))
 	const batch = 64
@@ -176,8 +177,9 @@ func benchViews(b *testing.B, s *Store, read func(*View) error) {
 // 2-core machine hides) and the bytes Pebble wrote per message. Run it
 // long enough for compactions to start: -benchtime 3000x (300k messages)
 // or more; -v also prints Pebble's LSM metrics at the end.
-func BenchmarkApplyAppendBatchSustained(b *testing.B) {
-	s := benchStore(b)
+func BenchmarkApplyAppendBatchSustained(b *testing.B) { benchSustained(b, benchStore(b)) }
+
+func benchSustained(b *testing.B, s *Store) {
 	f := newFeeder(b, s)
 	f.must(createNSAllTypes("bench"))
 	const batch = 100

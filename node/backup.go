@@ -78,7 +78,7 @@ func RestoreBackup(dataDir, raftAddr, logStoreKind string, r io.Reader) (string,
 	if err := os.MkdirAll(filepath.Join(dataDir, "raft"), 0o700); err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}
-	stable, _, _, err := openLogStore(filepath.Join(dataDir, "raft"), logStoreKind, nil, nil)
+	stable, _, _, err := openLogStore(filepath.Join(dataDir, "raft"), logStoreKind, nil, nil, nil)
 	if err != nil {
 		return "", fsm.SnapshotMeta{}, err
 	}

@@ -96,6 +96,13 @@ type Config struct {
 	// keeps the store it has; asking for the other one is an error.
 	LogStore string
 
+	// EncryptionKeyFile names the store key (32 raw bytes or 64 hex
+	// digits) that encrypts every file under DataDir (internal/atrest):
+	// Pebble stores, the raft-wal log and snapshots. A directory is
+	// encrypted or not from its creation; see openKeyring. Encryption needs
+	// LogStoreWAL (bolt has no file-system layer to encrypt through).
+	EncryptionKeyFile string
+
 	// MinFreeDisk: while any voter has fewer free bytes for its data, the
 	// leader refuses writes (nodeapi.ErrStorageFull) instead of proposing entries
 	// that could fill a disk and stop a node. 0 turns the check off.
@@ -246,6 +253,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.InMemory && out.LogStore != "" {
 		return out, errors.New("node: Config.LogStore does not apply to an in-memory node")
+	}
+	if out.EncryptionKeyFile != "" && out.InMemory {
+		return out, errors.New("node: Config.EncryptionKeyFile does not apply to an in-memory node")
+	}
+	if out.EncryptionKeyFile != "" && out.LogStore == LogStoreBolt {
+		return out, errEncryptedBolt
 	}
 	if out.APIAddr == "" {
 		return out, errors.New("node: Config.APIAddr is required")

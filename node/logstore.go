@@ -14,8 +14,10 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 
+	"github.com/skalddb/skald/internal/atrest"
 	"github.com/skalddb/skald/internal/durable"
 )
 
@@ -43,6 +45,10 @@ func CheckLogStore(kind string) error {
 	}
 	return nil
 }
+
+// errEncryptedBolt refuses encryption at rest with the bolt log store.
+var errEncryptedBolt = errors.New("node: encryption at rest needs the wal raft log store: bolt keeps its log in one" +
+	" memory-mapped file that no file-system layer can encrypt; use --raft-log-store wal on a new data directory")
 
 // logStore is what Raft needs from the store behind its log: entries,
 // the stable keys (term, vote), and a way to close it.
@@ -112,15 +118,21 @@ func chooseLogStore(dir, want string) (string, error) {
 // freelist sync and the map freelist (Vault's settings).
 //
 // synced, when set, is told the time of each raft-wal segment sync.
-func openLogStore(dir, want string, log *slog.Logger, synced func(time.Duration)) (logStore, raft.LogStore, string, error) {
+//
+// keys, when set, encrypts the raft-wal segments; bolt is refused with it.
+func openLogStore(dir, want string, keys *atrest.Keyring, log *slog.Logger, synced func(time.Duration)) (
+	logStore, raft.LogStore, string, error) {
 	kind, err := chooseLogStore(dir, want)
 	if err != nil {
 		return nil, nil, "", err
 	}
+	if keys != nil && kind == LogStoreBolt {
+		return nil, nil, "", fmt.Errorf("%w (%s holds a bolt log)", errEncryptedBolt, dir)
+	}
 	var store logStore
 	switch kind {
 	case LogStoreWAL:
-		store, err = openWAL(filepath.Join(dir, walDir), log, synced)
+		store, err = openWAL(filepath.Join(dir, walDir), keys, log, synced)
 	default:
 		store, err = raftboltdb.New(raftboltdb.Options{
 			Path: filepath.Join(dir, boltFile),
@@ -145,7 +157,7 @@ func openLogStore(dir, want string, log *slog.Logger, synced func(time.Duration)
 
 // openWAL opens raft-wal in dir, creating dir first and syncing its
 // parent so that the directory itself survives a power loss.
-func openWAL(dir string, log *slog.Logger, synced func(time.Duration)) (*raftwal.WAL, error) {
+func openWAL(dir string, keys *atrest.Keyring, log *slog.Logger, synced func(time.Duration)) (*raftwal.WAL, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			return nil, err
@@ -154,6 +166,10 @@ func openWAL(dir string, log *slog.Logger, synced func(time.Duration)) (*raftwal
 			return nil, err
 		}
 	}
+	var segments types.VFS = newWALFS(synced)
+	if keys != nil {
+		segments = atrest.NewWALVFS(segments, keys)
+	}
 	return raftwal.Open(dir, raftwal.WithLogger(hclogFor(log, "raft-wal")),
-		raftwal.WithSegmentFiler(segment.NewFiler(dir, newWALFS(synced))))
+		raftwal.WithSegmentFiler(segment.NewFiler(dir, segments)))
 }

@@ -64,7 +64,7 @@ func TestLogStoreReopen(t *testing.T) {
 	for _, kind := range []string{LogStoreBolt, LogStoreWAL} {
 		t.Run(kind, func(t *testing.T) {
 			dir := t.TempDir()
-			stable, logs, got, err := openLogStore(dir, kind, nil, nil)
+			stable, logs, got, err := openLogStore(dir, kind, nil, nil, nil)
 			if err != nil || got != kind {
 				t.Fatalf("open: %q, %v", got, err)
 			}
@@ -88,7 +88,7 @@ func TestLogStoreReopen(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			stable, logs, got, err = openLogStore(dir, "", nil, nil)
+			stable, logs, got, err = openLogStore(dir, "", nil, nil, nil)
 			if err != nil || got != kind {
 				t.Fatalf("reopen: %q, %v", got, err)
 			}
@@ -112,7 +112,7 @@ func TestLogStoreReopen(t *testing.T) {
 			if err := stable.Close(); err != nil {
 				t.Fatal(err)
 			}
-			stable, logs, _, err = openLogStore(dir, "", nil, nil)
+			stable, logs, _, err = openLogStore(dir, "", nil, nil, nil)
 			if err != nil {
 				t.Fatalf("second reopen: %v", err)
 			}

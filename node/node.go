@@ -21,6 +21,7 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/internal/atrest"
 	"github.com/skalddb/skald/node/delivery"
 	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/node/transport"
@@ -37,9 +38,10 @@ type Node struct {
 	feed  *nodeapi.Feed
 	m     *metrics
 
-	fs      vfs.FS        // the disk, or memory (Config.InMemory)
-	dataDir string        // Config.DataDir on fs ("/" in memory)
-	backups atomic.Uint64 // names in-memory backup checkpoints
+	fs      vfs.FS          // the disk, or memory (Config.InMemory)
+	dataDir string          // Config.DataDir on fs ("/" in memory)
+	keys    *atrest.Keyring // data keys of an encrypted data directory; nil when not encrypted
+	backups atomic.Uint64   // names in-memory backup checkpoints
 
 	raft    *raft.Raft
 	stable  logStore // the store behind logs; also Raft's stable store
@@ -95,7 +97,9 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, dataDir, id := vfs.Default, cfg.DataDir, ""
+	var fs vfs.FS = vfs.Default
+	dataDir, id := cfg.DataDir, ""
+	var keys *atrest.Keyring
 	if cfg.InMemory {
 		fs, dataDir, id = vfs.NewMem(), "/", uuid.NewString()
 	} else {
@@ -105,6 +109,12 @@ func Open(cfg Config) (*Node, error) {
 		if id, err = loadNodeID(cfg.DataDir); err != nil {
 			return nil, err
 		}
+		if keys, err = openKeyring(cfg.DataDir, cfg.EncryptionKeyFile); err != nil {
+			return nil, err
+		}
+		if keys != nil {
+			fs = atrest.NewFS(fs, keys)
+		}
 	}
 	if cfg.wrapFS != nil {
 		fs = cfg.wrapFS(fs)
@@ -112,7 +122,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, id: id, log: cfg.Logger.With("node-id", id), feed: nodeapi.NewFeed(), m: newMetrics(),
 		addrs: newAddressBook(), notify: make(chan bool, 16), diskKick: make(chan struct{}, 1), fs: fs, dataDir: dataDir,
-		versionKick: make(chan struct{}, 1),
+		versionKick: make(chan struct{}, 1), keys: keys,
 	}
 	if cfg.InMemory {
 		n.log.Warn("IN-MEMORY NODE: the data, the Raft log and snapshots are kept in memory only; nothing survives a restart")
@@ -198,7 +208,7 @@ func (n *Node) open() error {
 		n.stable, n.logs = mem, mem
 	} else {
 		var kind string
-		if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.log, n.m.observeLogSync); err != nil {
+		if n.stable, n.logs, kind, err = openLogStore(raftDir, n.cfg.LogStore, n.keys, n.log, n.m.observeLogSync); err != nil {
 			return err
 		}
 		n.log.Info("raft log store opened", "store", kind, "dir", raftDir)

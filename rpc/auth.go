@@ -16,6 +16,7 @@ import (
 	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // caller is who a request acts for: the credential that authenticated
@@ -89,7 +90,8 @@ type expiredError struct {
 }
 
 func (e *expiredError) Error() string {
-	return fmt.Sprintf("credential %q of namespace %q expired at %s", e.credential, e.namespace, rfc3339Seconds(e.at))
+	return fmt.Sprintf("credential %q of namespace %q expired at %s", e.credential, e.namespace,
+		evdb.RFC3339Seconds(e.at))
 }
 
 // revokedError ends a long call whose credential was revoked (or whose

@@ -16,6 +16,7 @@ import (
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // noProposals is a backend that fails the test when an edge proposes:
@@ -236,7 +237,7 @@ func TestEdgeAndApplyRefuseAlike(t *testing.T) {
 func TestEvdbWriteRefusesAsApply(t *testing.T) {
 	t.Parallel()
 	a := newApplyStore(t)
-	e := &evdb{b: noProposals{t: t}}
+	e := &eventodb{b: noProposals{t: t}}
 	ctx := context.WithValue(context.Background(), callerKey{}, caller{namespace: "ns"})
 	cases := []struct {
 		name    string
@@ -257,12 +258,12 @@ func TestEvdbWriteRefusesAsApply(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := evArgs{json.RawMessage(`"s-1"`), json.RawMessage(tc.message)}
+			args := evdb.Args{json.RawMessage(`"s-1"`), json.RawMessage(tc.message)}
 			if tc.opts != "" {
 				args = append(args, json.RawMessage(tc.opts))
 			}
 			_, everr := e.streamWrite(ctx, args)
-			if everr == nil || everr.code != "INVALID_REQUEST" || everr.message != tc.want {
+			if everr == nil || everr.Code != "INVALID_REQUEST" || everr.Message != tc.want {
 				t.Fatalf("%s: the edge answered %v, want INVALID_REQUEST %q", tc.name, everr, tc.want)
 			}
 			var m struct {
@@ -283,8 +284,8 @@ func TestEvdbWriteRefusesAsApply(t *testing.T) {
 				Messages: []*fsmv1.NewMessage{{Type: m.Type, Data: m.Data, Metadata: m.Metadata}}}
 			r := a.apply(&fsmv1.Command{Kind: &fsmv1.Command_Append{Append: cmd}})
 			refusal(t, tc.name, r)
-			if got := evWriteRefused(r.(error)); tc.opts == "" && got.message != everr.message {
-				t.Errorf("%s: the edge says %q, apply's refusal reads %q", tc.name, everr.message, got.message)
+			if got := evWriteRefused(r.(error)); tc.opts == "" && got.Message != everr.Message {
+				t.Errorf("%s: the edge says %q, apply's refusal reads %q", tc.name, everr.Message, got.Message)
 			}
 		})
 	}

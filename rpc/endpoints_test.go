@@ -396,8 +396,9 @@ func TestStorageFullErrors(t *testing.T) {
 	if ce := ConnectError(err); connect.CodeOf(ce) != connect.CodeResourceExhausted || !strings.Contains(ce.Error(), "server n1 has 10.0 MiB free") {
 		t.Fatalf("Connect: %v", ce)
 	}
-	e := (&evdb{log: slog.New(slog.DiscardHandler)}).backendError(context.Background(), err)
-	if e.status != http.StatusServiceUnavailable || e.code != "STORAGE_FULL" || !strings.Contains(e.message, "server n1 has 10.0 MiB free") {
+	e := (&eventodb{log: slog.New(slog.DiscardHandler)}).backendError(context.Background(), err)
+	if e.Status != http.StatusServiceUnavailable || e.Code != "STORAGE_FULL" ||
+		!strings.Contains(e.Message, "server n1 has 10.0 MiB free") {
 		t.Fatalf("EventoDB: %+v", e)
 	}
 }

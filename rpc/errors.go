@@ -15,6 +15,7 @@ import (
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // reply is one node or state-machine error as both APIs answer it:
@@ -50,7 +51,7 @@ type reply struct {
 // been applied).
 const (
 	OutcomeHeader     = "Skald-Outcome"
-	OutcomeNotApplied = "not-applied"
+	OutcomeNotApplied = evdb.OutcomeNotApplied
 )
 
 // internalReply answers an error the table does not know; the error
@@ -63,7 +64,7 @@ var internalReply = reply{code: connect.CodeInternal, status: http.StatusInterna
 // typed errors (errors.As), then sentinels (errors.Is). INVARIANT: every
 // verdict row comes before every other row, so an error that wraps both
 // is answered as the verdict. Both surfaces only translate a reply into
-// their shape (toConnect, evdb.backendError); neither maps an error of
+// their shape (toConnect, eventodb.backendError); neither maps an error of
 // its own. TestErrorTable pins every row's reply on both surfaces.
 var errorTable = []func(error) (reply, bool){
 	typed(func(e *fsm.DuplicateIDError) reply {
@@ -249,7 +250,7 @@ func (r reply) connectError(cause error) *connect.Error {
 }
 
 // evdbError is r in EventoDB's shape; cause is the error answered.
-func (r reply) evdbError(cause error) *evError {
+func (r reply) evdbError(cause error) *evdb.Error {
 	msg := r.message
 	switch {
 	case r.cause:
@@ -257,7 +258,7 @@ func (r reply) evdbError(cause error) *evError {
 	case r.evMessage != "":
 		msg = r.evMessage
 	}
-	return &evError{status: r.status, code: r.evCode, message: msg, details: r.evDetails, notApplied: r.notApplied}
+	return &evdb.Error{Status: r.status, Code: r.evCode, Message: msg, Details: r.evDetails, NotApplied: r.notApplied}
 }
 
 // namespaceGoneError replaces fsm.ErrNamespaceNotFound in a call on the
@@ -325,7 +326,7 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 // errorTable, in EventoDB's shape. Data calls act on the token's
 // namespace, so a missing namespace means it was deleted: 403. An unknown
 // error is 500 BACKEND_ERROR (logged, never sent).
-func (e *evdb) backendError(ctx context.Context, err error) *evError {
+func (e *eventodb) backendError(ctx context.Context, err error) *evdb.Error {
 	err = ownNamespace(ctx, err)
 	r, known := lookupError(err)
 	if !known {

@@ -6,12 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
-
-	"github.com/skalddb/skald/fsm"
 )
 
 // FuzzEventoDBRPC sends arbitrary bodies to /rpc of a real node: the
@@ -46,43 +42,6 @@ func FuzzEventoDBRPC(f *testing.F) {
 		}
 		if rec.Code >= 500 {
 			t.Fatalf("body %q: %d %s", body, rec.Code, rec.Body)
-		}
-	})
-}
-
-// FuzzImportLine feeds arbitrary lines to the NDJSON record parser: no
-// panic, and anything it accepts is a record the state machine accepts
-// under the strict input rules, with its text as sent (nothing read as
-// U+FFFD that the line did not hold).
-//
-//	go test -run '^$' -fuzz FuzzImportLine -fuzztime 60s ./rpc
-func FuzzImportLine(f *testing.F) {
-	for _, seed := range []string{
-		`{"id":"i","stream":"order-1","type":"Created","pos":0,"gpos":47,"data":{"a":1},"meta":null,"time":"2025-01-15T10:00:00Z"}`,
-		`{"id":"i","stream":"order-1","type":"T","pos":3,"gpos":1,"data":{},"meta":{"k":"v"},"time":"2025-01-15T10:00:00.123456789Z"}`,
-		`{"id":"i","stream":"","type":"T","pos":0,"gpos":1,"data":{},"time":"x"}`, `{`, `[]`, `null`, `{"pos":-1}`,
-		`{"id":"i","stream":"s-1","type":"T","pos":4611686018427387903,"gpos":4611686018427387904,"data":{},"time":"9999-12-31T00:00:00Z"}`,
-		"{\"id\":\"i\",\"stream\":\"s-\xff\",\"type\":\"T\\ud800\",\"pos\":0,\"gpos\":1,\"data\":{\"\xc3\":1},\"time\":\"2025-01-15T10:00:00Z\"}",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		rec, ierr := parseImportLine(line, 1)
-		if (rec == nil) == (ierr == nil) {
-			t.Fatalf("line %q: record %v and error %v", line, rec, ierr)
-		}
-		if rec == nil {
-			return
-		}
-		if fsm.ValidateStreamName("s", rec.Stream) != nil || fsm.ValidateTypeName("t", rec.Type) != nil || !utf8.ValidString(rec.Id) || rec.Id == "" ||
-			fsm.ValidateImportedPosition("p", rec.Position, 0) != nil || fsm.ValidateImportedPosition("g", rec.GlobalPosition, 1) != nil ||
-			fsm.ValidateData("d", rec.Data) != nil || fsm.ValidateMetadata("m", rec.Metadata) != nil ||
-			fsm.ValidateTime("t", time.Unix(0, rec.TimeUnixNano)) != nil {
-			t.Fatalf("line %q accepted as invalid record %v", line, rec)
-		}
-		if !bytes.Contains(line, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(line), []byte(`\ufffd`)) &&
-			strings.ContainsRune(rec.Id+rec.Stream+rec.Type, utf8.RuneError) {
-			t.Fatalf("line %q accepted with text read as U+FFFD: %v", line, rec)
 		}
 	})
 }

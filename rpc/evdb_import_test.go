@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/skalddb/skald/fsm"
 )
 
 // importBody is an export of n records over 100 streams, one line each.
@@ -116,26 +114,5 @@ func TestLargeImport(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestImportRecordOf: an import chunk's validation error is answered at
-// the line of the record it names, in that record's words.
-func TestImportRecordOf(t *testing.T) {
-	lines := []int{3, 4, 7}
-	for _, tc := range []struct {
-		field, reason string
-		line          int
-		msg           string
-	}{
-		{"messages[2].data", "must be a JSON object", 7, "data: must be a JSON object"},
-		{"messages[0]", "is empty", 3, "is empty"},
-		{"messages", "must hold at most 1000 records, got 1001", 3, "invalid messages: must hold at most 1000 records, got 1001"},
-		{"messages[9].data", "out of range", 3, "invalid messages[9].data: out of range"},
-	} {
-		line, msg := recordOf(&fsm.ValidationError{Field: tc.field, Reason: tc.reason}, lines)
-		if line != tc.line || msg != tc.msg {
-			t.Errorf("recordOf(%s) = %d, %q; want %d, %q", tc.field, line, msg, tc.line, tc.msg)
-		}
 	}
 }

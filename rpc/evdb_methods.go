@@ -5,36 +5,37 @@ import (
 
 	"github.com/skalddb/skald/fsm"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
-type evMethod func(e *evdb, ctx context.Context, args evArgs) (any, *evError)
+type evMethod func(e *eventodb, ctx context.Context, args evdb.Args) (any, *evdb.Error)
 
 // evMethods are the /rpc methods. Reads are linearizable, so an SDK that
 // writes on one node and reads on another sees its write.
 var evMethods = map[string]evMethod{
-	"stream.write":   (*evdb).streamWrite,
-	"stream.get":     (*evdb).streamGet,
-	"stream.last":    (*evdb).streamLast,
-	"stream.version": (*evdb).streamVersion,
+	"stream.write":   (*eventodb).streamWrite,
+	"stream.get":     (*eventodb).streamGet,
+	"stream.last":    (*eventodb).streamLast,
+	"stream.version": (*eventodb).streamVersion,
 	// Skald's extensions (EventoDB's SDKs never send them).
-	"stream.delete":              (*evdb).streamDelete,
-	"stream.truncate":            (*evdb).streamTruncate,
-	"category.deleteByWatermark": (*evdb).categoryDeleteByWatermark,
-	"category.get":               (*evdb).categoryGet,
-	"ns.create":                  (*evdb).nsCreate,
-	"ns.delete":                  (*evdb).nsDelete,
-	"ns.list":                    (*evdb).nsList,
-	"ns.info":                    (*evdb).nsInfo,
-	"ns.streams":                 (*evdb).nsStreams,
-	"ns.categories":              (*evdb).nsCategories,
-	"ns.setRetention":            (*evdb).nsSetRetention,
-	"ns.retention":               (*evdb).nsRetention,
-	"token.create":               (*evdb).tokenCreate,
-	"token.list":                 (*evdb).tokenList,
-	"token.revoke":               (*evdb).tokenRevoke,
+	"stream.delete":              (*eventodb).streamDelete,
+	"stream.truncate":            (*eventodb).streamTruncate,
+	"category.deleteByWatermark": (*eventodb).categoryDeleteByWatermark,
+	"category.get":               (*eventodb).categoryGet,
+	"ns.create":                  (*eventodb).nsCreate,
+	"ns.delete":                  (*eventodb).nsDelete,
+	"ns.list":                    (*eventodb).nsList,
+	"ns.info":                    (*eventodb).nsInfo,
+	"ns.streams":                 (*eventodb).nsStreams,
+	"ns.categories":              (*eventodb).nsCategories,
+	"ns.setRetention":            (*eventodb).nsSetRetention,
+	"ns.retention":               (*eventodb).nsRetention,
+	"token.create":               (*eventodb).tokenCreate,
+	"token.list":                 (*eventodb).tokenList,
+	"token.revoke":               (*eventodb).tokenRevoke,
 	// Skald's version: the SDKs' tests read it as semver.
-	"sys.version": func(e *evdb, _ context.Context, _ evArgs) (any, *evError) { return e.build.Version, nil },
-	"sys.health": func(*evdb, context.Context, evArgs) (any, *evError) {
+	"sys.version": func(e *eventodb, _ context.Context, _ evdb.Args) (any, *evdb.Error) { return e.build.Version, nil },
+	"sys.health": func(*eventodb, context.Context, evdb.Args) (any, *evdb.Error) {
 		return map[string]any{"status": "ok", "backend": "pebble", "connections": 0}, nil
 	},
 }
@@ -42,7 +43,7 @@ var evMethods = map[string]evMethod{
 var linearizable = nodeapi.ReadOptions{Consistency: nodeapi.Linearizable}
 
 // read runs fn on a linearizable view of the caller's namespace.
-func (e *evdb) read(ctx context.Context, fn func(*fsm.View) error) *evError {
+func (e *eventodb) read(ctx context.Context, fn func(*fsm.View) error) *evdb.Error {
 	// EventoDB's replies have no way to say "read on from here", so its
 	// reads have no scan budget: a read ends with its reply's deadline.
 	if e.limits.WriteTimeout > 0 {

@@ -7,39 +7,41 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // EventoDB's namespace methods (ns.*), Skald's extensions of the
 // protocol.
 
-func evRequireAdmin(ctx context.Context) *evError {
+func evRequireAdmin(ctx context.Context) *evdb.Error {
 	if !callerFrom(ctx).admin {
-		return &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED", message: "this method needs the admin token (the default namespace's)",
-			details: map[string]any{"namespace": callerFrom(ctx).namespace}}
+		return &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
+			Message: "this method needs the admin token (the default namespace's)",
+			Details: map[string]any{"namespace": callerFrom(ctx).namespace}}
 	}
 	return nil
 }
 
-func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) nsCreate(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	name, everr := args.nonEmpty(0, "id")
+	name, everr := args.NonEmpty(0, "id")
 	if everr != nil {
 		return nil, everr
 	}
 	if err := fsm.ValidateNewNamespaceName(name); err != nil {
-		return nil, evRefused("", err)
+		return nil, evdb.Refused("", err)
 	}
-	opts, everr := args.opts(1)
+	opts, everr := args.Opts(1)
 	if everr != nil {
 		return nil, everr
 	}
-	desc, _, everr := opts.str("description")
+	desc, _, everr := opts.Str("description")
 	if everr != nil {
 		return nil, everr
 	}
-	token, _, everr := opts.str("token")
+	token, _, everr := opts.Str("token")
 	if everr != nil {
 		return nil, everr
 	}
@@ -53,36 +55,39 @@ func (e *evdb) nsCreate(ctx context.Context, args evArgs) (any, *evError) {
 	}
 	e.audit.record(ctx, "namespace.create", res.GetCreateNamespace().Name, res.GetCreateNamespace().Name)
 	waitCreated(ctx, e.unknown.createWait())
-	return map[string]any{"namespace": res.GetCreateNamespace().Name, "token": token, "createdAt": rfc3339(res.GetCreateNamespace().CreatedUnixNano)}, nil
+	created := res.GetCreateNamespace()
+	return map[string]any{"namespace": created.Name, "token": token, "createdAt": evdb.RFC3339(created.CreatedUnixNano)}, nil
 }
 
-func (e *evdb) nsDelete(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) nsDelete(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	name, everr := args.nonEmpty(0, "id")
+	name, everr := args.NonEmpty(0, "id")
 	if everr != nil {
 		return nil, everr
 	}
 	if name == nstoken.AdminNamespace {
-		return nil, evInvalid("the %q namespace holds the admin token and cannot be deleted", nstoken.AdminNamespace)
+		return nil, evdb.Invalid("the %q namespace holds the admin token and cannot be deleted", nstoken.AdminNamespace)
 	}
 	res, err := e.b.DeleteNamespace(ctx, &fsmv1.DeleteNamespace{Name: name})
 	if err != nil {
 		return nil, e.backendError(ctx, namedNamespace(name, err))
 	}
 	e.audit.record(ctx, "namespace.delete", res.GetDeleteNamespace().Name, res.GetDeleteNamespace().Name, "messages-deleted", res.GetDeleteNamespace().MessagesDeleted)
-	return map[string]any{"namespace": res.GetDeleteNamespace().Name, "deletedAt": rfc3339(res.GetDeleteNamespace().DeletedUnixNano), "messagesDeleted": res.GetDeleteNamespace().MessagesDeleted}, nil
+	deleted := res.GetDeleteNamespace()
+	return map[string]any{"namespace": deleted.Name, "deletedAt": evdb.RFC3339(deleted.DeletedUnixNano),
+		"messagesDeleted": deleted.MessagesDeleted}, nil
 }
 
 // nsList lists at most MaxNamespacesPage namespaces, in byte order of the
 // name; the Skald extension options {"cursor", "limit"} page through
 // more, as ns.streams.
-func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) nsList(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	if err := evRequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	opts, everr := args.opts(0)
+	opts, everr := args.Opts(0)
 	if everr != nil {
 		return nil, everr
 	}
@@ -97,20 +102,20 @@ func (e *evdb) nsList(ctx context.Context, args evArgs) (any, *evError) {
 	out := []any{}
 	for _, n := range entries {
 		out = append(out, map[string]any{"namespace": n.info.Name, "description": n.info.Description,
-			"createdAt": rfc3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
+			"createdAt": evdb.RFC3339(n.info.CreatedAt), "messageCount": n.stats.MessageCount})
 	}
 	return out, nil
 }
 
-func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
-	name, everr := args.nonEmpty(0, "id")
+func (e *eventodb) nsInfo(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	name, everr := args.NonEmpty(0, "id")
 	if everr != nil {
 		return nil, everr
 	}
 	c := callerFrom(ctx)
 	if !c.admin && name != c.namespace {
-		return nil, &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
-			message: c.onlyOwnNamespace("read"), details: map[string]any{"namespace": c.namespace}}
+		return nil, &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
+			Message: c.onlyOwnNamespace("read"), Details: map[string]any{"namespace": c.namespace}}
 	}
 	info, stats, err := namespaceStats(ctx, e.b, name, linearizable)
 	if err != nil {
@@ -118,18 +123,19 @@ func (e *evdb) nsInfo(ctx context.Context, args evArgs) (any, *evError) {
 	}
 	var last any
 	if stats.LastActivity != 0 {
-		last = rfc3339(stats.LastActivity)
+		last = evdb.RFC3339(stats.LastActivity)
 	}
-	return map[string]any{"namespace": info.Name, "description": info.Description, "createdAt": rfc3339(info.CreatedAt),
+	return map[string]any{"namespace": info.Name, "description": info.Description,
+		"createdAt":    evdb.RFC3339(info.CreatedAt),
 		"messageCount": stats.MessageCount, "streamCount": stats.StreamCount, "lastActivity": last}, nil
 }
 
-func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
-	opts, everr := args.opts(0)
+func (e *eventodb) nsStreams(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	opts, everr := args.Opts(0)
 	if everr != nil {
 		return nil, everr
 	}
-	prefix, _, everr := opts.str("prefix")
+	prefix, _, everr := opts.Str("prefix")
 	if everr != nil {
 		return nil, everr
 	}
@@ -144,7 +150,8 @@ func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
 	everr = e.read(ctx, func(v *fsm.View) error {
 		streams, _, err := v.ListStreams(fsm.StreamsQuery{Prefix: prefix, Cursor: cursor, Limit: int(limit)})
 		for _, s := range streams {
-			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version, "lastActivity": rfc3339Seconds(s.LastActivity)})
+			out = append(out, map[string]any{"stream": s.Stream, "version": s.Version,
+				"lastActivity": evdb.RFC3339Seconds(s.LastActivity)})
 		}
 		return err
 	})
@@ -153,8 +160,8 @@ func (e *evdb) nsStreams(ctx context.Context, args evArgs) (any, *evError) {
 
 // nsCategories lists at most fsm.MaxCategoriesPage categories; the Skald
 // extension options {"cursor", "limit"} page through more, as ns.streams.
-func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
-	opts, everr := args.opts(0)
+func (e *eventodb) nsCategories(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	opts, everr := args.Opts(0)
 	if everr != nil {
 		return nil, everr
 	}
@@ -175,16 +182,16 @@ func (e *evdb) nsCategories(ctx context.Context, args evArgs) (any, *evError) {
 
 // listingOpts reads a listing's options: cursor, and limit, 1..max when
 // given (0 when not).
-func listingOpts(opts evOpts, max int) (cursor string, limit int64, everr *evError) {
-	if cursor, _, everr = opts.str("cursor"); everr != nil {
+func listingOpts(opts evdb.Opts, max int) (cursor string, limit int64, everr *evdb.Error) {
+	if cursor, _, everr = opts.Str("cursor"); everr != nil {
 		return "", 0, everr
 	}
-	limit, given, everr := opts.num("limit")
+	limit, given, everr := opts.Num("limit")
 	if everr != nil {
 		return "", 0, everr
 	}
 	if given && (limit < 1 || limit > int64(max)) {
-		return "", 0, evInvalid("limit must be 1..%d, got %d", max, limit)
+		return "", 0, evdb.Invalid("limit must be 1..%d, got %d", max, limit)
 	}
 	return cursor, limit, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // evPages is the reply of a stream.get or category.get with batchSize -1
@@ -25,7 +26,7 @@ type evPages struct {
 // readPages answers p's messages: all of them, read page by page while
 // the reply is written (writePages), when limit < 0 (batchSize -1); else
 // the first page of at most limit messages, read from one view.
-func (e *evdb) readPages(ctx context.Context, p *evPages, limit int) (any, *evError) {
+func (e *eventodb) readPages(ctx context.Context, p *evPages, limit int) (any, *evdb.Error) {
 	if limit < 0 {
 		return p, nil
 	}
@@ -56,7 +57,7 @@ const evPagesBuffer = 64 << 10
 // or the HTTP/2 stream reset), so a client never takes a cut array for a
 // whole one. Each write must finish within Limits.WriteTimeout: a client
 // that stops reading is cut off, one that reads slowly is not.
-func (e *evdb) writePages(ctx context.Context, w http.ResponseWriter, p *evPages) {
+func (e *eventodb) writePages(ctx context.Context, w http.ResponseWriter, p *evPages) {
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(writerFunc(func(b []byte) (int, error) {
 		_ = rc.SetWriteDeadline(time.Now().Add(e.limits.WriteTimeout))
@@ -115,7 +116,7 @@ func (e *evdb) writePages(ctx context.Context, w http.ResponseWriter, p *evPages
 			return
 		}
 	case !started:
-		writeEvError(w, e.backendError(ctx, err))
+		evdb.WriteError(w, e.backendError(ctx, err))
 		return
 	case writeErr == nil:
 		e.log.Error("paged reply: read failed after the reply began", "err", err, "messages", n)

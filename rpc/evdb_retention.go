@@ -8,6 +8,7 @@ import (
 	"github.com/skalddb/skald/fsm"
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
 	"github.com/skalddb/skald/internal/nstoken"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // EventoDB-shaped retention policies (Skald's extensions): scopes by name,
@@ -27,8 +28,8 @@ var (
 
 // evRetentionArgs reads a retention call's one argument, its options,
 // and resolves their namespace (evRetentionNamespace).
-func evRetentionArgs(ctx context.Context, args evArgs) (evOpts, string, *evError) {
-	opts, everr := args.opts(0)
+func evRetentionArgs(ctx context.Context, args evdb.Args) (evdb.Opts, string, *evdb.Error) {
+	opts, everr := args.Opts(0)
 	if everr != nil {
 		return nil, "", everr
 	}
@@ -42,8 +43,8 @@ func evRetentionArgs(ctx context.Context, args evArgs) (evOpts, string, *evError
 // evRetentionNamespace resolves a retention call's "namespace" option as
 // Namespaces.SetRetentionPolicy does: empty is the caller's own; a
 // namespace token reaches only its own; "default" takes no policy.
-func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
-	name, _, everr := opts.str("namespace")
+func evRetentionNamespace(ctx context.Context, opts evdb.Opts) (string, *evdb.Error) {
+	name, _, everr := opts.Str("namespace")
 	if everr != nil {
 		return "", everr
 	}
@@ -52,11 +53,12 @@ func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
 		name = c.namespace
 	}
 	if !c.admin && name != c.namespace {
-		return "", &evError{status: http.StatusForbidden, code: "AUTH_UNAUTHORIZED",
-			message: c.onlyOwnNamespace("manage the retention of"), details: map[string]any{"namespace": c.namespace}}
+		return "", &evdb.Error{Status: http.StatusForbidden, Code: "AUTH_UNAUTHORIZED",
+			Message: c.onlyOwnNamespace("manage the retention of"), Details: map[string]any{"namespace": c.namespace}}
 	}
 	if name == nstoken.AdminNamespace {
-		return "", evInvalid("the %q namespace holds the admin token and takes no retention policy", nstoken.AdminNamespace)
+		return "", evdb.Invalid("the %q namespace holds the admin token and takes no retention policy",
+			nstoken.AdminNamespace)
 	}
 	return name, nil
 }
@@ -65,33 +67,33 @@ func evRetentionNamespace(ctx context.Context, opts evOpts) (string, *evError) {
 // "stream", "name", "maxAgeMs", "maxCount", "namespace"}] →
 // {"replaced": bool}: Connect's Namespaces.SetRetentionPolicy. No limit
 // removes the scope's policy.
-func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) nsSetRetention(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	opts, ns, everr := evRetentionArgs(ctx, args)
 	if everr != nil {
 		return nil, everr
 	}
-	scopeName, _, everr := opts.str("scope")
+	scopeName, _, everr := opts.Str("scope")
 	if everr != nil {
 		return nil, everr
 	}
 	scope, ok := evScopes[scopeName]
 	if !ok {
-		return nil, evInvalid("option scope must be namespace, category or stream, got %q", scopeName)
+		return nil, evdb.Invalid("option scope must be namespace, category or stream, got %q", scopeName)
 	}
-	name, _, everr := opts.str("name")
+	name, _, everr := opts.Str("name")
 	if everr != nil {
 		return nil, everr
 	}
-	ageMs, _, everr := opts.num("maxAgeMs")
+	ageMs, _, everr := opts.Num("maxAgeMs")
 	if everr != nil {
 		return nil, everr
 	}
-	count, _, everr := opts.num("maxCount")
+	count, _, everr := opts.Num("maxCount")
 	if everr != nil {
 		return nil, everr
 	}
 	if ageMs < 0 || ageMs > int64(time.Duration(1<<63-1)/time.Millisecond) {
-		return nil, evInvalid("option maxAgeMs must be 0 (no limit) or a positive number of milliseconds, got %d", ageMs)
+		return nil, evdb.Invalid("option maxAgeMs must be 0 (no limit) or a positive number of milliseconds, got %d", ageMs)
 	}
 	p := &fsmv1.RetentionPolicy{Scope: scope, Name: name, MaxAgeNanos: ageMs * int64(time.Millisecond), MaxCount: count}
 	if err := fsm.ValidateRetentionPolicy(p); err != nil {
@@ -108,7 +110,7 @@ func (e *evdb) nsSetRetention(ctx context.Context, args evArgs) (any, *evError) 
 // "name", "maxAgeMs", "maxCount"}]}: Connect's
 // Namespaces.ListRetentionPolicies (namespace first, then categories, then
 // streams, each by name).
-func (e *evdb) nsRetention(ctx context.Context, args evArgs) (any, *evError) {
+func (e *eventodb) nsRetention(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
 	_, ns, everr := evRetentionArgs(ctx, args)
 	if everr != nil {
 		return nil, everr

@@ -5,21 +5,22 @@ import (
 	"encoding/json"
 
 	fsmv1 "github.com/skalddb/skald/fsm/fsmv1"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // streamDelete is ["stream.delete", stream, {hard, expectedVersion}] →
 // {"messagesDeleted": n, "version": v}: Skald's extension of the EventoDB
 // API, Connect's EventStore.DeleteStream.
-func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
-	stream, opts, everr := streamAndOpts(args)
+func (e *eventodb) streamDelete(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
-	hard, everr := opts.boolean("hard")
+	hard, everr := opts.Bool("hard")
 	if everr != nil {
 		return nil, everr
 	}
-	ev, everr := opts.expectedVersion()
+	ev, everr := opts.ExpectedVersion()
 	if everr != nil {
 		return nil, everr
 	}
@@ -33,17 +34,17 @@ func (e *evdb) streamDelete(ctx context.Context, args evArgs) (any, *evError) {
 
 // streamTruncate is ["stream.truncate", stream, {before}] →
 // {"messagesDeleted": n, "version": v}.
-func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) {
-	stream, opts, everr := streamAndOpts(args)
+func (e *eventodb) streamTruncate(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	stream, opts, everr := evdb.StreamAndOpts(args)
 	if everr != nil {
 		return nil, everr
 	}
-	before, ok, everr := opts.num("before")
+	before, ok, everr := opts.Num("before")
 	if everr != nil {
 		return nil, everr
 	}
 	if !ok || before < 0 {
-		return nil, evInvalid("option before is required: the first position to keep, 0 or more")
+		return nil, evdb.Invalid("option before is required: the first position to keep, 0 or more")
 	}
 	res, err := e.b.TruncateStream(ctx, &fsmv1.TruncateStream{Namespace: callerFrom(ctx).namespace, Stream: stream, Before: before})
 	if err != nil {
@@ -56,22 +57,22 @@ func (e *evdb) streamTruncate(ctx context.Context, args evArgs) (any, *evError) 
 // {"watermarks": {stream: position}, "types": [...]}] →
 // {"messagesDeleted": n, "streams": k}: Connect's
 // EventStore.DeleteByWatermark.
-func (e *evdb) categoryDeleteByWatermark(ctx context.Context, args evArgs) (any, *evError) {
-	category, everr := args.nonEmpty(0, "categoryName")
+func (e *eventodb) categoryDeleteByWatermark(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	category, everr := args.NonEmpty(0, "categoryName")
 	if everr != nil {
 		return nil, everr
 	}
-	opts, everr := args.opts(1)
+	opts, everr := args.Opts(1)
 	if everr != nil {
 		return nil, everr
 	}
 	var marks map[string]int64
-	if raw, ok := opts["watermarks"]; !ok || isNull(raw) || json.Unmarshal(raw, &marks) != nil {
-		return nil, evInvalid("option watermarks is required: an object of stream name to the last position to remove")
+	if raw, ok := opts["watermarks"]; !ok || evdb.IsNull(raw) || json.Unmarshal(raw, &marks) != nil {
+		return nil, evdb.Invalid("option watermarks is required: an object of stream name to the last position to remove")
 	}
 	var types []string
-	if raw, ok := opts["types"]; ok && !isNull(raw) && json.Unmarshal(raw, &types) != nil {
-		return nil, evInvalid("option types must be an array of strings")
+	if raw, ok := opts["types"]; ok && !evdb.IsNull(raw) && json.Unmarshal(raw, &types) != nil {
+		return nil, evdb.Invalid("option types must be an array of strings")
 	}
 	c, err := watermarkCommand(callerFrom(ctx).namespace, category, marks, types)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // The EventoDB API suite, written case by case from
@@ -514,7 +516,7 @@ func importSuite(t *testing.T, s *server, c, admin evClient) {
 			t.Fatalf("import %q: %v, want %s at line 2", line, evs, bad)
 		}
 	}
-	evs = events([]byte(strings.Repeat("x", maxImportLine+10)+"\n"), "")
+	evs = events([]byte(strings.Repeat("x", evdb.MaxImportLine+10)+"\n"), "")
 	if last := evs[len(evs)-1]; last["error"] != "READ_ERROR" {
 		t.Fatalf("long line: %v", evs)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skalddb/skald/fsm"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // EventoDB's credential methods (token.*), Skald's extensions: the same
@@ -15,50 +16,51 @@ import (
 
 // evCredential is a credential in EventoDB's shape.
 func evCredential(c fsm.CredentialInfo, lastUsed int64) map[string]any {
-	out := map[string]any{"name": c.Name, "role": c.Role.String(), "scope": c.Scope, "createdAt": rfc3339(c.CreatedAt), "initial": c.Initial}
+	out := map[string]any{"name": c.Name, "role": c.Role.String(), "scope": c.Scope,
+		"createdAt": evdb.RFC3339(c.CreatedAt), "initial": c.Initial}
 	if out["scope"] == nil {
 		out["scope"] = []string{}
 	}
 	if c.ExpiresAt != 0 {
-		out["expiresAt"] = rfc3339(c.ExpiresAt)
+		out["expiresAt"] = evdb.RFC3339(c.ExpiresAt)
 	}
 	if lastUsed != 0 {
-		out["lastUsed"] = rfc3339(lastUsed)
+		out["lastUsed"] = evdb.RFC3339(lastUsed)
 	}
 	return out
 }
 
 // tokenCreate: ["token.create", name, {role, scope, expiresAt, namespace}]
 // answers {"name", "role", ..., "token"}; the token is shown only here.
-func (e *evdb) tokenCreate(ctx context.Context, args evArgs) (any, *evError) {
-	name, opts, ns, everr := args.namedInNamespace()
+func (e *eventodb) tokenCreate(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	name, opts, ns, everr := args.NamedInNamespace()
 	if everr != nil {
 		return nil, everr
 	}
-	roleName, ok, everr := opts.str("role")
+	roleName, ok, everr := opts.Str("role")
 	if everr != nil {
 		return nil, everr
 	}
 	if !ok {
-		return nil, evInvalid("option role is required: reader, writer, owner or admin")
+		return nil, evdb.Invalid("option role is required: reader, writer, owner or admin")
 	}
 	role, err := fsm.ParseRole(roleName)
 	if err != nil {
-		return nil, evInvalid("option role: %v", err)
+		return nil, evdb.Invalid("option role: %v", err)
 	}
 	var scope []string
 	if raw, ok := opts["scope"]; ok {
-		if isNull(raw) || json.Unmarshal(raw, &scope) != nil {
-			return nil, evInvalid("option scope must be an array of strings")
+		if evdb.IsNull(raw) || json.Unmarshal(raw, &scope) != nil {
+			return nil, evdb.Invalid("option scope must be an array of strings")
 		}
 	}
 	n := newCredential{namespace: ns, name: name, role: role, scope: scope}
-	if exp, ok, everr := opts.str("expiresAt"); everr != nil {
+	if exp, ok, everr := opts.Str("expiresAt"); everr != nil {
 		return nil, everr
 	} else if ok {
 		t, err := time.Parse(time.RFC3339Nano, exp)
 		if err != nil {
-			return nil, evInvalid("option expiresAt must be an RFC 3339 time: %v", err)
+			return nil, evdb.Invalid("option expiresAt must be an RFC 3339 time: %v", err)
 		}
 		if n.expiresAt, err = expiryNanos("expiresAt", t); err != nil {
 			return nil, e.namedError(ctx, err)
@@ -74,12 +76,12 @@ func (e *evdb) tokenCreate(ctx context.Context, args evArgs) (any, *evError) {
 }
 
 // tokenList: ["token.list", {namespace}] answers an array of credentials.
-func (e *evdb) tokenList(ctx context.Context, args evArgs) (any, *evError) {
-	opts, everr := args.opts(0)
+func (e *eventodb) tokenList(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	opts, everr := args.Opts(0)
 	if everr != nil {
 		return nil, everr
 	}
-	ns, _, everr := opts.str("namespace")
+	ns, _, everr := opts.Str("namespace")
 	if everr != nil {
 		return nil, everr
 	}
@@ -96,8 +98,8 @@ func (e *evdb) tokenList(ctx context.Context, args evArgs) (any, *evError) {
 
 // tokenRevoke: ["token.revoke", name, {namespace}] answers {"name",
 // "revoked": true}; no node admits the credential once it returns.
-func (e *evdb) tokenRevoke(ctx context.Context, args evArgs) (any, *evError) {
-	name, _, ns, everr := args.namedInNamespace()
+func (e *eventodb) tokenRevoke(ctx context.Context, args evdb.Args) (any, *evdb.Error) {
+	name, _, ns, everr := args.NamedInNamespace()
 	if everr != nil {
 		return nil, everr
 	}
@@ -107,26 +109,10 @@ func (e *evdb) tokenRevoke(ctx context.Context, args evArgs) (any, *evError) {
 	return map[string]any{"name": name, "revoked": true}, nil
 }
 
-// namedInNamespace reads the arguments [name, {namespace, ...}] of a
-// call on one named thing of a namespace: the name (not empty), the
-// options, and the namespace option (empty: the caller's).
-func (a evArgs) namedInNamespace() (name string, opts evOpts, ns string, everr *evError) {
-	if name, everr = a.nonEmpty(0, "name"); everr != nil {
-		return "", nil, "", everr
-	}
-	if opts, everr = a.opts(1); everr != nil {
-		return "", nil, "", everr
-	}
-	if ns, _, everr = opts.str("namespace"); everr != nil {
-		return "", nil, "", everr
-	}
-	return name, opts, ns, nil
-}
-
 // namedError answers err of a call that may name its namespace: a
 // missing namespace is 404 (namedNamespace made it so), not the 403 of a
 // deleted token namespace.
-func (e *evdb) namedError(ctx context.Context, err error) *evError {
+func (e *eventodb) namedError(ctx context.Context, err error) *evdb.Error {
 	r, known := lookupError(err)
 	if !known {
 		e.log.Error("eventodb api: backend error", "err", err)

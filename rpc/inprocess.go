@@ -36,10 +36,11 @@ func (c Caller) Role() fsm.Role { return c.c.role }
 type Local struct {
 	auth authenticator
 	es   *eventStore
+	subs *subscriptions
 }
 
-// NewLocal returns a Local over b. Of opts it reads Logger and Limits:
-// the protocol on top counts its own calls.
+// NewLocal returns a Local over b. Of opts it reads Logger, Limits and
+// Subscribe: the protocol on top counts its own calls.
 func NewLocal(b Backend, opts Options) *Local {
 	log := opts.Logger
 	if log == nil {
@@ -48,11 +49,16 @@ func NewLocal(b Backend, opts Options) *Local {
 	limits := opts.Limits.withDefaults()
 	tokens := newUnknownTokens(b.LinearizableIndex, limits.UnknownTokenPace, limits.UnknownTokenTTL)
 	metrics := newRPCMetrics(prometheus.NewRegistry()) // AppendStream only, never called here
+	subscribe := opts.Subscribe
+	if subscribe.ScanBudget <= 0 {
+		subscribe.ScanBudget = limits.ScanBudget
+	}
 	return &Local{
 		auth: authenticator{b: b, unknown: tokens, used: &lastUsed{}, audit: newAuditor(log, nil), log: log},
-		es: &eventStore{b: b, log: log, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
+		es: &eventStore{b: b, log: log, sub: subscribe, pageBytes: limits.PageBytes, scanBudget: limits.ScanBudget,
 			replyTimeout: limits.WriteTimeout, streamInFlight: limits.AppendStreamInFlight, metrics: metrics,
 			hint: leaderHint{b}, creds: b},
+		subs: &subscriptions{b: b, log: log},
 	}
 }
 
@@ -77,6 +83,17 @@ func (l *Local) Bound(namespace string) Caller {
 // read.
 func (l *Local) Permit(c Caller, procedure string) error {
 	return permit(c.c, procedure)
+}
+
+// PermitRequest fails PermissionDenied when c may not call procedure
+// with request m: its role, and its scope against what m touches. A
+// stream answered before its first call (a subscription's confirmation)
+// checks this first, so a refusal comes before anything is sent.
+func (l *Local) PermitRequest(c Caller, procedure string, m any) error {
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	return permitScope(c.c, procedure, m)
 }
 
 // call runs fn for c as procedure with request m: role and scope checked
@@ -125,4 +142,95 @@ func (l *Local) StreamVersion(ctx context.Context, c Caller, m *skaldv1.StreamVe
 func (l *Local) DeleteStream(ctx context.Context, c Caller, m *skaldv1.DeleteStreamRequest) (
 	*skaldv1.DeleteStreamResponse, error) {
 	return call(ctx, l, c, skaldv1connect.EventStoreDeleteStreamProcedure, m, l.es.DeleteStream)
+}
+
+// Subscribe is EventStore.Subscribe for c: stored matches, caught_up,
+// then live matches, each handed to send until ctx ends, send fails or
+// the subscription does (its error as the API's). send may block; the
+// subscription then holds at most one page of the API's subscribe
+// limits, and a live subscriber too far behind is cut off as on the API
+// port.
+func (l *Local) Subscribe(ctx context.Context, c Caller, m *skaldv1.SubscribeRequest,
+	send func(*skaldv1.SubscribeResponse) error) error {
+	const procedure = skaldv1connect.EventStoreSubscribeProcedure
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	if err := permitScope(c.c, procedure, m); err != nil {
+		return err
+	}
+	if err := stillValid(l.auth.b, c.c); err != nil {
+		return toConnect(ctx, l.auth.log, err)
+	}
+	return l.es.subscribe(context.WithValue(ctx, callerKey{}, c.c), m, send)
+}
+
+// CreateGroup is Subscriptions.CreateGroup for c.
+func (l *Local) CreateGroup(ctx context.Context, c Caller, m *skaldv1.CreateGroupRequest) (
+	*skaldv1.CreateGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsCreateGroupProcedure, m, l.subs.CreateGroup)
+}
+
+// UpdateGroup is Subscriptions.UpdateGroup for c.
+func (l *Local) UpdateGroup(ctx context.Context, c Caller, m *skaldv1.UpdateGroupRequest) (
+	*skaldv1.UpdateGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsUpdateGroupProcedure, m, l.subs.UpdateGroup)
+}
+
+// DeleteGroup is Subscriptions.DeleteGroup for c.
+func (l *Local) DeleteGroup(ctx context.Context, c Caller, m *skaldv1.DeleteGroupRequest) (
+	*skaldv1.DeleteGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsDeleteGroupProcedure, m, l.subs.DeleteGroup)
+}
+
+// GetGroup is Subscriptions.GetGroup for c.
+func (l *Local) GetGroup(ctx context.Context, c Caller, m *skaldv1.GetGroupRequest) (*skaldv1.GetGroupResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsGetGroupProcedure, m, l.subs.GetGroup)
+}
+
+// ListGroups is Subscriptions.ListGroups for c.
+func (l *Local) ListGroups(ctx context.Context, c Caller, m *skaldv1.ListGroupsRequest) (
+	*skaldv1.ListGroupsResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsListGroupsProcedure, m, l.subs.ListGroups)
+}
+
+// Ack is Subscriptions.Ack for c.
+func (l *Local) Ack(ctx context.Context, c Caller, m *skaldv1.AckRequest) (*skaldv1.AckResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsAckProcedure, m, l.subs.Ack)
+}
+
+// Nack is Subscriptions.Nack for c.
+func (l *Local) Nack(ctx context.Context, c Caller, m *skaldv1.NackRequest) (*skaldv1.NackResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsNackProcedure, m, l.subs.Nack)
+}
+
+// ListParked is Subscriptions.ListParked for c.
+func (l *Local) ListParked(ctx context.Context, c Caller, m *skaldv1.ListParkedRequest) (
+	*skaldv1.ListParkedResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsListParkedProcedure, m, l.subs.ListParked)
+}
+
+// ReplayParked is Subscriptions.ReplayParked for c.
+func (l *Local) ReplayParked(ctx context.Context, c Caller, m *skaldv1.ReplayParkedRequest) (
+	*skaldv1.ReplayParkedResponse, error) {
+	return call(ctx, l, c, skaldv1connect.SubscriptionsReplayParkedProcedure, m, l.subs.ReplayParked)
+}
+
+// Consume is Subscriptions.Consume for c: the consumer's deliveries (and
+// heartbeats) handed to send until ctx ends, send fails or the group's
+// owner stops. send may block; the group then holds the consumer's
+// in-flight limit, no more.
+func (l *Local) Consume(ctx context.Context, c Caller, m *skaldv1.ConsumeRequest,
+	send func(*skaldv1.ConsumeResponse) error) error {
+	const procedure = skaldv1connect.SubscriptionsConsumeProcedure
+	if err := permit(c.c, procedure); err != nil {
+		return err
+	}
+	if err := permitScope(c.c, procedure, m); err != nil {
+		return err
+	}
+	if err := stillValid(l.auth.b, c.c); err != nil {
+		return toConnect(ctx, l.auth.log, err)
+	}
+	return l.subs.consume(context.WithValue(ctx, callerKey{}, c.c), connect.NewRequest(m), send)
 }

@@ -7,9 +7,11 @@ import (
 )
 
 // TestImportsRunDownward keeps the layering: the API layer (rpc and
-// the protocols beside it, rpc/kurrentdb) builds without Raft (it speaks node/nodeapi, not node), nothing below it
-// imports it back, the group delivery engine (node/delivery) sits between
-// node and fsm and reaches Raft and Pebble only through them, the
+// the protocols beside it, rpc/kurrentdb) builds without Raft (it speaks
+// node/nodeapi, not node), nothing below it imports it back, the
+// EventoDB wire contract (rpc/evdb) sits below rpc and reaches neither
+// rpc nor the node, the group delivery engine (node/delivery) sits
+// between node and fsm and reaches Raft and Pebble only through them, the
 // cluster port (node/transport) imports none of node, fsm, rpc and
 // membership, and internal/ (the ground floor) imports nothing of ours
 // outside it. Test files are not counted: rpc's tests start real nodes.
@@ -24,7 +26,7 @@ func TestImportsRunDownward(t *testing.T) {
 		pkgs   []string
 		denied func(dep string) bool
 	}{
-		{[]string{mod + "rpc", mod + "rpc/kurrentdb", mod + "fsm", mod + "node/nodeapi",
+		{[]string{mod + "rpc", mod + "rpc/kurrentdb", mod + "rpc/evdb", mod + "fsm", mod + "node/nodeapi",
 			mod + "node/delivery"}, func(dep string) bool {
 			return strings.HasPrefix(dep, "github.com/hashicorp/raft") // raft, raft-wal, raft-boltdb, raft-autopilot
 		}},
@@ -32,6 +34,11 @@ func TestImportsRunDownward(t *testing.T) {
 		// rpc (rpc.Local) and nodeapi.
 		{[]string{mod + "rpc", mod + "rpc/kurrentdb"}, func(dep string) bool {
 			return dep == mod+"node" || dep == mod+"node/delivery" || dep == mod+"membership"
+		}},
+		// The EventoDB wire contract sits below rpc, which mounts it: it
+		// never imports rpc back, nor the node by any road.
+		{[]string{mod + "rpc/evdb"}, func(dep string) bool {
+			return dep == mod+"rpc" || strings.HasPrefix(dep, mod+"node") || dep == mod+"membership"
 		}},
 		{[]string{mod + "node/delivery"}, func(dep string) bool {
 			return dep == mod+"node" || strings.HasPrefix(dep, mod+"node/peerv1") || dep == mod+"membership"

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/skalddb/skald/api/skald/v1/skaldv1connect"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // Limits bounds what one client can hold on the API port: time (read,
@@ -220,7 +221,7 @@ func (d deadlines) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if isRPC(r) && d.errw.IsSupported(r) {
 			_ = d.errw.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg)))
 		} else {
-			writeEvError(w, evInvalid("%s", msg))
+			evdb.WriteError(w, evdb.Invalid("%s", msg))
 		}
 		return
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/skalddb/skald/internal/buildinfo"
 	"github.com/skalddb/skald/internal/nstoken"
 	"github.com/skalddb/skald/node/nodeapi"
+	"github.com/skalddb/skald/rpc/evdb"
 )
 
 // Backend is everything the API needs from the node (*node.Node).
@@ -158,20 +159,20 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 
-	evdb := &evdb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens, metrics: metrics,
-		used: used, audit: audit, creds: credOps, replies: replies}
-	mux.HandleFunc("/rpc", evdb.rpc)
-	mux.HandleFunc("GET /subscribe", evdb.subscribe)
-	mux.HandleFunc("/import", evdb.importHandler)
-	mux.HandleFunc("GET /health", evdb.health)
-	mux.HandleFunc("GET /version", evdb.serveVersion)
-	evdb.traced = opts.TracerProvider != nil
+	ev := &eventodb{b: b, log: log, sub: subscribe, build: buildinfo.Read(), limits: limits, unknown: tokens,
+		metrics: metrics, used: used, audit: audit, creds: credOps, replies: replies}
+	mux.HandleFunc("/rpc", ev.rpc)
+	mux.HandleFunc("GET /subscribe", ev.subscribe)
+	mux.HandleFunc("/import", ev.importHandler)
+	mux.HandleFunc("GET /health", ev.health)
+	mux.HandleFunc("GET /version", ev.serveVersion)
+	ev.traced = opts.TracerProvider != nil
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if isRPC(r) {
 			unknown.ServeHTTP(w, r) // an RPC client reads its own error format
 			return
 		}
-		notFound(w, r)
+		evdb.NotFound(w, r)
 	})
 
 	ui := console.Handler()

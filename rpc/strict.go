@@ -2,9 +2,6 @@ package rpc
 
 import (
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -12,7 +9,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	skaldv1 "github.com/skalddb/skald/api/skald/v1"
-	"github.com/skalddb/skald/internal/jsonscan"
 )
 
 // Strict input. Writes and queries refuse fields this server does not
@@ -24,8 +20,8 @@ import (
 //
 // Text is never repaired: a request whose strings are not UTF-8, or hold
 // an unpaired surrogate escape, is refused with the place named, where
-// encoding/json would have stored U+FFFD in their stead (evBadText for
-// /rpc, importTextError for /import; protobuf refuses such strings
+// encoding/json would have stored U+FFFD in their stead (evdb.BadText for
+// /rpc, evdb.ParseImportLine for /import; protobuf refuses such strings
 // itself, protoCodec names the field, and fsm.ValidateAppend checks data
 // and metadata).
 
@@ -87,59 +83,6 @@ func unknownField(m protoreflect.Message, path string) (string, protowire.Number
 		return !found
 	})
 	return foundPath, foundNum, found
-}
-
-// evBadText is the /rpc refusal of a body that is valid JSON but not
-// text: 400 INVALID_REQUEST naming the argument and the path in it.
-func evBadText(e *jsonscan.TextError) *evError {
-	what, path := "the body", e.Path
-	if rest, ok := strings.CutPrefix(path, "["); ok {
-		if i := strings.IndexByte(rest, ']'); i > 0 {
-			if n, err := strconv.Atoi(rest[:i]); err == nil {
-				what, path = fmt.Sprintf("argument %d", n), strings.TrimPrefix(rest[i+1:], ".")
-				if n == 0 {
-					what = "the method name"
-				}
-			}
-		}
-	}
-	where := ""
-	switch {
-	case e.InName:
-		where = " in the member name " + path
-	case path != "":
-		where = " at " + path
-	}
-	return &evError{status: http.StatusBadRequest, code: "INVALID_REQUEST",
-		message: fmt.Sprintf("%s is not UTF-8 text%s: %s (byte %d of the body)", what, where, e.Reason, e.Offset),
-		details: map[string]any{"path": e.Path, "offset": e.Offset}}
-}
-
-// importTextError is the /import refusal of a line that is valid JSON but
-// not text: INVALID_RECORD naming the record's field ("data", or "stream"
-// and so on) and the path in it.
-func importTextError(e *jsonscan.TextError, line int) *importError {
-	if e == nil {
-		return nil
-	}
-	path := strings.TrimPrefix(e.Path, ".")
-	field, rest, _ := strings.Cut(path, ".")
-	if i := strings.IndexByte(field, '['); i > 0 {
-		field, rest = field[:i], strings.TrimPrefix(path[i:], ".")
-	}
-	where := ""
-	switch {
-	case field == "":
-		field = "record"
-	case e.InName && rest == "":
-		where = " in a member name"
-	case e.InName:
-		where = " in the member name " + rest
-	case rest != "":
-		where = " at " + rest
-	}
-	return &importError{Code: "INVALID_RECORD", Line: line, Field: field,
-		Message: fmt.Sprintf("%s is not UTF-8 text%s: %s (byte %d of the line)", field, where, e.Reason, e.Offset)}
 }
 
 // protoCodec is connect-go's binary protobuf codec, except that a request

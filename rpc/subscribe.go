@@ -206,11 +206,19 @@ func (sub *subscription) skip() {
 // as this node applies them. It never skips or repeats: the feed only
 // wakes it, and every message comes from a store read after its position.
 func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1.SubscribeRequest], stream *connect.ServerStream[skaldv1.SubscribeResponse]) error {
-	sub, err := newSubscription(req.Msg)
+	return s.subscribe(ctx, req.Msg, stream.Send)
+}
+
+// subscribe is Subscribe of m, each response handed to send (which may
+// block: the subscription waits, holding at most one page).
+func (s *eventStore) subscribe(ctx context.Context, m *skaldv1.SubscribeRequest,
+	send func(*skaldv1.SubscribeResponse) error) error {
+	stream := sendFunc(send)
+	sub, err := newSubscription(m)
 	if err != nil {
 		return err
 	}
-	opts, err := readOptions(req.Msg.Read)
+	opts, err := readOptions(m.Read)
 	if err != nil {
 		return err
 	}
@@ -291,3 +299,8 @@ func (s *eventStore) Subscribe(ctx context.Context, req *connect.Request[skaldv1
 		}
 	}
 }
+
+// sendFunc is a send function with a stream's Send method.
+type sendFunc func(*skaldv1.SubscribeResponse) error
+
+func (f sendFunc) Send(m *skaldv1.SubscribeResponse) error { return f(m) }

@@ -255,6 +255,14 @@ func (s *subscriptions) DeleteGroup(ctx context.Context, req *connect.Request[sk
 // Consume streams the consumer's deliveries until the client leaves or the
 // group's owner stops (the client then reconnects: Unavailable).
 func (s *subscriptions) Consume(ctx context.Context, req *connect.Request[skaldv1.ConsumeRequest], stream *connect.ServerStream[skaldv1.ConsumeResponse]) error {
+	return s.consume(ctx, req, stream.Send)
+}
+
+// consume is Consume with each response handed to send (which may block:
+// the group holds the consumer's in-flight limit, no more).
+func (s *subscriptions) consume(ctx context.Context, req *connect.Request[skaldv1.ConsumeRequest],
+	send func(*skaldv1.ConsumeResponse) error) error {
+	stream := consumeSend(send)
 	if err := checkGroupName("group", req.Msg.Group); err != nil {
 		return err
 	}
@@ -418,3 +426,8 @@ func (s *subscriptions) DeleteParked(ctx context.Context, req *connect.Request[s
 	}
 	return connect.NewResponse(&skaldv1.DeleteParkedResponse{Deleted: res.GetParkedChange().Changed, Parked: res.GetParkedChange().Parked, Index: res.Index}), nil
 }
+
+// consumeSend is a send function with a stream's Send method.
+type consumeSend func(*skaldv1.ConsumeResponse) error
+
+func (f consumeSend) Send(m *skaldv1.ConsumeResponse) error { return f(m) }

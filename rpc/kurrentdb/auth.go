@@ -34,6 +34,15 @@ var leastProcedure = map[string]string{
 	readProcedure:      skaldv1connect.EventStoreReadStreamProcedure,
 	deleteProcedure:    skaldv1connect.EventStoreDeleteStreamProcedure,
 	tombstoneProcedure: skaldv1connect.EventStoreDeleteStreamProcedure,
+
+	psCreateProcedure:       skaldv1connect.SubscriptionsCreateGroupProcedure,
+	psUpdateProcedure:       skaldv1connect.SubscriptionsUpdateGroupProcedure,
+	psDeleteProcedure:       skaldv1connect.SubscriptionsDeleteGroupProcedure,
+	psReadProcedure:         skaldv1connect.SubscriptionsConsumeProcedure,
+	psGetInfoProcedure:      skaldv1connect.SubscriptionsGetGroupProcedure,
+	psReplayParkedProcedure: skaldv1connect.SubscriptionsReplayParkedProcedure,
+	psListProcedure:         skaldv1connect.SubscriptionsListGroupsProcedure,
+	psRestartProcedure:      skaldv1connect.SubscriptionsUpdateGroupProcedure,
 }
 
 // Bounds of the body a refused call may still send before its refusal

@@ -83,3 +83,51 @@ func discoverClient(t *testing.T, seed *member) *kurrentdb.Client {
 	}
 	return dial(t, cfg)
 }
+
+// TestSubscriptionsOnFollower: a follower serves a catch-up subscription
+// from its own state and a persistent subscription through the group's
+// owner on the leader, events written through the leader arriving in
+// order on both.
+func TestSubscriptionsOnFollower(t *testing.T) {
+	f := start(t, 3, insecureMode)
+	var follower *member
+	for _, m := range f.members {
+		if m != f.leader {
+			follower = m
+			break
+		}
+	}
+	leader, cl := insecureClient(t, f.leader), insecureClient(t, follower)
+	appendN(t, leader, "order-1", 2)
+	if err := cl.CreatePersistentSubscription(ctxT(t), "order-1", "billing", fromStart()); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cl.SubscribeToStream(ctxT(t), "order-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ps, err := cl.SubscribeToPersistentSubscription(ctxT(t), "order-1", "billing",
+		kurrentdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	appendN(t, leader, "order-1", 2)
+	d := &delivered{}
+	until(t, sub, d, 4, false)
+	if got := numbers(d.events); !slices.Equal(got, []uint64{0, 1, 2, 3}) {
+		t.Errorf("catch-up on a follower: %v, want [0 1 2 3]", got)
+	}
+	var got []uint64
+	for range 4 {
+		e := next(t, ps)
+		got = append(got, e.Event.OriginalEvent().EventNumber)
+		if err := ps.Ack(e.Event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []uint64{0, 1, 2, 3}) {
+		t.Errorf("persistent on a follower: %v, want [0 1 2 3]", got)
+	}
+}

@@ -40,6 +40,14 @@ func TestFeaturesAnonymous(t *testing.T) {
 		"event_store.client.streams.streams/append[]",
 		"event_store.client.streams.streams/delete[]",
 		"event_store.client.streams.streams/tombstone[]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/create[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/update[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/delete[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/read[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/getinfo[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/replayparked[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/list[stream,all]",
+		"event_store.client.persistent_subscriptions.persistentsubscriptions/restartsubsystem[stream,all]",
 		"event_store.client.server_features.serverfeatures/getsupportedmethods[]",
 		"event_store.client.gossip.gossip/read[]",
 	}
@@ -57,13 +65,11 @@ func TestUnservedMethods(t *testing.T) {
 	f := start(t, 1, insecureMode)
 	cl := insecureClient(t, f.leader)
 	appendN(t, cl, "keep-1", 1)
-	err := cl.CreatePersistentSubscription(ctxT(t), "keep-1", "group-1", kurrentdb.PersistentStreamSubscriptionOptions{})
-	if code := errorCode(t, err); code != kurrentdb.ErrorCodeUnsupportedFeature {
-		t.Errorf("persistent subscription create: %v, want an unsupported feature", err)
-	}
-	_, err = cl.SubscribeToStream(ctxT(t), "keep-1", kurrentdb.SubscribeToStreamOptions{})
-	if err == nil || !strings.Contains(err.Error(), "subscriptions are not served yet") {
-		t.Errorf("subscribe: %v, want Unimplemented saying subscriptions are not served", err)
+	raw := connect.NewClient[shared.Empty, shared.Empty](h2cClient(),
+		"http://"+f.leader.addr+"/event_store.client.projections.Projections/RestartSubsystem", connect.WithGRPC())
+	_, err := raw.CallUnary(ctxT(t), connect.NewRequest(&shared.Empty{}))
+	if connect.CodeOf(err) != connect.CodeUnimplemented || !strings.Contains(err.Error(), "Projections/RestartSubsystem") {
+		t.Errorf("projections: %v, want Unimplemented naming the method", err)
 	}
 	evs, err := readStream(t, cl, "keep-1", kurrentdb.ReadStreamOptions{}, 10)
 	if err != nil || len(evs) != 1 {

@@ -4,7 +4,9 @@ import (
 	"net"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -25,10 +27,10 @@ func TestMetrics(t *testing.T) {
 	if err == nil {
 		t.Fatal("a reader appended")
 	}
-	err = owner.CreatePersistentSubscription(ctxT(t), "count-1", "group-1",
-		kurrentdb.PersistentStreamSubscriptionOptions{})
-	if err == nil {
-		t.Fatal("a persistent subscription was created")
+	unserved := connect.NewClient[shared.Empty, shared.Empty](grpcTLS(),
+		"https://"+m.addr+"/event_store.client.projections.Projections/RestartSubsystem", connect.WithGRPC())
+	if _, err := unserved.CallUnary(ctxT(t), connect.NewRequest(&shared.Empty{})); err == nil {
+		t.Fatal("an unserved method answered")
 	}
 	requests, err := reg.Gather()
 	if err != nil {

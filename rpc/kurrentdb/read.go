@@ -21,8 +21,8 @@ const readPage = 500
 // read serves Streams.Read with a count: a stream or $all, forwards or
 // backwards. It sends only event messages, or for a stream that has no
 // message one stream_not_found (a plain read may carry nothing else: the
-// Go client panics on any other message). Subscriptions and filters are
-// not served yet and are refused before anything is sent.
+// Go client panics on any other message). A subscription is served by
+// subscribe; a filtered read is refused before anything is sent.
 func (s *Server) read(ctx context.Context, req *connect.Request[streams.ReadReq],
 	out *connect.ServerStream[streams.ReadResp]) error {
 	c, ok := callerFrom(ctx)
@@ -34,10 +34,10 @@ func (s *Server) read(ctx context.Context, req *connect.Request[streams.ReadReq]
 		return invalid("a Read must give its options")
 	}
 	if o.GetSubscription() != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("subscriptions are not served yet: read with a count"))
+		return s.subscribe(ctx, c, o, out)
 	}
 	if o.GetFilter() != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("filtered reads are not served yet"))
+		return connect.NewError(connect.CodeUnimplemented, errors.New("filtered reads are not served: filter a subscription"))
 	}
 	r := reader{s: s, c: c, out: out, count: o.GetCount(),
 		backward:   o.GetReadDirection() == streams.ReadReq_Options_Backwards,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
 	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -165,6 +166,7 @@ func (s *Server) routes() http.Handler {
 			resp, err := s.tombstone(ctx, req)
 			return resp, s.boundError(err)
 		}, s.handlerOpts()...))
+	s.psRoutes(authed)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
@@ -229,4 +231,31 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cfg *tls.Config) er
 		return nil
 	}
 	return fmt.Errorf("kurrentdb: serve %s: %w", ln.Addr(), err)
+}
+
+// psRoutes mounts the persistent-subscription methods with mount.
+func (s *Server) psRoutes(mount func(path string, h http.Handler)) {
+	o := s.handlerOpts()
+	mount(psCreateProcedure, connect.NewUnaryHandler(psCreateProcedure, unary(s, s.psCreate), o...))
+	mount(psUpdateProcedure, connect.NewUnaryHandler(psUpdateProcedure, unary(s, s.psUpdate), o...))
+	mount(psDeleteProcedure, connect.NewUnaryHandler(psDeleteProcedure, unary(s, s.psDelete), o...))
+	mount(psGetInfoProcedure, connect.NewUnaryHandler(psGetInfoProcedure, unary(s, s.psGetInfo), o...))
+	mount(psReplayParkedProcedure, connect.NewUnaryHandler(psReplayParkedProcedure, unary(s, s.psReplayParked), o...))
+	mount(psListProcedure, connect.NewUnaryHandler(psListProcedure, unary(s, s.psList), o...))
+	mount(psRestartProcedure, connect.NewUnaryHandler(psRestartProcedure, unary(s, s.psRestart), o...))
+	mount(psReadProcedure, connect.NewBidiStreamHandler(psReadProcedure,
+		func(ctx context.Context, st *connect.BidiStream[persistent.ReadReq, persistent.ReadResp]) error {
+			return s.boundError(s.psRead(ctx, st))
+		}, o...))
+}
+
+// unaryFunc is a unary method's handler.
+type unaryFunc[Req, Res any] func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)
+
+// unary is fn with its error as a bound listener answers it.
+func unary[Req, Res any](s *Server, fn unaryFunc[Req, Res]) unaryFunc[Req, Res] {
+	return func(ctx context.Context, req *connect.Request[Req]) (*connect.Response[Res], error) {
+		resp, err := fn(ctx, req)
+		return resp, s.boundError(err)
+	}
 }

@@ -43,6 +43,7 @@ type serverFlags struct {
 	cleanupDead, leaveOnTerm, inMemory                                  bool
 	minQuorum                                                           uint
 	tlsCert, tlsKey, tlsCA                                              string
+	encryptionKeyFile                                                   string
 	snapshotThreshold, trailingLogs                                     uint64
 	commitTimeout, retentionInterval                                    time.Duration
 	memTableBytes, cacheBytes, minFreeDisk, memoryLimit                 uint64
@@ -94,6 +95,7 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 65536, "log entries kept after a snapshot, so a lagging follower catches up without a snapshot transfer")
 	fs.DurationVar(&f.commitTimeout, "raft-commit-timeout", node.ProductionTiming.CommitTimeout, "longest a follower waits to learn of a commit when writes pause (subscribers on followers see events this much later); lower costs idle traffic")
 	fs.StringVar(&f.logStore, "raft-log-store", "", "Raft log store of a new data directory: wal (default: hashicorp/raft-wal, append-only segments, one fsync per batch) or bolt (raft-boltdb, two fsyncs per batch, about a third more CPU per write); an existing directory keeps its own")
+	fs.StringVar(&f.encryptionKeyFile, "encryption-key-file", "", "turn on encryption at rest: the store key (32 raw bytes or 64 hex digits, e.g. openssl rand -hex 32) that wraps the data keys of every file under --data-dir; a data directory is encrypted from its creation or never (docs/security.md, At rest); needs the wal raft log store")
 	fs.Uint64Var(&f.memTableBytes, "memtable-bytes", fsm.DefaultMemTableSize, "largest Pebble memtable of one namespace; a busy namespace holds up to two (one flushing); larger means less compaction CPU per write")
 	fs.Uint64Var(&f.cacheBytes, "cache-bytes", fsm.DefaultCacheSize, "Pebble block cache shared by all namespaces")
 	fs.IntVar(&f.gcPercent, "gc-percent", DefaultGCPercent, "Go GC percent (GOGC): the heap grows this much over live data between collections; higher spends less CPU per request and more memory (GOGC in the environment wins)")
@@ -173,6 +175,15 @@ func parseServerFlags(args []string, stderr io.Writer) (*serverFlags, error) {
 	}
 	if node.CheckLogStore(f.logStore) != nil {
 		return nil, command.Exit(2, fmt.Errorf("--raft-log-store %q: want bolt or wal", f.logStore))
+	}
+	if f.encryptionKeyFile != "" {
+		warning, err := checkEncryptionKeyFile(f)
+		if err != nil {
+			return nil, command.Exit(2, err)
+		}
+		if warning != "" {
+			f.secretWarnings = append(f.secretWarnings, warning)
+		}
 	}
 	if f.gcPercent < 10 || f.gcPercent > 10000 {
 		return nil, command.Exit(2, fmt.Errorf("--gc-percent must be between 10 and 10000, got %d", f.gcPercent))
@@ -377,6 +388,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ClusterSecret: secret, Bootstrap: !f.clustered(), Logger: log, Registerer: reg, TLS: tlsFiles,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, Mutant: f.mutant, DialMap: dials,
 		MinFreeDisk: f.minFreeDisk, MemTableSize: f.memTableBytes, CacheSize: int64(f.cacheBytes), MaxOpenNamespaces: f.maxOpenNamespaces, LogStore: f.logStore,
+		EncryptionKeyFile: f.encryptionKeyFile,
 		IndexMemoryLimit:  f.indexMemoryLimit,
 		RetentionInterval: f.retentionInterval, MetricsTenantLabels: f.metricsTenantLabels, MaxNamespaces: f.maxNamespaces,
 		MaxGroupsPerNamespace: f.maxGroupsPerNamespace, MaxCredentialsPerNamespace: f.maxCredentialsPerNamespace,
