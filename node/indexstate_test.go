@@ -25,6 +25,9 @@ func TestIndexPauseEveryNode(t *testing.T) {
 	for i := range 3 {
 		appendAmount(t, l.Node, "app", "acct-1", i)
 	}
+	// Every node has applied the indexes' creation before a local read
+	// there asks for them.
+	c.WaitConverged()
 	info := func(n *Node, name string) fsm.IndexInfo {
 		t.Helper()
 		var out fsm.IndexInfo
