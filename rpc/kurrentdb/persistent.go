@@ -145,6 +145,22 @@ func psCaller(ctx context.Context) (rpc.Caller, error) {
 	return c, nil
 }
 
+// psOptions are the options that name one persistent subscription.
+type psOptions interface {
+	GetStreamIdentifier() *shared.StreamIdentifier
+	GetGroupName() string
+}
+
+// psGroup is the stream (or $all) that o names and the Skald group that
+// serves its persistent subscription.
+func psGroup(o psOptions, all bool) (stream, name string, err error) {
+	if stream, err = streamOf(o.GetStreamIdentifier(), all); err != nil {
+		return "", "", err
+	}
+	name, err = groupName(stream, o.GetGroupName())
+	return stream, name, err
+}
+
 // streamOf is the name of a stream identifier, or $all when all.
 func streamOf(id *shared.StreamIdentifier, all bool) (string, error) {
 	if all {
@@ -316,11 +332,7 @@ func (s *Server) psDelete(ctx context.Context, req *connect.Request[persistent.D
 		return nil, err
 	}
 	o := req.Msg.GetOptions()
-	stream, err := streamOf(o.GetStreamIdentifier(), o.GetAll() != nil)
-	if err != nil {
-		return nil, err
-	}
-	name, err := groupName(stream, o.GetGroupName())
+	stream, name, err := psGroup(o, o.GetAll() != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -340,11 +352,7 @@ func (s *Server) psGetInfo(ctx context.Context, req *connect.Request[persistent.
 		return nil, err
 	}
 	o := req.Msg.GetOptions()
-	stream, err := streamOf(o.GetStreamIdentifier(), o.GetAll() != nil)
-	if err != nil {
-		return nil, err
-	}
-	name, err := groupName(stream, o.GetGroupName())
+	stream, name, err := psGroup(o, o.GetAll() != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -446,11 +454,7 @@ func (s *Server) psReplayParked(ctx context.Context, req *connect.Request[persis
 		return nil, err
 	}
 	o := req.Msg.GetOptions()
-	stream, err := streamOf(o.GetStreamIdentifier(), o.GetAll() != nil)
-	if err != nil {
-		return nil, err
-	}
-	name, err := groupName(stream, o.GetGroupName())
+	stream, name, err := psGroup(o, o.GetAll() != nil)
 	if err != nil {
 		return nil, err
 	}

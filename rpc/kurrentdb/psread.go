@@ -38,11 +38,7 @@ func (s *Server) psRead(ctx context.Context, st *connect.BidiStream[persistent.R
 	if o == nil {
 		return invalid("a persistent subscription read starts with its options")
 	}
-	stream, err := streamOf(o.GetStreamIdentifier(), o.GetAll() != nil)
-	if err != nil {
-		return err
-	}
-	name, err := groupName(stream, o.GetGroupName())
+	stream, name, err := psGroup(o, o.GetAll() != nil)
 	if err != nil {
 		return err
 	}
