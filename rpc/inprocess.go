@@ -100,20 +100,29 @@ func (l *Local) PermitRequest(c Caller, procedure string, m any) error {
 // first, c's credential checked again if it was revoked meanwhile.
 func call[Req, Res any](ctx context.Context, l *Local, c Caller, procedure string, m *Req,
 	fn func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) (*Res, error) {
-	if err := permit(c.c, procedure); err != nil {
+	ctx, err := l.admit(ctx, c, procedure, m)
+	if err != nil {
 		return nil, err
 	}
-	if err := permitScope(c.c, procedure, m); err != nil {
+	resp, err := fn(ctx, connect.NewRequest(m))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// admit is what the API port does before a handler runs: c's role and
+// scope checked for procedure and request m (PermitRequest), its
+// credential checked again in case it was revoked meanwhile; it returns
+// ctx carrying c for the handler.
+func (l *Local) admit(ctx context.Context, c Caller, procedure string, m any) (context.Context, error) {
+	if err := l.PermitRequest(c, procedure, m); err != nil {
 		return nil, err
 	}
 	if err := stillValid(l.auth.b, c.c); err != nil {
 		return nil, toConnect(ctx, l.auth.log, err)
 	}
-	resp, err := fn(context.WithValue(ctx, callerKey{}, c.c), connect.NewRequest(m))
-	if err != nil {
-		return nil, err
-	}
-	return resp.Msg, nil
+	return context.WithValue(ctx, callerKey{}, c.c), nil
 }
 
 // Append is EventStore.Append for c.
@@ -152,17 +161,11 @@ func (l *Local) DeleteStream(ctx context.Context, c Caller, m *skaldv1.DeleteStr
 // port.
 func (l *Local) Subscribe(ctx context.Context, c Caller, m *skaldv1.SubscribeRequest,
 	send func(*skaldv1.SubscribeResponse) error) error {
-	const procedure = skaldv1connect.EventStoreSubscribeProcedure
-	if err := permit(c.c, procedure); err != nil {
+	ctx, err := l.admit(ctx, c, skaldv1connect.EventStoreSubscribeProcedure, m)
+	if err != nil {
 		return err
 	}
-	if err := permitScope(c.c, procedure, m); err != nil {
-		return err
-	}
-	if err := stillValid(l.auth.b, c.c); err != nil {
-		return toConnect(ctx, l.auth.log, err)
-	}
-	return l.es.subscribe(context.WithValue(ctx, callerKey{}, c.c), m, send)
+	return l.es.subscribe(ctx, m, send)
 }
 
 // CreateGroup is Subscriptions.CreateGroup for c.
@@ -222,15 +225,9 @@ func (l *Local) ReplayParked(ctx context.Context, c Caller, m *skaldv1.ReplayPar
 // in-flight limit, no more.
 func (l *Local) Consume(ctx context.Context, c Caller, m *skaldv1.ConsumeRequest,
 	send func(*skaldv1.ConsumeResponse) error) error {
-	const procedure = skaldv1connect.SubscriptionsConsumeProcedure
-	if err := permit(c.c, procedure); err != nil {
+	ctx, err := l.admit(ctx, c, skaldv1connect.SubscriptionsConsumeProcedure, m)
+	if err != nil {
 		return err
 	}
-	if err := permitScope(c.c, procedure, m); err != nil {
-		return err
-	}
-	if err := stillValid(l.auth.b, c.c); err != nil {
-		return toConnect(ctx, l.auth.log, err)
-	}
-	return l.subs.consume(context.WithValue(ctx, callerKey{}, c.c), connect.NewRequest(m), send)
+	return l.subs.consume(ctx, connect.NewRequest(m), send)
 }
