@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -27,56 +28,86 @@ func DefaultMaxConnectionsPerIP(maxConns int) int {
 
 // LimitListener returns a listener that holds at most max connections of
 // ln open at once, and at most perIP from one remote IP address (<= 0: no
-// cap). Past either cap a new connection is accepted and closed at once,
+// cap): NewConnCaps(max, perIP).Listener(ln, "rpc", "API", reg), the API
+// port's listener and metrics (skald_rpc_connections_*).
+func LimitListener(ln net.Listener, max, perIP int, reg prometheus.Registerer) (net.Listener, error) {
+	return NewConnCaps(max, perIP).Listener(ln, "rpc", "API", reg)
+}
+
+// ConnCaps are connection caps shared by every listener it limits: at
+// most max connections open at once over all of them, and at most perIP
+// from one remote IP address (<= 0: no cap). The client listeners of one
+// process share one ConnCaps, because their connections take the same
+// file descriptors and one address may not hold more by spreading over
+// ports.
+//
+// Past either cap a new connection is accepted and closed at once,
 // before a byte is read (the client sees the connection reset or closed,
-// and retries elsewhere or later), and counted:
-// skald_rpc_connections_refused_total past max,
-// skald_rpc_connections_refused_per_ip_total past perIP. Accept goes on
-// waiting for the next one. Refusing costs one accept and one close per
-// attempt, so a flood of connections cannot make Accept spin, a node at
-// its cap keeps its file descriptors for storage, and one address holding
-// all it may (a slowloris reconnecting as fast as it is closed) leaves
-// the rest of the cap to the others. Connections open are the gauge
-// skald_rpc_connections_open. reg may be nil.
+// and retries elsewhere or later), and counted by the listener that
+// accepted it. Accept goes on waiting for the next one. Refusing costs
+// one accept and one close per attempt, so a flood of connections cannot
+// make Accept spin, a node at its cap keeps its file descriptors for
+// storage, and one address holding all it may (a slowloris reconnecting
+// as fast as it is closed) leaves the rest of the cap to the others.
 //
 // The caps sit below TLS: a refused connection costs no handshake.
-func LimitListener(ln net.Listener, max, perIP int, reg prometheus.Registerer) (net.Listener, error) {
-	l := &limitListener{Listener: ln, max: int64(max), perIP: perIP, byIP: make(map[string]int),
+//
+// INVARIANT: open counts the connections its listeners returned and that
+// are not closed yet, byIP the same by remote IP (addresses with none are
+// not kept); open <= max and byIP[ip] <= perIP where those caps are set.
+type ConnCaps struct {
+	max   int64
+	perIP int
+	open  atomic.Int64
+	mu    sync.Mutex
+	byIP  map[string]int
+}
+
+// NewConnCaps returns caps of max connections in all and perIP from one
+// remote IP address (<= 0: no cap).
+func NewConnCaps(max, perIP int) *ConnCaps {
+	return &ConnCaps{max: int64(max), perIP: perIP, byIP: make(map[string]int)}
+}
+
+// Listener returns ln under c's caps. Its refusals are counted in
+// skald_<subsystem>_connections_refused_total (past max) and
+// skald_<subsystem>_connections_refused_per_ip_total (past perIP), and
+// its connections open in the gauge skald_<subsystem>_connections_open;
+// what names its connections in the metrics' help ("API"). reg may be
+// nil.
+func (c *ConnCaps) Listener(ln net.Listener, subsystem, what string, reg prometheus.Registerer) (net.Listener, error) {
+	l := &limitListener{Listener: ln, caps: c,
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "connections_refused_total",
-			Help: "API connections closed at once because --max-connections were open.",
+			Namespace: "skald", Subsystem: subsystem, Name: "connections_refused_total",
+			Help: what + " connections closed at once because --max-connections were open (every client listener's together).",
 		}),
 		refusedPerIP: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "skald", Subsystem: "rpc", Name: "connections_refused_per_ip_total",
-			Help: "API connections closed at once because their remote address had --max-connections-per-ip open.",
+			Namespace: "skald", Subsystem: subsystem, Name: "connections_refused_per_ip_total",
+			Help: what + " connections closed at once because their remote address had --max-connections-per-ip open (every client listener's together).",
 		}),
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "skald", Subsystem: "rpc", Name: "connections_open",
-		Help: "API connections open.",
+		Namespace: "skald", Subsystem: subsystem, Name: "connections_open",
+		Help: what + " connections open.",
 	}, func() float64 { return float64(l.open.Load()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{l.refused, l.refusedPerIP, open} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
+		for _, m := range []prometheus.Collector{l.refused, l.refusedPerIP, open} {
+			if err := reg.Register(m); err != nil {
+				return nil, fmt.Errorf("register the %s connection metrics: %w", what, err)
 			}
 		}
 	}
 	return l, nil
 }
 
-// limitListener is LimitListener's listener.
+// limitListener is a listener under ConnCaps.
 //
 // INVARIANT: open counts the connections it returned and that are not
-// closed yet, byIP the same by remote IP (addresses with none are not
-// kept); open <= max and byIP[ip] <= perIP where those caps are set.
+// closed yet (each is counted in caps too).
 type limitListener struct {
 	net.Listener
-	max          int64
-	perIP        int
+	caps         *ConnCaps
 	open         atomic.Int64
-	mu           sync.Mutex
-	byIP         map[string]int
 	refused      prometheus.Counter
 	refusedPerIP prometheus.Counter
 }
@@ -96,44 +127,49 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
+		l.open.Add(1)
 		return &countedConn{Conn: c, l: l, ip: ip}, nil
 	}
 }
 
-// take counts a connection from ip, or returns the counter of the cap it
-// would pass.
+// take counts a connection from ip in the caps, or returns the counter
+// of the cap it would pass.
 func (l *limitListener) take(ip string) prometheus.Counter {
-	if n := l.open.Add(1); l.max > 0 && n > l.max {
-		l.open.Add(-1)
+	c := l.caps
+	if n := c.open.Add(1); c.max > 0 && n > c.max {
+		c.open.Add(-1)
 		return l.refused
 	}
-	if l.perIP <= 0 || ip == "" {
+	if c.perIP <= 0 || ip == "" {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.byIP[ip] >= l.perIP {
-		l.open.Add(-1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byIP[ip] >= c.perIP {
+		c.open.Add(-1)
 		return l.refusedPerIP
 	}
-	l.byIP[ip]++
+	c.byIP[ip]++
 	return nil
 }
 
 // give returns the slots of a connection from ip that take counted.
 func (l *limitListener) give(ip string) {
 	l.open.Add(-1)
-	if l.perIP <= 0 || ip == "" {
+	c := l.caps
+	c.open.Add(-1)
+	if c.perIP <= 0 || ip == "" {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.byIP[ip]--; l.byIP[ip] <= 0 {
-		delete(l.byIP, ip)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byIP[ip]--; c.byIP[ip] <= 0 {
+		delete(c.byIP, ip)
 	}
 }
 
-// Open returns the number of connections open (for tests and logs).
+// Open returns the number of this listener's connections open (for tests
+// and logs).
 func (l *limitListener) Open() int64 { return l.open.Load() }
 
 // remoteIP is the IP address of c's peer ("" when it has none, as on a

@@ -106,9 +106,9 @@ func TestConnectionCapPerIP(t *testing.T) {
 		c.Close()
 	}
 	testutil.Eventually(t, waitTimeout, "the hog's slots to be freed", func() bool {
-		ls.ln.mu.Lock()
-		defer ls.ln.mu.Unlock()
-		return ls.ln.Open() == 0 && len(ls.ln.byIP) == 0
+		ls.ln.caps.mu.Lock()
+		defer ls.ln.caps.mu.Unlock()
+		return ls.ln.Open() == 0 && len(ls.ln.caps.byIP) == 0
 	})
 	c, err := hogDialer.Dial("tcp", ls.addr)
 	if err != nil {

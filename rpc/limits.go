@@ -133,6 +133,10 @@ const importAwaySlack = 10 * time.Millisecond
 // (maxRequestBytes) plus room for gRPC framing.
 const maxBodyBytes = maxRequestBytes + 64<<10
 
+// WithDefaults returns l with every limit not set at its default, as
+// the API handler applies them.
+func (l Limits) WithDefaults() Limits { return l.withDefaults() }
+
 func (l Limits) withDefaults() Limits {
 	orDefault(&l.ReadTimeout, DefaultReadTimeout)
 	orDefault(&l.WriteTimeout, DefaultWriteTimeout)

@@ -39,11 +39,29 @@ type tracing struct {
 	tracer     trace.Tracer
 	propagator propagation.TraceContext
 	procedures map[string]string // Connect path -> span name, every skald.v1 method
+	name       SpanNamer
 	next       http.Handler
 }
 
+// SpanNamer returns the span name of a request and its rpc.system
+// attribute, and false for a request not traced. Names must come from a
+// bounded set, so a caller cannot mint span names.
+type SpanNamer func(r *http.Request) (name, system string, ok bool)
+
 func newTracing(tp trace.TracerProvider, next http.Handler) *tracing {
-	return &tracing{tracer: tp.Tracer(tracerName), procedures: connectProcedures(), next: next}
+	t := &tracing{tracer: tp.Tracer(tracerName), procedures: connectProcedures(), next: next}
+	t.name = t.spanName
+	return t
+}
+
+// Traced wraps next, the handler of another wire protocol served by this
+// process (rpc/kurrentdb), with the API's server spans: one per request
+// that name names, under the caller's W3C traceparent, and a "reply"
+// span from the first byte of the reply. Calls it makes through Local
+// carry the span, so the node's spans (forward, proposal, commit, apply)
+// nest under it.
+func Traced(tp trace.TracerProvider, name SpanNamer, next http.Handler) http.Handler {
+	return &tracing{tracer: tp.Tracer(tracerName), name: name, next: next}
 }
 
 // connectProcedures returns the span name of every skald.v1 procedure,
@@ -86,7 +104,7 @@ func (t *tracing) spanName(r *http.Request) (name, system string, ok bool) {
 }
 
 func (t *tracing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	name, system, ok := t.spanName(r)
+	name, system, ok := t.name(r)
 	if !ok {
 		t.next.ServeHTTP(w, r)
 		return

@@ -65,6 +65,7 @@ func (s *Server) beforeBody(path string, next http.Handler, errw *connect.ErrorW
 		if err != nil {
 			discard(w, r)
 			s.metrics.observe(path, start, err)
+			recordOutcome(r.Context(), err)
 			_ = errw.Write(w, r, withException(err))
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
 	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/skalddb/skald/node/nodeapi"
 	"github.com/skalddb/skald/rpc"
@@ -51,6 +52,17 @@ type Options struct {
 	// Registerer receives the protocol's metrics (metrics.go); default: a
 	// registry of its own.
 	Registerer prometheus.Registerer
+
+	// Limits bounds each call's time and idle connections as on the API
+	// port (bounds.go); zero fields are rpc's defaults.
+	Limits rpc.Limits
+	// Connections, when set, caps Serve's connections, under caps the API
+	// port's listener shares (--max-connections, --max-connections-per-ip);
+	// nil: no cap.
+	Connections *rpc.ConnCaps
+	// TracerProvider, when set, traces every call as the API's are
+	// (trace.go); nil: nothing traced, nothing installed.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves KurrentDB's protocol over rpc.Local for one node.
@@ -61,6 +73,7 @@ type Server struct {
 	opts    Options
 	metrics *metrics
 	handler http.Handler
+	served  map[string]struct{} // the paths of the served methods
 }
 
 // defaultMaxMessageBytes is a message the clients could receive.
@@ -85,8 +98,12 @@ func New(local *rpc.Local, cluster Cluster, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{local: local, cluster: cluster, log: opts.Logger, opts: opts, metrics: m}
-	s.handler = s.routes()
+	opts.Limits = opts.Limits.WithDefaults()
+	s := &Server{local: local, cluster: cluster, log: opts.Logger, opts: opts, metrics: m, served: map[string]struct{}{}}
+	s.handler = deadlines{limits: opts.Limits, next: s.routes()}
+	if opts.TracerProvider != nil {
+		s.handler = rpc.Traced(opts.TracerProvider, s.spanName, s.handler)
+	}
 	return s, nil
 }
 
@@ -133,7 +150,11 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // handlerOpts are the options of every method's handler.
 func (s *Server) handlerOpts() []connect.HandlerOption {
-	return []connect.HandlerOption{connect.WithReadMaxBytes(s.opts.MaxMessageBytes), connect.WithInterceptors(s.metrics)}
+	interceptors := []connect.Interceptor{s.metrics}
+	if s.opts.TracerProvider != nil {
+		interceptors = append(interceptors, spanOutcome{})
+	}
+	return []connect.HandlerOption{connect.WithReadMaxBytes(s.opts.MaxMessageBytes), connect.WithInterceptors(interceptors...)}
 }
 
 // routes mounts the served methods; any other path answers
@@ -141,8 +162,11 @@ func (s *Server) handlerOpts() []connect.HandlerOption {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	errw := connect.NewErrorWriter(s.handlerOpts()...)
-	anonymous := func(path string, h http.Handler) { mux.Handle(path, h) }
-	authed := func(path string, h http.Handler) { mux.Handle(path, s.beforeBody(path, h, errw)) }
+	anonymous := func(path string, h http.Handler) { s.served[path] = struct{}{}; mux.Handle(path, h) }
+	authed := func(path string, h http.Handler) {
+		s.served[path] = struct{}{}
+		mux.Handle(path, s.beforeBody(path, h, errw))
+	}
 	anonymous(featuresProcedure, connect.NewUnaryHandler(featuresProcedure, s.features, s.handlerOpts()...))
 	anonymous(gossipProcedure, connect.NewUnaryHandler(gossipProcedure, s.gossip, s.handlerOpts()...))
 	type appendStream = connect.ClientStream[streams.AppendReq]
@@ -171,6 +195,7 @@ func (s *Server) routes() http.Handler {
 		err := connect.NewError(connect.CodeUnimplemented,
 			fmt.Errorf("%s is not served by Skald's KurrentDB protocol", strings.TrimPrefix(r.URL.Path, "/")))
 		s.metrics.observe(unservedMethod, time.Now(), err)
+		recordOutcome(r.Context(), err)
 		if !errw.IsSupported(r) {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
@@ -193,15 +218,23 @@ func (s *Server) boundError(err error) error {
 
 // Serve serves the protocol on ln until ctx ends: over TLS with cfg, or
 // h2c (HTTP/2 with prior knowledge, as gRPC clients speak it without
-// TLS) when cfg is nil. It returns nil once ctx ended.
+// TLS) when cfg is nil, under Options.Connections and Limits. It returns
+// nil once ctx ended. Call it once: it registers the connection metrics.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cfg *tls.Config) error {
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		Protocols:         new(http.Protocols),
+	if s.opts.Connections != nil {
+		capped, err := s.opts.Connections.Listener(ln, "kurrentdb", "KurrentDB", s.opts.Registerer)
+		if err != nil {
+			return fmt.Errorf("kurrentdb: %w", err)
+		}
+		ln = capped
 	}
+	srv := &http.Server{
+		Handler:     s.handler,
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		Protocols:   new(http.Protocols),
+	}
+	configure(srv, s.opts.Limits)
 	srv.Protocols.SetHTTP2(true)
 	if cfg != nil {
 		srv.TLSConfig = cfg.Clone()

@@ -21,16 +21,16 @@ type apiLimitFlags struct {
 }
 
 func (a *apiLimitFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&a.maxConnections, "max-connections", 0, fmt.Sprintf("most API connections open at once; past it a new one is closed at once and counted in skald_rpc_connections_refused_total (0: the fd limit less what storage may need for --max-open-namespaces, at most %d)", maxDefaultConnections))
+	fs.IntVar(&a.maxConnections, "max-connections", 0, fmt.Sprintf("most client connections open at once, of the API port and --kurrentdb-addr together (one cap for both); past it a new one is closed at once and counted in skald_rpc_connections_refused_total or skald_kurrentdb_connections_refused_total (0: the fd limit less what storage may need for --max-open-namespaces, at most %d)", maxDefaultConnections))
 	fs.IntVar(&a.maxConnectionsPerIP, "max-connections-per-ip", 0,
-		"most API connections open at once from one remote IP address, so that one address cannot take all of "+
-			"--max-connections; past it a new one is closed at once and counted in "+
-			"skald_rpc_connections_refused_per_ip_total (0: 256, or half of --max-connections when less, at least 64; "+
+		"most client connections open at once from one remote IP address, API port and --kurrentdb-addr together, "+
+			"so that one address cannot take all of --max-connections; past it a new one is closed at once and counted in "+
+			"skald_rpc_connections_refused_per_ip_total or skald_kurrentdb_connections_refused_per_ip_total (0: 256, or half of --max-connections when less, at least 64; "+
 			"clients behind one NAT or a proxy that hides their addresses share one: raise it, or set it to "+
 			"--max-connections to turn it off)")
-	fs.DurationVar(&a.readTimeout, "read-timeout", rpc.DefaultReadTimeout, "longest an API request may take to arrive, headers and body (/import: per MiB of body)")
-	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API reply may take from the request's start; for downloads and streamed replies, each write (streams such as Subscribe have none)")
-	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API connections with no request for this long are closed")
+	fs.DurationVar(&a.readTimeout, "read-timeout", rpc.DefaultReadTimeout, "longest an API or KurrentDB request may take to arrive, headers and body (/import: per MiB of body; KurrentDB's persistent-subscription reads: none)")
+	fs.DurationVar(&a.writeTimeout, "write-timeout", rpc.DefaultWriteTimeout, "longest a unary API or KurrentDB reply may take from the request's start (KurrentDB: also the deadline of a unary call or Append whose client sets a later one or none); for downloads and streamed replies, each write (API streams such as Subscribe have none)")
+	fs.DurationVar(&a.idleTimeout, "idle-timeout", rpc.DefaultIdleTimeout, "API and KurrentDB connections with no request for this long are closed")
 	fs.IntVar(&a.pageBytes, "read-page-bytes", rpc.DefaultPageBytes, "most bytes of messages in one read's reply (Connect: truncated, read on; EventoDB: a shorter batch)")
 	fs.Int64Var(&a.replyBudget, "reply-budget-bytes", rpc.DefaultReplyBudgetBytes,
 		"most bytes of read replies the node holds for all clients at once, read and not yet written (each read "+

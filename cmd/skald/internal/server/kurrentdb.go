@@ -20,10 +20,12 @@ type kurrentDBFlags struct {
 
 // serveKurrentDB serves KurrentDB's client protocol (rpc/kurrentdb) on a
 // listener of its own at f.addr (--kurrentdb-addr): over TLS with the
-// API's certificate when tlsFiles is set, else h2c. api is this node's
-// API address as the cluster knows it. stop ends it and waits.
-func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Options, tlsFiles *transport.TLS,
-	log *slog.Logger) (stop func(), err error) {
+// API's certificate when tlsFiles is set, else h2c, with the API's
+// limits, tracing and connection caps (conns, which the API's listener
+// shares). api is this node's API address as the cluster knows it. stop
+// ends it and waits.
+func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Options, conns *rpc.ConnCaps,
+	tlsFiles *transport.TLS, log *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on --kurrentdb-addr: %w", err)
@@ -35,6 +37,7 @@ func serveKurrentDB(f kurrentDBFlags, n *node.Node, api string, apiOpt rpc.Optio
 	log = log.With("kurrentdb-addr", ln.Addr().String())
 	srv, err := kurrentdb.New(rpc.NewLocal(n, apiOpt), n, kurrentdb.Options{
 		Logger: log, Namespace: f.namespace, Advertise: advertise, API: api, Registerer: apiOpt.Registerer,
+		Limits: apiOpt.Limits, Connections: conns, TracerProvider: apiOpt.TracerProvider,
 	})
 	if err != nil {
 		ln.Close()

@@ -333,7 +333,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	maxConns := f.limits.connections(f.maxOpenNamespaces)
 	perIP := f.limits.connectionsPerIP(maxConns)
 	logFDLimit(log, maxConns, f.maxOpenNamespaces)
-	log.Info("api connection caps", "max-connections", maxConns, "max-connections-per-ip", perIP)
+	log.Info("client connection caps (API and KurrentDB listeners together)", "max-connections", maxConns, "max-connections-per-ip", perIP)
 	apiAddr := f.advertiseHTTP
 	if apiAddr == "" {
 		apiAddr = ln.Addr().String()
@@ -452,7 +452,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ErrorLog: logbridge.Std(log, "http", slog.LevelWarn),
 	}
 	apiOpt.Limits.Configure(srv) // read, header and idle timeouts; write deadlines are per request
-	capped, err := rpc.LimitListener(ln, maxConns, perIP, reg)
+	// One set of caps for every client listener: their connections take
+	// the same file descriptors (--max-connections' default), and one
+	// address holds no more by spreading over ports.
+	conns := rpc.NewConnCaps(maxConns, perIP)
+	capped, err := conns.Listener(ln, "rpc", "API", reg)
 	if err != nil {
 		return err
 	}
@@ -468,7 +472,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		go func() { serveErr <- srv.Serve(ln) }()
 	}
 	if f.kurrentDB.addr != "" {
-		stopKurrentDB, err := serveKurrentDB(f.kurrentDB, n, apiAddr, apiOpt, tlsFiles, log)
+		stopKurrentDB, err := serveKurrentDB(f.kurrentDB, n, apiAddr, apiOpt, conns, tlsFiles, log)
 		if err != nil {
 			return err
 		}
