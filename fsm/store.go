@@ -324,19 +324,17 @@ func (s *Store) load() error {
 		meta.Close()
 		return fmt.Errorf("fsm: load _metadata: %w", err)
 	}
-	floor, err := readFloor(meta)
-	if err != nil {
-		meta.Close()
-		return fmt.Errorf("fsm: load _metadata: %w", err)
-	}
-	if err := s.removeOrphans(namespaces, max(applied.index, floor.Index)); err != nil {
+	if err := s.removeOrphans(namespaces); err != nil {
 		meta.Close()
 		return err
 	}
 	s.meta, s.metaApplied, s.config = meta, applied, config
 	// Every entry at or below the durable floor is held, even when the last
 	// entry to touch _metadata is older.
-	if floor.Index > applied.index {
+	if floor, err := readFloor(meta); err != nil {
+		meta.Close()
+		return fmt.Errorf("fsm: load _metadata: %w", err)
+	} else if floor.Index > applied.index {
 		applied = appliedRecord{floor.Index, floor.Term}
 	}
 	s.applied.Store(applied.index)
@@ -348,17 +346,8 @@ func (s *Store) load() error {
 	return nil
 }
 
-// removeOrphans deletes the namespace directories the registry does not
-// name and never will again: those of namespaces created by an entry at
-// or below held, the last entry _metadata holds (its applied index, or
-// the durable floor). A directory is named by the Raft index of the
-// entry that created it, so one above held belongs to a namespace whose
-// record _metadata lost in a crash (its writes are not synced: a kill
-// loses the WAL block Pebble had not written yet) while its own database
-// kept its data; the replay of that entry opens the directory again and
-// skips what its database holds (at or below its A), so its messages and
-// its indexes' checkpoints are kept instead of being written again.
-func (s *Store) removeOrphans(known map[string]*namespace, held uint64) error {
+// removeOrphans deletes namespace directories the registry does not name.
+func (s *Store) removeOrphans(known map[string]*namespace) error {
 	dirs := make(map[string]bool, len(known))
 	for _, ns := range known {
 		dirs[ns.dirName()] = true
@@ -370,11 +359,6 @@ func (s *Store) removeOrphans(known map[string]*namespace, held uint64) error {
 	}
 	for _, name := range entries {
 		if dirs[name] {
-			continue
-		}
-		if id, ok := parseDirName(name); ok && id > held {
-			s.log.Info("keeping the directory of a namespace the log creates again (its registry record was lost in a crash)",
-				"dir", name, "created-at-index", id, "metadata-applied-index", held)
 			continue
 		}
 		s.log.Info("removing orphaned namespace directory", "dir", name)
@@ -530,15 +514,6 @@ func get(db getter, key []byte) ([]byte, error) {
 	}
 	out := append([]byte(nil), v...)
 	return out, closer.Close()
-}
-
-// parseDirName is the namespace id a directory name of dirName holds.
-func parseDirName(name string) (uint64, bool) {
-	if len(name) != 16 {
-		return 0, false
-	}
-	id, err := strconv.ParseUint(name, 16, 64)
-	return id, err == nil
 }
 
 // dirName is the directory of a namespace below <dir>/ns: its internal id
